@@ -1,0 +1,491 @@
+"""Draft checkpoint formats: read any of them into the canonical draft, write any of them back.
+
+| format       | config architecture         | layer ids: key (convention)                                   | weights       |
+|--------------|-----------------------------|---------------------------------------------------------------|---------------|
+| eagle        | LlamaForCausalLM, 1 layer   | none: hard-coded EAGLE default                                 | ``midlayer.*``|
+| sglang       | LlamaForCausalLMEagle3      | ``eagle_config.eagle_aux_hidden_state_layer_ids`` (SGLang ids) | ``midlayer.*``|
+| speculators  | Eagle3Speculator            | top-level ``eagle_aux_hidden_state_layer_ids`` (vLLM ids)      | ``layers.0.*``|
+
+(conventions.md "Draft checkpoint formats"; SpecForge's export is the sglang format, and
+ModelOpt's HF export reads as sglang with ``layers.0.*`` names and no ``t2d``.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput
+from ..taps import FeatureSpec, format_spec
+
+FORMATS = ("eagle", "sglang", "speculators")
+
+# Which engine's id convention each format's config speaks (see engines.py for the rules).
+FORMAT_CONVENTION = {"eagle": "eagle", "sglang": "sglang", "speculators": "vllm"}
+IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+_LAYER_PREFIXES = ("midlayer.", "layers.0.", "model.layers.0.", "model.midlayer.")
+
+
+@dataclass
+class DraftInfo:
+    """What was found in a draft checkpoint, beside the weights themselves."""
+
+    path: str
+    format: str
+    format_reason: str
+    config: dict[str, Any]
+    layer_ids: list[int] | None
+    layer_ids_key: str | None  # e.g. "eagle_config.eagle_aux_hidden_state_layer_ids"
+    other_layer_id_keys: dict[str, list[int]] = field(default_factory=dict)  # ids found elsewhere
+    weight_keys: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    has_lm_head: bool = True
+    has_embed: bool = False
+    has_d2t: bool = True
+    has_t2d: bool = True
+    weight_dtype: str | None = None
+
+    @property
+    def convention(self) -> str:
+        return FORMAT_CONVENTION[self.format]
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def detect_format(config: dict[str, Any], weight_keys: list[str]) -> tuple[str, str]:
+    """Return (format, why). Pure function of the config and the weight names."""
+    archs = config.get("architectures") or []
+    if config.get("speculators_model_type") or "Eagle3Speculator" in archs:
+        return "speculators", "config has speculators_model_type / architectures Eagle3Speculator"
+    if any(a.endswith("Eagle3") for a in archs):
+        return "sglang", f"config architectures {archs} (SGLang/SpecForge/ModelOpt EAGLE-3 export)"
+    if any(k.startswith("midlayer.") for k in weight_keys):
+        return "eagle", f"weights named midlayer.* with architectures {archs or 'unset'} (EAGLE reference)"
+    if isinstance(config.get("eagle_config"), dict):
+        return "sglang", "config has a nested eagle_config"
+    if any(k.startswith("layers.0.") for k in weight_keys) and "fc.weight" in weight_keys:
+        return "speculators", "weights named layers.0.* with an fc (speculators layout)"
+    raise BadInput(
+        "cannot tell which EAGLE-3 draft format this is (no Eagle3 architecture, no midlayer.* or "
+        "layers.0.* weights with an fc)",
+        "pass --draft-format eagle|sglang|speculators",
+    )
+
+
+# --------------------------------------------------------------------------- config <-> canonical
+
+
+def _llama_fields(c: dict[str, Any]) -> dict[str, Any]:
+    keys = (
+        "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+        "rms_norm_eps", "rope_theta", "rope_scaling", "max_position_embeddings", "hidden_act",
+        "attention_bias", "vocab_size", "torch_dtype",
+    )
+    out = {k: c[k] for k in keys if k in c and c[k] is not None}
+    if "rope_theta" not in out and isinstance(c.get("rope_parameters"), dict):
+        rp = c["rope_parameters"]
+        out["rope_theta"] = rp.get("rope_theta", 10000.0)
+        if rp.get("rope_type", "default") != "default":
+            out["rope_scaling"] = rp
+    if "torch_dtype" not in out and c.get("dtype"):
+        out["torch_dtype"] = c["dtype"]
+    return out
+
+
+def config_to_canonical(fmt: str, c: dict[str, Any]) -> dict[str, Any]:
+    """Native config.json -> DraftConfig fields."""
+    if fmt == "speculators":
+        base = _llama_fields(c.get("transformer_layer_config") or {})
+        base.update({k: c[k] for k in ("draft_vocab_size", "target_hidden_size") if c.get(k) is not None})
+        if "vocab_size" not in base and "vocab_size" in c:
+            base["vocab_size"] = c["vocab_size"]
+        for flag in ("norm_before_residual", "norm_before_fc", "fc_norm"):
+            if flag in c:
+                base[flag] = bool(c[flag])
+        return base
+    base = _llama_fields(c)
+    base["draft_vocab_size"] = c.get("draft_vocab_size", base.get("vocab_size"))
+    if c.get("target_hidden_size"):
+        base["target_hidden_size"] = c["target_hidden_size"]
+    ec = c.get("eagle_config") if isinstance(c.get("eagle_config"), dict) else {}
+    if ec.get("norm_before_fc") or c.get("norm_before_fc"):
+        base["norm_before_fc"] = True
+    if c.get("fc_norm"):
+        base["fc_norm"] = True
+    # SpecForge's norm_output=False means "no final norm before lm_head" (conventions.md flags).
+    if fmt == "sglang" and c.get("norm_output") is False and c.get("specforge_norm_output_semantics"):
+        base["norm_before_lm_head"] = False
+    return base
+
+
+def _find_layer_ids(c: dict[str, Any]) -> dict[str, list[int]]:
+    """Every place a layer-id list sits in a config, by dotted key."""
+    found: dict[str, list[int]] = {}
+    if isinstance(c.get(IDS_KEY), list):
+        found[IDS_KEY] = list(c[IDS_KEY])
+    ec = c.get("eagle_config")
+    if isinstance(ec, dict) and isinstance(ec.get(IDS_KEY), list):
+        found[f"eagle_config.{IDS_KEY}"] = list(ec[IDS_KEY])
+    for alt in ("aux_hidden_state_layer_ids", "eagle3_layers_to_capture"):
+        if isinstance(c.get(alt), list):
+            found[alt] = list(c[alt])
+    return found
+
+
+def _native_ids_key(fmt: str) -> str | None:
+    return {"sglang": f"eagle_config.{IDS_KEY}", "speculators": IDS_KEY, "eagle": None}[fmt]
+
+
+def ids_to_spec(convention: str, ids: list[int], num_layers: int, family: str = "llama") -> FeatureSpec:
+    """Ids as written in a draft config of this convention -> capture points, by the engine's rule."""
+    from ..engines import ENGINE_VERSIONS, RULES
+
+    return RULES[convention](ENGINE_VERSIONS[convention][0], family, num_layers, list(ids)).spec
+
+
+def spec_to_ids(convention: str, spec: FeatureSpec, num_layers: int, family: str = "llama") -> list[int]:
+    """The ids this convention's engine needs to capture ``spec`` (inverse of :func:`ids_to_spec`)."""
+    from ..engines import ids_to_serve
+
+    ids = ids_to_serve(convention, None, family, num_layers, tuple(spec))
+    if ids is None:
+        raise BadInput(
+            f"capture points {format_spec(spec)} cannot be written as {convention} layer ids",
+            "write the draft in another format, or retrain on points that engine can capture",
+        )
+    return ids
+
+
+# --------------------------------------------------------------------------- weight names
+
+
+def native_to_canonical_name(name: str) -> str:
+    for pre in ("model.",):
+        if name.startswith(pre) and not name.startswith("model.layers.0.") and not name.startswith("model.midlayer."):
+            name = name[len(pre):]
+    for pre in _LAYER_PREFIXES:
+        if name.startswith(pre):
+            return "midlayer." + name[len(pre):]
+    return name
+
+
+def canonical_to_native_name(fmt: str, name: str) -> str:
+    if fmt == "speculators" and name.startswith("midlayer."):
+        return "layers.0." + name[len("midlayer."):]
+    return name
+
+
+# --------------------------------------------------------------------------- read
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise BadInput(f"{path} not found", "point --draft at a directory holding config.json and *.safetensors")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadInput(f"{path} is not valid JSON ({e})", "restore the file from the original checkpoint") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path} holds a JSON {type(data).__name__}, not an object", "restore config.json")
+    return data
+
+
+def load_safetensors_dir(directory: Path) -> dict[str, Any]:
+    """All tensors of every ``*.safetensors`` in a directory, with clear errors for bad files."""
+    from .. import safeio
+
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise BadInput(
+            f"no *.safetensors file in {directory}",
+            "save the draft with safetensors (pickled .bin/.pt drafts are not loaded)",
+        )
+    tensors: dict[str, Any] = {}
+    for f in files:
+        tensors.update(safeio.load_file(f))
+    return tensors
+
+
+def read_draft(
+    path: str | os.PathLike,
+    *,
+    fmt: str | None = None,
+    device: str = "cpu",
+    dtype: Any = None,
+    target_embed: Any = None,
+):
+    """Load a draft directory into (Eagle3Draft, DraftInfo).
+
+    ``target_embed`` ([V, H]) is attached when the checkpoint carries no ``embed_tokens``
+    (SGLang always uses the target's embeddings; conventions.md trap 5).
+    """
+    import torch
+
+    from .model import DraftConfig, Eagle3Draft, rope_inv_freq
+
+    d = Path(path)
+    if not d.is_dir():
+        raise BadInput(f"draft directory {d} does not exist", "pass --draft DIR with the draft's config.json and weights")
+    cfg_raw = _read_json(d / "config.json")
+    tensors = load_safetensors_dir(d)
+    keys = sorted(tensors)
+    if fmt is None:
+        fmt, why = detect_format(cfg_raw, keys)
+    else:
+        if fmt not in FORMATS:
+            raise BadInput(f"unknown draft format {fmt!r}", f"use one of {', '.join(FORMATS)}")
+        why = "forced by --draft-format"
+
+    canon_fields = config_to_canonical(fmt, cfg_raw)
+    required = ("hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")
+    missing_fields = [k for k in required if k not in canon_fields]
+    if missing_fields:
+        raise BadInput(
+            f"{d / 'config.json'} lacks {', '.join(missing_fields)} (read as {fmt} format)",
+            "restore the full config.json or pass the right --draft-format",
+        )
+    canon_fields.setdefault("num_key_value_heads", canon_fields["num_attention_heads"])
+    canon = {native_to_canonical_name(k): v for k, v in tensors.items()}
+    if "fc.weight" in canon:
+        fc_in = canon["fc.weight"].shape[1]
+        th = canon_fields.get("target_hidden_size") or canon_fields["hidden_size"]
+        if fc_in % th == 0:
+            canon_fields["num_aux_states"] = fc_in // th
+        else:
+            canon_fields["num_aux_states"] = max(1, round(fc_in / th))
+    if "lm_head.weight" in canon:
+        canon_fields["draft_vocab_size"] = canon["lm_head.weight"].shape[0]
+    canon_fields.setdefault("draft_vocab_size", canon_fields["vocab_size"])
+    if "midlayer.self_attn.q_proj.bias" in canon:
+        canon_fields["attention_bias"] = True
+    if "input_norm.weight" in canon:
+        canon_fields["norm_before_fc"] = True
+    if "fc_norm.0.weight" in canon:
+        canon_fields["fc_norm"] = True
+    try:
+        cfg = DraftConfig.from_dict(canon_fields)
+        with torch.device("meta"):
+            draft = Eagle3Draft(cfg)
+    except (TypeError, ValueError, NotImplementedError) as e:
+        raise BadInput(f"draft config in {d} is not usable: {e}", "check config.json against the checkpoint format") from None
+
+    expected = {k: v for k, v in draft.state_dict().items()}
+    missing = sorted(k for k in expected if k not in canon and k not in ("d2t", "t2d", "lm_head.weight"))
+    unexpected = sorted(
+        k for k in canon if k not in expected and k != "embed_tokens.weight"
+    )
+    has_lm_head, has_d2t, has_t2d = "lm_head.weight" in canon, "d2t" in canon, "t2d" in canon
+    for k, want in expected.items():
+        if k in canon and tuple(canon[k].shape) != tuple(want.shape):
+            raise BadInput(
+                f"draft tensor {k} has shape {tuple(canon[k].shape)}, the config implies {tuple(want.shape)}",
+                "the weights and config.json come from different checkpoints; restore a matching pair",
+            )
+    if missing:
+        raise BadInput(
+            f"draft in {d} ({fmt} format) lacks weights: {', '.join(missing[:4])}"
+            + (" ..." if len(missing) > 4 else ""),
+            "re-export the draft; if the names differ, pass the right --draft-format",
+        )
+
+    weight_dtype = canon["fc.weight"].dtype
+    target_dtype = dtype or weight_dtype
+    draft = draft.to_empty(device=device)
+    with torch.no_grad():
+        for k, p in draft.state_dict().items():
+            if k in canon:
+                src = canon[k]
+                p.copy_(src.to(device=device, dtype=p.dtype if k in ("d2t", "t2d") else target_dtype))
+    draft.inv_freq = rope_inv_freq(cfg).to(device)  # non-persistent: to_empty left it uninitialised
+    draft.to(dtype=target_dtype)
+    draft.d2t = draft.d2t.long()
+    draft.t2d = draft.t2d.bool()
+    if not has_lm_head:
+        # SGLang leaves the head random here (sgl#27908); we make it zeros so nothing is proposed
+        # by chance and inspect reports DRAFT_NO_LM_HEAD.
+        draft.lm_head.weight.data.zero_()
+    if not has_d2t:
+        draft.d2t.zero_()  # vLLM's silent behaviour: draft id i means target id i
+    if not has_t2d:
+        t2d = torch.zeros(cfg.vocab_size, dtype=torch.bool, device=device)
+        tgt = torch.arange(cfg.draft_vocab_size, device=device) + draft.d2t
+        t2d[tgt.clamp(0, cfg.vocab_size - 1)] = True
+        draft.t2d = t2d
+    has_embed = "embed_tokens.weight" in canon
+    if has_embed:
+        draft.set_embeddings(canon["embed_tokens.weight"].to(device=device, dtype=target_dtype), own=True)
+    elif target_embed is not None:
+        draft.set_embeddings(target_embed.to(device=device, dtype=target_dtype), own=False)
+
+    all_ids = _find_layer_ids(cfg_raw)
+    native = _native_ids_key(fmt)
+    ids = all_ids.get(native) if native else None
+    others = {k: v for k, v in all_ids.items() if k != native}
+    info = DraftInfo(
+        path=str(d), format=fmt, format_reason=why, config=cfg_raw,
+        layer_ids=ids, layer_ids_key=native if ids is not None else None,
+        other_layer_id_keys=others, weight_keys=keys, missing=missing, unexpected=unexpected,
+        has_lm_head=has_lm_head, has_embed=has_embed, has_d2t=has_d2t, has_t2d=has_t2d,
+        weight_dtype=str(weight_dtype).replace("torch.", ""),
+    )
+    draft.eval()
+    return draft, info
+
+
+# --------------------------------------------------------------------------- write
+
+
+def _llama_config(cfg) -> dict[str, Any]:
+    return {
+        "hidden_size": cfg.hidden_size,
+        "intermediate_size": cfg.intermediate_size,
+        "num_attention_heads": cfg.num_attention_heads,
+        "num_key_value_heads": cfg.num_key_value_heads,
+        "head_dim": cfg.head_dim,
+        "num_hidden_layers": 1,
+        "rms_norm_eps": cfg.rms_norm_eps,
+        "rope_theta": cfg.rope_theta,
+        "rope_scaling": cfg.rope_scaling,
+        "max_position_embeddings": cfg.max_position_embeddings,
+        "hidden_act": cfg.hidden_act,
+        "attention_bias": cfg.attention_bias,
+        "vocab_size": cfg.vocab_size,
+        "tie_word_embeddings": False,
+        "model_type": "llama",
+        "torch_dtype": cfg.torch_dtype or "float32",
+    }
+
+
+def native_config(
+    fmt: str, cfg, spec: FeatureSpec | None, num_layers: int | None = None, *, verifier: str | None = None, num_steps: int = 3
+) -> dict[str, Any]:
+    """The config.json a format's own tooling would write for this draft and training spec."""
+    if fmt == "eagle":
+        c = _llama_config(cfg)
+        c.update(architectures=["LlamaForCausalLM"], draft_vocab_size=cfg.draft_vocab_size)
+        return c
+    if fmt == "sglang":
+        c = _llama_config(cfg)
+        ec: dict[str, Any] = {"use_aux_hidden_state": True, "norm_before_fc": cfg.norm_before_fc}
+        if spec is not None:
+            ec[IDS_KEY] = spec_to_ids("sglang", spec, _need_layers(num_layers))
+        c.update(
+            architectures=["LlamaForCausalLMEagle3"], draft_vocab_size=cfg.draft_vocab_size,
+            target_hidden_size=cfg.target_hidden_size, eagle_config=ec,
+        )
+        return c
+    if fmt == "speculators":
+        tl = _llama_config(cfg)
+        tl["architectures"] = ["LlamaForCausalLM"]
+        c = {
+            "architectures": ["Eagle3Speculator"],
+            "speculators_model_type": "eagle3",
+            "speculators_version": "0.2.0",
+            "transformer_layer_config": tl,
+            "draft_vocab_size": cfg.draft_vocab_size,
+            "target_hidden_size": cfg.target_hidden_size,
+            "norm_before_residual": cfg.norm_before_residual,
+            "norm_before_fc": cfg.norm_before_fc,
+            "fc_norm": cfg.fc_norm,
+            "speculators_config": {
+                "algorithm": "eagle3",
+                "proposal_methods": [
+                    {"proposal_type": "greedy", "speculative_tokens": num_steps, "verifier_accept_k": 1, "accept_tolerance": 0.0}
+                ],
+                "default_proposal_method": "greedy",
+                "verifier": {"name_or_path": verifier, "architectures": ["LlamaForCausalLM"]},
+            },
+            "torch_dtype": cfg.torch_dtype or "float32",
+        }
+        if spec is not None:
+            c[IDS_KEY] = spec_to_ids("vllm", spec, _need_layers(num_layers))
+        return c
+    raise ValueError(fmt)
+
+
+def _need_layers(num_layers: int | None) -> int:
+    if num_layers is None:
+        raise ValueError("writing layer ids needs the target's number of layers")
+    return num_layers
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside ``path`` and rename: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_draft(
+    draft,
+    path: str | os.PathLike,
+    fmt: str,
+    spec: FeatureSpec | None,
+    num_layers: int | None = None,
+    *,
+    verifier: str | None = None,
+    config: dict[str, Any] | None = None,
+) -> None:
+    """Save the canonical draft in a native format. ``config`` overrides the generated config.json
+    (used to round-trip a checkpoint's own config unchanged)."""
+    from safetensors.torch import save as st_save
+
+    cfg = draft.config
+    if fmt == "eagle" and spec is not None and config is None:
+        from ..engines import default_spec_llama
+
+        if tuple(spec) != default_spec_llama(_need_layers(num_layers)):
+            raise BadInput(
+                f"the EAGLE reference format cannot record capture points {format_spec(spec)}",
+                "write the sglang or speculators format instead",
+            )
+    sd = {}
+    for k, v in draft.state_dict().items():
+        if k == "embed_tokens.weight" and not getattr(draft, "embeddings_are_own", False):
+            continue
+        if fmt == "speculators" and k in ("d2t", "t2d") and cfg.draft_vocab_size == cfg.vocab_size:
+            continue  # speculators omits the maps when the vocabularies are the same size
+        if fmt != "speculators" and k == "embed_tokens.weight":
+            continue  # SpecForge's export drops any key containing "embed"; EAGLE never saves them
+        sd[canonical_to_native_name(fmt, k)] = v.detach().contiguous().cpu()
+    c = config if config is not None else native_config(fmt, cfg, spec, num_layers, verifier=verifier)
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / "model.safetensors", st_save(sd, metadata={"format": "pt"}))
+    atomic_write_bytes(out / "config.json", (json.dumps(c, indent=2, sort_keys=True) + "\n").encode())
+
+
+def spec_from_info(info: DraftInfo, num_layers: int, family: str = "llama") -> tuple[FeatureSpec, str]:
+    """The capture points a draft says it was trained on, and where that came from."""
+    from ..engines import default_spec_llama
+
+    if info.layer_ids is None:
+        where = {"eagle": "EAGLE reference default (the format records no ids)"}.get(
+            info.format, f"{info.format} default (no {_native_ids_key(info.format)} in config.json)"
+        )
+        return default_spec_llama(num_layers), where
+    spec = ids_to_spec(info.convention, info.layer_ids, num_layers, family)
+    return spec, f"{info.layer_ids_key} = {info.layer_ids} in {info.path}/config.json (read as {info.convention} ids)"
+
+
+def is_finite_state(draft) -> list[str]:
+    """Names of parameters holding NaN or Inf."""
+    bad = []
+    for k, v in draft.state_dict().items():
+        if v.is_floating_point() and not bool(v.isfinite().all()):
+            bad.append(k)
+    return bad
+

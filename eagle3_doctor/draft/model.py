@@ -1,0 +1,320 @@
+"""The canonical EAGLE-3 draft: one module every checkpoint format is read into.
+
+Forward (EAGLE ``eagle/model/cnets.py``, SGLang ``srt/models/llama_eagle3.py``,
+speculators ``models/eagle3``):
+
+    h        = fc(concat(aux))                     # [B, T, H]  (aux: [B, T, n_aux * H_target])
+    residual = h                                   # hidden_norm(h) with norm_before_residual
+    x        = concat(input_layernorm(embed(ids)), hidden_norm(h))   # [B, T, 2H] into attention
+    out      = residual + o_proj(attn(x)); out = out + mlp(post_attention_layernorm(out))
+    logits   = lm_head(norm(out))                  # over the draft vocabulary
+    target id = draft id + d2t[draft id]
+
+The next draft step feeds back the pre-norm ``out`` in place of ``h`` (no ``fc``).
+
+Two ways to run K steps, kept deliberately separate so one can check the other:
+- :meth:`Eagle3Draft.unroll` — teacher-forced, all positions at once (training-time test):
+  step k at base position t attends to the step-1 keys of positions <= t and to its own
+  step-2..k keys at t, with RoPE position ``pos[t] + k - 1`` exactly as a decode loop uses.
+- :meth:`Eagle3Draft.extend` — an ordinary KV-cache forward, used by the sequential
+  reference loop in :mod:`eagle3_doctor.acceptance`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class DraftConfig:
+    """Format-neutral draft hyper-parameters (Llama-style decoder layer)."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int  # target vocabulary
+    draft_vocab_size: int
+    target_hidden_size: int | None = None
+    head_dim: int | None = None
+    num_aux_states: int = 3
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    max_position_embeddings: int = 2048
+    hidden_act: str = "silu"
+    attention_bias: bool = False
+    norm_before_residual: bool = False
+    norm_before_fc: bool = False
+    fc_norm: bool = False
+    norm_before_lm_head: bool = True
+    torch_dtype: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.target_hidden_size is None:
+            self.target_hidden_size = self.hidden_size
+        if self.head_dim is None:
+            self.head_dim = self.hidden_size // self.num_attention_heads
+
+    @property
+    def fc_in_features(self) -> int:
+        return self.num_aux_states * int(self.target_hidden_size)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "DraftConfig":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # float32 statistics as in transformers' LlamaRMSNorm, cast back before the scale.
+        dtype = x.dtype
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(dtype)
+
+
+def rope_inv_freq(cfg: DraftConfig) -> torch.Tensor:
+    """Inverse frequencies, with Llama-3 ``rope_scaling`` (the kind EAGLE-3 drafts ship with)."""
+    dim = int(cfg.head_dim)  # type: ignore[arg-type]
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    rs = cfg.rope_scaling or {}
+    kind = rs.get("rope_type", rs.get("type"))
+    if kind in (None, "default"):
+        return inv.float()
+    if kind == "llama3":
+        factor = rs["factor"]
+        lo, hi = rs.get("low_freq_factor", 1.0), rs.get("high_freq_factor", 4.0)
+        old = rs.get("original_max_position_embeddings", 8192)
+        low_wl, high_wl = old / lo, old / hi
+        wl = 2 * math.pi / inv
+        scaled = torch.where(wl > low_wl, inv / factor, inv)
+        smooth = (old / wl - lo) / (hi - lo)
+        mid = (1 - smooth) * scaled / factor + smooth * scaled
+        is_mid = (wl >= high_wl) & (wl <= low_wl)
+        return torch.where(is_mid, mid, scaled).float()
+    if kind == "linear":
+        return (inv / rs["factor"]).float()
+    raise NotImplementedError(f"rope_scaling type {kind!r} is not supported by the canonical draft")
+
+
+def apply_rope(x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """x: [B, heads, T, d]; pos: [B, T] (int). Rotate-half convention, as transformers' Llama."""
+    freqs = pos[:, None, :, None].float() * inv_freq.to(x.device)[None, None, None, :]  # [B,1,T,d/2]
+    emb = torch.cat([freqs, freqs], dim=-1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    x1, x2 = x.chunk(2, dim=-1)
+    rot = torch.cat([-x2, x1], dim=-1)
+    return x * cos + rot * sin
+
+
+class DraftAttention(nn.Module):
+    def __init__(self, cfg: DraftConfig):
+        super().__init__()
+        d = int(cfg.head_dim)  # type: ignore[arg-type]
+        self.nh, self.nkv, self.d = cfg.num_attention_heads, cfg.num_key_value_heads, d
+        b = cfg.attention_bias
+        self.q_proj = nn.Linear(2 * cfg.hidden_size, self.nh * d, bias=b)
+        self.k_proj = nn.Linear(2 * cfg.hidden_size, self.nkv * d, bias=b)
+        self.v_proj = nn.Linear(2 * cfg.hidden_size, self.nkv * d, bias=b)
+        self.o_proj = nn.Linear(self.nh * d, cfg.hidden_size, bias=False)
+
+    def qkv(self, x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.nh, self.d).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.nkv, self.d).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.nkv, self.d).transpose(1, 2)
+        return apply_rope(q, pos, inv_freq), apply_rope(k, pos, inv_freq), v
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """q: [B,nh,Tq,d]; k,v: [B,nkv,Tk,d]; mask: bool, broadcastable to [B,1,Tq,Tk] (True = attend)."""
+        if self.nkv != self.nh:
+            rep = self.nh // self.nkv
+            k = k.repeat_interleave(rep, dim=1)
+            v = v.repeat_interleave(rep, dim=1)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        B, _, Tq, _ = o.shape
+        return self.o_proj(o.transpose(1, 2).reshape(B, Tq, self.nh * self.d))
+
+
+class DraftMLP(nn.Module):
+    def __init__(self, cfg: DraftConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DraftLayer(nn.Module):
+    def __init__(self, cfg: DraftConfig):
+        super().__init__()
+        self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = DraftAttention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = DraftMLP(cfg)
+
+
+@dataclass
+class DraftCache:
+    """Keys/values of everything the draft has processed, for :meth:`Eagle3Draft.extend`."""
+
+    k: torch.Tensor | None = None  # [B, nkv, S, d]
+    v: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+
+class Eagle3Draft(nn.Module):
+    """Canonical EAGLE-3 draft. Parameter names follow the SGLang/EAGLE layout (``midlayer.*``)."""
+
+    def __init__(self, cfg: DraftConfig):
+        super().__init__()
+        self.config = cfg
+        if cfg.norm_before_fc:
+            self.input_norm = RMSNorm(cfg.fc_in_features, cfg.rms_norm_eps)
+        if cfg.fc_norm:
+            self.fc_norm = nn.ModuleList(
+                RMSNorm(int(cfg.target_hidden_size), cfg.rms_norm_eps) for _ in range(cfg.num_aux_states)  # type: ignore[arg-type]
+            )
+        self.fc = nn.Linear(cfg.fc_in_features, cfg.hidden_size, bias=False)
+        self.midlayer = DraftLayer(cfg)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.draft_vocab_size, bias=False)
+        self.embed_tokens: nn.Embedding | None = None
+        # d2t[i] = target_id - draft_id; t2d[j] = target id j is in the draft vocabulary.
+        self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
+        self.register_buffer("t2d", torch.zeros(cfg.vocab_size, dtype=torch.bool))
+        self.register_buffer("inv_freq", rope_inv_freq(cfg), persistent=False)
+
+    # ------------------------------------------------------------------ pieces
+    def set_embeddings(self, weight: torch.Tensor, *, own: bool) -> None:
+        """Attach embeddings: the draft's own (``own=True``, saved with it) or the target's (shared)."""
+        emb = nn.Embedding(weight.shape[0], weight.shape[1], _weight=weight, _freeze=True)
+        self.embed_tokens = emb
+        self.embeddings_are_own = own
+
+    def project_aux(self, aux: torch.Tensor) -> torch.Tensor:
+        """aux: [B, T, n_aux * H_target] -> h: [B, T, H]."""
+        cfg = self.config
+        if cfg.fc_norm:
+            parts = aux.split(int(cfg.target_hidden_size), dim=-1)  # type: ignore[arg-type]
+            aux = torch.cat([n(p) for n, p in zip(self.fc_norm, parts)], dim=-1)
+        if cfg.norm_before_fc:
+            aux = self.input_norm(aux)
+        return self.fc(aux.to(self.fc.weight.dtype))
+
+    def _layer_in(self, h: torch.Tensor, ids: torch.Tensor):
+        if self.embed_tokens is None:
+            raise RuntimeError("draft has no embeddings: call set_embeddings() with the target's embed_tokens")
+        m = self.midlayer
+        e = self.embed_tokens(ids).to(h.dtype)
+        hn = m.hidden_norm(h)
+        x = torch.cat([m.input_layernorm(e), hn], dim=-1)
+        residual = hn if self.config.norm_before_residual else h
+        return x, residual
+
+    def _layer_out(self, attn_out: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        m = self.midlayer
+        out = residual + attn_out
+        return out + m.mlp(m.post_attention_layernorm(out))
+
+    def logits(self, out: torch.Tensor) -> torch.Tensor:
+        """Pre-norm step output -> draft-vocabulary logits."""
+        return self.lm_head(self.norm(out) if self.config.norm_before_lm_head else out)
+
+    def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        return draft_ids + self.d2t[draft_ids]
+
+    # ------------------------------------------------------------------ teacher-forced unroll
+    def unroll(
+        self,
+        aux: torch.Tensor,
+        ids: torch.Tensor,
+        num_steps: int,
+        positions: torch.Tensor | None = None,
+        key_mask: torch.Tensor | None = None,
+    ) -> Iterator[torch.Tensor]:
+        """Yield the pre-norm output of each step k = 1..num_steps, each [B, T, H].
+
+        aux[:, t]  features of token x_t (the target's capture at position t)
+        ids[:, t]  x_{t+1}; step k reads ids shifted left by k-1 (x_{t+k}), i.e. the true tokens
+                   a decode loop would have fed had steps 1..k-1 been accepted.
+        Output of step k at t predicts x_{t+k+1}. Only t < T-k+1 has a real input at step k
+        (the rest read a wrapped-around token and must be ignored by the caller).
+        key_mask [B, T] (True = real token) keeps padding out of the step-1 keys.
+        """
+        B, T = ids.shape
+        dev = aux.device
+        if positions is None:
+            positions = torch.arange(T, device=dev).expand(B, T)
+        causal = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
+        if key_mask is not None:
+            causal = causal[None] & key_mask[:, None, :]  # [B, T, T]
+        eye = torch.eye(T, dtype=torch.bool, device=dev)
+        attn = self.midlayer.self_attn
+        h = self.project_aux(aux)
+        keys: list[torch.Tensor] = []
+        values: list[torch.Tensor] = []
+        for k in range(num_steps):
+            step_ids = ids if k == 0 else torch.roll(ids, shifts=-k, dims=1)
+            x, residual = self._layer_in(h, step_ids)
+            q, kk, vv = attn.qkv(x, positions + k, self.inv_freq)
+            keys.append(kk)
+            values.append(vv)
+            # step-1 keys causally, then one diagonal block per later step: [.., T, (k+1)*T]
+            blocks = [causal] + [eye.expand_as(causal) for _ in range(k)]
+            mask = torch.cat(blocks, dim=-1)
+            if mask.dim() == 3:
+                mask = mask[:, None]
+            o = attn.attend(q, torch.cat(keys, dim=2), torch.cat(values, dim=2), mask)
+            h = self._layer_out(o, residual)
+            yield h
+
+    # ------------------------------------------------------------------ KV-cache forward
+    def extend(
+        self,
+        h_or_aux: torch.Tensor,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache: DraftCache,
+        *,
+        from_aux: bool,
+    ) -> torch.Tensor:
+        """Process new inputs against everything in ``cache`` (appended to it); returns pre-norm out.
+
+        h_or_aux: [B, n, n_aux*H_t] target features (from_aux=True) or [B, n, H] fed-back draft
+        states; ids: [B, n] the tokens paired with them; positions: [B, n].
+        """
+        h = self.project_aux(h_or_aux) if from_aux else h_or_aux
+        x, residual = self._layer_in(h, ids)
+        attn = self.midlayer.self_attn
+        q, k, v = attn.qkv(x, positions, self.inv_freq)
+        S = cache.length
+        cache.k = k if cache.k is None else torch.cat([cache.k, k], dim=2)
+        cache.v = v if cache.v is None else torch.cat([cache.v, v], dim=2)
+        n = ids.shape[1]
+        mask = torch.ones(n, S + n, dtype=torch.bool, device=ids.device).tril(diagonal=S)
+        o = attn.attend(q, cache.k, cache.v, mask)
+        return self._layer_out(o, residual)

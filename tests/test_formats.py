@@ -1,0 +1,106 @@
+"""Draft checkpoint formats: detection, read-write-read identity, and identical logits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from conftest import DRAFTS
+from eagle3_doctor.draft.formats import detect_format, read_draft, spec_from_info, write_draft
+from eagle3_doctor.errors import BadInput
+from eagle3_doctor.taps import embed, layer_out
+
+TRAINED = (layer_out(1), layer_out(3), layer_out(4))
+
+
+def _load(fmt, target, path=None):
+    return read_draft(path or DRAFTS[fmt], device="cpu", dtype=torch.float32, target_embed=target.embed_weight())
+
+
+@pytest.mark.parametrize("fmt", ["eagle", "sglang", "speculators"])
+def test_detects_format_and_layer_ids(fmt, target):
+    draft, info = _load(fmt, target)
+    assert info.format == fmt
+    assert info.has_lm_head and info.has_d2t and info.has_t2d
+    spec, where = spec_from_info(info, target.num_layers)
+    assert spec == TRAINED, where
+    key = {"eagle": None, "sglang": "eagle_config.eagle_aux_hidden_state_layer_ids",
+           "speculators": "eagle_aux_hidden_state_layer_ids"}[fmt]
+    assert info.layer_ids_key == key
+    if fmt == "sglang":
+        assert info.layer_ids == [1, 3, 4]  # SGLang ids: layer_out[k]
+    if fmt == "speculators":
+        assert info.layer_ids == [2, 4, 5]  # vLLM ids: layer_out[k-1]
+    assert draft.config.draft_vocab_size < draft.config.vocab_size
+
+
+@pytest.mark.parametrize("fmt", ["eagle", "sglang", "speculators"])
+def test_read_write_read_is_identity(fmt, target, tmp_path):
+    draft, info = _load(fmt, target)
+    write_draft(draft, tmp_path / "rt", fmt, None, config=info.config)
+    again, info2 = _load(fmt, target, tmp_path / "rt")
+    assert info2.config == info.config
+    assert info2.format == fmt
+    sd1, sd2 = draft.state_dict(), again.state_dict()
+    assert sd1.keys() == sd2.keys()
+    for k in sd1:
+        assert torch.equal(sd1[k], sd2[k]), k
+    # the files themselves hold the same tensors under the same names
+    from safetensors.torch import load_file
+
+    a, b = load_file(DRAFTS[fmt] / "model.safetensors"), load_file(tmp_path / "rt" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_same_weights_same_logits_through_all_formats(target):
+    torch.manual_seed(0)
+    H = target.embed_weight().shape[1]
+    aux = torch.randn(2, 12, 3 * H)
+    ids = torch.randint(0, target.vocab_size, (2, 12))
+    outs = {}
+    for fmt in ("eagle", "sglang", "speculators"):
+        d, _ = _load(fmt, target)
+        with torch.no_grad():
+            outs[fmt] = [d.logits(h) for h in d.unroll(aux, ids, 3)]
+    for fmt in ("sglang", "speculators"):
+        for a, b in zip(outs["eagle"], outs[fmt]):
+            assert torch.equal(a, b), fmt
+
+
+def test_convert_between_formats_keeps_the_capture_points(target, tmp_path):
+    draft, _ = _load("sglang", target)
+    write_draft(draft, tmp_path / "spec", "speculators", TRAINED, target.num_layers)
+    _, info = _load("speculators", target, tmp_path / "spec")
+    assert info.layer_ids == [2, 4, 5]
+    assert spec_from_info(info, target.num_layers)[0] == TRAINED
+    # EAGLE's format has nowhere to record a non-default spec: refuse rather than lose it
+    with pytest.raises(BadInput, match="cannot record"):
+        write_draft(draft, tmp_path / "e", "eagle", (embed(), layer_out(1), layer_out(3)), target.num_layers)
+
+
+def test_detect_format_reasons():
+    assert detect_format({"architectures": ["Eagle3Speculator"]}, [])[0] == "speculators"
+    assert detect_format({"architectures": ["LlamaForCausalLMEagle3"]}, ["layers.0.x"])[0] == "sglang"
+    assert detect_format({"architectures": ["LlamaForCausalLM"]}, ["midlayer.x", "fc.weight"])[0] == "eagle"
+    with pytest.raises(BadInput, match="--draft-format"):
+        detect_format({"architectures": ["LlamaForCausalLM"]}, ["model.layers.0.x"])
+
+
+def test_forced_format_and_unknown_format(target):
+    _, info = read_draft(DRAFTS["sglang"], fmt="eagle", target_embed=target.embed_weight())
+    assert info.format == "eagle" and info.format_reason == "forced by --draft-format"
+    with pytest.raises(BadInput, match="unknown draft format"):
+        read_draft(DRAFTS["sglang"], fmt="medusa")
+
+
+def test_config_records_ids_in_each_formats_own_key():
+    eagle = json.loads((DRAFTS["eagle"] / "config.json").read_text())
+    sgl = json.loads((DRAFTS["sglang"] / "config.json").read_text())
+    spc = json.loads((DRAFTS["speculators"] / "config.json").read_text())
+    assert "eagle_aux_hidden_state_layer_ids" not in json.dumps(eagle)
+    assert sgl["architectures"] == ["LlamaForCausalLMEagle3"] and "eagle_aux_hidden_state_layer_ids" not in sgl
+    assert sgl["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
+    assert spc["architectures"] == ["Eagle3Speculator"] and spc["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+    assert spc["speculators_config"]["algorithm"] == "eagle3"
