@@ -1,0 +1,282 @@
+"""Training features vs serving features: symbolically, then numerically, into findings.
+
+Matching is on relative L2 error (magnitude-aware), with cosine reported beside it: adjacent
+layers of a trained model have cosine 0.90-0.98, and final_norm vs layer_out[L-1] can reach
+0.999 while still costing the draft several points (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from .engines import Serving, default_spec_llama, fix_snippet, ids_to_serve
+from .findings import Finding
+from .taps import CapturePoint, FeatureSpec, all_points, format_spec
+
+SCHEMA = "eagle3-doctor/compare-hidden/1"
+DRIFT_REL = 1e-3  # relative L2 above which a matching capture point is reported as drifting
+WARN_REL = 0.02  # ... and above which the drift is a warning (bf16 rounding alone stays below)
+MATCH_REL = 0.5  # relative L2 above which a dump slot matches no capture point at all
+
+
+# --------------------------------------------------------------------------- symbolic
+
+
+def _slot_lines(train: FeatureSpec, serve: FeatureSpec) -> list[str]:
+    n = max(len(train), len(serve))
+    out = []
+    for i in range(n):
+        t = str(train[i]) if i < len(train) else "-"
+        s = str(serve[i]) if i < len(serve) else "- (not fed)"
+        out.append(f"slot {i}: trained {t:16s} served {s}{'' if t == s else '   <-- differs'}")
+    return out
+
+
+def _fix(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None]:
+    ids = ids_to_serve(serving.engine, serving.version, serving.family, serving.num_layers, train)
+    if ids is None:
+        return "", None
+    text = f"set {fix_snippet(serving.engine, serving.version, ids)}"
+    if tuple(train) == default_spec_llama(serving.num_layers) and serving.engine in ("sglang", "vllm", "modelopt", "trtllm"):
+        text += f"; or remove the ids so {serving.engine} uses its default, which is what was trained"
+    return text, ids
+
+
+def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> list[Finding]:
+    """Name the mismatch between what was trained and what the engine feeds, with the fix."""
+    found: list[Finding] = []
+    harmless = tuple(serving.spec) == tuple(train)
+    for key, ids in serving.ignored.items():
+        kr_fix, _ = _fix(serving, train)
+        found.append(Finding(
+            "CAP007", f"{serving.label} does not read layer ids from {key}"
+            + (" (harmless here: its default is what was trained)" if harmless else ""),
+            [f"{key} = {ids} is ignored; {serving.engine} uses: {serving.source}"],
+            kr_fix or f"move the ids to the key {serving.engine} reads",
+            severity="info" if harmless else None,
+        ))
+    for note in serving.notes:
+        code = "CAP008" if "CUDA graph" in note else "CAP010"
+        fix = ("upgrade SGLang past PR #22836, or run with --disable-cuda-graph" if code == "CAP008"
+               else "write the ids in ascending order so every engine concatenates them the same way")
+        found.append(Finding(code, note, [f"ids in effect: {serving.source}"], fix))
+    S, T = tuple(serving.spec), tuple(train)
+    if S == T:
+        return found
+    fix_text, ids = _fix(serving, T)
+    evidence = _slot_lines(T, S) + [f"training side: {train_source}", f"serving side: {serving.source}"]
+    evidence += [f"id {i}: {why}" for i, why in serving.dropped]
+    data: dict[str, Any] = {"trained": [str(p) for p in T], "served": [str(p) for p in S], "fix_ids": ids}
+    if len(S) != len(T):
+        code, title = "CAP005", f"{serving.label} feeds {len(S)} slot(s), the draft was trained on {len(T)}"
+    elif sorted(S, key=str) == sorted(T, key=str):
+        code, title = "CAP004", f"{serving.label} feeds the trained capture points in another order"
+    elif all(p.kind == "layer_out" for p in S + T) and len({s.layer - t.layer for s, t in zip(S, T)}) == 1:  # type: ignore[operator]
+        d = S[0].layer - T[0].layer  # type: ignore[operator]
+        way = "later" if d > 0 else "earlier"
+        code, title = "CAP001", f"every slot is {abs(d)} layer(s) {way} than trained"
+        data["shift"] = d
+    elif any(s.kind == "embed" and t.kind != "embed" for s, t in zip(S, T)):
+        slots = [i for i, (s, t) in enumerate(zip(S, T)) if s.kind == "embed" and t.kind != "embed"]
+        shifted = [i for i in range(1, len(S)) if S[i] == T[i - 1]]
+        title = f"slot {slots[0]} is fed the embeddings"
+        if shifted:
+            title += f" and slot(s) {', '.join(map(str, shifted))} get the capture point trained one slot earlier"
+        code = "CAP002"
+    elif any((s.kind == "final_norm") != (t.kind == "final_norm") for s, t in zip(S, T)):
+        i = next(i for i, (s, t) in enumerate(zip(S, T)) if (s.kind == "final_norm") != (t.kind == "final_norm"))
+        code = "CAP003"
+        title = (f"slot {i} is fed final_norm but was trained on the pre-norm {T[i]}" if S[i].kind == "final_norm"
+                 else f"slot {i} is fed the pre-norm {S[i]} but was trained on final_norm")
+    else:
+        code, title = "CAP006", f"{sum(s != t for s, t in zip(S, T))} slot(s) are fed other capture points than trained"
+    if ids is None:
+        fix_text = (f"no layer-id list makes {serving.label} feed {format_spec(T)}: retrain the draft on capture "
+                    "points this engine can serve, or serve it with an engine that captures them")
+    found.append(Finding(code, title, evidence, fix_text, data=data))
+    if ids is None:
+        found.append(Finding(
+            "CAP009", f"{serving.label} cannot feed {format_spec(T)} with any layer-id list",
+            [f"trained: {format_spec(T)}", "SGLang's Llama path captures embed..layer_out[L-2]; vLLM, TensorRT-LLM "
+             "and ModelOpt sort ids; only TensorRT-LLM's -1 reaches final_norm"],
+            "retrain on capture points the engine can serve (e.g. the engine's default)", data={"trained": data["trained"]},
+        ))
+    return found
+
+
+# --------------------------------------------------------------------------- numeric
+
+
+def position_metrics(a: torch.Tensor, b: torch.Tensor) -> dict[str, torch.Tensor]:
+    """a (served), b (reference): [..., H] -> per-position cosine, relative L2, max |a-b| (float32)."""
+    a32, b32 = a.float(), b.float()
+    diff = a32 - b32
+    nb = b32.norm(dim=-1).clamp_min(1e-12)
+    return {
+        "cos": torch.nn.functional.cosine_similarity(a32, b32, dim=-1, eps=1e-12),
+        "rel": diff.norm(dim=-1) / nb,
+        "maxabs": diff.abs().amax(dim=-1),
+    }
+
+
+@dataclass
+class SlotStats:
+    slot: int
+    trained: str
+    served: str
+    n: int
+    cos_mean: float
+    cos_min: float
+    cos_p05: float
+    rel_mean: float
+    rel_p95: float
+    maxabs: float
+    worst: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class SlotAccumulator:
+    """Per-position metrics of one slot over all batches, kept as small 1-D arrays on the CPU."""
+
+    def __init__(self, slot: int, trained: str, served: str):
+        self.slot, self.trained, self.served = slot, trained, served
+        self.cos: list[torch.Tensor] = []
+        self.rel: list[torch.Tensor] = []
+        self.maxabs: list[torch.Tensor] = []
+        self.where: list[tuple[int, int, int]] = []  # (sequence, position, token)
+
+    def add(self, served: torch.Tensor, ref: torch.Tensor, seq_ids: Sequence[int], tokens: torch.Tensor, mask: torch.Tensor) -> None:
+        m = position_metrics(served, ref)
+        sel = mask.bool()
+        for k, store in (("cos", self.cos), ("rel", self.rel), ("maxabs", self.maxabs)):
+            store.append(m[k][sel].cpu())
+        b_idx, t_idx = sel.nonzero(as_tuple=True)
+        toks = tokens[sel].cpu().tolist()
+        for b, t, tok in zip(b_idx.tolist(), t_idx.tolist(), toks):
+            self.where.append((seq_ids[b], t, tok))
+
+    def finish(self, tokenizer: Any = None, worst: int = 3) -> SlotStats:
+        cos, rel, mx = torch.cat(self.cos), torch.cat(self.rel), torch.cat(self.maxabs)
+        order = torch.argsort(rel, descending=True)[:worst].tolist()
+        w = []
+        for i in order:
+            s, t, tok = self.where[i]
+            text = tokenizer.decode([tok]) if tokenizer is not None else str(tok)
+            w.append({"sequence": s, "position": t, "token": text, "cos": round(float(cos[i]), 6), "rel_l2": round(float(rel[i]), 6)})
+        return SlotStats(
+            self.slot, self.trained, self.served, int(cos.numel()),
+            float(cos.mean()), float(cos.min()), float(torch.quantile(cos, 0.05)),
+            float(rel.mean()), float(torch.quantile(rel, 0.95)), float(mx.max()), w,
+        )
+
+
+class MatrixAccumulator:
+    """Mean relative L2 and cosine of each row tensor against every capture point."""
+
+    def __init__(self, rows: list[str], cols: list[CapturePoint]):
+        self.rows, self.cols = rows, cols
+        self.rel = torch.zeros(len(rows), len(cols), dtype=torch.float64)
+        self.cos = torch.zeros(len(rows), len(cols), dtype=torch.float64)
+        self.n = 0
+
+    def add(self, row_tensors: list[torch.Tensor], captured: dict[CapturePoint, torch.Tensor], mask: torch.Tensor) -> None:
+        sel = mask.bool()
+        for i, r in enumerate(row_tensors):
+            for j, c in enumerate(self.cols):
+                m = position_metrics(r[sel], captured[c][sel])
+                self.rel[i, j] += float(m["rel"].double().sum())
+                self.cos[i, j] += float(m["cos"].double().sum())
+        self.n += int(sel.sum())
+
+    def result(self) -> dict[str, Any]:
+        rel, cos = self.rel / max(self.n, 1), self.cos / max(self.n, 1)
+        best = []
+        for i, name in enumerate(self.rows):
+            order = torch.argsort(rel[i]).tolist()
+            b, s = order[0], order[1] if len(order) > 1 else order[0]
+            best.append({"row": name, "best": str(self.cols[b]), "rel_l2": float(rel[i, b]), "cos": float(cos[i, b]),
+                         "runner_up": str(self.cols[s]), "runner_up_rel_l2": float(rel[i, s]),
+                         "margin": float(rel[i, s] - rel[i, b])})
+        return {"rows": self.rows, "cols": [str(c) for c in self.cols], "rel_l2": rel.tolist(), "cos": cos.tolist(), "best": best}
+
+
+# --------------------------------------------------------------------------- the whole comparison
+
+
+@dataclass
+class CompareResult:
+    target: str
+    num_layers: int
+    draft: dict[str, Any] | None
+    serving: Serving
+    train_spec: FeatureSpec
+    train_source: str
+    findings: list[Finding]
+    slots: list[SlotStats] = field(default_factory=list)
+    matrix: dict[str, Any] | None = None
+    dump: dict[str, Any] | None = None
+    n_sequences: int = 0
+    n_tokens: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def consistent(self) -> bool:
+        return not any(f.severity in ("error", "warning") for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.serving
+        return {
+            "schema": SCHEMA,
+            "target": self.target,
+            "num_layers": self.num_layers,
+            "draft": self.draft,
+            "serving": {"engine": s.engine, "version": s.version, "family": s.family, "ids": s.ids,
+                        "source": s.source, "spec": [str(p) for p in s.spec], "ignored": s.ignored,
+                        "dropped": [list(d) for d in s.dropped], "notes": s.notes},
+            "training": {"spec": [str(p) for p in self.train_spec], "source": self.train_source},
+            "consistent": self.consistent,
+            "findings": [f.to_dict() for f in self.findings],
+            "slots": [x.to_dict() for x in self.slots],
+            "matrix": self.matrix,
+            "dump": self.dump,
+            "n_sequences": self.n_sequences,
+            "n_tokens": self.n_tokens,
+            "notes": self.notes,
+        }
+
+
+def numeric_findings(slots: list[SlotStats], matrix: dict[str, Any] | None, symbolic_equal: list[bool]) -> list[Finding]:
+    """Findings the numbers add on top of the symbolic step."""
+    out: list[Finding] = []
+    best = {b["row"]: b for b in (matrix or {}).get("best", [])}
+    drifting = []
+    for st, same in zip(slots, symbolic_equal):
+        if not same or st.rel_mean <= DRIFT_REL:
+            continue
+        b = best.get(f"train slot {st.slot}")
+        if b is not None and b["best"] != st.served:
+            out.append(Finding(
+                "NUM002", f"slot {st.slot}: the training features best match {b['best']}, not {st.served}",
+                [f"rel L2 to {st.served}: {st.rel_mean:.4f}; to {b['best']}: {b['rel_l2']:.4f} (cos {b['cos']:.4f})"],
+                "check how the training features were produced (layer ids, norm, model revision)",
+            ))
+        else:
+            drifting.append(st)
+    if drifting:
+        worst = max(s.rel_mean for s in drifting)
+        out.append(Finding(
+            "NUM001", "the capture points match but their values drift: " + ", ".join(
+                f"slot {s.slot} rel L2 {s.rel_mean:.4f} (cos {s.cos_mean:.5f})" for s in drifting),
+            [f"slot {s.slot} ({s.served}): mean rel L2 {s.rel_mean:.4f}, p95 {s.rel_p95:.4f}, min cos {s.cos_min:.5f}, "
+             f"max |diff| {s.maxabs:.4g}" for s in drifting]
+            + [f"reported above mean relative L2 {DRIFT_REL}; a warning above {WARN_REL} (bf16 rounding alone stays below)"],
+            "make the training features and the serving target agree: same checkpoint revision, dtype "
+            "(--dtype) and quantisation; a bf16-vs-fp32 gap alone is usually harmless, check acceptance",
+            severity="warning" if worst > WARN_REL else "info",
+        ))
+    return out

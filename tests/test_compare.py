@@ -1,0 +1,194 @@
+"""compare-hidden on the fixtures: every verdict the issue names, with its fix."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from conftest import DRAFTS, DUMP, PROMPTS, TARGET
+from eagle3_doctor.doctor import compare_hidden, load_setup
+from eagle3_doctor.engines import ENGINE_VERSIONS, fix_snippet, ids_to_serve
+from eagle3_doctor.taps import TapRecorder, embed, final_norm, layer_out
+
+TRAINED = (layer_out(1), layer_out(3), layer_out(4))
+
+
+def run(draft="sglang", engine="sglang", version=None, layer_ids=None, recipe=None, dump=None, matrix=False, target=None):
+    setup = load_setup(target=str(target or TARGET), draft=str(DRAFTS[draft]) if draft else None, engine=engine,
+                       engine_version=version, layer_ids=layer_ids, train_recipe=recipe, dtype="float32", device="cpu")
+    return compare_hidden(setup, prompts_path=str(PROMPTS), train_dump=dump, limit=6, matrix=matrix, max_tokens=128)
+
+
+def codes(res):
+    return [f.code for f in res.findings if f.severity in ("error", "warning")]
+
+
+@pytest.mark.parametrize("fmt", ["eagle", "sglang", "speculators"])
+@pytest.mark.parametrize("engine", ["sglang", "vllm", "trtllm", "modelopt", "eagle"])
+def test_correct_configuration_is_consistent(fmt, engine):
+    """The ids the doctor itself would print make every engine serve what every format says was trained."""
+    for version in ENGINE_VERSIONS[engine][:2]:
+        ids = ids_to_serve(engine, version, "llama", 8, TRAINED)
+        res = run(fmt, engine, version, ",".join(map(str, ids)))
+        assert res.consistent, (fmt, engine, version, [f.to_dict() for f in res.findings])
+        assert all(s.rel_mean == 0 and s.cos_min > 0.9999 for s in res.slots)
+
+
+@pytest.mark.parametrize("fmt,engine", [("sglang", "sglang"), ("speculators", "vllm"), ("eagle", "eagle")])
+def test_native_format_and_engine_need_no_override(fmt, engine):
+    assert run(fmt, engine).consistent
+
+
+def test_seed_case_embeddings_in_slot_zero():
+    res = run("sglang", "sglang", layer_ids="-1,1,3")
+    f = res.findings[0]
+    assert f.code == "CAP002" and f.severity == "error"
+    assert "slot 0 is fed the embeddings" in f.title and "1, 2" in f.title
+    assert f.data["fix_ids"] == [1, 3, 4]
+    assert '"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]}' in f.fix
+    assert res.serving.spec == (embed(), layer_out(1), layer_out(3))
+    assert res.slots[0].rel_mean > 0.2  # numerically far, not just symbolically
+
+
+def test_same_ids_mean_different_layers_in_sglang_and_vllm():
+    s = run("sglang", "sglang", layer_ids="1,3,4")
+    v = run("sglang", "vllm", layer_ids="1,3,4")
+    assert s.serving.spec == TRAINED and s.consistent
+    assert v.serving.spec == (layer_out(0), layer_out(2), layer_out(3))
+    f = next(f for f in v.findings if f.code == "CAP001")
+    assert f.data["shift"] == -1 and f.data["fix_ids"] == [2, 4, 5]
+    assert f.fix.startswith('set "eagle_aux_hidden_state_layer_ids": [2, 4, 5]')
+
+
+def test_specforge_draft_on_vllm_reads_the_nested_fallback():
+    # vLLM 0.33 V1 falls back to eagle_config ids and reads them as vLLM ids: one layer early
+    res = run("sglang", "vllm", "0.33.0")
+    assert "CAP001" in codes(res)
+    # the V2 runner never looks there: default, which is what was trained, with an info note
+    res2 = run("sglang", "vllm", "0.33.0-v2")
+    assert res2.consistent and any(f.code == "CAP007" for f in res2.findings)
+
+
+def test_ids_in_a_key_sglang_does_not_read():
+    res = run("speculators", "sglang")
+    assert res.consistent  # SGLang's default happens to be what was trained
+    assert [f.code for f in res.findings] == ["CAP007"] and res.findings[0].severity == "info"
+
+
+def test_final_norm_substituted_for_the_last_layer():
+    res = run("sglang", "trtllm", layer_ids="1,3,-1")
+    assert res.serving.spec == (layer_out(1), layer_out(3), final_norm())
+    f = res.findings[0]
+    assert f.code == "CAP003" and "slot 2 is fed final_norm" in f.title
+    assert "eagle3_layers_to_capture: [1, 3, 4]" in f.fix
+
+
+def test_permuted_slots():
+    res = run("sglang", "sglang", layer_ids="4,1,3")
+    assert res.findings[0].code == "CAP004"
+
+
+def test_fewer_slots_than_trained():
+    res = run("sglang", "sglang", layer_ids="1,3,7")  # SGLang Llama never captures past layer L-1
+    assert res.findings[0].code == "CAP005" and len(res.serving.spec) == 2
+
+
+def test_hf_hidden_states_recipe():
+    res = run("sglang", "sglang", recipe="hf-hidden-states:2,4,5")
+    assert res.consistent and res.train_spec == TRAINED
+    res = run("sglang", "sglang", recipe="hf-hidden-states:2,4,-1")
+    assert res.findings[0].code == "CAP003"
+
+
+def test_training_dump_matches_the_fixture_target():
+    res = run("sglang", "sglang", dump=str(DUMP))
+    assert res.consistent, [f.to_dict() for f in res.findings]
+    assert res.train_spec == TRAINED
+    assert res.dump["hidden_state"]["rel_l2_to_final_norm"] < 1e-5
+    assert all(s.rel_mean < 1e-5 for s in res.slots)
+
+
+def _rewrite_dump(tmp_path, fn):
+    out = tmp_path / "dump"
+    shutil.copytree(DUMP, out)
+    for f in sorted(out.rglob("*.ckpt")):
+        d = torch.load(f, weights_only=True)
+        fn(d)
+        torch.save(d, f)
+    return out
+
+
+def test_dump_whose_last_slot_is_final_norm_is_caught(tmp_path, target):
+    H = target.embed_weight().shape[1]
+
+    def last_to_final_norm(d):
+        with torch.no_grad(), TapRecorder(target.model, [final_norm()]) as rec:
+            target.model(input_ids=d["input_ids"][None])
+            fn = rec.take()[final_norm()]
+        d["aux_hidden_state"][..., 2 * H:] = fn
+
+    res = run("sglang", "sglang", dump=str(_rewrite_dump(tmp_path, last_to_final_norm)))
+    assert res.train_spec == (layer_out(1), layer_out(3), final_norm())
+    f = res.findings[0]
+    assert f.code == "CAP003" and "slot 2" in f.title
+
+
+def test_numeric_drift_is_told_apart_from_a_layer_mismatch(tmp_path, target):
+    def to_bf16(d):
+        d["aux_hidden_state"] = d["aux_hidden_state"].to(torch.bfloat16).float()
+
+    res = run("sglang", "sglang", dump=str(_rewrite_dump(tmp_path / "a", to_bf16)))
+    assert res.train_spec == TRAINED  # every slot still best-matches the right layer
+    assert [(f.code, f.severity) for f in res.findings] == [("NUM001", "info")]  # bf16 rounding: noted, not failed
+    assert res.consistent
+
+
+def test_perturbed_target_weights_are_drift_not_mismatch(tmp_path, target):
+    pert = tmp_path / "perturbed"
+    shutil.copytree(TARGET, pert)
+    from eagle3_doctor.target import load_target
+
+    t2 = load_target(str(pert), dtype="float32", device="cpu")
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        w = t2.model.model.layers[0].mlp.down_proj.weight
+        w.add_(torch.randn(w.shape, generator=g) * w.std() * 0.3)
+    t2.model.save_pretrained(pert)
+    # the training dump was made by the perturbed revision; serving runs the original
+    def from_perturbed(d):
+        with torch.no_grad(), TapRecorder(t2.model, list(TRAINED)) as rec:
+            t2.model(input_ids=d["input_ids"][None])
+            got = rec.take()
+        d["aux_hidden_state"] = torch.cat([got[p] for p in TRAINED], -1)
+
+    res = run("sglang", "sglang", dump=str(_rewrite_dump(tmp_path / "b", from_perturbed)))
+    assert res.train_spec == TRAINED
+    assert codes(res) == ["NUM001"], [f.to_dict() for f in res.findings]
+    assert res.findings[0].severity == "warning" and not res.consistent
+
+
+def test_matrix_identifies_every_slot_and_only_asks_for_what_it_needs(monkeypatch):
+    seen = []
+    orig = TapRecorder.__init__
+
+    def spy(self, model, points, **kw):
+        points = list(points)
+        seen.append(len(set(points)))
+        orig(self, model, points, **kw)
+
+    monkeypatch.setattr(TapRecorder, "__init__", spy)
+    run("sglang", "sglang", layer_ids="-1,1,3")
+    assert max(seen) == 4  # embed, layer_out[1], layer_out[3] served + layer_out[4] trained
+    seen.clear()
+    res = run("sglang", "sglang", layer_ids="-1,1,3", matrix=True)
+    assert max(seen) == 10  # all L + 2 capture points, only with --matrix
+    best = [b["best"] for b in res.matrix["best"]]
+    assert best == ["embed", "layer_out[1]", "layer_out[3]"]
+
+
+def test_fix_snippets_name_key_and_nesting():
+    assert fix_snippet("sglang", None, [1, 3, 4]).startswith('"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]}')
+    assert fix_snippet("vllm", "0.18.0", [2, 4, 5]).startswith('"eagle_aux_hidden_state_layer_ids": [2, 4, 5]')
+    assert "eagle3_layers_to_capture: [1, 3, 4]" in fix_snippet("trtllm", None, [1, 3, 4])
