@@ -1,0 +1,87 @@
+"""acceptance on the fixtures: the parallel estimator equals the sequential loop, and wiring
+mistakes cost what fixtures/README.md recorded."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import DRAFTS, DUMP, FIX, PROMPTS, TARGET
+from eagle3_doctor.doctor import acceptance, load_setup
+
+
+def setup_for(layer_ids=None, engine="sglang", draft="sglang"):
+    return load_setup(target=str(TARGET), draft=str(DRAFTS[draft]), engine=engine, layer_ids=layer_ids,
+                      dtype="float32", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def shifted_run():
+    return acceptance(setup_for("-1,1,3"), prompts_path=str(PROMPTS), num_steps=5, max_new_tokens=48, limit=8,
+                      reference=True, batch_size=4)
+
+
+def test_estimator_equals_reference_loop_on_every_prompt(shifted_run):
+    ref = shifted_run.reference
+    assert ref["same_tokens"], "the loop's greedy tokens must equal the continuation the estimator used"
+    assert ref["agrees_with_estimator"]
+    assert ref["accepted_lengths"] == shifted_run.paths["serving"]["accepted_lengths"]
+    assert sum(len(a) for a in ref["accepted_lengths"]) == shifted_run.paths["serving"]["chain"]["passes"]
+
+
+def test_estimator_equals_reference_loop_with_correct_features():
+    run = acceptance(setup_for(), prompts_path=str(PROMPTS), num_steps=7, max_new_tokens=64, limit=6,
+                     reference=True, batch_size=3)
+    assert run.reference["agrees_with_estimator"] and run.reference["same_tokens"]
+    lengths = [a for r in run.reference["accepted_lengths"] for a in r]
+    assert max(lengths) >= 3, "a trained draft should get several tokens accepted somewhere"
+
+
+def _recorded_margin(name: str) -> float:
+    text = (FIX / "README.md").read_text()
+    row = next(ln for ln in text.splitlines() if ln.startswith(f"| {name} |"))
+    return float(re.findall(r"\| ([+-]?\d+\.\d+) \|$", row)[0])
+
+
+def test_correct_features_beat_the_seed_shift_by_the_recorded_margin(shifted_run):
+    s, t = shifted_run.paths["serving"], shifted_run.paths["training"]
+    drop = 100 * (t["acc_k"][0] - s["acc_k"][0])
+    recorded = -_recorded_margin("seed-style slot shift (embed first)")
+    assert recorded >= 15
+    assert drop >= 0.5 * recorded, (drop, recorded)
+    assert t["chain"]["mean_acceptance_length"] > s["chain"]["mean_acceptance_length"]
+    assert any(f.code == "ACC001" for f in shifted_run.findings)
+
+
+def test_every_convention_comes_from_the_same_counts(shifted_run):
+    c = shifted_run.paths["training"]["chain"]
+    acc = [a for r in shifted_run.paths["training"]["accepted_lengths"] for a in r]
+    assert c["passes"] == len(acc)
+    assert c["mean_acceptance_length"] == pytest.approx(1 + sum(acc) / len(acc))
+    assert c["per_position_rate"][0] == pytest.approx(sum(a >= 1 for a in acc) / len(acc))
+
+
+def test_tree_temperature_and_text_modes():
+    run = acceptance(setup_for(), prompts_path=str(PROMPTS), num_steps=4, max_new_tokens=32, limit=4,
+                     topk=3, temperature=0.8, batch_size=4)
+    p = run.paths["serving"]
+    assert p["tree"]["mean_acceptance_length"] >= p["chain"]["mean_acceptance_length"]
+    e = p["temperature"]["expected_mean_acceptance_length"]
+    assert 1.0 <= e <= 5.0
+    rates = p["temperature"]["expected_per_position_rate"]
+    assert all(a >= b for a, b in zip(rates, rates[1:]))
+    text = acceptance(setup_for(), prompts_path=str(PROMPTS), num_steps=3, continuation="text", limit=4)
+    assert text.paths["serving"]["chain"]["passes"] > 0
+
+
+def test_scan_recovers_the_trained_capture_points():
+    run = acceptance(setup_for("-1,1,3"), prompts_path=str(PROMPTS), num_steps=1, max_new_tokens=48, limit=8, scan=True)
+    assert run.scan[0]["spec"] == ["layer_out[1]", "layer_out[3]", "layer_out[4]"]
+
+
+def test_dump_path_measures_along_the_dump_text():
+    run = acceptance(setup_for(), train_dump=str(DUMP), num_steps=3, limit=2)
+    assert run.settings["continuation"] == "text"
+    # the dump holds exactly the trained features, so both paths agree
+    assert run.paths["training"]["acc_k"] == pytest.approx(run.paths["serving"]["acc_k"], abs=1e-6)

@@ -1,0 +1,107 @@
+"""Reporting conventions on hand-made counts; temperature and tree modes against brute force."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from eagle3_doctor.acceptance import (
+    expected_accept_prob, leading_ones, metrics_from_passes, tau_from_acc, walk_chain,
+)
+
+
+def test_conventions_on_hand_made_counts():
+    # 4 verify passes, K = 3, accepted 3, 0, 1, 2 (bonus excluded)
+    m = metrics_from_passes([3, 0, 1, 2], [3, 3, 3, 3], 3)
+    assert m["passes"] == 4 and m["accepted_tokens"] == 6 and m["drafted_tokens"] == 12
+    assert m["mean_acceptance_length"] == pytest.approx(1 + 6 / 4)  # vLLM: 1 + accepted/num_drafts
+    assert m["draft_acceptance_rate"] == pytest.approx(6 / 12)  # vLLM: accepted/num_draft_tokens
+    assert m["per_position_rate"] == pytest.approx([3 / 4, 2 / 4, 1 / 4])  # vLLM: #(A>=k)/num_drafts
+    assert m["conditional_rate"] == pytest.approx([3 / 4, 2 / 3, 1 / 2])
+    # SGLang: accept_len = accept tokens incl. bonus / forward_ct; accept_rate = (tokens-ct)/(ct*(num_draft_tokens-1))
+    accept_tokens, ct, ndt = 6 + 4, 4, 3 + 1
+    assert m["sglang_accept_length"] == pytest.approx(accept_tokens / ct)
+    assert m["sglang_accept_rate"] == pytest.approx((accept_tokens - ct) / (ct * (ndt - 1)))
+    assert m["accepted_length_histogram"] == [1, 1, 1, 1]
+
+
+def test_tau_bridge():
+    assert tau_from_acc([0.8, 0.5]) == pytest.approx(1 + 0.8 + 0.4)
+    assert tau_from_acc([]) == 1.0
+
+
+def test_leading_ones_and_chain_walk():
+    m = torch.tensor([[1, 1, 0, 1], [0, 1, 1, 1], [1, 1, 1, 1]], dtype=torch.bool)
+    assert leading_ones(m).tolist() == [2, 0, 4]
+    A = np.array([2, 0, 1, 0, 3, 0, 0, 0])
+    drafted = np.array([3, 3, 3, 3, 3, 2, 1, 0])
+    bases, acc, drf = walk_chain(A, drafted, 0, 8)
+    assert bases == [0, 3, 4] and acc == [2, 0, 3] and drf == [3, 3, 3]
+
+
+def test_temperature_single_step_against_enumeration():
+    """Speculative sampling: draft samples x ~ q, accepted with prob min(1, p/q): P = sum min(p, q)."""
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        p = torch.softmax(torch.randn(5, generator=g) * 2, -1)
+        q = torch.softmax(torch.randn(5, generator=g) * 2, -1)
+        brute = sum(float(q[x]) * min(1.0, float(p[x] / q[x])) for x in range(5))
+        assert float(expected_accept_prob(p, q, None, "sampled")) == pytest.approx(brute, abs=1e-6)
+        d = int(q.argmax())
+        # argmax drafting verified by sampling from p: accepted iff the target samples d
+        assert float(expected_accept_prob(p, q, torch.tensor(d), "argmax")) == pytest.approx(float(p[d]))
+
+
+def test_temperature_chain_against_enumeration():
+    """Chain of K=3 with per-step distributions: enumerate every draft sequence and every
+    accept/reject outcome; the expected accepted length equals sum_k prod_{j<=k} alpha_j."""
+    g = torch.Generator().manual_seed(1)
+    V, K = 3, 3
+    ps = [torch.softmax(torch.randn(V, generator=g), -1) for _ in range(K)]
+    qs = [torch.softmax(torch.randn(V, generator=g), -1) for _ in range(K)]
+    expect = 0.0
+    for xs in itertools.product(range(V), repeat=K):
+        prob_draft = math.prod(float(qs[j][xs[j]]) for j in range(K))
+        # accepted length distribution given this draft: step j accepted with min(1, p/q)
+        acc_probs = [min(1.0, float(ps[j][xs[j]] / qs[j][xs[j]])) for j in range(K)]
+        e, alive = 0.0, 1.0
+        for j in range(K):
+            alive *= acc_probs[j]
+            e += alive
+        expect += prob_draft * e
+    alphas = [float(expected_accept_prob(ps[j], qs[j], None, "sampled")) for j in range(K)]
+    formula = sum(math.prod(alphas[: k + 1]) for k in range(K))
+    assert formula == pytest.approx(expect, abs=1e-6)  # float32 distributions
+
+
+def test_tree_against_brute_force_enumeration():
+    """Greedy verification of a full top-k tree: build every node explicitly, walk it the way a
+    verifier does (descend into the child equal to the target's token), and compare with the
+    estimator's rule (leading run of 'target token within the draft's top-k')."""
+    rng = np.random.default_rng(0)
+    V, K, topk = 5, 3, 2
+    table = rng.standard_normal((V ** (K + 1), V))  # draft logits as a function of the path
+
+    def draft_topk(path):
+        key = 0
+        for x in path:
+            key = key * V + x + 1
+        return list(np.argsort(-table[key % table.shape[0]])[:topk])
+
+    for trial in range(200):
+        target_path = list(rng.integers(0, V, size=K))
+        # explicit tree: children of each node are the draft's top-k given the path to it
+        depth, node = 0, []
+        while depth < K:
+            children = draft_topk(node)
+            if target_path[depth] not in children:
+                break
+            node = node + [target_path[depth]]
+            depth += 1
+        brute = depth
+        hits = torch.tensor([[target_path[j] in draft_topk(target_path[:j]) for j in range(K)]])
+        assert int(leading_ones(hits)[0]) == brute
