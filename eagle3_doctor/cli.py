@@ -1,0 +1,364 @@
+"""eagle3-doctor command line: parse options, call the library, render. Nothing else.
+
+torch and transformers are imported inside the commands so ``--help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+from . import __version__
+from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, DoctorError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Find out why an EAGLE-3 draft accepts fewer tokens in serving than it did in training.",
+    pretty_exceptions_enable=False,
+)
+
+# ----------------------------------------------------------------------------- shared options
+Target = Annotated[str, typer.Option("--target", "-t", help="Target model: local directory or hub id.")]
+Draft = Annotated[Optional[str], typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
+DraftFormat = Annotated[Optional[str], typer.Option("--draft-format", help="Force the draft format: eagle, sglang or speculators (default: detect).")]
+Engine = Annotated[str, typer.Option("--engine", "-e", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle.")]
+EngineVersion = Annotated[Optional[str], typer.Option("--engine-version", help="Engine version whose rules apply (sglang 0.5.23|0.5.2; vllm 0.33.0|0.33.0-v2|0.18.0|0.10.2).")]
+LayerIds = Annotated[Optional[str], typer.Option("--layer-ids", help="Try these serving ids (as the engine's key would hold them) without editing files, e.g. 1,3,4.")]
+TrainRecipe = Annotated[Optional[str], typer.Option("--train-recipe", help="How training features were made: hf-hidden-states:I,J,K | eagle-default | specforge[:ids] | speculators[:ids] | modelopt[:ids] | spec:POINTS. Default: what the draft config declares.")]
+TrainDump = Annotated[Optional[str], typer.Option("--train-dump", help="Training feature dump: SpecForge rows_*/data_*.ckpt(.gz) directory, or safetensors files.")]
+Prompts = Annotated[Optional[str], typer.Option("--prompts", help="JSONL chat messages ({\"messages\": [...]}) or plain text, one prompt per line. Default: built-in prompts.")]
+MaxTokens = Annotated[int, typer.Option("--max-tokens", help="Truncate each prompt or dump sequence to this many tokens.")]
+BatchSize = Annotated[str, typer.Option("--batch-size", help="Sequences per forward, or 'auto' (sized from free GPU memory).")]
+Limit = Annotated[Optional[int], typer.Option("--limit", help="Use only the first N prompts or dump files.")]
+Dtype = Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16 or float32.")]
+Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
+DeviceMap = Annotated[Optional[str], typer.Option("--device-map", help="Shard the target: auto, balanced or a JSON device map (needs accelerate).")]
+TrustRemote = Annotated[bool, typer.Option("--trust-remote-code", help="Allow the target's own modelling code to run (off unless you ask).")]
+JsonOut = Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to this path.")]
+ReportDir = Annotated[Optional[str], typer.Option("--report", help="Write a Markdown report (with PNG plots if matplotlib is installed) into this directory.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+
+
+def _fail(line: str) -> None:
+    # plain print, not rich: one line must stay one line whatever the terminal width
+    print(f"eagle3-doctor: {line}", file=sys.stderr, flush=True)
+
+
+def guarded(fn: Callable[..., int]) -> Callable[..., None]:
+    """Turn library errors into one line and an exit code; never a traceback for bad input."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            code = fn(*args, **kwargs)
+        except DoctorError as e:
+            _fail(f"error: {e}")
+            raise typer.Exit(e.exit_code) from None
+        except KeyboardInterrupt:
+            _fail("interrupted: no report was written")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except MemoryError:
+            _fail("error: out of host memory -- fix: lower --batch-size or --max-tokens")
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+        except Exception as e:  # torch's OOM and friends, mapped when recognisable
+            name = type(e).__name__
+            if name == "OutOfMemoryError":
+                _fail("error: CUDA out of memory -- fix: halve --batch-size (or use --batch-size auto)")
+                raise typer.Exit(EXIT_BAD_INPUT) from None
+            raise
+        raise typer.Exit(code)
+
+    return wrapper
+
+
+def _progress(quiet: bool):
+    """A rich progress callback (label, done, total), or a no-op."""
+    if quiet or not sys.stderr.isatty():
+        return (lambda *_: None), None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=_console(stderr=True), transient=True)
+    tasks: dict[str, Any] = {}
+
+    def cb(label: str, done: int, total: int) -> None:
+        if label not in tasks:
+            tasks[label] = prog.add_task(label, total=total)
+        prog.update(tasks[label], completed=done, total=total)
+
+    return cb, prog
+
+
+def _batch_size(text: str, setup: Any, max_tokens: int) -> int:
+    from .errors import BadInput
+
+    if text == "auto":
+        from .runtime import auto_batch_size
+
+        return auto_batch_size(setup.target, max_tokens)
+    try:
+        n = int(text)
+    except ValueError:
+        raise BadInput(f"--batch-size {text!r} is not a number", "use a positive integer or auto") from None
+    if n < 1:
+        raise BadInput("--batch-size must be at least 1", "use a positive integer or auto")
+    return n
+
+
+def _device_map(text: Optional[str]):
+    if text is None:
+        return None
+    if text.strip().startswith("{"):
+        import json
+
+        from .errors import BadInput
+
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"--device-map is not valid JSON ({e.msg})", 'write e.g. {"model.layers.0": 0, ...} or auto') from None
+    return text
+
+
+@app.callback(invoke_without_command=True)
+def main(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    if version:
+        print(f"eagle3-doctor {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.command("inspect")
+@guarded
+def inspect_cmd(
+    target: Target,
+    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")],
+    draft_format: DraftFormat = None,
+    engine: Engine = "sglang",
+    engine_version: EngineVersion = None,
+    json_out: JsonOut = None,
+    report: ReportDir = None,
+) -> int:
+    """Audit the draft checkpoint and config against the target and engine. No forward pass."""
+    from .inspect_draft import inspect
+    from .report import render_inspect, write_json
+
+    res = inspect(target, draft, engine=engine, engine_version=engine_version, draft_format=draft_format)
+    render_inspect(_console(), res)
+    if json_out:
+        write_json(json_out, res.to_dict())
+    if report:
+        from .plots import write_inspect_report
+
+        write_inspect_report(res, report)
+    return EXIT_FINDINGS if any(f.severity in ("error", "warning") for f in res.findings) else EXIT_OK
+
+
+@app.command("compare-hidden")
+@guarded
+def compare_hidden_cmd(
+    target: Target,
+    draft: Draft = None,
+    draft_format: DraftFormat = None,
+    engine: Engine = "sglang",
+    engine_version: EngineVersion = None,
+    layer_ids: LayerIds = None,
+    train_recipe: TrainRecipe = None,
+    train_dump: TrainDump = None,
+    prompts: Prompts = None,
+    max_tokens: MaxTokens = 512,
+    batch_size: BatchSize = "8",
+    limit: Limit = None,
+    matrix: Annotated[bool, typer.Option("--matrix", help="Compare every serving slot against every capture point (holds all L+2 states per batch).")] = False,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write the slot x capture-point heatmap PNG here (implies --matrix).")] = None,
+    dtype: Dtype = "auto",
+    device: Device = "auto",
+    device_map: DeviceMap = None,
+    trust_remote_code: TrustRemote = False,
+    json_out: JsonOut = None,
+    report: ReportDir = None,
+    quiet: Quiet = False,
+) -> int:
+    """Training features vs what the serving engine captures: slot by slot, with the exact fix."""
+    from .doctor import compare_hidden, load_setup
+    from .report import render_compare, write_json
+
+    setup = load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
+                       layer_ids=layer_ids, train_recipe=train_recipe, dtype=dtype, device=device,
+                       trust_remote_code=trust_remote_code, device_map=_device_map(device_map))
+    cb, prog = _progress(quiet)
+    bs = _batch_size(batch_size, setup, max_tokens)
+    if prog:
+        prog.start()
+    try:
+        res = compare_hidden(setup, prompts_path=prompts, train_dump=train_dump, max_tokens=max_tokens, batch_size=bs,
+                             matrix=matrix or plot is not None or report is not None, limit=limit, progress=cb)
+    finally:
+        if prog:
+            prog.stop()
+    render_compare(_console(), res)
+    data = res.to_dict()
+    data["trust_remote_code"] = trust_remote_code
+    if json_out:
+        write_json(json_out, data)
+    if plot or report:
+        from .plots import write_compare_report
+
+        write_compare_report(res, report, plot)
+    return EXIT_OK if res.consistent else EXIT_FINDINGS
+
+
+@app.command("acceptance")
+@guarded
+def acceptance_cmd(
+    target: Target,
+    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")],
+    draft_format: DraftFormat = None,
+    engine: Engine = "sglang",
+    engine_version: EngineVersion = None,
+    layer_ids: LayerIds = None,
+    train_recipe: TrainRecipe = None,
+    train_dump: TrainDump = None,
+    prompts: Prompts = None,
+    num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="Chain length K (draft tokens per verify pass).")] = 7,
+    continuation: Annotated[str, typer.Option("--continuation", help="greedy: the target's own greedy continuation (KV cache); text: the text as given.")] = "greedy",
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Tokens the target generates per prompt (greedy continuation).")] = 128,
+    max_tokens: MaxTokens = 512,
+    batch_size: BatchSize = "8",
+    limit: Limit = None,
+    temperature: Annotated[float, typer.Option("--temperature", help="> 0: expected acceptance from the distributions (no sampling noise).")] = 0.0,
+    temperature_mode: Annotated[str, typer.Option("--temperature-mode", help="sampled: draft samples, sum min(p,q); argmax: draft proposes argmax (vLLM V1), p(token).")] = "sampled",
+    topk: Annotated[int, typer.Option("--topk", help="Tree drafting: children per node (SGLang --speculative-eagle-topk).")] = 1,
+    num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="Tree node budget (SGLang --speculative-num-draft-tokens).")] = None,
+    reference_loop: Annotated[bool, typer.Option("--reference-loop", help="Also run a plain sequential speculative-decoding loop and check the estimator against it.")] = False,
+    scan: Annotated[bool, typer.Option("--scan", help="Rank candidate capture-point triples around the configured one by step-1 accuracy.")] = False,
+    min_accept_rate: Annotated[Optional[float], typer.Option("--min-accept-rate", help="Gate: exit 1 if the serving path's first-position acceptance is below this.")] = None,
+    min_tau: Annotated[Optional[float], typer.Option("--min-tau", help="Gate: exit 1 if the serving path's tau is below this.")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write per-position acceptance bars as PNG here.")] = None,
+    dtype: Dtype = "auto",
+    device: Device = "auto",
+    device_map: DeviceMap = None,
+    trust_remote_code: TrustRemote = False,
+    json_out: JsonOut = None,
+    report: ReportDir = None,
+    quiet: Quiet = False,
+) -> int:
+    """Per-position acceptance and draft accuracy under the serving and the training features."""
+    from .doctor import acceptance, load_setup
+    from .findings import Finding
+    from .report import render_acceptance, write_json
+
+    if temperature_mode not in ("sampled", "argmax"):
+        from .errors import BadInput
+
+        raise BadInput(f"unknown --temperature-mode {temperature_mode!r}", "use sampled or argmax")
+    setup = load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
+                       layer_ids=layer_ids, train_recipe=train_recipe, dtype=dtype, device=device,
+                       trust_remote_code=trust_remote_code, device_map=_device_map(device_map))
+    cb, prog = _progress(quiet)
+    bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
+    if prog:
+        prog.start()
+    try:
+        run = acceptance(setup, prompts_path=prompts, train_dump=train_dump, num_steps=num_steps, continuation=continuation,
+                         max_new_tokens=max_new_tokens, max_tokens=max_tokens, batch_size=bs, temperature=temperature,
+                         temp_mode=temperature_mode, topk=topk, num_draft_tokens=num_draft_tokens, reference=reference_loop,
+                         scan=scan, limit=limit, progress=cb)
+    finally:
+        if prog:
+            prog.stop()
+    serving = run.paths.get("serving", {})
+    rate1 = (serving.get("chain", {}).get("per_position_rate") or [float("nan")])[0]
+    if min_accept_rate is not None and not rate1 >= min_accept_rate:
+        run.findings.append(Finding("ACC003", f"first-position acceptance {rate1:.3f} is below --min-accept-rate {min_accept_rate}",
+                                    [f"serving path per-position rates: {serving.get('chain', {}).get('per_position_rate')}"],
+                                    "fix the findings above, or retrain the draft"))
+    if min_tau is not None and not serving.get("tau", float("nan")) >= min_tau:
+        run.findings.append(Finding("ACC003", f"tau {serving.get('tau', float('nan')):.3f} is below --min-tau {min_tau}",
+                                    [f"acc_k: {serving.get('acc_k')}"], "fix the findings above, or retrain the draft"))
+    render_acceptance(_console(), run)
+    data = run.to_dict()
+    data["trust_remote_code"] = trust_remote_code
+    if json_out:
+        write_json(json_out, data)
+    if plot or report:
+        from .plots import write_acceptance_report
+
+        write_acceptance_report(run, report, plot)
+    bad = [f for f in run.findings if f.severity == "error" or f.code == "ACC003"]
+    if run.reference is not None and not run.reference["agrees_with_estimator"]:
+        _console(stderr=True).print("warning: the estimator and the reference loop disagree (see JSON 'reference')", markup=False)
+    return EXIT_FINDINGS if bad else EXIT_OK
+
+
+@app.command("gate")
+@guarded
+def gate_cmd(
+    target: Target,
+    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory to gate.")],
+    policy: Annotated[Optional[str], typer.Option("--policy", help="TOML policy file ([gate] table); flags override it.")] = None,
+    baseline: Annotated[Optional[str], typer.Option("--baseline", help="gate JSON of an earlier checkpoint: fail on regression beyond max_regression.")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", help="Serving engine (policy default: sglang).")] = None,
+    engine_version: EngineVersion = None,
+    draft_format: DraftFormat = None,
+    prompts: Prompts = None,
+    min_cosine: Annotated[Optional[float], typer.Option("--min-cosine", help="Minimum mean cosine of every serving slot vs its training slot.")] = None,
+    min_step1_accuracy: Annotated[Optional[float], typer.Option("--min-step1-accuracy", help="Minimum step-1 draft accuracy on the serving features.")] = None,
+    min_tau: Annotated[Optional[float], typer.Option("--min-tau", help="Minimum tau on the serving features.")] = None,
+    max_regression: Annotated[Optional[float], typer.Option("--max-regression", help="Allowed absolute drop vs --baseline.")] = None,
+    fail_on: Annotated[Optional[str], typer.Option("--fail-on", help="Findings at or above this severity fail: error, warning or info.")] = None,
+    limit: Limit = None,
+    dtype: Dtype = "auto",
+    device: Device = "auto",
+    trust_remote_code: TrustRemote = False,
+    json_out: JsonOut = None,
+    summary: Annotated[Optional[str], typer.Option("--summary", help="Write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).")] = None,
+) -> int:
+    """CI gate: inspect + compare-hidden + acceptance under one policy. Exit 0 pass, 1 fail, 2 bad input."""
+    from .gate import Policy, markdown, run_gate, write_summary
+    from .report import render_findings, write_json
+
+    pol = Policy.load(policy, {"engine": engine, "engine_version": engine_version, "min_cosine": min_cosine,
+                               "min_step1_accuracy": min_step1_accuracy, "min_tau": min_tau,
+                               "max_regression": max_regression, "fail_on": fail_on, "limit": limit})
+    res = run_gate(target=target, draft=draft, policy=pol, prompts=prompts, baseline=baseline, dtype=dtype,
+                   device=device, draft_format=draft_format, trust_remote_code=trust_remote_code)
+    text = markdown(res, draft)
+    con = _console()
+    from rich.table import Table
+
+    t = Table(title=f"gate: {'PASS' if res.passed else 'FAIL'}")
+    for col in ("check", "value", "threshold", "result"):
+        t.add_column(col)
+    for c in res.checks:
+        t.add_row(c.name, "-" if c.value is None else f"{c.value:.4f}", "-" if c.threshold is None else f"{c.threshold:.4f}",
+                  ("pass " if c.passed else "FAIL ") + c.detail, style=None if c.passed else "red")
+    con.print(t)
+    render_findings(con, res.findings, "no findings")
+    write_summary(text, summary)
+    if json_out:
+        data = res.to_dict()
+        data["trust_remote_code"] = trust_remote_code
+        write_json(json_out, data)
+    return EXIT_OK if res.passed else EXIT_FINDINGS
+
+
+def run() -> None:
+    """Console-script entry point."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    app()
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,112 @@
+"""Markdown reports with PNG plots. matplotlib is an optional extra (``pip install eagle3-doctor[plots]``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .errors import BadInput
+
+
+def _plt():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise BadInput("plots need matplotlib", "pip install 'eagle3-doctor[plots]'") from None
+    return plt
+
+
+def heatmap_png(matrix: dict[str, Any], path: Path) -> None:
+    plt = _plt()
+    import numpy as np
+
+    rel = np.asarray(matrix["rel_l2"])
+    fig, ax = plt.subplots(figsize=(max(6, 0.45 * rel.shape[1] + 3), 0.6 * rel.shape[0] + 2))
+    im = ax.imshow(np.minimum(rel, 1.5), cmap="viridis_r", aspect="auto")
+    ax.set_xticks(range(len(matrix["cols"])), matrix["cols"], rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(len(matrix["rows"])), matrix["rows"], fontsize=8)
+    for i in range(rel.shape[0]):
+        j = int(rel[i].argmin())
+        ax.text(j, i, "*", ha="center", va="center", color="red", fontsize=12)
+    fig.colorbar(im, ax=ax, label="relative L2 (lower = closer; * = best)")
+    ax.set_title("feature slot x capture point")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def acceptance_png(paths: dict[str, dict[str, Any]], path: Path) -> None:
+    plt = _plt()
+    import numpy as np
+
+    names = list(paths)
+    K = max(len(p["chain"].get("per_position_rate", [])) for p in paths.values())
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    w = 0.8 / max(len(names), 1)
+    for i, n in enumerate(names):
+        r = paths[n]["chain"].get("per_position_rate", [])
+        ax.bar(np.arange(1, len(r) + 1) + (i - (len(names) - 1) / 2) * w, r, width=w,
+               label=f"{n} (mean length {paths[n]['chain'].get('mean_acceptance_length', float('nan')):.2f})")
+    ax.set_xlabel("draft position")
+    ax.set_ylabel("acceptance rate (vLLM convention)")
+    ax.set_xticks(range(1, K + 1))
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_compare_report(res: Any, report_dir: str | None, plot: str | None) -> None:
+    from .draft.formats import atomic_write_bytes
+    from .report import findings_markdown
+
+    if plot and res.matrix:
+        heatmap_png(res.matrix, Path(plot))
+    if report_dir:
+        d = Path(report_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        if res.matrix:
+            heatmap_png(res.matrix, d / "heatmap.png")
+        data = res.to_dict()
+        lines = ["# eagle3-doctor compare-hidden", "", f"- target: `{data['target']}` ({data['num_layers']} layers)",
+                 f"- serving: {res.serving.label}: {data['serving']['source']}", f"- training: {data['training']['source']}", "",
+                 "| slot | trained | served | cos mean | rel L2 mean |", "|---|---|---|---|---|"]
+        for s in data["slots"]:
+            lines.append(f"| {s['slot']} | {s['trained']} | {s['served']} | {s['cos_mean']:.5f} | {s['rel_mean']:.4f} |")
+        lines += ["", "## Findings", "", findings_markdown(res.findings)]
+        if res.matrix:
+            lines += ["![slot x capture point](heatmap.png)", ""]
+        atomic_write_bytes(d / "compare-hidden.md", "\n".join(lines).encode())
+
+
+def write_acceptance_report(run: Any, report_dir: str | None, plot: str | None) -> None:
+    from .draft.formats import atomic_write_bytes
+    from .report import findings_markdown
+
+    if plot:
+        acceptance_png(run.paths, Path(plot))
+    if report_dir:
+        d = Path(report_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        acceptance_png(run.paths, d / "acceptance.png")
+        s = run.settings
+        lines = ["# eagle3-doctor acceptance", "", f"- target: `{s['target']}`, engine {s['engine']}, K={s['num_steps']}, "
+                 f"{s['sequences']} sequences", "", "| path | mean acceptance length | tau | acc_1 |", "|---|---|---|---|"]
+        for n, p in run.paths.items():
+            lines.append(f"| {n} | {p['chain'].get('mean_acceptance_length', float('nan')):.3f} | {p['tau']:.3f} | {p['acc_k'][0]:.3f} |")
+        lines += ["", "![per-position acceptance](acceptance.png)", "", "## Findings", "", findings_markdown(run.findings)]
+        atomic_write_bytes(d / "acceptance.md", "\n".join(lines).encode())
+
+
+def write_inspect_report(res: Any, report_dir: str) -> None:
+    from .draft.formats import atomic_write_bytes
+    from .report import findings_markdown
+
+    d = Path(report_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    lines = ["# eagle3-doctor inspect", ""] + [f"- {k}: {v}" for k, v in res.facts] + ["", "## Findings", "", findings_markdown(res.findings)]
+    atomic_write_bytes(d / "inspect.md", "\n".join(lines).encode())

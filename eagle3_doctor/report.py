@@ -1,0 +1,196 @@
+"""Rendering: terminal (rich), JSON and Markdown. Data in, text out; nothing here computes."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .findings import Finding
+
+SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def render_findings(console: Console, findings: list[Finding], ok_text: str) -> None:
+    if not findings:
+        console.print(Text(f"OK  {ok_text}", style="bold green"))
+        return
+    for f in findings:
+        console.print(Text.assemble((f"{f.severity}[{f.code}]", SEV_STYLE[f.severity or "info"]), (f": {f.title}", "bold")))
+        for line in f.evidence:
+            console.print(f"   | {line}", markup=False, highlight=False)
+        if f.fix:
+            console.print(Text.assemble(("   = fix: ", "bold green"), (f.fix, "")))
+        console.print()
+
+
+def _fmt(x: Any, nd: int = 3) -> str:
+    if isinstance(x, float):
+        return "nan" if math.isnan(x) else f"{x:.{nd}f}"
+    return str(x)
+
+
+def render_compare(console: Console, res: Any) -> None:
+    d = res.to_dict()
+    s = d["serving"]
+    console.print(f"[bold]target[/bold] {d['target']} ({d['num_layers']} layers)")
+    if d["draft"]:
+        dr = d["draft"]
+        console.print(f"[bold]draft[/bold]  {dr['path']}  format {dr['format']} ({dr['format_reason']})")
+    console.print(f"[bold]serving[/bold] {res.serving.label}: {s['source']}")
+    console.print(f"[bold]training[/bold] {d['training']['source']}")
+    t = Table(title="feature slots", show_lines=False)
+    for col in ("slot", "trained", "served", "cos mean", "cos min", "cos p5", "rel L2 mean", "rel L2 p95", "max |diff|"):
+        t.add_column(col, justify="right" if col not in ("trained", "served") else "left")
+    stats = {x["slot"]: x for x in d["slots"]}
+    n = max(len(d["training"]["spec"]), len(s["spec"]))
+    for i in range(n):
+        tr = d["training"]["spec"][i] if i < len(d["training"]["spec"]) else "-"
+        sv = s["spec"][i] if i < len(s["spec"]) else "- (not fed)"
+        st = stats.get(i)
+        style = "" if tr == sv else "red"
+        row = [str(i), tr, sv]
+        row += [_fmt(st["cos_mean"], 5), _fmt(st["cos_min"], 5), _fmt(st["cos_p05"], 5), _fmt(st["rel_l2_mean"] if "rel_l2_mean" in st else st["rel_mean"], 4),
+                _fmt(st["rel_p95"], 4), _fmt(st["maxabs"], 4)] if st else ["-"] * 6
+        t.add_row(*row, style=style)
+    console.print(t)
+    if d["slots"]:
+        worst = [(x["slot"], w) for x in d["slots"] for w in x["worst"][:1]]
+        if worst:
+            console.print("worst positions: " + "; ".join(
+                f"slot {i} seq {w['sequence']} pos {w['position']} token {w['token']!r} cos {w['cos']:.4f} rel {w['rel_l2']:.4f}"
+                for i, w in worst), markup=False, highlight=False)
+    if d["matrix"]:
+        render_matrix(console, d["matrix"])
+    if d["dump"] and d["dump"].get("hidden_state"):
+        h = d["dump"]["hidden_state"]
+        console.print(f"dump hidden_state: rel L2 to final_norm {h['rel_l2_to_final_norm']:.4f} (best match {h['best']})")
+    for note in d["notes"]:
+        console.print(f"note: {note}", style="dim", markup=False)
+    console.print(f"{d['n_sequences']} sequences, {d['n_tokens']} tokens replayed")
+    console.print()
+    render_findings(console, res.findings, "the serving engine feeds the draft the capture points it was trained on")
+
+
+def render_matrix(console: Console, m: dict[str, Any]) -> None:
+    t = Table(title="best-matching capture point (relative L2, lower is closer)")
+    for col in ("row", "best match", "rel L2", "cos", "runner-up", "rel L2 ", "margin"):
+        t.add_column(col)
+    for b in m["best"]:
+        t.add_row(b["row"], b["best"], f"{b['rel_l2']:.4f}", f"{b['cos']:.4f}", b["runner_up"], f"{b['runner_up_rel_l2']:.4f}", f"{b['margin']:.4f}")
+    console.print(t)
+    cols = m["cols"]
+    short = [c.replace("layer_out[", "L").replace("]", "").replace("final_norm", "fn").replace("embed", "emb") for c in cols]
+    g = Table(title="rel L2: rows x capture points", show_header=True, pad_edge=False)
+    g.add_column("row")
+    for c in short:
+        g.add_column(c, justify="right")
+    for r, vals in zip(m["rows"], m["rel_l2"]):
+        best = min(range(len(vals)), key=lambda j: vals[j])
+        g.add_row(r, *[Text(f"{v:.2f}", style="bold green" if j == best else "") for j, v in enumerate(vals)])
+    console.print(g)
+
+
+def _bar(x: float, width: int = 30) -> str:
+    n = 0 if math.isnan(x) else int(round(max(0.0, min(1.0, x)) * width))
+    return "#" * n + "." * (width - n)
+
+
+def render_acceptance(console: Console, run: Any) -> None:
+    s = run.settings
+    console.print(f"[bold]target[/bold] {s['target']}  [bold]engine[/bold] {s['engine']}  K={s['num_steps']}  "
+                  f"continuation={s['continuation']}  {s['sequences']} sequences / {s['tokens']} tokens  {s['dtype']} on {s['device']}")
+    console.print(f"serving features: {', '.join(s['serving_spec'])}  ({s['serving_source']})", markup=False)
+    if s.get("training_spec"):
+        console.print(f"training features: {', '.join(s['training_spec'])}  ({s['training_source']})", markup=False)
+    t = Table(title="acceptance by feature path")
+    t.add_column("metric")
+    names = list(run.paths)
+    for n in names:
+        t.add_column(n, justify="right")
+    K = s["num_steps"]
+
+    def row(label: str, fn) -> None:
+        t.add_row(label, *[fn(run.paths[n]) for n in names])
+
+    row("mean acceptance length (vLLM, SGLang accept_len; bonus in)", lambda p: _fmt(p["chain"].get("mean_acceptance_length", float("nan")), 3))
+    row("accepted per pass (bonus out)", lambda p: _fmt(p["chain"].get("mean_accepted_without_bonus", float("nan")), 3))
+    row("per-request mean acceptance length", lambda p: _fmt(p["per_request_mean_acceptance_length"], 3))
+    row("draft acceptance rate (vLLM)", lambda p: _fmt(p["chain"].get("draft_acceptance_rate", float("nan")), 3))
+    row("accept_rate (SGLang)", lambda p: _fmt(p["chain"].get("sglang_accept_rate", float("nan")), 3))
+    row("tau = 1 + sum prod acc_k", lambda p: _fmt(p["tau"], 3))
+    row("verify passes", lambda p: str(p["chain"].get("passes", 0)))
+    for k in range(K):
+        row(f"position {k + 1}: rate (vLLM) | acc_{k + 1} (SpecForge)",
+            lambda p, k=k: f"{_fmt(p['chain']['per_position_rate'][k]) if 'per_position_rate' in p['chain'] else '-'} | {_fmt(p['acc_k'][k])}")
+    if any("tree" in run.paths[n] for n in names):
+        row(f"tree top-{s['topk']}: mean acceptance length", lambda p: _fmt(p.get("tree", {}).get("mean_acceptance_length", float("nan"))))
+    if any("temperature" in run.paths[n] for n in names):
+        row(f"T={s['temperature']} ({s['temperature_mode']}): expected length", lambda p: _fmt(p.get("temperature", {}).get("expected_mean_acceptance_length", float("nan"))))
+    console.print(t)
+    for n in names:
+        rates = run.paths[n]["chain"].get("per_position_rate", [])
+        console.print(f"[bold]{n}[/bold] per-position acceptance (vLLM convention)")
+        for k, r in enumerate(rates):
+            console.print(f"  pos {k + 1} {_bar(r)} {r:.3f}", markup=False, highlight=False)
+    if s.get("tree_note"):
+        console.print(f"note: {s['tree_note']}", style="dim", markup=False)
+    if run.reference is not None:
+        r = run.reference
+        verdict = "[green]agrees exactly[/green]" if r["agrees_with_estimator"] else "[red]DISAGREES[/red]"
+        console.print(f"reference sequential loop: mean acceptance length {r['chain'].get('mean_acceptance_length', float('nan')):.3f}; "
+                      f"per-prompt accepted lengths {verdict} with the estimator")
+    if run.scan:
+        st = Table(title="capture-point scan (step-1 accuracy, teacher-forced)")
+        st.add_column("rank")
+        st.add_column("features")
+        st.add_column("step-1 acc", justify="right")
+        for i, r in enumerate(run.scan[:10]):
+            st.add_row(str(i + 1), ", ".join(r["spec"]), f"{r['step1_acc']:.3f}")
+        console.print(st)
+    for note in run.notes:
+        console.print(f"note: {note}", style="dim", markup=False)
+    console.print()
+    render_findings(console, run.findings, "acceptance under the serving features matches the training features")
+
+
+# --------------------------------------------------------------------------- files
+
+
+def write_json(path: str | Path, data: dict[str, Any]) -> None:
+    from .draft.formats import atomic_write_bytes
+
+    atomic_write_bytes(Path(path), (json.dumps(data, indent=2, sort_keys=True, default=_json_default, allow_nan=True) + "\n").encode())
+
+
+def _json_default(o: Any) -> Any:
+    return str(o)
+
+
+def findings_markdown(findings: list[Finding]) -> str:
+    if not findings:
+        return "No findings.\n"
+    out = []
+    for f in findings:
+        out.append(f"- **{f.severity} {f.code}**: {f.title}")
+        for e in f.evidence:
+            out.append(f"  - {e}")
+        if f.fix:
+            out.append(f"  - fix: `{f.fix}`")
+    return "\n".join(out) + "\n"
+
+
+def render_inspect(console: Console, res: Any) -> None:
+    t = Table(title="inspect", show_header=False)
+    t.add_column("what", style="bold")
+    t.add_column("")
+    for k, v in res.facts:
+        t.add_row(k, Text(v))
+    console.print(t)
+    console.print()
+    render_findings(console, res.findings, "no problems found in the draft checkpoint or config")

@@ -1,0 +1,167 @@
+"""The command line as a user meets it: exit codes, JSON, and one clear line for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import DRAFTS, DUMP, PROMPTS, ROOT, TARGET
+
+CLI = [sys.executable, "-m", "eagle3_doctor.cli"]
+
+
+def cli(*args, cwd=None):
+    env = dict(os.environ, COLUMNS="200", PYTHONPATH=str(ROOT))
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
+
+
+def assert_bad_input(r, *needles):
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("eagle3-doctor: error: ") and "fix:" in lines[0]
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_help_and_version():
+    r = cli("--help")
+    assert r.returncode == 0 and "compare-hidden" in r.stdout and "acceptance" in r.stdout
+    r = cli("--version")
+    assert r.returncode == 0 and r.stdout.startswith("eagle3-doctor ")
+
+
+def test_help_does_not_import_torch():
+    code = "import sys, eagle3_doctor.cli as c; c.app(['--help'], standalone_mode=False); print('torch' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_compare_hidden_consistent_exit_0_and_json(tmp_path):
+    out = tmp_path / "r.json"
+    r = cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--prompts", PROMPTS, "--limit", 3, "--json", out, "-q")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    assert data["schema"] == "eagle3-doctor/compare-hidden/1" and data["consistent"] is True
+    assert data["serving"]["spec"] == data["training"]["spec"] == ["layer_out[1]", "layer_out[3]", "layer_out[4]"]
+
+
+def test_compare_hidden_seed_case_exit_1_with_fix():
+    r = cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--layer-ids=-1,1,3", "--limit", 2, "-q")
+    assert r.returncode == 1
+    assert "error[CAP002]" in r.stdout
+    assert 'fix: set "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]}' in r.stdout
+
+
+def test_acceptance_gate_thresholds(tmp_path):
+    r = cli("acceptance", "--target", TARGET, "--draft", DRAFTS["speculators"], "--engine", "vllm", "--prompts", PROMPTS,
+            "--limit", 2, "--max-new-tokens", 16, "-k", 3, "--min-tau", 99, "--json", tmp_path / "a.json", "-q")
+    assert r.returncode == 1 and "ACC003" in r.stdout
+    data = json.loads((tmp_path / "a.json").read_text())
+    assert data["schema"] == "eagle3-doctor/acceptance/1"
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_missing_target_dir(tmp_path):
+    assert_bad_input(cli("compare-hidden", "--target", tmp_path / "nope", "--draft", DRAFTS["sglang"]), "does not exist")
+
+
+def test_missing_draft_dir(tmp_path):
+    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", tmp_path / "nope"), "draft directory")
+
+
+def test_draft_config_not_json(tmp_copy):
+    d = tmp_copy(DRAFTS["sglang"])
+    (d / "config.json").write_text("{not json")
+    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", d), "config.json is not valid JSON")
+
+
+def test_truncated_safetensors(tmp_copy):
+    d = tmp_copy(DRAFTS["sglang"])
+    f = d / "model.safetensors"
+    f.write_bytes(f.read_bytes()[:-1000])
+    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", d), "truncated")
+
+
+def test_absurd_safetensors_header(tmp_copy):
+    d = tmp_copy(DRAFTS["sglang"])
+    f = d / "model.safetensors"
+    f.write_bytes((2**62).to_bytes(8, "little") + f.read_bytes()[8:])
+    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", d), "corrupt safetensors header")
+
+
+def test_malformed_prompts_line_number(tmp_path):
+    p = tmp_path / "p.jsonl"
+    p.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n{"messages": [\n')
+    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--prompts", p), "line 2")
+
+
+def test_empty_prompts_file(tmp_path):
+    p = tmp_path / "p.jsonl"
+    p.write_text("\n\n")
+    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--prompts", p), "empty")
+
+
+def test_out_of_range_layer_ids():
+    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--engine", "trtllm",
+                         "--layer-ids", "1,3,40"), "out of range for a 8-layer target under trtllm")
+
+
+def test_cuda_without_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--device", "cuda"), "no CUDA GPU")
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/eagle3_doctor_pwned",))
+
+
+def test_pickle_that_runs_code_is_refused(tmp_path):
+    Path("/tmp/eagle3_doctor_pwned").unlink(missing_ok=True)
+    d = tmp_path / "dump"
+    d.mkdir()
+    with open(d / "data_0.ckpt", "wb") as f:
+        pickle.dump({"input_ids": _Evil()}, f)
+    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--train-dump", d), "weights_only=True")
+    assert not Path("/tmp/eagle3_doctor_pwned").exists()
+
+
+def test_dump_ids_outside_vocabulary(tmp_path):
+    import shutil
+
+    import torch
+
+    d = tmp_path / "dump"
+    shutil.copytree(DUMP, d)
+    f = sorted(d.rglob("*.ckpt"))[0]
+    data = torch.load(f, weights_only=True)
+    data["input_ids"][3] = 10**6
+    torch.save(data, f)
+    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--train-dump", d), "vocabulary")
+
+
+def test_nan_in_dump(tmp_path):
+    import shutil
+
+    import torch
+
+    d = tmp_path / "dump"
+    shutil.copytree(DUMP, d)
+    f = sorted(d.rglob("*.ckpt"))[0]
+    data = torch.load(f, weights_only=True)
+    data["aux_hidden_state"][0, 2, 5] = float("nan")
+    torch.save(data, f)
+    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--train-dump", d), "NaN")
