@@ -1,0 +1,252 @@
+"""inspect: what is wrong with a draft checkpoint and its config, without running a prompt."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .compare import diagnose_specs
+from .draft.formats import read_draft, spec_from_info
+from .engines import ENGINES, arch_family, resolve_serving
+from .errors import BadInput
+from .findings import Finding
+from .taps import format_spec
+
+SCHEMA = "eagle3-doctor/inspect/1"
+
+# The draft architecture names each engine registers for EAGLE-3 (sglang srt/models/llama_eagle3.py
+# EntryClass; vllm model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS; speculators).
+REGISTERED = {
+    "sglang": {"LlamaForCausalLMEagle3", "Qwen3ForCausalLMEagle3", "LlamaForCausalLMEagle"},
+    "vllm": {"Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3Speculator", "Eagle3Qwen3vlForCausalLM"},
+    "modelopt": {"LlamaForCausalLMEagle3"},
+}
+PREFERRED = {"sglang": "LlamaForCausalLMEagle3", "vllm": "Eagle3Speculator", "modelopt": "LlamaForCausalLMEagle3"}
+
+
+@dataclass
+class InspectResult:
+    draft: dict[str, Any]
+    target: dict[str, Any]
+    engine: str
+    findings: list[Finding]
+    facts: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "draft": self.draft, "target": self.target, "engine": self.engine,
+                "facts": [list(f) for f in self.facts], "findings": [f.to_dict() for f in self.findings]}
+
+
+def read_target_config(target: str) -> dict[str, Any]:
+    p = Path(target)
+    if p.exists():
+        from .target import read_local_config
+
+        return read_local_config(target) or {}
+    try:
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(target).to_dict()
+    except (OSError, ValueError) as e:
+        raise BadInput(f"cannot read the target config {target!r}: {str(e).splitlines()[0][:200]}",
+                       "check the path or hub id") from None
+
+
+def read_target_tensor(target: str, names: tuple[str, ...]) -> torch.Tensor | None:
+    """One tensor from a local target's safetensors, without loading the model."""
+    from safetensors import safe_open
+
+    p = Path(target)
+    if not p.is_dir():
+        return None
+    files = sorted(p.glob("*.safetensors"))
+    idx = p / "model.safetensors.index.json"
+    if idx.is_file():
+        wm = json.loads(idx.read_text()).get("weight_map", {})
+        for n in names:
+            if n in wm:
+                files = [p / wm[n]]
+                break
+    for f in files:
+        with safe_open(str(f), framework="pt") as st:
+            for n in names:
+                if n in st.keys():
+                    return st.get_tensor(n)
+    return None
+
+
+def _ids_in_range(ids: list[int], L: int, engine: str) -> list[int]:
+    lo = -1 if engine in ("sglang", "trtllm") else 0
+    hi = L if engine in ("vllm",) else L - 1
+    return [i for i in ids if i < lo or i > hi]
+
+
+def looks_untrained(w: torch.Tensor) -> tuple[bool, str]:
+    """A freshly initialised head has rows of almost equal norm (CV ~ 1/sqrt(2H)); a trained one doesn't."""
+    w = w.float()
+    if not bool(w.abs().sum() > 0):
+        return True, "all weights are zero"
+    norms = w.norm(dim=1)
+    cv = float(norms.std() / norms.mean().clamp_min(1e-12))
+    # fresh init ~1/sqrt(2H); the trained fixture head measures 2.5x that; flag below 1.6x
+    limit = 1.6 / math.sqrt(2 * w.shape[1])
+    return cv < limit, f"row-norm coefficient of variation {cv:.4f} (fresh init ~{1 / math.sqrt(2 * w.shape[1]):.4f}, flagged below {limit:.4f})"
+
+
+def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: str | None = None,
+            draft_format: str | None = None) -> InspectResult:
+    if engine not in ENGINES:
+        raise BadInput(f"unknown --engine {engine!r}", f"use one of {', '.join(ENGINES)}")
+    tcfg = read_target_config(target)
+    L = int(tcfg.get("num_hidden_layers") or tcfg.get("n_layer") or 0)
+    tH = int(tcfg.get("hidden_size") or 0)
+    tV = int(tcfg.get("vocab_size") or 0)
+    family = arch_family(tcfg)
+    d, info = read_draft(draft, fmt=draft_format, device="cpu", dtype=None)
+    cfg = d.config
+    out: list[Finding] = []
+    facts: list[tuple[str, str]] = [
+        ("format", f"{info.format} ({info.format_reason})"),
+        ("draft", f"hidden {cfg.hidden_size}, target hidden {cfg.target_hidden_size}, vocab {cfg.vocab_size}, "
+                  f"draft vocab {cfg.draft_vocab_size}, {cfg.num_aux_states} aux states, {info.weight_dtype}"),
+        ("target", f"{tcfg.get('architectures', ['?'])[0]} ({family}), {L} layers, hidden {tH}, vocab {tV}, "
+                   f"{tcfg.get('torch_dtype') or tcfg.get('dtype')}"),
+    ]
+    # ---- weights
+    if not info.has_lm_head:
+        out.append(Finding("DRF001", "the draft checkpoint has no lm_head.weight",
+                           [f"weights: {', '.join(info.weight_keys[:8])}{' ...' if len(info.weight_keys) > 8 else ''}"],
+                           "re-export with the head (SGLang leaves a missing head random: accept length 1.00, sgl#27908)"))
+    if not info.has_d2t and cfg.draft_vocab_size < cfg.vocab_size:
+        out.append(Finding("DRF002", f"draft vocabulary {cfg.draft_vocab_size} < target {cfg.vocab_size} but no d2t",
+                           ["vLLM then maps draft id i to target id i; SGLang builds hot_token_id = d2t + arange"],
+                           "re-export the draft with the d2t tensor from training (target_id - draft_id)"))
+    tgt_ids = torch.arange(cfg.draft_vocab_size) + d.d2t.cpu()
+    if info.has_d2t:
+        bad = ((tgt_ids < 0) | (tgt_ids >= cfg.vocab_size)).nonzero().flatten()
+        if bad.numel():
+            out.append(Finding("DRF003", f"d2t maps {bad.numel()} draft id(s) outside the target vocabulary",
+                               [f"draft ids {bad[:5].tolist()} -> target ids {tgt_ids[bad[:5]].tolist()} (vocab {cfg.vocab_size})"],
+                               "re-create d2t from the draft vocabulary used in training"))
+        elif info.has_t2d:
+            t2d = d.t2d.cpu()
+            from_d2t = torch.zeros_like(t2d)
+            from_d2t[tgt_ids] = True
+            if not torch.equal(t2d, from_d2t) or int(t2d.sum()) != cfg.draft_vocab_size:
+                diff = (t2d != from_d2t).nonzero().flatten()
+                out.append(Finding("DRF004", f"t2d disagrees with d2t at {diff.numel()} target id(s)",
+                                   [f"t2d marks {int(t2d.sum())} ids, d2t reaches {int(from_d2t.sum())}; first differences {diff[:5].tolist()}",
+                                    "SGLang ignores t2d; tools that use it to pick training targets see another vocabulary"],
+                                   "rebuild t2d from d2t: t2d[arange(draft_vocab) + d2t] = True"))
+    n_aux = len(info.layer_ids) if info.layer_ids else 3  # engines feed one state per configured id, 3 by default
+    if tH and cfg.fc_in_features != n_aux * tH:
+        out.append(Finding("DRF005", f"fc takes {cfg.fc_in_features} inputs, the engine feeds {n_aux} aux states x target hidden {tH} = {n_aux * tH}",
+                           [f"fc.weight {[cfg.hidden_size, cfg.fc_in_features]}, target hidden_size {tH}, layer ids {info.layer_ids}"],
+                           "this draft was trained for another target, or its fc was cut; re-export the trained fc"))
+    if (tV and cfg.vocab_size != tV) or (tH and cfg.hidden_size != tH and not info.config.get("target_hidden_size")):
+        out.append(Finding("DRF008", "draft and target sizes disagree",
+                           [f"vocab: draft config {cfg.vocab_size}, target {tV}; hidden: draft {cfg.hidden_size}, target {tH}"],
+                           "use the draft trained for this target, or set vocab_size / target_hidden_size to the target's"))
+    if info.has_lm_head:
+        untrained, why = looks_untrained(d.lm_head.weight.detach())
+        if untrained:
+            out.append(Finding("DRF006", "the draft lm_head looks untrained", [why],
+                               "check that the exported head is the trained one (not a fresh init or a placeholder)"))
+    from .draft.formats import is_finite_state
+
+    bad_w = is_finite_state(d)
+    if bad_w:
+        out.append(Finding("DRF009", f"{len(bad_w)} draft tensor(s) hold NaN or Inf", [", ".join(bad_w[:6])],
+                           "re-export from a healthy training checkpoint"))
+    if info.has_embed:
+        temb = read_target_tensor(target, ("model.embed_tokens.weight", "embed_tokens.weight"))
+        demb = d.embed_tokens.weight.detach().float() if d.embed_tokens is not None else None
+        if temb is not None and demb is not None:
+            same = temb.shape == demb.shape and torch.allclose(temb.float(), demb, atol=1e-3, rtol=1e-3)
+            if not same:
+                out.append(Finding("DRF007", "the draft ships its own embed_tokens and they differ from the target's",
+                                   [f"draft {tuple(demb.shape)} vs target {tuple(temb.shape)}",
+                                    "SGLang always uses the target's embeddings; vLLM keeps the draft's when they differ"],
+                                   "drop embed_tokens from the draft, or make sure every engine uses the same ones"))
+    if info.unexpected:
+        out.append(Finding("DRF010", f"{len(info.unexpected)} weight(s) the {info.format} format does not use",
+                           [", ".join(info.unexpected[:6])], "check the export: loaders warn about these and drop them"))
+    # ---- config lint
+    config_ids = {}
+    if info.layer_ids_key:
+        config_ids[info.layer_ids_key] = info.layer_ids
+    config_ids.update(info.other_layer_id_keys)
+    for key, ids in config_ids.items():
+        if L:
+            oob = _ids_in_range(ids, L, engine)
+            if oob:
+                out.append(Finding("CFG001", f"{key} = {ids}: id(s) {oob} are out of range for a {L}-layer target under {engine}",
+                                   [f"{engine} ids run {'-1' if engine in ('sglang', 'trtllm') else '0'}..{L if engine == 'vllm' else L - 1}"],
+                                   "use ids inside the target's depth"))
+        if ids != sorted(ids):
+            out.append(Finding("CFG002", f"{key} = {ids} is not sorted",
+                               ["SGLang concatenates in the listed order; vLLM, TensorRT-LLM and ModelOpt sort: the fc input is permuted in one and not the other"],
+                               f"write the ids sorted ({sorted(ids)}) and make sure training used that order"))
+    if L:
+        serving = resolve_serving(engine, engine_version, family, L, config_ids)
+        train, where = spec_from_info(info, L, family)
+        facts.append(("trained on", f"{format_spec(train)} ({where})"))
+        facts.append((f"{serving.label} feeds", f"{format_spec(serving.spec)} ({serving.source})"))
+        out += diagnose_specs(train, where, serving)
+    for key in ("rope_theta",):
+        dv = info.config.get(key, (info.config.get("transformer_layer_config") or {}).get(key))
+        if dv is None and isinstance(info.config.get("rope_parameters"), dict):
+            dv = info.config["rope_parameters"].get("rope_theta")
+        tv = tcfg.get(key) if tcfg.get(key) is not None else (tcfg.get("rope_parameters") or {}).get("rope_theta")
+        if dv is not None and tv is not None and float(dv) != float(tv):
+            out.append(Finding("CFG003", f"rope_theta: draft {dv}, target {tv}",
+                               ["the draft attends with other rotary frequencies than it was trained with if the converter changed it"],
+                               f'set "rope_theta": {tv} in the draft config (the value used in training)'))
+    dl = info.config.get("transformer_layer_config") or info.config
+    for key in ("rope_scaling", "partial_rotary_factor", "max_position_embeddings"):
+        dv, tv = dl.get(key), tcfg.get(key)
+        if key == "rope_scaling":
+            dv = dv or None
+            tv = tv or (tcfg.get("rope_parameters") if (tcfg.get("rope_parameters") or {}).get("rope_type", "default") != "default" else None)
+        if dv != tv and not (key == "max_position_embeddings" and dv and tv and dv >= tv):
+            if dv is None and tv is None:
+                continue
+            out.append(Finding("CFG004", f"{key}: draft {dv}, target {tv}",
+                               ["converters often drop rope_scaling / partial_rotary_factor; long contexts then drift"],
+                               f'set "{key}": {json.dumps(tv)} in the draft config'))
+    tdt = str(tcfg.get("torch_dtype") or tcfg.get("dtype") or "").replace("torch.", "")
+    if tdt and info.weight_dtype and tdt != info.weight_dtype:
+        out.append(Finding("CFG005", f"draft weights are {info.weight_dtype}, target is {tdt}",
+                           ["an fp16 draft against a bf16 target overflows and rounds differently"],
+                           f"serve the draft in {tdt} (engines cast to the target dtype; check accuracy with acceptance --dtype {tdt})"))
+    flags = {k: info.config.get(k) for k in ("norm_before_residual", "norm_output", "norm_before_fc", "fc_norm") if k in info.config}
+    ec = info.config.get("eagle_config") if isinstance(info.config.get("eagle_config"), dict) else {}
+    if "norm_before_fc" in ec:
+        flags["eagle_config.norm_before_fc"] = ec["norm_before_fc"]
+    if "norm_before_residual" not in info.config and info.format == "speculators":
+        out.append(Finding("CFG006", "norm_before_residual is missing from a speculators config",
+                           ["vLLM's native default is False, its speculators adapter defaults it to True"],
+                           'write "norm_before_residual" explicitly (the value used in training)'))
+    if "norm_output" in info.config:
+        out.append(Finding("CFG006", f"norm_output = {info.config['norm_output']} means different things per tool",
+                           ["SGLang/vLLM/TensorRT-LLM/speculators: feed the normed state to the next draft step; SpecForge: norm before lm_head"],
+                           "make sure the serving engine's reading matches how the draft was trained"))
+    if flags:
+        facts.append(("forward flags", ", ".join(f"{k}={v}" for k, v in flags.items())))
+    archs = set(info.config.get("architectures") or [])
+    if engine in REGISTERED and archs and not archs & REGISTERED[engine]:
+        out.append(Finding("CFG007", f"{engine} does not register {sorted(archs)} as an EAGLE-3 draft",
+                           [f"{engine} registers: {', '.join(sorted(REGISTERED[engine]))}"],
+                           f'set "architectures": ["{PREFERRED[engine]}"] or convert the draft to the {"speculators" if engine == "vllm" else "sglang"} format'))
+    draft_summary = {"path": info.path, "format": info.format, "format_reason": info.format_reason,
+                     "layer_ids": info.layer_ids, "layer_ids_key": info.layer_ids_key, "dtype": info.weight_dtype,
+                     "has_lm_head": info.has_lm_head, "has_d2t": info.has_d2t, "has_t2d": info.has_t2d,
+                     "has_embed": info.has_embed, "unexpected": info.unexpected}
+    return InspectResult(draft_summary, {"path": target, "num_layers": L, "hidden_size": tH, "vocab_size": tV, "family": family},
+                         engine, out, facts)
+
