@@ -201,6 +201,12 @@ def check_engine(engine: str, version: str | None) -> str:
     return version
 
 
+def id_range(engine: str, num_layers: int) -> tuple[int, int]:
+    """Ids an engine accepts at all (some, like SGLang's L-1, are accepted yet capture nothing)."""
+    L = num_layers
+    return {"sglang": (-1, L), "vllm": (0, L), "trtllm": (-1, L - 1), "modelopt": (0, L - 1)}.get(engine, (-1, L))
+
+
 @dataclass
 class Serving:
     """What an engine will feed the draft, and why."""
@@ -249,6 +255,15 @@ def resolve_serving(
             source = f"{engine} default (no ids where it reads them: {kr.where})"
         if override is not None:
             ignored["--layer-ids"] = list(override)
+    if ids is not None:
+        lo, hi = id_range(engine, num_layers)
+        bad = [i for i in ids if not lo <= i <= hi]
+        if bad:
+            raise BadInput(
+                f"layer id(s) {bad} in {source.split(' (')[0]} are out of range for a {num_layers}-layer target under "
+                f"{engine} (valid ids: {lo}..{hi})",
+                "use ids inside the target's depth, in this engine's numbering",
+            )
     cap = RULES[engine](version, family, num_layers, ids)
     notes = [cap.note] if cap.note else []
     if engine == "sglang" and version == "0.5.2" and ids is not None and cap.spec != default_spec_llama(num_layers):

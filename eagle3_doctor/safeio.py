@@ -65,17 +65,22 @@ def load_file(path: str | os.PathLike, device: str = "cpu") -> dict[str, Any]:
 def load_pickle(path: str | os.PathLike) -> Any:
     """torch.load with ``weights_only=True`` only; ``.gz`` is decompressed first."""
     import pickle
+    import warnings
 
     import torch
 
     p = Path(path)
     try:
-        if p.suffix == ".gz":
-            with gzip.open(p, "rb") as f:
-                return torch.load(f, map_location="cpu", weights_only=True)
-        return torch.load(p, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about pickle protocols on stderr; the error says enough
+            warnings.simplefilter("ignore")
+            if p.suffix == ".gz":
+                with gzip.open(p, "rb") as f:
+                    return torch.load(f, map_location="cpu", weights_only=True)
+            return torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else "unpickling refused"
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        first = next((ln for ln in lines if "Unsupported global" in ln or "unsupported" in ln.lower()),
+                     lines[0] if lines else "unpickling refused")
         raise BadInput(
             f"{p} was refused by the safe loader (weights_only=True): {first[:160]}",
             "only plain tensors and containers are loaded; re-save the dump with torch.save of tensors, or as safetensors",

@@ -468,17 +468,28 @@ def write_draft(
     atomic_write_bytes(out / "config.json", (json.dumps(c, indent=2, sort_keys=True) + "\n").encode())
 
 
+# the id convention a key implies when a draft keeps its ids somewhere its format does not
+KEY_CONVENTION = {IDS_KEY: "vllm", f"eagle_config.{IDS_KEY}": "sglang", "aux_hidden_state_layer_ids": "sglang",
+                  "eagle3_layers_to_capture": "trtllm"}
+
+
 def spec_from_info(info: DraftInfo, num_layers: int, family: str = "llama") -> tuple[FeatureSpec, str]:
     """The capture points a draft says it was trained on, and where that came from."""
     from ..engines import default_spec_llama
 
-    if info.layer_ids is None:
-        where = {"eagle": "EAGLE reference default (the format records no ids)"}.get(
-            info.format, f"{info.format} default (no {_native_ids_key(info.format)} in config.json)"
-        )
-        return default_spec_llama(num_layers), where
-    spec = ids_to_spec(info.convention, info.layer_ids, num_layers, family)
-    return spec, f"{info.layer_ids_key} = {info.layer_ids} in {info.path}/config.json (read as {info.convention} ids)"
+    if info.layer_ids is not None:
+        spec = ids_to_spec(info.convention, info.layer_ids, num_layers, family)
+        return spec, f"{info.layer_ids_key} = {info.layer_ids} in {info.path}/config.json (read as {info.convention} ids)"
+    for key, ids in info.other_layer_id_keys.items():
+        conv = KEY_CONVENTION.get(key)
+        if conv:
+            spec = ids_to_spec(conv, ids, num_layers, family)
+            return spec, (f"{key} = {ids} in {info.path}/config.json, a key the {info.format} format does not use "
+                          f"(read as {conv} ids)")
+    where = {"eagle": "EAGLE reference default (the format records no ids)"}.get(
+        info.format, f"{info.format} default (no {_native_ids_key(info.format)} in config.json)"
+    )
+    return default_spec_llama(num_layers), where
 
 
 def is_finite_state(draft) -> list[str]:
