@@ -35,7 +35,8 @@ def _slot_lines(train: FeatureSpec, serve: FeatureSpec) -> list[str]:
     return out
 
 
-def _fix(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None]:
+def fix_for(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None]:
+    """The config change that makes ``serving`` feed ``train`` (text, ids), or ('', None)."""
     ids = ids_to_serve(serving.engine, serving.version, serving.family, serving.num_layers, train)
     if ids is None:
         return "", None
@@ -50,7 +51,7 @@ def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> l
     found: list[Finding] = []
     harmless = tuple(serving.spec) == tuple(train)
     for key, ids in serving.ignored.items():
-        kr_fix, _ = _fix(serving, train)
+        kr_fix, _ = fix_for(serving, train)
         found.append(Finding(
             "CAP007", f"{serving.label} does not read layer ids from {key}"
             + (" (harmless here: its default is what was trained)" if harmless else ""),
@@ -66,7 +67,7 @@ def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> l
     S, T = tuple(serving.spec), tuple(train)
     if S == T:
         return found
-    fix_text, ids = _fix(serving, T)
+    fix_text, ids = fix_for(serving, T)
     evidence = _slot_lines(T, S) + [f"training side: {train_source}", f"serving side: {serving.source}"]
     evidence += [f"id {i}: {why}" for i, why in serving.dropped]
     data: dict[str, Any] = {"trained": [str(p) for p in T], "served": [str(p) for p in S], "fix_ids": ids}

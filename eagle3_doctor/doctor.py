@@ -526,6 +526,15 @@ def acceptance(
     return AcceptanceRun(results, settings, findings, notes, ref, scan_res)
 
 
+def _acc_fix(setup: Setup) -> str:
+    from .compare import fix_for
+
+    if setup.train_spec is None:
+        return "run eagle3-doctor compare-hidden for the exact layer ids to write"
+    text, _ = fix_for(setup.serving, setup.train_spec)
+    return text or f"{setup.serving.label} cannot feed what was trained: see eagle3-doctor compare-hidden"
+
+
 def acceptance_findings(results: dict[str, dict[str, Any]], scan_res: list[dict[str, Any]] | None, setup: Setup) -> list[Finding]:
     out: list[Finding] = []
     s, t = results.get("serving"), results.get("training")
@@ -541,7 +550,7 @@ def acceptance_findings(results: dict[str, dict[str, Any]], scan_res: list[dict[
                  f"mean acceptance length: serving {ls:.2f}, training {lt:.2f}",
                  f"serving feeds {', '.join(s['spec']) if isinstance(s['spec'], list) else s['spec']}; "
                  f"trained on {', '.join(t['spec']) if isinstance(t['spec'], list) else t['spec']}"],
-                "run eagle3-doctor compare-hidden for the exact layer ids to write",
+                _acc_fix(setup),
             ))
     ref = t or s
     if ref and ref["acc_k"] and ref["acc_k"][0] < 0.3:

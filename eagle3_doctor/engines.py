@@ -153,6 +153,7 @@ class KeyRule:
     keys: tuple[str, ...]  # read in this order; the first present wins
     where: str  # human description of the file/option
     snippet: Callable[[list[int]], str]
+    fix_where: str | None = None  # where the fix snippet goes, when more precise than `where`
 
 
 def _json_nested(ids: list[int]) -> str:
@@ -173,9 +174,9 @@ def key_rule(engine: str, version: str) -> KeyRule:
             return KeyRule((), "nowhere: vLLM 0.10.2 always uses its default (reading ids came with vLLM PR #25961)", _json_top)
         if version in ("0.18.0", "0.33.0-v2"):
             # vllm v1/worker/gpu_model_runner.py (0.18) and gpu/spec_decode/eagle/eagle3_utils.py (MRV2)
-            return KeyRule((IDS,), "the draft's config.json (top level)", _json_top)
+            return KeyRule((IDS,), "the draft's config.json", _json_top, "at the top level of the draft's config.json")
         # vllm 0.33 v1/worker/gpu_model_runner.py _get_eagle3_aux_layers_from_config
-        return KeyRule((IDS, NESTED), "the draft's config.json (top level)", _json_top)
+        return KeyRule((IDS, NESTED), "the draft's config.json", _json_top, "at the top level of the draft's config.json")
     if engine == "trtllm":
         return KeyRule(
             ("eagle3_layers_to_capture",),
@@ -305,7 +306,7 @@ def ids_to_serve(engine: str, version: str | None, family: str, num_layers: int,
 def fix_snippet(engine: str, version: str | None, ids: list[int]) -> str:
     version = check_engine(engine, version)
     kr = key_rule(engine, version)
-    return f"{kr.snippet(ids)}   (in {kr.where})"
+    return f"{kr.snippet(ids)}   ({kr.fix_where or 'in ' + kr.where})"
 
 
 # --------------------------------------------------------------------------- training recipes

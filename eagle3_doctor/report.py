@@ -60,7 +60,7 @@ def render_compare(console: Console, res: Any) -> None:
         t.add_row(*row, style=style)
     console.print(t)
     if d["slots"]:
-        worst = [(x["slot"], w) for x in d["slots"] for w in x["worst"][:1]]
+        worst = [(x["slot"], w) for x in d["slots"] for w in x["worst"][:1] if x["rel_mean"] > 0]
         if worst:
             console.print("worst positions: " + "; ".join(
                 f"slot {i} seq {w['sequence']} pos {w['position']} token {w['token']!r} cos {w['cos']:.4f} rel {w['rel_l2']:.4f}"
