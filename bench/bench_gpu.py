@@ -1,0 +1,214 @@
+"""GPU benchmark at real model size: eagle3-doctor's cost as ratios to a bare target forward.
+
+    PYTHONPATH=. python bench/bench_gpu.py [--seqs 64 --len 1024 --batch 8] [--out bench/RESULTS.md]
+
+Builds a Llama-3.1-8B-shaped target (32 layers, hidden 4096, vocabulary 128256, bf16, random
+weights) and a matching EAGLE-3 draft directly on the GPU (no download), replays a fixed
+synthetic workload and measures, in one run: the bare target forward, compare-hidden's numeric
+step, acceptance with K=7 teacher-forced, the reference sequential loop on a subset, peak GPU
+memory of each, model build time and the CLI's start-up. Appends a dated table to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from eagle3_doctor.doctor import Setup, acceptance, compare_hidden  # noqa: E402
+from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
+from eagle3_doctor.engines import resolve_serving  # noqa: E402
+from eagle3_doctor.target import Target  # noqa: E402
+from eagle3_doctor.taps import layer_out  # noqa: E402
+
+
+class Tok(SimpleNamespace):
+    def decode(self, ids):
+        return f"<{ids[0]}>"
+
+
+CUDA = torch.cuda.is_available()
+
+
+def sync() -> None:
+    if CUDA:
+        torch.cuda.synchronize()
+
+
+def timed(fn, reps: int = 3):
+    """Median wall time over reps after one warm-up; peak GPU memory of the call, weights included."""
+    fn()
+    sync()
+    times = []
+    if CUDA:
+        torch.cuda.reset_peak_memory_stats()
+    for _ in range(reps):
+        sync()
+        t0 = time.perf_counter()
+        out = fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    peak = torch.cuda.max_memory_allocated() if CUDA else 0
+    return statistics.median(times), peak, out
+
+
+def build(args):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    H, I, NL, V, DV = (4096, 14336, 32, 128256, 32000) if not args.small else (256, 768, 8, 4096, 1024)
+    cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=I, num_hidden_layers=NL,
+                      num_attention_heads=32 if not args.small else 4, num_key_value_heads=8 if not args.small else 2,
+                      max_position_embeddings=8192, rope_theta=500000.0,
+                      rms_norm_eps=1e-5, tie_word_embeddings=False, torch_dtype="bfloat16")
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    dev = "cuda" if CUDA else "cpu"
+    torch.set_default_dtype(torch.bfloat16)  # build in bf16: no float32 copy of 8B weights
+    with torch.device(dev):
+        model = LlamaForCausalLM(cfg).eval()
+    sync()
+    t_target = time.perf_counter() - t0
+    L = cfg.num_hidden_layers
+    dcfg = DraftConfig(hidden_size=H, intermediate_size=I, num_attention_heads=cfg.num_attention_heads,
+                       num_key_value_heads=cfg.num_key_value_heads, vocab_size=V, draft_vocab_size=DV,
+                       rope_theta=500000.0, max_position_embeddings=8192)
+    t0 = time.perf_counter()
+    with torch.device(dev):
+        draft = Eagle3Draft(dcfg).eval()
+    torch.set_default_dtype(torch.float32)
+    ar = torch.arange(DV, device=dev)
+    draft.d2t.copy_(ar * 4 - ar)  # draft id i is target id 4i
+    draft.t2d.zero_()
+    draft.t2d[ar * 4] = True
+    draft.set_embeddings(model.get_input_embeddings().weight, own=False)
+    sync()
+    t_draft = time.perf_counter() - t0
+    tok = Tok(pad_token_id=0, eos_token_id=None)
+    name = "synthetic Llama-3.1-8B shape (random bf16)" if not args.small else "small smoke-test shape"
+    target = Target(model=model, tokenizer=tok, config=cfg.to_dict(), name=name, device=torch.device(dev), dtype=torch.bfloat16)
+    spec = (layer_out(1), layer_out(L // 2 - 1), layer_out(L - 4))
+    serving = resolve_serving("sglang", None, "llama", L, {})
+    setup = Setup(target, draft, None, serving, spec, "eagle-default", "llama")
+    return setup, t_target, t_draft
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seqs", type=int, default=64)
+    ap.add_argument("--len", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--ref-prompts", type=int, default=2)
+    ap.add_argument("--ref-new", type=int, default=96)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--small", action="store_true", help="tiny shapes: a CPU smoke run of this script")
+    args = ap.parse_args()
+    assert CUDA or args.small, "this benchmark needs a GPU (or --small for a smoke run)"
+    setup, t_target, t_draft = build(args)
+    model = setup.target.model
+    g = torch.Generator().manual_seed(1)
+    seqs = torch.randint(10, setup.target.vocab_size - 10, (args.seqs, args.len), generator=g).tolist()
+    ids = torch.tensor(seqs, device=setup.target.device)
+    rows: dict[str, dict] = {}
+
+    @torch.inference_mode()
+    def bare():
+        for i in range(0, args.seqs, args.batch):
+            model(input_ids=ids[i : i + args.batch], attention_mask=torch.ones_like(ids[i : i + args.batch]))
+
+    t, m, _ = timed(bare)
+    rows["bare target forward (logits)"] = {"s": t, "peak": m}
+    tokens = args.seqs * args.len
+
+    t, m, res = timed(lambda: compare_hidden(setup, prompt_ids=seqs, max_tokens=None, batch_size=args.batch))
+    rows["compare-hidden numeric step"] = {"s": t, "peak": m}
+    t, m, _ = timed(lambda: compare_hidden(setup, prompt_ids=seqs, max_tokens=None, batch_size=args.batch, matrix=True), reps=1)
+    rows["compare-hidden --matrix (all L+2 points)"] = {"s": t, "peak": m}
+    t, m, run = timed(lambda: acceptance(setup, prompt_ids=seqs, max_tokens=None, batch_size=args.batch, num_steps=7,
+                                          continuation="text"))
+    rows["acceptance K=7 teacher-forced"] = {"s": t, "peak": m}
+
+    # reference loop vs the estimator on the same prompts (greedy continuation generated once, timed apart)
+    sub = [s[:64] for s in seqs[: args.ref_prompts]]
+    t_gen, _, _ = timed(lambda: acceptance(setup, prompt_ids=sub, max_tokens=None, batch_size=args.batch, num_steps=7,
+                                           max_new_tokens=args.ref_new, continuation="greedy"), reps=1)
+    t_all, _, est_ref = timed(lambda: acceptance(setup, prompt_ids=sub, max_tokens=None, batch_size=args.batch,
+                                                 num_steps=7, max_new_tokens=args.ref_new, continuation="greedy",
+                                                 reference=True), reps=1)
+    from eagle3_doctor.target import greedy_continue
+
+    t_cont, _, _ = timed(lambda: greedy_continue(setup.target, sub, args.ref_new, args.batch), reps=1)
+    t_est = max(t_gen - t_cont, 1e-6)
+    t_loop = t_all - t_gen
+    rows["greedy continuation (generate, KV cache)"] = {"s": t_cont, "peak": None}
+    rows["acceptance estimator on the loop's prompts (excl. continuation)"] = {"s": t_est, "peak": None}
+    rows["reference sequential loop, same prompts"] = {"s": t_loop, "peak": None}
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    starts = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "--help"], capture_output=True, env=env, check=True)
+        starts.append(time.perf_counter() - t0)
+    t_help = statistics.median(starts)
+
+    bare_s = rows["bare target forward (logits)"]["s"]
+    bare_peak = rows["bare target forward (logits)"]["peak"]
+    draft_bytes = sum(p.numel() * p.element_size() for p in setup.draft.parameters())
+    gpu = torch.cuda.get_device_name(0) if CUDA else "CPU (smoke run, not a result)"
+    import transformers
+
+    lines = [
+        f"## {dt.date.today().isoformat()} — {gpu}, torch {torch.__version__}, transformers {transformers.__version__}",
+        "",
+        f"Command: `PYTHONPATH=. python bench/bench_gpu.py --seqs {args.seqs} --len {args.len} --batch {args.batch}`. "
+        f"Workload: {args.seqs} x {args.len} = {tokens} tokens, batch {args.batch}, bf16, SDPA. Target build {t_target:.1f} s, "
+        f"draft build {t_draft:.1f} s (random weights created on the GPU). Draft weights {draft_bytes / 2**30:.2f} GiB.",
+        "",
+        "| measurement | time (s) | tokens/s | ratio to bare forward | peak GPU memory, weights included (GiB) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in rows.items():
+        ratio = r["s"] / bare_s
+        tps = f"{tokens / r['s']:.0f}" if "reference" not in name and "loop" not in name and "greedy" not in name else "-"
+        peak = "-" if r["peak"] is None or not CUDA else f"{r['peak'] / 2**30:.2f}"
+        lines.append(f"| {name} | {r['s']:.3f} | {tps} | {ratio:.3f} | {peak} |")
+    ok_ref = est_ref.reference["agrees_with_estimator"]
+    goals = [
+        ("compare-hidden <= 1.2x bare forward", rows["compare-hidden numeric step"]["s"] / bare_s, 1.2, "<="),
+        ("acceptance <= 1.5x bare forward", rows["acceptance K=7 teacher-forced"]["s"] / bare_s, 1.5, "<="),
+        ("reference loop >= 20x the estimator", t_loop / t_est, 20, ">="),
+        # the draft is resident during the bare forward too, so bare_peak already counts its weights
+        ("acceptance peak <= 1.1 x (bare peak + draft weights)",
+         rows["acceptance K=7 teacher-forced"]["peak"] / max(bare_peak, 1), 1.1, "<="),
+        ("compare-hidden peak <= 1.1 x bare peak", rows["compare-hidden numeric step"]["peak"] / max(bare_peak, 1), 1.1, "<="),
+        ("--help start-up < 0.5 s", t_help, 0.5, "<"),
+    ]
+    lines += ["", "| goal | measured | met |", "|---|---|---|"]
+    for name, v, thr, op in goals:
+        met = {"<=": v <= thr, ">=": v >= thr, "<": v < thr}[op]
+        lines.append(f"| {name} | {v:.3f} | {'yes' if met else 'NO'} |")
+    lines.append(f"| reference loop and estimator give identical accepted lengths | "
+                 f"{est_ref.reference['accepted_lengths']} | {'yes' if ok_ref else 'NO'} |")
+    lines.append("")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(text + "\n")
+    print(json.dumps({"help_s": t_help, "rows": {k: v["s"] for k, v in rows.items()}}))
+
+
+if __name__ == "__main__":
+    main()
