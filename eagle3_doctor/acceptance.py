@@ -234,10 +234,10 @@ class PathAccumulator:
                     self.tree_drf += tdrf
             else:
                 # text mode: every base is a pass (acceptance against the target's argmax along the text)
-                sel = [t for t in range(starts[b], lengths[b] - 1) if drafted[b, t] > 0]
-                acc, drf = [int(A[b, t]) for t in sel], [int(drafted[b, t]) for t in sel]
+                sel = np.nonzero(drafted[b, starts[b] : lengths[b] - 1] > 0)[0] + starts[b]
+                acc, drf = A[b, sel].tolist(), drafted[b, sel].tolist()
                 if tree is not None:
-                    self.tree_acc += [int(tree[b, t]) for t in sel]
+                    self.tree_acc += tree[b, sel].tolist()
                     self.tree_drf += drf
             self.passes_acc += acc
             self.passes_drf += drf
