@@ -47,7 +47,9 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 def _console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+    # piped output (CI logs) defaults to 80 columns in rich: too narrow for the slot tables
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if wide else 160)
 
 
 def _fail(line: str) -> None:

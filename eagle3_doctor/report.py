@@ -20,12 +20,13 @@ def render_findings(console: Console, findings: list[Finding], ok_text: str) -> 
     if not findings:
         console.print(Text(f"OK  {ok_text}", style="bold green"))
         return
+    # soft_wrap: a fix is copied into a config file, so it must never be broken across lines
     for f in findings:
-        console.print(Text.assemble((f"{f.severity}[{f.code}]", SEV_STYLE[f.severity or "info"]), (f": {f.title}", "bold")))
+        console.print(Text.assemble((f"{f.severity}[{f.code}]", SEV_STYLE[f.severity or "info"]), (f": {f.title}", "bold")), soft_wrap=True)
         for line in f.evidence:
-            console.print(f"   | {line}", markup=False, highlight=False)
+            console.print(f"   | {line}", markup=False, highlight=False, soft_wrap=True)
         if f.fix:
-            console.print(Text.assemble(("   = fix: ", "bold green"), (f.fix, "")))
+            console.print(Text.assemble(("   = fix: ", "bold green"), (f.fix, "")), soft_wrap=True)
         console.print()
 
 

@@ -1,0 +1,36 @@
+# One command each, from nothing: `make demo` (set up + run the doctor on the shipped fixtures)
+# and `make test` (set up + run the test suite). CI runs `make test` (.ci/run).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test bench fixtures clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	# Without a GPU, put a CPU build of torch in first: a bare `torch` requirement can pull a
+	# multi-GB CUDA build. torch==2.13.0 is the CPU wheel this workplace serves from local disk;
+	# elsewhere the CPU index is used.
+	if ! command -v nvidia-smi >/dev/null 2>&1 && ! $(BIN)/python -c "import torch" 2>/dev/null; then \
+		$(BIN)/pip install -q torch==2.13.0 || \
+		$(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu; fi
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/demo.sh
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_cli_startup.py
+
+fixtures: $(STAMP)
+	$(BIN)/python fixtures/build.py
+
+clean:
+	rm -rf $(VENV) demo-report
