@@ -49,6 +49,15 @@ class Setup:
                 "layer_ids_key": i.layer_ids_key, "other_layer_id_keys": i.other_layer_id_keys, "dtype": i.weight_dtype}
 
 
+@torch.inference_mode()
+def _check_finite_target(tgt: Target) -> None:
+    """NaN/Inf in target weights poison every comparison silently: refuse them up front."""
+    for name, p in tgt.model.named_parameters():
+        if p.device.type != "meta" and p.is_floating_point() and not bool(torch.isfinite(p).all()):
+            raise BadInput(f"target weight {name} in {tgt.name} holds NaN or Inf",
+                           "re-download the checkpoint (or load it in a wider --dtype if it overflowed on conversion)")
+
+
 def parse_ids(text: str | None) -> list[int] | None:
     if text is None:
         return None
@@ -74,6 +83,7 @@ def load_setup(
     need_draft_weights: bool = True,
 ) -> Setup:
     tgt = load_target(target, dtype=dtype, device=device, trust_remote_code=trust_remote_code, device_map=device_map)
+    _check_finite_target(tgt)
     L = tgt.num_layers
     family = arch_family(tgt.config)
     d, info = None, None
@@ -84,6 +94,12 @@ def load_setup(
         if info.weight_dtype and info.weight_dtype != str(tgt.dtype).replace("torch.", ""):
             notes.append(f"draft weights are {info.weight_dtype}, target runs in {str(tgt.dtype).replace('torch.', '')}: "
                          "the draft is run in the target's dtype here (see inspect CFG005)")
+        from .draft.formats import is_finite_state
+
+        bad = is_finite_state(d)
+        if bad:
+            raise BadInput(f"draft weights in {draft} hold NaN or Inf ({', '.join(bad[:3])})",
+                           "re-export the draft from a healthy training checkpoint")
         fc_in = d.config.fc_in_features
         hidden = int(tgt.config.get("hidden_size", tgt.embed_weight().shape[1]))
         if fc_in % hidden:

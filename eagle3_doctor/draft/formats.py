@@ -60,7 +60,8 @@ class DraftInfo:
 
 def detect_format(config: dict[str, Any], weight_keys: list[str]) -> tuple[str, str]:
     """Return (format, why). Pure function of the config and the weight names."""
-    archs = config.get("architectures") or []
+    archs = config.get("architectures")
+    archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
     if config.get("speculators_model_type") or "Eagle3Speculator" in archs:
         return "speculators", "config has speculators_model_type / architectures Eagle3Speculator"
     if any(a.endswith("Eagle3") for a in archs):
@@ -81,19 +82,44 @@ def detect_format(config: dict[str, Any], weight_keys: list[str]) -> tuple[str, 
 # --------------------------------------------------------------------------- config <-> canonical
 
 
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "hidden_size": (int,), "intermediate_size": (int,), "num_attention_heads": (int,), "num_key_value_heads": (int,),
+    "head_dim": (int,), "rms_norm_eps": (int, float), "rope_theta": (int, float), "rope_scaling": (dict,),
+    "max_position_embeddings": (int,), "hidden_act": (str,), "attention_bias": (bool,), "vocab_size": (int,),
+    "torch_dtype": (str,), "draft_vocab_size": (int,), "target_hidden_size": (int,),
+}
+_POSITIVE = {"hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+             "vocab_size", "draft_vocab_size", "target_hidden_size", "max_position_embeddings"}
+
+
+def _checked(c: dict[str, Any], key: str, where: str = "config.json") -> Any:
+    """c[key] if it has the type the field needs; a clear BadInput otherwise."""
+    v = c[key]
+    types = _FIELD_TYPES.get(key)
+    if types and (not isinstance(v, types) or (isinstance(v, bool) and bool not in types)):
+        raise BadInput(f"{where}: {key} is {json.dumps(v)[:40]}, expected {' or '.join(t.__name__ for t in types)}",
+                       "restore config.json from the original checkpoint")
+    if key in _POSITIVE and v <= 0:
+        raise BadInput(f"{where}: {key} = {v} must be positive", "restore config.json from the original checkpoint")
+    return v
+
+
 def _llama_fields(c: dict[str, Any]) -> dict[str, Any]:
     keys = (
         "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
         "rms_norm_eps", "rope_theta", "rope_scaling", "max_position_embeddings", "hidden_act",
         "attention_bias", "vocab_size", "torch_dtype",
     )
-    out = {k: c[k] for k in keys if k in c and c[k] is not None}
+    out = {k: _checked(c, k) for k in keys if k in c and c[k] is not None}
     if "rope_theta" not in out and isinstance(c.get("rope_parameters"), dict):
         rp = c["rope_parameters"]
-        out["rope_theta"] = rp.get("rope_theta", 10000.0)
+        theta = rp.get("rope_theta", 10000.0)
+        if not isinstance(theta, (int, float)) or isinstance(theta, bool):
+            raise BadInput("config.json: rope_parameters.rope_theta is not a number", "restore config.json")
+        out["rope_theta"] = theta
         if rp.get("rope_type", "default") != "default":
             out["rope_scaling"] = rp
-    if "torch_dtype" not in out and c.get("dtype"):
+    if "torch_dtype" not in out and isinstance(c.get("dtype"), str):
         out["torch_dtype"] = c["dtype"]
     return out
 
@@ -101,18 +127,24 @@ def _llama_fields(c: dict[str, Any]) -> dict[str, Any]:
 def config_to_canonical(fmt: str, c: dict[str, Any]) -> dict[str, Any]:
     """Native config.json -> DraftConfig fields."""
     if fmt == "speculators":
-        base = _llama_fields(c.get("transformer_layer_config") or {})
-        base.update({k: c[k] for k in ("draft_vocab_size", "target_hidden_size") if c.get(k) is not None})
-        if "vocab_size" not in base and "vocab_size" in c:
-            base["vocab_size"] = c["vocab_size"]
+        tl = c.get("transformer_layer_config") or {}
+        if not isinstance(tl, dict):
+            raise BadInput("config.json: transformer_layer_config is not an object", "restore config.json")
+        base = _llama_fields(tl)
+        base.update({k: _checked(c, k) for k in ("draft_vocab_size", "target_hidden_size") if c.get(k) is not None})
+        if "vocab_size" not in base and c.get("vocab_size") is not None:
+            base["vocab_size"] = _checked(c, "vocab_size")
         for flag in ("norm_before_residual", "norm_before_fc", "fc_norm"):
             if flag in c:
                 base[flag] = bool(c[flag])
         return base
     base = _llama_fields(c)
-    base["draft_vocab_size"] = c.get("draft_vocab_size", base.get("vocab_size"))
+    if c.get("draft_vocab_size") is not None:
+        base["draft_vocab_size"] = _checked(c, "draft_vocab_size")
+    elif "vocab_size" in base:
+        base["draft_vocab_size"] = base["vocab_size"]
     if c.get("target_hidden_size"):
-        base["target_hidden_size"] = c["target_hidden_size"]
+        base["target_hidden_size"] = _checked(c, "target_hidden_size")
     ec = c.get("eagle_config") if isinstance(c.get("eagle_config"), dict) else {}
     if ec.get("norm_before_fc") or c.get("norm_before_fc"):
         base["norm_before_fc"] = True
@@ -272,8 +304,9 @@ def read_draft(
         cfg = DraftConfig.from_dict(canon_fields)
         with torch.device("meta"):
             draft = Eagle3Draft(cfg)
-    except (TypeError, ValueError, NotImplementedError) as e:
-        raise BadInput(f"draft config in {d} is not usable: {e}", "check config.json against the checkpoint format") from None
+    except Exception as e:  # any failure to build the module from this config means the config is unusable
+        raise BadInput(f"draft config in {d} is not usable: {type(e).__name__}: {str(e)[:160]}",
+                       "check config.json against the checkpoint format") from None
 
     expected = {k: v for k, v in draft.state_dict().items()}
     missing = sorted(k for k in expected if k not in canon and k not in ("d2t", "t2d", "lm_head.weight"))

@@ -62,6 +62,10 @@ class DraftConfig:
             self.target_hidden_size = self.hidden_size
         if self.head_dim is None:
             self.head_dim = self.hidden_size // self.num_attention_heads
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(f"{self.num_attention_heads} attention heads do not split into {self.num_key_value_heads} KV groups")
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim {self.head_dim} must be even for rotary embeddings")
 
     @property
     def fc_in_features(self) -> int:
