@@ -329,3 +329,32 @@ def reference_loop(
             seq.append(int(amax[t + 1 + a]))  # bonus token
         aux = aux[:, : len(seq)]
     return seq[:total_len], accepted, drafted
+
+
+# --------------------------------------------------------------------------- triage
+
+
+def triage(path: dict[str, Any], dtype: str) -> list[str]:
+    """What an acceptance pattern usually means (hints for the report, not findings)."""
+    hints: list[str] = []
+    chain = path.get("chain", {})
+    length = chain.get("mean_acceptance_length")
+    rates = chain.get("per_position_rate") or []
+    cond = chain.get("conditional_rate") or []
+    if length is not None and length <= 1.1:
+        hints.append(f"mean acceptance length {length:.2f} (about 1): the draft proposes almost nothing the target takes; "
+                     "suspect the weights or the vocabulary: missing/untrained lm_head, d2t/t2d, embeddings, tokenizer "
+                     "(run eagle3-doctor inspect)")
+    elif len(rates) >= 2 and 0.15 <= rates[0] <= 0.6 and len(cond) >= 2 and cond[1] < 0.3:
+        hints.append(f"first position moderate ({rates[0]:.2f}) then near zero (P(2nd | 1st) = {cond[1]:.2f}): the "
+                     "draft's own later steps fail: typical of wrong capture points or RoPE settings "
+                     "(run eagle3-doctor compare-hidden; inspect CFG003/CFG004)")
+    buckets = [b for b in path.get("step1_by_position", []) if b["n"] >= 50]
+    if len(buckets) >= 3 and buckets[0]["acc"] - buckets[-1]["acc"] > 0.15:
+        hints.append(f"step-1 accuracy falls with context ({buckets[0]['acc']:.2f} at positions {buckets[0]['from']}-"
+                     f"{buckets[0]['to']}, {buckets[-1]['acc']:.2f} at {buckets[-1]['from']}-{buckets[-1]['to']}): "
+                     "suspect positions: rope_scaling, max_position_embeddings or the position base")
+    if dtype in ("bfloat16", "float16") and rates and rates[0] < 0.5:
+        hints.append(f"measured in {dtype}: rerun with --dtype float32; a large gap between the two points at numerics "
+                     "(draft dtype, fp16 overflow) rather than wiring")
+    return hints

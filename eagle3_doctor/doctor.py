@@ -539,6 +539,10 @@ def acceptance(
             + ("" if exact else f"; --num-draft-tokens {num_draft_tokens} < {full_tree} nodes: reported as an upper bound")
         )
     findings = acceptance_findings(results, scan_res, setup)
+    from .acceptance import triage
+
+    for name, res in results.items():
+        res["triage"] = triage(res, settings["dtype"])
     return AcceptanceRun(results, settings, findings, notes, ref, scan_res)
 
 

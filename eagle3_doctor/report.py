@@ -139,6 +139,9 @@ def render_acceptance(console: Console, run: Any) -> None:
         console.print(f"[bold]{n}[/bold] per-position acceptance (vLLM convention)")
         for k, r in enumerate(rates):
             console.print(f"  pos {k + 1} {_bar(r)} {r:.3f}", markup=False, highlight=False)
+    for n in names:
+        for hint in run.paths[n].get("triage", []):
+            console.print(f"hint ({n}): {hint}", markup=False, soft_wrap=True)
     if s.get("tree_note"):
         console.print(f"note: {s['tree_note']}", style="dim", markup=False)
     if run.reference is not None:

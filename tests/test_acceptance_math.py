@@ -105,3 +105,18 @@ def test_tree_against_brute_force_enumeration():
         brute = depth
         hits = torch.tensor([[target_path[j] in draft_topk(target_path[:j]) for j in range(K)]])
         assert int(leading_ones(hits)[0]) == brute
+
+
+def test_triage_hints_name_the_usual_causes():
+    from eagle3_doctor.acceptance import triage
+
+    dead = {"chain": metrics_from_passes([0] * 50 + [1], [5] * 51, 5), "step1_by_position": []}
+    assert "weights or the vocabulary" in triage(dead, "float32")[0]
+    cliff = {"chain": metrics_from_passes([1] * 40 + [0] * 60 + [2] * 3, [5] * 103, 5), "step1_by_position": []}
+    assert "capture points or RoPE" in triage(cliff, "float32")[0]
+    decay = {"chain": metrics_from_passes([3] * 10, [5] * 10, 5), "step1_by_position": [
+        {"from": 0, "to": 63, "acc": 0.8, "n": 100}, {"from": 64, "to": 127, "acc": 0.6, "n": 100},
+        {"from": 128, "to": 191, "acc": 0.4, "n": 100}]}
+    assert any("positions" in h for h in triage(decay, "float32"))
+    healthy = {"chain": metrics_from_passes([3, 2, 4, 1, 3], [5] * 5, 5), "step1_by_position": []}
+    assert triage(healthy, "float32") == []

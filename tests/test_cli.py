@@ -165,3 +165,18 @@ def test_nan_in_dump(tmp_path):
     data["aux_hidden_state"][0, 2, 5] = float("nan")
     torch.save(data, f)
     assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--train-dump", d), "NaN")
+
+
+def test_reports_and_plots(tmp_path):
+    r = cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--layer-ids=-1,1,3", "--limit", 2,
+            "--report", tmp_path / "rep", "-q")
+    assert r.returncode == 1, r.stderr
+    md = (tmp_path / "rep" / "compare-hidden.md").read_text()
+    assert "CAP002" in md and (tmp_path / "rep" / "heatmap.png").read_bytes()[:4] == b"\x89PNG"
+    r = cli("acceptance", "--target", TARGET, "--draft", DRAFTS["sglang"], "--prompts", PROMPTS, "--limit", 2,
+            "--max-new-tokens", 16, "-k", 3, "--plot", tmp_path / "acc.png", "--report", tmp_path / "rep2", "-q")
+    assert r.returncode in (0, 1), r.stderr
+    assert (tmp_path / "acc.png").read_bytes()[:4] == b"\x89PNG"
+    assert "## Triage hints" in (tmp_path / "rep2" / "acceptance.md").read_text()
+    r = cli("inspect", "--target", TARGET, "--draft", DRAFTS["sglang"], "--report", tmp_path / "rep3")
+    assert r.returncode == 0 and "No findings" in (tmp_path / "rep3" / "inspect.md").read_text()
