@@ -60,9 +60,10 @@ def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> l
             severity="info" if harmless else None,
         ))
     for note in serving.notes:
-        code = "CAP008" if "CUDA graph" in note else "CAP010"
-        fix = ("upgrade SGLang past PR #22836, or run with --disable-cuda-graph" if code == "CAP008"
-               else "write the ids in ascending order so every engine concatenates them the same way")
+        code = "CAP008" if "CUDA graph" in note else "CAP010" if "sort" in note else "CAP011"
+        fix = {"CAP008": "upgrade SGLang past PR #22836, or run with --disable-cuda-graph",
+               "CAP010": "write the ids in ascending order so every engine concatenates them the same way",
+               "CAP011": "write ids with this rule in mind; the fix lines above already do"}[code]
         found.append(Finding(code, note, [f"ids in effect: {serving.source}"], fix))
     S, T = tuple(serving.spec), tuple(train)
     if S == T:

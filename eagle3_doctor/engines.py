@@ -80,6 +80,13 @@ def _sglang(version: str, family: str, L: int, ids: list[int] | None) -> Capture
     # configured ids +1; LlamaModel.forward captures hidden_states + residual before layer i.
     if ids is None:
         return _before_layer([2, L // 2, L - 3], L, allow_end=False)
+    if version == "0.5.2":
+        # The per-architecture heuristics below were read in 0.5.23; 0.5.2 is modelled with the
+        # llama.py "+1" for every architecture (read for Llama; not verified for DeepSeek/GPT-OSS).
+        c = _before_layer([v + 1 for v in ids], L, allow_end=False)
+        if family != "llama":
+            c.note = f"SGLang 0.5.2 modelled with the Llama +1 rule for {family} (0.5.23 has its own rule)"
+        return c
     if family == "deepseek":
         # sglang srt/models/deepseek_v2.py: +1 only when ids[0] == 1
         internal = [v + 1 for v in ids] if ids and ids[0] == 1 else list(ids)

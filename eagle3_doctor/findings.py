@@ -25,6 +25,7 @@ CODES: dict[str, tuple[str, str]] = {
     "CAP008": (WARNING, "the engine version uses different ids in CUDA-graph decode than in prefill"),
     "CAP009": (ERROR, "the named engine cannot capture what the draft was trained on"),
     "CAP010": (INFO, "the engine reorders or de-duplicates the configured ids"),
+    "CAP011": (INFO, "an architecture- or version-specific id rule decided what these ids capture"),
     "NUM001": (WARNING, "each slot matches the right capture point but the values drift (dtype, revision, quantisation)"),
     "NUM002": (ERROR, "numerically, a serving slot best matches another capture point than the one trained"),
     "NUM003": (ERROR, "the training dump's hidden_state is not the target's final_norm output"),

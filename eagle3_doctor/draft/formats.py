@@ -354,6 +354,11 @@ def read_draft(
     if has_embed:
         draft.set_embeddings(canon["embed_tokens.weight"].to(device=device, dtype=target_dtype), own=True)
     elif target_embed is not None:
+        if target_embed.shape[1] != cfg.hidden_size:
+            raise BadInput(
+                f"the draft has no embed_tokens and the target's are {target_embed.shape[1]} wide, the draft's hidden size is {cfg.hidden_size}",
+                "use a draft checkpoint that ships its own embed_tokens (speculators format) for this target",
+            )
         draft.set_embeddings(target_embed.to(device=device, dtype=target_dtype), own=False)
 
     all_ids = _find_layer_ids(cfg_raw)

@@ -1,0 +1,134 @@
+"""Beyond Llama: hooks on Qwen2/Qwen3/Mistral/DeepSeek-V3/GPT-OSS, their engine rules, and the
+seed case end to end on a 61-layer DeepSeek-V3-shaped target."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from conftest import TARGET
+from eagle3_doctor.doctor import compare_hidden, load_setup
+from eagle3_doctor.engines import arch_family
+from eagle3_doctor.errors import BadInput
+from eagle3_doctor.taps import TapRecorder, all_points, embed, final_norm, layer_out
+
+V = 320  # the fixture tokenizer's vocabulary, so saved models load with it
+
+
+def tiny(name: str, layers: int = 4):
+    from transformers import DeepseekV3Config, GptOssConfig, MistralConfig, Qwen2Config, Qwen3Config
+
+    common = dict(vocab_size=V, hidden_size=64, num_hidden_layers=layers, num_attention_heads=4,
+                  max_position_embeddings=256)
+    cfg = {
+        "qwen2": lambda: Qwen2Config(intermediate_size=128, num_key_value_heads=2, **common),
+        "qwen3": lambda: Qwen3Config(intermediate_size=128, num_key_value_heads=2, head_dim=16, **common),
+        "mistral": lambda: MistralConfig(intermediate_size=128, num_key_value_heads=2, **common),
+        "deepseek_v3": lambda: DeepseekV3Config(
+            intermediate_size=128, moe_intermediate_size=32, num_key_value_heads=4, n_routed_experts=4,
+            num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=3, q_lora_rank=32, kv_lora_rank=16,
+            qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, n_group=1, topk_group=1, **common),
+        "gpt_oss": lambda: GptOssConfig(intermediate_size=64, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+                                        num_experts_per_tok=2, sliding_window=8, **common),
+    }[name]()
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(cfg).eval()
+
+
+@pytest.mark.parametrize("name", ["qwen2", "qwen3", "mistral", "deepseek_v3", "gpt_oss"])
+def test_hooks_match_output_hidden_states(name):
+    m = tiny(name)
+    L = m.config.num_hidden_layers
+    ids = torch.randint(0, V, (2, 10), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        hs = m(input_ids=ids, output_hidden_states=True).hidden_states
+        with TapRecorder(m, all_points(L)) as rec:
+            m(input_ids=ids)
+            got = rec.take()
+    assert len(hs) == L + 1
+    torch.testing.assert_close(got[embed()], hs[0], rtol=0, atol=0)
+    for i in range(1, L):
+        torch.testing.assert_close(got[layer_out(i - 1)], hs[i], rtol=0, atol=0)
+    torch.testing.assert_close(got[final_norm()], hs[L], rtol=0, atol=0)
+
+
+def test_family_from_config():
+    assert arch_family({"model_type": "deepseek_v3"}) == "deepseek"
+    assert arch_family({"model_type": "kimi_k2"}) == "deepseek"
+    assert arch_family({"model_type": "gpt_oss"}) == "gpt_oss"
+    assert arch_family({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}) == "llama"
+
+
+@pytest.fixture(scope="module")
+def deepseek61(tmp_path_factory):
+    d = tmp_path_factory.mktemp("deepseek61")
+    tiny("deepseek_v3", layers=61).save_pretrained(d)
+    for f in TARGET.iterdir():
+        if f.name.startswith(("tokenizer", "chat_template")):
+            shutil.copy(f, d / f.name)
+    return d
+
+
+def run61(path, ids, version):
+    setup = load_setup(target=str(path), draft=None, engine="sglang", engine_version=version, layer_ids=ids,
+                       train_recipe="hf-hidden-states:3,31,59", dtype="float32", device="cpu")
+    return compare_hidden(setup, limit=2, max_tokens=24)
+
+
+def test_seed_case_on_a_61_layer_deepseek_target(deepseek61):
+    trained = (layer_out(2), layer_out(30), layer_out(58))
+    ok = run61(deepseek61, "2,30,58", "0.5.2")
+    assert ok.train_spec == trained and ok.serving.spec == trained
+    # consistent; 0.5.2 still warns that its CUDA-graph decode used the default ids (SGLang PR #22836)
+    assert [f.code for f in ok.findings if f.severity in ("error", "warning")] == ["CAP008"]
+    bad = run61(deepseek61, "-1,2,30", "0.5.2")
+    f = next(f for f in bad.findings if f.severity == "error")
+    assert f.code == "CAP002" and "slot 0 is fed the embeddings" in f.title and "1, 2" in f.title
+    assert f.data["fix_ids"] == [2, 30, 58]
+    # numerically too (a random tiny model: early layers stay close to the embeddings, yet clearly apart)
+    assert bad.slots[0].rel_mean > 0.2 and ok.slots[0].rel_mean == 0
+    # SGLang 0.5.23's DeepSeek rule uses ids raw unless the first is 1: the same list lands one layer early
+    new = run61(deepseek61, "2,30,58", "0.5.23")
+    assert new.serving.spec == (layer_out(1), layer_out(29), layer_out(57))
+    cap = next(f for f in new.findings if f.code == "CAP001")
+    assert cap.data["fix_ids"] == [3, 31, 59]
+    assert any(f.code == "CAP011" for f in new.findings)
+
+
+def test_draft_with_its_own_hidden_size_and_a_large_vocabulary(tmp_path):
+    from eagle3_doctor.draft.formats import read_draft, write_draft
+    from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft
+
+    cfg = DraftConfig(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1,
+                      vocab_size=151936, draft_vocab_size=2048, target_hidden_size=64)
+    torch.manual_seed(0)
+    d = Eagle3Draft(cfg)
+    d.d2t.copy_(torch.arange(2048) * 70 - torch.arange(2048))
+    d.t2d[torch.arange(2048) * 70] = True
+    d.set_embeddings(torch.randn(151936, 32), own=True)
+    spec = (layer_out(1), layer_out(14), layer_out(27))
+    write_draft(d, tmp_path / "spec", "speculators", spec, 32)
+    back, info = read_draft(tmp_path / "spec")
+    assert back.config.target_hidden_size == 64 and back.config.fc_in_features == 192
+    assert info.has_embed and info.has_d2t and int(back.to_target_ids(torch.tensor([2047]))) == 2047 * 70
+    with torch.no_grad():
+        outs = [back.logits(h) for h in back.unroll(torch.randn(1, 6, 192), torch.randint(0, 151936, (1, 6)), 2)]
+    assert outs[0].shape == (1, 6, 2048)
+    # without its own embeddings it cannot borrow a 64-wide target embedding
+    write_draft(d, tmp_path / "sgl", "sglang", spec, 32)
+    with pytest.raises(BadInput, match="no embed_tokens"):
+        read_draft(tmp_path / "sgl", target_embed=torch.zeros(151936, 64))
+
+
+def test_unknown_decoder_layout_names_the_architecture():
+    class Odd(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([torch.nn.Linear(2, 2)])
+
+    with pytest.raises(BadInput, match="cannot find the decoder layers and final norm of Odd"):
+        TapRecorder(Odd(), [embed()])
