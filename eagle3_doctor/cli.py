@@ -38,6 +38,7 @@ Limit = Annotated[Optional[int], typer.Option("--limit", help="Use only the firs
 Dtype = Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16 or float32.")]
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 DeviceMap = Annotated[Optional[str], typer.Option("--device-map", help="Shard the target: auto, balanced or a JSON device map (needs accelerate).")]
+MaxMemory = Annotated[Optional[str], typer.Option("--max-memory", help="With --device-map: memory per device, e.g. 0=70GiB,1=70GiB,cpu=200GiB.")]
 TrustRemote = Annotated[bool, typer.Option("--trust-remote-code", help="Allow the target's own modelling code to run (off unless you ask).")]
 JsonOut = Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to this path.")]
 ReportDir = Annotated[Optional[str], typer.Option("--report", help="Write a Markdown report (with PNG plots if matplotlib is installed) into this directory.")]
@@ -117,6 +118,21 @@ def _batch_size(text: str, setup: Any, max_tokens: int) -> int:
     return n
 
 
+def _max_memory(text: Optional[str]):
+    if text is None:
+        return None
+    from .errors import BadInput
+
+    out: dict = {}
+    for part in text.split(","):
+        key, sep, val = part.partition("=")
+        if not sep or not val.strip():
+            raise BadInput(f"--max-memory entry {part!r} is not DEVICE=SIZE", "write e.g. 0=70GiB,1=70GiB,cpu=200GiB")
+        key = key.strip()
+        out[int(key) if key.isdigit() else key] = val.strip()
+    return out
+
+
 def _device_map(text: Optional[str]):
     if text is None:
         return None
@@ -187,6 +203,7 @@ def compare_hidden_cmd(
     dtype: Dtype = "auto",
     device: Device = "auto",
     device_map: DeviceMap = None,
+    max_memory: MaxMemory = None,
     trust_remote_code: TrustRemote = False,
     json_out: JsonOut = None,
     report: ReportDir = None,
@@ -198,7 +215,8 @@ def compare_hidden_cmd(
 
     setup = load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
                        layer_ids=layer_ids, train_recipe=train_recipe, dtype=dtype, device=device,
-                       trust_remote_code=trust_remote_code, device_map=_device_map(device_map))
+                       trust_remote_code=trust_remote_code, device_map=_device_map(device_map),
+                       max_memory=_max_memory(max_memory))
     cb, prog = _progress(quiet)
     bs = _batch_size(batch_size, setup, max_tokens)
     if prog:
@@ -251,6 +269,7 @@ def acceptance_cmd(
     dtype: Dtype = "auto",
     device: Device = "auto",
     device_map: DeviceMap = None,
+    max_memory: MaxMemory = None,
     trust_remote_code: TrustRemote = False,
     json_out: JsonOut = None,
     report: ReportDir = None,
@@ -267,7 +286,8 @@ def acceptance_cmd(
         raise BadInput(f"unknown --temperature-mode {temperature_mode!r}", "use sampled or argmax")
     setup = load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
                        layer_ids=layer_ids, train_recipe=train_recipe, dtype=dtype, device=device,
-                       trust_remote_code=trust_remote_code, device_map=_device_map(device_map))
+                       trust_remote_code=trust_remote_code, device_map=_device_map(device_map),
+                       max_memory=_max_memory(max_memory))
     cb, prog = _progress(quiet)
     bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
     if prog:

@@ -80,16 +80,17 @@ def load_setup(
     device: str = "auto",
     trust_remote_code: bool = False,
     device_map: str | dict | None = None,
-    need_draft_weights: bool = True,
+    max_memory: dict | None = None,
 ) -> Setup:
-    tgt = load_target(target, dtype=dtype, device=device, trust_remote_code=trust_remote_code, device_map=device_map)
+    tgt = load_target(target, dtype=dtype, device=device, trust_remote_code=trust_remote_code, device_map=device_map,
+                      max_memory=max_memory)
     _check_finite_target(tgt)
     L = tgt.num_layers
     family = arch_family(tgt.config)
     d, info = None, None
     notes: list[str] = []
     if draft is not None:
-        draft_device = str(tgt.parts.layers[-1].input_layernorm.weight.device) if device_map else str(tgt.device)
+        draft_device = str(tgt.capture_device or tgt.device)
         d, info = read_draft(draft, fmt=draft_format, device=draft_device, dtype=tgt.dtype, target_embed=tgt.embed_weight())
         if info.weight_dtype and info.weight_dtype != str(tgt.dtype).replace("torch.", ""):
             notes.append(f"draft weights are {info.weight_dtype}, target runs in {str(tgt.dtype).replace('torch.', '')}: "

@@ -60,6 +60,7 @@ class Target:
     device: torch.device
     dtype: torch.dtype
     trust_remote_code: bool = False
+    capture_device: torch.device | None = None  # set when the target is sharded: captures gather here
 
     @property
     def parts(self) -> DecoderParts:
@@ -87,7 +88,12 @@ class Target:
         return self.config.get("max_position_embeddings")
 
     def embed_weight(self) -> torch.Tensor:
-        return self.model.get_input_embeddings().weight
+        emb = self.model.get_input_embeddings()
+        if emb.weight.device.type != "meta":
+            return emb.weight
+        # offloaded by accelerate: the weights come in only for a forward, so take them through one
+        with torch.no_grad():
+            return emb(torch.arange(emb.weight.shape[0], device=_exec_device(emb)))
 
 
 def read_local_config(name_or_path: str) -> dict[str, Any] | None:
@@ -118,6 +124,7 @@ def load_target(
     dtype: str = "auto",
     device: str = "auto",
     device_map: str | dict | None = None,
+    max_memory: dict | None = None,
     trust_remote_code: bool = False,
 ) -> Target:
     """Load a causal LM from a directory or a hub id, weights straight into the asked dtype and device.
@@ -143,6 +150,18 @@ def load_target(
     dt = resolve_dtype(dtype, cfg_dict, dev)
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     kwargs["device_map"] = device_map if device_map is not None else str(dev)
+    if device_map is not None:
+        # Sharding is accelerate's job (transformers' loader drives it): layers on several GPUs,
+        # or offloaded to CPU/disk, each moved in for its own forward.
+        try:
+            import accelerate  # noqa: F401
+        except ImportError:
+            raise BadInput("--device-map needs accelerate", "pip install 'eagle3-doctor[multi-gpu]'") from None
+        if max_memory:
+            kwargs["max_memory"] = max_memory
+        import tempfile
+
+        kwargs["offload_folder"] = tempfile.mkdtemp(prefix="eagle3-doctor-offload-")
     try:
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dt, **kwargs)
     except TypeError:  # transformers < 4.56 spells it torch_dtype
@@ -158,9 +177,26 @@ def load_target(
     except (OSError, ValueError) as e:
         raise BadInput(f"cannot load the target tokenizer {name_or_path!r}: {str(e).splitlines()[0][:200]}",
                        "the target directory needs tokenizer files") from None
-    DecoderParts(model)  # fail now, clearly, if the decoder layers cannot be found
+    parts = DecoderParts(model)  # fail now, clearly, if the decoder layers cannot be found
+    cap_dev = None
+    if device_map is not None:
+        # every capture is moved to where the final norm runs (the draft runs there too), so slots
+        # taken from layers on different devices can be concatenated and compared
+        cap_dev = _exec_device(parts.norm)
+        dev = cap_dev
     return Target(model=model, tokenizer=tok, config=cfg_dict, name=str(name_or_path), device=dev, dtype=dt,
-                  trust_remote_code=trust_remote_code)
+                  trust_remote_code=trust_remote_code, capture_device=cap_dev)
+
+
+def _exec_device(module: torch.nn.Module) -> torch.device:
+    """Where a module computes: its weights' device, or accelerate's execution device when offloaded."""
+    w = next(module.parameters(), None)
+    if w is not None and w.device.type != "meta":
+        return w.device
+    dev = getattr(getattr(module, "_hf_hook", None), "execution_device", None)
+    if dev is None:
+        return torch.device("cpu")
+    return torch.device(f"cuda:{dev}") if isinstance(dev, int) else torch.device(dev)
 
 
 # --------------------------------------------------------------------------- batching
@@ -208,7 +244,7 @@ def capture(
     if want_logits:
         pts.add(final_norm())
     try:
-        with TapRecorder(target.model, pts, to_device=out_device) as rec:
+        with TapRecorder(target.model, pts, to_device=out_device or target.capture_device) as rec:
             parts.base(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
             got = rec.take()
     except torch.cuda.OutOfMemoryError:
