@@ -201,10 +201,7 @@ class PathAccumulator:
     alpha_n: int = 0
 
     def add(self, out: StepOutputs, starts: Sequence[int], lengths: Sequence[int], walk: bool) -> None:
-        K = self.num_steps
         m, v = out.match.cpu(), out.valid.cpu()
-        h = (m & v).sum(dim=(0, 2)).numpy()
-        n = v.sum(dim=(0, 2)).numpy()
         # count only bases a decode would reach: t >= start (the prompt's last position in greedy mode)
         B, _, T = m.shape
         t_idx = torch.arange(T)

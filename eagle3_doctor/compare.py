@@ -14,7 +14,7 @@ import torch
 
 from .engines import Serving, default_spec_llama, fix_snippet, ids_to_serve
 from .findings import Finding
-from .taps import CapturePoint, FeatureSpec, all_points, format_spec
+from .taps import CapturePoint, FeatureSpec, format_spec
 
 SCHEMA = "eagle3-doctor/compare-hidden/1"
 DRIFT_REL = 1e-3  # relative L2 above which a matching capture point is reported as drifting

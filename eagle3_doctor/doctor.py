@@ -132,11 +132,23 @@ def load_setup(
 
 
 @dataclass
-class Sequences:
-    tokens: list[list[int]]
-    starts: list[int]  # first base position a decode loop would reach (prompt length - 1), 0 in text mode
-    dump: list[DumpSequence] | None = None
-    notes: list[str] = field(default_factory=list)
+class Sources:
+    """What gets replayed: prompts (from a file, ids or the defaults) or a training dump's sequences."""
+
+    prompts: list[Prompt]
+    dump: list[DumpSequence] | None
+    notes: list[str]
+
+
+def _sources(setup: Setup, prompts_path: str | None, train_dump: str | None, max_tokens: int | None,
+             limit: int | None, prompt_ids: Sequence[Sequence[int]] | None) -> Sources:
+    tgt = setup.target
+    if train_dump:
+        H = int(tgt.embed_weight().shape[1])
+        dump = load_dump(train_dump, vocab_size=tgt.vocab_size, hidden_size=H, limit=limit, max_tokens=max_tokens)
+        return Sources([], dump, [])
+    prompts, notes = _prompts(tgt, prompts_path, max_tokens, limit, prompt_ids)
+    return Sources(prompts, None, notes)
 
 
 def prompt_sequences(target: Target, prompts_path: str | None, max_tokens: int | None, limit: int | None = None) -> tuple[list[Prompt], list[str]]:
@@ -184,19 +196,12 @@ def compare_hidden(
     tgt, serving = setup.target, setup.serving
     L = tgt.num_layers
     H = int(tgt.embed_weight().shape[1])
-    notes = list(setup.notes)
-    dump = None
-    if train_dump:
-        dump = load_dump(train_dump, vocab_size=tgt.vocab_size, hidden_size=H, limit=limit, max_tokens=max_tokens)
-        seqs = [d.input_ids.tolist() for d in dump]
-        n_slots = dump[0].aux.shape[1] // H
-    else:
-        if setup.train_spec is None:
-            raise BadInput("no training side: nothing to compare against", "pass --train-recipe, --train-dump or --draft")
-        prompts, pn = _prompts(tgt, prompts_path, max_tokens, limit, prompt_ids)
-        notes += pn
-        seqs = [p.ids for p in prompts]
-        n_slots = len(setup.train_spec)
+    if not train_dump and setup.train_spec is None:
+        raise BadInput("no training side: nothing to compare against", "pass --train-recipe, --train-dump or --draft")
+    src = _sources(setup, prompts_path, train_dump, max_tokens, limit, prompt_ids)
+    notes, dump = list(setup.notes) + src.notes, src.dump
+    seqs = [p.ids for p in src.prompts] if dump is None else [d.input_ids.tolist() for d in dump]
+    n_slots = dump[0].aux.shape[1] // H if dump is not None else len(setup.train_spec)  # type: ignore[arg-type]
     for s in seqs:
         _check_seq_len(tgt, len(s))
     pts = set(serving.spec)
@@ -209,7 +214,7 @@ def compare_hidden(
     serve_rows = [f"serve slot {i} ({p})" for i, p in enumerate(serving.spec)]
     train_rows = [f"train slot {j}" for j in range(n_slots)] if dump is not None else []
     mat = MatrixAccumulator(train_rows + (serve_rows if matrix else []), all_points(L)) if need_all else None
-    hs_rel_sum, hs_n = torch.zeros(len(all_points(L)), dtype=torch.float64), 0
+    hs_mat = MatrixAccumulator(["dump hidden_state"], all_points(L)) if dump is not None else None
     slot_acc: list[SlotAccumulator] = []
     pad = tgt.tokenizer.pad_token_id if tgt.tokenizer.pad_token_id is not None else 0
     order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))  # similar lengths share a batch
@@ -231,11 +236,7 @@ def compare_hidden(
                     hs[b, :n] = dump[i].hidden_state.to(tgt.device, torch.float32)  # type: ignore[union-attr]
             train_slots = list(aux.split(H, dim=-1))
             if has_hs:
-                for j, c in enumerate(all_points(L)):
-                    from .compare import position_metrics
-
-                    hs_rel_sum[j] += float(position_metrics(hs[mask], got[c][mask])["rel"].double().sum())
-                hs_n += int(mask.sum())
+                hs_mat.add([hs], got, mask)  # type: ignore[union-attr]
         else:
             train_slots = [got[p] for p in setup.train_spec]  # type: ignore[union-attr]
         if mat is not None:
@@ -275,16 +276,16 @@ def compare_hidden(
                 [f"slot {j}: best {matrix_res['best'][j]['best']} at rel L2 {matrix_res['best'][j]['rel_l2']:.3f}" for j in unmatched],  # type: ignore[index]
                 "the dump was made with another model, revision or tokenizer; pass that target",
             ))
-        if hs_n:
-            rel = (hs_rel_sum / hs_n).tolist()
-            cols = all_points(L)
-            jn = cols.index(final_norm())
-            jb = min(range(len(cols)), key=lambda j: rel[j])
-            dump_info["hidden_state"] = {"rel_l2_to_final_norm": rel[jn], "best": str(cols[jb]), "best_rel_l2": rel[jb]}
+        if hs_mat is not None and hs_mat.n:
+            hb = hs_mat.result()
+            rel = hb["rel_l2"][0]
+            jn = hb["cols"].index(str(final_norm()))
+            best = hb["best"][0]
+            dump_info["hidden_state"] = {"rel_l2_to_final_norm": rel[jn], "best": best["best"], "best_rel_l2": best["rel_l2"]}
             if rel[jn] > 0.05:
                 findings.append(Finding(
-                    "NUM003", f"the dump's hidden_state is not final_norm (rel L2 {rel[jn]:.3f}); it best matches {cols[jb]}",
-                    [f"rel L2 to final_norm {rel[jn]:.4f}; to {cols[jb]} {rel[jb]:.4f}"],
+                    "NUM003", f"the dump's hidden_state is not final_norm (rel L2 {rel[jn]:.3f}); it best matches {best['best']}",
+                    [f"rel L2 to final_norm {rel[jn]:.4f}; to {best['best']} {best['rel_l2']:.4f}"],
                     "SpecForge trains against target logits computed from hidden_state: re-dump it after the final norm",
                 ))
         if setup.info is not None:
@@ -390,18 +391,15 @@ def acceptance(
         raise BadInput("--num-steps must be at least 1", "use e.g. --num-steps 7")
     L = tgt.num_layers
     H = int(tgt.embed_weight().shape[1])
-    notes = list(setup.notes)
-    dump = None
-    if train_dump:
-        dump = load_dump(train_dump, vocab_size=tgt.vocab_size, hidden_size=H, limit=limit, max_tokens=max_tokens)
+    src = _sources(setup, prompts_path, train_dump, max_tokens, limit, prompt_ids)
+    notes, dump, prompts = list(setup.notes) + src.notes, src.dump, src.prompts
+    if dump is not None:
         seqs = [d.input_ids.tolist() for d in dump]
         starts = [0] * len(seqs)
         if continuation == "greedy":
             notes.append("a training dump fixes the text: acceptance is measured along it (--continuation text)")
             continuation = "text"
     else:
-        prompts, pn = _prompts(tgt, prompts_path, max_tokens, limit, prompt_ids)
-        notes += pn
         seqs = [p.ids for p in prompts]
         if continuation == "greedy":
             for p in seqs:

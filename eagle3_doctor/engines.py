@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from .errors import BadInput
-from .taps import CapturePoint, FeatureSpec, embed, final_norm, format_spec, from_hs_index, layer_out
+from .taps import CapturePoint, FeatureSpec, final_norm, from_hs_index, layer_out
 
 ENGINES = ("sglang", "vllm", "trtllm", "modelopt", "eagle")
 IDS = "eagle_aux_hidden_state_layer_ids"
@@ -358,11 +358,7 @@ def training_spec(recipe: str, num_layers: int) -> tuple[FeatureSpec, str]:
     raise BadInput(f"unknown --train-recipe {recipe!r}", f"use one of: {', '.join(RECIPES)}")
 
 
-def describe(spec: FeatureSpec) -> str:
-    return format_spec(spec)
-
-
 __all__ = [
     "ENGINES", "ENGINE_VERSIONS", "Serving", "arch_family", "default_spec_llama", "fix_snippet",
-    "ids_to_serve", "resolve_serving", "training_spec", "embed",
+    "ids_to_serve", "resolve_serving", "training_spec",
 ]

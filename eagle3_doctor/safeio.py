@@ -14,6 +14,19 @@ from .errors import BadInput
 _MAX_HEADER = 100 * 1024 * 1024  # the safetensors spec caps the JSON header at 100 MB
 
 
+def read_json_object(path: Path, missing_fix: str) -> dict[str, Any]:
+    """A JSON object from a file, or one clear BadInput (missing, not JSON, not an object)."""
+    if not path.is_file():
+        raise BadInput(f"{path} not found", missing_fix)
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadInput(f"{path} is not valid JSON ({e})", "restore the file from the original checkpoint") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path} holds a JSON {type(data).__name__}, not an object", "restore the file from the original checkpoint")
+    return data
+
+
 def check_safetensors_header(path: Path) -> dict[str, Any]:
     """Validate the header before handing the file to the library: clearer errors, no huge reads."""
     size = path.stat().st_size

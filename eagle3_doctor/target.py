@@ -7,7 +7,6 @@ and position ids stay 0..n-1 without any bookkeeping (tests/test_batching.py pin
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,18 +101,13 @@ def read_local_config(name_or_path: str) -> dict[str, Any] | None:
         return None
     if not p.is_dir():
         raise BadInput(f"--target {p} is a file, not a model directory", "point --target at the directory with config.json")
+    from .safeio import check_safetensors_header, read_json_object
+
     cfg = p / "config.json"
-    if not cfg.is_file():
-        raise BadInput(f"{cfg} not found", "point --target at a Hugging Face model directory (config.json + weights)")
-    try:
-        data = json.loads(cfg.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadInput(f"{cfg} is not valid JSON ({e})", "restore config.json from the original checkpoint") from None
-    if not isinstance(data, dict) or "num_hidden_layers" not in data and "n_layer" not in data:
+    data = read_json_object(cfg, "point --target at a Hugging Face model directory (config.json + weights)")
+    if "num_hidden_layers" not in data and "n_layer" not in data:
         raise BadInput(f"{cfg} lacks num_hidden_layers", "restore config.json from the original checkpoint")
     for f in p.glob("*.safetensors"):
-        from .safeio import check_safetensors_header
-
         check_safetensors_header(f)
     return data
 

@@ -192,3 +192,17 @@ def test_fix_snippets_name_key_and_nesting():
     assert fix_snippet("sglang", None, [1, 3, 4]).startswith('"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]}')
     assert fix_snippet("vllm", "0.18.0", [2, 4, 5]).startswith('"eagle_aux_hidden_state_layer_ids": [2, 4, 5]')
     assert "eagle3_layers_to_capture: [1, 3, 4]" in fix_snippet("trtllm", None, [1, 3, 4])
+
+
+def test_dump_hidden_state_taken_before_the_final_norm(tmp_path, target):
+    L = target.num_layers
+
+    def pre_norm(d):
+        with torch.no_grad(), TapRecorder(target.model, [layer_out(L - 1)]) as rec:
+            target.model(input_ids=d["input_ids"][None])
+            d["hidden_state"] = rec.take()[layer_out(L - 1)].clone()
+
+    res = run("sglang", "sglang", dump=str(_rewrite_dump(tmp_path, pre_norm)))
+    f = next(f for f in res.findings if f.code == "NUM003")
+    assert "best matches layer_out[7]" in f.title
+    assert res.dump["hidden_state"]["best"] == "layer_out[7]"

@@ -216,18 +216,6 @@ def canonical_to_native_name(fmt: str, name: str) -> str:
 # --------------------------------------------------------------------------- read
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise BadInput(f"{path} not found", "point --draft at a directory holding config.json and *.safetensors")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadInput(f"{path} is not valid JSON ({e})", "restore the file from the original checkpoint") from None
-    if not isinstance(data, dict):
-        raise BadInput(f"{path} holds a JSON {type(data).__name__}, not an object", "restore config.json")
-    return data
-
-
 def load_safetensors_dir(directory: Path) -> dict[str, Any]:
     """All tensors of every ``*.safetensors`` in a directory, with clear errors for bad files."""
     from .. import safeio
@@ -264,7 +252,9 @@ def read_draft(
     d = Path(path)
     if not d.is_dir():
         raise BadInput(f"draft directory {d} does not exist", "pass --draft DIR with the draft's config.json and weights")
-    cfg_raw = _read_json(d / "config.json")
+    from ..safeio import read_json_object
+
+    cfg_raw = read_json_object(d / "config.json", "point --draft at a directory holding config.json and *.safetensors")
     tensors = load_safetensors_dir(d)
     keys = sorted(tensors)
     if fmt is None:
