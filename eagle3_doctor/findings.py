@@ -29,7 +29,7 @@ CODES: dict[str, tuple[str, str]] = {
     "NUM001": (WARNING, "each slot matches the right capture point but the values drift (dtype, revision, quantisation)"),
     "NUM002": (ERROR, "numerically, a serving slot best matches another capture point than the one trained"),
     "NUM003": (ERROR, "the training dump's hidden_state is not the target's final_norm output"),
-    "NUM004": (ERROR, "a training dump's tokens do not replay on this target (vocabulary or length)"),
+    "NUM004": (ERROR, "a training dump's slot matches no capture point of this target"),
     # --- draft checkpoint and config (inspect)
     "DRF001": (ERROR, "the draft checkpoint has no lm_head"),
     "DRF002": (ERROR, "the draft has a smaller vocabulary than the target but no d2t table"),

@@ -180,3 +180,23 @@ def test_reports_and_plots(tmp_path):
     assert "## Triage hints" in (tmp_path / "rep2" / "acceptance.md").read_text()
     r = cli("inspect", "--target", TARGET, "--draft", DRAFTS["sglang"], "--report", tmp_path / "rep3")
     assert r.returncode == 0 and "No findings" in (tmp_path / "rep3" / "inspect.md").read_text()
+
+
+def test_ctrl_c_leaves_no_report_and_keeps_the_old_one(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import eagle3_doctor.doctor as doctor
+    from eagle3_doctor.cli import app
+
+    out = tmp_path / "r.json"
+    out.write_text('{"old": true}')
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(doctor, "compare_hidden", interrupted)
+    r = CliRunner().invoke(app, ["compare-hidden", "--target", str(TARGET), "--draft", str(DRAFTS["sglang"]),
+                                 "--json", str(out), "-q"])
+    assert r.exit_code == 130
+    assert out.read_text() == '{"old": true}'  # replaced only by a run that completes
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r.json")]  # no temp file left behind
