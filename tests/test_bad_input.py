@@ -182,3 +182,16 @@ def test_mutated_draft_configs_load_or_fail_cleanly(tmp_path_factory, edits):
         read_draft(d)
     except BadInput:
         pass
+
+
+def test_cuda_out_of_memory_names_the_batch_size_to_try(monkeypatch):
+    from eagle3_doctor.errors import ResourceError
+
+    s = setup()
+
+    def oom(*a, **k):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(s.target.parts.base, "forward", oom)
+    with pytest.raises(ResourceError, match="--batch-size 4"):
+        compare_hidden(s, prompts_path=str(PROMPTS), limit=8, batch_size=8)
