@@ -480,10 +480,19 @@ def acceptance(
     results = {n: a.result() for n, a in accs.items()}
     for n, spec in measurable.items():
         results[n]["spec"] = [str(p) for p in spec] if spec is not None else "dump"
+    for res in results.values():  # batches ran longest first: report per prompt, in prompt order
+        by_prompt: list[Any] = [None] * len(seqs)
+        for j, i in enumerate(order):
+            by_prompt[i] = res["accepted_lengths"][j]
+        res["accepted_lengths"] = by_prompt
     ref = None
     if reference:
         if continuation != "greedy":
             raise BadInput("--reference-loop needs --continuation greedy", "drop --continuation text")
+        if "serving" not in results:
+            raise BadInput("--reference-loop needs a serving path the draft can take", "fix the slot count first (see notes)")
+        from .acceptance import metrics_from_passes
+
         ref_acc, ref_drf, same_tokens = [], [], True
         step = _target_step_fn(tgt, serving.spec)
         for i, p in enumerate(prompts):
@@ -492,28 +501,12 @@ def acceptance(
             ref_acc.append(a)
             ref_drf.append(d)
             progress("reference loop", i + 1, len(prompts))
-        est = [x[0] for x in accs["serving"].per_request_passes]
-        est_by_prompt = [None] * len(seqs)
-        for j, i in enumerate(order):
-            est_by_prompt[i] = est[j]
-        from .acceptance import metrics_from_passes
-
         ref = {
             "accepted_lengths": ref_acc,
             "chain": metrics_from_passes([x for r in ref_acc for x in r], [x for r in ref_drf for x in r], num_steps),
-            "agrees_with_estimator": ref_acc == est_by_prompt,
+            "agrees_with_estimator": ref_acc == results["serving"]["accepted_lengths"],
             "same_tokens": same_tokens,
         }
-        # present per-prompt order in the estimator output too
-        results["serving"]["accepted_lengths"] = est_by_prompt
-    else:
-        by_prompt = [None] * len(seqs)
-        for n in results:
-            lst = results[n]["accepted_lengths"]
-            ordered = list(by_prompt)
-            for j, i in enumerate(order):
-                ordered[i] = lst[j]
-            results[n]["accepted_lengths"] = ordered
     scan_res = None
     if scan:
         scan_res = sorted(

@@ -85,3 +85,12 @@ def test_dump_path_measures_along_the_dump_text():
     assert run.settings["continuation"] == "text"
     # the dump holds exactly the trained features, so both paths agree
     assert run.paths["training"]["acc_k"] == pytest.approx(run.paths["serving"]["acc_k"], abs=1e-6)
+
+
+def test_per_prompt_lists_line_up_across_paths(shifted_run):
+    """Both paths walk the same continuation of prompt i: their passes cover the same tokens."""
+    s = shifted_run.paths["serving"]["accepted_lengths"]
+    t = shifted_run.paths["training"]["accepted_lengths"]
+    assert len(s) == len(t) == 8
+    for a, b in zip(s, t):
+        assert abs(sum(x + 1 for x in a) - sum(x + 1 for x in b)) <= 1
