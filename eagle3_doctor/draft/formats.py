@@ -150,9 +150,8 @@ def config_to_canonical(fmt: str, c: dict[str, Any]) -> dict[str, Any]:
         base["norm_before_fc"] = True
     if c.get("fc_norm"):
         base["fc_norm"] = True
-    # SpecForge's norm_output=False means "no final norm before lm_head" (conventions.md flags).
-    if fmt == "sglang" and c.get("norm_output") is False and c.get("specforge_norm_output_semantics"):
-        base["norm_before_lm_head"] = False
+    # norm_output is not mapped: SpecForge reads it as "norm before lm_head", the engines as "feed the
+    # normed state back"; a config cannot say which was meant, so inspect reports it (CFG006).
     return base
 
 
