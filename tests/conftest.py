@@ -43,3 +43,21 @@ def tmp_copy(tmp_path):
         return dst
 
     return copy
+
+
+def assert_hooks_match_hidden_states(model, ids):
+    """hs[0]==embed, hs[i]==layer_out[i-1], hs[L]==final_norm, bit for bit; returns (captures, hs)."""
+    from eagle3_doctor.taps import TapRecorder, all_points, embed, final_norm, layer_out
+
+    L = model.config.num_hidden_layers
+    with torch.no_grad():
+        hs = model(input_ids=ids, output_hidden_states=True).hidden_states
+        with TapRecorder(model, all_points(L)) as rec:
+            model(input_ids=ids)
+            got = rec.take()
+    assert len(hs) == L + 1
+    torch.testing.assert_close(got[embed()], hs[0], rtol=0, atol=0)
+    for i in range(1, L):
+        torch.testing.assert_close(got[layer_out(i - 1)], hs[i], rtol=0, atol=0)
+    torch.testing.assert_close(got[final_norm()], hs[L], rtol=0, atol=0)
+    return got, hs

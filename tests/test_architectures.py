@@ -8,11 +8,11 @@ import shutil
 import pytest
 import torch
 
-from conftest import TARGET
+from conftest import TARGET, assert_hooks_match_hidden_states
 from eagle3_doctor.doctor import compare_hidden, load_setup
 from eagle3_doctor.engines import arch_family
 from eagle3_doctor.errors import BadInput
-from eagle3_doctor.taps import TapRecorder, all_points, embed, final_norm, layer_out
+from eagle3_doctor.taps import TapRecorder, embed, layer_out
 
 V = 320  # the fixture tokenizer's vocabulary, so saved models load with it
 
@@ -41,19 +41,8 @@ def tiny(name: str, layers: int = 4):
 
 @pytest.mark.parametrize("name", ["qwen2", "qwen3", "mistral", "deepseek_v3", "gpt_oss"])
 def test_hooks_match_output_hidden_states(name):
-    m = tiny(name)
-    L = m.config.num_hidden_layers
     ids = torch.randint(0, V, (2, 10), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        hs = m(input_ids=ids, output_hidden_states=True).hidden_states
-        with TapRecorder(m, all_points(L)) as rec:
-            m(input_ids=ids)
-            got = rec.take()
-    assert len(hs) == L + 1
-    torch.testing.assert_close(got[embed()], hs[0], rtol=0, atol=0)
-    for i in range(1, L):
-        torch.testing.assert_close(got[layer_out(i - 1)], hs[i], rtol=0, atol=0)
-    torch.testing.assert_close(got[final_norm()], hs[L], rtol=0, atol=0)
+    assert_hooks_match_hidden_states(tiny(name), ids)
 
 
 def test_family_from_config():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import assert_hooks_match_hidden_states
+
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.taps import (
     TapRecorder, all_points, embed, final_norm, from_hs_index, layer_out, parse_point, parse_spec, to_hs_index,
@@ -15,16 +17,7 @@ def test_hooks_match_output_hidden_states(target):
     """hs[0]==embed, hs[i]==layer_out[i-1], hs[L]==final_norm (post-norm), on the installed transformers."""
     model, L = target.model, target.num_layers
     ids = target.tokenizer("def f(x):\n    return x + 1\n", return_tensors="pt")["input_ids"]
-    with torch.no_grad():
-        hs = model(input_ids=ids, output_hidden_states=True).hidden_states
-        with TapRecorder(model, all_points(L)) as rec:
-            model(input_ids=ids)
-            got = rec.take()
-    assert len(hs) == L + 1
-    torch.testing.assert_close(got[embed()], hs[0], rtol=0, atol=0)
-    for i in range(1, L):
-        torch.testing.assert_close(got[layer_out(i - 1)], hs[i], rtol=0, atol=0)
-    torch.testing.assert_close(got[final_norm()], hs[L], rtol=0, atol=0)
+    got, hs = assert_hooks_match_hidden_states(model, ids)
     # the pre-norm output of the last layer is a different tensor and is never in the tuple
     assert not torch.allclose(got[layer_out(L - 1)], hs[L])
     torch.testing.assert_close(model.model.norm(got[layer_out(L - 1)]), hs[L])
