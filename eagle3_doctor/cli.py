@@ -20,6 +20,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Find out why an EAGLE-3 draft accepts fewer tokens in serving than it did in training.",
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help texts contain brackets ([gate], specforge[:ids]) that are not markup
 )
 
 # ----------------------------------------------------------------------------- shared options
