@@ -5,10 +5,11 @@ torch and transformers are imported inside the commands so ``--help`` answers at
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
@@ -86,13 +87,16 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
     return wrapper
 
 
-def _progress(quiet: bool):
-    """A rich progress callback (label, done, total), or a no-op."""
+@contextlib.contextmanager
+def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """Yield a progress callback (label, done, total): rich bars on a terminal, a no-op otherwise."""
     if quiet or not sys.stderr.isatty():
-        return (lambda *_: None), None
+        yield lambda *_: None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=_console(stderr=True), transient=True)
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=_console(stderr=True), transient=True)
     tasks: dict[str, Any] = {}
 
     def cb(label: str, done: int, total: int) -> None:
@@ -100,7 +104,26 @@ def _progress(quiet: bool):
             tasks[label] = prog.add_task(label, total=total)
         prog.update(tasks[label], completed=done, total=total)
 
-    return cb, prog
+    with prog:
+        yield cb
+
+
+def _setup(target: str, draft: Optional[str], draft_format: Optional[str], engine: str, engine_version: Optional[str],
+           layer_ids: Optional[str], train_recipe: Optional[str], dtype: str, device: str, trust_remote_code: bool,
+           device_map: Optional[str], max_memory: Optional[str]):
+    from .doctor import load_setup
+
+    return load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
+                      layer_ids=layer_ids, train_recipe=train_recipe, dtype=dtype, device=device,
+                      trust_remote_code=trust_remote_code, device_map=_device_map(device_map),
+                      max_memory=_max_memory(max_memory))
+
+
+def _write_json(path: Optional[str], data: dict, trust_remote_code: bool) -> None:
+    if path:
+        from .report import write_json
+
+        write_json(path, {**data, "trust_remote_code": trust_remote_code})
 
 
 def _batch_size(text: str, setup: Any, max_tokens: int) -> int:
@@ -211,28 +234,17 @@ def compare_hidden_cmd(
     quiet: Quiet = False,
 ) -> int:
     """Training features vs what the serving engine captures: slot by slot, with the exact fix."""
-    from .doctor import compare_hidden, load_setup
-    from .report import render_compare, write_json
+    from .doctor import compare_hidden
+    from .report import render_compare
 
-    setup = load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
-                       layer_ids=layer_ids, train_recipe=train_recipe, dtype=dtype, device=device,
-                       trust_remote_code=trust_remote_code, device_map=_device_map(device_map),
-                       max_memory=_max_memory(max_memory))
-    cb, prog = _progress(quiet)
+    setup = _setup(target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device,
+                   trust_remote_code, device_map, max_memory)
     bs = _batch_size(batch_size, setup, max_tokens)
-    if prog:
-        prog.start()
-    try:
+    with _progress(quiet) as cb:
         res = compare_hidden(setup, prompts_path=prompts, train_dump=train_dump, max_tokens=max_tokens, batch_size=bs,
                              matrix=matrix or plot is not None or report is not None, limit=limit, progress=cb)
-    finally:
-        if prog:
-            prog.stop()
     render_compare(_console(), res)
-    data = res.to_dict()
-    data["trust_remote_code"] = trust_remote_code
-    if json_out:
-        write_json(json_out, data)
+    _write_json(json_out, res.to_dict(), trust_remote_code)
     if plot or report:
         from .plots import write_compare_report
 
@@ -277,30 +289,22 @@ def acceptance_cmd(
     quiet: Quiet = False,
 ) -> int:
     """Per-position acceptance and draft accuracy under the serving and the training features."""
-    from .doctor import acceptance, load_setup
+    from .doctor import acceptance
     from .findings import Finding
-    from .report import render_acceptance, write_json
+    from .report import render_acceptance
 
     if temperature_mode not in ("sampled", "argmax"):
         from .errors import BadInput
 
         raise BadInput(f"unknown --temperature-mode {temperature_mode!r}", "use sampled or argmax")
-    setup = load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
-                       layer_ids=layer_ids, train_recipe=train_recipe, dtype=dtype, device=device,
-                       trust_remote_code=trust_remote_code, device_map=_device_map(device_map),
-                       max_memory=_max_memory(max_memory))
-    cb, prog = _progress(quiet)
+    setup = _setup(target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device,
+                   trust_remote_code, device_map, max_memory)
     bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
-    if prog:
-        prog.start()
-    try:
+    with _progress(quiet) as cb:
         run = acceptance(setup, prompts_path=prompts, train_dump=train_dump, num_steps=num_steps, continuation=continuation,
                          max_new_tokens=max_new_tokens, max_tokens=max_tokens, batch_size=bs, temperature=temperature,
                          temp_mode=temperature_mode, topk=topk, num_draft_tokens=num_draft_tokens, reference=reference_loop,
                          scan=scan, limit=limit, progress=cb)
-    finally:
-        if prog:
-            prog.stop()
     serving = run.paths.get("serving", {})
     rate1 = (serving.get("chain", {}).get("per_position_rate") or [float("nan")])[0]
     if min_accept_rate is not None and not rate1 >= min_accept_rate:
@@ -311,10 +315,7 @@ def acceptance_cmd(
         run.findings.append(Finding("ACC003", f"tau {serving.get('tau', float('nan')):.3f} is below --min-tau {min_tau}",
                                     [f"acc_k: {serving.get('acc_k')}"], "fix the findings above, or retrain the draft"))
     render_acceptance(_console(), run)
-    data = run.to_dict()
-    data["trust_remote_code"] = trust_remote_code
-    if json_out:
-        write_json(json_out, data)
+    _write_json(json_out, run.to_dict(), trust_remote_code)
     if plot or report:
         from .plots import write_acceptance_report
 
@@ -350,7 +351,7 @@ def gate_cmd(
 ) -> int:
     """CI gate: inspect + compare-hidden + acceptance under one policy. Exit 0 pass, 1 fail, 2 bad input."""
     from .gate import Policy, markdown, run_gate, write_summary
-    from .report import render_findings, write_json
+    from .report import render_findings
 
     pol = Policy.load(policy, {"engine": engine, "engine_version": engine_version, "min_cosine": min_cosine,
                                "min_step1_accuracy": min_step1_accuracy, "min_tau": min_tau,
@@ -370,10 +371,7 @@ def gate_cmd(
     con.print(t)
     render_findings(con, res.findings, "no findings")
     write_summary(text, summary)
-    if json_out:
-        data = res.to_dict()
-        data["trust_remote_code"] = trust_remote_code
-        write_json(json_out, data)
+    _write_json(json_out, res.to_dict(), trust_remote_code)
     return EXIT_OK if res.passed else EXIT_FINDINGS
 
 

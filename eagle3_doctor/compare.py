@@ -49,14 +49,15 @@ def fix_for(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None
 def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> list[Finding]:
     """Name the mismatch between what was trained and what the engine feeds, with the fix."""
     found: list[Finding] = []
-    harmless = tuple(serving.spec) == tuple(train)
-    for key, ids in serving.ignored.items():
-        kr_fix, _ = fix_for(serving, train)
+    S, T = tuple(serving.spec), tuple(train)
+    harmless = S == T
+    fix_text, ids = fix_for(serving, T)
+    for key, key_ids in serving.ignored.items():
         found.append(Finding(
             "CAP007", f"{serving.label} does not read layer ids from {key}"
             + (" (harmless here: its default is what was trained)" if harmless else ""),
-            [f"{key} = {ids} is ignored; {serving.engine} uses: {serving.source}"],
-            kr_fix or f"move the ids to the key {serving.engine} reads",
+            [f"{key} = {key_ids} is ignored; {serving.engine} uses: {serving.source}"],
+            fix_text or f"move the ids to the key {serving.engine} reads",
             severity="info" if harmless else None,
         ))
     for note in serving.notes:
@@ -65,10 +66,8 @@ def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> l
                "CAP010": "write the ids in ascending order so every engine concatenates them the same way",
                "CAP011": "write ids with this rule in mind; the fix lines above already do"}[code]
         found.append(Finding(code, note, [f"ids in effect: {serving.source}"], fix))
-    S, T = tuple(serving.spec), tuple(train)
-    if S == T:
+    if harmless:
         return found
-    fix_text, ids = fix_for(serving, T)
     evidence = _slot_lines(T, S) + [f"training side: {train_source}", f"serving side: {serving.source}"]
     evidence += [f"id {i}: {why}" for i, why in serving.dropped]
     data: dict[str, Any] = {"trained": [str(p) for p in T], "served": [str(p) for p in S], "fix_ids": ids}
