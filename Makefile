@@ -10,8 +10,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	# Without a GPU, put a CPU build of torch in first: a bare `torch` requirement can pull a
-	# multi-GB CUDA build. torch==2.13.0 is the CPU wheel this workplace serves from local disk;
-	# elsewhere the CPU index is used.
+	# multi-GB CUDA build. First try torch==2.13.0 from whatever index pip is configured with (on
+	# some machines a local CPU wheel of that version), then fall back to PyTorch's CPU-only index.
+	# With a GPU (or torch already importable) nothing is done here and pyproject's range applies.
 	if ! command -v nvidia-smi >/dev/null 2>&1 && ! $(BIN)/python -c "import torch" 2>/dev/null; then \
 		$(BIN)/pip install -q torch==2.13.0 || \
 		$(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu; fi

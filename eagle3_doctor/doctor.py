@@ -102,7 +102,7 @@ def load_setup(
             raise BadInput(f"draft weights in {draft} hold NaN or Inf ({', '.join(bad[:3])})",
                            "re-export the draft from a healthy training checkpoint")
         fc_in = d.config.fc_in_features
-        hidden = int(tgt.config.get("hidden_size", tgt.embed_weight().shape[1]))
+        hidden = tgt.hidden_size
         if fc_in % hidden:
             raise BadInput(
                 f"the draft's fc takes {fc_in} inputs, not a multiple of the target hidden size {hidden}",
@@ -144,7 +144,7 @@ def _sources(setup: Setup, prompts_path: str | None, train_dump: str | None, max
              limit: int | None, prompt_ids: Sequence[Sequence[int]] | None) -> Sources:
     tgt = setup.target
     if train_dump:
-        H = int(tgt.embed_weight().shape[1])
+        H = tgt.hidden_size
         dump = load_dump(train_dump, vocab_size=tgt.vocab_size, hidden_size=H, limit=limit, max_tokens=max_tokens)
         return Sources([], dump, [])
     prompts, notes = _prompts(tgt, prompts_path, max_tokens, limit, prompt_ids)
@@ -195,7 +195,7 @@ def compare_hidden(
     """prompt_ids: token sequences to replay as they are (library use; overrides prompts_path)."""
     tgt, serving = setup.target, setup.serving
     L = tgt.num_layers
-    H = int(tgt.embed_weight().shape[1])
+    H = tgt.hidden_size
     if not train_dump and setup.train_spec is None:
         raise BadInput("no training side: nothing to compare against", "pass --train-recipe, --train-dump or --draft")
     src = _sources(setup, prompts_path, train_dump, max_tokens, limit, prompt_ids)
@@ -390,7 +390,7 @@ def acceptance(
     if num_steps < 1:
         raise BadInput("--num-steps must be at least 1", "use e.g. --num-steps 7")
     L = tgt.num_layers
-    H = int(tgt.embed_weight().shape[1])
+    H = tgt.hidden_size
     src = _sources(setup, prompts_path, train_dump, max_tokens, limit, prompt_ids)
     notes, dump, prompts = list(setup.notes) + src.notes, src.dump, src.prompts
     if dump is not None:

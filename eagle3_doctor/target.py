@@ -83,6 +83,11 @@ class Target:
         return int(self.model.get_output_embeddings().weight.shape[0])
 
     @property
+    def hidden_size(self) -> int:
+        # from the embedding's shape, which stays known on the meta device when accelerate offloads it
+        return int(self.model.get_input_embeddings().weight.shape[1])
+
+    @property
     def max_positions(self) -> int | None:
         return self.config.get("max_position_embeddings")
 

@@ -54,7 +54,12 @@ def test_fc_width_that_does_not_fit_the_target(tmp_copy):
     sd = load_file(d / "model.safetensors")
     sd["fc.weight"] = torch.zeros(128, 300)
     save_file(sd, d / "model.safetensors")
-    with pytest.raises(BadInput):
+    # config and weights agree with each other (3 x 100 = 300), so only the draft-vs-target check can
+    # catch it: the target's hidden size is 128
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["target_hidden_size"] = 100
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(BadInput, match="not a multiple of the target hidden size 128"):
         setup(draft=str(d))
 
 

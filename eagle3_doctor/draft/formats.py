@@ -6,7 +6,7 @@
 | sglang       | LlamaForCausalLMEagle3      | ``eagle_config.eagle_aux_hidden_state_layer_ids`` (SGLang ids) | ``midlayer.*``|
 | speculators  | Eagle3Speculator            | top-level ``eagle_aux_hidden_state_layer_ids`` (vLLM ids)      | ``layers.0.*``|
 
-(conventions.md "Draft checkpoint formats"; SpecForge's export is the sglang format, and
+(SpecForge's export is the sglang format, and
 ModelOpt's HF export reads as sglang with ``layers.0.*`` names and no ``t2d``.)
 """
 
@@ -242,7 +242,7 @@ def read_draft(
     """Load a draft directory into (Eagle3Draft, DraftInfo).
 
     ``target_embed`` ([V, H]) is attached when the checkpoint carries no ``embed_tokens``
-    (SGLang always uses the target's embeddings; conventions.md trap 5).
+    (SGLang always uses the target's embeddings: the draft's own are never loaded there).
     """
     import torch
 
@@ -330,7 +330,7 @@ def read_draft(
     draft.t2d = draft.t2d.bool()
     if not has_lm_head:
         # SGLang leaves the head random here (sgl#27908); we make it zeros so nothing is proposed
-        # by chance and inspect reports DRAFT_NO_LM_HEAD.
+        # by chance and inspect reports DRF001.
         draft.lm_head.weight.data.zero_()
     if not has_d2t:
         draft.d2t.zero_()  # vLLM's silent behaviour: draft id i means target id i
