@@ -14,9 +14,64 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 import typer
 
 from . import __version__
-from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, DoctorError
+from .errors import (
+    EXIT_BAD_INPUT, EXIT_BUG, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, DoctorError, one_line,
+)
+
+
+class _OneLineGroup(typer.core.TyperGroup):
+    """Click's own errors (unknown option, missing --target, --limit two) as the one promised line.
+
+    Click would print a three-line usage block; here every way out of the program is one line
+    on stderr and an exit code: 0 ok, 1 findings, 2 bad input, 3 a bug, 130/143 interrupted.
+    """
+
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        cx = _click_exceptions()
+        # started with stdout or stderr closed (`>&-`): Python sets them to None; write into the void
+        if sys.stdout is None:
+            sys.stdout = open(os.devnull, "w")
+        if sys.stderr is None:
+            sys.stderr = open(os.devnull, "w")
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except getattr(cx, "NoArgsIsHelpError", ()) as e:  # bare `eagle3-doctor`: the help is the answer
+            try:
+                print(e.ctx.get_help())
+            except BrokenPipeError:
+                _silence_stdout()
+            sys.exit(EXIT_OK)
+        except BrokenPipeError:  # `--help | head`: the reader had what it wanted
+            _silence_stdout()
+            sys.exit(EXIT_OK)
+        except cx.UsageError as e:
+            cmd = e.ctx.command_path if e.ctx is not None else "eagle3-doctor"
+            _fail(f"error: {e.format_message()} -- fix: see `{cmd} --help`")
+            sys.exit(EXIT_BAD_INPUT)
+        except cx.ClickException as e:
+            _fail(f"error: {e.format_message()} -- fix: see `eagle3-doctor --help`")
+            sys.exit(EXIT_BAD_INPUT)
+        except (typer.Abort, getattr(cx, "Abort", typer.Abort)):
+            _fail("interrupted: no report was written")
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+def _click_exceptions() -> Any:
+    """typer >= 0.26 vendors click as typer._click; older typers use click itself."""
+    vendored = getattr(typer.core, "_click", None)
+    if vendored is not None:
+        return vendored.exceptions
+    import click
+
+    return click.exceptions
+
 
 app = typer.Typer(
+    cls=_OneLineGroup,
     add_completion=False,
     no_args_is_help=True,
     help="Find out why an EAGLE-3 draft accepts fewer tokens in serving than it did in training.",
@@ -50,38 +105,111 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 def _console(stderr: bool = False):
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own handler exits 1, which CI reads as "findings": let the error boundary say it
+            _silence_stdout()
+            raise BrokenPipeError(32, "standard output was closed")
+
     # piped output (CI logs) defaults to 80 columns in rich: too narrow for the slot tables
     wide = sys.stdout.isatty() or "COLUMNS" in os.environ
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if wide else 160)
+    return _Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if wide else 160)
 
 
 def _fail(line: str) -> None:
-    # plain print, not rich: one line must stay one line whatever the terminal width
-    print(f"eagle3-doctor: {line}", file=sys.stderr, flush=True)
+    # plain print, not rich: one line must stay one line whatever the terminal width; a newline
+    # inside a path is escaped for the same reason
+    stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+    if stream is None:
+        return
+    try:
+        print(f"eagle3-doctor: {one_line(line)}", file=stream, flush=True)
+    except (OSError, ValueError):  # stderr closed too: the exit code is all that is left
+        pass
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so it unwinds like Ctrl-C: temp files removed, old reports kept."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _silence_stdout() -> None:
+    """stdout's reader went away: point fd 1 at /dev/null so the final flush cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
+def _report_bug(exc: BaseException) -> str:
+    """Write the full traceback to a file; return where (or why not)."""
+    import tempfile
+    import time
+    import traceback
+
+    text = (f"eagle3-doctor {__version__}, Python {sys.version.split()[0]}, {sys.platform}\n"
+            f"argv: {sys.argv!r}\n\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"eagle3-doctor-bug-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+    except OSError as e:
+        return f"nowhere (cannot write a file in {tempfile.gettempdir()}: {e.strerror})"
 
 
 def guarded(fn: Callable[..., int]) -> Callable[..., None]:
-    """Turn library errors into one line and an exit code; never a traceback for bad input."""
+    """The one error boundary: whatever escapes a command becomes one line on stderr and an exit code.
+
+    Bad input (DoctorError) exits 2 with a fix; an exception nobody anticipated is a bug and exits 3
+    (never 1, which CI reads as findings), naming the version and the file holding the traceback.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        import signal
+        import threading
+
+        old = None
+        if threading.current_thread() is threading.main_thread():
+            old = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             code = fn(*args, **kwargs)
         except DoctorError as e:
             _fail(f"error: {e}")
             raise typer.Exit(e.exit_code) from None
+        except Terminated:
+            _fail("terminated (SIGTERM): no report was written")
+            raise typer.Exit(EXIT_TERMINATED) from None
         except KeyboardInterrupt:
             _fail("interrupted: no report was written")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except MemoryError:
             _fail("error: out of host memory -- fix: lower --batch-size or --max-tokens")
             raise typer.Exit(EXIT_BAD_INPUT) from None
-        except Exception as e:  # torch's OOM and friends, mapped when recognisable
-            name = type(e).__name__
-            if name == "OutOfMemoryError":
+        except (typer.Exit, SystemExit):
+            raise
+        except BrokenPipeError:
+            _silence_stdout()
+            _fail("error: standard output was closed before the results were written -- fix: keep the reader "
+                  "open (e.g. pipe into `less`, not `head`) or write --json FILE")
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+        except Exception as e:
+            if type(e).__name__ == "OutOfMemoryError":  # torch.cuda.OutOfMemoryError, without importing torch
                 _fail("error: CUDA out of memory -- fix: halve --batch-size (or use --batch-size auto)")
                 raise typer.Exit(EXIT_BAD_INPUT) from None
-            raise
+            where = _report_bug(e)
+            _fail(f"bug: {type(e).__name__}: {str(e)[:200]} (eagle3-doctor {__version__}); this is a bug in "
+                  f"eagle3-doctor, not in your input; full traceback in {where}; please report it with that file")
+            raise typer.Exit(EXIT_BUG) from None
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGTERM, old)
         raise typer.Exit(code)
 
     return wrapper
@@ -378,7 +506,7 @@ def gate_cmd(
 def run() -> None:
     """Console-script entry point."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    app()
+    app(prog_name="eagle3-doctor")
 
 
 if __name__ == "__main__":

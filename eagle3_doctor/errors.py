@@ -5,7 +5,14 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
+EXIT_BUG = 3  # an exception nobody anticipated: never 1, which CI reads as "findings"
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # SIGTERM, as a shell reports a process it killed
+
+
+def one_line(text: str) -> str:
+    """Control characters (a newline in a path) escaped, so one message stays one terminal line."""
+    return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in str(text))
 
 
 class DoctorError(Exception):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -39,12 +40,13 @@ def _fmt(x: Any, nd: int = 3) -> str:
 def render_compare(console: Console, res: Any) -> None:
     d = res.to_dict()
     s = d["serving"]
-    console.print(f"[bold]target[/bold] {d['target']} ({d['num_layers']} layers)")
+    # paths and sources are user text: escaped, so a path like run[1]/model is never read as markup
+    console.print(f"[bold]target[/bold] {escape(str(d['target']))} ({d['num_layers']} layers)")
     if d["draft"]:
         dr = d["draft"]
-        console.print(f"[bold]draft[/bold]  {dr['path']}  format {dr['format']} ({dr['format_reason']})")
-    console.print(f"[bold]serving[/bold] {res.serving.label}: {s['source']}")
-    console.print(f"[bold]training[/bold] {d['training']['source']}")
+        console.print(f"[bold]draft[/bold]  {escape(str(dr['path']))}  format {dr['format']} ({escape(str(dr['format_reason']))})")
+    console.print(f"[bold]serving[/bold] {escape(str(res.serving.label))}: {escape(str(s['source']))}")
+    console.print(f"[bold]training[/bold] {escape(str(d['training']['source']))}")
     t = Table(title="feature slots", show_lines=False)
     for col in ("slot", "trained", "served", "cos mean", "cos min", "cos p5", "rel L2 mean", "rel L2 p95", "max |diff|"):
         t.add_column(col, justify="right" if col not in ("trained", "served") else "left")
@@ -70,7 +72,7 @@ def render_compare(console: Console, res: Any) -> None:
         render_matrix(console, d["matrix"])
     if d["dump"] and d["dump"].get("hidden_state"):
         h = d["dump"]["hidden_state"]
-        console.print(f"dump hidden_state: rel L2 to final_norm {h['rel_l2_to_final_norm']:.4f} (best match {h['best']})")
+        console.print(f"dump hidden_state: rel L2 to final_norm {h['rel_l2_to_final_norm']:.4f} (best match {h['best']})", markup=False)
     for note in d["notes"]:
         console.print(f"note: {note}", style="dim", markup=False)
     console.print(f"{d['n_sequences']} sequences, {d['n_tokens']} tokens replayed")
@@ -104,7 +106,7 @@ def _bar(x: float, width: int = 30) -> str:
 
 def render_acceptance(console: Console, run: Any) -> None:
     s = run.settings
-    console.print(f"[bold]target[/bold] {s['target']}  [bold]engine[/bold] {s['engine']}  K={s['num_steps']}  "
+    console.print(f"[bold]target[/bold] {escape(str(s['target']))}  [bold]engine[/bold] {escape(str(s['engine']))}  K={s['num_steps']}  "
                   f"continuation={s['continuation']}  {s['sequences']} sequences / {s['tokens']} tokens  {s['dtype']} on {s['device']}")
     console.print(f"serving features: {', '.join(s['serving_spec'])}  ({s['serving_source']})", markup=False)
     if s.get("training_spec"):
@@ -136,7 +138,7 @@ def render_acceptance(console: Console, run: Any) -> None:
     console.print(t)
     for n in names:
         rates = run.paths[n]["chain"].get("per_position_rate", [])
-        console.print(f"[bold]{n}[/bold] per-position acceptance (vLLM convention)")
+        console.print(f"[bold]{escape(n)}[/bold] per-position acceptance (vLLM convention)")
         for k, r in enumerate(rates):
             console.print(f"  pos {k + 1} {_bar(r)} {r:.3f}", markup=False, highlight=False)
     for n in names:
