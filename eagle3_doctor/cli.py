@@ -247,6 +247,13 @@ def _setup(target: str, draft: Optional[str], draft_format: Optional[str], engin
                       max_memory=_max_memory(max_memory))
 
 
+def _preflight(**kw: Any) -> None:
+    """Every argument, path and input file, checked before torch is imported or a model is loaded."""
+    from .validate import preflight
+
+    preflight(**kw)
+
+
 def _write_json(path: Optional[str], data: dict, trust_remote_code: bool) -> None:
     if path:
         from .report import write_json
@@ -261,28 +268,18 @@ def _batch_size(text: str, setup: Any, max_tokens: int) -> int:
         from .runtime import auto_batch_size
 
         return auto_batch_size(setup.target, max_tokens)
-    try:
-        n = int(text)
-    except ValueError:
-        raise BadInput(f"--batch-size {text!r} is not a number", "use a positive integer or auto") from None
-    if n < 1:
-        raise BadInput("--batch-size must be at least 1", "use a positive integer or auto")
-    return n
+    from .validate import check_arguments
+
+    check_arguments(batch_size=text)
+    return int(text)
 
 
 def _max_memory(text: Optional[str]):
     if text is None:
         return None
-    from .errors import BadInput
+    from .validate import parse_max_memory
 
-    out: dict = {}
-    for part in text.split(","):
-        key, sep, val = part.partition("=")
-        if not sep or not val.strip():
-            raise BadInput(f"--max-memory entry {part!r} is not DEVICE=SIZE", "write e.g. 0=70GiB,1=70GiB,cpu=200GiB")
-        key = key.strip()
-        out[int(key) if key.isdigit() else key] = val.strip()
-    return out
+    return parse_max_memory(text)
 
 
 def _device_map(text: Optional[str]):
@@ -321,11 +318,13 @@ def inspect_cmd(
     report: ReportDir = None,
 ) -> int:
     """Audit the draft checkpoint and config against the target and engine. No forward pass."""
+    _preflight(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
+               json_out=json_out, report=report)
     from .inspect_draft import inspect
     from .report import render_inspect, write_json
 
     res = inspect(target, draft, engine=engine, engine_version=engine_version, draft_format=draft_format)
-    render_inspect(_console(), res)
+    render_inspect(_console(stderr=json_out == "-"), res)
     if json_out:
         write_json(json_out, res.to_dict())
     if report:
@@ -362,6 +361,10 @@ def compare_hidden_cmd(
     quiet: Quiet = False,
 ) -> int:
     """Training features vs what the serving engine captures: slot by slot, with the exact fix."""
+    _preflight(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
+               layer_ids=layer_ids, train_recipe=train_recipe, train_dump=train_dump, prompts=prompts,
+               max_tokens=max_tokens, batch_size=batch_size, limit=limit, plot=plot, dtype=dtype, device=device,
+               device_map=device_map, max_memory=max_memory, json_out=json_out, report=report)
     from .doctor import compare_hidden
     from .report import render_compare
 
@@ -371,7 +374,7 @@ def compare_hidden_cmd(
     with _progress(quiet) as cb:
         res = compare_hidden(setup, prompts_path=prompts, train_dump=train_dump, max_tokens=max_tokens, batch_size=bs,
                              matrix=matrix or plot is not None or report is not None, limit=limit, progress=cb)
-    render_compare(_console(), res)
+    render_compare(_console(stderr=json_out == "-"), res)  # `--json -` owns stdout
     _write_json(json_out, res.to_dict(), trust_remote_code)
     if plot or report:
         from .plots import write_compare_report
@@ -417,14 +420,16 @@ def acceptance_cmd(
     quiet: Quiet = False,
 ) -> int:
     """Per-position acceptance and draft accuracy under the serving and the training features."""
+    _preflight(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
+               layer_ids=layer_ids, train_recipe=train_recipe, train_dump=train_dump, prompts=prompts,
+               num_steps=num_steps, continuation=continuation, max_new_tokens=max_new_tokens, max_tokens=max_tokens,
+               batch_size=batch_size, limit=limit, temperature=temperature, temperature_mode=temperature_mode, topk=topk,
+               num_draft_tokens=num_draft_tokens, min_accept_rate=min_accept_rate, min_tau=min_tau, plot=plot,
+               dtype=dtype, device=device, device_map=device_map, max_memory=max_memory, json_out=json_out, report=report)
     from .doctor import acceptance
     from .findings import Finding
     from .report import render_acceptance
 
-    if temperature_mode not in ("sampled", "argmax"):
-        from .errors import BadInput
-
-        raise BadInput(f"unknown --temperature-mode {temperature_mode!r}", "use sampled or argmax")
     setup = _setup(target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device,
                    trust_remote_code, device_map, max_memory)
     bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
@@ -442,7 +447,7 @@ def acceptance_cmd(
     if min_tau is not None and not serving.get("tau", float("nan")) >= min_tau:
         run.findings.append(Finding("ACC003", f"tau {serving.get('tau', float('nan')):.3f} is below --min-tau {min_tau}",
                                     [f"acc_k: {serving.get('acc_k')}"], "fix the findings above, or retrain the draft"))
-    render_acceptance(_console(), run)
+    render_acceptance(_console(stderr=json_out == "-"), run)
     _write_json(json_out, run.to_dict(), trust_remote_code)
     if plot or report:
         from .plots import write_acceptance_report
@@ -478,16 +483,22 @@ def gate_cmd(
     summary: Annotated[Optional[str], typer.Option("--summary", help="Write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).")] = None,
 ) -> int:
     """CI gate: inspect + compare-hidden + acceptance under one policy. Exit 0 pass, 1 fail, 2 bad input."""
+    _preflight(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
+               policy=policy, baseline=baseline, prompts=prompts, min_cosine=min_cosine,
+               min_step1_accuracy=min_step1_accuracy, min_tau=min_tau, max_regression=max_regression, fail_on=fail_on,
+               limit=limit, dtype=dtype, device=device, json_out=json_out, summary=summary)
     from .gate import Policy, markdown, run_gate, write_summary
     from .report import render_findings
+    from .validate import check_policy_values
 
     pol = Policy.load(policy, {"engine": engine, "engine_version": engine_version, "min_cosine": min_cosine,
                                "min_step1_accuracy": min_step1_accuracy, "min_tau": min_tau,
                                "max_regression": max_regression, "fail_on": fail_on, "limit": limit})
+    check_policy_values(pol, f"policy file {policy}" if policy else "gate options")
     res = run_gate(target=target, draft=draft, policy=pol, prompts=prompts, baseline=baseline, dtype=dtype,
                    device=device, draft_format=draft_format, trust_remote_code=trust_remote_code)
     text = markdown(res, draft)
-    con = _console()
+    con = _console(stderr=json_out == "-")
     from rich.table import Table
 
     t = Table(title=f"gate: {'PASS' if res.passed else 'FAIL'}")

@@ -76,6 +76,8 @@ def load_dump_file(f: Path, *, vocab_size: int | None = None, hidden_size: int |
     if ids.dim() != 1 or ids.is_floating_point():
         raise BadInput(f"{f}: input_ids has shape {tuple(ids.shape)} / {ids.dtype}, expected [T] integers", "re-create the dump")
     ids = ids.long()
+    if ids.numel() == 0:
+        raise BadInput(f"{f}: input_ids is empty (a zero-length sequence)", "drop this sample or re-create the dump")
     aux = _as_2d(data["aux_hidden_state"], "aux_hidden_state", f)
     if aux.shape[0] != ids.shape[0]:
         raise BadInput(f"{f}: aux_hidden_state has {aux.shape[0]} positions, input_ids {ids.shape[0]}", "re-create the dump")

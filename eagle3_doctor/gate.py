@@ -173,10 +173,10 @@ def markdown(res: GateResult, draft: str) -> str:
 
 
 def write_summary(text: str, path: str | None) -> None:
-    from .draft.formats import atomic_write_bytes
+    from .safeio import write_output
 
     if path:
-        atomic_write_bytes(Path(path), text.encode())
+        write_output(path, text.encode())
     gh = os.environ.get("GITHUB_STEP_SUMMARY")
     if gh:
         with open(gh, "a", encoding="utf-8") as f:  # GitHub appends step summaries; so do we

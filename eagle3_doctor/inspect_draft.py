@@ -44,17 +44,23 @@ class InspectResult:
 
 def read_target_config(target: str) -> dict[str, Any]:
     p = Path(target)
-    if p.exists():
+    from .validate import looks_local
+
+    if p.exists() or looks_local(target):
         from .target import read_local_config
 
-        return read_local_config(target) or {}
+        cfg = read_local_config(target)
+        if cfg is None:
+            raise BadInput(f"target directory {target} does not exist", "pass --target DIR or a hub id like org/name")
+        return cfg
     try:
         from transformers import AutoConfig
 
         return AutoConfig.from_pretrained(target).to_dict()
     except (OSError, ValueError) as e:
-        raise BadInput(f"cannot read the target config {target!r}: {str(e).splitlines()[0][:200]}",
-                       "check the path or hub id") from None
+        from .target import _first_line, _hub_fix
+
+        raise BadInput(f"cannot read the target config {target!r}: {_first_line(e)}", _hub_fix(target)) from None
 
 
 def read_target_tensor(target: str, names: tuple[str, ...]) -> torch.Tensor | None:
@@ -67,7 +73,9 @@ def read_target_tensor(target: str, names: tuple[str, ...]) -> torch.Tensor | No
     files = sorted(p.glob("*.safetensors"))
     idx = p / "model.safetensors.index.json"
     if idx.is_file():
-        wm = json.loads(idx.read_text()).get("weight_map", {})
+        from .safeio import read_json_object
+
+        wm = read_json_object(idx, "restore model.safetensors.index.json from the checkpoint").get("weight_map", {})
         for n in names:
             if n in wm:
                 files = [p / wm[n]]

@@ -19,7 +19,22 @@ def _plt():
     return plt
 
 
-def heatmap_png(matrix: dict[str, Any], path: Path) -> None:
+def _save(fig: Any, path: Path | None) -> bytes:
+    """PNG bytes of a figure; also written to ``path`` atomically when one is given."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    _plt().close(fig)
+    data = buf.getvalue()
+    if path is not None:
+        from .safeio import write_output
+
+        write_output(path, data)
+    return data
+
+
+def heatmap_png(matrix: dict[str, Any], path: Path | None) -> bytes:
     plt = _plt()
     import numpy as np
 
@@ -34,11 +49,10 @@ def heatmap_png(matrix: dict[str, Any], path: Path) -> None:
     fig.colorbar(im, ax=ax, label="relative L2 (lower = closer; * = best)")
     ax.set_title("feature slot x capture point")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return _save(fig, path)
 
 
-def acceptance_png(paths: dict[str, dict[str, Any]], path: Path) -> None:
+def acceptance_png(paths: dict[str, dict[str, Any]], path: Path | None) -> bytes:
     plt = _plt()
     import numpy as np
 
@@ -56,59 +70,55 @@ def acceptance_png(paths: dict[str, dict[str, Any]], path: Path) -> None:
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return _save(fig, path)
 
 
 def write_compare_report(res: Any, report_dir: str | None, plot: str | None) -> None:
-    from .draft.formats import atomic_write_bytes
     from .report import findings_markdown
+    from .safeio import OutputSet
 
     if plot and res.matrix:
         heatmap_png(res.matrix, Path(plot))
     if report_dir:
-        d = Path(report_dir)
-        d.mkdir(parents=True, exist_ok=True)
-        if res.matrix:
-            heatmap_png(res.matrix, d / "heatmap.png")
-        data = res.to_dict()
-        lines = ["# eagle3-doctor compare-hidden", "", f"- target: `{data['target']}` ({data['num_layers']} layers)",
-                 f"- serving: {res.serving.label}: {data['serving']['source']}", f"- training: {data['training']['source']}", "",
-                 "| slot | trained | served | cos mean | rel L2 mean |", "|---|---|---|---|---|"]
-        for s in data["slots"]:
-            lines.append(f"| {s['slot']} | {s['trained']} | {s['served']} | {s['cos_mean']:.5f} | {s['rel_mean']:.4f} |")
-        lines += ["", "## Findings", "", findings_markdown(res.findings)]
-        if res.matrix:
-            lines += ["![slot x capture point](heatmap.png)", ""]
-        atomic_write_bytes(d / "compare-hidden.md", "\n".join(lines).encode())
+        with OutputSet(report_dir) as out:  # the Markdown and its PNG appear together or not at all
+            if res.matrix:
+                out.add("heatmap.png", heatmap_png(res.matrix, None))
+            data = res.to_dict()
+            lines = ["# eagle3-doctor compare-hidden", "", f"- target: `{data['target']}` ({data['num_layers']} layers)",
+                     f"- serving: {res.serving.label}: {data['serving']['source']}", f"- training: {data['training']['source']}", "",
+                     "| slot | trained | served | cos mean | rel L2 mean |", "|---|---|---|---|---|"]
+            for s in data["slots"]:
+                lines.append(f"| {s['slot']} | {s['trained']} | {s['served']} | {s['cos_mean']:.5f} | {s['rel_mean']:.4f} |")
+            lines += ["", "## Findings", "", findings_markdown(res.findings)]
+            if res.matrix:
+                lines += ["![slot x capture point](heatmap.png)", ""]
+            out.add("compare-hidden.md", "\n".join(lines).encode())
 
 
 def write_acceptance_report(run: Any, report_dir: str | None, plot: str | None) -> None:
-    from .draft.formats import atomic_write_bytes
     from .report import findings_markdown
+    from .safeio import OutputSet
 
     if plot:
         acceptance_png(run.paths, Path(plot))
     if report_dir:
-        d = Path(report_dir)
-        d.mkdir(parents=True, exist_ok=True)
-        acceptance_png(run.paths, d / "acceptance.png")
-        s = run.settings
-        lines = ["# eagle3-doctor acceptance", "", f"- target: `{s['target']}`, engine {s['engine']}, K={s['num_steps']}, "
-                 f"{s['sequences']} sequences", "", "| path | mean acceptance length | tau | acc_1 |", "|---|---|---|---|"]
-        for n, p in run.paths.items():
-            lines.append(f"| {n} | {p['chain'].get('mean_acceptance_length', float('nan')):.3f} | {p['tau']:.3f} | {p['acc_k'][0]:.3f} |")
-        hints = [f"- {n}: {h}" for n, p in run.paths.items() for h in p.get("triage", [])]
-        lines += ["", "![per-position acceptance](acceptance.png)", "", "## Triage hints", "", *(hints or ["None: the pattern looks healthy."]),
-                  "", "## Findings", "", findings_markdown(run.findings)]
-        atomic_write_bytes(d / "acceptance.md", "\n".join(lines).encode())
+        with OutputSet(report_dir) as out:
+            out.add("acceptance.png", acceptance_png(run.paths, None))
+            s = run.settings
+            lines = ["# eagle3-doctor acceptance", "", f"- target: `{s['target']}`, engine {s['engine']}, K={s['num_steps']}, "
+                     f"{s['sequences']} sequences", "", "| path | mean acceptance length | tau | acc_1 |", "|---|---|---|---|"]
+            for n, p in run.paths.items():
+                lines.append(f"| {n} | {p['chain'].get('mean_acceptance_length', float('nan')):.3f} | {p['tau']:.3f} | {p['acc_k'][0]:.3f} |")
+            hints = [f"- {n}: {h}" for n, p in run.paths.items() for h in p.get("triage", [])]
+            lines += ["", "![per-position acceptance](acceptance.png)", "", "## Triage hints", "", *(hints or ["None: the pattern looks healthy."]),
+                      "", "## Findings", "", findings_markdown(run.findings)]
+            out.add("acceptance.md", "\n".join(lines).encode())
 
 
 def write_inspect_report(res: Any, report_dir: str) -> None:
-    from .draft.formats import atomic_write_bytes
     from .report import findings_markdown
+    from .safeio import OutputSet
 
-    d = Path(report_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    lines = ["# eagle3-doctor inspect", ""] + [f"- {k}: {v}" for k, v in res.facts] + ["", "## Findings", "", findings_markdown(res.findings)]
-    atomic_write_bytes(d / "inspect.md", "\n".join(lines).encode())
+    with OutputSet(report_dir) as out:
+        lines = ["# eagle3-doctor inspect", ""] + [f"- {k}: {v}" for k, v in res.facts] + ["", "## Findings", "", findings_markdown(res.findings)]
+        out.add("inspect.md", "\n".join(lines).encode())

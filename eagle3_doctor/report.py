@@ -169,9 +169,10 @@ def render_acceptance(console: Console, run: Any) -> None:
 
 
 def write_json(path: str | Path, data: dict[str, Any]) -> None:
-    from .draft.formats import atomic_write_bytes
+    """``-`` is stdout; anything else is written atomically (see safeio.write_output)."""
+    from .safeio import write_output
 
-    atomic_write_bytes(Path(path), (json.dumps(data, indent=2, sort_keys=True, default=_json_default, allow_nan=True) + "\n").encode())
+    write_output(path, (json.dumps(data, indent=2, sort_keys=True, default=_json_default, allow_nan=True) + "\n").encode())
 
 
 def _json_default(o: Any) -> Any:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import stat
 import struct
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,8 @@ _MAX_HEADER = 100 * 1024 * 1024  # the safetensors spec caps the JSON header at 
 def read_json_object(path: Path, missing_fix: str) -> dict[str, Any]:
     """A JSON object from a file, or one clear BadInput (missing, not JSON, not an object)."""
     if not path.is_file():
+        if path.exists():  # a directory, FIFO or device: say so, and never open it (a FIFO would block)
+            raise BadInput(f"{path} is not a regular file", missing_fix)
         raise BadInput(f"{path} not found", missing_fix)
     try:
         data = json.loads(path.read_text())
@@ -29,7 +33,14 @@ def read_json_object(path: Path, missing_fix: str) -> dict[str, Any]:
 
 def check_safetensors_header(path: Path) -> dict[str, Any]:
     """Validate the header before handing the file to the library: clearer errors, no huge reads."""
-    size = path.stat().st_size
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise BadInput(f"{path} cannot be read ({e.strerror})", "re-download or re-export the file") from None
+    if not stat.S_ISREG(st.st_mode):
+        what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a pipe or device)"
+        raise BadInput(f"{path} is {what}, not a safetensors file", "replace it with the real weights file")
+    size = st.st_size
     with open(path, "rb") as f:
         head = f.read(8)
         if len(head) < 8:
@@ -100,3 +111,149 @@ def load_pickle(path: str | os.PathLike) -> Any:
         ) from None
     except (EOFError, OSError, RuntimeError, gzip.BadGzipFile, ValueError) as e:
         raise BadInput(f"{p} cannot be read ({type(e).__name__}: {str(e)[:160]})", "re-create the file") from None
+
+
+# ----------------------------------------------------------------------------- writing outputs
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _new_file_mode(existing: Path | None) -> int:
+    """What `open(path, 'w')` would give: an existing file keeps its mode, a new one 0666 minus the umask."""
+    if existing is not None:
+        try:
+            return stat.S_IMODE(os.stat(existing).st_mode)
+        except OSError:
+            pass
+    return 0o666 & ~_umask()
+
+
+def write_output(path: str | os.PathLike, data: bytes) -> None:
+    """Write a result file so a reader never sees half of it, and nothing but a regular file is replaced.
+
+    ``-`` is stdout. A device or pipe (``/dev/stdout``, a FIFO) is written into, never renamed over;
+    a FIFO without a reader is refused rather than waited on. A symbolic link to a regular file keeps
+    the link: the file it points at is replaced. Regular files are written to a temporary file
+    beside them and renamed, with the mode a plain open() would give (the umask respected).
+    """
+    if str(path) == "-":
+        out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
+        if out is not None:
+            out.write(data)
+            out.flush()
+        else:  # a text-only stdout (a test runner's capture)
+            sys.stdout.write(data.decode("utf-8", "replace"))
+            sys.stdout.flush()
+        return
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError:
+        raise BadInput(f"{p} cannot be created: a parent is a file, not a directory", "pass a path in a directory") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"{p} is a directory", "pass a file path")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        flags = os.O_WRONLY | (os.O_NONBLOCK if stat.S_ISFIFO(st.st_mode) else 0)
+        try:
+            fd = os.open(p, flags)
+        except OSError as e:
+            raise BadInput(f"cannot write into {p} ({e.strerror})", "give a regular file path, or start the reader first") from None
+        with os.fdopen(fd, "wb") as f:
+            if stat.S_ISFIFO(st.st_mode):
+                os.set_blocking(fd, True)  # opened without waiting; now let the reader take it at its pace
+            f.write(data)
+        return
+    if p.is_symlink():
+        p = Path(os.path.realpath(p))
+    atomic_write_bytes(p, data)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Temporary file beside ``path``, then rename: complete or absent, mode as open() would give."""
+    import tempfile
+
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise BadInput(f"{path} cannot be created: a parent is a file, not a directory", "pass a path in a directory") from None
+    except OSError as e:
+        raise BadInput(f"cannot create the directory for {path} ({e.strerror})", "pass a path in a writable directory") from None
+    mode = _new_file_mode(path if path.exists() else None)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as e:
+        raise BadInput(f"cannot write {path} ({e.strerror})", "pass a path in a writable directory") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class OutputSet:
+    """Files that belong together (a report: Markdown + PNGs): all of them appear, or none does.
+
+    A new directory is built under a temporary name beside it and renamed into place. In a
+    directory that already exists, every file is written under a temporary name first and the
+    renames happen only once all are written, the Markdown (which links the PNGs) last.
+    """
+
+    def __init__(self, directory: str | os.PathLike):
+        import tempfile
+
+        self.dir = Path(directory)
+        self._fresh = not self.dir.exists()
+        try:
+            if self._fresh:
+                self.dir.parent.mkdir(parents=True, exist_ok=True)
+                self._stage = Path(tempfile.mkdtemp(dir=self.dir.parent, prefix=f".{self.dir.name}.tmp-"))
+            else:
+                self._stage = Path(tempfile.mkdtemp(dir=self.dir, prefix=".eagle3-doctor-tmp-"))
+        except (FileExistsError, NotADirectoryError):
+            raise BadInput(f"--report {self.dir} cannot be created: a parent is a file", "pass a directory path") from None
+        except OSError as e:
+            raise BadInput(f"cannot write the report into {self.dir} ({e.strerror})", "pass a writable --report directory") from None
+        self._names: list[str] = []
+
+    def add(self, name: str, data: bytes) -> None:
+        (self._stage / name).write_bytes(data)
+        os.chmod(self._stage / name, 0o666 & ~_umask())
+        self._names.append(name)
+
+    def commit(self) -> None:
+        if self._fresh:
+            os.chmod(self._stage, 0o777 & ~_umask())
+            try:
+                os.rename(self._stage, self.dir)
+                return
+            except OSError:  # someone created it meanwhile: fall through to file-by-file
+                self._fresh = False
+        order = sorted(self._names, key=lambda n: n.endswith(".md"))  # the Markdown links the rest: last
+        for n in order:
+            os.replace(self._stage / n, self.dir / n)
+        self.discard()
+
+    def discard(self) -> None:
+        import shutil
+
+        shutil.rmtree(self._stage, ignore_errors=True)
+
+    def __enter__(self) -> "OutputSet":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()

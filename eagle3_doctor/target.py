@@ -8,6 +8,7 @@ and position ids stay 0..n-1 without any bookkeeping (tests/test_batching.py pin
 from __future__ import annotations
 
 import os
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -106,14 +107,16 @@ def read_local_config(name_or_path: str) -> dict[str, Any] | None:
         return None
     if not p.is_dir():
         raise BadInput(f"--target {p} is a file, not a model directory", "point --target at the directory with config.json")
-    from .safeio import check_safetensors_header, read_json_object
+    from .safeio import read_json_object
+    from .validate import check_target
 
     cfg = p / "config.json"
     data = read_json_object(cfg, "point --target at a Hugging Face model directory (config.json + weights)")
-    if "num_hidden_layers" not in data and "n_layer" not in data:
+    if "num_hidden_layers" not in data and "n_layer" not in data and not isinstance(data.get("text_config"), dict):
         raise BadInput(f"{cfg} lacks num_hidden_layers", "restore config.json from the original checkpoint")
-    for f in p.glob("*.safetensors"):
-        check_safetensors_header(f)
+    # types, sizes bounded by the layers the weights hold, weight files regular with sane headers:
+    # before transformers builds anything (a 10^9-layer config would build for hours)
+    check_target(str(p))
     return data
 
 
@@ -137,14 +140,15 @@ def load_target(
     hf_logging.set_verbosity_error()  # our own output is the report; keep loader chatter out of it
     hf_logging.disable_progress_bar()
     local_cfg = read_local_config(name_or_path)
-    if local_cfg is None and (os.sep in name_or_path and not name_or_path.count("/") == 1 or name_or_path.startswith(".")):
+    from .validate import looks_local
+
+    if local_cfg is None and looks_local(name_or_path):  # a mistyped local path never goes to the hub
         raise BadInput(f"target directory {name_or_path} does not exist", "pass --target DIR or a hub id like org/name")
     dev = resolve_device(device)
     try:
         hf_cfg = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError) as e:
-        raise BadInput(f"cannot read the target config {name_or_path!r}: {str(e).splitlines()[0][:200]}",
-                       "check the path or hub id (and network access for hub ids)") from None
+        raise BadInput(f"cannot read the target config {name_or_path!r}: {_first_line(e)}", _hub_fix(name_or_path)) from None
     cfg_dict = local_cfg if local_cfg is not None else hf_cfg.to_dict()
     dt = resolve_dtype(dtype, cfg_dict, dev)
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
@@ -168,13 +172,17 @@ def load_target(
     except torch.cuda.OutOfMemoryError:
         raise ResourceError(f"the target {name_or_path} does not fit on {dev}", "use --device-map auto across GPUs") from None
     except (OSError, ValueError) as e:
-        raise BadInput(f"cannot load the target {name_or_path!r}: {str(e).splitlines()[0][:200]}",
+        raise BadInput(f"cannot load the target {name_or_path!r}: {_first_line(e)}",
                        "check the checkpoint files (re-download if truncated)") from None
+    except pickle.UnpicklingError as e:  # transformers loads .bin with weights_only=True; a hostile one is refused
+        raise BadInput(f"the target's pickled weights in {name_or_path!r} were refused by the safe loader "
+                       f"(weights_only=True): {_first_line(e)[:120]}",
+                       "convert the checkpoint to safetensors; pickles that run code are never loaded") from None
     model.eval()
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as e:
-        raise BadInput(f"cannot load the target tokenizer {name_or_path!r}: {str(e).splitlines()[0][:200]}",
+        raise BadInput(f"cannot load the target tokenizer {name_or_path!r}: {_first_line(e)}",
                        "the target directory needs tokenizer files") from None
     parts = DecoderParts(model)  # fail now, clearly, if the decoder layers cannot be found
     cap_dev = None
@@ -185,6 +193,17 @@ def load_target(
         dev = cap_dev
     return Target(model=model, tokenizer=tok, config=cfg_dict, name=str(name_or_path), device=dev, dtype=dt,
                   trust_remote_code=trust_remote_code, capture_device=cap_dev)
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return (lines[0] if lines else type(e).__name__)[:200]
+
+
+def _hub_fix(name: str) -> str:
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return f"HF_HUB_OFFLINE is set and {name} is not in the local cache: download it first or pass a local directory"
+    return "check the path or hub id (and network access for hub ids)"
 
 
 def _exec_device(module: torch.nn.Module) -> torch.device:

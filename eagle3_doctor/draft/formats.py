@@ -156,7 +156,10 @@ def config_to_canonical(fmt: str, c: dict[str, Any]) -> dict[str, Any]:
 
 
 def _find_layer_ids(c: dict[str, Any]) -> dict[str, list[int]]:
-    """Every place a layer-id list sits in a config, by dotted key."""
+    """Every place a layer-id list sits in a config, by dotted key (each a list of integers)."""
+    from ..validate import check_draft_layer_ids
+
+    check_draft_layer_ids(c, "config.json")
     found: dict[str, list[int]] = {}
     if isinstance(c.get(IDS_KEY), list):
         found[IDS_KEY] = list(c[IDS_KEY])
@@ -444,16 +447,9 @@ def _need_layers(num_layers: int | None) -> int:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file beside ``path`` and rename: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from ..safeio import atomic_write_bytes as write
+
+    write(path, data)
 
 
 def write_draft(
