@@ -122,3 +122,12 @@ def test_stdout_reader_gone_is_one_line():
     assert "Traceback" not in err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert rc == EXIT_BAD_INPUT and len(lines) == 1 and "standard output was closed" in lines[0], (rc, err)
+
+
+def test_hub_lookups_honour_hf_hub_offline():
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "inspect", "--target", "no-such-org/no-such-model",
+                        "--draft", str(DRAFTS["sglang"])], env=env, capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == EXIT_BAD_INPUT and len(lines) == 1, r.stderr
+    assert "no-such-org/no-such-model" in lines[0] and "HF_HUB_OFFLINE" in lines[0]

@@ -1,0 +1,582 @@
+"""Hostile inputs: every bad argument, path and file ends in ONE line, the right exit code, no traceback,
+no hang, and the inputs untouched. Issue 19 filed 136 such inputs; every class it names has cases here.
+
+Cases run in-process (typer's CliRunner) with a SIGALRM watchdog. Cases marked ``pre`` must be refused
+before any model is loaded: loading one fails the case. ``python tests/test_hostile.py --time`` runs the
+pre-load cases as real processes and prints the rejection times that docs/reliability.md quotes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import signal
+import statistics
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import DRAFTS, DUMP, FIX, PROMPTS, TARGET  # noqa: E402
+
+D = DRAFTS["sglang"]
+CH, ACC, INS, GATE = "compare-hidden", "acceptance", "inspect", "gate"
+
+
+class _ModelLoaded(BaseException):
+    """Raised if a pre-load case reaches the model loader (BaseException: the error boundary must not eat it)."""
+
+
+class _Hang(BaseException):
+    pass
+
+
+# ----------------------------------------------------------------------------- hostile inputs, built once
+
+
+def _safetensors(tensors: dict[str, tuple[str, list[int], bytes]]) -> bytes:
+    header, blob, off = {}, b"", 0
+    for name, (dtype, shape, data) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(data)]}
+        blob += data
+        off += len(data)
+    h = json.dumps(header).encode()
+    return struct.pack("<Q", len(h)) + h + blob
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/eagle3_doctor_hostile_pwned",))
+
+
+class Hostile:
+    """Named broken inputs under one directory. Checkpoint copies link their big weights (read-only use)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def p(self, name: str) -> Path:
+        return self.root / name
+
+    def _copy(self, src: Path, name: str, link: tuple[str, ...] = ("model.safetensors",)) -> Path:
+        d = self.p(name)
+        d.mkdir()
+        for f in src.iterdir():
+            if f.name in link:
+                os.symlink(f, d / f.name)
+            else:
+                shutil.copy(f, d / f.name)
+        return d
+
+    def target(self, name: str, edit: Callable[[dict], None] | None = None, link: tuple[str, ...] = ("model.safetensors",)) -> Path:
+        d = self._copy(TARGET, name, link)
+        if edit:
+            c = json.loads((d / "config.json").read_text())
+            edit(c)
+            (d / "config.json").write_text(json.dumps(c))
+        return d
+
+    def draft(self, name: str, edit: Callable[[dict], None] | None = None, link: tuple[str, ...] = ("model.safetensors",)) -> Path:
+        d = self._copy(D, name, link)
+        if edit:
+            c = json.loads((d / "config.json").read_text())
+            edit(c)
+            (d / "config.json").write_text(json.dumps(c))
+        return d
+
+    def file(self, name: str, data: bytes | str) -> Path:
+        f = self.p(name)
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(data.encode() if isinstance(data, str) else data)
+        return f
+
+    def fifo(self, name: str) -> Path:
+        f = self.p(name)
+        f.parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(f)
+        return f
+
+
+def _set(**kv):
+    def edit(c: dict) -> None:
+        c.update(kv)
+    return edit
+
+
+def _del(*keys):
+    def edit(c: dict) -> None:
+        for k in keys:
+            c.pop(k, None)
+    return edit
+
+
+def build(root: Path) -> Hostile:
+    h = Hostile(root)
+    # targets
+    h.target("t-layers-str", _set(num_hidden_layers="eight"))
+    h.target("t-layers-1e9", _set(num_hidden_layers=10**9))
+    h.target("t-layers-0", _set(num_hidden_layers=0))
+    h.target("t-layers-neg", _set(num_hidden_layers=-1))
+    h.target("t-layers-bool", _set(num_hidden_layers=True))
+    h.target("t-layers-12", _set(num_hidden_layers=12))
+    h.target("t-layers-missing", _del("num_hidden_layers"))
+    h.target("t-hidden-0", _set(hidden_size=0))
+    h.target("t-hidden-str", _set(hidden_size="big"))
+    h.target("t-vocab-huge", _set(vocab_size=10**12))
+    h.target("t-heads-float", _set(num_attention_heads=4.5))
+    h.target("t-maxpos-neg", _set(max_position_embeddings=-4))
+    t = h.target("t-no-config")
+    (t / "config.json").unlink()
+    t = h.target("t-config-dir")
+    (t / "config.json").unlink()
+    (t / "config.json").mkdir()
+    t = h.target("t-config-fifo")
+    (t / "config.json").unlink()
+    os.mkfifo(t / "config.json")
+    h.target("t-config-bad").joinpath("config.json").write_text("{not json")
+    h.target("t-config-list").joinpath("config.json").write_text("[1, 2]")
+    h.target("t-config-bin").joinpath("config.json").write_bytes(b"\xff\xfe\x00garbage")
+    t = h.target("t-weights-dir")
+    (t / "model.safetensors").unlink()
+    (t / "model.safetensors").mkdir()
+    t = h.target("t-weights-fifo")
+    os.mkfifo(t / "extra.safetensors")
+    t = h.target("t-trunc", link=())
+    f = t / "model.safetensors"
+    f.write_bytes(f.read_bytes()[:-5000])
+    t = h.target("t-header", link=())
+    f = t / "model.safetensors"
+    f.write_bytes((2**62).to_bytes(8, "little") + f.read_bytes()[8:])
+    t = h.target("t-shard-missing")
+    (t / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"lm_head.weight": "model-00002-of-00002.safetensors"}}))
+    t = h.target("t-index-bad")
+    (t / "model.safetensors.index.json").write_text("{oops")
+    t = h.target("t-index-list")
+    (t / "model.safetensors.index.json").write_text(json.dumps({"weight_map": [1, 2]}))
+    t = h.target("t-shard-escape")
+    (t / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "../../etc/passwd"}}))
+    t = h.target("t-evil-bin")
+    (t / "model.safetensors").unlink()
+    with open(t / "pytorch_model.bin", "wb") as fh:
+        pickle.dump({"model.embed_tokens.weight": _Evil()}, fh)
+    # drafts
+    d = h.draft("d-weights-dir")
+    (d / "model.safetensors").unlink()
+    (d / "model.safetensors").mkdir()
+    d = h.draft("d-weights-fifo")
+    (d / "model.safetensors").unlink()
+    os.mkfifo(d / "model.safetensors")
+    d = h.draft("d-no-weights")
+    (d / "model.safetensors").unlink()
+    d = h.draft("d-no-config")
+    (d / "config.json").unlink()
+    h.draft("d-config-bad").joinpath("config.json").write_text('{"architectures": ')
+    h.draft("d-config-str").joinpath("config.json").write_text('"a string"')
+    d = h.draft("d-trunc", link=())
+    f = d / "model.safetensors"
+    f.write_bytes(f.read_bytes()[:-1000])
+    d = h.draft("d-random", link=())
+    (d / "model.safetensors").write_bytes(os.urandom(256))
+    d = h.draft("d-int32", link=())
+    (d / "model.safetensors").write_bytes(_safetensors({"fc.weight": ("I32", [128, 384], b"\0" * 4 * 128 * 384)}))
+    h.draft("d-ids-str", lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=["1", "3", "4"]))
+    h.draft("d-ids-nested", lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[[1], [3], [4]]))
+    h.draft("d-ids-scalar", lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=3))
+    h.draft("d-ids-huge", lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[1, 3, 10**9]))
+    h.draft("d-ids-top-str", _set(eagle_aux_hidden_state_layer_ids="1,3,4"))
+    h.draft("d-hidden-0", _set(hidden_size=0))
+    h.draft("d-hidden-str", _set(hidden_size="wide"))
+    h.draft("d-layers-1e9", _set(num_hidden_layers=10**9))
+    h.draft("d-vocab-neg", _set(draft_vocab_size=-2))
+    # prompts
+    h.file("p-empty.jsonl", "\n\n")
+    h.file("p-latin1.txt", "caf\xe9\n".encode("latin-1"))
+    h.file("p-badjson.jsonl", '{"messages": [{"role": "user", "content": "hi"}]}\n{"messages": [\n')
+    h.file("p-numbers.jsonl", "1\n2\n")
+    h.file("p-shape.jsonl", '{"messages": [{"role": 3, "content": null}]}\n')
+    h.file("p-noroles.jsonl", '{"foo": "bar"}\n')
+    h.fifo("p-fifo.txt")
+    (h.p("p-dir")).mkdir()
+    # dumps
+    (h.p("dump-empty")).mkdir()
+    h.file("dump-zero/data_0.ckpt", b"")
+    h.file("dump-gz/data_0.ckpt.gz", b"not gzip at all")
+    h.file("dump-junk/data_0.ckpt", b"\x00junk" * 20)
+    h.file("dump-st/data_0.safetensors", _safetensors({"input_ids": ("I64", [4], b"\0" * 32)})[:-8])
+    h.fifo("dump-fifo/data_0.ckpt")
+    with open(h.p("dump-evil.ckpt"), "wb") as fh:
+        pickle.dump({"input_ids": _Evil()}, fh)
+    import torch
+
+    torch.save({"input_ids": torch.zeros(0, dtype=torch.long), "aux_hidden_state": torch.zeros(1, 0, 384)}, h.p("dump-len0.ckpt"))
+    torch.save({"input_ids": torch.tensor([1, 2, 3]), "aux_hidden_state": torch.zeros(1, 3, 100)}, h.p("dump-width.ckpt"))
+    # outputs
+    (h.p("out-dir")).mkdir()
+    h.file("out-file", "a file\n")
+    # policies and baselines
+    h.file("pol-bad.toml", "[gate\nmin_cosine = ")
+    h.file("pol-str.toml", '[gate]\nmin_cosine = "high"\n')
+    h.file("pol-unknown.toml", "[gate]\nmin_cosinus = 0.9\n")
+    h.file("pol-steps0.toml", "[gate]\nnum_steps = 0\n")
+    h.file("pol-limit-bool.toml", "[gate]\nlimit = true\n")
+    h.file("pol-notable.toml", "gate = 5\n")
+    h.file("pol-failon.toml", '[gate]\nfail_on = "fatal"\n')
+    h.file("pol-engine.toml", '[gate]\nengine = "tgi"\n')
+    h.file("pol-cos-range.toml", "[gate]\nmin_cosine = 3.0\n")
+    h.file("pol-bin.toml", b"\xff\xfe\xfa")
+    h.file("base-bad.json", "{nope")
+    h.file("base-99.json", json.dumps({"schema": "eagle3-doctor/gate/99", "metrics": {"tau": 2.0}}))
+    h.file("base-types.json", json.dumps({"schema": "eagle3-doctor/gate/1", "metrics": {"tau": "2.0", "step1_accuracy": [0.5]}}))
+    h.file("base-nometrics.json", json.dumps({"schema": "eagle3-doctor/gate/1"}))
+    h.file("base-list.json", "[1, 2, 3]")
+    h.file("base-metrics-list.json", json.dumps({"schema": "eagle3-doctor/gate/1", "metrics": [1]}))
+    h.fifo("base-fifo.json")
+    return h
+
+
+# ----------------------------------------------------------------------------- the cases
+
+
+@dataclass
+class Case:
+    id: str
+    args: Callable[[Hostile], list]
+    needle: str
+    pre: bool = True  # refused before any model is loaded
+    code: int = 2
+
+
+def ch(*extra):
+    return lambda h: [CH, "--target", TARGET, "--draft", D, *[e(h) if callable(e) else e for e in extra]]
+
+
+def acc(*extra):
+    return lambda h: [ACC, "--target", TARGET, "--draft", D, *[e(h) if callable(e) else e for e in extra]]
+
+
+def gate(*extra):
+    return lambda h: [GATE, "--target", TARGET, "--draft", D, *[e(h) if callable(e) else e for e in extra]]
+
+
+def with_target(name, cmd=CH):
+    return lambda h: [cmd, "--target", h.p(name) if isinstance(name, str) else name, "--draft", D]
+
+
+def with_draft(name, cmd=CH):
+    return lambda h: [cmd, "--target", TARGET, "--draft", h.p(name) if isinstance(name, str) else name]
+
+
+def P(name):
+    return lambda h: str(h.p(name))
+
+
+CASES = [
+    # --- arguments: nonsense values (issue: accepted silently, or crashed)
+    Case("max-tokens-negative", ch("--max-tokens", "-5"), "--max-tokens -5 is out of range"),
+    Case("max-tokens-zero", ch("--max-tokens", "0"), "--max-tokens 0"),
+    Case("limit-negative", ch("--limit", "-1"), "--limit -1"),
+    Case("limit-zero", ch("--limit", "0"), "--limit 0"),
+    Case("topk-zero", acc("--topk", "0"), "--topk 0"),
+    Case("topk-absurd", acc("--topk", "100000"), "--topk 100000"),
+    Case("temperature-negative", acc("--temperature", "-1"), "--temperature -1"),
+    Case("temperature-nan", acc("--temperature", "nan"), "--temperature nan"),
+    Case("temperature-inf", acc("--temperature", "inf"), "--temperature inf"),
+    Case("max-new-tokens-negative", acc("--max-new-tokens", "-3"), "--max-new-tokens -3"),
+    Case("max-new-tokens-absurd", acc("--max-new-tokens", str(10**12)), "--max-new-tokens"),
+    Case("num-steps-zero", acc("--num-steps", "0"), "--num-steps 0"),
+    Case("num-steps-absurd", acc("-k", "100000"), "--num-steps 100000"),
+    Case("num-draft-tokens-zero", acc("--num-draft-tokens", "0"), "--num-draft-tokens 0"),
+    Case("min-accept-rate-above-1", acc("--min-accept-rate", "1.5"), "--min-accept-rate 1.5"),
+    Case("min-tau-negative", acc("--min-tau", "-1"), "--min-tau -1"),
+    Case("continuation-unknown", acc("--continuation", "sideways"), "--continuation"),
+    Case("temperature-mode-unknown", acc("--temperature-mode", "magic"), "--temperature-mode"),
+    Case("layer-ids-empty", ch("--layer-ids", ""), "--layer-ids ''"),
+    Case("layer-ids-comma", ch("--layer-ids", ","), "--layer-ids"),
+    Case("layer-ids-words", ch("--layer-ids", "a,b"), "--layer-ids"),
+    Case("layer-ids-hole", ch("--layer-ids", "1,,3"), "--layer-ids"),
+    Case("layer-ids-nested", ch("--layer-ids", "[[1],2]"), "--layer-ids"),
+    Case("layer-ids-float", ch("--layer-ids", "1.5,2"), "--layer-ids"),
+    Case("layer-ids-absurd", ch("--layer-ids", "1,3,99999999999"), "--layer-ids"),
+    Case("batch-size-zero", ch("--batch-size", "0"), "--batch-size 0"),
+    Case("batch-size-word", ch("--batch-size", "two"), "--batch-size 'two'"),
+    Case("batch-size-negative", ch("--batch-size", "-4"), "--batch-size"),
+    Case("batch-size-absurd", ch("--batch-size", "99999999"), "--batch-size 99999999"),
+    Case("dtype-unknown", ch("--dtype", "float8"), "--dtype 'float8'"),
+    Case("device-unknown", ch("--device", "gpu"), "--device 'gpu'"),
+    Case("device-index-word", ch("--device", "cuda:x"), "--device"),
+    Case("engine-unknown", ch("--engine", "tgi"), "--engine 'tgi'"),
+    Case("engine-version-unknown", ch("--engine-version", "9.9"), "--engine-version 9.9"),
+    Case("recipe-unknown", ch("--train-recipe", "bogus"), "--train-recipe 'bogus'"),
+    Case("recipe-ids-words", ch("--train-recipe", "specforge:a,b"), "ids must be integers"),
+    Case("recipe-empty", ch("--train-recipe", ""), "--train-recipe is empty"),
+    Case("recipe-hf-no-ids", ch("--train-recipe", "hf-hidden-states"), "needs indices"),
+    Case("draft-format-unknown", ch("--draft-format", "onnx"), "--draft-format 'onnx'"),
+    Case("max-memory-lots", ch("--max-memory", "0=lots"), "'lots'"),
+    Case("max-memory-no-equals", ch("--max-memory", "lots"), "not DEVICE=SIZE"),
+    Case("max-memory-device-word", ch("--max-memory", "gpu=1GiB"), "device 'gpu'"),
+    Case("device-map-bad-json", ch("--device-map", "{bad"), "not valid JSON"),
+    Case("device-map-json-list", ch("--device-map", '{"a": [1]}'), "--device-map JSON"),
+    Case("device-map-unknown", ch("--device-map", "everywhere"), "--device-map 'everywhere'"),
+    Case("gate-min-cosine-range", gate("--min-cosine", "2"), "--min-cosine 2"),
+    Case("gate-step1-negative", gate("--min-step1-accuracy", "-0.1"), "--min-step1-accuracy"),
+    Case("gate-regression-negative", gate("--max-regression", "-1"), "--max-regression"),
+    Case("gate-fail-on-unknown", gate("--fail-on", "fatal"), "--fail-on 'fatal'"),
+    Case("gate-limit-zero", gate("--limit", "0"), "--limit 0"),
+    # --- click usage errors, as one line
+    Case("usage-missing-target", lambda h: [CH], "Missing option '--target'"),
+    Case("usage-limit-word", ch("--limit", "two"), "--limit"),
+    Case("usage-unknown-option", ch("--frobnicate"), "No such option: --frobnicate"),
+    Case("usage-unknown-command", lambda h: ["diagnose"], "No such command"),
+    Case("usage-missing-draft", lambda h: [ACC, "--target", TARGET], "--draft"),
+    Case("usage-int-as-float", ch("--max-tokens", "1e3"), "--max-tokens"),
+    Case("usage-option-of-another-command", ch("--temperature", "0.5"), "No such option"),
+    Case("usage-option-without-value", lambda h: [CH, "--target"], "--target"),
+    Case("usage-float-word", acc("--temperature", "warm"), "--temperature"),
+    # --- target paths
+    Case("target-missing-dotslash", lambda h: [CH, "--target", "./no-such-model", "--draft", D], "does not exist"),
+    Case("target-missing-under-existing-dir", lambda h: [CH, "--target", f"{FIX}/no-such-model", "--draft", D], "does not exist"),
+    Case("target-missing-typo-of-local-dir", lambda h: [CH, "--target", "fixtures/targt", "--draft", D], "does not exist"),
+    Case("target-missing-absolute", lambda h: [CH, "--target", "/nonexistent/models/llama", "--draft", D], "/nonexistent/models/llama does not exist"),
+    Case("target-is-a-file", lambda h: [CH, "--target", PROMPTS, "--draft", D], "is a file, not a directory"),
+    Case("target-newline-in-path", lambda h: [CH, "--target", "/nonexistent/a\nb", "--draft", D], "a\\nb"),
+    Case("target-fifo", lambda h: [CH, "--target", h.p("p-fifo.txt"), "--draft", D], "named pipe"),
+    Case("target-dev-null", lambda h: [CH, "--target", "/dev/null", "--draft", D], "is a device"),
+    Case("target-empty-string", lambda h: [CH, "--target", "", "--draft", D], "--target is empty"),
+    Case("target-under-a-file", lambda h: [CH, "--target", f"{PROMPTS}/model", "--draft", D], "is a file, not a directory"),
+    Case("target-bad-hub-id", lambda h: [CH, "--target", "org/na me", "--draft", D], "does not exist"),
+    Case("target-no-config", with_target("t-no-config"), "config.json does not exist"),
+    Case("target-config-dir", with_target("t-config-dir"), "is a directory, not a file"),
+    Case("target-config-fifo", with_target("t-config-fifo"), "named pipe"),
+    Case("target-config-bad-json", with_target("t-config-bad"), "not valid JSON"),
+    Case("target-config-list", with_target("t-config-list"), "not an object"),
+    Case("target-config-binary", with_target("t-config-bin"), "not valid JSON"),
+    Case("target-layers-string", with_target("t-layers-str"), 'num_hidden_layers is "eight"'),
+    Case("target-layers-billion", with_target("t-layers-1e9"), "num_hidden_layers = 1000000000"),
+    Case("target-layers-zero", with_target("t-layers-0"), "num_hidden_layers = 0"),
+    Case("target-layers-negative", with_target("t-layers-neg"), "num_hidden_layers = -1"),
+    Case("target-layers-bool", with_target("t-layers-bool"), "num_hidden_layers is true"),
+    Case("target-layers-beyond-weights", with_target("t-layers-12"), "the weights hold 8 layers"),
+    Case("target-layers-missing", with_target("t-layers-missing"), "lacks num_hidden_layers"),
+    Case("target-hidden-zero", with_target("t-hidden-0"), "hidden_size = 0"),
+    Case("target-hidden-string", with_target("t-hidden-str"), 'hidden_size is "big"'),
+    Case("target-vocab-absurd", with_target("t-vocab-huge"), "vocab_size = 1000000000000"),
+    Case("target-heads-float", with_target("t-heads-float"), "num_attention_heads is 4.5"),
+    Case("target-max-positions-negative", with_target("t-maxpos-neg"), "max_position_embeddings = -4"),
+    Case("target-weights-directory", with_target("t-weights-dir"), "is a directory, not a file"),
+    Case("target-weights-fifo", with_target("t-weights-fifo"), "named pipe"),
+    Case("target-weights-truncated", with_target("t-trunc"), "truncated"),
+    Case("target-weights-absurd-header", with_target("t-header"), "corrupt safetensors header"),
+    Case("target-shard-missing", with_target("t-shard-missing"), "model-00002-of-00002.safetensors"),
+    Case("target-index-bad-json", with_target("t-index-bad"), "not valid JSON"),
+    Case("target-index-not-a-map", with_target("t-index-list"), "no weight_map"),
+    Case("target-index-shard-outside", with_target("t-shard-escape"), "outside the checkpoint directory"),
+    Case("target-hostile-pickle", with_target("t-evil-bin"), "weights_only=True", pre=False),
+    # --- inspect meets the same targets and drafts (issue: tracebacks exit 1 here)
+    Case("inspect-layers-billion", with_target("t-layers-1e9", INS), "num_hidden_layers = 1000000000"),
+    Case("inspect-layers-string", with_target("t-layers-str", INS), 'num_hidden_layers is "eight"'),
+    Case("inspect-shard-missing", with_target("t-shard-missing", INS), "model-00002-of-00002.safetensors"),
+    Case("inspect-index-bad-json", with_target("t-index-bad", INS), "not valid JSON"),
+    Case("inspect-hidden-zero", with_target("t-hidden-0", INS), "hidden_size = 0"),
+    Case("inspect-int32-draft", with_draft("d-int32", INS), "not a floating-point type"),
+    Case("inspect-draft-weights-dir", with_draft("d-weights-dir", INS), "is a directory, not a file"),
+    Case("inspect-draft-weights-fifo", with_draft("d-weights-fifo", INS), "named pipe"),
+    Case("inspect-missing-target", lambda h: [INS, "--target", "./nope", "--draft", D], "does not exist"),
+    # --- draft paths and configs
+    Case("draft-missing", lambda h: [CH, "--target", TARGET, "--draft", h.p("no-such-draft")], "draft directory"),
+    Case("draft-is-a-file", lambda h: [CH, "--target", TARGET, "--draft", D / "config.json"], "is a file, not a directory"),
+    Case("draft-is-a-fifo", lambda h: [CH, "--target", TARGET, "--draft", h.p("p-fifo.txt")], "named pipe"),
+    Case("draft-no-config", with_draft("d-no-config"), "config.json does not exist"),
+    Case("draft-config-bad-json", with_draft("d-config-bad"), "not valid JSON"),
+    Case("draft-config-string", with_draft("d-config-str"), "not an object"),
+    Case("draft-weights-dir", with_draft("d-weights-dir"), "is a directory, not a file"),
+    Case("draft-weights-fifo", with_draft("d-weights-fifo"), "named pipe"),
+    Case("draft-no-weights", with_draft("d-no-weights"), "no *.safetensors"),
+    Case("draft-weights-truncated", with_draft("d-trunc"), "truncated"),
+    Case("draft-weights-random", with_draft("d-random"), "safetensors"),
+    Case("draft-int32-weights", with_draft("d-int32"), "not a floating-point type"),
+    Case("draft-ids-strings", with_draft("d-ids-str"), "expected a list of integers"),
+    Case("draft-ids-nested", with_draft("d-ids-nested"), "expected a list of integers"),
+    Case("draft-ids-scalar", with_draft("d-ids-scalar"), "expected a list of integers"),
+    Case("draft-ids-absurd", with_draft("d-ids-huge"), "beyond any model's depth"),
+    Case("draft-ids-top-level-string", with_draft("d-ids-top-str"), "expected a list of integers"),
+    Case("draft-hidden-zero", with_draft("d-hidden-0"), "hidden_size = 0"),
+    Case("draft-hidden-string", with_draft("d-hidden-str"), 'hidden_size is "wide"'),
+    Case("draft-layers-billion", with_draft("d-layers-1e9"), "num_hidden_layers = 1000000000"),
+    Case("draft-vocab-negative", with_draft("d-vocab-neg"), "draft_vocab_size = -2"),
+    # --- prompt files
+    Case("prompts-missing", ch("--prompts", P("nope.jsonl")), "does not exist"),
+    Case("prompts-directory", ch("--prompts", P("p-dir")), "is a directory"),
+    Case("prompts-fifo", ch("--prompts", P("p-fifo.txt")), "named pipe"),
+    Case("prompts-dev-zero", ch("--prompts", "/dev/zero"), "is a device"),
+    Case("prompts-empty", ch("--prompts", P("p-empty.jsonl")), "is empty"),
+    Case("prompts-not-utf8", ch("--prompts", P("p-latin1.txt")), "not UTF-8"),
+    Case("prompts-bad-json-line", ch("--prompts", P("p-badjson.jsonl")), "line 2"),
+    Case("prompts-numbers", ch("--prompts", P("p-numbers.jsonl")), "expected a JSON object"),
+    Case("prompts-bad-messages", ch("--prompts", P("p-shape.jsonl")), "messages must be"),
+    Case("prompts-no-known-key", ch("--prompts", P("p-noroles.jsonl")), "'messages', 'text' or 'prompt'"),
+    Case("prompts-under-a-file", ch("--prompts", lambda h: f"{PROMPTS}/x.jsonl"), "is a file, not a directory"),
+    # --- training dumps
+    Case("dump-missing", ch("--train-dump", P("no-dump")), "does not exist"),
+    Case("dump-empty-dir", ch("--train-dump", P("dump-empty")), "no .ckpt"),
+    Case("dump-zero-bytes", ch("--train-dump", P("dump-zero")), "is empty (0 bytes)"),
+    Case("dump-gz-not-gzip", ch("--train-dump", P("dump-gz")), "not gzip"),
+    Case("dump-junk", ch("--train-dump", P("dump-junk")), "neither a torch.save zip nor a pickle"),
+    Case("dump-safetensors-truncated", ch("--train-dump", P("dump-st")), "safetensors"),
+    Case("dump-fifo", ch("--train-dump", P("dump-fifo")), "named pipe"),
+    Case("dump-hostile-pickle", ch("--train-dump", P("dump-evil.ckpt")), "weights_only=True", pre=False),
+    Case("dump-zero-length-sequence", ch("--train-dump", P("dump-len0.ckpt")), "input_ids is empty", pre=False),
+    Case("dump-wrong-width", ch("--train-dump", P("dump-width.ckpt")), "not a multiple of the target hidden size", pre=False),
+    # --- output paths
+    Case("json-is-directory", ch("--json", P("out-dir")), "--json"),
+    Case("json-under-a-file", ch("--json", lambda h: f"{h.p('out-file')}/r.json"), "is a file, not a directory"),
+    Case("json-in-proc", ch("--json", "/proc/eagle3-doctor.json"), "cannot write in /proc"),
+    Case("json-empty", ch("--json", ""), "--json is empty"),
+    Case("report-is-a-file", ch("--report", P("out-file")), "is a file, not a directory"),
+    Case("report-under-a-file", ch("--report", lambda h: f"{h.p('out-file')}/rep"), "is a file, not a directory"),
+    Case("report-in-proc", ch("--report", "/proc/eagle3-doctor-report"), "cannot write in /proc"),
+    Case("plot-is-directory", ch("--plot", P("out-dir")), "is a directory"),
+    Case("plot-no-writable-parent", ch("--plot", "/proc/none/x.png"), "cannot write in /proc"),
+    Case("acceptance-plot-under-file", acc("--plot", lambda h: f"{h.p('out-file')}/a.png"), "is a file, not a directory"),
+    Case("inspect-json-dir", lambda h: [INS, "--target", TARGET, "--draft", D, "--json", h.p("out-dir")], "--json"),
+    Case("gate-summary-dir", gate("--summary", P("out-dir")), "--summary"),
+    # --- gate policy and baseline
+    Case("policy-missing", gate("--policy", P("nope.toml")), "does not exist"),
+    Case("policy-directory", gate("--policy", P("out-dir")), "is a directory"),
+    Case("policy-bad-toml", gate("--policy", P("pol-bad.toml")), "not valid TOML"),
+    Case("policy-binary", gate("--policy", P("pol-bin.toml")), "not valid TOML"),
+    Case("policy-min-cosine-string", gate("--policy", P("pol-str.toml")), 'min_cosine = "high" is not a number'),
+    Case("policy-min-cosine-range", gate("--policy", P("pol-cos-range.toml")), "min_cosine 3.0"),
+    Case("policy-unknown-key", gate("--policy", P("pol-unknown.toml")), "unknown key(s) min_cosinus"),
+    Case("policy-num-steps-zero", gate("--policy", P("pol-steps0.toml")), "num_steps 0"),
+    Case("policy-limit-bool", gate("--policy", P("pol-limit-bool.toml")), "limit = true is not an integer"),
+    Case("policy-gate-not-a-table", gate("--policy", P("pol-notable.toml")), "gate is not a table"),
+    Case("policy-fail-on-unknown", gate("--policy", P("pol-failon.toml")), "fail_on = 'fatal'"),
+    Case("policy-engine-unknown", gate("--policy", P("pol-engine.toml")), "--engine 'tgi'"),
+    Case("baseline-missing", gate("--baseline", P("nope.json")), "does not exist"),
+    Case("baseline-bad-json", gate("--baseline", P("base-bad.json")), "not valid JSON"),
+    Case("baseline-schema-99", gate("--baseline", P("base-99.json")), "schema 'eagle3-doctor/gate/99'"),
+    Case("baseline-metric-types", gate("--baseline", P("base-types.json")), "not a number"),
+    Case("baseline-no-metrics", gate("--baseline", P("base-nometrics.json")), "not a gate JSON"),
+    Case("baseline-a-list", gate("--baseline", P("base-list.json")), "not a gate JSON"),
+    Case("baseline-metrics-a-list", gate("--baseline", P("base-metrics-list.json")), "metrics is not an object"),
+    Case("baseline-fifo", gate("--baseline", P("base-fifo.json")), "named pipe"),
+    Case("baseline-is-the-draft-dir", gate("--baseline", lambda h: str(D)), "is a directory"),
+]
+
+
+# ----------------------------------------------------------------------------- running a case
+
+
+def _snapshot(args: list) -> dict[str, str]:
+    """sha256 of every regular file an argument names (directories walked; pipes and devices skipped)."""
+    out = {}
+    for a in args:
+        p = Path(str(a))
+        try:
+            if not p.exists() or str(p).startswith(("/dev", "/proc")):
+                continue
+            files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()] if p.is_dir() else []
+        except OSError:
+            continue
+        for f in files:
+            out[str(f)] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope="session")
+def hostile(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("hostile"))
+
+
+def run_case(args: list, *, pre: bool, timeout: int, monkeypatch=None):
+    from typer.testing import CliRunner
+
+    import eagle3_doctor.doctor as doctor
+    import eagle3_doctor.target as target
+    from eagle3_doctor.cli import app
+
+    if pre and monkeypatch is not None:
+        def refuse(*a, **k):
+            raise _ModelLoaded("a model was loaded before the input was refused")
+
+        monkeypatch.setattr(target, "load_target", refuse)
+        monkeypatch.setattr(doctor, "load_target", refuse)
+
+    def hang(*_):
+        raise _Hang(f"no answer within {timeout} s")
+
+    old = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(timeout)
+    t0 = time.perf_counter()
+    try:
+        r = CliRunner().invoke(app, [str(a) for a in args], prog_name="eagle3-doctor", catch_exceptions=False)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return r, time.perf_counter() - t0
+
+
+def assert_one_line(r, code: int, needle: str) -> str:
+    assert "Traceback" not in r.output, r.output
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, f"exit {r.exit_code}, stderr:\n{r.stderr}\nstdout:\n{r.stdout[-2000:]}"
+    line = lines[0]
+    assert r.exit_code == code, (r.exit_code, line)
+    assert line.startswith("eagle3-doctor: error: ") and " -- fix: " in line, line
+    assert needle in line, (needle, line)
+    return line
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile_input_is_refused_in_one_line(case: Case, hostile: Hostile, monkeypatch):
+    args = case.args(hostile)
+    before = _snapshot(args)
+    r, _ = run_case(args, pre=case.pre, timeout=30 if case.pre else 300, monkeypatch=monkeypatch)
+    assert_one_line(r, case.code, case.needle)
+    assert _snapshot(args) == before, "an input changed"
+    assert not Path("/tmp/eagle3_doctor_hostile_pwned").exists(), "a pickle ran code"
+
+
+def test_the_suite_covers_the_issue():
+    assert len(CASES) >= 120
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+def _timing_main() -> None:
+    """Real processes, as a user meets them: median and worst rejection time of the pre-load cases."""
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        h = build(Path(tmp) / "hostile")
+        times = []
+        for c in CASES:
+            if not c.pre:
+                continue
+            args = [str(a) for a in c.args(h)]
+            t0 = time.perf_counter()
+            r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", *args], capture_output=True, text=True,
+                               env=dict(os.environ, PYTHONPATH=str(root)), timeout=120, cwd=root)
+            dt = time.perf_counter() - t0
+            ok = r.returncode == c.code and len([x for x in r.stderr.splitlines() if x.strip()]) == 1
+            times.append((dt, c.id, ok))
+        ts = sorted(t for t, _, _ in times)
+        bad = [i for _, i, ok in times if not ok]
+        print(f"{len(ts)} pre-load rejections as real processes: median {statistics.median(ts):.3f} s, "
+              f"p90 {ts[int(0.9 * (len(ts) - 1))]:.3f} s, worst {ts[-1]:.3f} s ({max(times)[1]}); failed: {bad or 'none'}")
+
+
+if __name__ == "__main__":
+    if "--time" in sys.argv:
+        _timing_main()
