@@ -158,6 +158,28 @@ def write_output(path: str | os.PathLike, data: bytes) -> None:
         raise BadInput(f"{p} cannot be created: a parent is a file, not a directory", "pass a path in a directory") from None
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise BadInput(f"{p} is a directory", "pass a file path")
+    if st is not None:
+        # /dev/stdout (or /proc/self/fd/N) redirected to a file: append through our own descriptor;
+        # replacing or truncating that file would lose what was already written to it
+        for fd, stream in ((1, sys.stdout), (2, sys.stderr)):
+            try:
+                own = os.fstat(fd)
+            except OSError:
+                continue
+            if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
+                if stream is not None:
+                    stream.flush()
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                return
+        if os.path.realpath(p).startswith(("/proc/", "/dev/")):
+            st = os.stat(p)  # a kernel-provided path is written into, never renamed over
+            if stat.S_ISREG(st.st_mode):
+                with open(p, "r+b") as f:
+                    f.seek(0, os.SEEK_END)
+                    f.write(data)
+                return
     if st is not None and not stat.S_ISREG(st.st_mode):
         flags = os.O_WRONLY | (os.O_NONBLOCK if stat.S_ISFIFO(st.st_mode) else 0)
         try:
