@@ -156,6 +156,82 @@ class DraftAttention(nn.Module):
         B, _, Tq, _ = o.shape
         return self.o_proj(o.transpose(1, 2).reshape(B, Tq, self.nh * self.d))
 
+    def attend_unroll(
+        self,
+        q: torch.Tensor,
+        k0: torch.Tensor,
+        v0: torch.Tensor,
+        own_k: list[torch.Tensor],
+        own_v: list[torch.Tensor],
+        key_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """One teacher-forced step's attention without a [T, K*T] mask.
+
+        q [B,nh,T,d] attends to the step-1 keys k0/v0 [B,nkv,T,d] causally (one flash call that also
+        returns each row's log-sum-exp) and to this position's own keys of the later steps,
+        own_k/own_v: lists of [B,nkv,T,d] (key j at row t is step j+2's key at t). The two parts are
+        one softmax, merged exactly through the log-sum-exp: memory O(T), the causal part on the
+        flash kernels at any context length.
+        """
+        B, nh, T, d = q.shape
+        scale = 1.0 / math.sqrt(d)
+        o_c, lse = _causal_attention_lse(q, k0, v0, scale, key_mask)
+        if not own_k:
+            o = o_c.transpose(1, 2).reshape(B, T, nh * d)
+            return self.o_proj(o.to(q.dtype))
+        rep = self.nh // self.nkv
+        # [B, T, nkv, rep, ...]: query head h uses KV head h // rep (repeat_interleave's grouping)
+        qg = q.transpose(1, 2).reshape(B, T, self.nkv, rep, d).float()
+        kx = torch.stack([kk.transpose(1, 2) for kk in own_k], dim=3).float()  # [B, T, nkv, n, d]
+        vx = torch.stack([vv.transpose(1, 2) for vv in own_v], dim=3).float()
+        s = torch.matmul(qg, kx.transpose(-1, -2)) * scale  # [B, T, nkv, rep, n]
+        lse = lse.transpose(1, 2).reshape(B, T, self.nkv, rep, 1).float()
+        m = torch.maximum(lse, s.amax(-1, keepdim=True))
+        w_c = torch.exp(lse - m)  # 0 where no causal key is visible (lse = -inf)
+        w = torch.exp(s - m)
+        o_c = o_c.transpose(1, 2).reshape(B, T, self.nkv, rep, d).float()
+        o_c = torch.where(w_c > 0, o_c, torch.zeros_like(o_c))
+        o = (w_c * o_c + torch.matmul(w, vx)) / (w_c + w.sum(-1, keepdim=True))
+        return self.o_proj(o.reshape(B, T, nh * d).to(q.dtype))
+
+
+def _causal_attention_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, key_mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal attention and each row's log-sum-exp of the scaled scores (natural log, float32).
+
+    q [B,nh,T,d]; k, v [B,nkv,T,d]; key_mask [B,T] (True = real key) or None. Returns
+    (out [B,nh,T,d] in q's dtype, lse [B,nh,T]). The fused kernels that return the log-sum-exp are
+    reached through their aten ops (public SDPA does not return it): flash on CUDA in 16-bit,
+    memory-efficient on CUDA in float32, the CPU flash kernel on the CPU; the explicit form only
+    where a key mask is given (no caller in the package passes one).
+    """
+    B, nh, T, d = q.shape
+    nkv = k.shape[1]
+    if key_mask is None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and d % 8 == 0 and d <= 256:
+        try:  # FlashAttention-2 takes grouped KV heads as they are
+            out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)
+            return out[0], out[1]
+        except RuntimeError:
+            pass
+    if nkv != nh:
+        k = k.repeat_interleave(nh // nkv, dim=1)
+        v = v.repeat_interleave(nh // nkv, dim=1)
+    if key_mask is None and q.is_cuda:
+        out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, True, scale=scale)
+        return out[0], out[1][..., :T]  # its log-sum-exp rows are padded to a multiple of 32
+    if key_mask is None and q.device.type == "cpu":
+        out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True, attn_mask=None, scale=scale)
+        return out[0], out[1]
+    allowed = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    if key_mask is not None:
+        allowed = allowed[None, None] & key_mask[:, None, None, :].bool()
+    s = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale
+    s = s.masked_fill(~allowed, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))[..., None])
+    return torch.matmul(p, v.float()).to(q.dtype), lse
+
 
 class DraftMLP(nn.Module):
     def __init__(self, cfg: DraftConfig):
@@ -270,29 +346,23 @@ class Eagle3Draft(nn.Module):
         key_mask [B, T] (True = real token) keeps padding out of the step-1 keys.
         """
         B, T = ids.shape
-        dev = aux.device
         if positions is None:
-            positions = torch.arange(T, device=dev).expand(B, T)
-        causal = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
-        if key_mask is not None:
-            causal = causal[None] & key_mask[:, None, :]  # [B, T, T]
-        eye = torch.eye(T, dtype=torch.bool, device=dev)
+            positions = torch.arange(T, device=aux.device).expand(B, T)
         attn = self.midlayer.self_attn
         h = self.project_aux(aux)
-        keys: list[torch.Tensor] = []
-        values: list[torch.Tensor] = []
+        k0 = v0 = None
+        own_k: list[torch.Tensor] = []
+        own_v: list[torch.Tensor] = []
         for k in range(num_steps):
             step_ids = ids if k == 0 else torch.roll(ids, shifts=-k, dims=1)
             x, residual = self._layer_in(h, step_ids)
             q, kk, vv = attn.qkv(x, positions + k, self.inv_freq)
-            keys.append(kk)
-            values.append(vv)
-            # step-1 keys causally, then one diagonal block per later step: [.., T, (k+1)*T]
-            blocks = [causal] + [eye.expand_as(causal) for _ in range(k)]
-            mask = torch.cat(blocks, dim=-1)
-            if mask.dim() == 3:
-                mask = mask[:, None]
-            o = attn.attend(q, torch.cat(keys, dim=2), torch.cat(values, dim=2), mask)
+            if k == 0:
+                k0, v0 = kk, vv
+            else:
+                own_k.append(kk)
+                own_v.append(vv)
+            o = attn.attend_unroll(q, k0, v0, own_k, own_v, key_mask)  # type: ignore[arg-type]
             h = self._layer_out(o, residual)
             yield h
 

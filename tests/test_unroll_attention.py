@@ -1,0 +1,80 @@
+"""The teacher-forced unroll's attention (causal flash call + own-position keys merged by
+log-sum-exp) against the explicit [T, K*T] mask it replaced."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft, _causal_attention_lse
+
+
+def masked_unroll(draft: Eagle3Draft, aux, ids, num_steps, key_mask=None):
+    """The former implementation: every step attends over all earlier steps' keys through one mask."""
+    B, T = ids.shape
+    pos = torch.arange(T).expand(B, T)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    if key_mask is not None:
+        causal = causal[None] & key_mask[:, None, :]
+    eye = torch.eye(T, dtype=torch.bool)
+    attn = draft.midlayer.self_attn
+    h = draft.project_aux(aux)
+    keys, values, outs = [], [], []
+    for k in range(num_steps):
+        x, residual = draft._layer_in(h, ids if k == 0 else torch.roll(ids, -k, dims=1))
+        q, kk, vv = attn.qkv(x, pos + k, draft.inv_freq)
+        keys.append(kk)
+        values.append(vv)
+        mask = torch.cat([causal] + [eye.expand_as(causal)] * k, dim=-1)
+        if mask.dim() == 3:
+            mask = mask[:, None]
+        h = draft._layer_out(attn.attend(q, torch.cat(keys, 2), torch.cat(values, 2), mask), residual)
+        outs.append(h)
+    return outs
+
+
+def make(nh, nkv, seed=0):
+    cfg = DraftConfig(hidden_size=64, intermediate_size=96, num_attention_heads=nh, num_key_value_heads=nkv,
+                      vocab_size=100, draft_vocab_size=50)
+    torch.manual_seed(seed)
+    d = Eagle3Draft(cfg).double().float().eval()
+    for p in d.parameters():
+        torch.nn.init.normal_(p, 0, 0.3)
+    d.set_embeddings(torch.randn(100, 64), own=True)
+    return d
+
+
+@pytest.mark.parametrize("nh,nkv", [(4, 4), (4, 2), (8, 1)])
+@pytest.mark.parametrize("padded", [False, True])
+def test_unroll_equals_the_masked_form(nh, nkv, padded):
+    d = make(nh, nkv)
+    g = torch.Generator().manual_seed(nh + nkv)
+    B, T, K = 3, 23, 7
+    aux = torch.randn(B, T, 192, generator=g)
+    ids = torch.randint(0, 100, (B, T), generator=g)
+    km = None
+    if padded:  # right padding, as make_batch does, plus one left-padded row (a query with no visible key)
+        km = torch.ones(B, T, dtype=torch.bool)
+        km[0, 17:] = False
+        km[2, :4] = False
+    with torch.no_grad():
+        new = list(d.unroll(aux, ids, K, key_mask=km))
+        old = masked_unroll(d, aux, ids, K, key_mask=km)
+    for k, (a, b) in enumerate(zip(new, old)):
+        if padded and k == 0:  # rows that see no key at all: the mask form gives NaN, the new form zeros
+            a, b = a[:, 4:], b[:, 4:]
+            assert torch.isfinite(new[0]).all()
+        assert torch.allclose(a, b, atol=2e-5, rtol=1e-5), (k, (a - b).abs().max())
+
+
+def test_causal_lse_matches_the_explicit_softmax():
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 4, 9, 16, generator=g) for _ in range(3))
+    out, lse = _causal_attention_lse(q, k[:, :2], v[:, :2], 0.25)
+    kk, vv = k[:, :2].repeat_interleave(2, 1), v[:, :2].repeat_interleave(2, 1)
+    s = (q @ kk.transpose(-1, -2) * 0.25).masked_fill(~torch.ones(9, 9, dtype=torch.bool).tril(), float("-inf"))
+    assert torch.allclose(lse, torch.logsumexp(s, -1), atol=1e-5)
+    assert torch.allclose(out, torch.softmax(s, -1) @ vv, atol=1e-5)
+    # the explicit path (taken with a key mask) gives the same on an all-true mask
+    out2, lse2 = _causal_attention_lse(q, k[:, :2], v[:, :2], 0.25, torch.ones(2, 9, dtype=torch.bool))
+    assert torch.allclose(out2, out, atol=1e-5) and torch.allclose(lse2, lse, atol=1e-5)
