@@ -49,15 +49,18 @@ def build_sharded(shape: dict, devices: list[str], seed: int = 0):
         dmap = {"": devices[0]}
     else:
         dmap = infer_auto_device_map(model, max_memory=_balanced(model, devices), no_split_module_classes=["LlamaDecoderLayer"])
-    g = torch.Generator().manual_seed(seed)
+    # drawn on the device each tensor lives on (one generator per device): drawing 70B values on
+    # the CPU alone took longer than a 10-minute device call
+    gens: dict[str, torch.Generator] = {}
     for name, mod in model.named_modules():
         target = _device_for(name, dmap)
         if target is None:
             continue
+        g = gens.setdefault(target, torch.Generator(device=target).manual_seed(seed))
         for pname, p in list(mod.named_parameters(recurse=False)):
-            t = torch.empty(p.shape, dtype=torch.bfloat16)
+            t = torch.empty(p.shape, dtype=torch.bfloat16, device=target)
             t.normal_(0, 0.02, generator=g) if p.dim() > 1 else t.fill_(1.0)
-            mod._parameters[pname] = torch.nn.Parameter(t.to(target), requires_grad=False)
+            mod._parameters[pname] = torch.nn.Parameter(t, requires_grad=False)
     # the rotary embedding's buffers are computed, not loaded: rebuild it on its device
     rot = model.model.rotary_emb
     with torch.device(_device_for("model.rotary_emb", dmap) or devices[0]):
@@ -92,8 +95,13 @@ def make_setup(model, cfg, device: str, target: Target | None = None) -> Setup:
     dcfg = DraftConfig(hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
                        num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
                        vocab_size=cfg.vocab_size, draft_vocab_size=min(32000, cfg.vocab_size), rope_theta=500000.0)
-    torch.manual_seed(1)  # built on the CPU so every run gets the same draft whatever its device
-    draft = Eagle3Draft(dcfg).to(device=home, dtype=torch.bfloat16).eval()
+    torch.manual_seed(1)  # drawn on its GPU in bf16: the same seed and device give the same draft in every run
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(home):
+            draft = Eagle3Draft(dcfg).eval()
+    finally:
+        torch.set_default_dtype(torch.float32)
     draft.set_embeddings(model.get_input_embeddings().weight.to(home), own=False)
     trained = (layer_out(1), layer_out(L // 2 - 1), layer_out(L - 4))
     # serve the seed-style mistake so there is a finding to compare
@@ -144,7 +152,13 @@ def main() -> None:
                    num_attention_heads=64, num_key_value_heads=8)
     g = torch.Generator().manual_seed(2)
     seqs = torch.randint(10, fits["vocab_size"] - 10, (args.seqs, args.len if not args.small else 64), generator=g).tolist()
-    lines = [f"## {dt.date.today().isoformat()}: sharded target, {n} x {torch.cuda.get_device_name(0) if n else 'CPU'}", ""]
+    import transformers
+
+    t_start = time.perf_counter()
+    cmd = "PYTHONPATH=. python bench/bench_multigpu.py " + " ".join(sys.argv[1:])
+    lines = [f"## {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}: sharded target, "
+             f"{n} x {torch.cuda.get_device_name(0) if n else 'CPU'}, torch {torch.__version__}, "
+             f"transformers {transformers.__version__}", "", f"Command: `{cmd}`", ""]
 
     # 1. equality: one device vs sharded, same weights (same seed)
     single, cfg, _ = build_sharded(fits, devices[:1])
@@ -204,6 +218,7 @@ def main() -> None:
                   "", "| measurement | time (s) | ratio to bare sharded forward |", "|---|---|---|",
                   f"| bare sharded forward | {tb:.3f} | 1.000 |", f"| compare-hidden | {tc:.3f} | {tc / tb:.3f} |",
                   f"| acceptance K=7 | {ta:.3f} | {ta / tb:.3f} |", ""]
+    lines += [f"Whole script: {time.perf_counter() - t_start:.0f} s.", ""]
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -23,6 +23,35 @@ from eagle3_doctor.doctor import acceptance, compare_hidden, load_setup  # noqa:
 F = ROOT / "fixtures"
 
 
+def disagreement(acc) -> dict:
+    """How often the reference loop and the estimator disagree, split by cause.
+
+    A prompt whose loop tokens differ from the continuation's (generated with a KV cache) was
+    decoded along other text: its passes cannot be compared one to one (target-side cause:
+    full-prefix vs KV-cached forwards rounding near-tied logits apart). On prompts with the same
+    tokens, a pass whose accepted length differs is a draft-side disagreement (the parallel unroll
+    vs the loop's KV-cached draft steps).
+    """
+    ref, est = acc.reference["accepted_lengths"], acc.paths["serving"]["accepted_lengths"]
+    same = acc.reference["same_tokens_per_prompt"]
+    compared = disagreeing = 0
+    for r, e, s in zip(ref, est, same):
+        if not s:
+            continue
+        for a, b in zip(r, e):  # passes stay aligned only up to the first disagreement
+            compared += 1
+            if a != b:
+                disagreeing += 1
+                break
+    return {
+        "prompts": len(ref),
+        "prompts_other_tokens": sum(1 for s in same if not s),
+        "prompts_same_tokens_disagreeing": sum(1 for r, e, s in zip(ref, est, same) if s and r != e),
+        "passes_compared_up_to_first_disagreement": compared,
+        "passes_disagreeing": disagreeing,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
@@ -47,6 +76,7 @@ def main() -> None:
             "per_position_rate": [round(r, 4) for r in s["chain"]["per_position_rate"]],
             "reference_agrees": acc.reference["agrees_with_estimator"],
             "reference_same_tokens": acc.reference["same_tokens"],
+            **disagreement(acc),
         }
     setup = load_setup(target=str(F / "target"), draft=str(F / "draft-sglang"), dtype=args.dtype, device=args.device)
     # the same tokens on every device (the dump's text): differences are numerics alone, no

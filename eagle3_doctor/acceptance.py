@@ -78,6 +78,11 @@ def leading_ones(match: torch.Tensor) -> torch.Tensor:
     return match.long().cumprod(dim=-1).sum(dim=-1)
 
 
+def _leading_ones_np(match: np.ndarray) -> np.ndarray:
+    """:func:`leading_ones` in numpy: match [..., K] bool -> leading True count along the last dim."""
+    return np.cumprod(match, axis=-1, dtype=np.int64).sum(axis=-1)
+
+
 def walk_chain(A: np.ndarray, drafted: np.ndarray, start: int, stop: int) -> tuple[list[int], list[int], list[int]]:
     """Bases visited by a decode loop: t -> t + A(t) + 1 from ``start`` while a draft is possible.
 
@@ -201,27 +206,34 @@ class PathAccumulator:
     alpha_n: int = 0
 
     def add(self, out: StepOutputs, starts: Sequence[int], lengths: Sequence[int], walk: bool) -> None:
-        m, v = out.match.cpu(), out.valid.cpu()
+        # numpy, not torch, for this bookkeeping: torch's CPU reductions over these small bool
+        # tensors cost ~0.1 s a batch (bench/RESULTS.md), as much as the draft's own 7 steps
+        m, v = out.match.cpu().numpy(), out.valid.cpu().numpy()  # [B, K, T] bool
         # count only bases a decode would reach: t >= start (the prompt's last position in greedy mode)
         B, _, T = m.shape
-        t_idx = torch.arange(T)
-        region = torch.stack([t_idx >= s for s in starts])  # [B, T]
-        h = (m & v & region[:, None]).sum(dim=(0, 2)).numpy()
-        n = (v & region[:, None]).sum(dim=(0, 2)).numpy()
+        t_idx = np.arange(T)
+        region = t_idx[None, :] >= np.asarray(list(starts))[:, None]  # [B, T]
+        mv = v & region[:, None]
+        h = (m & mv).sum(axis=(0, 2))
+        n = mv.sum(axis=(0, 2))
         self.hits = h if self.hits is None else self.hits + h
         self.totals = n if self.totals is None else self.totals + n
-        step1 = (m[:, 0] & region).numpy()
-        valid1 = (v[:, 0] & region).numpy()
+        step1 = m[:, 0] & region
+        valid1 = v[:, 0] & region
         for b in range(B):
             ts = np.nonzero(valid1[b])[0]
-            for bk in np.unique(ts // self.bucket):
-                sel = ts[(ts // self.bucket) == bk]
-                cur = self.pos_hits.setdefault(int(bk), [0, 0])
-                cur[0] += int(step1[b, sel].sum())
-                cur[1] += int(sel.size)
-        A = leading_ones(m.permute(0, 2, 1)).numpy()  # [B, T]
-        drafted = v.sum(dim=1).numpy()  # [B, T] = min(K, len-2-t) for real bases
-        tree = leading_ones(out.topk_hit.cpu().permute(0, 2, 1)).numpy() if out.topk_hit is not None else None
+            if ts.size == 0:
+                continue
+            bk = ts // self.bucket
+            keys, tot = np.unique(bk, return_counts=True)
+            hit = np.bincount(bk, weights=step1[b, ts])[keys]
+            for key, hh, nn in zip(keys.tolist(), hit.tolist(), tot.tolist()):
+                cur = self.pos_hits.setdefault(key, [0, 0])
+                cur[0] += int(hh)
+                cur[1] += nn
+        A = _leading_ones_np(m.transpose(0, 2, 1))  # [B, T]
+        drafted = v.sum(axis=1)  # [B, T] = min(K, len-2-t) for real bases
+        tree = _leading_ones_np(out.topk_hit.cpu().numpy().transpose(0, 2, 1)) if out.topk_hit is not None else None
         for b in range(B):
             if walk:
                 _, acc, drf = walk_chain(A[b], drafted[b], starts[b], lengths[b] - 1)
@@ -242,10 +254,10 @@ class PathAccumulator:
             if acc:
                 self.per_request.append({"mean_acceptance_length": 1 + sum(acc) / len(acc)})
         if out.alpha is not None:
-            al = out.alpha.cpu().double()  # [B, K, T]
-            prod = torch.cumprod(al, dim=1)  # P(first k accepted) along the teacher-forced path
+            al = out.alpha.cpu().double().numpy()  # [B, K, T]
+            prod = np.cumprod(al, axis=1)  # P(first k accepted) along the teacher-forced path
             sel = v[:, 0] & region
-            s = (prod * sel[:, None]).sum(dim=(0, 2)).numpy()
+            s = (prod * sel[:, None]).sum(axis=(0, 2))
             self.alpha_prod_sum = s if self.alpha_prod_sum is None else self.alpha_prod_sum + s
             self.alpha_n += int(sel.sum())
 

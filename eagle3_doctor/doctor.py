@@ -493,11 +493,12 @@ def acceptance(
             raise BadInput("--reference-loop needs a serving path the draft can take", "fix the slot count first (see notes)")
         from .acceptance import metrics_from_passes
 
-        ref_acc, ref_drf, same_tokens = [], [], True
+        ref_acc, ref_drf, same_tokens, same_each = [], [], True, []
         step = _target_step_fn(tgt, serving.spec)
         for i, p in enumerate(prompts):
             toks, a, d = reference_loop(step, draft, list(p.ids), len(seqs[i]), num_steps)
             same_tokens &= toks == seqs[i]
+            same_each.append(toks == seqs[i])
             ref_acc.append(a)
             ref_drf.append(d)
             progress("reference loop", i + 1, len(prompts))
@@ -506,6 +507,7 @@ def acceptance(
             "chain": metrics_from_passes([x for r in ref_acc for x in r], [x for r in ref_drf for x in r], num_steps),
             "agrees_with_estimator": ref_acc == results["serving"]["accepted_lengths"],
             "same_tokens": same_tokens,
+            "same_tokens_per_prompt": same_each,  # False: the loop's full-prefix target forwards chose other tokens
         }
     scan_res = None
     if scan:

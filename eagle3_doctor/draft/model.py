@@ -190,7 +190,8 @@ class DraftAttention(nn.Module):
         w_c = torch.exp(lse - m)  # 0 where no causal key is visible (lse = -inf)
         w = torch.exp(s - m)
         o_c = o_c.transpose(1, 2).reshape(B, T, self.nkv, rep, d).float()
-        o_c = torch.where(w_c > 0, o_c, torch.zeros_like(o_c))
+        if key_mask is not None:  # a row with no visible causal key has weight 0 and an undefined o_c
+            o_c = torch.nan_to_num(o_c)
         o = (w_c * o_c + torch.matmul(w, vx)) / (w_c + w.sum(-1, keepdim=True))
         return self.o_proj(o.reshape(B, T, nh * d).to(q.dtype))
 
