@@ -17,6 +17,10 @@ $(STAMP): pyproject.toml
 		$(BIN)/pip install -q torch==2.13.0 || \
 		$(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu; fi
 	$(BIN)/pip install -q -e '.[test]'
+	# The test oracles: speculators' and specforge's own Eagle3 drafts (tests/oracles.py). --no-deps:
+	# their requirements pin other torch/transformers versions and pull sglang; the draft modules
+	# need only what the test extra installs.
+	$(BIN)/pip install -q --no-deps speculators==0.9.0 specforge==0.2.0
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -25,7 +29,7 @@ demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/demo.sh
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	EAGLE3_DOCTOR_ORACLES=required $(BIN)/python -m pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_cli_startup.py

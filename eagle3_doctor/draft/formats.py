@@ -134,7 +134,9 @@ def config_to_canonical(fmt: str, c: dict[str, Any]) -> dict[str, Any]:
         base.update({k: _checked(c, k) for k in ("draft_vocab_size", "target_hidden_size") if c.get(k) is not None})
         if "vocab_size" not in base and c.get("vocab_size") is not None:
             base["vocab_size"] = _checked(c, "vocab_size")
-        for flag in ("norm_before_residual", "norm_before_fc", "fc_norm"):
+        # speculators 0.9.0 models/eagle3/config.py:43-82: all four default False; norm_output means
+        # "feed the normed state to the next step" (core.py:302-306)
+        for flag in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
             if flag in c:
                 base[flag] = bool(c[flag])
         return base
@@ -150,8 +152,15 @@ def config_to_canonical(fmt: str, c: dict[str, Any]) -> dict[str, Any]:
         base["norm_before_fc"] = True
     if c.get("fc_norm"):
         base["fc_norm"] = True
-    # norm_output is not mapped: SpecForge reads it as "norm before lm_head", the engines as "feed the
-    # normed state back"; a config cannot say which was meant, so inspect reports it (CFG006).
+    if fmt == "sglang":
+        # As trained by SpecForge 0.2.0 (the released trainer that writes this format):
+        # ``norm_output`` (default True) is "norm before lm_head"; the fed-back state is always
+        # pre-norm (llama3_eagle.py:1690, 1773-1778). How each SGLang version *serves* the key is
+        # in served.py; inspect reports the difference.
+        if "norm_output" in c:
+            base["norm_before_lm_head"] = bool(c["norm_output"])
+        if "norm_before_residual" in c:
+            base["norm_before_residual"] = bool(c["norm_before_residual"])
     return base
 
 
@@ -405,12 +414,26 @@ def native_config(
         ec: dict[str, Any] = {"use_aux_hidden_state": True, "norm_before_fc": cfg.norm_before_fc}
         if spec is not None:
             ec[IDS_KEY] = spec_to_ids("sglang", spec, _need_layers(num_layers))
+        if cfg.norm_output:
+            raise BadInput("the sglang (SpecForge 0.2.0) format cannot record norm_output in the "
+                           "feed-the-normed-state sense: SpecForge reads that key as 'norm before lm_head'",
+                           "write the speculators format instead")
         c.update(
             architectures=["LlamaForCausalLMEagle3"], draft_vocab_size=cfg.draft_vocab_size,
             target_hidden_size=cfg.target_hidden_size, eagle_config=ec,
         )
+        if cfg.fc_norm:
+            c["fc_norm"] = True
+        if cfg.norm_before_residual:
+            c["norm_before_residual"] = True
+        if not cfg.norm_before_lm_head:
+            c["norm_output"] = False  # SpecForge 0.2.0's key for "no norm before lm_head"
         return c
     if fmt == "speculators":
+        if not cfg.norm_before_lm_head:
+            raise BadInput("the speculators format always norms before lm_head (core.py:302-306); this draft "
+                           "was trained without that norm (SpecForge norm_output=false)",
+                           "write the sglang format instead")
         tl = _llama_config(cfg)
         tl["architectures"] = ["LlamaForCausalLM"]
         c = {
@@ -423,6 +446,7 @@ def native_config(
             "norm_before_residual": cfg.norm_before_residual,
             "norm_before_fc": cfg.norm_before_fc,
             "fc_norm": cfg.fc_norm,
+            "norm_output": cfg.norm_output,
             "speculators_config": {
                 "algorithm": "eagle3",
                 "proposal_methods": [

@@ -10,7 +10,23 @@ speculators ``models/eagle3``):
     logits   = lm_head(norm(out))                  # over the draft vocabulary
     target id = draft id + d2t[draft id]
 
-The next draft step feeds back the pre-norm ``out`` in place of ``h`` (no ``fc``).
+The next draft step feeds back the pre-norm ``out`` in place of ``h`` (no ``fc``), or, with
+``norm_output`` (speculators/vLLM/SGLang "EAGLE 3.1" sense), the normed ``norm(out)``, which
+then also goes to ``lm_head`` without a second norm.
+
+Forward flags, each exactly as its source defines it (installed packages, file:line):
+- ``norm_before_fc``: RMSNorm ``input_norm`` over the whole n_aux*H concatenation before ``fc``
+  (speculators 0.9.0 ``models/eagle3/core.py:236-237``).
+- ``fc_norm``: one RMSNorm per aux slot, ``fc_norm.{i}``, before ``fc`` (speculators
+  ``core.py:238-243``; specforge 0.2.0 ``modeling/draft/llama3_eagle.py:1764-1768``). When a
+  checkpoint has both, ``input_norm`` runs first, then ``fc_norm`` (speculators' order; its config
+  validator rejects the pair, ``models/eagle3/config.py:89-96``, so inspect reports it).
+- ``norm_before_residual``: the residual is ``hidden_norm(h)`` (speculators
+  ``models/eagle3/model_definitions.py:75-81``; vLLM ``llama_eagle3.py`` ``_norm_before_residual``).
+- ``norm_output`` (speculators ``core.py:302-306``): feed ``norm(out)`` to the next step.
+- ``norm_before_lm_head`` = SpecForge 0.2.0's ``norm_output`` (default True): False drops the final
+  norm before ``lm_head`` while the fed-back state stays pre-norm (``llama3_eagle.py:1690, 1773-1778``;
+  the training loop feeds back the backbone output, ``algorithms/eagle3/model.py:386-400``).
 
 Two ways to run K steps, kept deliberately separate so one can check the other:
 - :meth:`Eagle3Draft.unroll` — teacher-forced, all positions at once (training-time test):
@@ -54,6 +70,7 @@ class DraftConfig:
     norm_before_fc: bool = False
     fc_norm: bool = False
     norm_before_lm_head: bool = True
+    norm_output: bool = False
     torch_dtype: str | None = None
     extra: dict = field(default_factory=dict)
 
@@ -299,11 +316,12 @@ class Eagle3Draft(nn.Module):
     def project_aux(self, aux: torch.Tensor) -> torch.Tensor:
         """aux: [B, T, n_aux * H_target] -> h: [B, T, H]."""
         cfg = self.config
+        # speculators core.py:236-243: input_norm (norm_before_fc) first, then the per-slot fc_norm
+        if cfg.norm_before_fc:
+            aux = self.input_norm(aux)
         if cfg.fc_norm:
             parts = aux.split(int(cfg.target_hidden_size), dim=-1)  # type: ignore[arg-type]
             aux = torch.cat([n(p) for n, p in zip(self.fc_norm, parts)], dim=-1)
-        if cfg.norm_before_fc:
-            aux = self.input_norm(aux)
         return self.fc(aux.to(self.fc.weight.dtype))
 
     def _layer_in(self, h: torch.Tensor, ids: torch.Tensor):
@@ -317,13 +335,18 @@ class Eagle3Draft(nn.Module):
         return x, residual
 
     def _layer_out(self, attn_out: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """-> the state fed to the next step: pre-norm ``out``, or ``norm(out)`` with norm_output."""
         m = self.midlayer
         out = residual + attn_out
-        return out + m.mlp(m.post_attention_layernorm(out))
+        out = out + m.mlp(m.post_attention_layernorm(out))
+        return self.norm(out) if self.config.norm_output else out
 
-    def logits(self, out: torch.Tensor) -> torch.Tensor:
-        """Pre-norm step output -> draft-vocabulary logits."""
-        return self.lm_head(self.norm(out) if self.config.norm_before_lm_head else out)
+    def logits(self, state: torch.Tensor) -> torch.Tensor:
+        """A step's fed-back state (see :meth:`_layer_out`) -> draft-vocabulary logits."""
+        cfg = self.config
+        if cfg.norm_output:  # already normed once: speculators core.py:302-304 does not norm again
+            return self.lm_head(state)
+        return self.lm_head(self.norm(state) if cfg.norm_before_lm_head else state)
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]
@@ -337,7 +360,8 @@ class Eagle3Draft(nn.Module):
         positions: torch.Tensor | None = None,
         key_mask: torch.Tensor | None = None,
     ) -> Iterator[torch.Tensor]:
-        """Yield the pre-norm output of each step k = 1..num_steps, each [B, T, H].
+        """Yield the state each step k = 1..num_steps feeds forward, each [B, T, H] (pre-norm
+        ``out``; ``norm(out)`` with ``norm_output``). :meth:`logits` turns it into logits.
 
         aux[:, t]  features of token x_t (the target's capture at position t)
         ids[:, t]  x_{t+1}; step k reads ids shifted left by k-1 (x_{t+k}), i.e. the true tokens
@@ -377,7 +401,8 @@ class Eagle3Draft(nn.Module):
         *,
         from_aux: bool,
     ) -> torch.Tensor:
-        """Process new inputs against everything in ``cache`` (appended to it); returns pre-norm out.
+        """Process new inputs against everything in ``cache`` (appended to it); returns the state
+        fed to the next step (pre-norm out, or ``norm(out)`` with ``norm_output``).
 
         h_or_aux: [B, n, n_aux*H_t] target features (from_aux=True) or [B, n, H] fed-back draft
         states; ids: [B, n] the tokens paired with them; positions: [B, n].

@@ -1,0 +1,153 @@
+"""The doctor's draft forward against speculators' and specforge's own Eagle3 draft modules.
+
+Every flag combination each package can write, random weights, float32, steps 1..3: logits agree
+to 1e-5 relative. On CI both packages are installed (Makefile, --no-deps); a test skips only where
+one cannot be imported, with the reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+
+import pytest
+import torch
+
+import oracles
+from conftest import DRAFTS
+
+TOL = 1e-5
+STEPS = 3
+
+
+def _speculators():
+    try:
+        return oracles.speculators_eagle3()
+    except ImportError as e:  # pragma: no cover - CI installs it
+        if os.environ.get("EAGLE3_DOCTOR_ORACLES") == "required":  # make test / CI: never skip silently
+            raise
+        pytest.skip(f"speculators {oracles.SPECULATORS_VERSION} not importable: {e}")
+
+
+def _specforge():
+    try:
+        return oracles.specforge_eagle3()
+    except ImportError as e:  # pragma: no cover - CI installs it
+        if os.environ.get("EAGLE3_DOCTOR_ORACLES") == "required":  # make test / CI: never skip silently
+            raise
+        pytest.skip(f"specforge {oracles.SPECFORGE_VERSION} not importable: {e}")
+
+
+def _inputs(seed, H, V, T=24):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(1, T, 3 * H, generator=g) * 2, torch.randint(0, V, (1, T), generator=g)
+
+
+def _speculators_model(sp, flags):
+    raw = json.loads((DRAFTS["speculators"] / "config.json").read_text())
+    raw.pop("speculators_version", None)
+    raw.update(flags)
+    cfg = sp.Config(**raw)
+    cfg.transformer_layer_config._attn_implementation = "sdpa"
+    return sp.Model(cfg).float().eval()
+
+
+# speculators 0.9.0 can write: norm_before_residual x norm_output x {no fc norm, norm_before_fc, fc_norm}
+SPECULATORS_FLAGS = [
+    dict(norm_before_residual=r, norm_output=o, norm_before_fc=fc == "input_norm", fc_norm=fc == "fc_norm")
+    for r, o, fc in itertools.product([False, True], [False, True], ["none", "input_norm", "fc_norm"])
+]
+
+
+@pytest.mark.parametrize("flags", SPECULATORS_FLAGS, ids=lambda f: ",".join(k for k, v in f.items() if v) or "plain")
+def test_matches_speculators_for_every_flag_combination(flags, tmp_path):
+    sp = _speculators()
+    model = _speculators_model(sp, flags)
+    V, Vd, H = model.verifier_vocab_size, model.draft_vocab_size, model.hidden_size
+    oracles.randomize(model, seed=sum(1 << i for i, v in enumerate(flags.values()) if v), vocab=V, draft_vocab=Vd)
+    model.save_pretrained(tmp_path / "d")  # speculators writes the checkpoint, the doctor reads it
+    aux, ids = _inputs(1, H, V)
+    ref = oracles.speculators_logits(model, aux, ids, STEPS)
+    ours = oracles.doctor_logits(tmp_path / "d", aux, ids, STEPS, first_position=1)  # speculators counts from 1
+    errs = oracles.max_rel_err(ours, ref)
+    assert max(errs) < TOL, errs
+    # the case is not vacuous: the flags change the logits against the plain draft
+    if any(flags.values()):
+        for flag in (k for k, v in flags.items() if v):
+            other = oracles.doctor_logits(tmp_path / "d", aux, ids, STEPS, first_position=1, override={flag: False})
+            assert max(oracles.max_rel_err(other, ref)) > 1e-3, flag
+
+
+def test_speculators_rejects_both_fc_norms():
+    sp = _speculators()
+    with pytest.raises(Exception, match="mutually exclusive"):
+        _speculators_model(sp, dict(norm_before_fc=True, fc_norm=True))
+
+
+def test_matches_speculators_on_the_fixture(target):
+    sp = _speculators()
+    model = _speculators_model(sp, {})
+    from safetensors.torch import load_file
+
+    sd = load_file(DRAFTS["speculators"] / "model.safetensors")
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    assert not unexpected and set(missing) <= {"embed_tokens.weight", "verifier_lm_head.weight", "verifier_norm.weight"}
+    with torch.no_grad():
+        model.embed_tokens.weight.copy_(target.embed_weight())
+    aux, ids = _inputs(2, model.hidden_size, model.verifier_vocab_size)
+    ref = oracles.speculators_logits(model, aux, ids, STEPS)
+    ours = oracles.doctor_logits(DRAFTS["speculators"], aux, ids, STEPS, first_position=1,
+                                 target_embed=target.embed_weight())
+    assert max(oracles.max_rel_err(ours, ref)) < TOL
+
+
+def _specforge_model(cls, flags):
+    from transformers import LlamaConfig
+
+    raw = json.loads((DRAFTS["sglang"] / "config.json").read_text())
+    raw.update(flags)
+    cfg = LlamaConfig(**raw)
+    return cls(cfg, attention_backend="sdpa").float().eval()
+
+
+# specforge 0.2.0 can write: fc_norm x norm_output (its "norm before lm_head", default True)
+SPECFORGE_FLAGS = [dict(fc_norm=f, norm_output=o) for f, o in itertools.product([False, True], [False, True])]
+
+
+@pytest.mark.parametrize("flags", SPECFORGE_FLAGS, ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()))
+def test_matches_specforge_for_every_flag_combination(flags, tmp_path):
+    cls = _specforge()
+    model = _specforge_model(cls, flags)
+    V, Vd, H = model.vocab_size, model.draft_vocab_size, model.config.hidden_size
+    oracles.randomize(model, seed=3 + 2 * flags["fc_norm"] + flags["norm_output"], vocab=V, draft_vocab=Vd)
+    # SpecForge's export drops every key containing "embed": the doctor gets the target's embeddings
+    sd = {k: v for k, v in model.state_dict().items() if "embed" not in k}
+    model.save_pretrained(tmp_path / "d", state_dict=sd)
+    aux, ids = _inputs(4, H, V)
+    ref = oracles.specforge_logits(model, aux, ids, STEPS)
+    ours = oracles.doctor_logits(tmp_path / "d", aux, ids, STEPS, first_position=0,
+                                 target_embed=model.embed_tokens.weight.detach())
+    errs = oracles.max_rel_err(ours, ref)
+    assert max(errs) < TOL, errs
+    for flag, field, value in (("fc_norm", "fc_norm", False), ("norm_output", "norm_before_lm_head", True)):
+        if flags[flag] != (flag == "norm_output"):  # the non-default setting must matter
+            other = oracles.doctor_logits(tmp_path / "d", aux, ids, STEPS, first_position=0,
+                                          target_embed=model.embed_tokens.weight.detach(), override={field: value})
+            assert max(oracles.max_rel_err(other, ref)) > 1e-3, flag
+
+
+def test_matches_specforge_on_the_fixture(target):
+    cls = _specforge()
+    model = _specforge_model(cls, {})
+    from safetensors.torch import load_file
+
+    sd = load_file(DRAFTS["sglang"] / "model.safetensors")
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    assert not unexpected and set(missing) <= {"embed_tokens.weight"}
+    with torch.no_grad():
+        model.embed_tokens.weight.copy_(target.embed_weight())
+    aux, ids = _inputs(5, model.config.hidden_size, model.vocab_size)
+    ref = oracles.specforge_logits(model, aux, ids, STEPS)
+    ours = oracles.doctor_logits(DRAFTS["sglang"], aux, ids, STEPS, first_position=0, target_embed=target.embed_weight())
+    assert max(oracles.max_rel_err(ours, ref)) < TOL
