@@ -48,6 +48,13 @@ CODES: dict[str, tuple[str, str]] = {
     "CFG005": (WARNING, "draft and target dtypes differ"),
     "CFG006": (INFO, "a forward-changing flag means different things in different engines"),
     "CFG007": (WARNING, "the draft config's architecture is not the one the engine registers for EAGLE-3"),
+    # --- the draft as the engine runs it vs as trained (issue 13; draft/served.py)
+    "FWD001": (ERROR, "the engine runs a forward flag (norm placement) differently from training"),
+    "FWD002": (WARNING, "undetermined whether this engine version applies a forward flag the draft was trained with"),
+    "FWD003": (ERROR, "the engine replaces the draft's own lm_head or embed_tokens with the target's"),
+    "FWD004": (ERROR, "tie_word_embeddings makes the engine use embed_tokens as the draft's lm_head"),
+    "FWD005": (WARNING, "the draft has both norm_before_fc and fc_norm, a pair speculators rejects"),
+    "FWD006": (WARNING, "the target's RoPE is GPT-J-interleaved while the draft layer is NeoX (rotate-half)"),
     # --- acceptance
     "ACC001": (ERROR, "acceptance under the serving features is far below the training features"),
     "ACC002": (ERROR, "acceptance is low on the training features too: the draft itself is weak"),

@@ -246,6 +246,19 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
                            "make sure the serving engine's reading matches how the draft was trained"))
     if flags:
         facts.append(("forward flags", ", ".join(f"{k}={v}" for k, v in flags.items())))
+    # ---- the draft's own forward as the engine runs it (issue 13)
+    from .draft import served
+    from .engines import ENGINE_VERSIONS
+
+    version = engine_version or ENGINE_VERSIONS[engine][0]
+    fwd, sf = served.diagnose(
+        d, info, engine, version, target_vocab=tV or None,
+        target_head=read_target_tensor(target, ("lm_head.weight",)) if info.has_lm_head else None,
+        target_embed=read_target_tensor(target, ("model.embed_tokens.weight", "embed_tokens.weight")) if info.has_embed else None)
+    out += fwd
+    if sf is not None:
+        facts.append((f"{engine} {version} runs", ", ".join(f"{k}={served.json_bool(v)}" for k, (v, _) in sf.flags.items())
+                      + (f"; undetermined: {', '.join(sf.undetermined)}" if sf.undetermined else "")))
     archs = set(info.config.get("architectures") or [])
     if engine in REGISTERED and archs and not archs & REGISTERED[engine]:
         out.append(Finding("CFG007", f"{engine} does not register {sorted(archs)} as an EAGLE-3 draft",

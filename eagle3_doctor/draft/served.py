@@ -1,0 +1,350 @@
+"""How each engine version runs the draft itself, as opposed to how it was trained.
+
+"As trained" is the checkpoint read with its own trainer's meaning of every key
+(:mod:`eagle3_doctor.draft.formats`: speculators for the speculators format, SpecForge 0.2.0 for
+the sglang format, the EAGLE reference otherwise). "As served" is what the engine does with the
+same files: which keys it reads for each forward flag (and what it assumes when a key is missing),
+whose ``lm_head`` / ``embed_tokens`` it uses, whether ``tie_word_embeddings`` replaces the head.
+
+Every fact below names its source. Where a version's behaviour cannot be pinned to a source, the
+rule says ``None`` (undetermined) and inspect says so instead of guessing.
+
+Sources read (file at a commit, or a merged PR's own description):
+- vLLM ``model_executor/models/llama_eagle3.py`` @00bd149: ``norm_before_residual`` is
+  ``getattr(config, "norm_before_residual", False)``; the draft always norms before ``lm_head`` and
+  feeds back the pre-norm state (``hidden_states, hidden_prenorm = self.norm(...)``).
+- vLLM ``transformers_utils/configs/speculators/algos.py`` @cfb173a ``update_eagle3``: a speculators
+  config passes only ``draft_vocab_size``, ``target_hidden_size``, ``norm_before_residual``
+  (default **True** when missing) and the layer ids to the model.
+- vLLM PR #38111 (merged 2026-03-25): ``norm_before_fc`` propagated from speculators configs;
+  before it the speculators path always ran without ``input_norm``.
+- vLLM PR #42143 (merged 2026-05-09): ``norm_before_fc`` read from ``eagle_config`` first, then the
+  top level; before it, top level only (NVIDIA/ModelOpt checkpoints nest it).
+- vLLM PR #46488 (merged 2026-06-23): ``norm_output`` and ``fc_norm`` propagated from speculators
+  configs; before it both fell back to False at inference.
+- vLLM PR #28549 (merged 2025-11-12; first attempt #27732): the draft keeps its own ``lm_head`` /
+  ``embed_tokens``; before it vLLM replaced them with the target's (gpt-oss-20b speculator: mean
+  acceptance length 1.32 before, 2.49 after).
+- SGLang ``srt/models/llama_eagle3.py`` @03d5a77 and @d737979: reads none of
+  ``norm_before_residual`` / ``norm_before_fc`` / ``fc_norm`` / ``norm_output`` (weights it has no
+  parameter for, e.g. ``input_norm.weight``, are skipped silently by ``load_weights``); norms before
+  ``lm_head``, feeds back the pre-norm state; ``tie_word_embeddings`` makes ``lm_head =
+  embed_tokens``; ``hot_token_id = d2t + arange`` (``t2d`` ignored).
+- SGLang at 9d18277 (linked from SpecForge PR #879, merged 2026-09-15): ``norm_output`` read at
+  the top level, default False, meaning "feed the normed state" (EAGLE 3.1). SpecForge <= 0.2.0
+  meant "norm before lm_head" by the same key (PR #879 aligned SpecForge with SGLang).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output", "norm_before_lm_head")
+
+
+@dataclass(frozen=True)
+class FlagRule:
+    """How one engine version sets one forward flag from a draft config."""
+
+    keys: tuple[str, ...]  # dotted config keys looked up in order; () = the flag is never read
+    default: bool  # the value when no key is present (or always, when keys is ())
+    source: str
+    fixed_by: str | None = None  # the change that made a newer version read it (for the fix text)
+
+
+@dataclass(frozen=True)
+class DraftServing:
+    engine: str
+    version: str
+    fmt: str  # the checkpoint format this row is for ("*" = any)
+    flags: dict[str, FlagRule | None]  # None = undetermined for this version
+    embed: str  # "target" | "own" | "target-if-same-shape"
+    lm_head: str  # "own" | "target-if-same-shape"
+    ties_head_to_embed: bool
+    weights_source: str
+    weights_fixed_by: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+_V_MODEL = "vllm llama_eagle3.py @00bd149"
+_V_ALGOS = "vllm transformers_utils/configs/speculators/algos.py @cfb173a"
+_SG = "sglang srt/models/llama_eagle3.py @03d5a77/@d737979"
+_NORM_HEAD = FlagRule((), True, "every engine norms before lm_head (vllm llama_eagle3.py LlamaModel.forward; "
+                      "sglang llama_eagle3.py LlamaModel.forward)")
+_UNREAD = "not read"
+
+
+def _never(source: str, fixed_by: str | None = None) -> FlagRule:
+    return FlagRule((), False, source, fixed_by)
+
+
+def _vllm(version: str, fmt: str) -> DraftServing:
+    old_weights = version == "0.10.2"
+    weights = dict(
+        embed="target-if-same-shape" if old_weights else "own",
+        lm_head="target-if-same-shape" if old_weights else "own",
+        ties_head_to_embed=False,
+        weights_source=("vLLM before PR #28549 replaced the draft's lm_head / embed_tokens with the target's"
+                        if old_weights else "vLLM PR #28549: the draft keeps its own lm_head / embed_tokens"),
+        weights_fixed_by="vLLM PR #28549 (merged 2025-11-12)" if old_weights else None,
+    )
+    new = version in ("0.33.0", "0.33.0-v2")
+    if fmt == "speculators":
+        nbr = FlagRule(("norm_before_residual",), True, f"{_V_ALGOS}: default True when missing")
+        if new:
+            flags: dict[str, FlagRule | None] = {
+                "norm_before_residual": nbr,
+                "norm_before_fc": FlagRule(("norm_before_fc",), False, "vLLM PR #38111 (speculators path, top level)"),
+                "fc_norm": FlagRule(("fc_norm",), False, "vLLM PR #46488 (speculators path, top level)"),
+                "norm_output": FlagRule(("norm_output",), False, "vLLM PR #46488 (speculators path, top level)"),
+            }
+        elif version == "0.10.2":
+            flags = {
+                "norm_before_residual": nbr,
+                "norm_before_fc": _never(f"{_V_ALGOS}: not passed to the model", "vLLM PR #38111 (merged 2026-03-25)"),
+                "fc_norm": _never(f"{_V_ALGOS}: not passed to the model", "vLLM PR #46488 (merged 2026-06-23)"),
+                "norm_output": _never(f"{_V_ALGOS}: not passed to the model", "vLLM PR #46488 (merged 2026-06-23)"),
+            }
+        else:  # 0.18.0: which of PRs #38111/#46488 it contains is not pinned to a source here
+            flags = {"norm_before_residual": nbr, "norm_before_fc": None, "fc_norm": None, "norm_output": None}
+    else:
+        nbr = FlagRule(("norm_before_residual",), False, f"{_V_MODEL}: getattr(config, 'norm_before_residual', False)")
+        if new:
+            flags = {
+                "norm_before_residual": nbr,
+                "norm_before_fc": FlagRule(("eagle_config.norm_before_fc", "norm_before_fc"), False,
+                                           "vLLM PR #42143: eagle_config first, then the top level"),
+                "fc_norm": FlagRule(("fc_norm",), False, "vllm llama_eagle3.py getattr(config, 'fc_norm', False)"),
+                "norm_output": FlagRule(("norm_output",), False, "vllm llama_eagle3.py getattr(config, 'norm_output', False)"),
+            }
+        elif version == "0.10.2":
+            flags = {
+                "norm_before_residual": nbr,
+                "norm_before_fc": _never("vLLM 0.10.2 has no norm_before_fc", "vLLM PR #42143 (merged 2026-05-09)"),
+                "fc_norm": _never("vLLM 0.10.2 has no fc_norm", "vLLM PR #46488 (merged 2026-06-23)"),
+                "norm_output": _never("vLLM 0.10.2 has no norm_output", "vLLM PR #46488 (merged 2026-06-23)"),
+            }
+        else:
+            flags = {"norm_before_residual": nbr, "norm_before_fc": None, "fc_norm": None, "norm_output": None}
+    flags["norm_before_lm_head"] = _NORM_HEAD
+    return DraftServing("vllm", version, fmt, flags, **weights)
+
+
+def _sglang(version: str, fmt: str) -> DraftServing:
+    if version == "0.5.2":
+        flags: dict[str, FlagRule | None] = {
+            k: _never(f"{_SG}: not read; its weights are skipped silently", "SGLang PR #24663 (merged 2026-05-08)")
+            for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+        }
+    else:
+        flags = {
+            "norm_before_residual": None, "norm_before_fc": None, "fc_norm": None,
+            "norm_output": FlagRule(("norm_output",), False,
+                                    "sglang llama_eagle3.py @9d18277 (SpecForge PR #879): top level, default False, "
+                                    "True feeds the normed state"),
+        }
+    flags["norm_before_lm_head"] = _NORM_HEAD
+    return DraftServing("sglang", version, fmt, flags, embed="target", lm_head="own", ties_head_to_embed=True,
+                        weights_source=f"{_SG}: embed_tokens from the target; tie_word_embeddings -> lm_head = embed_tokens")
+
+
+def draft_serving(engine: str, version: str, fmt: str) -> DraftServing | None:
+    """The row for an engine version and checkpoint format; None where the project models none."""
+    if engine == "vllm":
+        return _vllm(version, fmt)
+    if engine == "sglang":
+        return _sglang(version, fmt)
+    return None
+
+
+def lookup(config: dict[str, Any], dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def flag_keys_present(config: dict[str, Any], flag: str) -> dict[str, Any]:
+    """Every place the config writes a flag: top level, eagle_config, transformer_layer_config."""
+    out = {}
+    for key in (flag, f"eagle_config.{flag}", f"transformer_layer_config.{flag}"):
+        v = lookup(config, key)
+        if v is not None:
+            out[key] = v
+    return out
+
+
+def served_flag(rule: FlagRule, config: dict[str, Any]) -> tuple[bool, str]:
+    """(value, why) of a flag as the engine sets it."""
+    for key in rule.keys:
+        v = lookup(config, key)
+        if v is not None:
+            return bool(v), f"read from {key} = {json_bool(v)} ({rule.source})"
+    if not rule.keys:
+        return rule.default, f"{_UNREAD}: always {json_bool(rule.default)} ({rule.source})"
+    return rule.default, f"{' / '.join(rule.keys)} missing: default {json_bool(rule.default)} ({rule.source})"
+
+
+def json_bool(v: Any) -> str:
+    return "true" if v is True else "false" if v is False else repr(v)
+
+
+# --------------------------------------------------------------------------- trained vs served
+
+
+def _render(dotted: str, value: Any) -> str:
+    """'eagle_config.norm_before_fc', True -> '"eagle_config": {"norm_before_fc": true}'."""
+    import json
+
+    parts = dotted.split(".")
+    out = json.dumps(value)
+    for p in reversed(parts[1:]):
+        out = "{" + f'"{p}": {out}' + "}"
+    return f'"{parts[0]}": {out}'
+
+
+_WEIGHT_OF = {"norm_before_fc": "input_norm.weight", "fc_norm": "fc_norm.0.weight"}
+
+
+def _trained_where(flag: str, info: Any) -> str:
+    present = flag_keys_present(info.config, flag)
+    bits = [f"{k} = {json_bool(v)}" for k, v in present.items()]
+    w = _WEIGHT_OF.get(flag)
+    if w and any(k == w or k.endswith("." + w) for k in info.weight_keys):
+        bits.append(f"weights hold {w}")
+    if flag == "norm_before_lm_head" and "norm_output" in info.config and info.format == "sglang":
+        bits = [f"norm_output = {json_bool(info.config['norm_output'])} (SpecForge 0.2.0: norm before lm_head)"]
+    return ", ".join(bits) or "format default"
+
+
+@dataclass
+class ServedForward:
+    """The draft as the engine runs it: flag values (with why) and whose weights it uses."""
+
+    serving: DraftServing
+    flags: dict[str, tuple[bool, str]]
+    undetermined: list[str]
+    embed_from_target: bool = False
+    head_from_target: bool = False
+    head_is_embed: bool = False
+
+
+def served_forward(info: Any, engine: str, version: str, *, target_vocab: int | None = None,
+                   target_has_head: bool = True) -> ServedForward | None:
+    row = draft_serving(engine, version, info.format)
+    if row is None:
+        return None
+    flags, und = {}, []
+    for f in FLAGS:
+        rule = row.flags.get(f)
+        if rule is None:
+            und.append(f)
+            continue
+        flags[f] = served_flag(rule, info.config)
+    sf = ServedForward(row, flags, und)
+    same_vocab = target_vocab is not None and info.config and _draft_vocab(info) == target_vocab
+    if info.has_embed and row.embed in ("target", "target-if-same-shape"):
+        sf.embed_from_target = True
+    if info.has_lm_head and row.lm_head == "target-if-same-shape" and same_vocab and target_has_head:
+        sf.head_from_target = True
+    tie = info.config.get("tie_word_embeddings")
+    if row.ties_head_to_embed and tie is True:
+        sf.head_is_embed = True
+    return sf
+
+
+def _draft_vocab(info: Any) -> int | None:
+    v = info.config.get("draft_vocab_size")
+    return v if isinstance(v, int) else None
+
+
+def _newest(engine: str) -> str:
+    from ..engines import ENGINE_VERSIONS
+
+    return ENGINE_VERSIONS[engine][0]
+
+
+def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: int | None,
+             target_head: Any = None, target_embed: Any = None) -> tuple[list[Any], ServedForward | None]:
+    """Findings where the engine runs the draft differently from how it was trained (no forward)."""
+    from ..findings import Finding
+
+    out: list[Any] = []
+    cfg = draft.config
+    if cfg.norm_before_fc and cfg.fc_norm:
+        out.append(Finding(
+            "FWD005", "the draft has both norm_before_fc (input_norm) and fc_norm",
+            [f"norm_before_fc: {_trained_where('norm_before_fc', info)}; fc_norm: {_trained_where('fc_norm', info)}",
+             "speculators 0.9.0 rejects the pair (models/eagle3/config.py:89-96: 'mutually exclusive'); "
+             "the doctor runs input_norm first, then fc_norm, as speculators' forward would (core.py:236-243)"],
+            "keep the one training used: delete the other flag and its weights (input_norm.weight or fc_norm.*)"))
+    sf = served_forward(info, engine, version, target_vocab=target_vocab, target_has_head=target_head is not None)
+    if sf is None:
+        return out, None
+    row = sf.serving
+    label = f"{engine} {version}"
+    for flag, (value, why) in sf.flags.items():
+        trained = bool(getattr(cfg, flag))
+        if value == trained:
+            continue
+        rule = row.flags[flag]
+        assert rule is not None
+        ev = [f"trained: {flag} = {json_bool(trained)} ({_trained_where(flag, info)})",
+              f"served by {label}: {flag} = {json_bool(value)}: {why}"]
+        if flag == "norm_before_lm_head":
+            fix = ("no engine runs lm_head without the final norm: retrain with it (SpecForge: drop "
+                   '"norm_output": false; SpecForge after PR #879 always norms before lm_head)')
+        elif flag == "norm_output" and info.format == "sglang":
+            ev.append("SpecForge 0.2.0 trained norm_output as 'norm before lm_head' and fed back the pre-norm state "
+                      "(llama3_eagle.py:1690, 1773-1778); the engine reads the key as 'feed the normed state'")
+            fix = ('delete "norm_output" from the draft\'s config.json: SpecForge 0.2.0\'s default (norm before '
+                   f"lm_head, pre-norm state fed back) is what {label} runs when the key is absent")
+        elif rule.keys:
+            fix = f"set {_render(rule.keys[0], trained)} in the draft's config.json"
+            moved = [k for k in flag_keys_present(info.config, flag) if k not in rule.keys]
+            if moved:
+                ev.append(f"{label} never reads {', '.join(moved)}")
+        else:
+            newest = _newest(engine)
+            fix = (f"{label} cannot run this flag: upgrade to a release with {rule.fixed_by}"
+                   + (f" (--engine-version {newest} models one)" if newest != version else "")
+                   + (f", or retrain without {flag}" if flag != "norm_before_lm_head" else ""))
+        out.append(Finding("FWD001", f"{label} runs the draft with {flag} = {json_bool(value)}, it was trained with "
+                                     f"{json_bool(trained)}", ev, fix, data={"flag": flag, "trained": trained, "served": value}))
+    for flag in sf.undetermined:
+        trained = bool(getattr(cfg, flag))
+        if trained == (flag == "norm_before_lm_head"):
+            continue  # the flag is at its plain EAGLE-3 value: every version runs that
+        out.append(Finding("FWD002", f"undetermined whether {label} runs the draft with {flag} = {json_bool(trained)}",
+                           [f"trained: {flag} = {json_bool(trained)} ({_trained_where(flag, info)})",
+                            f"which key {label} reads for {flag} is not pinned to a source (see draft/served.py)"],
+                           f"check that the engine logs or applies {flag}, or name a modelled version with --engine-version"))
+    newest = _newest(engine)
+    up = f"upgrade to a release with {row.weights_fixed_by}" + (
+        f" (--engine-version {newest} models one)" if newest != version else "")
+    if sf.embed_from_target and draft.embed_tokens is not None and target_embed is not None and \
+            row.embed == "target-if-same-shape" and tuple(target_embed.shape) == tuple(draft.embed_tokens.weight.shape):
+        diff = float((target_embed.float() - draft.embed_tokens.weight.float()).abs().max())
+        if diff > 1e-3:
+            out.append(Finding("FWD003", f"{label} replaces the draft's own embed_tokens with the target's",
+                               [f"draft and target embed_tokens differ by up to {diff:.4g}", row.weights_source],
+                               up, data={"weight": "embed_tokens"}))
+    if sf.head_from_target and target_head is not None and \
+            tuple(target_head.shape) == tuple(draft.lm_head.weight.shape):
+        diff = float((target_head.float() - draft.lm_head.weight.float()).abs().max())
+        if diff > 1e-3:
+            out.append(Finding("FWD003", f"{label} replaces the draft's own lm_head with the target's",
+                               [f"draft and target lm_head differ by up to {diff:.4g}", row.weights_source],
+                               up, data={"weight": "lm_head"}))
+    if sf.head_is_embed:
+        shape_ok = draft.embed_tokens is not None and draft.embed_tokens.weight.shape[0] == cfg.draft_vocab_size
+        out.append(Finding("FWD004", f"tie_word_embeddings: true makes {label} use embed_tokens as the draft's lm_head",
+                           [f"{row.weights_source}",
+                            f"the trained lm_head.weight [{cfg.draft_vocab_size}, {cfg.hidden_size}] is ignored"
+                            + ("" if shape_ok else f"; embed_tokens has {cfg.vocab_size} rows, the draft vocabulary "
+                                                   f"{cfg.draft_vocab_size}")],
+                           'set "tie_word_embeddings": false in the draft\'s config.json'))
+    return out, sf

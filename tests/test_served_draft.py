@@ -1,0 +1,145 @@
+"""The draft as each engine runs it vs as it was trained (issue 13): every case names its cause, its
+printed fix, applied to the fixture copy, makes the finding go away, and each clean twin stays quiet."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from conftest import DRAFTS, TARGET
+from eagle3_doctor.inspect_draft import inspect
+
+
+def fwd(res, code=None):
+    return [f for f in res.findings if f.code.startswith("FWD") and (code is None or f.code == code)]
+
+
+def _edit(d, cfg=None, weights=None):
+    if cfg:
+        c = json.loads((d / "config.json").read_text())
+        cfg(c)
+        (d / "config.json").write_text(json.dumps(c))
+    if weights:
+        sd = load_file(d / "model.safetensors")
+        weights(sd)
+        save_file(sd, d / "model.safetensors")
+
+
+def apply_fix(d, fix: str) -> None:
+    """Apply a printed config fix exactly as written: 'set "k": {...} in ...' or 'delete "k" from ...'."""
+    c = json.loads((d / "config.json").read_text())
+    m = re.match(r'set (".+) in the draft\'s config\.json', fix)
+    if m:
+        def merge(dst, src):
+            for k, v in src.items():
+                if isinstance(v, dict) and isinstance(dst.get(k), dict):
+                    merge(dst[k], v)
+                else:
+                    dst[k] = v
+        merge(c, json.loads("{" + m.group(1) + "}"))
+    else:
+        m = re.match(r'delete "([^"]+)" from', fix)
+        assert m, f"not a config fix: {fix}"
+        c.pop(m.group(1))
+    (d / "config.json").write_text(json.dumps(c))
+
+
+def test_flag_in_a_key_the_engine_never_reads(tmp_copy):
+    # trained with input_norm (its weight is in the checkpoint), flag nested where vLLM's speculators path never looks
+    d = tmp_copy(DRAFTS["speculators"])
+    _edit(d, cfg=lambda c: (c.pop("norm_before_fc"), c.update(eagle_config={"norm_before_fc": True})),
+          weights=lambda sd: sd.update({"input_norm.weight": 1.5 * torch.ones(384)}))
+    res = inspect(str(TARGET), str(d), engine="vllm", engine_version="0.33.0")
+    (f,) = fwd(res)
+    assert f.code == "FWD001" and f.data["flag"] == "norm_before_fc" and f.data["served"] is False
+    assert "never reads eagle_config.norm_before_fc" in " ".join(f.evidence)
+    assert f.fix == 'set "norm_before_fc": true in the draft\'s config.json'
+    apply_fix(d, f.fix)
+    assert fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version="0.33.0")) == []
+
+
+def test_norm_output_not_read_by_an_old_vllm(tmp_copy):
+    d = tmp_copy(DRAFTS["speculators"])
+    _edit(d, cfg=lambda c: c.update(norm_output=True))
+    res = inspect(str(TARGET), str(d), engine="vllm", engine_version="0.10.2")
+    (f,) = fwd(res)
+    assert f.data == {"flag": "norm_output", "trained": True, "served": False}
+    assert "PR #46488" in f.fix and "--engine-version 0.33.0" in f.fix
+    # the fix: a release that reads it
+    assert fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version="0.33.0")) == []
+    # clean twin: the fixture itself under the same old version
+    assert fwd(inspect(str(TARGET), str(DRAFTS["speculators"]), engine="vllm", engine_version="0.10.2")) == []
+
+
+def test_specforge_norm_output_read_as_eagle31_by_sglang(tmp_copy):
+    # SpecForge 0.2.0 trained norm_output=true as "norm before lm_head" (its default); SGLang feeds the normed state
+    d = tmp_copy(DRAFTS["sglang"])
+    _edit(d, cfg=lambda c: c.update(norm_output=True))
+    res = inspect(str(TARGET), str(d), engine="sglang")
+    (f,) = fwd(res)
+    assert f.data == {"flag": "norm_output", "trained": False, "served": True}
+    assert "SpecForge 0.2.0" in " ".join(f.evidence)
+    apply_fix(d, f.fix)
+    assert fwd(inspect(str(TARGET), str(d), engine="sglang")) == []
+
+
+def test_specforge_without_the_head_norm_has_no_config_fix(tmp_copy):
+    d = tmp_copy(DRAFTS["sglang"])
+    _edit(d, cfg=lambda c: c.update(norm_output=False))
+    (f,) = fwd(inspect(str(TARGET), str(d), engine="vllm"))
+    assert f.data["flag"] == "norm_before_lm_head" and "retrain" in f.fix
+
+
+def test_speculators_missing_norm_before_residual_gets_vllms_true(tmp_copy):
+    d = tmp_copy(DRAFTS["speculators"])
+    _edit(d, cfg=lambda c: c.pop("norm_before_residual"))
+    (f,) = fwd(inspect(str(TARGET), str(d), engine="vllm"))
+    assert f.data == {"flag": "norm_before_residual", "trained": False, "served": True}
+    apply_fix(d, f.fix)
+    assert fwd(inspect(str(TARGET), str(d), engine="vllm")) == []
+
+
+def _same_vocab_draft(d):
+    """A speculators draft whose vocabulary is the target's, with its own (trained) head."""
+    def w(sd):
+        g = torch.Generator().manual_seed(0)
+        sd["lm_head.weight"] = torch.randn(320, 128, generator=g) * 0.05
+        sd["d2t"] = torch.zeros(320, dtype=torch.long)
+        sd["t2d"] = torch.ones(320, dtype=torch.bool)
+    _edit(d, cfg=lambda c: c.update(draft_vocab_size=320), weights=w)
+
+
+def test_overwritten_head(tmp_copy):
+    d = tmp_copy(DRAFTS["speculators"])
+    _same_vocab_draft(d)
+    (f,) = fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version="0.10.2"))
+    assert f.code == "FWD003" and f.data["weight"] == "lm_head" and "PR #28549" in f.fix
+    assert "--engine-version 0.33.0" in f.fix
+    assert fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version="0.33.0")) == []
+
+
+def test_tied_embeddings(tmp_copy):
+    d = tmp_copy(DRAFTS["sglang"])
+    _edit(d, cfg=lambda c: c.update(tie_word_embeddings=True))
+    (f,) = fwd(inspect(str(TARGET), str(d), engine="sglang"))
+    assert f.code == "FWD004"
+    apply_fix(d, f.fix)
+    assert fwd(inspect(str(TARGET), str(d), engine="sglang")) == []
+
+
+def test_both_fc_norms_reported(tmp_copy):
+    d = tmp_copy(DRAFTS["speculators"])
+    _edit(d, cfg=lambda c: c.update(norm_before_fc=True, fc_norm=True),
+          weights=lambda sd: sd.update({"input_norm.weight": torch.ones(384),
+                                        **{f"fc_norm.{i}.weight": torch.ones(128) for i in range(3)}}))
+    codes = {f.code for f in fwd(inspect(str(TARGET), str(d), engine="vllm"))}
+    assert codes == {"FWD005"}
+
+
+@pytest.mark.parametrize("fmt,engine", [("sglang", "sglang"), ("speculators", "vllm"), ("sglang", "vllm")])
+def test_clean_fixtures_run_as_trained(fmt, engine):
+    assert fwd(inspect(str(TARGET), str(DRAFTS[fmt]), engine=engine)) == []
