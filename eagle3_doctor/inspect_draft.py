@@ -106,6 +106,95 @@ def looks_untrained(w: torch.Tensor) -> tuple[bool, str]:
     return cv < limit, f"row-norm coefficient of variation {cv:.4f} (fresh init ~{1 / math.sqrt(2 * w.shape[1]):.4f}, flagged below {limit:.4f})"
 
 
+def _render(dotted: str, value: Any) -> str:
+    from .draft.served import _render as r
+
+    return r(dotted, value)
+
+
+ABSOLUTE_D2T_FIX = ("rewrite d2t as offsets: d2t_new = d2t - arange(draft_vocab_size) (python: sd = safetensors.torch."
+                    "load_file(p); sd['d2t'] = sd['d2t'] - torch.arange(sd['d2t'].numel()); save_file(sd, p)); "
+                    "engines then compute target id = draft id + d2t[draft id]")
+
+
+def absolute_d2t(d2t: torch.Tensor, t2d: torch.Tensor | None, vocab: int) -> str | None:
+    """Why ``d2t`` reads as absolute target ids, or None: ``d2t - arange`` is then a valid offset
+    table (targets distinct, inside the vocabulary) and, where ``t2d`` exists, consistent with it,
+    while ``d2t`` read as offsets is not."""
+    n = d2t.numel()
+    if n == 0 or bool((d2t < 0).any()) or bool((d2t >= vocab).any()) or d2t.unique().numel() != n:
+        return None
+    as_offsets = d2t + torch.arange(n)
+    if t2d is not None:
+        marked = torch.zeros(vocab, dtype=torch.bool)
+        marked[d2t] = True
+        if not torch.equal(marked, t2d.bool()):
+            return None
+        offsets_ok = bool((as_offsets < vocab).all()) and torch.equal(
+            torch.zeros(vocab, dtype=torch.bool).index_fill_(0, as_offsets.clamp(max=vocab - 1), True), t2d.bool())
+    else:
+        offsets_ok = bool((as_offsets < vocab).all()) and as_offsets.unique().numel() == n
+    if offsets_ok:
+        return None
+    return (f"read as absolute ids, d2t is a valid table: {n} distinct target ids in 0..{vocab - 1}"
+            + (", exactly the ids t2d marks" if t2d is not None else "")
+            + f"; read as offsets it is not (draft id 0..{min(n, 3) - 1} -> {as_offsets[:3].tolist()} ...)")
+
+
+def normalised_rope(c: dict[str, Any]) -> dict[str, Any]:
+    """A config's RoPE in one form, whichever layout it uses: transformers 4 (``rope_theta`` +
+    ``rope_scaling`` + top-level ``partial_rotary_factor``) or 5 (``rope_parameters``)."""
+    rp = c.get("rope_parameters") if isinstance(c.get("rope_parameters"), dict) else None
+    d = dict(rp if rp is not None else (c.get("rope_scaling") or {}))
+    if "type" in d and "rope_type" not in d:
+        d["rope_type"] = d.pop("type")
+    d.setdefault("rope_type", "default")
+    d.setdefault("rope_theta", c.get("rope_theta", 10000.0))
+    d.setdefault("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))
+    return d
+
+
+def rope_findings(cfg: Any, dl: dict[str, Any], tcfg: dict[str, Any], nested: str | None) -> list[Finding]:
+    """CFG004 when draft and target RoPE differ once both layouts are normalised; decided on the
+    frequencies transformers computes for each (rope_theta is CFG003's, so both use the draft's)."""
+    from dataclasses import replace
+
+    from .draft.model import rope_tables
+
+    dn, tn = normalised_rope(dl), normalised_rope(tcfg)
+    strip = lambda d: {k: v for k, v in d.items() if k != "rope_theta"}  # noqa: E731
+    if strip(dn) == strip(tn):
+        return []
+    theta = dn["rope_theta"]
+    same = False
+    try:
+        a = rope_tables(replace(cfg, rope_scaling={**dn, "rope_theta": theta}, extra={}))
+        b = rope_tables(replace(cfg, rope_scaling={**tn, "rope_theta": theta}, extra={}))
+        same = a[0].shape == b[0].shape and bool(torch.allclose(a[0], b[0], rtol=1e-6, atol=0)) and abs(a[1] - b[1]) < 1e-9
+    except Exception:  # a rope the installed transformers cannot build: compare the dicts only
+        same = False
+    if same:
+        return []
+    prefix = f"{nested}." if nested else ""
+    if isinstance(dl.get("rope_parameters"), dict):  # the draft speaks transformers 5: one dict
+        want = {**{k: v for k, v in tn.items() if not (k == "partial_rotary_factor" and v == 1.0)}, "rope_theta": theta}
+        fix = f"set {_render(prefix + 'rope_parameters', want)} in the draft's config.json"
+    else:  # transformers 4: rope_scaling without rope_theta, partial_rotary_factor at the top
+        scaling = {k: v for k, v in tn.items() if k not in ("rope_theta", "partial_rotary_factor")}
+        body = {"rope_scaling": None if scaling == {"rope_type": "default"} else scaling}
+        if tn["partial_rotary_factor"] != dn["partial_rotary_factor"]:
+            body["partial_rotary_factor"] = tn["partial_rotary_factor"]
+        fix = "set " + ", ".join(_render(prefix + k, v) for k, v in body.items()) + " in the draft's config.json"
+        if nested:
+            fix = f"set {_render(nested, body)} in the draft's config.json"
+    diff = sorted(k for k in set(strip(dn)) | set(strip(tn)) if dn.get(k) != tn.get(k))
+    return [Finding("CFG004", f"RoPE differs between draft and target: {', '.join(diff)}",
+                    [f"draft  (normalised): {json.dumps(strip(dn), sort_keys=True)}",
+                     f"target (normalised): {json.dumps(strip(tn), sort_keys=True)}",
+                     "compared on the inverse frequencies and attention factor transformers computes for each"],
+                    fix)]
+
+
 def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: str | None = None,
             draft_format: str | None = None) -> InspectResult:
     if engine not in ENGINES:
@@ -137,10 +226,18 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
     tgt_ids = torch.arange(cfg.draft_vocab_size) + d.d2t.cpu()
     if info.has_d2t:
         bad = ((tgt_ids < 0) | (tgt_ids >= cfg.vocab_size)).nonzero().flatten()
+        absolute = absolute_d2t(d.d2t.cpu(), d.t2d.cpu() if info.has_t2d else None, cfg.vocab_size)
         if bad.numel():
-            out.append(Finding("DRF003", f"d2t maps {bad.numel()} draft id(s) outside the target vocabulary",
-                               [f"draft ids {bad[:5].tolist()} -> target ids {tgt_ids[bad[:5]].tolist()} (vocab {cfg.vocab_size})"],
-                               "re-create d2t from the draft vocabulary used in training"))
+            ev = [f"draft ids {bad[:5].tolist()} -> target ids {tgt_ids[bad[:5]].tolist()} (vocab {cfg.vocab_size})"]
+            if absolute:
+                out.append(Finding("DRF003", "d2t holds absolute target ids, not offsets (target_id - draft_id)",
+                                   ev + [absolute], ABSOLUTE_D2T_FIX, data={"absolute_d2t": True}))
+            else:
+                out.append(Finding("DRF003", f"d2t maps {bad.numel()} draft id(s) outside the target vocabulary", ev,
+                                   "re-create d2t from the draft vocabulary used in training"))
+        elif absolute and info.has_t2d:
+            out.append(Finding("DRF003", "d2t holds absolute target ids, not offsets (target_id - draft_id)",
+                               [absolute], ABSOLUTE_D2T_FIX, data={"absolute_d2t": True}))
         elif info.has_t2d:
             t2d = d.t2d.cpu()
             from_d2t = torch.zeros_like(t2d)
@@ -216,17 +313,12 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
                                ["the draft attends with other rotary frequencies than it was trained with if the converter changed it"],
                                f'set "rope_theta": {tv} in the draft config (the value used in training)'))
     dl = info.config.get("transformer_layer_config") or info.config
-    for key in ("rope_scaling", "partial_rotary_factor", "max_position_embeddings"):
-        dv, tv = dl.get(key), tcfg.get(key)
-        if key == "rope_scaling":
-            dv = dv or None
-            tv = tv or (tcfg.get("rope_parameters") if (tcfg.get("rope_parameters") or {}).get("rope_type", "default") != "default" else None)
-        if dv != tv and not (key == "max_position_embeddings" and dv and tv and dv >= tv):
-            if dv is None and tv is None:
-                continue
-            out.append(Finding("CFG004", f"{key}: draft {dv}, target {tv}",
-                               ["converters often drop rope_scaling / partial_rotary_factor; long contexts then drift"],
-                               f'set "{key}": {json.dumps(tv)} in the draft config'))
+    out += rope_findings(cfg, dl, tcfg, nested="transformer_layer_config" if dl is not info.config else None)
+    dv, tv = dl.get("max_position_embeddings"), tcfg.get("max_position_embeddings")
+    if dv and tv and dv < tv:
+        out.append(Finding("CFG004", f"max_position_embeddings: draft {dv}, target {tv}",
+                           ["converters often copy a shorter context length; rope types that scale with it then drift"],
+                           f"set {_render(('transformer_layer_config.' if dl is not info.config else '') + 'max_position_embeddings', tv)} in the draft's config.json"))
     tdt = str(tcfg.get("torch_dtype") or tcfg.get("dtype") or "").replace("torch.", "")
     if tdt and info.weight_dtype and tdt != info.weight_dtype:
         out.append(Finding("CFG005", f"draft weights are {info.weight_dtype}, target is {tdt}",

@@ -143,3 +143,105 @@ def test_both_fc_norms_reported(tmp_copy):
 @pytest.mark.parametrize("fmt,engine", [("sglang", "sglang"), ("speculators", "vllm"), ("sglang", "vllm")])
 def test_clean_fixtures_run_as_trained(fmt, engine):
     assert fwd(inspect(str(TARGET), str(DRAFTS[fmt]), engine=engine)) == []
+
+
+# ---------------------------------------------------------------------------- vocabulary and RoPE
+
+
+def test_absolute_d2t_named_and_fixed(tmp_copy):
+    d = tmp_copy(DRAFTS["sglang"])
+    _edit(d, weights=lambda sd: sd.update(d2t=sd["d2t"] + torch.arange(sd["d2t"].numel())))  # absolute ids
+    res = inspect(str(TARGET), str(d), engine="sglang")
+    (f,) = [f for f in res.findings if f.code == "DRF003"]
+    assert "absolute target ids" in f.title and "exactly the ids t2d marks" in " ".join(f.evidence)
+    assert "d2t - arange" in f.fix
+    # the fix, as printed
+    _edit(d, weights=lambda sd: sd.update(d2t=sd["d2t"] - torch.arange(sd["d2t"].numel())))
+    assert [f for f in inspect(str(TARGET), str(d), engine="sglang").findings if f.code.startswith("DRF")] == []
+
+
+def _rope(res):
+    return [f for f in res.findings if f.code in ("CFG003", "CFG004")]
+
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256}
+
+
+def _target_with(tmp_copy, **kw):
+    t = tmp_copy(TARGET, "target")
+    _edit(t, cfg=lambda c: c.update(kw))
+    return t
+
+
+@pytest.mark.parametrize("fmt", ["sglang", "speculators"])
+def test_same_rope_in_two_layouts_is_quiet(tmp_copy, fmt):
+    # target in the transformers-5 layout, draft in the transformers-4 layout: the same RoPE
+    t = _target_with(tmp_copy, rope_parameters={"rope_theta": 10000.0, **YARN})
+    d = tmp_copy(DRAFTS[fmt])
+    layer = (lambda c: c["transformer_layer_config"]) if fmt == "speculators" else (lambda c: c)
+    _edit(d, cfg=lambda c: layer(c).update(rope_theta=10000.0, rope_scaling=dict(YARN)))
+    assert _rope(inspect(str(t), str(d), engine="sglang")) == []
+
+
+@pytest.mark.parametrize("fmt", ["sglang", "speculators"])
+def test_dropped_rope_scaling_gets_a_fix_in_the_drafts_layout(tmp_copy, fmt):
+    t = _target_with(tmp_copy, rope_parameters={"rope_theta": 10000.0, **YARN})
+    d = tmp_copy(DRAFTS[fmt])  # the draft's converter dropped the yarn scaling
+    (f,) = _rope(inspect(str(t), str(d), engine="sglang"))
+    assert f.code == "CFG004" and "rope_type" in f.title
+    assert "rope_theta" not in f.fix  # never copies rope_theta into rope_scaling
+    apply_fix(d, f.fix)
+    assert _rope(inspect(str(t), str(d), engine="sglang")) == []
+
+
+def test_partial_rotary_factor_compared_across_layouts(tmp_copy):
+    t = _target_with(tmp_copy, rope_parameters={"rope_theta": 10000.0, "rope_type": "default", "partial_rotary_factor": 0.5})
+    d = tmp_copy(DRAFTS["sglang"])
+    (f,) = _rope(inspect(str(t), str(d), engine="sglang"))
+    assert "partial_rotary_factor" in f.title
+    apply_fix(d, f.fix)
+    assert _rope(inspect(str(t), str(d), engine="sglang")) == []
+
+
+def test_yarn_draft_loads_and_rotates_as_transformers_does(tmp_copy):
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    from eagle3_doctor.draft.formats import read_draft
+    from eagle3_doctor.draft.model import apply_rope
+
+    d = tmp_copy(DRAFTS["sglang"])
+    _edit(d, cfg=lambda c: c.update(rope_scaling=dict(YARN)))
+    draft, _ = read_draft(d)
+    attn = draft.midlayer.self_attn
+    assert attn.rope_scale > 1  # yarn's attention factor
+    hf = LlamaConfig(hidden_size=128, num_attention_heads=4, head_dim=32, max_position_embeddings=1024,
+                     rope_parameters={"rope_theta": 10000.0, **YARN})
+    x, pos = torch.randn(1, 4, 40, 32), torch.arange(40)[None]
+    cos, sin = LlamaRotaryEmbedding(hf)(x, pos)
+    ref, _ = apply_rotary_pos_emb(x, x, cos, sin)
+    torch.testing.assert_close(apply_rope(x, pos, draft.inv_freq, attn.rope_scale), ref, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("rope", [None, {"rope_type": "linear", "factor": 2.0}, {"type": "dynamic", "factor": 2.0},
+                                  {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                   "original_max_position_embeddings": 256},
+                                  {"rope_type": "longrope", "short_factor": [1.0] * 16, "long_factor": [2.0] * 16,
+                                   "original_max_position_embeddings": 256}])
+def test_every_rope_type_matches_transformers(rope):
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    from eagle3_doctor.draft.model import DraftConfig, rope_tables
+
+    cfg = DraftConfig(hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=2, vocab_size=8,
+                      draft_vocab_size=8, head_dim=32, rope_theta=5e4, rope_scaling=rope, max_position_embeddings=1024)
+    inv, scale = rope_tables(cfg)
+    rp = {**(rope or {}), "rope_theta": 5e4}
+    if "type" in rp:
+        rp["rope_type"] = rp.pop("type")
+    rp.setdefault("rope_type", "default")
+    emb = LlamaRotaryEmbedding(LlamaConfig(hidden_size=128, num_attention_heads=4, head_dim=32,
+                                           max_position_embeddings=1024, rope_parameters=rp))
+    torch.testing.assert_close(inv, emb.inv_freq.float(), rtol=0, atol=0)
+    assert scale == pytest.approx(emb.attention_scaling)

@@ -117,8 +117,11 @@ def _llama_fields(c: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(theta, (int, float)) or isinstance(theta, bool):
             raise BadInput("config.json: rope_parameters.rope_theta is not a number", "restore config.json")
         out["rope_theta"] = theta
-        if rp.get("rope_type", "default") != "default":
-            out["rope_scaling"] = rp
+        if set(rp) - {"rope_theta", "rope_type"} or rp.get("rope_type", "default") != "default":
+            out["rope_scaling"] = rp  # transformers-5 layout kept whole; model.rope_parameters reads both
+    prf = c.get("partial_rotary_factor")
+    if isinstance(prf, (int, float)) and not isinstance(prf, bool) and prf != 1:
+        out["extra"] = {"partial_rotary_factor": float(prf)}
     if "torch_dtype" not in out and isinstance(c.get("dtype"), str):
         out["torch_dtype"] = c["dtype"]
     return out

@@ -38,7 +38,6 @@ Two ways to run K steps, kept deliberately separate so one can check the other:
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator
 
@@ -111,38 +110,79 @@ class RMSNorm(nn.Module):
         return self.weight * x32.to(dtype)
 
 
+def rope_parameters(cfg: DraftConfig) -> dict[str, Any]:
+    """The draft's RoPE in transformers-5 form (``rope_parameters``), whichever layout it came in:
+    ``rope_scaling`` (+ top-level ``rope_theta``, transformers 4) or ``rope_parameters``."""
+    rp = dict(cfg.rope_scaling or {})
+    if "type" in rp and "rope_type" not in rp:
+        rp["rope_type"] = rp.pop("type")
+    rp.setdefault("rope_type", "default")
+    rp.setdefault("rope_theta", cfg.rope_theta)
+    prf = cfg.extra.get("partial_rotary_factor") if isinstance(cfg.extra, dict) else None
+    if prf is not None:
+        rp.setdefault("partial_rotary_factor", prf)
+    return rp
+
+
+def rope_tables(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
+    """(inv_freq [rotary_dim/2], attention scaling) from transformers' own RoPE initialisation
+    (``modeling_rope_utils.ROPE_INIT_FUNCTIONS``: every rope_type transformers knows, yarn's
+    attention factor, partial_rotary_factor), never a hand-written variant."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    rp = rope_parameters(cfg)
+    kind = rp["rope_type"]
+    common = dict(hidden_size=cfg.hidden_size, num_attention_heads=cfg.num_attention_heads, head_dim=cfg.head_dim,
+                  max_position_embeddings=cfg.max_position_embeddings)
+    if hasattr(LlamaConfig(), "rope_parameters"):  # transformers 5
+        hf = LlamaConfig(rope_parameters=rp, **common)
+    else:  # transformers 4: rope_theta at the top level, the rest in rope_scaling
+        scaling = {k: v for k, v in rp.items() if k not in ("rope_theta", "partial_rotary_factor")}
+        hf = LlamaConfig(rope_theta=rp["rope_theta"], rope_scaling=None if kind == "default" else scaling,
+                         partial_rotary_factor=rp.get("partial_rotary_factor", 1.0), **common)
+    if kind in ROPE_INIT_FUNCTIONS:
+        fn = ROPE_INIT_FUNCTIONS[kind]
+    elif kind == "default":
+        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+        fn = LlamaRotaryEmbedding.compute_default_rope_parameters
+    else:
+        raise NotImplementedError(f"rope_type {kind!r} is not one transformers {_tf_version()} knows "
+                                  f"({', '.join(sorted(ROPE_INIT_FUNCTIONS))})")
+    with torch.device("cpu"):  # read_draft builds the module under torch.device("meta")
+        inv, scale = fn(config=hf, device="cpu")
+        prf = float(rp.get("partial_rotary_factor", 1.0))
+        if prf < 1 and 2 * inv.numel() == int(cfg.head_dim):  # type: ignore[arg-type]
+            # Llama's init functions ignore the factor; the same function over the rotary dims is
+            # what models that honour it compute (rotary_dim = head_dim * factor)
+            hf.head_dim = int(int(cfg.head_dim) * prf)  # type: ignore[arg-type]
+            inv, scale = fn(config=hf, device="cpu")
+    return inv.float(), float(scale)
+
+
+def _tf_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
 def rope_inv_freq(cfg: DraftConfig) -> torch.Tensor:
-    """Inverse frequencies, with Llama-3 ``rope_scaling`` (the kind EAGLE-3 drafts ship with)."""
-    dim = int(cfg.head_dim)  # type: ignore[arg-type]
-    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-    rs = cfg.rope_scaling or {}
-    kind = rs.get("rope_type", rs.get("type"))
-    if kind in (None, "default"):
-        return inv.float()
-    if kind == "llama3":
-        factor = rs["factor"]
-        lo, hi = rs.get("low_freq_factor", 1.0), rs.get("high_freq_factor", 4.0)
-        old = rs.get("original_max_position_embeddings", 8192)
-        low_wl, high_wl = old / lo, old / hi
-        wl = 2 * math.pi / inv
-        scaled = torch.where(wl > low_wl, inv / factor, inv)
-        smooth = (old / wl - lo) / (hi - lo)
-        mid = (1 - smooth) * scaled / factor + smooth * scaled
-        is_mid = (wl >= high_wl) & (wl <= low_wl)
-        return torch.where(is_mid, mid, scaled).float()
-    if kind == "linear":
-        return (inv / rs["factor"]).float()
-    raise NotImplementedError(f"rope_scaling type {kind!r} is not supported by the canonical draft")
+    return rope_tables(cfg)[0]
 
 
-def apply_rope(x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
-    """x: [B, heads, T, d]; pos: [B, T] (int). Rotate-half convention, as transformers' Llama."""
+def apply_rope(x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    """x: [B, heads, T, d]; pos: [B, T] (int). NeoX rotate-half over the first 2*len(inv_freq)
+    dims (all of them unless partial_rotary_factor < 1), as transformers' Llama; ``scale`` is the
+    rope init function's attention factor (yarn, longrope), applied to cos and sin as transformers does."""
+    rot = 2 * inv_freq.shape[0]
     freqs = pos[:, None, :, None].float() * inv_freq.to(x.device)[None, None, None, :]  # [B,1,T,d/2]
     emb = torch.cat([freqs, freqs], dim=-1)
-    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-    x1, x2 = x.chunk(2, dim=-1)
-    rot = torch.cat([-x2, x1], dim=-1)
-    return x * cos + rot * sin
+    cos, sin = (emb.cos() * scale).to(x.dtype), (emb.sin() * scale).to(x.dtype)
+    xr, xp = x[..., :rot], x[..., rot:]
+    x1, x2 = xr.chunk(2, dim=-1)
+    out = xr * cos + torch.cat([-x2, x1], dim=-1) * sin
+    return out if xp.shape[-1] == 0 else torch.cat([out, xp], dim=-1)
 
 
 class DraftAttention(nn.Module):
@@ -155,13 +195,14 @@ class DraftAttention(nn.Module):
         self.k_proj = nn.Linear(2 * cfg.hidden_size, self.nkv * d, bias=b)
         self.v_proj = nn.Linear(2 * cfg.hidden_size, self.nkv * d, bias=b)
         self.o_proj = nn.Linear(self.nh * d, cfg.hidden_size, bias=False)
+        self.rope_scale = 1.0  # the RoPE attention factor (yarn, longrope); set with inv_freq
 
     def qkv(self, x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor):
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.nh, self.d).transpose(1, 2)
         k = self.k_proj(x).view(B, T, self.nkv, self.d).transpose(1, 2)
         v = self.v_proj(x).view(B, T, self.nkv, self.d).transpose(1, 2)
-        return apply_rope(q, pos, inv_freq), apply_rope(k, pos, inv_freq), v
+        return apply_rope(q, pos, inv_freq, self.rope_scale), apply_rope(k, pos, inv_freq, self.rope_scale), v
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """q: [B,nh,Tq,d]; k,v: [B,nkv,Tk,d]; mask: bool, broadcastable to [B,1,Tq,Tk] (True = attend)."""
@@ -304,7 +345,8 @@ class Eagle3Draft(nn.Module):
         # d2t[i] = target_id - draft_id; t2d[j] = target id j is in the draft vocabulary.
         self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
         self.register_buffer("t2d", torch.zeros(cfg.vocab_size, dtype=torch.bool))
-        self.register_buffer("inv_freq", rope_inv_freq(cfg), persistent=False)
+        inv_freq, self.midlayer.self_attn.rope_scale = rope_tables(cfg)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     # ------------------------------------------------------------------ pieces
     def set_embeddings(self, weight: torch.Tensor, *, own: bool) -> None:
