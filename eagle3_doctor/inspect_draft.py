@@ -12,7 +12,8 @@ import torch
 
 from .compare import diagnose_specs
 from .draft.formats import read_draft, spec_from_info
-from .engines import ENGINES, arch_family, resolve_serving
+from .draft.served import draft_serving
+from .engines import ENGINE_VERSIONS, ENGINES, arch_family, resolve_serving
 from .errors import BadInput
 from .findings import Finding
 from .taps import format_spec
@@ -332,7 +333,7 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
         out.append(Finding("CFG006", "norm_before_residual is missing from a speculators config",
                            ["vLLM's native default is False, its speculators adapter defaults it to True"],
                            'write "norm_before_residual" explicitly (the value used in training)'))
-    if "norm_output" in info.config:
+    if "norm_output" in info.config and draft_serving(engine, engine_version or ENGINE_VERSIONS[engine][0], info.format) is None:
         out.append(Finding("CFG006", f"norm_output = {info.config['norm_output']} means different things per tool",
                            ["SGLang/vLLM/TensorRT-LLM/speculators: feed the normed state to the next draft step; SpecForge: norm before lm_head"],
                            "make sure the serving engine's reading matches how the draft was trained"))
@@ -340,7 +341,6 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
         facts.append(("forward flags", ", ".join(f"{k}={v}" for k, v in flags.items())))
     # ---- the draft's own forward as the engine runs it (issue 13)
     from .draft import served
-    from .engines import ENGINE_VERSIONS
 
     version = engine_version or ENGINE_VERSIONS[engine][0]
     fwd, sf = served.diagnose(

@@ -215,8 +215,10 @@ def _trained_where(flag: str, info: Any) -> str:
     w = _WEIGHT_OF.get(flag)
     if w and any(k == w or k.endswith("." + w) for k in info.weight_keys):
         bits.append(f"weights hold {w}")
-    if flag == "norm_before_lm_head" and "norm_output" in info.config and info.format == "sglang":
-        bits = [f"norm_output = {json_bool(info.config['norm_output'])} (SpecForge 0.2.0: norm before lm_head)"]
+    if info.format == "sglang" and flag in ("norm_before_lm_head", "norm_output"):
+        no = info.config.get("norm_output")
+        bits = [f"SpecForge 0.2.0 reads norm_output = {json_bool(no)} as 'norm before lm_head' and always feeds back "
+                "the pre-norm state" if no is not None else "SpecForge 0.2.0 default"]
     return ", ".join(bits) or "format default"
 
 
