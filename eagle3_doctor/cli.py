@@ -100,6 +100,11 @@ TrustRemote = Annotated[bool, typer.Option("--trust-remote-code", help="Allow th
 JsonOut = Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to this path.")]
 ReportDir = Annotated[Optional[str], typer.Option("--report", help="Write a Markdown report (with PNG plots if matplotlib is installed) into this directory.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+# serving evidence (issue 16): what the live server counted
+ServerMetrics = Annotated[Optional[str], typer.Option("--server-metrics", help="The server's Prometheus scrape (vLLM or SGLang /metrics) as a file or http(s) URL, taken after the workload.")]
+ServerMetricsBefore = Annotated[Optional[str], typer.Option("--server-metrics-before", help="A scrape taken before the workload: figures become after minus before.")]
+ServerLog = Annotated[Optional[str], typer.Option("--server-log", help="SGLang server log: its 'Decode batch ... accept len' lines.")]
+ServerModel = Annotated[Optional[str], typer.Option("--server-model", help="model_name label to read when a scrape holds several models.")]
 
 
 def _console(stderr: bool = False):
@@ -410,6 +415,10 @@ def acceptance_cmd(
     min_accept_rate: Annotated[Optional[float], typer.Option("--min-accept-rate", help="Gate: exit 1 if the serving path's first-position acceptance is below this.")] = None,
     min_tau: Annotated[Optional[float], typer.Option("--min-tau", help="Gate: exit 1 if the serving path's tau is below this.")] = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write per-position acceptance bars as PNG here.")] = None,
+    server_metrics: ServerMetrics = None,
+    server_metrics_before: ServerMetricsBefore = None,
+    server_log: ServerLog = None,
+    server_model: ServerModel = None,
     dtype: Dtype = "auto",
     device: Device = "auto",
     device_map: DeviceMap = None,
@@ -430,6 +439,11 @@ def acceptance_cmd(
     from .findings import Finding
     from .report import render_acceptance
 
+    measured = None
+    if server_metrics or server_metrics_before or server_log:  # read (and reject) server evidence before the model loads
+        from .serving import load_measured
+
+        measured = load_measured(server_metrics, server_metrics_before, server_log, engine=None, model=server_model)
     setup = _setup(target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device,
                    trust_remote_code, device_map, max_memory)
     bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
@@ -447,8 +461,21 @@ def acceptance_cmd(
     if min_tau is not None and not serving.get("tau", float("nan")) >= min_tau:
         run.findings.append(Finding("ACC003", f"tau {serving.get('tau', float('nan')):.3f} is below --min-tau {min_tau}",
                                     [f"acc_k: {serving.get('acc_k')}"], "fix the findings above, or retrain the draft"))
-    render_acceptance(_console(stderr=json_out == "-"), run)
-    _write_json(json_out, run.to_dict(), trust_remote_code)
+    server = None
+    if measured is not None:
+        from .doctor import _acc_fix
+        from .serving import compare_to_prediction
+
+        server, srv_findings = compare_to_prediction(measured, run.paths, run.settings,
+                                                     _acc_fix(setup) if "training" in run.paths else None)
+        run.findings.extend(srv_findings)
+    con = _console(stderr=json_out == "-")
+    render_acceptance(con, run)
+    if server is not None:
+        from .serving import render_comparison
+
+        render_comparison(con, server)
+    _write_json(json_out, {**run.to_dict(), **({"server": server.to_dict()} if server is not None else {})}, trust_remote_code)
     if plot or report:
         from .plots import write_acceptance_report
 
@@ -457,6 +484,25 @@ def acceptance_cmd(
     if run.reference is not None and not run.reference["agrees_with_estimator"]:
         _console(stderr=True).print("warning: the estimator and the reference loop disagree (see JSON 'reference')", markup=False)
     return EXIT_FINDINGS if bad else EXIT_OK
+
+
+@app.command("server-metrics")
+@guarded
+def server_metrics_cmd(
+    metrics: Annotated[Optional[str], typer.Option("--metrics", help="Prometheus scrape (vLLM or SGLang /metrics) as a file or http(s) URL.")] = None,
+    before: Annotated[Optional[str], typer.Option("--before", help="A scrape taken before the workload: figures become after minus before.")] = None,
+    log: ServerLog = None,
+    engine: Annotated[str, typer.Option("--engine", "-e", help="auto, vllm or sglang (checked against the scrape).")] = "auto",
+    model: ServerModel = None,
+    json_out: JsonOut = None,
+) -> int:
+    """What the live server measured: acceptance from its spec-decode counters. No model is loaded."""
+    from .serving import load_measured, render_measured
+
+    m = load_measured(metrics, before, log, engine=engine, model=model)
+    render_measured(_console(), m)
+    _write_json(json_out, m.to_dict(), False)
+    return EXIT_OK
 
 
 @app.command("gate")

@@ -60,6 +60,11 @@ CODES: dict[str, tuple[str, str]] = {
     "ACC003": (WARNING, "acceptance is below the gate's threshold"),
     "ACC004": (INFO, "a capture-point scan found features that fit the draft better than the configured ones"),
     "GATE001": (ERROR, "a metric regressed against the baseline beyond the allowed margin"),
+    # --- serving evidence: the live server's counters vs the prediction (issue 16, serving.py)
+    "SRV001": (ERROR, "engine: the server accepts well below the prediction for its own capture points"),
+    "SRV002": (ERROR, "wiring: the server matches the serving-feature prediction; the capture mismatch explains the gap"),
+    "SRV003": (ERROR, "draft: the server matches the prediction and the draft is weak even on its training features"),
+    "SRV004": (INFO, "server vs prediction undetermined: the intervals neither separate nor agree"),
 }
 
 
