@@ -342,7 +342,7 @@ def inspect_cmd(
 @app.command("compare-hidden")
 @guarded
 def compare_hidden_cmd(
-    target: Target,
+    target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target model: local directory or hub id. Leave out to diff --train-dump against --engine-dump without loading it.")] = None,
     draft: Draft = None,
     draft_format: DraftFormat = None,
     engine: Engine = "sglang",
@@ -364,6 +364,8 @@ def compare_hidden_cmd(
     json_out: JsonOut = None,
     report: ReportDir = None,
     quiet: Quiet = False,
+    engine_dump: Annotated[Optional[str], typer.Option("--engine-dump", help="Hidden states the engine captured itself: SGLang debug-dumper directory or vLLM hidden-states safetensors. Without --target: diffed against --train-dump.")] = None,
+    num_layers: Annotated[Optional[int], typer.Option("--num-layers", help="Without --target: the target's number of decoder layers (for the layer ids in the fix).")] = None,
 ) -> int:
     """Training features vs what the serving engine captures: slot by slot, with the exact fix."""
     _preflight(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
@@ -373,6 +375,9 @@ def compare_hidden_cmd(
     from .doctor import compare_hidden
     from .report import render_compare
 
+    if target is None or engine_dump is not None:
+        return _compare_dumps(target, draft, draft_format, engine, engine_version, train_recipe, train_dump, engine_dump,
+                              num_layers, max_tokens, limit, json_out)
     setup = _setup(target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device,
                    trust_remote_code, device_map, max_memory)
     bs = _batch_size(batch_size, setup, max_tokens)
@@ -385,6 +390,43 @@ def compare_hidden_cmd(
         from .plots import write_compare_report
 
         write_compare_report(res, report, plot)
+    return EXIT_OK if res.consistent else EXIT_FINDINGS
+
+
+def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Optional[str], engine: str,
+                   engine_version: Optional[str], train_recipe: Optional[str], train_dump: Optional[str],
+                   engine_dump: Optional[str], num_layers: Optional[int], max_tokens: int, limit: Optional[int],
+                   json_out: Optional[str]) -> int:
+    """Dump vs dump (issue 16): the engine did the forward; the target is never loaded."""
+    from .errors import BadInput
+
+    if target is not None:
+        raise BadInput("--engine-dump is compared with --train-dump without the target", "drop --target (or drop --engine-dump)")
+    if not engine_dump or not train_dump:
+        raise BadInput("compare-hidden needs --target, or --train-dump with --engine-dump (dump vs dump, no target)",
+                       "pass --target DIR, or both dumps")
+    if num_layers is None or num_layers < 1:
+        raise BadInput("dump vs dump needs the target's layer count for the fix", "pass --num-layers N (num_hidden_layers of the target's config.json)")
+    from .engines import training_spec
+
+    if train_recipe:
+        tspec, tsrc = training_spec(train_recipe, num_layers)
+    elif draft:
+        from .draft.formats import read_draft, spec_from_info
+
+        _, info = read_draft(draft, fmt=draft_format, device="cpu", dtype=None)
+        tspec, tsrc = spec_from_info(info, num_layers)
+    else:
+        raise BadInput("dump vs dump needs to know what the training dump's slots are", "pass --draft DIR (its config's ids) or --train-recipe")
+    for p in tspec:
+        p.check_range(num_layers)
+    from .engine_dump import compare_dumps
+    from .report import render_compare
+
+    res = compare_dumps(engine_dump, train_dump, train_spec=tspec, train_source=tsrc, engine=engine, engine_version=engine_version,
+                        num_layers=num_layers, limit=limit, max_tokens=max_tokens)
+    render_compare(_console(), res)
+    _write_json(json_out, res.to_dict(), False)
     return EXIT_OK if res.consistent else EXIT_FINDINGS
 
 

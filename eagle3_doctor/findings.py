@@ -65,6 +65,7 @@ CODES: dict[str, tuple[str, str]] = {
     "SRV002": (ERROR, "wiring: the server matches the serving-feature prediction; the capture mismatch explains the gap"),
     "SRV003": (ERROR, "draft: the server matches the prediction and the draft is weak even on its training features"),
     "SRV004": (INFO, "server vs prediction undetermined: the intervals neither separate nor agree"),
+    "SRV010": (ERROR, "an engine dump slot matches no training-dump slot and is not the embeddings"),
 }
 
 
