@@ -403,8 +403,9 @@ def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Op
     if target is not None:
         raise BadInput("--engine-dump is compared with --train-dump without the target", "drop --target (or drop --engine-dump)")
     if not engine_dump or not train_dump:
-        raise BadInput("compare-hidden needs --target, or --train-dump with --engine-dump (dump vs dump, no target)",
-                       "pass --target DIR, or both dumps")
+        # worded as click's own usage error: --target is only optional for dump vs dump
+        raise BadInput("Missing option '--target' (or --engine-dump with --train-dump: dump vs dump, no target)",
+                       "see `eagle3-doctor compare-hidden --help`")
     if num_layers is None or num_layers < 1:
         raise BadInput("dump vs dump needs the target's layer count for the fix", "pass --num-layers N (num_hidden_layers of the target's config.json)")
     from .engines import training_spec
