@@ -554,6 +554,8 @@ def gate_cmd(
     target: Target,
     draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory to gate.")],
     policy: Annotated[Optional[str], typer.Option("--policy", help="TOML policy file ([gate] table); flags override it.")] = None,
+    train_recipe: TrainRecipe = None,
+    train_dump: TrainDump = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="gate JSON of an earlier checkpoint: fail on regression beyond max_regression.")] = None,
     engine: Annotated[Optional[str], typer.Option("--engine", "-e", help="Serving engine (policy default: sglang).")] = None,
     engine_version: EngineVersion = None,
@@ -585,7 +587,8 @@ def gate_cmd(
                                "max_regression": max_regression, "fail_on": fail_on, "limit": limit})
     check_policy_values(pol, f"policy file {policy}" if policy else "gate options")
     res = run_gate(target=target, draft=draft, policy=pol, prompts=prompts, baseline=baseline, dtype=dtype,
-                   device=device, draft_format=draft_format, trust_remote_code=trust_remote_code)
+                   device=device, draft_format=draft_format, trust_remote_code=trust_remote_code,
+                   train_recipe=train_recipe, train_dump=train_dump)
     text = markdown(res, draft)
     con = _console(stderr=json_out == "-")
     from rich.table import Table

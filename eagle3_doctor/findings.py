@@ -66,6 +66,8 @@ CODES: dict[str, tuple[str, str]] = {
     "SRV003": (ERROR, "draft: the server matches the prediction and the draft is weak even on its training features"),
     "SRV004": (INFO, "server vs prediction undetermined: the intervals neither separate nor agree"),
     "SRV010": (ERROR, "an engine dump slot matches no training-dump slot and is not the embeddings"),
+    # --- the CI gate's own evidence (issue 14)
+    "GATE002": (WARNING, "the gate's only training-side truth is the config the engine reads"),
 }
 
 

@@ -11,6 +11,15 @@ Policy (TOML, table ``[gate]``; every key optional, flags override the file):
     num_steps = 5
     max_new_tokens = 64
     limit = 16                   # prompts
+    training_from_config = "warning"   # GATE002's severity when the engine's own config is the only training truth
+
+A ``[training]`` table names the training side independently of the config the engine reads
+(flags ``--train-recipe`` / ``--train-dump`` override it):
+
+    [training]
+    recipe = "specforge"         # a --train-recipe name (hf-hidden-states, specforge, speculators, modelopt, ...)
+    ids = [1, 3, 4]              # the ids the training run used, in that recipe's convention
+    # dump = "path/to/specforge-dump"   # or a training feature dump (relative paths: from the working directory)
 """
 
 from __future__ import annotations
@@ -39,6 +48,8 @@ class Policy:
     num_steps: int = 5
     max_new_tokens: int = 64
     limit: int | None = 16
+    training_from_config: str = "warning"
+    training: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | None, overrides: dict[str, Any]) -> "Policy":
@@ -55,16 +66,49 @@ class Policy:
                 raw = tomllib.loads(p.read_text())
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
                 raise BadInput(f"policy file {p} is not valid TOML ({e})", "fix the file") from None
-            data = raw.get("gate", raw)
-            known = {f.name for f in fields(cls)}
+            data = dict(raw.get("gate", raw))
+            data.pop("training", None)
+            known = {f.name for f in fields(cls)} - {"training"}
             unknown = sorted(set(data) - known)
             if unknown:
                 raise BadInput(f"policy file {p}: unknown key(s) {', '.join(unknown)}", f"use only {', '.join(sorted(known))}")
+            data["training"] = _training_table(raw.get("training", {}), p)
         data.update({k: v for k, v in overrides.items() if v is not None})
         pol = cls(**data)
         if pol.fail_on not in ("error", "warning", "info"):
             raise BadInput(f"fail_on = {pol.fail_on!r}", "use error, warning or info")
+        if pol.training_from_config not in ("error", "warning", "info"):
+            raise BadInput(f"training_from_config = {pol.training_from_config!r}", "use error, warning or info")
         return pol
+
+    def train_recipe(self) -> str | None:
+        """The [training] table as a --train-recipe string (recipe[:ids])."""
+        rec = self.training.get("recipe")
+        if not rec:
+            return None
+        ids = self.training.get("ids")
+        return f"{rec}:{','.join(str(i) for i in ids)}" if ids else str(rec)
+
+
+TRAINING_KEYS = ("recipe", "ids", "dump")
+
+
+def _training_table(t: Any, path: Path) -> dict[str, Any]:
+    if not isinstance(t, dict):
+        raise BadInput(f"policy file {path}: [training] must be a table", 'write [training] with recipe = "specforge" and ids = [...]')
+    unknown = sorted(set(t) - set(TRAINING_KEYS))
+    if unknown:
+        raise BadInput(f"policy file {path}: unknown key(s) {', '.join(unknown)} in [training]", f"use only {', '.join(TRAINING_KEYS)}")
+    if "ids" in t and (not isinstance(t["ids"], list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in t["ids"])):
+        raise BadInput(f"policy file {path}: [training] ids = {t['ids']!r} is not a list of integers", "write e.g. ids = [1, 3, 4]")
+    if "ids" in t and "recipe" not in t:
+        raise BadInput(f"policy file {path}: [training] ids without a recipe", 'add recipe = "specforge" (or speculators, modelopt, hf-hidden-states)')
+    if "recipe" in t and "dump" in t:
+        raise BadInput(f"policy file {path}: [training] has both recipe and dump", "keep one: the dump is the stronger evidence")
+    for k in ("recipe", "dump"):
+        if k in t and not isinstance(t[k], str):
+            raise BadInput(f"policy file {path}: [training] {k} must be a string", f'write {k} = "..."')
+    return dict(t)
 
 
 @dataclass
@@ -101,23 +145,48 @@ def _metric(run_paths: dict[str, Any]) -> dict[str, Any]:
             "per_position_rate": s.get("chain", {}).get("per_position_rate", [])}
 
 
+def training_side_finding(setup: Any, policy: Policy) -> Finding:
+    """GATE002: the training side is read from the same config the engine reads, so they agree by construction."""
+    key = setup.info.layer_ids_key if setup.info is not None and setup.info.layer_ids_key else "the draft config"
+    return Finding(
+        "GATE002", "the only training-side truth is the config the engine reads: wiring errors in this config are "
+        "invisible to this gate",
+        [f"training side: {setup.train_source}", f"serving side: {setup.serving.source}",
+         "both come from the same file, so serving equals training by construction"],
+        'name what the draft was trained on: a [training] table in the policy (recipe = "specforge", ids = [...], '
+        "or dump = DIR), or --train-recipe / --train-dump",
+        severity=policy.training_from_config,
+        data={"policy_key": "training_from_config"},
+    )
+
+
 def run_gate(*, target: str, draft: str, policy: Policy, prompts: str | None, baseline: str | None,
              dtype: str = "auto", device: str = "auto", draft_format: str | None = None,
-             trust_remote_code: bool = False) -> GateResult:
+             trust_remote_code: bool = False, train_recipe: str | None = None,
+             train_dump: str | None = None) -> GateResult:
+    """train_recipe / train_dump override the policy's [training] table (a flag names one side, so it replaces both)."""
     import json
 
     from .doctor import acceptance, compare_hidden, load_setup
     from .inspect_draft import inspect
 
+    if train_recipe and train_dump:
+        raise BadInput("both --train-recipe and --train-dump given", "pass one: the dump is the stronger evidence")
+    if not train_recipe and not train_dump:
+        train_recipe, train_dump = policy.train_recipe(), policy.training.get("dump")
+    if train_dump and not Path(train_dump).exists():
+        raise BadInput(f"training dump {train_dump} not found", "pass the SpecForge dump directory (relative paths: from the working directory)")
     ins = inspect(target, draft, engine=policy.engine, engine_version=policy.engine_version, draft_format=draft_format)
     setup = load_setup(target=target, draft=draft, draft_format=draft_format, engine=policy.engine,
-                       engine_version=policy.engine_version, dtype=dtype, device=device, trust_remote_code=trust_remote_code)
-    cmp = compare_hidden(setup, prompts_path=prompts, limit=policy.limit)
+                       engine_version=policy.engine_version, train_recipe=train_recipe, dtype=dtype, device=device,
+                       trust_remote_code=trust_remote_code)
+    cmp = compare_hidden(setup, prompts_path=prompts, train_dump=train_dump, limit=policy.limit)
     acc = acceptance(setup, prompts_path=prompts, num_steps=policy.num_steps, max_new_tokens=policy.max_new_tokens,
                      limit=policy.limit)
+    own = [] if (train_recipe or train_dump) else [training_side_finding(setup, policy)]
     # one finding per code and title: inspect and compare-hidden both diagnose the capture points
     seen, findings = set(), []
-    for f in ins.findings + cmp.findings + acc.findings:
+    for f in own + ins.findings + cmp.findings + acc.findings:
         if (f.code, f.title) not in seen:
             seen.add((f.code, f.title))
             findings.append(f)
@@ -153,6 +222,11 @@ def run_gate(*, target: str, draft: str, policy: Policy, prompts: str | None, ba
                     findings.append(Finding("GATE001", f"{key} regressed by {drop:.4f} (allowed {tol})",
                                             [f"baseline {base[key]:.4f} ({p}), now {m[key]:.4f}"],
                                             "compare the new checkpoint's training run with the baseline's"))
+    # the severity check is made after GATE001 joins, so a policy failing on warnings sees everything
+    blocking = at_or_above(findings, policy.fail_on)
+    checks[0] = Check(f"no findings at or above {policy.fail_on}", float(len(blocking)), 0.0, not blocking,
+                      ", ".join(f.code for f in blocking))
+    m["training_source"] = cmp.train_source
     return GateResult(policy, checks, findings, m, {"inspect": ins.to_dict(), "compare": cmp.to_dict(), "acceptance": acc.to_dict()})
 
 

@@ -58,3 +58,88 @@ def test_bad_policy_is_bad_input(tmp_path):
                         str(DRAFTS["sglang"]), "--policy", str(p)], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert r.returncode == 2 and "unknown key(s) min_cosin" in r.stderr and "Traceback" not in r.stderr
+
+
+# --------------------------------------------------------------------------- issue 14: an independent training side
+
+SHIPPED_POLICY = ROOT / "examples/ci/policy.toml"
+
+
+def draft_with_ids(tmp_copy, ids, name):
+    d = tmp_copy(DRAFTS["sglang"], name)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def test_incident_fails_the_shipped_gate_with_the_trained_ids_as_fix(tmp_path, tmp_copy):
+    """The seed's mistake ([-1, 1, 3] for a draft trained on [1, 3, 4]) through examples/ci as shipped."""
+    inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
+    r = gate_sh(inc, tmp_path)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
+    data = json.loads((tmp_path / "gate.json").read_text())
+    assert data["passed"] is False
+    cap = [f for f in data["findings"] if f["code"] == "CAP002"]
+    assert cap and '"eagle_aux_hidden_state_layer_ids": [1, 3, 4]' in cap[0]["fix"]
+    assert "GATE002" not in {f["code"] for f in data["findings"]}  # the shipped policy names the training side
+
+
+# every one-layer move of one slot, and of all slots at once (duplicates are not a valid id list)
+ONE_LAYER_SHIFTS = [[0, 3, 4], [2, 3, 4], [1, 2, 4], [1, 3, 5], [0, 2, 3], [2, 4, 5]]
+
+
+def test_each_one_layer_shift_fails_the_shipped_policy(tmp_copy):
+    from eagle3_doctor.gate import Policy, run_gate
+
+    pol = Policy.load(str(SHIPPED_POLICY), {})
+    for ids in ONE_LAYER_SHIFTS:
+        d = draft_with_ids(tmp_copy, ids, "shift" + "_".join(map(str, ids)))
+        res = run_gate(target=str(TARGET), draft=str(d), policy=pol, prompts=str(PROMPTS), baseline=None,
+                       dtype="float32", device="cpu")
+        codes = {f.code for f in res.findings if f.severity == "error"}
+        assert not res.passed and codes & {"CAP001", "CAP006"}, (ids, codes)
+        fix = next(f.fix for f in res.findings if f.code in ("CAP001", "CAP006"))
+        assert "[1, 3, 4]" in fix, (ids, fix)
+
+
+def test_config_as_only_training_truth_is_a_warning_and_policy_can_make_it_an_error(tmp_path, tmp_copy):
+    from eagle3_doctor.gate import Policy, run_gate
+
+    inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
+    p = tmp_path / "p.toml"
+    p.write_text('[gate]\nmin_cosine = 0.999\nlimit = 4\nmax_new_tokens = 16\n')
+    res = run_gate(target=str(TARGET), draft=str(inc), policy=Policy.load(str(p), {}), prompts=str(PROMPTS),
+                   baseline=None, dtype="float32", device="cpu")
+    g = [f for f in res.findings if f.code == "GATE002"]
+    assert g and g[0].severity == "warning" and "invisible to this gate" in g[0].title
+    assert "CAP002" not in {f.code for f in res.findings}  # exactly the blind spot GATE002 warns about
+    p.write_text('[gate]\nlimit = 4\nmax_new_tokens = 16\ntraining_from_config = "error"\n')
+    res = run_gate(target=str(TARGET), draft=str(DRAFTS["sglang"]), policy=Policy.load(str(p), {}), prompts=str(PROMPTS),
+                   baseline=None, dtype="float32", device="cpu")
+    assert not res.passed and any(f.code == "GATE002" and f.severity == "error" for f in res.findings)
+
+
+def test_train_dump_flag_is_an_independent_training_side(tmp_path, tmp_copy):
+    inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
+    p = tmp_path / "p.toml"
+    p.write_text('[gate]\nlimit = 4\nmax_new_tokens = 16\n')
+    r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "gate", "--target", str(TARGET), "--draft", str(inc),
+                        "--policy", str(p), "--train-dump", str(ROOT / "fixtures/specforge-dump"), "--json",
+                        str(tmp_path / "g.json")], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
+    codes = {f["code"] for f in json.loads((tmp_path / "g.json").read_text())["findings"]}
+    assert "CAP002" in codes and "GATE002" not in codes
+
+
+def test_bad_training_table_is_bad_input(tmp_path):
+    p = tmp_path / "p.toml"
+    for body, needle in [("[training]\nids = [1, 3, 4]\n", "ids without a recipe"),
+                         ('[training]\nrecipe = "specforge"\nids = "1,3,4"\n', "not a list of integers"),
+                         ('[training]\nrecipe = "specforge"\nlayers = [1]\n', "unknown key(s) layers in [training]"),
+                         ('[gate]\ntraining_from_config = "fatal"\n', "training_from_config")]:
+        p.write_text(body)
+        r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "gate", "--target", str(TARGET), "--draft",
+                            str(DRAFTS["sglang"]), "--policy", str(p)], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, (body, r.stderr)
