@@ -204,6 +204,7 @@ class PathAccumulator:
     tree_drf: list[int] = field(default_factory=list)
     alpha_prod_sum: np.ndarray | None = None
     alpha_n: int = 0
+    per_request_hits: list[tuple[list[int], list[int]]] = field(default_factory=list)  # acc_k (hits, positions) per request
 
     def add(self, out: StepOutputs, starts: Sequence[int], lengths: Sequence[int], walk: bool) -> None:
         # numpy, not torch, for this bookkeeping: torch's CPU reductions over these small bool
@@ -218,6 +219,10 @@ class PathAccumulator:
         n = mv.sum(axis=(0, 2))
         self.hits = h if self.hits is None else self.hits + h
         self.totals = n if self.totals is None else self.totals + n
+        # per request too: the bootstrap over prompts resamples these (eagle3_doctor.stats)
+        hb = (m & mv).sum(axis=2).tolist()
+        nb = mv.sum(axis=2).tolist()
+        self.per_request_hits += list(zip(hb, nb))
         step1 = m[:, 0] & region
         valid1 = v[:, 0] & region
         for b in range(B):
@@ -278,6 +283,7 @@ class PathAccumulator:
         lengths = [r["mean_acceptance_length"] for r in self.per_request]
         res["per_request_mean_acceptance_length"] = float(np.mean(lengths)) if lengths else float("nan")
         res["accepted_lengths"] = [a for a, _ in self.per_request_passes]
+        res["acc_k_by_request"] = [{"hits": h, "positions": n} for h, n in self.per_request_hits]
         if self.tree_acc:
             res["tree"] = metrics_from_passes(self.tree_acc, self.tree_drf, K)
         if self.alpha_prod_sum is not None and self.alpha_n:

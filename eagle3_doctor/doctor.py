@@ -485,6 +485,7 @@ def acceptance(
         for j, i in enumerate(order):
             by_prompt[i] = res["accepted_lengths"][j]
         res["accepted_lengths"] = by_prompt
+        add_intervals(res, order, num_steps)
     ref = None
     if reference:
         if continuation != "greedy":
@@ -538,6 +539,19 @@ def acceptance(
     for name, res in results.items():
         res["triage"] = triage(res, settings["dtype"])
     return AcceptanceRun(results, settings, findings, notes, ref, scan_res)
+
+
+def add_intervals(res: dict[str, Any], order: Sequence[int], num_steps: int) -> None:
+    """Per-request acc_k counts into prompt order, then bootstrap intervals over prompts (issue 14)."""
+    from .stats import acceptance_counts, acceptance_intervals
+
+    by_prompt: list[Any] = [None] * len(order)
+    for j, i in enumerate(order):
+        by_prompt[i] = res["acc_k_by_request"][j]
+    res["acc_k_by_request"] = by_prompt
+    counts = acceptance_counts(res["accepted_lengths"], [r["hits"] for r in by_prompt],
+                               [r["positions"] for r in by_prompt], num_steps)
+    res["intervals"] = acceptance_intervals(counts, num_steps)
 
 
 def _acc_fix(setup: Setup) -> str:

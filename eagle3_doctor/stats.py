@@ -1,0 +1,165 @@
+"""Bootstrap intervals over prompts: the figures a gate or a user decides on, with their noise.
+
+Every statistic here is a function of per-prompt *counts* summed over prompts (hits and positions
+for acc_k, accepted tokens and verify passes for the acceptance length, log-likelihood and token
+counts for the fingerprint). Resampling prompts with replacement is then one matrix product: a
+[B, n] matrix of multiplicities times the [n, m] per-prompt counts gives B resampled sums, and the
+statistic is evaluated on each. Prompts are the unit because tokens within a prompt are not
+independent (one hard prompt drags all its positions down together).
+
+Seeded: the same counts and seed give the same interval, bit for bit, on every machine
+(numpy's PCG64 is platform-independent). Percentile intervals; with fewer than
+``MIN_PROMPTS`` prompts an interval is reported but flagged as unreliable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+DEFAULT_B = 2000
+DEFAULT_SEED = 0
+DEFAULT_LEVEL = 0.95
+MIN_PROMPTS = 5
+
+Stat = Callable[[np.ndarray], np.ndarray]  # [..., m] summed counts -> [...] statistic
+
+
+@dataclass(frozen=True)
+class Interval:
+    point: float
+    lo: float
+    hi: float
+    level: float
+    n: int  # prompts resampled
+    B: int
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def excludes_zero(self) -> bool:
+        return self.lo > 0 or self.hi < 0
+
+    def text(self, nd: int = 3) -> str:
+        return f"{self.point:.{nd}f} [{self.lo:.{nd}f}, {self.hi:.{nd}f}]"
+
+
+def weights(n: int, B: int = DEFAULT_B, seed: int = DEFAULT_SEED) -> np.ndarray:
+    """[B, n] multiplicities: row b says how often each prompt appears in bootstrap sample b."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    idx = rng.integers(0, n, size=(B, n))
+    w = np.zeros((B, n), dtype=np.float64)
+    np.add.at(w, (np.repeat(np.arange(B), n), idx.ravel()), 1.0)
+    return w
+
+
+def _interval(point: float, samples: np.ndarray, level: float, n: int, B: int, seed: int) -> Interval:
+    s = samples[np.isfinite(samples)]
+    if s.size == 0 or not np.isfinite(point):
+        return Interval(float(point), float("nan"), float("nan"), level, n, B, seed)
+    a = (1 - level) / 2
+    lo, hi = np.quantile(s, [a, 1 - a])
+    return Interval(float(point), float(lo), float(hi), level, n, B, seed)
+
+
+def bootstrap(counts: np.ndarray, stat: Stat, *, B: int = DEFAULT_B, seed: int = DEFAULT_SEED,
+              level: float = DEFAULT_LEVEL, w: np.ndarray | None = None) -> Interval:
+    """counts [n, m] per prompt; stat maps summed counts [..., m] to the statistic."""
+    c = np.asarray(counts, dtype=np.float64)
+    n = c.shape[0]
+    point = float(stat(c.sum(axis=0)))
+    if n == 0:
+        return Interval(point, float("nan"), float("nan"), level, 0, B, seed)
+    w = weights(n, B, seed) if w is None else w
+    with np.errstate(divide="ignore", invalid="ignore"):
+        samples = stat(w @ c)
+    return _interval(point, samples, level, n, B, seed)
+
+
+def paired(counts: Sequence[np.ndarray], stat: Stat, ref: int, *, B: int = DEFAULT_B, seed: int = DEFAULT_SEED,
+           level: float = DEFAULT_LEVEL) -> tuple[list[Interval], list[Interval]]:
+    """Intervals for several statistics measured on the SAME prompts, and for each one's difference to ``ref``.
+
+    The same resampled prompts are used for every candidate, so the shared per-prompt difficulty
+    cancels in the differences: a paired interval is far narrower than two separate ones.
+    Returns (each candidate's interval, interval of candidate - counts[ref]).
+    """
+    cs = [np.asarray(c, dtype=np.float64) for c in counts]
+    n = cs[0].shape[0]
+    if any(c.shape[0] != n for c in cs):
+        raise ValueError("paired intervals need the same prompts for every candidate")
+    w = weights(n, B, seed) if n else np.zeros((B, 0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        samples = [stat(w @ c) for c in cs]
+    points = [float(stat(c.sum(axis=0))) for c in cs]
+    own = [_interval(p, s, level, n, B, seed) for p, s in zip(points, samples)]
+    diff = [_interval(p - points[ref], s - samples[ref], level, n, B, seed) for p, s in zip(points, samples)]
+    return own, diff
+
+
+def ratio(num: int = 0, den: int = 1) -> Stat:
+    """sum(num column) / sum(den column)."""
+    return lambda s: s[..., num] / s[..., den]
+
+
+# --------------------------------------------------------------------------- acceptance figures
+
+
+def acceptance_counts(accepted_lengths: Sequence[Sequence[int]], hits: Sequence[Sequence[int]] | None,
+                      totals: Sequence[Sequence[int]] | None, num_steps: int) -> np.ndarray:
+    """Per prompt: [passes, accepted, #(A>=1..K), acc_k hits (K), acc_k positions (K)] -> [n, 2 + 3K]."""
+    K = num_steps
+    rows = []
+    for i, acc in enumerate(accepted_lengths):
+        a = np.asarray(acc if acc is not None else [], dtype=np.int64)
+        ge = [(a >= k).sum() for k in range(1, K + 1)]
+        h = list(hits[i]) if hits is not None else [0] * K
+        t = list(totals[i]) if totals is not None else [0] * K
+        rows.append([a.size, a.sum(), *ge, *h, *t])
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), 2 + 3 * K)
+
+
+def _tau(acc: np.ndarray) -> np.ndarray:
+    return 1.0 + np.cumprod(np.nan_to_num(acc), axis=-1).sum(axis=-1)
+
+
+def acceptance_intervals(counts: np.ndarray, num_steps: int, *, B: int = DEFAULT_B, seed: int = DEFAULT_SEED,
+                         level: float = DEFAULT_LEVEL) -> dict[str, Any]:
+    """Intervals over prompts for mean acceptance length, per-position rates, acc_k and tau (one shared resample)."""
+    K = num_steps
+    c = np.asarray(counts, dtype=np.float64)
+    n = c.shape[0]
+    w = weights(n, B, seed) if n else None
+
+    def iv(stat: Stat) -> dict[str, Any]:
+        return bootstrap(c, stat, B=B, seed=seed, level=level, w=w).to_dict()
+
+    hits = slice(2 + K, 2 + 2 * K)
+    tots = slice(2 + 2 * K, 2 + 3 * K)
+    out: dict[str, Any] = {
+        "method": f"percentile bootstrap over {n} prompts, B={B}, seed={seed}, level={level}",
+        "reliable": n >= MIN_PROMPTS,
+        "mean_acceptance_length": iv(lambda s: 1.0 + s[..., 1] / s[..., 0]),
+        "per_position_rate": [iv(lambda s, k=k: s[..., 2 + k] / s[..., 0]) for k in range(K)],
+        "acc_k": [iv(lambda s, k=k: s[..., 2 + K + k] / s[..., 2 + 2 * K + k]) for k in range(K)],
+        "tau": iv(lambda s: _tau(s[..., hits] / s[..., tots])),
+    }
+    return out
+
+
+def difference_interval(cur: np.ndarray, base: np.ndarray, stat: Stat, *, B: int = DEFAULT_B, seed: int = DEFAULT_SEED,
+                        level: float = DEFAULT_LEVEL) -> tuple[Interval, str]:
+    """Interval of stat(cur) - stat(base): paired over prompts when both ran the same number of prompts
+    (the gate replays the same prompt file), otherwise two independent resamples."""
+    cur, base = np.asarray(cur, dtype=np.float64), np.asarray(base, dtype=np.float64)
+    if cur.shape[0] == base.shape[0] and cur.shape[0] > 0:
+        _, diff = paired([base, cur], stat, ref=0, B=B, seed=seed, level=level)
+        return diff[1], "paired over prompts"
+    wc, wb = weights(cur.shape[0], B, seed), weights(base.shape[0], B, seed + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = stat(wc @ cur) - stat(wb @ base)
+    point = float(stat(cur.sum(0)) - stat(base.sum(0)))
+    return _interval(point, s, level, cur.shape[0], B, seed), "independent resamples (prompt counts differ)"
