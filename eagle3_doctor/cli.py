@@ -600,10 +600,53 @@ def gate_cmd(
         t.add_row(c.name, "-" if c.value is None else f"{c.value:.4f}", "-" if c.threshold is None else f"{c.threshold:.4f}",
                   ("pass " if c.passed else "FAIL ") + c.detail, style=None if c.passed else "red")
     con.print(t)
+    fp = res.sections.get("fingerprint")
+    if fp:
+        con.print(f"fingerprint: {fp['verdict']} ({fp['settings']['candidates']} candidates, {fp['seconds']:.1f} s; "
+                  "eagle3-doctor fingerprint shows the ranking)", markup=False, soft_wrap=True)
     render_findings(con, res.findings, "no findings")
+    if os.environ.get("GITHUB_ACTIONS") == "true":  # annotations on the PR, at the config key to change
+        from .gate import github_annotations
+
+        for line in github_annotations(res, draft):
+            print(line, flush=True)
     write_summary(text, summary)
     _write_json(json_out, res.to_dict(), trust_remote_code)
     return EXIT_OK if res.passed else EXIT_FINDINGS
+
+
+@app.command("fingerprint")
+@guarded
+def fingerprint_cmd(
+    target: Target,
+    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")],
+    draft_format: DraftFormat = None,
+    engine: Engine = "sglang",
+    engine_version: EngineVersion = None,
+    layer_ids: LayerIds = None,
+    train_recipe: TrainRecipe = None,
+    prompts: Prompts = None,
+    limit: Limit = None,
+    num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="Teacher-forced draft steps scored (the fixtures were trained with 3).")] = 3,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Target greedy tokens appended to each prompt before scoring.")] = 64,
+    dtype: Dtype = "auto",
+    device: Device = "auto",
+    trust_remote_code: TrustRemote = False,
+    json_out: JsonOut = None,
+    quiet: Quiet = False,
+) -> int:
+    """Which capture points was the draft trained on? Ranked from the draft's weights and the target alone."""
+    from .fingerprint import fingerprint, render_fingerprint
+
+    setup = _setup(target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device,
+                   trust_remote_code, None, None)
+    with _progress(quiet) as cb:
+        fp = fingerprint(setup, prompts_path=prompts, num_steps=num_steps, max_new_tokens=max_new_tokens, limit=limit,
+                         progress=cb)
+    render_fingerprint(_console(), fp)
+    _write_json(json_out, fp.to_dict(), trust_remote_code)
+    conf = next((r for r in fp.rows if r["configured"]), None)
+    return EXIT_FINDINGS if fp.determined and conf is not None and conf["rank"] != 1 else EXIT_OK
 
 
 def run() -> None:

@@ -68,6 +68,9 @@ CODES: dict[str, tuple[str, str]] = {
     "SRV010": (ERROR, "an engine dump slot matches no training-dump slot and is not the embeddings"),
     # --- the CI gate's own evidence (issue 14)
     "GATE002": (WARNING, "the gate's only training-side truth is the config the engine reads"),
+    "FPR001": (ERROR, "the draft's own fingerprint names other capture points than the engine feeds"),
+    "FPR002": (WARNING, "the draft's own fingerprint disagrees with the declared training side"),
+    "FPR003": (INFO, "the draft's fingerprint cannot tell the candidate capture points apart"),
 }
 
 

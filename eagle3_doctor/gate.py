@@ -12,6 +12,9 @@ Policy (TOML, table ``[gate]``; every key optional, flags override the file):
     max_new_tokens = 64
     limit = 16                   # prompts
     training_from_config = "warning"   # GATE002's severity when the engine's own config is the only training truth
+    decide_on = "lower_bound"    # thresholds/baselines decide on the 95% bootstrap interval's lower bound, or "point"
+    fingerprint = true           # recover the trained capture points from the draft's weights (FPR001-FPR003)
+    fingerprint_steps = 3
 
 A ``[training]`` table names the training side independently of the config the engine reads
 (flags ``--train-recipe`` / ``--train-dump`` override it):
@@ -49,6 +52,9 @@ class Policy:
     max_new_tokens: int = 64
     limit: int | None = 16
     training_from_config: str = "warning"
+    decide_on: str = "lower_bound"   # thresholds and baselines decide on the interval's lower bound, or "point"
+    fingerprint: bool = True         # recover the trained capture points from the draft's weights
+    fingerprint_steps: int = 3
     training: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -77,6 +83,8 @@ class Policy:
         pol = cls(**data)
         if pol.fail_on not in ("error", "warning", "info"):
             raise BadInput(f"fail_on = {pol.fail_on!r}", "use error, warning or info")
+        if pol.decide_on not in ("lower_bound", "point"):
+            raise BadInput(f"decide_on = {pol.decide_on!r}", 'use "lower_bound" (the 95% interval\'s) or "point"')
         if pol.training_from_config not in ("error", "warning", "info"):
             raise BadInput(f"training_from_config = {pol.training_from_config!r}", "use error, warning or info")
         return pol
@@ -135,19 +143,94 @@ class GateResult:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "passed": self.passed, "policy": self.policy.__dict__,
                 "checks": [c.__dict__ for c in self.checks], "metrics": self.metrics,
+                "fingerprint": self.sections.get("fingerprint"),
                 "findings": [f.to_dict() for f in self.findings]}
 
 
-def _metric(run_paths: dict[str, Any]) -> dict[str, Any]:
+def _metric(run_paths: dict[str, Any], num_steps: int) -> dict[str, Any]:
+    from .stats import acceptance_counts
+
     s = run_paths.get("serving", {})
-    return {"step1_accuracy": s.get("acc_k", [float("nan")])[0], "tau": s.get("tau", float("nan")),
-            "mean_acceptance_length": s.get("chain", {}).get("mean_acceptance_length", float("nan")),
-            "per_position_rate": s.get("chain", {}).get("per_position_rate", [])}
+    iv = s.get("intervals") or {}
+    m = {"step1_accuracy": s.get("acc_k", [float("nan")])[0], "tau": s.get("tau", float("nan")),
+         "mean_acceptance_length": s.get("chain", {}).get("mean_acceptance_length", float("nan")),
+         "per_position_rate": s.get("chain", {}).get("per_position_rate", [])}
+    if iv:
+        m["intervals"] = {"step1_accuracy": iv["acc_k"][0], "tau": iv["tau"], "mean_acceptance_length": iv["mean_acceptance_length"],
+                          "per_position_rate": iv["per_position_rate"], "acc_k": iv["acc_k"], "method": iv["method"]}
+        # per-prompt counts: the next run's baseline comparison resamples them (paired over prompts)
+        by = s.get("acc_k_by_request") or []
+        m["samples"] = {"num_steps": num_steps, "counts": acceptance_counts(
+            s["accepted_lengths"], [r["hits"] for r in by], [r["positions"] for r in by], num_steps).tolist()}
+    return m
+
+
+def _stat(key: str, K: int):
+    from .stats import _tau
+
+    if key == "step1_accuracy":
+        return lambda c: c[..., 2 + K] / c[..., 2 + 2 * K]
+    if key == "tau":
+        return lambda c: _tau(c[..., 2 + K : 2 + 2 * K] / c[..., 2 + 2 * K : 2 + 3 * K])
+    return lambda c: 1.0 + c[..., 1] / c[..., 0]
+
+
+def _decided(m: dict[str, Any], key: str, policy: Policy) -> tuple[float, str]:
+    """The value a threshold is applied to, and words saying which one it is."""
+    point = m[key]
+    iv = (m.get("intervals") or {}).get(key)
+    if policy.decide_on == "point" or not iv or math.isnan(iv.get("lo", float("nan"))):
+        why = "" if policy.decide_on == "point" else " (no interval)"
+        return point, f"decided on the point estimate{why}"
+    return iv["lo"], f"decided on the lower bound of the 95% interval {point:.4f} [{iv['lo']:.4f}, {iv['hi']:.4f}] over {iv['n']} prompts"
+
+
+def fingerprint_findings(fp: Any, setup: Any) -> list[Finding]:
+    """What the draft's own fingerprint says about the configured and the declared training wiring."""
+    from .compare import fix_for
+    from .taps import parse_spec
+
+    out: list[Finding] = []
+    rows = fp.rows
+    if not rows:
+        return out
+    top = rows[0]
+    if not fp.determined:
+        why = ("the best fit is no better than a uniform guess: the weights carry no trained fingerprint"
+               if fp.settings.get("chance") and not fp.settings["chance"]["above_chance"]
+               else f"{len(fp.tied)} candidate(s) within noise of the best")
+        out.append(Finding("FPR003", f"the draft's fingerprint is undetermined: {why}",
+                           [f"best {', '.join(top['spec'])}: log-lik {top['log_lik']['point']:.4f}"]
+                           + [f"tied: {', '.join(t)}" for t in fp.tied[:4]],
+                           "replay more prompts (policy limit / max_new_tokens) or name the training side in the policy's [training] table"))
+        return out
+    best = parse_spec(",".join(top["spec"]))
+    conf = next((r for r in rows if r["configured"]), None)
+    if conf is not None and conf["rank"] != 1:
+        text, _ = fix_for(setup.serving, best)
+        d = conf["diff_to_best"]
+        out.append(Finding(
+            "FPR001", f"the draft's weights fit {', '.join(top['spec'])} best, but the engine feeds {', '.join(conf['spec'])}",
+            [f"{', '.join(conf['spec'])} (configured): log-lik {conf['log_lik']['point']:.4f}, "
+             f"paired difference to the best {d['point']:.4f} [{d['lo']:.4f}, {d['hi']:.4f}] (95%, over prompts)",
+             f"serving side: {setup.serving.source}", fp.statistic],
+            text or f"{setup.serving.label} cannot feed {', '.join(top['spec'])}: see eagle3-doctor compare-hidden",
+            data={"best": top["spec"], "configured": conf["spec"]},
+        ))
+    trained = next((r for r in rows if r["trained"]), None)
+    if trained is not None and trained["rank"] != 1 and not (conf is not None and conf["spec"] == trained["spec"]):
+        d = trained["diff_to_best"]
+        out.append(Finding(
+            "FPR002", f"the draft's weights fit {', '.join(top['spec'])} better than the declared training side {', '.join(trained['spec'])}",
+            [f"paired difference to the best {d['point']:.4f} [{d['lo']:.4f}, {d['hi']:.4f}]", f"training side: {setup.train_source}"],
+            "check the training record (recipe, ids, the run's config) against the checkpoint: one of them is not what was trained",
+            data={"best": top["spec"], "trained": trained["spec"]},
+        ))
+    return out
 
 
 def training_side_finding(setup: Any, policy: Policy) -> Finding:
     """GATE002: the training side is read from the same config the engine reads, so they agree by construction."""
-    key = setup.info.layer_ids_key if setup.info is not None and setup.info.layer_ids_key else "the draft config"
     return Finding(
         "GATE002", "the only training-side truth is the config the engine reads: wiring errors in this config are "
         "invisible to this gate",
@@ -183,14 +266,22 @@ def run_gate(*, target: str, draft: str, policy: Policy, prompts: str | None, ba
     cmp = compare_hidden(setup, prompts_path=prompts, train_dump=train_dump, limit=policy.limit)
     acc = acceptance(setup, prompts_path=prompts, num_steps=policy.num_steps, max_new_tokens=policy.max_new_tokens,
                      limit=policy.limit)
-    own = [] if (train_recipe or train_dump) else [training_side_finding(setup, policy)]
+    fp, fp_findings = None, []
+    if policy.fingerprint and setup.draft is not None:
+        from .fingerprint import fingerprint
+
+        fp = fingerprint(setup, prompts_path=prompts, num_steps=policy.fingerprint_steps,
+                         max_new_tokens=policy.max_new_tokens, limit=policy.limit)
+        fp_findings = fingerprint_findings(fp, setup)
+    independent = bool(train_recipe or train_dump or (fp is not None and fp.determined))
+    own = [] if independent else [training_side_finding(setup, policy)]
     # one finding per code and title: inspect and compare-hidden both diagnose the capture points
     seen, findings = set(), []
-    for f in own + ins.findings + cmp.findings + acc.findings:
+    for f in own + fp_findings + ins.findings + cmp.findings + acc.findings:
         if (f.code, f.title) not in seen:
             seen.add((f.code, f.title))
             findings.append(f)
-    m = _metric(acc.paths)
+    m = _metric(acc.paths, policy.num_steps)
     m["slot_cosine"] = [s.cos_mean for s in cmp.slots]
     checks = []
     blocking = at_or_above(findings, policy.fail_on)
@@ -199,11 +290,17 @@ def run_gate(*, target: str, draft: str, policy: Policy, prompts: str | None, ba
     if policy.min_cosine is not None:
         worst = min(m["slot_cosine"]) if m["slot_cosine"] else float("nan")
         checks.append(Check("min slot cosine", worst, policy.min_cosine, worst >= policy.min_cosine))
-    if policy.min_step1_accuracy is not None:
-        v = m["step1_accuracy"]
-        checks.append(Check("step-1 accuracy", v, policy.min_step1_accuracy, v >= policy.min_step1_accuracy))
-    if policy.min_tau is not None:
-        checks.append(Check("tau", m["tau"], policy.min_tau, m["tau"] >= policy.min_tau))
+    for key, name, thr in (("step1_accuracy", "step-1 accuracy", policy.min_step1_accuracy), ("tau", "tau", policy.min_tau)):
+        if thr is None:
+            continue
+        v, how = _decided(m, key, policy)
+        ok = v >= thr
+        checks.append(Check(name, v, thr, ok, how))
+        if not ok:
+            findings.append(Finding("ACC003", f"{name} {v:.4f} is below the gate's threshold {thr} ({how.split(' over ')[0]})",
+                                    [how, "serving features: " + ", ".join(acc.settings.get("serving_spec") or [])],
+                                    "find the cause with the findings above (eagle3-doctor acceptance); "
+                                    "replay more prompts if the interval is wide", data={"decided_on": policy.decide_on}))
     if baseline:
         p = Path(baseline)
         if not p.is_file():
@@ -214,20 +311,47 @@ def run_gate(*, target: str, draft: str, policy: Policy, prompts: str | None, ba
             raise BadInput(f"baseline {p} is not a gate JSON (no 'metrics')", "pass the JSON written by `gate --json`") from None
         tol = policy.max_regression if policy.max_regression is not None else 0.0
         for key in ("step1_accuracy", "tau", "mean_acceptance_length"):
-            if key in base and not math.isnan(base[key]):
-                drop = base[key] - m[key]
-                ok = drop <= tol
-                checks.append(Check(f"{key} vs baseline", m[key], base[key] - tol, ok, f"baseline {base[key]:.4f}, drop {drop:+.4f}"))
-                if not ok:
-                    findings.append(Finding("GATE001", f"{key} regressed by {drop:.4f} (allowed {tol})",
-                                            [f"baseline {base[key]:.4f} ({p}), now {m[key]:.4f}"],
-                                            "compare the new checkpoint's training run with the baseline's"))
+            if key not in base or base[key] is None or math.isnan(base[key]):
+                continue
+            drop, how = _drop(m, base, key, policy)
+            ok = drop <= tol
+            checks.append(Check(f"{key} vs baseline", m[key], base[key] - tol, ok, f"baseline {base[key]:.4f}, drop {drop:+.4f}, {how}"))
+            if not ok:
+                findings.append(Finding("GATE001", f"{key} regressed by {drop:.4f} (allowed {tol}; {how.split(':')[0]})",
+                                        [f"baseline {base[key]:.4f} ({p}), now {m[key]:.4f}", how],
+                                        "compare the new checkpoint's training run with the baseline's",
+                                        data={"decided_on": policy.decide_on}))
     # the severity check is made after GATE001 joins, so a policy failing on warnings sees everything
     blocking = at_or_above(findings, policy.fail_on)
     checks[0] = Check(f"no findings at or above {policy.fail_on}", float(len(blocking)), 0.0, not blocking,
                       ", ".join(f.code for f in blocking))
     m["training_source"] = cmp.train_source
-    return GateResult(policy, checks, findings, m, {"inspect": ins.to_dict(), "compare": cmp.to_dict(), "acceptance": acc.to_dict()})
+    sections = {"inspect": ins.to_dict(), "compare": cmp.to_dict(), "acceptance": acc.to_dict(),
+                "fingerprint": fp.to_dict() if fp is not None else None}
+    return GateResult(policy, checks, findings, m, sections)
+
+
+def _drop(m: dict[str, Any], base: dict[str, Any], key: str, policy: Policy) -> tuple[float, str]:
+    """How far the metric fell from the baseline, as the policy decides it, and words saying how."""
+    import numpy as np
+
+    from .stats import difference_interval
+
+    point = base[key] - m[key]
+    if policy.decide_on == "point":
+        return point, "decided on the point estimate"
+    cur, old = m.get("samples"), base.get("samples")
+    if cur and old and cur.get("num_steps") == old.get("num_steps") and old.get("counts"):
+        K = int(cur["num_steps"])
+        iv, pairing = difference_interval(np.asarray(cur["counts"]), np.asarray(old["counts"]), _stat(key, K))
+        # the drop is -(now - baseline): its pessimistic end is the lower bound of the change
+        return -iv.lo, (f"decided on the lower bound of the change's 95% interval {iv.point:+.4f} [{iv.lo:+.4f}, "
+                        f"{iv.hi:+.4f}], {pairing}")
+    iv = (m.get("intervals") or {}).get(key)
+    if iv and not math.isnan(iv.get("lo", float("nan"))):
+        return base[key] - iv["lo"], (f"decided on the lower bound of this run's 95% interval [{iv['lo']:.4f}, {iv['hi']:.4f}] "
+                                      "(the baseline has no per-prompt samples)")
+    return point, "decided on the point estimate (no interval)"
 
 
 def markdown(res: GateResult, draft: str) -> str:
@@ -240,9 +364,16 @@ def markdown(res: GateResult, draft: str) -> str:
         v = "-" if c.value is None else f"{c.value:.4f}"
         t = "-" if c.threshold is None else f"{c.threshold:.4f}"
         lines.append(f"| {c.name} | {v} | {t} | {'pass' if c.passed else '**fail**'} {c.detail} |")
-    rates = res.metrics.get("per_position_rate") or []
-    lines += ["", f"mean acceptance length {res.metrics['mean_acceptance_length']:.3f}, tau {res.metrics['tau']:.3f}, "
-              f"per-position acceptance {', '.join(f'{r:.2f}' for r in rates)}", "", "### Findings", "", findings_markdown(res.findings)]
+    from .stats import interval_lines
+
+    iv = res.sections.get("acceptance", {}).get("paths", {}).get("serving", {}).get("intervals")
+    lines += [""] + ([f"- {x}" for x in interval_lines(iv)] or [f"mean acceptance length {res.metrics['mean_acceptance_length']:.3f}, tau {res.metrics['tau']:.3f}"])
+    fp = res.sections.get("fingerprint")
+    if fp:
+        from .fingerprint import FingerprintResult, fingerprint_markdown
+
+        lines += ["", fingerprint_markdown(FingerprintResult(**{k: fp[k] for k in ("rows", "verdict", "best", "tied", "statistic", "settings", "seconds")}))]
+    lines += ["", "### Findings", "", findings_markdown(res.findings)]
     return "\n".join(lines)
 
 
@@ -255,3 +386,37 @@ def write_summary(text: str, path: str | None) -> None:
     if gh:
         with open(gh, "a", encoding="utf-8") as f:  # GitHub appends step summaries; so do we
             f.write(text + "\n")
+
+
+# findings whose fix is a change to the layer-id key in the draft's config.json
+_KEY_CODES = ("CAP", "FPR001", "CFG001", "CFG002", "GATE002", "ACC001")
+
+
+def _escape(text: str) -> str:
+    # GitHub workflow commands: % CR LF are escaped in the message, and also , : in properties
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def github_annotations(res: GateResult, draft: str) -> list[str]:
+    """`::error file=...,line=...::` workflow commands, one per finding, at the config key to change."""
+    cfg = Path(draft) / "config.json"
+    key = None
+    dr = (res.sections.get("compare") or {}).get("draft") or {}
+    if dr.get("layer_ids_key"):
+        key = str(dr["layer_ids_key"]).split(".")[-1]
+    line = None
+    if key and cfg.is_file():
+        try:
+            line = next((i + 1 for i, t in enumerate(cfg.read_text(errors="replace").splitlines()) if f'"{key}"' in t), None)
+        except OSError:
+            line = None
+    out = []
+    level = {"error": "error", "warning": "warning", "info": "notice"}
+    for f in res.findings:
+        props = f"file={cfg}"
+        if line is not None and f.code.startswith(_KEY_CODES):
+            props += f",line={line}"
+        props += f",title={_escape('eagle3-doctor ' + f.code).replace(',', '%2C').replace(':', '%3A')}"
+        msg = f.title + (f" -- fix: {f.fix}" if f.fix else "")
+        out.append(f"::{level[f.severity or 'info']} {props}::{_escape(msg)}")
+    return out

@@ -1,0 +1,274 @@
+"""The draft's own fingerprint: which capture points was it trained on? Asked of the weights alone.
+
+A draft trained on features F predicts the target's next tokens best when fed F. So each candidate
+feature spec is scored by the mean log-likelihood, under the draft, of the target's own greedy
+tokens, over all K teacher-forced steps (the quantity EAGLE-3 training maximises, up to the soft
+targets), and the candidates are ranked by it. Log-likelihood rather than argmax accuracy: every
+position contributes a graded score instead of a 0/1 hit, so two wirings whose accuracies tie still
+separate (measured on the fixtures: see docs/gate.md).
+
+Cost: ONE target forward per batch captures every capture point; each candidate then costs only the
+draft's K-step unroll (a one-layer network), so the whole search is a small multiple of one
+acceptance run, not one acceptance run per candidate.
+
+Every candidate gets a bootstrap interval over prompts, and the paired interval of its difference
+to the best (same resampled prompts for all, so the per-prompt difficulty cancels). When any
+other candidate's paired interval includes zero the verdict is "undetermined": the data cannot
+tell those wirings apart, and no winner is named.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from .taps import CapturePoint, FeatureSpec, all_points, embed, final_norm, format_spec, layer_out
+
+UNDETERMINED = "undetermined"
+
+
+def _move(p: CapturePoint, d: int, L: int) -> CapturePoint | None:
+    """One layer earlier (d=-1) or later (d=+1), on the line embed, layer_out[0..L-1], final_norm."""
+    line = [embed()] + [layer_out(i) for i in range(L)] + [final_norm()]
+    j = line.index(p) + d
+    return line[j] if 0 <= j < len(line) else None
+
+
+def shifts(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
+    """Every one-layer shift of a spec: one slot moved by one layer, or all slots together."""
+    out: list[FeatureSpec] = []
+    for d in (-1, 1):
+        for i in range(len(spec)):
+            q = _move(spec[i], d, num_layers)
+            if q is not None:
+                out.append(tuple(spec[:i]) + (q,) + tuple(spec[i + 1 :]))
+        moved = [_move(p, d, num_layers) for p in spec]
+        if all(q is not None for q in moved):
+            out.append(tuple(moved))  # type: ignore[arg-type]
+    return [c for c in dict.fromkeys(out) if len(set(c)) == len(c)]
+
+
+def candidates(anchors: Sequence[FeatureSpec], num_layers: int) -> list[FeatureSpec]:
+    """Plausible wirings around each anchor (configured, trained, engine default).
+
+    Per anchor: the anchor, its one-layer shifts, the seed-style slot shift (embed, a, b) of
+    (a, b, c), and the inverse of that shift: a spec that starts with embed may be a shifted
+    (a, b, c), so (a, b, next(b)) joins, with its own one-layer shifts. Duplicated points are
+    dropped (no recipe feeds one capture point twice).
+    """
+    L = num_layers
+    out: list[FeatureSpec] = []
+    for a in anchors:
+        a = tuple(a)
+        out += [a, *shifts(a, L), (embed(),) + a[:-1]]
+        if len(a) >= 2 and a[0] == embed():
+            nxt = _move(a[-1], 1, L)
+            if nxt is not None:
+                un = a[1:] + (nxt,)
+                out += [un, *shifts(un, L)]
+    return [c for c in dict.fromkeys(out) if len(set(c)) == len(c)]
+
+
+@dataclass
+class FingerprintResult:
+    rows: list[dict[str, Any]]  # ranked, best first
+    verdict: str  # the best spec as text, or UNDETERMINED
+    best: list[str] | None
+    tied: list[list[str]]  # candidates whose paired interval to the best includes zero
+    statistic: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def determined(self) -> bool:
+        return self.verdict != UNDETERMINED
+
+    def row_for(self, spec: FeatureSpec | Sequence[str]) -> dict[str, Any] | None:
+        key = [str(p) for p in spec]
+        return next((r for r in self.rows if r["spec"] == key), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "best": self.best, "tied": self.tied, "statistic": self.statistic,
+                "settings": self.settings, "seconds": self.seconds, "rows": self.rows}
+
+
+def _target_to_draft(draft: Any, vocab: int) -> torch.Tensor:
+    """[V_target] draft id of each target id, -1 when the draft vocabulary lacks it."""
+    Vd = draft.d2t.numel()
+    tid = (torch.arange(Vd, device=draft.d2t.device) + draft.d2t).clamp(0, vocab - 1)
+    m = torch.full((vocab,), -1, dtype=torch.long, device=draft.d2t.device)
+    m[tid] = torch.arange(Vd, device=draft.d2t.device)
+    return m
+
+
+STEP_WEIGHT = 0.8  # EAGLE-3 / SpecForge weight the TTT loss of step k by 0.8**(k-1)
+
+
+@torch.inference_mode()
+def fingerprint(
+    setup: Any,
+    *,
+    prompts_path: str | None = None,
+    num_steps: int = 3,
+    max_new_tokens: int = 64,
+    max_tokens: int | None = 512,
+    limit: int | None = None,
+    batch_size: int = 8,
+    prompt_ids: Sequence[Sequence[int]] | None = None,
+    extra: Sequence[FeatureSpec] = (),
+    seed: int = 0,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> FingerprintResult:
+    """Rank candidate feature specs by the draft's training loss when fed each one.
+
+    The sequences are the prompts plus the target's greedy continuation (what a draft sees in
+    serving). Step k at base t reads the true tokens teacher-forced and is scored against the
+    target's full next-token distribution there: the soft cross-entropy EAGLE-3 training
+    minimises, weighted 0.8**(k-1) over steps 1..num_steps, reported as a log-likelihood
+    (higher is better). Target tokens outside the draft vocabulary carry no draft probability
+    and drop out of the sum for every candidate alike.
+    """
+    import time
+
+    from .doctor import _check_seq_len, _prompts
+    from .engines import default_spec_llama
+    from .stats import paired
+    from .target import batches, capture, greedy_continue, head_chunks, make_batch
+
+    t0 = time.perf_counter()
+    tgt, draft = setup.target, setup.draft
+    if draft is None:
+        from .errors import BadInput
+
+        raise BadInput("the fingerprint needs a draft", "pass --draft DIR")
+    L = tgt.num_layers
+    n_aux = draft.config.num_aux_states
+    anchors = [tuple(s) for s in (setup.serving.spec, setup.train_spec) if s is not None and len(s) == n_aux]
+    if n_aux == 3:
+        anchors.append(tuple(default_spec_llama(L)))
+    anchors += [tuple(e) for e in extra if len(e) == n_aux]
+    anchors = list(dict.fromkeys(anchors))
+    cands = candidates(anchors, L)
+    prompts, _ = _prompts(tgt, prompts_path, max_tokens, limit, prompt_ids)
+    seqs = [p.ids for p in prompts]
+    for s in seqs:
+        _check_seq_len(tgt, len(s) + max_new_tokens)
+    if max_new_tokens:
+        seqs = greedy_continue(tgt, seqs, max_new_tokens, batch_size)
+    tid = (torch.arange(draft.d2t.numel(), device=draft.d2t.device) + draft.d2t).clamp(0, tgt.vocab_size - 1)
+    pad = tgt.tokenizer.pad_token_id if tgt.tokenizer.pad_token_id is not None else 0
+    K = num_steps
+    w = [STEP_WEIGHT ** k for k in range(K)]
+    # per candidate, per prompt: [weighted sum of log-likelihood, weighted scored positions,
+    # weighted log-likelihood of a uniform guess over the draft vocabulary (the no-information line)]
+    counts = np.zeros((len(cands), len(seqs), 3), dtype=np.float64)
+    log_vd = float(np.log(tid.numel()))
+    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
+    pts = set(all_points(L))
+    done = 0
+    for _, idx in batches(order, batch_size):
+        batch = make_batch([seqs[i] for i in idx], pad, tgt.device)
+        got, last = capture(tgt, batch, pts, want_logits=True)  # every capture point, one forward
+        B, T = batch.input_ids.shape
+        # target next-token distribution restricted to the draft vocabulary: [B, T, Vd]
+        p_t = torch.empty(B * T, tid.numel(), dtype=torch.float32, device=last.device)
+        for sl, lg in head_chunks(tgt, last):
+            p_t[sl] = torch.softmax(lg, dim=-1)[:, tid.to(lg.device)]
+        p_t = p_t.view(B, T, -1)
+        lens = torch.as_tensor(batch.lengths, device=last.device)
+        pos = torch.arange(T, device=last.device)
+        ids = torch.roll(batch.input_ids, -1, dims=1)
+        key_mask = batch.attention_mask.bool()
+        # several candidates share one draft call: stacked along the batch dimension
+        per_call = max(1, 64 // B)
+        for c0 in range(0, len(cands), per_call):
+            chunk = cands[c0 : c0 + per_call]
+            n = len(chunk)
+            aux = torch.cat([torch.cat([got[p] for p in c], dim=-1) for c in chunk], dim=0)
+            for k0, h in enumerate(draft.unroll(aux, ids.repeat(n, 1), K, key_mask=key_mask.repeat(n, 1))):
+                k = k0 + 1
+                # step k at base t predicts the token after x_{t+k}: the target's distribution at t+k
+                v = (pos[None, :] + k <= lens[:, None] - 1).float()  # [B, T]
+                logq = torch.log_softmax(draft.logits(h).float(), dim=-1).view(n, B, T, -1)
+                ll = (torch.roll(p_t, -k, dims=1)[None] * logq).sum(-1)  # [n, B, T]
+                counts[c0 : c0 + n, idx, 0] += w[k0] * (ll * v[None]).sum(-1).double().cpu().numpy()
+                counts[c0 : c0 + n, idx, 1] += w[k0] * v.sum(-1).double().cpu().numpy()[None]
+                mass = torch.roll(p_t, -k, dims=1).sum(-1)  # target probability inside the draft vocabulary
+                counts[c0 : c0 + n, idx, 2] += w[k0] * -log_vd * (mass * v).sum(-1).double().cpu().numpy()[None]
+        done += len(idx)
+        if progress:
+            progress("fingerprint", done, len(seqs))
+
+    def mean_ll(s: np.ndarray) -> np.ndarray:
+        return s[..., 0] / s[..., 1]
+
+    raw = [float(mean_ll(counts[ci].sum(0))) for ci in range(len(cands))]
+    rank = sorted(range(len(cands)), key=lambda ci: -raw[ci])
+    own, diff = paired([counts[ci] for ci in rank], mean_ll, ref=0, seed=seed) if cands else ([], [])
+    configured = [str(p) for p in setup.serving.spec]
+    trained = [str(p) for p in setup.train_spec] if setup.train_spec is not None else None
+    rows = []
+    for j, ci in enumerate(rank):
+        spec = [str(p) for p in cands[ci]]
+        rows.append({"rank": j + 1, "spec": spec, "log_lik": own[j].to_dict(), "diff_to_best": diff[j].to_dict(),
+                     "separated": j == 0 or diff[j].hi < 0, "configured": spec == configured, "trained": spec == trained})
+    tied = [r["spec"] for r in rows[1:] if not r["separated"]]
+    best = rows[0]["spec"] if rows else None
+    # a draft whose best fit is no better than a uniform guess carries no trained fingerprint (random
+    # weights, a wrong target): its ranking is an artefact of feature magnitudes, so name no winner
+    chance = None
+    if cands:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            _, cd = paired([counts[rank[0]][:, [2, 1]], counts[rank[0]][:, :2]], mean_ll, ref=0, seed=seed)
+        chance = {"log_lik": float(mean_ll(counts[rank[0]][:, [2, 1]].sum(0))), "best_minus_chance": cd[1].to_dict(),
+                  "above_chance": bool(cd[1].lo > 0)}
+    informative = bool(chance and chance["above_chance"])
+    verdict = UNDETERMINED if (not rows or tied or not informative) else ", ".join(best)  # type: ignore[arg-type]
+    settings = {"candidates": len(cands), "prompts": len(seqs), "tokens": int(sum(len(s) for s in seqs)),
+                "num_steps": K, "max_new_tokens": max_new_tokens, "bootstrap_seed": seed,
+                "anchors": [format_spec(a) for a in anchors], "chance": chance}
+    stat = (f"mean log-likelihood per position of the target's next-token distribution under the draft (soft "
+            f"cross-entropy, the EAGLE-3 training loss), steps 1..{K} weighted {STEP_WEIGHT}^(k-1)")
+    return FingerprintResult(rows, verdict, best, tied, stat, settings, time.perf_counter() - t0)
+
+
+def _mark(r: dict[str, Any]) -> str:
+    return " ".join(x for x, on in (("configured", r["configured"]), ("trained", r["trained"])) if on)
+
+
+def render_fingerprint(console: Any, fp: FingerprintResult, top: int = 12) -> None:
+    from rich.table import Table
+
+    t = Table(title="the draft's fingerprint: candidate capture points ranked by fit (95% intervals over prompts)")
+    for col in ("rank", "features", "log-lik", "diff to best (paired)", "", "row"):
+        t.add_column(col, justify="right" if col in ("rank", "log-lik") else "left")
+    for r in fp.rows[:top]:
+        ll, d = r["log_lik"], r["diff_to_best"]
+        t.add_row(str(r["rank"]), ", ".join(r["spec"]), f"{ll['point']:.4f} [{ll['lo']:.4f}, {ll['hi']:.4f}]",
+                  "-" if r["rank"] == 1 else f"{d['point']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]",
+                  "" if r["rank"] == 1 else ("separated" if r["separated"] else "within noise"), _mark(r),
+                  style="bold" if r["configured"] or r["trained"] else None)
+    console.print(t)
+    s = fp.settings
+    console.print(f"statistic: {fp.statistic}; {s['candidates']} candidates, {s['prompts']} prompts / {s['tokens']} tokens, "
+                  f"one target forward shared by all; {fp.seconds:.1f} s", markup=False, soft_wrap=True)
+    ch = s.get("chance")
+    if ch:
+        d = ch["best_minus_chance"]
+        console.print(f"uniform guess over the draft vocabulary: log-lik {ch['log_lik']:.4f}; best minus that "
+                      f"{d['point']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]", markup=False, soft_wrap=True)
+    console.print(f"fingerprint: {fp.verdict}", markup=False, style="bold")
+
+
+def fingerprint_markdown(fp: FingerprintResult, top: int = 8) -> str:
+    lines = [f"fingerprint: **{fp.verdict}** ({fp.settings['candidates']} candidates, {fp.settings['prompts']} prompts)", "",
+             "| rank | features | log-lik [95%] | diff to best [95%, paired] | row |", "|---|---|---|---|---|"]
+    for r in fp.rows[:top]:
+        ll, d = r["log_lik"], r["diff_to_best"]
+        diff = "-" if r["rank"] == 1 else f"{d['point']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]"
+        lines.append(f"| {r['rank']} | {', '.join(r['spec'])} | {ll['point']:.4f} [{ll['lo']:.4f}, {ll['hi']:.4f}] | {diff} | {_mark(r)} |")
+    return "\n".join(lines)
