@@ -109,6 +109,10 @@ def write_acceptance_report(run: Any, report_dir: str | None, plot: str | None) 
                      f"{s['sequences']} sequences", "", "| path | mean acceptance length | tau | acc_1 |", "|---|---|---|---|"]
             for n, p in run.paths.items():
                 lines.append(f"| {n} | {p['chain'].get('mean_acceptance_length', float('nan')):.3f} | {p['tau']:.3f} | {p['acc_k'][0]:.3f} |")
+            from .stats import interval_lines
+
+            for n, p in run.paths.items():
+                lines += ["", f"**{n}**", ""] + [f"- {x}" for x in interval_lines(p.get("intervals"))]
             hints = [f"- {n}: {h}" for n, p in run.paths.items() for h in p.get("triage", [])]
             lines += ["", "![per-position acceptance](acceptance.png)", "", "## Triage hints", "", *(hints or ["None: the pattern looks healthy."]),
                       "", "## Findings", "", findings_markdown(run.findings)]

@@ -136,6 +136,11 @@ def render_acceptance(console: Console, run: Any) -> None:
     if any("temperature" in run.paths[n] for n in names):
         row(f"T={s['temperature']} ({s['temperature_mode']}): expected length", lambda p: _fmt(p.get("temperature", {}).get("expected_mean_acceptance_length", float("nan"))))
     console.print(t)
+    from .stats import interval_lines
+
+    for n in names:  # issue 14: the noise over prompts beside every figure a decision rests on
+        for i, line in enumerate(interval_lines(run.paths[n].get("intervals"))):
+            console.print(f"{n}: {line}" if i == 0 else f"  {line}", markup=False, highlight=False, soft_wrap=True)
     for n in names:
         rates = run.paths[n]["chain"].get("per_position_rate", [])
         console.print(f"[bold]{escape(n)}[/bold] per-position acceptance (vLLM convention)")

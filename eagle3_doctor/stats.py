@@ -163,3 +163,20 @@ def difference_interval(cur: np.ndarray, base: np.ndarray, stat: Stat, *, B: int
         s = stat(wc @ cur) - stat(wb @ base)
     point = float(stat(cur.sum(0)) - stat(base.sum(0)))
     return _interval(point, s, level, cur.shape[0], B, seed), "independent resamples (prompt counts differ)"
+
+
+def interval_lines(intervals: dict[str, Any] | None) -> list[str]:
+    """Acceptance intervals as text lines (terminal, Markdown report, gate summary)."""
+    if not intervals:
+        return []
+
+    def t(d: dict[str, Any]) -> str:
+        return f"{d['point']:.3f} [{d['lo']:.3f}, {d['hi']:.3f}]"
+
+    n = intervals["mean_acceptance_length"]["n"]
+    lines = [f"95% intervals over {n} prompts ({intervals['method']}"
+             + ("" if intervals.get("reliable", True) else f"; fewer than {MIN_PROMPTS} prompts: too few to trust") + ")",
+             f"mean acceptance length {t(intervals['mean_acceptance_length'])}; tau {t(intervals['tau'])}",
+             "per-position rate (vLLM): " + ", ".join(t(d) for d in intervals["per_position_rate"]),
+             "acc_k (SpecForge): " + ", ".join(t(d) for d in intervals["acc_k"])]
+    return lines

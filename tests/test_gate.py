@@ -30,6 +30,15 @@ def test_shipped_ci_script_passes_clean_and_fails_broken(tmp_path, tmp_copy):
     assert data["passed"] is True and data["schema"] == "eagle3-doctor/gate/1"
     assert "eagle3-doctor gate: PASS" in summary.read_text()
     assert (tmp_path / "gate-summary.md").read_text().startswith("## eagle3-doctor gate: PASS")
+    assert "95% intervals over 8 prompts" in summary.read_text() and "fingerprint: **layer_out[1]" in summary.read_text()
+
+    # its own JSON as the baseline: the change is paired over the same prompts, exactly zero, so it passes
+    (tmp_path / "again").mkdir()
+    r = gate_sh(DRAFTS["sglang"], tmp_path / "again", baseline=tmp_path / "gate.json")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    checks = json.loads((tmp_path / "again" / "gate.json").read_text())["checks"]
+    base = [c for c in checks if c["name"].endswith("vs baseline")]
+    assert len(base) == 3 and all(c["passed"] and "paired over prompts" in c["detail"] for c in base)
 
     broken = tmp_copy(DRAFTS["sglang"], "broken")
     sd = load_file(broken / "model.safetensors")
@@ -103,21 +112,63 @@ def test_each_one_layer_shift_fails_the_shipped_policy(tmp_copy):
         assert "[1, 3, 4]" in fix, (ids, fix)
 
 
+def test_without_a_training_table_the_fingerprint_catches_the_incident(tmp_path, tmp_copy):
+    """The shipped policy minus its [training] table: the draft's own weights name what it was trained on."""
+    from eagle3_doctor.gate import Policy, github_annotations, run_gate
+
+    inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
+    p = tmp_path / "p.toml"
+    p.write_text(SHIPPED_POLICY.read_text().split("[training]")[0])
+    res = run_gate(target=str(TARGET), draft=str(inc), policy=Policy.load(str(p), {}), prompts=str(PROMPTS),
+                   baseline=None, dtype="float32", device="cpu")
+    fpr = [f for f in res.findings if f.code == "FPR001"]
+    assert not res.passed and fpr and '"eagle_aux_hidden_state_layer_ids": [1, 3, 4]' in fpr[0].fix
+    assert "GATE002" not in {f.code for f in res.findings}  # the fingerprint is an independent training side
+    ann = [a for a in github_annotations(res, str(inc)) if "FPR001" in a]
+    line = next(i + 1 for i, t in enumerate((inc / "config.json").read_text().splitlines()) if "eagle_aux_hidden_state_layer_ids" in t)
+    assert ann and ann[0].startswith(f"::error file={inc / 'config.json'},line={line},title=eagle3-doctor FPR001::")
+
+
 def test_config_as_only_training_truth_is_a_warning_and_policy_can_make_it_an_error(tmp_path, tmp_copy):
     from eagle3_doctor.gate import Policy, run_gate
 
     inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
     p = tmp_path / "p.toml"
-    p.write_text('[gate]\nmin_cosine = 0.999\nlimit = 4\nmax_new_tokens = 16\n')
+    p.write_text('[gate]\nmin_cosine = 0.999\nlimit = 4\nmax_new_tokens = 16\nfingerprint = false\n')
     res = run_gate(target=str(TARGET), draft=str(inc), policy=Policy.load(str(p), {}), prompts=str(PROMPTS),
                    baseline=None, dtype="float32", device="cpu")
     g = [f for f in res.findings if f.code == "GATE002"]
     assert g and g[0].severity == "warning" and "invisible to this gate" in g[0].title
     assert "CAP002" not in {f.code for f in res.findings}  # exactly the blind spot GATE002 warns about
-    p.write_text('[gate]\nlimit = 4\nmax_new_tokens = 16\ntraining_from_config = "error"\n')
+    p.write_text('[gate]\nlimit = 4\nmax_new_tokens = 16\nfingerprint = false\ntraining_from_config = "error"\n')
     res = run_gate(target=str(TARGET), draft=str(DRAFTS["sglang"]), policy=Policy.load(str(p), {}), prompts=str(PROMPTS),
                    baseline=None, dtype="float32", device="cpu")
     assert not res.passed and any(f.code == "GATE002" and f.severity == "error" for f in res.findings)
+
+
+def test_thresholds_decide_on_the_interval_and_say_so(tmp_path):
+    from eagle3_doctor.gate import Policy, run_gate
+
+    p = tmp_path / "p.toml"
+    p.write_text('[gate]\nlimit = 6\nmax_new_tokens = 24\nfingerprint = false\nmin_step1_accuracy = 0.2\n')
+    pol = Policy.load(str(p), {})
+    res = run_gate(target=str(TARGET), draft=str(DRAFTS["sglang"]), policy=pol, prompts=str(PROMPTS),
+                   baseline=None, dtype="float32", device="cpu")
+    iv = res.metrics["intervals"]["step1_accuracy"]
+    assert iv["lo"] < res.metrics["step1_accuracy"] < iv["hi"]
+    c = next(c for c in res.checks if c.name == "step-1 accuracy")
+    assert c.value == iv["lo"] and "lower bound of the 95% interval" in c.detail
+    # a threshold between the lower bound and the point: fails on the interval, passes on the point
+    thr = (iv["lo"] + res.metrics["step1_accuracy"]) / 2
+    for decide, passed in (("lower_bound", False), ("point", True)):
+        res2 = run_gate(target=str(TARGET), draft=str(DRAFTS["sglang"]),
+                        policy=Policy.load(str(p), {"min_step1_accuracy": thr, "decide_on": decide}), prompts=str(PROMPTS),
+                        baseline=None, dtype="float32", device="cpu")
+        c = next(c for c in res2.checks if c.name == "step-1 accuracy")
+        assert c.passed is passed, (decide, c)
+        if not passed:
+            acc3 = [f for f in res2.findings if f.code == "ACC003"]
+            assert acc3 and "lower bound" in acc3[0].title
 
 
 def test_train_dump_flag_is_an_independent_training_side(tmp_path, tmp_copy):
