@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench fixtures clean
+.PHONY: install demo test bench fixtures clean conformance
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -36,6 +36,11 @@ bench: $(STAMP)
 
 fixtures: $(STAMP)
 	$(BIN)/python fixtures/build.py
+
+# Re-derive the engine capture table from the engines' own released code (downloads into
+# conformance/.cache, git-ignored; a rerun uses the cache). See conformance/README.md.
+conformance: $(STAMP)
+	$(BIN)/python conformance/run.py
 
 clean:
 	rm -rf $(VENV) demo-report

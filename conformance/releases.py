@@ -1,0 +1,48 @@
+"""Every release the harness covers, and which files of each distribution decide capture.
+
+The lists are the releases on PyPI from the last one before EAGLE-3 support (so the harness itself
+shows where support starts) to the newest when the table was last regenerated. To model a new
+release: append it here and run `make conformance`; the row it lands in (or a new row) is in
+conformance/table.json.
+"""
+
+SGLANG = """
+0.4.3.post4 0.4.4 0.4.4.post1 0.4.4.post2 0.4.4.post3 0.4.4.post4 0.4.5 0.4.5.post1 0.4.5.post2 0.4.5.post3
+0.4.6 0.4.6.post1 0.4.6.post2 0.4.6.post3 0.4.6.post4 0.4.6.post5 0.4.7 0.4.7.post1 0.4.8 0.4.8.post1
+0.4.9 0.4.9.post1 0.4.9.post2 0.4.9.post3 0.4.9.post4 0.4.9.post5 0.4.9.post6 0.4.10 0.4.10.post1 0.4.10.post2
+0.5.1 0.5.1.post1 0.5.1.post2 0.5.1.post3 0.5.2 0.5.3 0.5.3.post1 0.5.3.post2 0.5.3.post3
+0.5.4 0.5.4.post1 0.5.4.post2 0.5.4.post3 0.5.5 0.5.5.post1 0.5.5.post2 0.5.5.post3
+0.5.6 0.5.6.post1 0.5.6.post2 0.5.7 0.5.8 0.5.8.post1 0.5.9 0.5.10 0.5.10.post1 0.5.11 0.5.12 0.5.12.post1
+0.5.13 0.5.13.post1 0.5.14 0.5.15 0.5.15.post1 0.5.16 0.5.17 0.5.18 0.5.19 0.5.20 0.5.21 0.5.22 0.5.23
+""".split()
+
+VLLM = """
+0.8.4 0.8.5 0.8.5.post1 0.9.0 0.9.0.1 0.9.1 0.9.2 0.10.0 0.10.1 0.10.1.1 0.10.2 0.11.0 0.11.1 0.11.2
+0.12.0 0.13.0 0.14.0 0.14.1 0.15.0 0.15.1 0.16.0 0.17.0 0.17.1 0.18.0 0.18.1 0.19.0 0.19.1
+0.20.0 0.20.1 0.20.2 0.21.0 0.22.0 0.22.1 0.23.0 0.24.0 0.25.0 0.25.1 0.26.0 0.27.0 0.27.1
+0.28.0 0.29.0 0.30.0 0.31.0 0.32.0 0.33.0
+""".split()
+
+
+
+RELEASES: dict[str, list[str]] = {"sglang": SGLANG, "vllm": VLLM}
+
+# Regexes over wheel member names: only these are kept in the cache.
+CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
+    "sglang": [
+        r"^sglang/srt/models/[^/]+\.py$",
+        r"^sglang/srt/model_executor/.*\.py$",
+        r"^sglang/srt/speculative/.*\.py$",
+        r"^sglang/srt/layers/.*(aux|boundary).*\.py$",
+        r"^sglang/srt/server_args\.py$",
+        r"^sglang/version\.py$",
+    ],
+    "vllm": [
+        r"^vllm/model_executor/models/(llama|deepseek_v2|gpt_oss|qwen2|qwen3|qwen3_moe|qwen2_moe|mistral|interfaces|registry|llama_eagle3|minimax_text_01|glm4_moe)\.py$",
+        r"^vllm/config(/speculative|/__init__)?\.py$",
+        r"^vllm/v1/worker/gpu_model_runner\.py$",
+        r"^vllm/v1/worker/gpu/.*\.py$",
+        r"^vllm/v1/spec_decode/eagle\.py$",
+        r"^vllm/envs\.py$",
+    ],
+}

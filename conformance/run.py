@@ -1,0 +1,147 @@
+"""`make conformance`: fetch every covered release, execute its capture code, write table.json.
+
+Rows: releases whose capture code (the setter/reader/default/check functions as source, and the
+decoder-loop capture lines) hashes the same share one row; the row is executed from its first
+release and lists every release it covers. Outcomes (the executed results over the grid) are
+stored once per distinct behaviour and referenced by rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import fetch  # noqa: E402
+import sglang_exec  # noqa: E402
+import vllm_exec  # noqa: E402
+from releases import RELEASES  # noqa: E402
+
+IDS = "eagle_aux_hidden_state_layer_ids"
+LS = (8, 32, 61)
+
+
+def id_lists(L: int) -> list[list[int]]:
+    """The id grid for an L-layer target (13 lists)."""
+    h = L // 2
+    return [
+        [2, h, L - 3],  # sorted, before-layer numbering of the EAGLE default
+        [1, h - 1, L - 4],  # sorted, after-layer numbering
+        [h, 2, L - 3],  # unsorted
+        [2, 2, h],  # duplicates
+        [-1, 2, h],  # -1 first (the seed's "fix")
+        [0, 2, h],  # 0
+        [1, h, L - 1],  # first id 1, last L-1
+        [2, h, L],  # L
+        [2, h, L + 5],  # out of range
+        [L - 3, L - 2, L - 1],  # the deep end
+        [h],  # a single id
+        [3, h, L - 2],  # first id not 1
+        [],  # empty list
+    ]
+
+
+def layouts(ids: list[int]) -> dict[str, dict]:
+    other = [1, 2, 3] if ids != [1, 2, 3] else [4, 5, 6]
+    return {
+        "nested": {"eagle_config": {IDS: ids}},
+        "top": {IDS: ids},
+        "both": {IDS: ids, "eagle_config": {IDS: other}},  # both keys, disagreeing: top = ids, nested = other
+        "nested_aux_off": {"eagle_config": {IDS: ids, "use_aux_hidden_state": False}},
+    }
+
+
+def cases():
+    for L in LS:
+        yield L, "none", None, {}
+        for ids in id_lists(L):
+            for lay, cfg in layouts(ids).items():
+                yield L, lay, ids, cfg
+
+
+def case_key(L: int, layout: str, ids) -> str:
+    return f"{L}|{layout}|{'-' if ids is None else ','.join(map(str, ids))}"
+
+
+def encode(res: dict) -> str:
+    if "error" in res:
+        return f"!{res.get('when', 'start-up')}: {res['error']} @ {res.get('at', '?')}"
+    return ",".join(res["points"])
+
+
+def sources(info: dict) -> dict:
+    out = {}
+    for k in ("reader", "setter", "model_setter", "default", "check", "forward"):
+        v = info.get(k)
+        if v:
+            out[k] = f"{v['file']}:{v['line']}"
+    return out
+
+
+def main() -> int:
+    t0 = time.time()
+    fetch.main()
+    t_fetch = time.time() - t0
+    rows: list[dict] = []
+    outcomes: dict[str, dict] = {}
+    release_rows: dict[str, dict] = {}
+    n_cases = 0
+
+    def add(engine: str, family: str, runner: str, version: str, info: dict, key: str, execute) -> None:
+        nonlocal n_cases
+        for r in rows:
+            if (r["engine"], r["family"], r["runner"], r["code_hash"]) == (engine, family, runner, key):
+                r["releases"].append(version)
+                release_rows.setdefault(engine, {}).setdefault(version, {})[f"{family}/{runner}"] = r["id"]
+                return
+        table = {}
+        for L, lay, ids, cfg in cases():
+            try:
+                table[case_key(L, lay, ids)] = encode(execute(info, L, cfg))
+            except sglang_exec.PatternMoved as e:
+                raise SystemExit(f"conformance: {engine} {version} {family} ({runner}): the capture code moved: {e}. "
+                                 "Read the new source and teach conformance/*_exec.py its pattern.") from None
+            n_cases += 1
+        oid = hashlib.sha256(json.dumps(table, sort_keys=True).encode()).hexdigest()[:10]
+        outcomes.setdefault(oid, table)
+        row = {"id": f"{engine}/{family}/{runner}/{key}", "engine": engine, "family": family, "runner": runner,
+               "code_hash": key, "executed_from": version, "releases": [version], "sources": sources(info),
+               "pattern": info.get("pattern"), "outcome": oid}
+        rows.append(row)
+        release_rows.setdefault(engine, {}).setdefault(version, {})[f"{family}/{runner}"] = row["id"]
+
+    for v in RELEASES["sglang"]:
+        rel = sglang_exec.Release(fetch.src_dir("sglang", v), v)
+        for fam in sglang_exec.FAMILIES:
+            info = rel.family_code(fam)
+            add("sglang", fam, "default", v, info, rel.key(info), rel.run)
+    for v in RELEASES["vllm"]:
+        rel = vllm_exec.Release(fetch.src_dir("vllm", v), v)
+        for runner in rel.runners():
+            for fam in vllm_exec.FAMILIES:
+                info = rel.family_code(fam, runner)
+                add("vllm", fam, runner, v, info, rel.key(info), rel.run)
+    table = {
+        "about": "Executed EAGLE-3 capture behaviour of every covered sglang/vllm release; written by `make conformance` "
+                 "(conformance/run.py). Result strings: comma-separated capture points, or '!<when>: <error> @ <file:line>'.",
+        "grid": {"L": list(LS), "ids_per_L": len(id_lists(8)), "layouts": ["none", *layouts([]).keys()]},
+        "releases": {e: list(vs) for e, vs in RELEASES.items() if e in ("sglang", "vllm")},
+        "release_rows": release_rows,
+        "rows": rows,
+        "outcomes": outcomes,
+    }
+    out = HERE / "table.json"
+    out.write_text(json.dumps(table, indent=1, sort_keys=False) + "\n")
+    n_rel = sum(len(v) for e, v in RELEASES.items() if e in ("sglang", "vllm"))
+    print(f"conformance: {n_rel} releases, {len(rows)} rows, {len(outcomes)} distinct outcomes, {n_cases} cases executed "
+          f"(fetch {t_fetch:.0f} s, total {time.time() - t0:.0f} s) -> {out.relative_to(HERE.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

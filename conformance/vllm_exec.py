@@ -1,0 +1,212 @@
+"""Execute vLLM's own capture functions from a release's source, against stub configs and models.
+
+Executed from the release:
+- the EAGLE-3 target check in the speculative config (`eagle3_target_supported` /
+  `aux_hidden_states_supported` and the `raise ValueError` it guards), on a stub target config;
+- the runner's config reader (`GPUModelRunner._get_eagle3_aux_layers_from_config`, and Model Runner
+  V2's `get_eagle3_aux_layers_from_config` where the release has it), on stub draft configs;
+- the default getter the runner calls, on a stub model with L layers.
+Checked as source patterns (fail loudly when they move): whether the runner uses the config reader at
+all and falls back to the default, whether the target class implements SupportsEagle3 (else the
+runner raises at load), and the decoder loop's capture (before layer idx, or after layer idx under
+idx+1; the embeddings / residual-None guard; the end-of-stack capture).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from pathlib import Path
+
+from sglang_exec import PatternMoved, _Classes, find_method, inner_model_class, real_forward
+from stubs import Obj, exec_function, load_tree
+
+MODELS = "vllm/model_executor/models"
+
+# target family -> (model file, class, hf model_type the config check sees)
+FAMILIES: dict[str, tuple[str, str, str]] = {
+    "llama": ("llama.py", "LlamaForCausalLM", "llama"),
+    "mistral": ("mistral.py", "MistralForCausalLM", "mistral"),
+    "qwen3": ("qwen3.py", "Qwen3ForCausalLM", "qwen3"),
+    "qwen3_moe": ("qwen3_moe.py", "Qwen3MoeForCausalLM", "qwen3_moe"),
+    "deepseek": ("deepseek_v2.py", "DeepseekV3ForCausalLM", "deepseek_v3"),
+    "gpt_oss": ("gpt_oss.py", "GptOssForCausalLM", "gpt_oss"),
+}
+
+
+def _supports_eagle3(classes: _Classes, file: str, cls: str, depth: int = 0) -> bool:
+    hit = classes.resolve(cls, file)
+    if hit is None or depth > 8:
+        return False
+    f, c = hit
+    for b in c.bases:
+        name = b.id if isinstance(b, ast.Name) else getattr(b, "attr", None)
+        if name in ("SupportsEagle3", "EagleModelMixin", "SupportsEagle"):
+            return True
+        if name and _supports_eagle3(classes, f, name, depth + 1):
+            return True
+    return False
+
+
+def _find_def(root: Path, rel_glob: str, name: str, method_of: str | None = None):
+    for f in sorted(root.glob(rel_glob)):
+        tree = load_tree(f)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and method_of and node.name == method_of:
+                for m in node.body:
+                    if isinstance(m, ast.FunctionDef) and m.name == name:
+                        return str(f.relative_to(root)), m
+            if not method_of and isinstance(node, ast.FunctionDef) and node.name == name and node in tree.body:
+                return str(f.relative_to(root)), node
+    return None
+
+
+def _support_check(root: Path):
+    """(file, line, source of a function running the check) from the speculative config."""
+    for rel in ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py"):
+        f = root / rel
+        if not f.exists():
+            continue
+        tree = load_tree(f)
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            for i, st in enumerate(fn.body):
+                if isinstance(st, ast.If) and "hf_text_config.model_type" in ast.unparse(st.test) and (
+                        "eagle3" in ast.unparse(st.test)):
+                    pre = [s for s in fn.body[max(0, i - 1):i] if isinstance(s, ast.Assign)
+                           and isinstance(s.value, ast.List) and all(isinstance(e, ast.Constant) for e in s.value.elts)]
+                    body = pre + [st]
+                    src = "def _check(self):\n" + "\n".join("    " + ln for s in body for ln in ast.unparse(s).splitlines())
+                    return rel, st.lineno, src
+    return None
+
+
+def loop_pattern(src: str) -> dict:
+    pat: dict = {}
+    if re.search(r"_maybe_add_hidden_state\([^)]*,\s*(idx|i|layer_idx)\s*\+\s*1\s*,", src):
+        pat["kind"] = "after"
+        pat["guard0"] = True  # interfaces.py _maybe_add_hidden_state: residual None -> hidden_states
+        pat["embed"] = bool(re.search(r"_maybe_add_hidden_state\(\s*(\[\]|aux_hidden_states)\s*,\s*(0|self\.start_layer)\s*,", src))
+    elif re.search(r"if\s+(idx|i|layer_idx)\s+in\s+self\.aux_hidden_state_layers\s*:", src):
+        pat["kind"] = "before"
+        block = src[src.index("in self.aux_hidden_state_layers"):][:700]
+        pat["guard0"] = "residual is not None" in block or "residual is None" in block
+        pat["end"] = bool(re.search(r"if\s+self\.end_layer\s+in\s+self\.aux_hidden_state_layers", src))
+    else:
+        raise PatternMoved("no known capture pattern in the decoder loop")
+    return pat
+
+
+def simulate(pat: dict, layers: tuple, L: int) -> list[str]:
+    out: list[str] = []
+    if pat["kind"] == "after":
+        if pat.get("embed") and 0 in layers:
+            out.append("embed")
+        for idx in range(L):
+            if idx + 1 in layers:
+                out.append(f"layer_out[{idx}]")
+        return out
+    for idx in range(L):
+        if idx in layers:
+            if idx == 0:
+                if not pat["guard0"]:
+                    raise RuntimeError("TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType' "
+                                       "(residual is None before layer 0)")
+                out.append("embed")
+            else:
+                out.append(f"layer_out[{idx - 1}]")
+    if pat.get("end") and L in layers:
+        out.append(f"layer_out[{L - 1}]")
+    return out
+
+
+class Release:
+    def __init__(self, root: Path, version: str):
+        self.root, self.version = root, version
+        self.classes = _Classes(root, MODELS)
+        self.check = _support_check(root)
+        self.v1_reader = _find_def(root, "vllm/v1/worker/gpu_model_runner.py", "_get_eagle3_aux_layers_from_config", "GPUModelRunner")
+        self.v2_reader = _find_def(root, "vllm/v1/worker/gpu/**/*.py", "get_eagle3_aux_layers_from_config")
+        runner = root / "vllm/v1/worker/gpu_model_runner.py"
+        rsrc = runner.read_text() if runner.exists() else ""
+        m = re.search(r"self\.model\.(get_eagle3_\w*aux_hidden_state_layers)\(\)", rsrc)
+        self.default_name = m.group(1) if m else None
+        # the runner must fall back to the default when the reader finds nothing
+        self.v1_uses_reader = bool(self.v1_reader and re.search(
+            r"aux_layers\s*=\s*self\._get_eagle3_aux_layers_from_config\(\)\s*\n\s*if aux_layers:", rsrc))
+        if self.v1_reader and not self.v1_uses_reader:
+            raise PatternMoved(f"{version}: gpu_model_runner.py no longer calls the reader as `if aux_layers:`")
+
+    def runners(self) -> list[str]:
+        return ["v1", "v2"] if self.v2_reader else ["v1"]
+
+    def family_code(self, family: str, runner: str) -> dict:
+        file, cls, mt = FAMILIES[family]
+        if family == "mistral" and self.classes.resolve(cls, file) is None:
+            file, cls = "llama.py", "LlamaForCausalLM"  # older releases register Mistral on llama.py
+        info: dict = {"family": family, "runner": runner, "model_type": mt, "file": f"{MODELS}/{file}", "class": cls}
+        info["check"] = self.check and {"file": self.check[0], "line": self.check[1], "src": self.check[2]}
+        reader = self.v2_reader if runner == "v2" else self.v1_reader
+        info["reader"] = reader and {"file": reader[0], "line": reader[1].lineno, "src": ast.unparse(reader[1])}
+        info["supports_eagle3"] = _supports_eagle3(self.classes, file, cls)
+        dflt = find_method(self.classes, file, cls, self.default_name or "get_eagle3_aux_hidden_state_layers")
+        if dflt is None and self.default_name:
+            hit = _find_def(self.root, f"{MODELS}/interfaces.py", self.default_name, "SupportsEagle3")
+            dflt = hit and (hit[0].rsplit("/", 1)[1], "SupportsEagle3", hit[1])
+        info["default"] = dflt and {"file": f"{MODELS}/{dflt[0]}", "line": dflt[2].lineno, "src": ast.unparse(dflt[2])}
+        inner = inner_model_class(self.classes, file, cls)
+        fwd = inner and real_forward(self.classes, inner[0], inner[1])
+        if fwd:
+            src = ast.unparse(fwd[2])
+            info["forward"] = {"file": f"{MODELS}/{fwd[0]}", "class": fwd[1], "line": fwd[2].lineno,
+                               "capture_lines": [ln for ln in src.splitlines() if "aux_hidden_state" in ln]}
+            try:
+                info["pattern"] = loop_pattern(src)
+            except PatternMoved as e:
+                info["pattern"] = {"moved": str(e)}
+        return info
+
+    @staticmethod
+    def key(info: dict) -> str:
+        parts = [info["runner"], info["model_type"], str(info["supports_eagle3"])]
+        for k in ("check", "reader", "default"):
+            parts.append(str(info.get(k) and info[k]["src"]))
+        parts.append(repr(info.get("pattern")))
+        parts.append("\n".join(info.get("forward", {}).get("capture_lines", [])))
+        return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:12]
+
+    def run(self, info: dict, L: int, hf_config: dict) -> dict:
+        if info.get("check"):
+            target = Obj(method="eagle3", target_model_config=Obj(hf_text_config=Obj(model_type=info["model_type"])))
+            try:
+                exec_function(info["check"]["src"], target)
+            except ValueError as e:
+                return {"error": f"ValueError: {e}", "at": f"{info['check']['file']}:{info['check']['line']}",
+                        "when": "start-up"}
+        if not info["supports_eagle3"]:
+            return {"error": "RuntimeError: Model does not support EAGLE3 interface but aux_hidden_state_outputs "
+                             "was requested", "at": "vllm/v1/worker/gpu_model_runner.py", "when": "start-up"}
+        ids = None
+        if info.get("reader"):
+            hf = Obj(**hf_config)
+            spec = Obj(draft_model_config=Obj(hf_config=hf))
+            arg = Obj(speculative_config=spec) if info["runner"] == "v1" else spec
+            ids = exec_function(info["reader"]["src"], arg)
+        holder = Obj(layers=[Obj() for _ in range(L)], config=Obj(num_hidden_layers=L), start_layer=0, end_layer=L)
+        model = Obj(model=holder, config=Obj(num_hidden_layers=L))
+        if not ids:
+            if not info.get("default"):
+                raise PatternMoved(f"{info['file']}: no default-id getter found")
+            ids = exec_function(info["default"]["src"], model)
+        pat = info.get("pattern") or {"moved": "no inner model forward found"}
+        if "moved" in pat:
+            raise PatternMoved(f"{info.get('forward', {}).get('file')}: {pat['moved']}")
+        layers = tuple(ids)
+        try:
+            pts = simulate(pat, layers, L)
+        except RuntimeError as e:
+            return {"error": str(e), "at": f"{info['forward']['file']}:{info['forward']['line']}",
+                    "when": "first forward", "internal": list(layers)}
+        return {"points": pts, "internal": list(layers)}
