@@ -133,6 +133,8 @@ class Release:
         rsrc = runner.read_text() if runner.exists() else ""
         m = re.search(r"self\.model\.(get_eagle3_\w*aux_hidden_state_layers)\(\)", rsrc)
         self.default_name = m.group(1) if m else None
+        # releases before the SupportsEagle3 interface call the model's methods directly
+        self.iface_checked = "supports_eagle3(" in rsrc
         # the runner must fall back to the default when the reader finds nothing
         self.v1_uses_reader = bool(self.v1_reader and re.search(
             r"aux_layers\s*=\s*self\._get_eagle3_aux_layers_from_config\(\)\s*\n\s*if aux_layers:", rsrc))
@@ -151,6 +153,7 @@ class Release:
         reader = self.v2_reader if runner == "v2" else self.v1_reader
         info["reader"] = reader and {"file": reader[0], "line": reader[1].lineno, "src": ast.unparse(reader[1])}
         info["supports_eagle3"] = _supports_eagle3(self.classes, file, cls)
+        info["iface_checked"] = self.iface_checked
         dflt = find_method(self.classes, file, cls, self.default_name or "get_eagle3_aux_hidden_state_layers")
         if dflt is None and self.default_name:
             hit = _find_def(self.root, f"{MODELS}/interfaces.py", self.default_name, "SupportsEagle3")
@@ -170,7 +173,7 @@ class Release:
 
     @staticmethod
     def key(info: dict) -> str:
-        parts = [info["runner"], info["model_type"], str(info["supports_eagle3"])]
+        parts = [info["runner"], info["model_type"], str(info["supports_eagle3"]), str(info.get("iface_checked"))]
         for k in ("check", "reader", "default"):
             parts.append(str(info.get(k) and info[k]["src"]))
         parts.append(repr(info.get("pattern")))
@@ -185,7 +188,7 @@ class Release:
             except ValueError as e:
                 return {"error": f"ValueError: {e}", "at": f"{info['check']['file']}:{info['check']['line']}",
                         "when": "start-up"}
-        if not info["supports_eagle3"]:
+        if not info["supports_eagle3"] and (self.iface_checked or not info.get("default")):
             return {"error": "RuntimeError: Model does not support EAGLE3 interface but aux_hidden_state_outputs "
                              "was requested", "at": "vllm/v1/worker/gpu_model_runner.py", "when": "start-up"}
         ids = None

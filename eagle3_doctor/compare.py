@@ -47,9 +47,31 @@ def fix_for(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None
     return text, ids
 
 
+def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
+    """ENG001/ENG002: the engine's own error, where it is raised, and a fix that runs."""
+    from .engines import first_working_release
+
+    f = serving.failure
+    assert f is not None
+    code = "ENG001" if f.when == "start-up" else "ENG002"
+    evidence = [f"engine error: {f.message}", f"raised by: {serving.engine} {f.source} (engine table, executed by make conformance)",
+                f"ids in effect: {serving.source}"]
+    if f.internal is not None:
+        evidence.append(f"the engine's own index list after its rule: {f.internal}")
+    fix_text, ids = fix_for(serving, tuple(train))
+    if not fix_text:
+        nxt = first_working_release(serving.engine, serving.family, serving.version.split("-")[0])
+        fix_text = (f"use {serving.engine} {nxt[0]} or newer, whose {nxt[1]} supports EAGLE-3 for this target" if nxt else
+                    f"serve this target with another engine: no {serving.engine} release covered by the engine table runs it")
+    title = (f"{serving.label} {'refuses to start' if code == 'ENG001' else 'crashes on the first forward'}: {f.message.split(' (')[0]}")
+    return Finding(code, title, evidence, fix_text, data={"when": f.when, "fix_ids": ids, "source": f.source})
+
+
 def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> list[Finding]:
     """Name the mismatch between what was trained and what the engine feeds, with the fix."""
     found: list[Finding] = []
+    if serving.failure is not None:
+        return [engine_failure_finding(serving, train)]
     S, T = tuple(serving.spec), tuple(train)
     harmless = S == T
     fix_text, ids = fix_for(serving, T)

@@ -416,6 +416,8 @@ def acceptance(
     for s in seqs:
         _check_seq_len(tgt, len(s))
     paths: dict[str, FeatureSpec | None] = {"serving": serving.spec}
+    if serving.failure is not None:
+        notes.append(f"{serving.label} fails at {serving.failure.when}: {serving.failure.message}")
     if dump is not None:
         paths["training"] = None  # the dump's own tensors
     elif setup.train_spec is not None and setup.train_spec != serving.spec:

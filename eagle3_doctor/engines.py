@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from .errors import BadInput
-from .taps import CapturePoint, FeatureSpec, final_norm, from_hs_index, layer_out
+from .taps import CapturePoint, FeatureSpec, embed, final_norm, from_hs_index, layer_out
 
 ENGINES = ("sglang", "vllm", "trtllm", "modelopt", "eagle")
 IDS = "eagle_aux_hidden_state_layer_ids"
@@ -23,7 +23,7 @@ NESTED = f"eagle_config.{IDS}"
 ENGINE_VERSIONS: dict[str, tuple[str, ...]] = {
     "sglang": ("0.5.23", "0.5.2"),
     "vllm": ("0.33.0", "0.33.0-v2", "0.18.0", "0.10.2"),
-    "trtllm": ("1.2",),
+    "trtllm": ("1.2", "1.2-two-model"),
     "modelopt": ("0.47",),
     "eagle": ("eagle3",),
 }
@@ -58,6 +58,7 @@ class Captured:
     dropped: list[tuple[int, str]] = field(default_factory=list)  # (id, why it captures nothing)
     internal: list[int] | None = None  # the engine's own index list after its transforms
     note: str | None = None
+    failure: "Failure | None" = None  # the engine refuses to start or crashes on the first forward
 
 
 def _before_layer(internal: Sequence[int], L: int, *, allow_end: bool, end_point: CapturePoint | None = None) -> Captured:
@@ -76,55 +77,38 @@ def _before_layer(internal: Sequence[int], L: int, *, allow_end: bool, end_point
 
 
 def _sglang(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
-    # sglang srt/models/llama.py set_eagle3_layers_to_capture: default [2, L//2, L-3] without +1,
-    # configured ids +1; LlamaModel.forward captures hidden_states + residual before layer i.
-    if ids is None:
-        return _before_layer([2, L // 2, L - 3], L, allow_end=False)
-    if version == "0.5.2":
-        # The per-architecture heuristics below were read in 0.5.23; 0.5.2 is modelled with the
-        # llama.py "+1" for every architecture (read for Llama; not verified for DeepSeek/GPT-OSS).
-        c = _before_layer([v + 1 for v in ids], L, allow_end=False)
-        if family != "llama":
-            c.note = f"SGLang 0.5.2 modelled with the Llama +1 rule for {family} (0.5.23 has its own rule)"
-        return c
-    if family == "deepseek":
-        # sglang srt/models/deepseek_v2.py: +1 only when ids[0] == 1
-        internal = [v + 1 for v in ids] if ids and ids[0] == 1 else list(ids)
-        c = _before_layer(internal, L, allow_end=False)
-        c.note = "SGLang DeepSeek rule: +1 only when the first id is 1, otherwise ids are used raw"
-        return c
-    if family == "gpt_oss":
-        # sglang srt/models/gpt_oss.py: raw when max(ids) == L (then L is the pre-norm end state)
-        internal = list(ids) if ids and max(ids) == L else [v + 1 for v in ids]
-        c = _before_layer(internal, L, allow_end=True)
-        c.note = "SGLang GPT-OSS rule: ids used raw when the largest equals L, otherwise +1"
-        return c
-    return _before_layer([v + 1 for v in ids], L, allow_end=False)
-
-
-def _vllm(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
-    # vllm model_executor/models/llama.py (0.18+): after layer idx stored under idx+1, 0 = embed,
-    # L = pre-norm last layer; interfaces.py default (2, L//2, L-3); ids sorted and de-duplicated.
-    use = sorted(set(ids)) if ids is not None else [2, L // 2, L - 3]
-    allow_end = version not in ("0.10.2",)  # before 0.18 the capture sat before the layer call
-    c = _before_layer(use, L, allow_end=allow_end)
-    if ids is not None and list(ids) != use:
-        c.note = f"vLLM sorts and de-duplicates the ids: {list(ids)} -> {use}"
+    # the engine table below (SGLANG_ROWS), checked against sglang's own code, executed
+    c = run_row("sglang", version, family, L, ids)
+    row = engine_row("sglang", version, family)
+    if ids is not None and row.rule in ("first1", "maxL") and c.failure is None:
+        c.note = {"first1": "SGLang DeepSeek rule: +1 only when the first id is 1, otherwise ids are used raw",
+                  "maxL": "SGLang GPT-OSS rule: ids used raw when the largest equals L, otherwise +1"}[row.rule]
+    if ids is not None and c.failure is None and c.internal is not None and list(dict.fromkeys(sorted(set(c.internal)))) != list(c.internal):
+        c.note = (c.note + "; " if c.note else "") + (
+            f"SGLang captures in layer order and once per layer (membership test in the decoder loop): ids {list(ids)}")
     return c
 
 
-def _after_layer_sorted(L: int, ids: list[int], minus_one: CapturePoint | None) -> Captured:
+def _vllm(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
+    # the engine table below (VLLM_ROWS), checked against vllm's own code, executed
+    c = run_row("vllm", version, family, L, ids)
+    if ids and c.failure is None and list(ids) != sorted(set(ids)):
+        c.note = f"vLLM sorts and de-duplicates the ids: {list(ids)} -> {sorted(set(ids))}"
+    return c
+
+
+def _after_layer_sorted(L: int, ids: list[int], minus_one: CapturePoint | None, minus_one_last: bool = True) -> Captured:
     spec, dropped = [], []
     use = sorted(ids)
-    if use and use[0] == -1 and minus_one is not None:
-        use = use[1:] + [-1]  # TensorRT-LLM moves -1 (the final state) to the end
+    if use and use[0] == -1 and minus_one is not None and minus_one_last:
+        use = use[1:] + [-1]  # TensorRT-LLM two-model path moves -1 (the final state) to the end
     for k in use:
         if k == -1 and minus_one is not None:
             spec.append(minus_one)
         elif 0 <= k < L:
             spec.append(layer_out(k))
         else:
-            dropped.append((k, f"no decoder layer {k} in a {L}-layer target"))
+            dropped.append((k, f"no decoder layer {k} in a {L}-layer target: its slot is never written"))
     c = Captured(tuple(spec), dropped, use)
     if list(ids) != use:
         c.note = f"ids are sorted: {list(ids)} -> {use}"
@@ -132,14 +116,19 @@ def _after_layer_sorted(L: int, ids: list[int], minus_one: CapturePoint | None) 
 
 
 def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
-    # tensorrt_llm/_torch/speculative/eagle3.py Eagle3SpecMetadata: default (1, L//2-1, L-4),
-    # captured at the end of decoder layer k (hidden_states + residual); sorted; -1 = final state.
-    return _after_layer_sorted(L, [1, L // 2 - 1, L - 4] if ids is None else list(ids), final_norm())
+    # HAND-READ (TensorRT-LLM sources are not on PyPI): tensorrt_llm/_torch/speculative/eagle3.py.
+    # eagle3_layers_to_capture is a Set[int] (llmapi/llm_args.py): duplicates collapse. Default
+    # (1, L//2-1, L-4), captured at the end of decoder layer k (hidden_states + residual), slot i =
+    # sorted(ids)[i]. One-model mode (Eagle3OneModelSpecMetadata, the default) only sorts, so -1
+    # (the final state) takes the first slot; the two-model path (Eagle3SpecMetadata) moves it last.
+    use = [1, L // 2 - 1, L - 4] if ids is None else sorted(set(ids))
+    return _after_layer_sorted(L, use, final_norm(), minus_one_last=version.endswith("two-model"))
 
 
 def _modelopt(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
     # modelopt/torch/speculative/plugins/hf_eagle.py: forward hooks on layers[k], sorted.
-    return _after_layer_sorted(L, [1, L // 2 - 1, L - 4] if ids is None else list(ids), None)
+    # one hook per layer: a duplicate id registers on the same layer and collapses (issue 12 class 6)
+    return _after_layer_sorted(L, [1, L // 2 - 1, L - 4] if ids is None else sorted(set(ids)), None)
 
 
 def _eagle(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
@@ -150,6 +139,252 @@ def _eagle(version: str, family: str, L: int, ids: list[int] | None) -> Captured
 RULES: dict[str, Callable[[str, str, int, list[int] | None], Captured]] = {
     "sglang": _sglang, "vllm": _vllm, "trtllm": _trtllm, "modelopt": _modelopt, "eagle": _eagle,
 }
+
+
+# --------------------------------------------------------------------------- the engine table
+#
+# One row of data per (engine, release range, target family): what decides capture. The SGLang and
+# vLLM rows are checked case by case against conformance/table.json, which `make conformance` writes
+# by EXECUTING each release's own functions (tests/test_conformance.py); a row's `src` names the file
+# the fact comes from. TensorRT-LLM and ModelOpt rules further down are hand-read (cited, not executed).
+
+
+def _vkey(version: str) -> tuple:
+    """'0.5.4.post2' -> (0, 5, 4, 2); '0.33' == '0.33.0'; a '-v1'/'-v2' runner suffix is ignored."""
+    base = version.split("+")[0].split("-")[0].strip().lower().lstrip("v")
+    main, _, post = base.partition(".post")
+    try:
+        nums = [int(x) for x in main.split(".") if x != ""]
+        p = int(post) if post else -1
+    except ValueError:
+        raise BadInput(f"--engine-version {version!r} is not a release number", "write e.g. 0.5.23, 0.33 or 0.33.1") from None
+    while len(nums) < 3:
+        nums.append(0)
+    return (*nums, p)
+
+
+@dataclass(frozen=True)
+class Row:
+    first: str  # first release this row covers (inclusive); rows of one family are in order
+    rule: str  # unsupported | default_only | plus1 | first1 (deepseek) | maxL (gpt-oss) | raw (vLLM)
+    src: str  # the engine file the rule comes from
+    guard0: bool = True  # index 0 captures the embeddings (False: residual is None there -> crash)
+    end: bool = False  # index L captures the pre-norm output of the last layer
+    packer: bool = False  # capture count must equal the id count (sglang AuxHiddenStatePacker)
+    index_check: bool = False  # the setter indexes layers[id]: an id past the last layer raises at start-up
+    reads: str = "nested"  # sglang: nested | none; vllm: none | top | top,nested
+    aux_flag: bool = False  # sglang reads eagle_config.use_aux_hidden_state (false: capture off)
+    loop: str = "before"  # before: id k captures the input of layer k; after: k = output of layer k-1
+    message: str = ""  # the engine's own error text for `unsupported`
+
+
+_SG_NOSETTER = "{cls} defines no set_eagle3_layers_to_capture, which the model runner calls at start-up"
+_SG_CLS = {"llama": "LlamaForCausalLM", "qwen": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
+           "deepseek": "DeepseekV2ForCausalLM", "gpt_oss": "GptOssForCausalLM", "mistral": "LlamaForCausalLM"}
+
+# sglang: model files srt/models/<family>.py (setter), reader srt/model_executor/model_runner.py
+SGLANG_ROWS: dict[str, list[Row]] = {
+    "llama": [
+        Row("0.0", "unsupported", "srt/models/llama.py", message=_SG_NOSETTER),
+        Row("0.4.4.post2", "default_only", "srt/models/llama.py", guard0=False, reads="none"),
+        Row("0.4.9", "plus1", "srt/models/llama.py", guard0=False),
+        Row("0.5.8", "plus1", "srt/models/llama.py", guard0=False, aux_flag=True),
+        Row("0.5.22", "plus1", "srt/models/llama.py", aux_flag=True),
+    ],
+    "qwen": [
+        Row("0.0", "unsupported", "srt/models/qwen3.py", message=_SG_NOSETTER),
+        Row("0.4.9", "plus1", "srt/models/qwen3.py"),
+        Row("0.5.8", "plus1", "srt/models/qwen3.py", aux_flag=True),
+    ],
+    "qwen3_moe": [
+        Row("0.0", "unsupported", "srt/models/qwen3_moe.py", message=_SG_NOSETTER),
+        Row("0.4.9", "plus1", "srt/models/qwen3_moe.py"),
+        Row("0.5.4.post2", "plus1", "srt/models/qwen2_moe.py (Qwen2MoeModel.set_eagle3_layers_to_capture)", index_check=True),
+        Row("0.5.8", "plus1", "srt/models/qwen2_moe.py (Qwen2MoeModel.set_eagle3_layers_to_capture)", index_check=True, aux_flag=True),
+    ],
+    "deepseek": [
+        Row("0.0", "unsupported", "srt/models/deepseek_v2.py", message=_SG_NOSETTER),
+        Row("0.5.4.post2", "plus1", "srt/models/deepseek_v2.py", guard0=False),
+        Row("0.5.8", "plus1", "srt/models/deepseek_v2.py", guard0=False, aux_flag=True),
+        Row("0.5.13", "first1", "srt/models/deepseek_v2.py", guard0=False, aux_flag=True),
+        Row("0.5.14", "first1", "srt/models/deepseek_v2.py", aux_flag=True),
+        Row("0.5.17", "first1", "srt/models/deepseek_v2.py + srt/layers/aux_hidden_states.py", aux_flag=True, packer=True),
+    ],
+    "gpt_oss": [
+        Row("0.0", "unsupported", "srt/models/gpt_oss.py", message=_SG_NOSETTER),
+        Row("0.5.1", "plus1", "srt/models/gpt_oss.py", guard0=False),
+        Row("0.5.8", "plus1", "srt/models/gpt_oss.py", guard0=False, aux_flag=True),
+        Row("0.5.17", "maxL", "srt/models/gpt_oss.py", end=True, aux_flag=True),
+    ],
+}
+SGLANG_ROWS["mistral"] = SGLANG_ROWS["llama"]  # sglang serves Mistral through llama.py's LlamaForCausalLM
+
+_VL_CHECK = ("ValueError: Eagle3 is only supported for {supported} models. "
+             "Got model_type={mt!r}")
+_VL_NOIFACE = ("v1/worker/gpu_model_runner.py: Model does not support EAGLE3 interface but "
+               "aux_hidden_state_outputs was requested ({cls} does not implement SupportsEagle3)")
+# the substrings vllm's check accepts, by first release (config/__init__.py, later config/speculative.py)
+VLLM_CHECK: list[tuple[str, tuple[str, ...] | None]] = [
+    ("0.0", None),
+    ("0.8.5", ("llama",)),
+    ("0.10.1", ("llama", "qwen")),
+    ("0.11.0", ("llama", "qwen", "minicpm", "gpt_oss")),
+    ("0.16.0", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe")),
+    ("0.17.0", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe", "nemotron_h")),
+    ("0.18.0", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe", "nemotron_h",
+                "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25")),
+    ("0.19.1", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe", "nemotron_h",
+                "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "minimax_m2", "gemma4")),
+    ("0.21.0", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe", "nemotron_h",
+                "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "minimax_m2", "gemma4", "laguna")),
+    ("0.22.0", None),  # the check is gone: SupportsEagle3 on the model class decides
+]
+VLLM_MODEL_TYPE = {"llama": "llama", "mistral": "mistral", "qwen": "qwen3", "qwen3_moe": "qwen3_moe",
+                   "deepseek": "deepseek_v3", "gpt_oss": "gpt_oss"}
+# V1 runner: which draft-config keys it reads (v1/worker/gpu_model_runner.py _get_eagle3_aux_layers_from_config)
+VLLM_V1_READS: list[tuple[str, str]] = [("0.0", "none"), ("0.11.1", "top"), ("0.22.0", "top,nested")]
+VLLM_V2_FIRST = "0.17.0"  # Model Runner V2 (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py): top-level key only
+VLLM_V2_DEFAULT_FROM = "0.33.0"  # hand-read (issue 12): from 0.33 a stock launch runs Model Runner V2
+# model class support and capture loop, by family (model_executor/models/<family>.py + interfaces.py)
+VLLM_ROWS: dict[str, list[Row]] = {
+    "llama": [
+        Row("0.0", "unsupported", "model_executor/models/llama.py", message=_VL_NOIFACE),
+        Row("0.8.5", "raw", "model_executor/models/llama.py", guard0=False),
+        Row("0.18.0", "raw", "model_executor/models/llama.py + interfaces.py _maybe_add_hidden_state", loop="after", end=True),
+    ],
+    "qwen": [
+        Row("0.0", "unsupported", "model_executor/models/qwen3.py", message=_VL_NOIFACE),
+        Row("0.8.5", "raw", "model_executor/models/qwen3.py (Qwen2Model)", guard0=False),
+        Row("0.18.0", "raw", "model_executor/models/qwen2.py + interfaces.py _maybe_add_hidden_state", loop="after", end=True),
+    ],
+    "qwen3_moe": [
+        Row("0.0", "unsupported", "model_executor/models/qwen3_moe.py", message=_VL_NOIFACE),
+        Row("0.11.1", "raw", "model_executor/models/qwen3_moe.py"),
+        Row("0.18.0", "raw", "model_executor/models/qwen3_moe.py + interfaces.py _maybe_add_hidden_state", loop="after", end=True),
+    ],
+    "deepseek": [
+        Row("0.0", "unsupported", "model_executor/models/deepseek_v2.py", message=_VL_NOIFACE),
+        Row("0.18.0", "raw", "model_executor/models/deepseek_v2.py (DeepseekV2Model.forward)", guard0=False),
+        Row("0.25.0", "raw", "model_executor/models/deepseek_v2.py (DeepseekV2Model.forward)", guard0=False, end=True),
+    ],
+    "gpt_oss": [
+        Row("0.0", "unsupported", "model_executor/models/gpt_oss.py", message=_VL_NOIFACE),
+        Row("0.11.0", "raw", "model_executor/models/gpt_oss.py"),
+        Row("0.18.0", "raw", "model_executor/models/gpt_oss.py + interfaces.py _maybe_add_hidden_state", loop="after", end=True),
+    ],
+    "mistral": [
+        Row("0.0", "unsupported", "model_executor/models/llama.py", message=_VL_NOIFACE),
+        Row("0.8.5", "raw", "model_executor/models/llama.py", guard0=False),
+        Row("0.18.0", "raw", "model_executor/models/mistral.py -> llama.py", loop="after", end=True),
+    ],
+}
+
+NEWEST = {"sglang": "0.5.23", "vllm": "0.33.0"}  # newest release conformance/table.json was executed on
+
+
+def _pick(rows: list, version: str):
+    k = _vkey(version)
+    hit = rows[0]
+    for r in rows:
+        if _vkey(r[0] if isinstance(r, tuple) else r.first) <= k:
+            hit = r
+    return hit
+
+
+def engine_row(engine: str, version: str, family: str) -> Row:
+    """The engine-table row that covers ``version`` (any release string) for a target family."""
+    fam = family if family in SGLANG_ROWS else "llama"
+    return _pick((SGLANG_ROWS if engine == "sglang" else VLLM_ROWS)[fam], version)
+
+
+MINUS_ONE_EMBED = "+minus-one-embed"  # --engine-version suffix: "my sglang build maps -1 to the embeddings"
+
+
+def vllm_runner(version: str) -> str:
+    version = version.split("+")[0]
+    if version.endswith("-v1") or version.endswith("-v2"):
+        return version[-2:]
+    return "v2" if _vkey(version) >= _vkey(VLLM_V2_DEFAULT_FROM) else "v1"
+
+
+@dataclass
+class Failure:
+    """The engine refuses to start or crashes on the first forward, in its own words."""
+
+    when: str  # "start-up" | "first forward"
+    message: str
+    source: str
+    internal: list[int] | None = None
+
+
+def _loop(row: Row, internal: Sequence[int], L: int) -> tuple[list[CapturePoint], Failure | None, list[tuple[int, str]]]:
+    """The decoder loop's membership test over ``internal`` (layer order, duplicates collapse)."""
+    spec: list[CapturePoint] = []
+    members = set(internal)
+    if row.loop == "after":  # vllm >= 0.18: id 0 before the loop, id idx+1 after layer idx
+        if 0 in members:
+            spec.append(embed())
+        spec += [layer_out(i) for i in range(L) if i + 1 in members]
+    else:
+        for i in range(L):
+            if i in members:
+                if i == 0 and not row.guard0:
+                    return [], Failure("first forward", "TypeError: unsupported operand type(s) for +: 'Tensor' and "
+                                       "'NoneType' (the residual is None before layer 0)", row.src, list(internal)), []
+                spec.append(embed() if i == 0 else layer_out(i - 1))
+        if row.end and L in members:
+            spec.append(layer_out(L - 1))
+    hi = L if (row.end or row.loop == "after") else L - 1
+    dropped = [(i, f"index {i} matches no capture point of a {L}-layer target (the loop tests indices 0..{hi})")
+               for i in dict.fromkeys(internal) if not 0 <= i <= hi]
+    if row.packer and len(spec) != len(internal):
+        return [], Failure("first forward", f"AssertionError: captured {len(spec)} of {len(internal)} aux hidden states "
+                           "(srt/layers/aux_hidden_states.py AuxHiddenStatePacker)", row.src, list(internal)), dropped
+    return spec, None, dropped
+
+
+def _sglang_internal(row: Row, L: int, ids: list[int] | None) -> list[int]:
+    if ids is None or row.rule == "default_only":
+        return [2, L // 2, L - 3]
+    if row.rule == "first1":  # deepseek_v2.py: +1 only when the first id is 1
+        return [v + 1 for v in ids] if ids and ids[0] == 1 else list(ids)
+    if row.rule == "maxL":  # gpt_oss.py: raw when the largest id equals L
+        return list(ids) if ids and max(ids) == L else [v + 1 for v in ids]
+    return [v + 1 for v in ids]
+
+
+def run_row(engine: str, version: str, family: str, L: int, ids: list[int] | None) -> Captured:
+    """What the engine captures for ids already read from the config (None = its default)."""
+    row = engine_row(engine, version, family)
+    if engine == "vllm":  # config/speculative.py checks the target type before the model is built
+        supported = _pick(VLLM_CHECK, version)[1]
+        mt = VLLM_MODEL_TYPE.get(family, "llama")
+        if supported is not None and not any(s in mt for s in supported):
+            return Captured((), failure=Failure("start-up", _VL_CHECK.format(supported=list(supported), mt=mt),
+                                                "config/speculative.py (config/__init__.py before 0.11)"))
+    if row.rule == "unsupported":
+        if engine == "sglang":
+            msg = row.message.format(cls=_SG_CLS.get(family, "LlamaForCausalLM"))
+        else:
+            msg = row.message.format(cls=family)
+        return Captured((), failure=Failure("start-up", msg, row.src))
+    if engine == "vllm":
+        internal = list(ids) if ids else [2, L // 2, L - 3]
+    else:
+        if version.endswith(MINUS_ONE_EMBED) and ids and -1 in ids and row.rule != "default_only":
+            # the user's patched engine captures the embeddings for -1, in layer order, and counts it
+            rest = run_row(engine, version.replace(MINUS_ONE_EMBED, ""), family, L, [i for i in ids if i != -1])
+            if rest.failure is None:
+                rest.spec = (embed(), *rest.spec)
+                rest.note = "-1 taken as the embeddings (--engine-version ...+minus-one-embed: a patched engine)"
+            return rest
+        internal = _sglang_internal(row, L, ids)
+        if row.index_check and any(i >= L for i in internal):
+            return Captured((), failure=Failure("start-up", "IndexError: list index out of range (the setter marks "
+                                                f"self.layers[{max(internal)}] of a {L}-layer model)", row.src, internal))
+    spec, fail, dropped = _loop(row, internal, L)
+    c = Captured(tuple(spec), dropped, internal, failure=fail)
+    return c
 
 
 # --------------------------------------------------------------------------- config keys
@@ -173,17 +408,17 @@ def _json_top(ids: list[int]) -> str:
 
 def key_rule(engine: str, version: str) -> KeyRule:
     if engine == "sglang":
-        # sglang model_runner_components/spec_aux_hidden_state.py: eagle_config[...] only; any
-        # exception (no eagle_config, no key) falls back to the model's default.
+        # sglang model_runner.py (later model_runner_components/spec_aux_hidden_state.py): only
+        # eagle_config[...]; any exception (no eagle_config, no key) falls back to the default.
+        if _pick(SGLANG_ROWS["llama"], version).reads == "none":
+            return KeyRule((), f"nowhere: SGLang {version} never reads layer ids (the setter takes none)", _json_nested)
         return KeyRule((NESTED,), "the draft's config.json", _json_nested)
     if engine == "vllm":
-        if version == "0.10.2":
-            return KeyRule((), "nowhere: vLLM 0.10.2 always uses its default (reading ids came with vLLM PR #25961)", _json_top)
-        if version in ("0.18.0", "0.33.0-v2"):
-            # vllm v1/worker/gpu_model_runner.py (0.18) and gpu/spec_decode/eagle/eagle3_utils.py (MRV2)
-            return KeyRule((IDS,), "the draft's config.json", _json_top, "at the top level of the draft's config.json")
-        # vllm 0.33 v1/worker/gpu_model_runner.py _get_eagle3_aux_layers_from_config
-        return KeyRule((IDS, NESTED), "the draft's config.json", _json_top, "at the top level of the draft's config.json")
+        reads = "top" if vllm_runner(version) == "v2" and _vkey(version) >= _vkey(VLLM_V2_FIRST) else _pick(VLLM_V1_READS, version)[1]
+        if reads == "none":
+            return KeyRule((), f"nowhere: vLLM {version} always uses its default (reading ids came with vLLM PR #25961)", _json_top)
+        keys = (IDS, NESTED) if reads == "top,nested" else (IDS,)
+        return KeyRule(keys, "the draft's config.json", _json_top, "at the top level of the draft's config.json")
     if engine == "trtllm":
         return KeyRule(
             ("eagle3_layers_to_capture",),
@@ -196,11 +431,19 @@ def key_rule(engine: str, version: str) -> KeyRule:
 
 
 def check_engine(engine: str, version: str | None) -> str:
+    """Any release string maps to the engine-table row that covers it (0.33 == 0.33.0; newer than
+    the newest executed release -> the newest row)."""
     if engine not in ENGINES:
         raise BadInput(f"unknown --engine {engine!r}", f"use one of {', '.join(ENGINES)}")
     versions = ENGINE_VERSIONS[engine]
     if version is None:
         return versions[0]
+    version = version.strip()
+    if engine in ("sglang", "vllm"):
+        _vkey(version)  # a release number, or BadInput
+        if engine == "vllm" and "-" in version and vllm_runner(version) not in ("v1", "v2"):
+            raise BadInput(f"--engine-version {version}: unknown runner suffix", "use e.g. 0.33.0, 0.33.0-v1 or 0.33.0-v2")
+        return version
     if version not in versions:
         raise BadInput(
             f"--engine-version {version} is not modelled for {engine}",
@@ -210,7 +453,9 @@ def check_engine(engine: str, version: str | None) -> str:
 
 
 def id_range(engine: str, num_layers: int) -> tuple[int, int]:
-    """Ids an engine accepts at all (some, like SGLang's L-1, are accepted yet capture nothing)."""
+    """Ids the doctor takes as written for an engine (inspect and compare-hidden both use this); some,
+    like SGLang's L-1 under the +1 rule, are taken yet capture nothing or make the engine fail, and
+    the engine table says which."""
     L = num_layers
     return {"sglang": (-1, L), "vllm": (0, L), "trtllm": (-1, L - 1), "modelopt": (0, L - 1)}.get(engine, (-1, L))
 
@@ -229,6 +474,7 @@ class Serving:
     ignored: dict[str, list[int]] = field(default_factory=dict)  # ids in keys this engine does not read
     dropped: list[tuple[int, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    failure: Failure | None = None  # the engine refuses to start or crashes on the first forward
 
     @property
     def label(self) -> str:
@@ -242,6 +488,7 @@ def resolve_serving(
     num_layers: int,
     config_ids: dict[str, list[int]],
     override: list[int] | None = None,
+    use_aux_hidden_state: bool = True,
 ) -> Serving:
     """Which capture points ``engine`` feeds the draft.
 
@@ -251,11 +498,13 @@ def resolve_serving(
     version = check_engine(engine, version)
     kr = key_rule(engine, version)
     ids, source, ignored = None, "", {}
-    if override is not None and engine not in ("eagle",) and not (engine == "vllm" and version == "0.10.2"):
+    if override is not None and kr.keys and engine != "eagle":
         ids, source = list(override), f"--layer-ids {list(override)} (as if written in {kr.keys[0]})"
     else:
         for k in kr.keys:
-            if config_ids.get(k):
+            # sglang takes eagle_config[...] as it is, even an empty list; vllm falls through on a falsy value
+            present = (k in config_ids) if engine == "sglang" else bool(config_ids.get(k))
+            if present:
                 ids, source = list(config_ids[k]), f"{k} = {config_ids[k]} in {kr.where}"
                 break
         ignored = {k: v for k, v in config_ids.items() if k not in kr.keys}
@@ -272,14 +521,19 @@ def resolve_serving(
                 f"{engine} (valid ids: {lo}..{hi})",
                 "use ids inside the target's depth, in this engine's numbering",
             )
+    if engine == "sglang" and not use_aux_hidden_state and _pick(SGLANG_ROWS["llama"], version).aux_flag:
+        # sglang model_runner: eagle_config.use_aux_hidden_state false skips set_eagle3_layers_to_capture
+        return Serving(engine, version, family, num_layers, (), ids, "eagle_config.use_aux_hidden_state = false",
+                       ignored, [], ["SGLang reads eagle_config.use_aux_hidden_state = false and captures nothing"])
     cap = RULES[engine](version, family, num_layers, ids)
     notes = [cap.note] if cap.note else []
-    if engine == "sglang" and version == "0.5.2" and ids is not None and cap.spec != default_spec_llama(num_layers):
+    if (engine == "sglang" and _vkey("0.4.9") <= _vkey(version) < _vkey("0.5.3") and ids is not None
+            and cap.failure is None and cap.spec != default_spec_llama(num_layers)):
         notes.append(
             "SGLang 0.5.2 captured its CUDA graphs for decode/verify with the DEFAULT ids while eager "
             "prefill used the configured ones (fixed by SGLang PR #22836)"
         )
-    return Serving(engine, version, family, num_layers, cap.spec, ids, source, ignored, cap.dropped, notes)
+    return Serving(engine, version, family, num_layers, cap.spec, ids, source, ignored, cap.dropped, notes, cap.failure)
 
 
 def ids_to_serve(engine: str, version: str | None, family: str, num_layers: int, want: FeatureSpec) -> list[int] | None:
@@ -305,8 +559,28 @@ def ids_to_serve(engine: str, version: str | None, family: str, num_layers: int,
         if all(i is not None for i in ids):
             cands.append(ids)  # type: ignore[arg-type]
     for ids in cands:
-        if rule(version, family, num_layers, ids).spec == tuple(want):
+        got = rule(version, family, num_layers, ids)
+        if got.spec == tuple(want) and got.failure is None:
             return ids
+    return None
+
+
+def first_working_release(engine: str, family: str, after: str) -> tuple[str, str] | None:
+    """(first release newer than ``after`` whose row runs EAGLE-3 for ``family``, the file that decides)."""
+    if engine not in ("sglang", "vllm"):
+        return None
+    fam = family if family in SGLANG_ROWS else "llama"
+    rows = (SGLANG_ROWS if engine == "sglang" else VLLM_ROWS)[fam]
+    firsts = {r.first for r in rows} | ({c[0] for c in VLLM_CHECK} if engine == "vllm" else set())
+    for cand in sorted((f for f in firsts if _vkey(f) > _vkey(after)), key=_vkey):
+        row = _pick(rows, cand)
+        if row.rule == "unsupported":
+            continue
+        if engine == "vllm":
+            lst = _pick(VLLM_CHECK, cand)[1]
+            if lst is not None and not any(x in VLLM_MODEL_TYPE.get(fam, "llama") for x in lst):
+                continue
+        return cand, row.src
     return None
 
 

@@ -71,6 +71,9 @@ CODES: dict[str, tuple[str, str]] = {
     "FPR001": (ERROR, "the draft's own fingerprint names other capture points than the engine feeds"),
     "FPR002": (WARNING, "the draft's own fingerprint disagrees with the declared training side"),
     "FPR003": (INFO, "the draft's fingerprint cannot tell the candidate capture points apart"),
+    # --- engine failures (issue 12: engine truth, from the engines' own code, executed)
+    "ENG001": (ERROR, "the engine refuses to start with this target, draft config or ids"),
+    "ENG002": (ERROR, "the engine crashes on the first forward with these ids"),
 }
 
 

@@ -13,7 +13,7 @@ import torch
 from .compare import diagnose_specs
 from .draft.formats import read_draft, spec_from_info
 from .draft.served import draft_serving
-from .engines import ENGINE_VERSIONS, ENGINES, arch_family, resolve_serving
+from .engines import ENGINE_VERSIONS, ENGINES, arch_family, id_range, resolve_serving
 from .errors import BadInput
 from .findings import Finding
 from .taps import format_spec
@@ -90,8 +90,8 @@ def read_target_tensor(target: str, names: tuple[str, ...]) -> torch.Tensor | No
 
 
 def _ids_in_range(ids: list[int], L: int, engine: str) -> list[int]:
-    lo = -1 if engine in ("sglang", "trtllm") else 0
-    hi = L if engine in ("vllm",) else L - 1
+    # the same range compare-hidden takes (engines.id_range), so both commands accept the same ids
+    lo, hi = id_range(engine, L)
     return [i for i in ids if i < lo or i > hi]
 
 
@@ -292,14 +292,17 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
             oob = _ids_in_range(ids, L, engine)
             if oob:
                 out.append(Finding("CFG001", f"{key} = {ids}: id(s) {oob} are out of range for a {L}-layer target under {engine}",
-                                   [f"{engine} ids run {'-1' if engine in ('sglang', 'trtllm') else '0'}..{L if engine == 'vllm' else L - 1}"],
+                                   [f"{engine} ids run {id_range(engine, L)[0]}..{id_range(engine, L)[1]}"],
                                    "use ids inside the target's depth"))
         if ids != sorted(ids):
             out.append(Finding("CFG002", f"{key} = {ids} is not sorted",
                                ["SGLang concatenates in the listed order; vLLM, TensorRT-LLM and ModelOpt sort: the fc input is permuted in one and not the other"],
                                f"write the ids sorted ({sorted(ids)}) and make sure training used that order"))
-    if L:
-        serving = resolve_serving(engine, engine_version, family, L, config_ids)
+    oob_found = any(f.code == "CFG001" for f in out)
+    if L and not oob_found:  # with CFG001 the engine's capture is not defined: compare-hidden refuses those ids too
+        ec_all = info.config.get("eagle_config") if isinstance(info.config.get("eagle_config"), dict) else {}
+        serving = resolve_serving(engine, engine_version, family, L, config_ids,
+                                  use_aux_hidden_state=ec_all.get("use_aux_hidden_state", True) is not False)
         train, where = spec_from_info(info, L, family)
         facts.append(("trained on", f"{format_spec(train)} ({where})"))
         facts.append((f"{serving.label} feeds", f"{format_spec(serving.spec)} ({serving.source})"))

@@ -60,3 +60,66 @@ def test_vllm_0_33_v2_runner_reads_only_the_top_level_key():
     v1, v2 = outcome("vllm", "0.33.0", "llama", "v1"), outcome("vllm", "0.33.0", "llama", "v2")
     assert v1["32|nested|3,16,30"] == "layer_out[2],layer_out[15],layer_out[29]"
     assert v2["32|nested|3,16,30"] == v2["32|none|-"] == "layer_out[1],layer_out[15],layer_out[28]"
+
+
+# --------------------------------------------------------------------------- engines.py vs the table
+
+from eagle3_doctor.engines import IDS, NESTED, resolve_serving  # noqa: E402
+from eagle3_doctor.errors import BadInput  # noqa: E402
+
+FAMILY = {"qwen3": "qwen"}  # conformance family name -> eagle3_doctor family name
+# Deliberate differences (docs/engine-sources.md, "Where the doctor deliberately differs"):
+# ids outside engines.id_range are refused as bad input instead of being run.
+EXPLAINED = "refused: outside the doctor's id range"
+
+
+def _case(key: str):
+    L, layout, ids = key.split("|")
+    return int(L), layout, None if ids == "-" else [int(x) for x in ids.split(",") if x]
+
+
+def _config(layout: str, ids) -> tuple[dict, bool]:
+    if layout == "none":
+        return {}, True
+    other = [1, 2, 3] if ids != [1, 2, 3] else [4, 5, 6]
+    return {"nested": ({NESTED: ids}, True), "top": ({IDS: ids}, True), "both": ({IDS: ids, NESTED: other}, True),
+            "nested_aux_off": ({NESTED: ids}, False)}[layout]
+
+
+def predict(engine: str, version: str, family: str, runner: str, key: str) -> str:
+    L, layout, ids = _case(key)
+    cfg, use_aux = _config(layout, ids)
+    v = version if engine == "sglang" else f"{version}-{runner}"
+    try:
+        s = resolve_serving(engine, v, FAMILY.get(family, family), L, cfg, use_aux_hidden_state=use_aux)
+    except BadInput:
+        return EXPLAINED
+    if s.failure:
+        return f"!{s.failure.when}"
+    return ",".join(str(p) for p in s.spec)
+
+
+def _norm(actual: str) -> str:
+    return actual.split(":", 1)[0] if actual.startswith("!") else actual
+
+
+def disagreements(rows=None, every_release_L: int = 61) -> tuple[list[str], int, int]:
+    bad, explained, n = [], 0, 0
+    for row in rows or TABLE["rows"]:
+        table = TABLE["outcomes"][row["outcome"]]
+        for rel in row["releases"]:
+            for key, actual in table.items():
+                if rel != row["executed_from"] and not key.startswith(f"{every_release_L}|"):
+                    continue
+                n += 1
+                got = predict(row["engine"], rel, row["family"], row["runner"], key)
+                if got == EXPLAINED:
+                    explained += 1
+                elif got != _norm(actual):
+                    bad.append(f"{row['engine']} {rel} {row['family']}/{row['runner']} {key}: engine {actual!r}, doctor {got!r}")
+    return bad, explained, n
+
+
+def test_engines_py_agrees_with_the_executed_table():
+    bad, explained, n = disagreements()
+    assert not bad, f"{len(bad)} of {n} cases disagree ({explained} explained); first: " + "\n".join(bad[:15])

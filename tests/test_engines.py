@@ -59,8 +59,11 @@ def test_sglang_reads_only_the_nested_key():
 
 def test_vllm_versions_read_different_keys():
     nested = {NESTED: [3, 4, 5]}
-    assert resolve_serving("vllm", "0.33.0", "llama", L, nested).spec == (layer_out(2), layer_out(3), layer_out(4))
+    # v1/worker/gpu_model_runner.py reads top-level then eagle_config (0.22+); Model Runner V2's
+    # gpu/spec_decode/eagle/eagle3_utils.py reads the top level only, and a stock 0.33 launch runs V2
+    assert resolve_serving("vllm", "0.33.0-v1", "llama", L, nested).spec == (layer_out(2), layer_out(3), layer_out(4))
     assert resolve_serving("vllm", "0.33.0-v2", "llama", L, nested).spec == default_spec_llama(L)
+    assert resolve_serving("vllm", "0.33", "llama", L, nested).spec == default_spec_llama(L)
     assert resolve_serving("vllm", "0.18.0", "llama", L, nested).ignored == nested
     top = {IDS: [3, 4, 5]}
     assert resolve_serving("vllm", "0.10.2", "llama", L, top).spec == default_spec_llama(L)
@@ -85,8 +88,12 @@ def test_gpt_oss_rule():
 
 
 def test_trtllm_sorts_and_minus_one_is_the_final_state():
+    # class 7, hand-read tensorrt_llm/_torch/speculative/eagle3.py: one-model (default) only sorts,
+    # so -1 (final state) takes slot 0; the two-model Eagle3SpecMetadata moves it last
     assert serve("trtllm", override=[28, 1, 15]).spec == (layer_out(1), layer_out(15), layer_out(28))
-    assert serve("trtllm", override=[-1, 1, 15]).spec == (layer_out(1), layer_out(15), final_norm())
+    assert serve("trtllm", override=[-1, 1, 15]).spec == (final_norm(), layer_out(1), layer_out(15))
+    assert serve("trtllm", override=[-1, 1, 15], version="1.2-two-model").spec == (layer_out(1), layer_out(15), final_norm())
+    assert serve("trtllm", override=[2, 2, 15]).spec == (layer_out(2), layer_out(15))
 
 
 def test_sglang_052_cuda_graph_note():
@@ -98,8 +105,10 @@ def test_sglang_052_cuda_graph_note():
 def test_unknown_engine_and_version_are_bad_input():
     with pytest.raises(BadInput):
         serve("tgi")
+    with pytest.raises(BadInput, match="not a release number"):
+        serve("vllm", version="banana")
     with pytest.raises(BadInput, match="not modelled"):
-        serve("vllm", version="0.1")
+        serve("trtllm", version="0.1")
 
 
 def test_recipes():
@@ -125,3 +134,114 @@ def test_fix_is_the_inverse_of_the_rule(spec, engine, family):
         ids = ids_to_serve(engine, version, family, L, tuple(spec))
         if ids is not None:
             assert resolve_serving(engine, version, family, L, {}, ids).spec == tuple(spec)
+
+
+# --------------------------------------------------------------------------- issue 12: engine truth
+# Each test names the upstream file it models; the SGLang/vLLM rows are also checked case by case
+# against the executed table in tests/test_conformance.py.
+
+def test_class1_sglang_052_has_no_eagle3_for_deepseek():
+    # sglang 0.5.2 srt/models/deepseek_v2.py defines no set_eagle3_layers_to_capture; model_runner.py calls it
+    s = serve("sglang", [2, 30, 58], version="0.5.2", family="deepseek", n=61)
+    assert s.failure and s.failure.when == "start-up" and "set_eagle3_layers_to_capture" in s.failure.message
+    from eagle3_doctor.compare import diagnose_specs
+    f = diagnose_specs((layer_out(2), layer_out(30), layer_out(58)), "t", s)
+    assert [x.code for x in f] == ["ENG001"] and "0.5.4.post2" in f[0].fix
+
+
+@pytest.mark.parametrize("family", ["mistral", "deepseek", "gpt_oss"])
+def test_class2_vllm_0102_refuses_targets_outside_llama_qwen(family):
+    # vllm 0.10.2 config/__init__.py: eagle3_target_supported = ["llama", "qwen"]
+    s = serve("vllm", version="0.10.2", family=family)
+    assert s.failure and "only supported for ['llama', 'qwen']" in s.failure.message
+
+
+def test_class2_vllm_0102_qwen3_moe_has_no_supportseagle3():
+    # vllm 0.10.2 model_executor/models/qwen3_moe.py: no SupportsEagle3 -> gpu_model_runner.py raises at load
+    s = serve("vllm", version="0.10.2", family="qwen3_moe")
+    assert s.failure and "does not support EAGLE3" in s.failure.message
+
+
+def test_class3_seed_minus_one_is_a_first_forward_failure_on_sglang_0523():
+    # sglang 0.5.23 srt/models/deepseek_v2.py sizes AuxHiddenStatePacker by the id count;
+    # srt/layers/aux_hidden_states.py asserts "captured 2 of 3 aux hidden states"
+    s = serve("sglang", [-1, 2, 30], family="deepseek", n=61)
+    assert s.failure and s.failure.when == "first forward" and "captured 2 of 3" in s.failure.message
+    from eagle3_doctor.compare import diagnose_specs
+    f = diagnose_specs((layer_out(2), layer_out(30), layer_out(58)), "t", s)
+    assert f[0].code == "ENG002" and "[3, 31, 59]" in f[0].fix
+    # a build patched to map -1 to the embeddings: the quiet mismatch, CAP002
+    p = serve("sglang", [-1, 2, 30], family="deepseek", n=61, version="0.5.23+minus-one-embed")
+    assert p.failure is None and p.spec[0] == embed()
+    assert "CAP002" in [x.code for x in diagnose_specs((layer_out(2), layer_out(30), layer_out(58)), "t", p)]
+
+
+def test_class4_sglang_qwen3_moe_id_past_the_last_layer_raises():
+    # sglang srt/models/qwen2_moe.py Qwen2MoeModel.set_eagle3_layers_to_capture indexes self.layers[id + 1]
+    s = serve("sglang", [1, 15, L - 1], family="qwen3_moe")
+    assert s.failure and s.failure.when == "start-up" and "IndexError" in s.failure.message
+    assert serve("sglang", [1, 15, L - 1], family="llama").failure is None  # llama.py just drops it
+
+
+def test_class5_sglang_052_minus_one_crashes_llama_but_not_qwen():
+    # sglang 0.5.2 srt/models/llama.py appends hidden_states + residual unguarded; qwen2.py guards it
+    assert serve("sglang", [-1, 2, 16], version="0.5.2").failure.when == "first forward"
+    assert serve("sglang", [-1, 2, 16], version="0.5.2", family="gpt_oss").failure is not None
+    assert serve("sglang", [-1, 2, 16], version="0.5.2", family="qwen").spec[0] == embed()
+
+
+def test_class6_capture_is_in_layer_order_once_per_layer():
+    # sglang srt/models/llama.py: `if i in self.layers_to_capture` inside the layer loop
+    assert serve("sglang", [30, 2, 28]).spec == (layer_out(2), layer_out(28), layer_out(30))
+    assert serve("sglang", [2, 2, 30]).spec == (layer_out(2), layer_out(30))
+    # modelopt torch/speculative/plugins/hf_eagle.py: one forward hook per layer
+    assert serve("modelopt", override=[3, 3, 9]).spec == (layer_out(3), layer_out(9))
+
+
+def test_class8_vllm_deepseek_captures_before_each_layer():
+    # vllm model_executor/models/deepseek_v2.py: `if idx in self.aux_hidden_state_layers` before the layer
+    for v in ("0.18.0", "0.33.0"):
+        assert serve("vllm", [0, 2, 16], version=v, family="deepseek").failure.when == "first forward"
+    assert serve("vllm", [2, 16, L], version="0.18.0", family="deepseek").spec == (layer_out(1), layer_out(15))
+    assert serve("vllm", [2, 16, L], version="0.33.0", family="deepseek").spec == (layer_out(1), layer_out(15), layer_out(L - 1))
+
+
+def test_vllm_033_default_runner_ignores_the_nested_key():
+    # vllm 0.33 v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (Model Runner V2) reads the top level only
+    s = resolve_serving("vllm", "0.33", "llama", L, {NESTED: [3, 16, 30]})
+    assert s.spec == default_spec_llama(L) and NESTED in s.ignored
+
+
+def test_sglang_use_aux_hidden_state_false_turns_capture_off():
+    # sglang model_runner.py reads eagle_config.use_aux_hidden_state (0.5.8+)
+    s = resolve_serving("sglang", "0.5.23", "llama", L, {NESTED: [1, 15, 28]}, use_aux_hidden_state=False)
+    assert s.spec == ()
+    assert resolve_serving("sglang", "0.5.2", "llama", L, {NESTED: [1, 15, 28]}, use_aux_hidden_state=False).spec != ()
+
+
+def test_any_release_string_maps_to_its_row():
+    for v in ("0.33", "0.33.1", "0.34.0", "0.28.0"):
+        assert serve("vllm", [1, 15, 28], version=v).spec == (layer_out(0), layer_out(14), layer_out(27))
+    assert serve("sglang", [2, 30, 58], version="0.5.99", family="deepseek", n=61).failure is None
+
+
+def test_seed_is_consistent_on_plain_plus_one_deepseek_releases_and_one_layer_early_later():
+    # sglang srt/models/deepseek_v2.py: plain +1 up to 0.5.12.post1, `ids[0] == 1` from 0.5.13
+    trained = (layer_out(2), layer_out(30), layer_out(58))
+    for v in ("0.5.5", "0.5.10", "0.5.12.post1"):
+        assert serve("sglang", [2, 30, 58], version=v, family="deepseek", n=61).spec == trained
+    for v in ("0.5.15", "0.5.23"):
+        assert serve("sglang", [2, 30, 58], version=v, family="deepseek", n=61).spec == (layer_out(1), layer_out(29), layer_out(57))
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm", "trtllm", "modelopt"])
+def test_inspect_and_compare_hidden_take_the_same_ids(engine):
+    from eagle3_doctor.inspect_draft import _ids_in_range
+    for n in (8, 24, 61):
+        for i in range(-3, n + 3):
+            refused = False
+            try:
+                resolve_serving(engine, None, "gpt_oss", n, {}, [i])
+            except BadInput:
+                refused = True
+            assert refused == bool(_ids_in_range([i], n, engine)), (engine, n, i)
