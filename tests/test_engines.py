@@ -245,3 +245,13 @@ def test_inspect_and_compare_hidden_take_the_same_ids(engine):
             except BadInput:
                 refused = True
             assert refused == bool(_ids_in_range([i], n, engine)), (engine, n, i)
+
+
+def test_docs_engine_table_is_generated_from_the_engine_table():
+    from pathlib import Path
+
+    from eagle3_doctor.engines import engine_table_markdown
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "engine-table.md").read_text()
+    inner = doc.split("<!-- engine-table:begin -->\n", 1)[1].split("<!-- engine-table:end -->", 1)[0]
+    assert inner == engine_table_markdown(), "docs/engine-table.md is stale: regenerate it (see its header)"
+    assert "docs/engine-table.md" in (Path(__file__).resolve().parents[1] / "README.md").read_text()
