@@ -38,6 +38,7 @@ Two ways to run K steps, kept deliberately separate so one can check the other:
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator
 
