@@ -6,6 +6,7 @@ torch and transformers are imported inside the commands so ``--help`` answers at
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import sys
@@ -45,6 +46,10 @@ TrustRemote = Annotated[bool, typer.Option("--trust-remote-code", help="Allow th
 JsonOut = Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to this path.")]
 ReportDir = Annotated[Optional[str], typer.Option("--report", help="Write a Markdown report (with PNG plots if matplotlib is installed) into this directory.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+# i17: serving config in (the user's own launch command sets engine, draft, steps, topk, budget, dtype)
+OptTarget = Annotated[Optional[str], typer.Option("--target", "-t", help="Target model: local directory or hub id (default: the model of --serve-cmd).")]
+ServeCmd = Annotated[Optional[str], typer.Option("--serve-cmd", help="Your server launch command (python -m sglang.launch_server ... | vllm serve MODEL --speculative-config '{...}'): engine, draft, steps, topk, draft-token budget and dtype are read from it; explicit options win.")]
+ServeConfigFile = Annotated[Optional[str], typer.Option("--serve-config", help="File with the launch command, or a JSON/YAML of SGLang server args, vLLM engine args or vLLM's speculative config.")]
 
 
 def _console(stderr: bool = False):
@@ -106,6 +111,43 @@ def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
 
     with prog:
         yield cb
+
+
+@dataclasses.dataclass
+class _Resolved:
+    target: str
+    draft: Optional[str]
+    engine: str
+    engine_version: Optional[str]
+    dtype: str
+    serve: Any = None
+
+
+def _resolve_serve(serve_cmd: Optional[str], serve_config: Optional[str], target: Optional[str], draft: Optional[str],
+                   engine: Optional[str], engine_version: Optional[str], dtype: str, need_draft: bool = False) -> _Resolved:
+    """Merge --serve-cmd/--serve-config with explicit options (explicit wins) and say what was derived."""
+    from .errors import BadInput
+    from .servecmd import load
+
+    sc = load(serve_cmd, serve_config)
+    if sc is not None:
+        msg = f"serving config: {sc.summary()}"
+        if sc.unknown_flags:
+            msg += f"\n  unknown flags (not in {sc.engine} {sc.engine_version}'s argument table): {', '.join(sc.unknown_flags)}"
+        for n in sc.notes:
+            msg += f"\n  note: {n}"
+        print(msg, file=sys.stderr, flush=True)
+    target = target or (sc.target if sc else None)
+    if not target:
+        raise BadInput("no target model", "pass --target DIR|HUB_ID or a --serve-cmd that names the model")
+    draft = draft or (sc.draft if sc else None)
+    if need_draft and not draft:
+        raise BadInput("no draft checkpoint", "pass --draft DIR|HUB_ID or a --serve-cmd with the draft path")
+    eng = (engine or (sc.engine if sc else None) or "sglang").lower()
+    ver = engine_version or (sc.engine_version if sc and sc.engine == eng else None)
+    if dtype == "auto" and sc is not None and sc.dtype not in (None, "auto"):
+        dtype = {"half": "float16", "bf16": "bfloat16", "fp16": "float16", "float": "float32"}.get(sc.dtype, sc.dtype)
+    return _Resolved(target, draft, eng, ver, dtype, sc)
 
 
 def _setup(target: str, draft: Optional[str], draft_format: Optional[str], engine: str, engine_version: Optional[str],
@@ -184,11 +226,13 @@ def main(
 @app.command("inspect")
 @guarded
 def inspect_cmd(
-    target: Target,
-    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")],
+    target: OptTarget = None,
+    draft: Draft = None,
     draft_format: DraftFormat = None,
-    engine: Engine = "sglang",
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle (default: from --serve-cmd, else sglang).")] = None,
     engine_version: EngineVersion = None,
+    serve_cmd: ServeCmd = None,
+    serve_config: ServeConfigFile = None,
     json_out: JsonOut = None,
     report: ReportDir = None,
 ) -> int:
@@ -196,10 +240,11 @@ def inspect_cmd(
     from .inspect_draft import inspect
     from .report import render_inspect, write_json
 
-    res = inspect(target, draft, engine=engine, engine_version=engine_version, draft_format=draft_format)
+    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, "auto", need_draft=True)
+    res = inspect(r.target, r.draft, engine=r.engine, engine_version=r.engine_version, draft_format=draft_format)
     render_inspect(_console(), res)
     if json_out:
-        write_json(json_out, res.to_dict())
+        write_json(json_out, {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})})
     if report:
         from .plots import write_inspect_report
 
@@ -210,11 +255,13 @@ def inspect_cmd(
 @app.command("compare-hidden")
 @guarded
 def compare_hidden_cmd(
-    target: Target,
+    target: OptTarget = None,
     draft: Draft = None,
     draft_format: DraftFormat = None,
-    engine: Engine = "sglang",
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle (default: from --serve-cmd, else sglang).")] = None,
     engine_version: EngineVersion = None,
+    serve_cmd: ServeCmd = None,
+    serve_config: ServeConfigFile = None,
     layer_ids: LayerIds = None,
     train_recipe: TrainRecipe = None,
     train_dump: TrainDump = None,
@@ -237,14 +284,15 @@ def compare_hidden_cmd(
     from .doctor import compare_hidden
     from .report import render_compare
 
-    setup = _setup(target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device,
+    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, dtype)
+    setup = _setup(r.target, r.draft, draft_format, r.engine, r.engine_version, layer_ids, train_recipe, r.dtype, device,
                    trust_remote_code, device_map, max_memory)
     bs = _batch_size(batch_size, setup, max_tokens)
     with _progress(quiet) as cb:
         res = compare_hidden(setup, prompts_path=prompts, train_dump=train_dump, max_tokens=max_tokens, batch_size=bs,
                              matrix=matrix or plot is not None or report is not None, limit=limit, progress=cb)
     render_compare(_console(), res)
-    _write_json(json_out, res.to_dict(), trust_remote_code)
+    _write_json(json_out, {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})}, trust_remote_code)
     if plot or report:
         from .plots import write_compare_report
 
@@ -255,16 +303,18 @@ def compare_hidden_cmd(
 @app.command("acceptance")
 @guarded
 def acceptance_cmd(
-    target: Target,
-    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")],
+    target: OptTarget = None,
+    draft: Draft = None,
     draft_format: DraftFormat = None,
-    engine: Engine = "sglang",
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle (default: from --serve-cmd, else sglang).")] = None,
     engine_version: EngineVersion = None,
+    serve_cmd: ServeCmd = None,
+    serve_config: ServeConfigFile = None,
     layer_ids: LayerIds = None,
     train_recipe: TrainRecipe = None,
     train_dump: TrainDump = None,
     prompts: Prompts = None,
-    num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="Chain length K (draft tokens per verify pass).")] = 7,
+    num_steps: Annotated[Optional[int], typer.Option("--num-steps", "-k", help="Draft steps K per verify pass (SGLang --speculative-num-steps, vLLM num_speculative_tokens). Default: from --serve-cmd, else 7.")] = None,
     continuation: Annotated[str, typer.Option("--continuation", help="greedy: the target's own greedy continuation (KV cache); text: the text as given.")] = "greedy",
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Tokens the target generates per prompt (greedy continuation).")] = 128,
     max_tokens: MaxTokens = 512,
@@ -272,8 +322,8 @@ def acceptance_cmd(
     limit: Limit = None,
     temperature: Annotated[float, typer.Option("--temperature", help="> 0: expected acceptance from the distributions (no sampling noise).")] = 0.0,
     temperature_mode: Annotated[str, typer.Option("--temperature-mode", help="sampled: draft samples, sum min(p,q); argmax: draft proposes argmax (vLLM V1), p(token).")] = "sampled",
-    topk: Annotated[int, typer.Option("--topk", help="Tree drafting: children per node (SGLang --speculative-eagle-topk).")] = 1,
-    num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="Tree node budget (SGLang --speculative-num-draft-tokens).")] = None,
+    topk: Annotated[Optional[int], typer.Option("--topk", help="Tree drafting: children per node (SGLang --speculative-eagle-topk). Default: from --serve-cmd, else 1.")] = None,
+    num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="Tree node budget incl. the root (SGLang --speculative-num-draft-tokens). Default: from --serve-cmd.")] = None,
     reference_loop: Annotated[bool, typer.Option("--reference-loop", help="Also run a plain sequential speculative-decoding loop and check the estimator against it.")] = False,
     scan: Annotated[bool, typer.Option("--scan", help="Rank candidate capture-point triples around the configured one by step-1 accuracy.")] = False,
     min_accept_rate: Annotated[Optional[float], typer.Option("--min-accept-rate", help="Gate: exit 1 if the serving path's first-position acceptance is below this.")] = None,
@@ -297,7 +347,15 @@ def acceptance_cmd(
         from .errors import BadInput
 
         raise BadInput(f"unknown --temperature-mode {temperature_mode!r}", "use sampled or argmax")
-    setup = _setup(target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device,
+    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, dtype, need_draft=True)
+    sc = r.serve
+    if num_steps is None:
+        num_steps = sc.num_steps if sc is not None and sc.num_steps else 7
+    if topk is None:
+        topk = sc.topk if sc is not None and sc.topk else 1
+    if num_draft_tokens is None and sc is not None and topk == sc.topk:
+        num_draft_tokens = sc.num_draft_tokens
+    setup = _setup(r.target, r.draft, draft_format, r.engine, r.engine_version, layer_ids, train_recipe, r.dtype, device,
                    trust_remote_code, device_map, max_memory)
     bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
     with _progress(quiet) as cb:
@@ -314,6 +372,8 @@ def acceptance_cmd(
     if min_tau is not None and not serving.get("tau", float("nan")) >= min_tau:
         run.findings.append(Finding("ACC003", f"tau {serving.get('tau', float('nan')):.3f} is below --min-tau {min_tau}",
                                     [f"acc_k: {serving.get('acc_k')}"], "fix the findings above, or retrain the draft"))
+    if sc is not None:
+        run.settings["serve"] = sc.to_dict()
     render_acceptance(_console(), run)
     _write_json(json_out, run.to_dict(), trust_remote_code)
     if plot or report:

@@ -1,0 +1,179 @@
+"""Serving config in: real-shaped SGLang and vLLM launch commands -> every derived setting."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from eagle3_doctor.cli import app
+from eagle3_doctor.errors import BadInput
+from eagle3_doctor.servecmd import flag_table, parse_serve_cmd, parse_serve_config, parse_token_tree
+
+# The seed case: a DeepSeek-V3 target with an EAGLE-3 draft on 8 GPUs, as the SGLang docs launch it.
+SEED = r"""
+SGLANG_ENABLE_SPEC_V2=1 CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 python3 -m sglang.launch_server \
+    --model-path deepseek-ai/DeepSeek-V3-0324 --trust-remote-code --tp 8 \
+    --speculative-algorithm EAGLE3 \
+    --speculative-draft-model-path /models/deepseek-v3-eagle3 \
+    --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 \
+    --mem-fraction-static 0.8 --cuda-graph-max-bs 64 --host 0.0.0.0 --port 30000
+"""
+
+
+def test_seed_deepseek_launch():
+    sc = parse_serve_cmd(SEED)
+    assert (sc.engine, sc.engine_version) == ("sglang", "0.5.23")
+    assert sc.target == "deepseek-ai/DeepSeek-V3-0324"
+    assert sc.draft == "/models/deepseek-v3-eagle3"
+    assert sc.algorithm == "EAGLE3"
+    assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == (3, 1, 4)
+    assert sc.tp_size == 8 and sc.pp_size == 1
+    assert sc.dtype == "auto" and sc.chat_template is None
+    assert sc.trust_remote_code is True
+    # --tp is argparse's unique-prefix abbreviation of --tp-size; --cuda-graph-max-bs is ambiguous in 0.5.23
+    assert any("--tp -> --tp-size" in n for n in sc.notes)
+    assert sc.unknown_flags == ["--cuda-graph-max-bs (ambiguous: --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill)"]
+    assert {"host", "port", "mem_fraction_static"} <= set(sc.ignored_flags)
+
+
+def test_sglang_tree_launch_with_every_setting():
+    sc = parse_serve_cmd(
+        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --revision main "
+        "--speculative-algorithm EAGLE3 --speculative-draft-model-path jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B "
+        "--speculative-draft-model-revision abc123 --speculative-num-steps 5 --speculative-eagle-topk 4 "
+        "--speculative-num-draft-tokens 8 --dtype bfloat16 --chat-template llama-3 --tp-size 2 --pp-size 2 "
+        "--enable-torch-compile --frobnicate 3 --no-such-switch"
+    )
+    assert (sc.target, sc.target_revision) == ("meta-llama/Llama-3.1-8B-Instruct", "main")
+    assert (sc.draft, sc.draft_revision) == ("jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B", "abc123")
+    assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == (5, 4, 8)
+    assert (sc.dtype, sc.chat_template, sc.tp_size, sc.pp_size) == ("bfloat16", "llama-3", 2, 2)
+    assert sc.unknown_flags == ["--frobnicate 3", "--no-such-switch"]
+    assert "enable_torch_compile" in sc.ignored_flags
+
+
+def test_sglang_defaults_follow_the_engine(tmp_path):
+    # speculative_hook.py:1430-1461: (5, 4, 8) for LlamaForCausalLM, (3, 1, 4) for DeepSeek-V3
+    for arch, want in (("LlamaForCausalLM", (5, 4, 8)), ("DeepseekV3ForCausalLM", (3, 1, 4)), ("Qwen3ForCausalLM", (3, 1, 4))):
+        d = tmp_path / arch
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps({"architectures": [arch]}))
+        sc = parse_serve_cmd(f"python -m sglang.launch_server --model-path {d} --speculative-algorithm EAGLE3 "
+                             "--speculative-draft-model-path /d")
+        assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == want, arch
+        assert "1430" in sc.sources["num_steps"]
+    # a hub id with no local config: undetermined, said so
+    sc = parse_serve_cmd("python -m sglang.launch_server --model-path org/model --speculative-algorithm EAGLE3 "
+                         "--speculative-draft-model-path /d")
+    assert sc.num_steps is None and any("architecture" in n for n in sc.notes)
+
+
+def test_sglang_topk1_forces_budget():
+    sc = parse_serve_cmd("python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE3 "
+                         "--speculative-draft-model-path d --speculative-num-steps 4 --speculative-eagle-topk 1 "
+                         "--speculative-num-draft-tokens 16")
+    assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == (4, 1, 5)
+    assert any("steps + 1" in n for n in sc.notes)
+
+
+VLLM = """vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 4 --pipeline_parallel_size 2 --dtype bfloat16 \\
+  --chat-template ./tmpl.jinja --trust-remote-code --max-model-len 8192 --enable-prefix-caching \\
+  --speculative-config '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 5, "revision": "r1"}' \\
+  --num-speculative-tokens 3"""
+
+
+def test_vllm_serve_with_json_speculative_config():
+    sc = parse_serve_cmd(VLLM)
+    assert (sc.engine, sc.engine_version) == ("vllm", "0.33.0")
+    assert sc.target == "meta-llama/Llama-3.1-8B-Instruct"
+    assert (sc.draft, sc.draft_revision, sc.algorithm) == ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "r1", "eagle3")
+    assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == (5, 1, 6)
+    assert (sc.dtype, sc.chat_template, sc.tp_size, sc.pp_size) == ("bfloat16", "./tmpl.jinja", 4, 2)
+    assert sc.trust_remote_code is True
+    # the pre-0.10 flag no longer exists: listed, not silently dropped
+    assert sc.unknown_flags == ["--num-speculative-tokens 3"]
+    assert {"max_model_len", "enable_prefix_caching"} <= set(sc.ignored_flags)
+
+
+def test_vllm_dotted_form_and_method_detection():
+    sc = parse_serve_cmd("python -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B "
+                         "--speculative-config.model AngelSlim/Qwen3-8B_eagle3 --speculative-config.num_speculative_tokens 3")
+    assert sc.target == "Qwen/Qwen3-8B" and sc.draft == "AngelSlim/Qwen3-8B_eagle3"
+    assert sc.algorithm == "eagle3" and "1447" in sc.sources["algorithm"]
+    assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == (3, 1, 4)
+
+
+def test_vllm_token_tree():
+    tree = "[(0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]"
+    sc = parse_serve_cmd("vllm serve m --speculative-config '" + json.dumps(
+        {"method": "eagle3", "model": "d", "num_speculative_tokens": 3, "speculative_token_tree": tree}) + "'")
+    assert sc.token_tree == [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
+    assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == (3, 2, 7)
+    with pytest.raises(BadInput):
+        parse_token_tree("[(0, 1)]")  # no parent (0,)
+
+
+def test_serve_config_files(tmp_path):
+    f = tmp_path / "spec.json"
+    f.write_text(json.dumps({"method": "eagle3", "model": "/d", "num_speculative_tokens": 4}))
+    sc = parse_serve_config(str(f))
+    assert (sc.engine, sc.draft, sc.num_steps, sc.target) == ("vllm", "/d", 4, None)
+    f = tmp_path / "engine.yaml"
+    f.write_text("model: org/t\ntensor-parallel-size: 2\nspeculative_config:\n  method: eagle3\n  model: /d\n"
+                 "  num_speculative_tokens: 2\nbogus_key: 1\n")
+    sc = parse_serve_config(str(f))
+    assert (sc.engine, sc.target, sc.tp_size, sc.num_steps, sc.num_draft_tokens) == ("vllm", "org/t", 2, 2, 3)
+    assert sc.unknown_flags == ["bogus_key (not a vLLM 0.33.0 engine arg)"]
+    f = tmp_path / "sglang.json"
+    f.write_text(json.dumps({"model_path": "m", "speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/d",
+                             "speculative_num_steps": 2, "speculative_eagle_topk": 2, "speculative_num_draft_tokens": 5}))
+    sc = parse_serve_config(str(f))
+    assert (sc.engine, sc.num_steps, sc.topk, sc.num_draft_tokens) == ("sglang", 2, 2, 5)
+    f = tmp_path / "launch.sh"
+    f.write_text("#!/bin/sh\n" + SEED)
+    assert parse_serve_config(str(f)).num_steps == 3
+
+
+@pytest.mark.parametrize("cmd", ["python serve.py --model x", "vllm serve m --speculative-config '{bad json'",
+                                 "python -m sglang.launch_server --model-path 'unbalanced"])
+def test_bad_commands_are_bad_input(cmd):
+    with pytest.raises(BadInput):
+        parse_serve_cmd(cmd)
+
+
+def test_flag_table_cites_the_engine_files():
+    t = flag_table()
+    for engine, want in (("sglang", "--speculative-eagle-topk"), ("vllm", "--speculative-config")):
+        flags = t[engine]["flags"]
+        assert want in flags and len(flags) > 300
+        for name, spec in flags.items():
+            path, _, line = spec["source"].rpartition(":")
+            assert path in t[engine]["files"] and int(line) > 0, name
+            assert spec["value"] in ("none", "one", "many")
+
+
+def test_cli_serve_cmd_drives_acceptance(tmp_path):
+    out = tmp_path / "a.json"
+    cmd = ("python -m sglang.launch_server --model-path fixtures/target --speculative-algorithm EAGLE3 "
+           "--speculative-draft-model-path fixtures/draft-sglang --speculative-num-steps 3 --speculative-eagle-topk 1 "
+           "--speculative-num-draft-tokens 4 --dtype float32 --weird-flag")
+    r = CliRunner().invoke(app, ["acceptance", "--serve-cmd", cmd, "--limit", "1", "--max-new-tokens", "8", "-q",
+                                 "--json", str(out)])
+    assert r.exit_code in (0, 1), r.output
+    s = json.loads(out.read_text())["settings"]
+    assert (s["num_steps"], s["topk"], s["num_draft_tokens"], s["dtype"]) == (3, 1, 4, "float32")
+    assert s["serve"]["unknown_flags"] == ["--weird-flag"]
+    assert s["engine"].startswith("sglang")
+    # explicit options win over the command
+    r = CliRunner().invoke(app, ["acceptance", "--serve-cmd", cmd, "-k", "2", "--engine", "VLLM", "--limit", "1",
+                                 "--max-new-tokens", "8", "-q", "--json", str(out)])
+    assert r.exit_code in (0, 1), r.output
+    s = json.loads(out.read_text())["settings"]
+    assert s["num_steps"] == 2 and s["engine"].startswith("vllm")
+
+
+def test_cli_serve_cmd_needs_a_model():
+    r = CliRunner().invoke(app, ["inspect", "--serve-cmd", "vllm serve --speculative-config '{\"model\": \"d\"}'"])
+    assert r.exit_code == 2
