@@ -26,11 +26,16 @@ app = typer.Typer(
 )
 
 # ----------------------------------------------------------------------------- shared options
+# Choices shown in --help as metavars (validated in the library, so a wrong value is one error line,
+# case-insensitive for --engine); tests/test_servecmd.py keeps them equal to the library's tuples.
+ENGINE_CHOICES = ("sglang", "vllm", "trtllm", "modelopt", "eagle")
+FORMAT_CHOICES = ("eagle", "sglang", "speculators")
+DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
 Target = Annotated[str, typer.Option("--target", "-t", help="Target model: local directory or hub id.")]
 Draft = Annotated[Optional[str], typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
-DraftFormat = Annotated[Optional[str], typer.Option("--draft-format", help="Force the draft format: eagle, sglang or speculators (default: detect).")]
-Engine = Annotated[str, typer.Option("--engine", "-e", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle.")]
-EngineVersion = Annotated[Optional[str], typer.Option("--engine-version", help="Engine version whose rules apply (sglang 0.5.23|0.5.2; vllm 0.33.0|0.33.0-v2|0.18.0|0.10.2).")]
+DraftFormat = Annotated[Optional[str], typer.Option("--draft-format", metavar="[" + "|".join(FORMAT_CHOICES) + "]", help="Force the draft format: eagle, sglang or speculators (default: detect).")]
+Engine = Annotated[str, typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle.")]
+EngineVersion = Annotated[Optional[str], typer.Option("--engine-version", metavar="VERSION", help="Engine version whose rules apply (sglang 0.5.23|0.5.2; vllm 0.33.0|0.33.0-v2|0.18.0|0.10.2).")]
 LayerIds = Annotated[Optional[str], typer.Option("--layer-ids", help="Try these serving ids (as the engine's key would hold them) without editing files, e.g. 1,3,4.")]
 TrainRecipe = Annotated[Optional[str], typer.Option("--train-recipe", help="How training features were made: hf-hidden-states:I,J,K | eagle-default | specforge[:ids] | speculators[:ids] | modelopt[:ids] | spec:POINTS. Default: what the draft config declares.")]
 TrainDump = Annotated[Optional[str], typer.Option("--train-dump", help="Training feature dump: SpecForge rows_*/data_*.ckpt(.gz) directory, or safetensors files.")]
@@ -38,7 +43,7 @@ Prompts = Annotated[Optional[str], typer.Option("--prompts", help="JSONL chat me
 MaxTokens = Annotated[int, typer.Option("--max-tokens", help="Truncate each prompt or dump sequence to this many tokens.")]
 BatchSize = Annotated[str, typer.Option("--batch-size", help="Sequences per forward, or 'auto' (sized from free GPU memory).")]
 Limit = Annotated[Optional[int], typer.Option("--limit", help="Use only the first N prompts or dump files.")]
-Dtype = Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16 or float32.")]
+Dtype = Annotated[str, typer.Option("--dtype", metavar="[" + "|".join(DTYPE_CHOICES) + "]", help="auto, bfloat16, float16 or float32.")]
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 DeviceMap = Annotated[Optional[str], typer.Option("--device-map", help="Shard the target: auto, balanced or a JSON device map (needs accelerate).")]
 MaxMemory = Annotated[Optional[str], typer.Option("--max-memory", help="With --device-map: memory per device, e.g. 0=70GiB,1=70GiB,cpu=200GiB.")]
@@ -49,6 +54,8 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 # i17: serving config in (the user's own launch command sets engine, draft, steps, topk, budget, dtype)
 OptTarget = Annotated[Optional[str], typer.Option("--target", "-t", help="Target model: local directory or hub id (default: the model of --serve-cmd).")]
 ServeCmd = Annotated[Optional[str], typer.Option("--serve-cmd", help="Your server launch command (python -m sglang.launch_server ... | vllm serve MODEL --speculative-config '{...}'): engine, draft, steps, topk, draft-token budget and dtype are read from it; explicit options win.")]
+Revision = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit) of a hub-id --target.")]
+DraftRevision = Annotated[Optional[str], typer.Option("--draft-revision", help="Hub revision of a hub-id --draft.")]
 ServeConfigFile = Annotated[Optional[str], typer.Option("--serve-config", help="File with the launch command, or a JSON/YAML of SGLang server args, vLLM engine args or vLLM's speculative config.")]
 
 
@@ -94,14 +101,41 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
 
 @contextlib.contextmanager
 def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """Yield a progress callback (label, done, total): rich bars on a terminal, a no-op otherwise."""
-    if quiet or not sys.stderr.isatty():
+    """Yield a progress callback (label, done, total).
+
+    On a terminal: rich bars with elapsed time and ETA. Otherwise (CI logs, pipes): one plain line
+    per phase when it starts, then at most one every EAGLE3_DOCTOR_PROGRESS_EVERY seconds (default 10)
+    and one when it completes, each with done/total, elapsed and ETA.
+    """
+    if quiet:
         yield lambda *_: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    if not sys.stderr.isatty():
+        import time
+
+        every = float(os.environ.get("EAGLE3_DOCTOR_PROGRESS_EVERY", "10"))
+        state: dict[str, list[float]] = {}
+
+        def plain(label: str, done: int, total: int) -> None:
+            now = time.monotonic()
+            st = state.setdefault(label, [now, -1.0])
+            start, last = st
+            if done < total and last >= 0 and now - last < every:
+                return
+            if done >= total and last == -2.0:
+                return
+            el = now - start
+            eta = f", eta {el / done * (total - done):.0f}s" if 0 < done < total else ""
+            pct = f" ({100 * done / total:.0f}%)" if total else ""
+            print(f"eagle3-doctor: {label}: {done}/{total}{pct}, {el:.0f}s elapsed{eta}", file=sys.stderr, flush=True)
+            st[1] = -2.0 if done >= total else now
+
+        yield plain
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=_console(stderr=True), transient=True)
+                    TextColumn("eta"), TimeRemainingColumn(), console=_console(stderr=True), transient=True)
     tasks: dict[str, Any] = {}
 
     def cb(label: str, done: int, total: int) -> None:
@@ -111,6 +145,16 @@ def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
 
     with prog:
         yield cb
+
+
+@contextlib.contextmanager
+def _status(text: str, quiet: bool) -> Iterator[None]:
+    """A line the moment a slow step starts (loading, first import): a spinner on a terminal."""
+    if quiet or not sys.stderr.isatty():
+        yield
+        return
+    with _console(stderr=True).status(text):
+        yield
 
 
 @dataclasses.dataclass
@@ -124,7 +168,8 @@ class _Resolved:
 
 
 def _resolve_serve(serve_cmd: Optional[str], serve_config: Optional[str], target: Optional[str], draft: Optional[str],
-                   engine: Optional[str], engine_version: Optional[str], dtype: str, need_draft: bool = False) -> _Resolved:
+                   engine: Optional[str], engine_version: Optional[str], dtype: str, need_draft: bool = False,
+                   revision: Optional[str] = None, draft_revision: Optional[str] = None) -> _Resolved:
     """Merge --serve-cmd/--serve-config with explicit options (explicit wins) and say what was derived."""
     from .errors import BadInput
     from .servecmd import load
@@ -147,25 +192,41 @@ def _resolve_serve(serve_cmd: Optional[str], serve_config: Optional[str], target
     ver = engine_version or (sc.engine_version if sc and sc.engine == eng else None)
     if dtype == "auto" and sc is not None and sc.dtype not in (None, "auto"):
         dtype = {"half": "float16", "bf16": "bfloat16", "fp16": "float16", "float": "float32"}.get(sc.dtype, sc.dtype)
+    from .hub import resolve
+
+    # hub ids (with a revision) become local snapshots here; local-looking paths never reach the hub
+    if revision is None and sc is not None and target == sc.target:
+        revision = sc.target_revision
+    if draft_revision is None and sc is not None and draft == sc.draft:
+        draft_revision = sc.draft_revision
+    target = resolve(target, revision, "target")
+    if draft:
+        draft = resolve(draft, draft_revision, "draft")
     return _Resolved(target, draft, eng, ver, dtype, sc)
 
 
 def _setup(target: str, draft: Optional[str], draft_format: Optional[str], engine: str, engine_version: Optional[str],
            layer_ids: Optional[str], train_recipe: Optional[str], dtype: str, device: str, trust_remote_code: bool,
-           device_map: Optional[str], max_memory: Optional[str]):
-    from .doctor import load_setup
+           device_map: Optional[str], max_memory: Optional[str], quiet: bool = False):
+    with _status(f"loading target {target}" + (f" and draft {draft}" if draft else "") + " ...", quiet):
+        from .doctor import load_setup
 
-    return load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
-                      layer_ids=layer_ids, train_recipe=train_recipe, dtype=dtype, device=device,
-                      trust_remote_code=trust_remote_code, device_map=_device_map(device_map),
-                      max_memory=_max_memory(max_memory))
+        return load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine,
+                          engine_version=engine_version, layer_ids=layer_ids, train_recipe=train_recipe, dtype=dtype,
+                          device=device, trust_remote_code=trust_remote_code, device_map=_device_map(device_map),
+                          max_memory=_max_memory(max_memory))
+
+
+def _tool() -> dict:
+    """Stamped into every --json document (schemas/*.schema.json): which tool, which command line."""
+    return {"name": "eagle3-doctor", "version": __version__, "command": ["eagle3-doctor", *sys.argv[1:]]}
 
 
 def _write_json(path: Optional[str], data: dict, trust_remote_code: bool) -> None:
     if path:
         from .report import write_json
 
-        write_json(path, {**data, "trust_remote_code": trust_remote_code})
+        write_json(path, {**data, "tool": _tool(), "trust_remote_code": trust_remote_code})
 
 
 def _batch_size(text: str, setup: Any, max_tokens: int) -> int:
@@ -229,10 +290,12 @@ def inspect_cmd(
     target: OptTarget = None,
     draft: Draft = None,
     draft_format: DraftFormat = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", "-e", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle (default: from --serve-cmd, else sglang).")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine, any case (default: from --serve-cmd, else sglang).")] = None,
     engine_version: EngineVersion = None,
     serve_cmd: ServeCmd = None,
     serve_config: ServeConfigFile = None,
+    revision: Revision = None,
+    draft_revision: DraftRevision = None,
     json_out: JsonOut = None,
     report: ReportDir = None,
 ) -> int:
@@ -240,11 +303,12 @@ def inspect_cmd(
     from .inspect_draft import inspect
     from .report import render_inspect, write_json
 
-    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, "auto", need_draft=True)
+    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, "auto", need_draft=True,
+                       revision=revision, draft_revision=draft_revision)
     res = inspect(r.target, r.draft, engine=r.engine, engine_version=r.engine_version, draft_format=draft_format)
     render_inspect(_console(), res)
     if json_out:
-        write_json(json_out, {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})})
+        write_json(json_out, {**res.to_dict(), "tool": _tool(), **({"serve": r.serve.to_dict()} if r.serve else {})})
     if report:
         from .plots import write_inspect_report
 
@@ -258,10 +322,12 @@ def compare_hidden_cmd(
     target: OptTarget = None,
     draft: Draft = None,
     draft_format: DraftFormat = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", "-e", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle (default: from --serve-cmd, else sglang).")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine, any case (default: from --serve-cmd, else sglang).")] = None,
     engine_version: EngineVersion = None,
     serve_cmd: ServeCmd = None,
     serve_config: ServeConfigFile = None,
+    revision: Revision = None,
+    draft_revision: DraftRevision = None,
     layer_ids: LayerIds = None,
     train_recipe: TrainRecipe = None,
     train_dump: TrainDump = None,
@@ -284,9 +350,10 @@ def compare_hidden_cmd(
     from .doctor import compare_hidden
     from .report import render_compare
 
-    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, dtype)
+    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, dtype,
+                       revision=revision, draft_revision=draft_revision)
     setup = _setup(r.target, r.draft, draft_format, r.engine, r.engine_version, layer_ids, train_recipe, r.dtype, device,
-                   trust_remote_code, device_map, max_memory)
+                   trust_remote_code, device_map, max_memory, quiet)
     bs = _batch_size(batch_size, setup, max_tokens)
     with _progress(quiet) as cb:
         res = compare_hidden(setup, prompts_path=prompts, train_dump=train_dump, max_tokens=max_tokens, batch_size=bs,
@@ -306,22 +373,24 @@ def acceptance_cmd(
     target: OptTarget = None,
     draft: Draft = None,
     draft_format: DraftFormat = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", "-e", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle (default: from --serve-cmd, else sglang).")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine, any case (default: from --serve-cmd, else sglang).")] = None,
     engine_version: EngineVersion = None,
     serve_cmd: ServeCmd = None,
     serve_config: ServeConfigFile = None,
+    revision: Revision = None,
+    draft_revision: DraftRevision = None,
     layer_ids: LayerIds = None,
     train_recipe: TrainRecipe = None,
     train_dump: TrainDump = None,
     prompts: Prompts = None,
     num_steps: Annotated[Optional[int], typer.Option("--num-steps", "-k", help="Draft steps K per verify pass (SGLang --speculative-num-steps, vLLM num_speculative_tokens). Default: from --serve-cmd, else 7.")] = None,
-    continuation: Annotated[str, typer.Option("--continuation", help="greedy: the target's own greedy continuation (KV cache); text: the text as given.")] = "greedy",
+    continuation: Annotated[str, typer.Option("--continuation", metavar="[greedy|text]", help="greedy: the target's own greedy continuation (KV cache); text: the text as given.")] = "greedy",
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Tokens the target generates per prompt (greedy continuation).")] = 128,
     max_tokens: MaxTokens = 512,
     batch_size: BatchSize = "8",
     limit: Limit = None,
     temperature: Annotated[float, typer.Option("--temperature", help="> 0: expected acceptance from the distributions (no sampling noise).")] = 0.0,
-    temperature_mode: Annotated[str, typer.Option("--temperature-mode", help="sampled: draft samples, sum min(p,q); argmax: draft proposes argmax (vLLM V1), p(token).")] = "sampled",
+    temperature_mode: Annotated[str, typer.Option("--temperature-mode", metavar="[sampled|argmax]", help="sampled: draft samples, sum min(p,q); argmax: draft proposes argmax (vLLM V1), p(token).")] = "sampled",
     topk: Annotated[Optional[int], typer.Option("--topk", help="Tree drafting: children per node (SGLang --speculative-eagle-topk). Default: from --serve-cmd, else 1.")] = None,
     num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="Tree node budget incl. the root (SGLang --speculative-num-draft-tokens). Default: from --serve-cmd.")] = None,
     reference_loop: Annotated[bool, typer.Option("--reference-loop", help="Also run a plain sequential speculative-decoding loop and check the estimator against it.")] = False,
@@ -347,7 +416,8 @@ def acceptance_cmd(
         from .errors import BadInput
 
         raise BadInput(f"unknown --temperature-mode {temperature_mode!r}", "use sampled or argmax")
-    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, dtype, need_draft=True)
+    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, dtype, need_draft=True,
+                       revision=revision, draft_revision=draft_revision)
     sc = r.serve
     if num_steps is None:
         num_steps = sc.num_steps if sc is not None and sc.num_steps else 7
@@ -356,12 +426,13 @@ def acceptance_cmd(
     if num_draft_tokens is None and sc is not None and topk == sc.topk:
         num_draft_tokens = sc.num_draft_tokens
     setup = _setup(r.target, r.draft, draft_format, r.engine, r.engine_version, layer_ids, train_recipe, r.dtype, device,
-                   trust_remote_code, device_map, max_memory)
+                   trust_remote_code, device_map, max_memory, quiet)
     bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
     with _progress(quiet) as cb:
         run = acceptance(setup, prompts_path=prompts, train_dump=train_dump, num_steps=num_steps, continuation=continuation,
                          max_new_tokens=max_new_tokens, max_tokens=max_tokens, batch_size=bs, temperature=temperature,
-                         temp_mode=temperature_mode, topk=topk, num_draft_tokens=num_draft_tokens, reference=reference_loop,
+                         temp_mode=temperature_mode, topk=topk, num_draft_tokens=num_draft_tokens,
+                         token_tree=sc.token_tree if sc is not None else None, reference=reference_loop,
                          scan=scan, limit=limit, progress=cb)
     serving = run.paths.get("serving", {})
     rate1 = (serving.get("chain", {}).get("per_position_rate") or [float("nan")])[0]
@@ -393,7 +464,7 @@ def gate_cmd(
     draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory to gate.")],
     policy: Annotated[Optional[str], typer.Option("--policy", help="TOML policy file ([gate] table); flags override it.")] = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="gate JSON of an earlier checkpoint: fail on regression beyond max_regression.")] = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", "-e", help="Serving engine (policy default: sglang).")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine, any case (policy default: sglang).")] = None,
     engine_version: EngineVersion = None,
     draft_format: DraftFormat = None,
     prompts: Prompts = None,
@@ -413,7 +484,7 @@ def gate_cmd(
     from .gate import Policy, markdown, run_gate, write_summary
     from .report import render_findings
 
-    pol = Policy.load(policy, {"engine": engine, "engine_version": engine_version, "min_cosine": min_cosine,
+    pol = Policy.load(policy, {"engine": engine.lower() if engine else engine, "engine_version": engine_version, "min_cosine": min_cosine,
                                "min_step1_accuracy": min_step1_accuracy, "min_tau": min_tau,
                                "max_regression": max_regression, "fail_on": fail_on, "limit": limit})
     res = run_gate(target=target, draft=draft, policy=pol, prompts=prompts, baseline=baseline, dtype=dtype,

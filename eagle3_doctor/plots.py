@@ -19,7 +19,9 @@ def _plt():
     return plt
 
 
-def heatmap_png(matrix: dict[str, Any], path: Path) -> None:
+def heatmap_png(matrix: dict[str, Any], path: Path, title: str = "feature slot x capture point",
+                marks: dict[str, dict[int, str]] | None = None) -> None:
+    """marks: {"trained"|"configured": {row index: capture point}} drawn as boxes (the cells to compare)."""
     plt = _plt()
     import numpy as np
 
@@ -31,14 +33,28 @@ def heatmap_png(matrix: dict[str, Any], path: Path) -> None:
     for i in range(rel.shape[0]):
         j = int(rel[i].argmin())
         ax.text(j, i, "*", ha="center", va="center", color="red", fontsize=12)
+    from matplotlib.patches import Rectangle
+
+    styles = {"trained": ("white", "-", "trained"), "configured": ("red", "--", "configured (served)")}
+    shown = set()
+    for kind, cells in (marks or {}).items():
+        color, ls, label = styles.get(kind, ("white", ":", kind))
+        for i, point in cells.items():
+            if point in matrix["cols"] and 0 <= i < rel.shape[0]:
+                j = matrix["cols"].index(point)
+                ax.add_patch(Rectangle((j - 0.45, i - 0.45), 0.9, 0.9, fill=False, edgecolor=color, linestyle=ls,
+                                       linewidth=2, label=None if kind in shown else label))
+                shown.add(kind)
+    if shown:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.25, 1.0), fontsize=8)
     fig.colorbar(im, ax=ax, label="relative L2 (lower = closer; * = best)")
-    ax.set_title("feature slot x capture point")
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def acceptance_png(paths: dict[str, dict[str, Any]], path: Path) -> None:
+def acceptance_png(paths: dict[str, dict[str, Any]], path: Path, title: str = "per-position acceptance") -> None:
     plt = _plt()
     import numpy as np
 
@@ -54,6 +70,7 @@ def acceptance_png(paths: dict[str, dict[str, Any]], path: Path) -> None:
     ax.set_ylabel("acceptance rate (vLLM convention)")
     ax.set_xticks(range(1, K + 1))
     ax.set_ylim(0, 1)
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -64,13 +81,14 @@ def write_compare_report(res: Any, report_dir: str | None, plot: str | None) -> 
     from .draft.formats import atomic_write_bytes
     from .report import findings_markdown
 
+    marks, title = _compare_marks(res)
     if plot and res.matrix:
-        heatmap_png(res.matrix, Path(plot))
+        heatmap_png(res.matrix, Path(plot), title, marks)
     if report_dir:
         d = Path(report_dir)
         d.mkdir(parents=True, exist_ok=True)
         if res.matrix:
-            heatmap_png(res.matrix, d / "heatmap.png")
+            heatmap_png(res.matrix, d / "heatmap.png", title, marks)
         data = res.to_dict()
         lines = ["# eagle3-doctor compare-hidden", "", f"- target: `{data['target']}` ({data['num_layers']} layers)",
                  f"- serving: {res.serving.label}: {data['serving']['source']}", f"- training: {data['training']['source']}", "",
@@ -83,23 +101,68 @@ def write_compare_report(res: Any, report_dir: str | None, plot: str | None) -> 
         atomic_write_bytes(d / "compare-hidden.md", "\n".join(lines).encode())
 
 
+def _compare_marks(res: Any) -> tuple[dict[str, dict[int, str]], str]:
+    """Which heatmap cells are the trained and the configured capture points, and a title naming both."""
+    m = res.matrix or {}
+    rows = m.get("rows", [])
+    trained = [str(p) for p in (res.train_spec or [])]
+    served = [str(p) for p in res.serving.spec]
+    marks: dict[str, dict[int, str]] = {"trained": {}, "configured": {}}
+    for i, r in enumerate(rows):
+        slot = _row_slot(r)
+        if slot is None:
+            continue
+        if r.startswith("train slot") or r.startswith("dump"):
+            if slot < len(trained):
+                marks["trained"][i] = trained[slot]
+        elif r.startswith("serve slot"):
+            if slot < len(served):
+                marks["configured"][i] = served[slot]
+            if slot < len(trained):
+                marks["trained"][i] = trained[slot]
+    title = (f"{res.target}: slot x capture point ({res.serving.label})\n"
+             f"trained {', '.join(trained) or '?'} | configured {', '.join(served)}")
+    return marks, title
+
+
+def _row_slot(row: str) -> int | None:
+    import re
+
+    m = re.search(r"slot (\d+)", row)
+    return int(m.group(1)) if m else None
+
+
+def _acceptance_title(run: Any) -> str:
+    s = run.settings
+    tree = f", {s['tree_note']}" if s.get("tree_note") else ""
+    return (f"{s['target']} ({s['engine']}, K={s['num_steps']}{tree})\n"
+            f"served {', '.join(s['serving_spec'])}" + (f" | trained {', '.join(s['training_spec'])}" if s.get("training_spec") else ""))
+
+
 def write_acceptance_report(run: Any, report_dir: str | None, plot: str | None) -> None:
     from .draft.formats import atomic_write_bytes
     from .report import findings_markdown
 
+    import textwrap
+
+    title = "\n".join(textwrap.shorten(x, 110) for x in _acceptance_title(run).split("\n"))
     if plot:
-        acceptance_png(run.paths, Path(plot))
+        acceptance_png(run.paths, Path(plot), title)
     if report_dir:
         d = Path(report_dir)
         d.mkdir(parents=True, exist_ok=True)
-        acceptance_png(run.paths, d / "acceptance.png")
+        acceptance_png(run.paths, d / "acceptance.png", title)
         s = run.settings
         lines = ["# eagle3-doctor acceptance", "", f"- target: `{s['target']}`, engine {s['engine']}, K={s['num_steps']}, "
                  f"{s['sequences']} sequences", "", "| path | mean acceptance length | tau | acc_1 |", "|---|---|---|---|"]
         for n, p in run.paths.items():
             lines.append(f"| {n} | {p['chain'].get('mean_acceptance_length', float('nan')):.3f} | {p['tau']:.3f} | {p['acc_k'][0]:.3f} |")
         hints = [f"- {n}: {h}" for n, p in run.paths.items() for h in p.get("triage", [])]
-        lines += ["", "![per-position acceptance](acceptance.png)", "", "## Triage hints", "", *(hints or ["None: the pattern looks healthy."]),
+        # no hints is not "healthy" when a finding says otherwise: the two must never contradict
+        bad = [f.code for f in run.findings if f.severity in ("error", "warning")]
+        none_text = (f"No pattern hint; see the findings below ({', '.join(bad)})." if bad
+                     else "None: the pattern looks healthy.")
+        lines += ["", "![per-position acceptance](acceptance.png)", "", "## Triage hints", "", *(hints or [none_text]),
                   "", "## Findings", "", findings_markdown(run.findings)]
         atomic_write_bytes(d / "acceptance.md", "\n".join(lines).encode())
 
