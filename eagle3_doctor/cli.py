@@ -18,7 +18,7 @@ from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, DoctorError
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     no_args_is_help=True,
     help="Find out why an EAGLE-3 draft accepts fewer tokens in serving than it did in training.",
     pretty_exceptions_enable=False,

@@ -22,6 +22,8 @@ def test_help_lists_the_choices_and_they_match_the_library():
     r = CliRunner().invoke(cli.app, ["acceptance", "--help"], env={"COLUMNS": "120"})
     assert "[sglang|vllm|trtllm|modelopt|eagle]" in r.output
     assert "[eagle|sglang|speculators]" in r.output and "[greedy|text]" in r.output and "[sampled|argmax]" in r.output
+    r = CliRunner().invoke(cli.app, ["--help"], env={"COLUMNS": "120"})
+    assert "--install-completion" in r.output and "--show-completion" in r.output  # shell completion
 
 
 def test_plain_progress_lines_when_stderr_is_not_a_terminal(monkeypatch, capsys):
