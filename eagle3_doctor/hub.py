@@ -49,7 +49,7 @@ def resolve(name: str, revision: str | None = None, what: str = "model") -> str:
         raise BadInput(f"{what} directory {name} does not exist", f"pass an existing directory or a hub id like org/name")
     try:
         from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+        from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
     except ImportError:  # pragma: no cover - transformers depends on huggingface_hub
         raise BadInput(f"{name} is not a local directory and huggingface_hub is not installed",
                        "pip install huggingface_hub, or pass a local directory") from None
@@ -67,8 +67,9 @@ def resolve(name: str, revision: str | None = None, what: str = "model") -> str:
         raise BadInput(f"{name} is not in the local Hugging Face cache and the hub cannot be reached "
                        f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')})",
                        "download it once with network access, or pass a local directory") from None
-    except (HfHubHTTPError, OSError, ValueError) as e:
-        raise BadInput(f"cannot download {name} from the hub ({str(e).splitlines()[0][:160]})",
+    except Exception as e:  # network stacks differ by huggingface_hub version (requests, httpx): one line for all
+        first = (str(e).splitlines() or [type(e).__name__])[0][:160]
+        raise BadInput(f"cannot download {name} from the hub ({first})",
                        "check network access and the id, or pass a local directory") from None
     return local
 
