@@ -132,6 +132,8 @@ class StepOutputs:
     valid: torch.Tensor  # [B, K, T] bool: a label exists for this step at this base
     topk_hit: torch.Tensor | None = None  # [B, K, T] bool: verifier's token within draft top-k
     alpha: torch.Tensor | None = None  # [B, K, T] float: acceptance probability at temperature
+    ranks: torch.Tensor | None = None  # [B, K, T] long: rank of the verifier's token among the draft's top-N
+    tree_accepted: torch.Tensor | None = None  # [B, T] long: exact accepted depth of the engine's tree (tree.py)
 
 
 @torch.inference_mode()
@@ -147,6 +149,7 @@ def unroll_outcomes(
     temperature: float = 0.0,
     target_logits: Callable[[int], torch.Tensor] | None = None,
     temp_mode: str = "sampled",
+    rank_width: int = 0,
 ) -> StepOutputs:
     """aux [B,T,nH], tokens [B,T] (right-padded); labels(k) -> [B,T] verifier token for step k at base t.
 
@@ -161,6 +164,7 @@ def unroll_outcomes(
     valid = torch.zeros_like(match)
     hit = torch.zeros_like(match) if topk > 1 else None
     alpha = torch.zeros(B, num_steps, T, dtype=torch.float32, device=dev) if temperature > 0 else None
+    ranks = torch.full((B, num_steps, T), rank_width, dtype=torch.long, device=dev) if rank_width else None
     for k0, h in enumerate(draft.unroll(aux, ids, num_steps)):
         k = k0 + 1
         v = pos[None, :] + 1 + k <= lens[:, None] - 1
@@ -174,13 +178,18 @@ def unroll_outcomes(
             prop = draft.to_target_ids(logits.argmax(-1))
         match[:, k0] = (prop == lab) & v
         valid[:, k0] = v
+        if ranks is not None:
+            # rank of the verifier's token in this step's draft distribution (rank_width = absent)
+            top = draft.to_target_ids(logits.topk(rank_width, dim=-1).indices)
+            eq = top == lab[..., None]
+            ranks[:, k0] = torch.where(eq.any(-1), eq.long().argmax(-1), torch.full_like(lab, rank_width))
         if temperature > 0:
             assert target_logits is not None
             p = torch.softmax(target_logits(k) / temperature, dim=-1)
             q = draft_probs_in_target_vocab(draft, logits, temperature, p.shape[-1])
             a = expected_accept_prob(p, q, prop, temp_mode)
             alpha[:, k0] = torch.where(v, a, torch.zeros_like(a))  # type: ignore[index]
-    return StepOutputs(match, valid, hit, alpha)
+    return StepOutputs(match, valid, hit, alpha, ranks)
 
 
 # --------------------------------------------------------------------------- aggregate over a run
@@ -202,6 +211,7 @@ class PathAccumulator:
     pos_hits: dict[int, list[int]] = field(default_factory=dict)  # bucket -> [hits, total] for step 1
     tree_acc: list[int] = field(default_factory=list)
     tree_drf: list[int] = field(default_factory=list)
+    tree_per_request: list[list[int]] = field(default_factory=list)
     alpha_prod_sum: np.ndarray | None = None
     alpha_n: int = 0
     per_request_hits: list[tuple[list[int], list[int]]] = field(default_factory=list)  # acc_k (hits, positions) per request
@@ -238,7 +248,10 @@ class PathAccumulator:
                 cur[1] += nn
         A = _leading_ones_np(m.transpose(0, 2, 1))  # [B, T]
         drafted = v.sum(axis=1)  # [B, T] = min(K, len-2-t) for real bases
-        tree = _leading_ones_np(out.topk_hit.cpu().numpy().transpose(0, 2, 1)) if out.topk_hit is not None else None
+        if out.tree_accepted is not None:  # exact, for the engine's own tree (tree.py)
+            tree = out.tree_accepted.cpu().numpy()
+        else:
+            tree = _leading_ones_np(out.topk_hit.cpu().numpy().transpose(0, 2, 1)) if out.topk_hit is not None else None
         for b in range(B):
             if walk:
                 _, acc, drf = walk_chain(A[b], drafted[b], starts[b], lengths[b] - 1)
@@ -246,6 +259,7 @@ class PathAccumulator:
                     _, tacc, tdrf = walk_chain(tree[b], drafted[b], starts[b], lengths[b] - 1)
                     self.tree_acc += tacc
                     self.tree_drf += tdrf
+                    self.tree_per_request.append(tacc)
             else:
                 # text mode: every base is a pass (acceptance against the target's argmax along the text)
                 sel = np.nonzero(drafted[b, starts[b] : lengths[b] - 1] > 0)[0] + starts[b]
@@ -286,6 +300,8 @@ class PathAccumulator:
         res["acc_k_by_request"] = [{"hits": h, "positions": n} for h, n in self.per_request_hits]
         if self.tree_acc:
             res["tree"] = metrics_from_passes(self.tree_acc, self.tree_drf, K)
+            if self.tree_per_request:
+                res["tree"]["accepted_lengths"] = self.tree_per_request
         if self.alpha_prod_sum is not None and self.alpha_n:
             rates = (self.alpha_prod_sum / self.alpha_n).tolist()
             res["temperature"] = {"expected_per_position_rate": rates, "expected_mean_acceptance_length": 1 + float(sum(rates))}

@@ -6,6 +6,7 @@ torch and transformers are imported inside the commands so ``--help`` answers at
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import sys
@@ -72,7 +73,7 @@ def _click_exceptions() -> Any:
 
 app = typer.Typer(
     cls=_OneLineGroup,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     no_args_is_help=True,
     help="Find out why an EAGLE-3 draft accepts fewer tokens in serving than it did in training.",
     pretty_exceptions_enable=False,
@@ -80,11 +81,16 @@ app = typer.Typer(
 )
 
 # ----------------------------------------------------------------------------- shared options
+# Choices shown in --help as metavars (validated in the library, so a wrong value is one error line,
+# case-insensitive for --engine); tests/test_servecmd.py keeps them equal to the library's tuples.
+ENGINE_CHOICES = ("sglang", "vllm", "trtllm", "modelopt", "eagle")
+FORMAT_CHOICES = ("eagle", "sglang", "speculators")
+DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
 Target = Annotated[str, typer.Option("--target", "-t", help="Target model: local directory or hub id.")]
 Draft = Annotated[Optional[str], typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
-DraftFormat = Annotated[Optional[str], typer.Option("--draft-format", help="Force the draft format: eagle, sglang or speculators (default: detect).")]
-Engine = Annotated[str, typer.Option("--engine", "-e", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle.")]
-EngineVersion = Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; trtllm 1.2|1.2-two-model.")]
+DraftFormat = Annotated[Optional[str], typer.Option("--draft-format", metavar="[" + "|".join(FORMAT_CHOICES) + "]", help="Force the draft format: eagle, sglang or speculators (default: detect).")]
+Engine = Annotated[str, typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle.")]
+EngineVersion = Annotated[Optional[str], typer.Option("--engine-version", metavar="VERSION", help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; trtllm 1.2|1.2-two-model.")]
 LayerIds = Annotated[Optional[str], typer.Option("--layer-ids", help="Try these serving ids (as the engine's key would hold them) without editing files, e.g. 1,3,4.")]
 TrainRecipe = Annotated[Optional[str], typer.Option("--train-recipe", help="How training features were made: hf-hidden-states:I,J,K | eagle-default | specforge[:ids] | speculators[:ids] | modelopt[:ids] | spec:POINTS. Default: what the draft config declares.")]
 TrainDump = Annotated[Optional[str], typer.Option("--train-dump", help="Training feature dump: SpecForge rows_*/data_*.ckpt(.gz) directory, or safetensors files.")]
@@ -92,7 +98,7 @@ Prompts = Annotated[Optional[str], typer.Option("--prompts", help="JSONL chat me
 MaxTokens = Annotated[int, typer.Option("--max-tokens", help="Truncate each prompt or dump sequence to this many tokens.")]
 BatchSize = Annotated[str, typer.Option("--batch-size", help="Sequences per forward, or 'auto' (sized from free GPU memory).")]
 Limit = Annotated[Optional[int], typer.Option("--limit", help="Use only the first N prompts or dump files.")]
-Dtype = Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16 or float32.")]
+Dtype = Annotated[str, typer.Option("--dtype", metavar="[" + "|".join(DTYPE_CHOICES) + "]", help="auto, bfloat16, float16 or float32.")]
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 DeviceMap = Annotated[Optional[str], typer.Option("--device-map", help="Shard the target: auto, balanced or a JSON device map (needs accelerate).")]
 MaxMemory = Annotated[Optional[str], typer.Option("--max-memory", help="With --device-map: memory per device, e.g. 0=70GiB,1=70GiB,cpu=200GiB.")]
@@ -105,6 +111,12 @@ ServerMetrics = Annotated[Optional[str], typer.Option("--server-metrics", help="
 ServerMetricsBefore = Annotated[Optional[str], typer.Option("--server-metrics-before", help="A scrape taken before the workload: figures become after minus before.")]
 ServerLog = Annotated[Optional[str], typer.Option("--server-log", help="SGLang server log: its 'Decode batch ... accept len' lines.")]
 ServerModel = Annotated[Optional[str], typer.Option("--server-model", help="model_name label to read when a scrape holds several models.")]
+# i17: serving config in (the user's own launch command sets engine, draft, steps, topk, budget, dtype)
+OptTarget = Annotated[Optional[str], typer.Option("--target", "-t", help="Target model: local directory or hub id (default: the model of --serve-cmd).")]
+ServeCmd = Annotated[Optional[str], typer.Option("--serve-cmd", help="Your server launch command (python -m sglang.launch_server ... | vllm serve MODEL --speculative-config '{...}'): engine, draft, steps, topk, draft-token budget and dtype are read from it; explicit options win.")]
+Revision = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit) of a hub-id --target.")]
+DraftRevision = Annotated[Optional[str], typer.Option("--draft-revision", help="Hub revision of a hub-id --draft.")]
+ServeConfigFile = Annotated[Optional[str], typer.Option("--serve-config", help="File with the launch command, or a JSON/YAML of SGLang server args, vLLM engine args or vLLM's speculative config.")]
 
 
 def _console(stderr: bool = False):
@@ -222,14 +234,41 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
 
 @contextlib.contextmanager
 def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """Yield a progress callback (label, done, total): rich bars on a terminal, a no-op otherwise."""
-    if quiet or not sys.stderr.isatty():
+    """Yield a progress callback (label, done, total).
+
+    On a terminal: rich bars with elapsed time and ETA. Otherwise (CI logs, pipes): one plain line
+    per phase when it starts, then at most one every EAGLE3_DOCTOR_PROGRESS_EVERY seconds (default 10)
+    and one when it completes, each with done/total, elapsed and ETA.
+    """
+    if quiet:
         yield lambda *_: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    if not sys.stderr.isatty():
+        import time
+
+        every = float(os.environ.get("EAGLE3_DOCTOR_PROGRESS_EVERY", "10"))
+        state: dict[str, list[float]] = {}
+
+        def plain(label: str, done: int, total: int) -> None:
+            now = time.monotonic()
+            st = state.setdefault(label, [now, -1.0])
+            start, last = st
+            if done < total and last >= 0 and now - last < every:
+                return
+            if done >= total and last == -2.0:
+                return
+            el = now - start
+            eta = f", eta {el / done * (total - done):.0f}s" if 0 < done < total else ""
+            pct = f" ({100 * done / total:.0f}%)" if total else ""
+            print(f"eagle3-doctor: {label}: {done}/{total}{pct}, {el:.0f}s elapsed{eta}", file=sys.stderr, flush=True)
+            st[1] = -2.0 if done >= total else now
+
+        yield plain
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=_console(stderr=True), transient=True)
+                    TextColumn("eta"), TimeRemainingColumn(), console=_console(stderr=True), transient=True)
     tasks: dict[str, Any] = {}
 
     def cb(label: str, done: int, total: int) -> None:
@@ -241,15 +280,79 @@ def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
         yield cb
 
 
+@contextlib.contextmanager
+def _status(text: str, quiet: bool) -> Iterator[None]:
+    """A line the moment a slow step starts (loading, first import): a spinner on a terminal."""
+    if quiet or not sys.stderr.isatty():
+        yield
+        return
+    with _console(stderr=True).status(text):
+        yield
+
+
+@dataclasses.dataclass
+class _Resolved:
+    target: str
+    draft: Optional[str]
+    engine: str
+    engine_version: Optional[str]
+    dtype: str
+    serve: Any = None
+
+
+def _resolve_serve(serve_cmd: Optional[str], serve_config: Optional[str], target: Optional[str], draft: Optional[str],
+                   engine: Optional[str], engine_version: Optional[str], dtype: str, need_draft: bool = False,
+                   revision: Optional[str] = None, draft_revision: Optional[str] = None) -> _Resolved:
+    """Merge --serve-cmd/--serve-config with explicit options (explicit wins) and say what was derived."""
+    from .errors import BadInput
+    from .servecmd import load
+
+    sc = load(serve_cmd, serve_config)
+    if sc is not None:
+        msg = f"serving config: {sc.summary()}"
+        if sc.unknown_flags:
+            msg += f"\n  unknown flags (not in {sc.engine} {sc.engine_version}'s argument table): {', '.join(sc.unknown_flags)}"
+        for n in sc.notes:
+            msg += f"\n  note: {n}"
+        print(msg, file=sys.stderr, flush=True)
+    target = target or (sc.target if sc else None)
+    if not target:
+        raise BadInput("no target model", "pass --target DIR|HUB_ID or a --serve-cmd that names the model")
+    draft = draft or (sc.draft if sc else None)
+    if need_draft and not draft:
+        raise BadInput("no draft checkpoint", "pass --draft DIR|HUB_ID or a --serve-cmd with the draft path")
+    eng = (engine or (sc.engine if sc else None) or "sglang").lower()
+    ver = engine_version or (sc.engine_version if sc and sc.engine == eng else None)
+    if dtype == "auto" and sc is not None and sc.dtype not in (None, "auto"):
+        dtype = {"half": "float16", "bf16": "bfloat16", "fp16": "float16", "float": "float32"}.get(sc.dtype, sc.dtype)
+    from .hub import resolve
+
+    # hub ids (with a revision) become local snapshots here; local-looking paths never reach the hub
+    if revision is None and sc is not None and target == sc.target:
+        revision = sc.target_revision
+    if draft_revision is None and sc is not None and draft == sc.draft:
+        draft_revision = sc.draft_revision
+    target = resolve(target, revision, "target")
+    if draft:
+        draft = resolve(draft, draft_revision, "draft")
+    return _Resolved(target, draft, eng, ver, dtype, sc)
+
+
 def _setup(target: str, draft: Optional[str], draft_format: Optional[str], engine: str, engine_version: Optional[str],
            layer_ids: Optional[str], train_recipe: Optional[str], dtype: str, device: str, trust_remote_code: bool,
-           device_map: Optional[str], max_memory: Optional[str]):
-    from .doctor import load_setup
+           device_map: Optional[str], max_memory: Optional[str], quiet: bool = False):
+    with _status(f"loading target {target}" + (f" and draft {draft}" if draft else "") + " ...", quiet):
+        from .doctor import load_setup
 
-    return load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
-                      layer_ids=layer_ids, train_recipe=train_recipe, dtype=dtype, device=device,
-                      trust_remote_code=trust_remote_code, device_map=_device_map(device_map),
-                      max_memory=_max_memory(max_memory))
+        return load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine,
+                          engine_version=engine_version, layer_ids=layer_ids, train_recipe=train_recipe, dtype=dtype,
+                          device=device, trust_remote_code=trust_remote_code, device_map=_device_map(device_map),
+                          max_memory=_max_memory(max_memory))
+
+
+def _tool() -> dict:
+    """Stamped into every --json document (schemas/*.schema.json): which tool, which command line."""
+    return {"name": "eagle3-doctor", "version": __version__, "command": ["eagle3-doctor", *sys.argv[1:]]}
 
 
 def _preflight(**kw: Any) -> None:
@@ -263,7 +366,7 @@ def _write_json(path: Optional[str], data: dict, trust_remote_code: bool) -> Non
     if path:
         from .report import write_json
 
-        write_json(path, {**data, "trust_remote_code": trust_remote_code})
+        write_json(path, {**data, "tool": _tool(), "trust_remote_code": trust_remote_code})
 
 
 def _batch_size(text: str, setup: Any, max_tokens: int) -> int:
@@ -314,11 +417,15 @@ def main(
 @app.command("inspect")
 @guarded
 def inspect_cmd(
-    target: Target,
-    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")],
+    target: OptTarget = None,
+    draft: Draft = None,
     draft_format: DraftFormat = None,
-    engine: Engine = "sglang",
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine, any case (default: from --serve-cmd, else sglang).")] = None,
     engine_version: EngineVersion = None,
+    serve_cmd: ServeCmd = None,
+    serve_config: ServeConfigFile = None,
+    revision: Revision = None,
+    draft_revision: DraftRevision = None,
     json_out: JsonOut = None,
     report: ReportDir = None,
 ) -> int:
@@ -328,10 +435,12 @@ def inspect_cmd(
     from .inspect_draft import inspect
     from .report import render_inspect, write_json
 
-    res = inspect(target, draft, engine=engine, engine_version=engine_version, draft_format=draft_format)
+    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, "auto", need_draft=True,
+                       revision=revision, draft_revision=draft_revision)
+    res = inspect(r.target, r.draft, engine=r.engine, engine_version=r.engine_version, draft_format=draft_format)
     render_inspect(_console(stderr=json_out == "-"), res)
     if json_out:
-        write_json(json_out, res.to_dict())
+        write_json(json_out, {**res.to_dict(), "tool": _tool(), **({"serve": r.serve.to_dict()} if r.serve else {})})
     if report:
         from .plots import write_inspect_report
 
@@ -342,11 +451,15 @@ def inspect_cmd(
 @app.command("compare-hidden")
 @guarded
 def compare_hidden_cmd(
-    target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target model: local directory or hub id. Leave out to diff --train-dump against --engine-dump without loading it.")] = None,
+    target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target model: local directory or hub id (default: the model of --serve-cmd). Leave out to diff --train-dump against --engine-dump without loading it.")] = None,
     draft: Draft = None,
     draft_format: DraftFormat = None,
-    engine: Engine = "sglang",
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine, any case (default: from --serve-cmd, else sglang).")] = None,
     engine_version: EngineVersion = None,
+    serve_cmd: ServeCmd = None,
+    serve_config: ServeConfigFile = None,
+    revision: Revision = None,
+    draft_revision: DraftRevision = None,
     layer_ids: LayerIds = None,
     train_recipe: TrainRecipe = None,
     train_dump: TrainDump = None,
@@ -375,17 +488,19 @@ def compare_hidden_cmd(
     from .doctor import compare_hidden
     from .report import render_compare
 
-    if target is None or engine_dump is not None:
+    if engine_dump is not None or (target is None and serve_cmd is None and serve_config is None):
         return _compare_dumps(target, draft, draft_format, engine, engine_version, train_recipe, train_dump, engine_dump,
                               num_layers, max_tokens, limit, json_out)
-    setup = _setup(target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device,
-                   trust_remote_code, device_map, max_memory)
+    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, dtype,
+                       revision=revision, draft_revision=draft_revision)
+    setup = _setup(r.target, r.draft, draft_format, r.engine, r.engine_version, layer_ids, train_recipe, r.dtype, device,
+                   trust_remote_code, device_map, max_memory, quiet)
     bs = _batch_size(batch_size, setup, max_tokens)
     with _progress(quiet) as cb:
         res = compare_hidden(setup, prompts_path=prompts, train_dump=train_dump, max_tokens=max_tokens, batch_size=bs,
                              matrix=matrix or plot is not None or report is not None, limit=limit, progress=cb)
     render_compare(_console(stderr=json_out == "-"), res)  # `--json -` owns stdout
-    _write_json(json_out, res.to_dict(), trust_remote_code)
+    _write_json(json_out, {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})}, trust_remote_code)
     if plot or report:
         from .plots import write_compare_report
 
@@ -434,25 +549,29 @@ def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Op
 @app.command("acceptance")
 @guarded
 def acceptance_cmd(
-    target: Target,
-    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")],
+    target: OptTarget = None,
+    draft: Draft = None,
     draft_format: DraftFormat = None,
-    engine: Engine = "sglang",
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine, any case (default: from --serve-cmd, else sglang).")] = None,
     engine_version: EngineVersion = None,
+    serve_cmd: ServeCmd = None,
+    serve_config: ServeConfigFile = None,
+    revision: Revision = None,
+    draft_revision: DraftRevision = None,
     layer_ids: LayerIds = None,
     train_recipe: TrainRecipe = None,
     train_dump: TrainDump = None,
     prompts: Prompts = None,
-    num_steps: Annotated[int, typer.Option("--num-steps", "-k", help="Chain length K (draft tokens per verify pass).")] = 7,
-    continuation: Annotated[str, typer.Option("--continuation", help="greedy: the target's own greedy continuation (KV cache); text: the text as given.")] = "greedy",
+    num_steps: Annotated[Optional[int], typer.Option("--num-steps", "-k", help="Draft steps K per verify pass (SGLang --speculative-num-steps, vLLM num_speculative_tokens). Default: from --serve-cmd, else 7.")] = None,
+    continuation: Annotated[str, typer.Option("--continuation", metavar="[greedy|text]", help="greedy: the target's own greedy continuation (KV cache); text: the text as given.")] = "greedy",
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Tokens the target generates per prompt (greedy continuation).")] = 128,
     max_tokens: MaxTokens = 512,
     batch_size: BatchSize = "8",
     limit: Limit = None,
     temperature: Annotated[float, typer.Option("--temperature", help="> 0: expected acceptance from the distributions (no sampling noise).")] = 0.0,
-    temperature_mode: Annotated[str, typer.Option("--temperature-mode", help="sampled: draft samples, sum min(p,q); argmax: draft proposes argmax (vLLM V1), p(token).")] = "sampled",
-    topk: Annotated[int, typer.Option("--topk", help="Tree drafting: children per node (SGLang --speculative-eagle-topk).")] = 1,
-    num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="Tree node budget (SGLang --speculative-num-draft-tokens).")] = None,
+    temperature_mode: Annotated[str, typer.Option("--temperature-mode", metavar="[sampled|argmax]", help="sampled: draft samples, sum min(p,q); argmax: draft proposes argmax (vLLM V1), p(token).")] = "sampled",
+    topk: Annotated[Optional[int], typer.Option("--topk", help="Tree drafting: children per node (SGLang --speculative-eagle-topk). Default: from --serve-cmd, else 1.")] = None,
+    num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="Tree node budget incl. the root (SGLang --speculative-num-draft-tokens). Default: from --serve-cmd.")] = None,
     reference_loop: Annotated[bool, typer.Option("--reference-loop", help="Also run a plain sequential speculative-decoding loop and check the estimator against it.")] = False,
     scan: Annotated[bool, typer.Option("--scan", help="Rank candidate capture-point triples around the configured one by step-1 accuracy.")] = False,
     min_accept_rate: Annotated[Optional[float], typer.Option("--min-accept-rate", help="Gate: exit 1 if the serving path's first-position acceptance is below this.")] = None,
@@ -487,13 +606,23 @@ def acceptance_cmd(
         from .serving import load_measured
 
         measured = load_measured(server_metrics, server_metrics_before, server_log, engine=None, model=server_model)
-    setup = _setup(target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device,
-                   trust_remote_code, device_map, max_memory)
+    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, dtype, need_draft=True,
+                       revision=revision, draft_revision=draft_revision)
+    sc = r.serve
+    if num_steps is None:
+        num_steps = sc.num_steps if sc is not None and sc.num_steps else 7
+    if topk is None:
+        topk = sc.topk if sc is not None and sc.topk else 1
+    if num_draft_tokens is None and sc is not None and topk == sc.topk:
+        num_draft_tokens = sc.num_draft_tokens
+    setup = _setup(r.target, r.draft, draft_format, r.engine, r.engine_version, layer_ids, train_recipe, r.dtype, device,
+                   trust_remote_code, device_map, max_memory, quiet)
     bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
     with _progress(quiet) as cb:
         run = acceptance(setup, prompts_path=prompts, train_dump=train_dump, num_steps=num_steps, continuation=continuation,
                          max_new_tokens=max_new_tokens, max_tokens=max_tokens, batch_size=bs, temperature=temperature,
-                         temp_mode=temperature_mode, topk=topk, num_draft_tokens=num_draft_tokens, reference=reference_loop,
+                         temp_mode=temperature_mode, topk=topk, num_draft_tokens=num_draft_tokens,
+                         token_tree=sc.token_tree if sc is not None else None, reference=reference_loop,
                          scan=scan, limit=limit, progress=cb)
     serving = run.paths.get("serving", {})
     rate1 = (serving.get("chain", {}).get("per_position_rate") or [float("nan")])[0]
@@ -504,6 +633,8 @@ def acceptance_cmd(
     if min_tau is not None and not serving.get("tau", float("nan")) >= min_tau:
         run.findings.append(Finding("ACC003", f"tau {serving.get('tau', float('nan')):.3f} is below --min-tau {min_tau}",
                                     [f"acc_k: {serving.get('acc_k')}"], "fix the findings above, or retrain the draft"))
+    if sc is not None:
+        run.settings["serve"] = sc.to_dict()
     server = None
     if measured is not None:
         from .doctor import _acc_fix
@@ -557,7 +688,7 @@ def gate_cmd(
     train_recipe: TrainRecipe = None,
     train_dump: TrainDump = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="gate JSON of an earlier checkpoint: fail on regression beyond max_regression.")] = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", "-e", help="Serving engine (policy default: sglang).")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine, any case (policy default: sglang).")] = None,
     engine_version: EngineVersion = None,
     draft_format: DraftFormat = None,
     prompts: Prompts = None,
@@ -582,7 +713,7 @@ def gate_cmd(
     from .report import render_findings
     from .validate import check_policy_values
 
-    pol = Policy.load(policy, {"engine": engine, "engine_version": engine_version, "min_cosine": min_cosine,
+    pol = Policy.load(policy, {"engine": engine.lower() if engine else engine, "engine_version": engine_version, "min_cosine": min_cosine,
                                "min_step1_accuracy": min_step1_accuracy, "min_tau": min_tau,
                                "max_regression": max_regression, "fail_on": fail_on, "limit": limit})
     check_policy_values(pol, f"policy file {policy}" if policy else "gate options")

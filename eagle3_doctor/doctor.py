@@ -373,6 +373,7 @@ def acceptance(
     temp_mode: str = "sampled",
     topk: int = 1,
     num_draft_tokens: int | None = None,
+    token_tree: Sequence[Sequence[int]] | None = None,
     reference: bool = False,
     scan: bool = False,
     limit: int | None = None,
@@ -391,6 +392,9 @@ def acceptance(
         raise BadInput("--num-steps must be at least 1", "use e.g. --num-steps 7")
     L = tgt.num_layers
     H = tgt.hidden_size
+    tree = _tree_plan(serving.engine, num_steps, topk, num_draft_tokens, token_tree)
+    if tree is not None and tree["kind"] == "static":
+        num_steps = tree["depth"]
     src = _sources(setup, prompts_path, train_dump, max_tokens, limit, prompt_ids)
     notes, dump, prompts = list(setup.notes) + src.notes, src.dump, src.prompts
     if dump is not None:
@@ -404,9 +408,9 @@ def acceptance(
         if continuation == "greedy":
             for p in seqs:
                 _check_seq_len(tgt, len(p) + max_new_tokens)
-            progress("greedy continuation", 0, len(seqs))
             try:
-                seqs = greedy_continue(tgt, seqs, max_new_tokens, batch_size)
+                seqs = greedy_continue(tgt, seqs, max_new_tokens, batch_size,
+                                       progress=lambda d, n: progress("greedy continuation (tokens x batches)", d, n))
             except torch.cuda.OutOfMemoryError:
                 raise ResourceError("CUDA out of memory while generating continuations",
                                     f"retry with --batch-size {max(1, batch_size // 2)}") from None
@@ -467,8 +471,11 @@ def acceptance(
                     aux[b, : dump[i].aux.shape[0]] = dump[i].aux.to(tgt.device, tgt.dtype)  # type: ignore[index]
             else:
                 aux = torch.cat([got[p] for p in spec], dim=-1)
-            out = unroll_outcomes(draft, aux, tokens, labels, lens, num_steps, topk=topk, temperature=temperature,
-                                  target_logits=tl, temp_mode=temp_mode)
+            out = unroll_outcomes(draft, aux, tokens, labels, lens, num_steps, topk=1 if tree else topk,
+                                  temperature=temperature, target_logits=tl, temp_mode=temp_mode,
+                                  rank_width=tree["width"] if tree and tree["kind"] == "static" else 0)
+            if tree is not None:
+                out.tree_accepted = _tree_accepted(tree, draft, aux, tokens, labels, lens, num_steps, out)
             accs[name].add(out, st, lens, walk=continuation == "greedy")
         for c in cands:
             aux = torch.cat([got[p] for p in c], dim=-1)
@@ -488,6 +495,11 @@ def acceptance(
             by_prompt[i] = res["accepted_lengths"][j]
         res["accepted_lengths"] = by_prompt
         add_intervals(res, order, num_steps)
+        if "accepted_lengths" in res.get("tree", {}):
+            tree_by: list[Any] = [None] * len(seqs)
+            for j, i in enumerate(order):
+                tree_by[i] = res["tree"]["accepted_lengths"][j]
+            res["tree"]["accepted_lengths"] = tree_by
     ref = None
     if reference:
         if continuation != "greedy":
@@ -512,6 +524,27 @@ def acceptance(
             "same_tokens": same_tokens,
             "same_tokens_per_prompt": same_each,  # False: the loop's full-prefix target forwards chose other tokens
         }
+        if tree is not None:
+            from .tree import sglang_tree_reference_loop, static_tree_reference_loop
+
+            t_acc, t_drf = [], []
+            for i, p in enumerate(prompts):
+                if tree["kind"] == "sglang":
+                    toks, a, d = sglang_tree_reference_loop(step, draft, list(p.ids), len(seqs[i]), num_steps, topk,
+                                                            tree["num_draft_tokens"])
+                else:
+                    toks, a, d = static_tree_reference_loop(step, draft, list(p.ids), len(seqs[i]), tree["paths"])
+                same_tokens &= toks == seqs[i]
+                t_acc.append(a)
+                t_drf.append(d)
+                progress("reference tree loop", i + 1, len(prompts))
+            ref["tree"] = {
+                "accepted_lengths": t_acc,
+                "metrics": metrics_from_passes([x for r in t_acc for x in r], [x for r in t_drf for x in r], num_steps),
+                "agrees_with_estimator": t_acc == results["serving"].get("tree", {}).get("accepted_lengths"),
+            }
+            ref["same_tokens"] = same_tokens
+            ref["agrees_with_estimator"] = ref["agrees_with_estimator"] and ref["tree"]["agrees_with_estimator"]
     scan_res = None
     if scan:
         scan_res = sorted(
@@ -528,13 +561,9 @@ def acceptance(
         "training_spec": [str(p) for p in setup.train_spec] if setup.train_spec else None,
         "training_source": setup.train_source if dump is None else f"dump {train_dump}",
     }
-    if topk > 1:
-        full_tree = 1 + sum(topk ** d for d in range(1, num_steps + 1))
-        exact = num_draft_tokens is None or num_draft_tokens >= full_tree
-        settings["tree_note"] = (
-            f"greedy tree acceptance for a full top-{topk} tree of depth {num_steps}"
-            + ("" if exact else f"; --num-draft-tokens {num_draft_tokens} < {full_tree} nodes: reported as an upper bound")
-        )
+    if tree is not None:
+        settings["tree"] = {k: v for k, v in tree.items() if k != "paths" or tree["kind"] == "static"}
+        settings["tree_note"] = tree["label"]
     findings = acceptance_findings(results, scan_res, setup)
     from .acceptance import triage
 
@@ -554,6 +583,48 @@ def add_intervals(res: dict[str, Any], order: Sequence[int], num_steps: int) -> 
     counts = acceptance_counts(res["accepted_lengths"], [r["hits"] for r in by_prompt],
                                [r["positions"] for r in by_prompt], num_steps)
     res["intervals"] = acceptance_intervals(counts, num_steps)
+
+
+def _tree_plan(engine: str, num_steps: int, topk: int, num_draft_tokens: int | None,
+               token_tree: Sequence[Sequence[int]] | None) -> dict[str, Any] | None:
+    """Which tree the engine builds for these settings (exact acceptance for it: tree.py)."""
+    from .tree import check_tree_settings, full_candidates
+
+    if token_tree:
+        paths = [list(p) for p in token_tree]
+        depth, width = max(len(p) for p in paths), max(p[-1] for p in paths) + 1
+        return {"kind": "static", "paths": paths, "depth": depth, "width": width, "num_draft_tokens": len(paths) + 1,
+                "label": f"exact greedy acceptance of the vLLM speculative_token_tree ({len(paths)} nodes, depth {depth})"}
+    if topk <= 1:
+        return None
+    if engine == "vllm":
+        import itertools
+
+        paths = [list(p) for d in range(1, num_steps + 1) for p in itertools.product(range(topk), repeat=d)]
+        if len(paths) > 20000:
+            from .errors import BadInput
+
+            raise BadInput(f"a full top-{topk} tree of depth {num_steps} has {len(paths)} nodes",
+                           "pass the server's speculative_token_tree (--serve-cmd) or a smaller --topk/--num-steps")
+        return {"kind": "static", "paths": paths, "depth": num_steps, "width": topk, "num_draft_tokens": len(paths) + 1,
+                "label": f"exact greedy acceptance of a full top-{topk} static tree of depth {num_steps} ({len(paths)} nodes)"}
+    ndt = num_draft_tokens if num_draft_tokens is not None else full_candidates(topk, num_steps) + 1
+    check_tree_settings(topk, num_steps, ndt)
+    label = (f"exact greedy acceptance of SGLang's tree: topk {topk}, {num_steps} steps, {ndt} draft tokens "
+             f"(best {ndt - 1} of {full_candidates(topk, num_steps)} scored candidates)")
+    if num_draft_tokens is None:
+        label += "; --num-draft-tokens not given: every candidate kept"
+    return {"kind": "sglang", "topk": topk, "depth": num_steps, "num_draft_tokens": ndt, "label": label}
+
+
+def _tree_accepted(tree: dict[str, Any], draft: Eagle3Draft, aux: torch.Tensor, tokens: torch.Tensor, labels,
+                   lens: Sequence[int], num_steps: int, out: Any) -> torch.Tensor:
+    from .tree import sglang_tree_accepted, static_tree_accepted
+
+    if tree["kind"] == "sglang":
+        acc, _ = sglang_tree_accepted(draft, aux, tokens, labels, lens, num_steps, tree["topk"], tree["num_draft_tokens"])
+        return acc
+    return static_tree_accepted(out.ranks, out.valid, tree["paths"])
 
 
 def _acc_fix(setup: Setup) -> str:

@@ -48,8 +48,17 @@ def render_compare(console: Console, res: Any) -> None:
     console.print(f"[bold]serving[/bold] {escape(str(res.serving.label))}: {escape(str(s['source']))}")
     console.print(f"[bold]training[/bold] {escape(str(d['training']['source']))}")
     t = Table(title="feature slots", show_lines=False)
-    for col in ("slot", "trained", "served", "cos mean", "cos min", "cos p5", "rel L2 mean", "rel L2 p95", "max |diff|"):
-        t.add_column(col, justify="right" if col not in ("trained", "served") else "left")
+    # capture points are never cut: their columns do not wrap; on narrow terminals the least
+    # important numeric columns go (the JSON keeps them all)
+    narrow = console.width < 110
+    cols = ("slot", "trained", "served", "cos mean", "cos min", "cos p5", "rel L2 mean", "rel L2 p95", "max |diff|")
+    keep = [c for c in cols if not (narrow and c in ("cos p5", "max |diff|"))]
+    cp_width = max([len(str(x)) for x in list(d["training"]["spec"]) + list(s["spec"])] + [len("- (not fed)")])
+    for col in keep:
+        if col in ("trained", "served"):
+            t.add_column(col, no_wrap=True, min_width=cp_width)
+        else:
+            t.add_column(col.replace("rel L2 ", "relL2 ") if narrow else col, justify="right")
     stats = {x["slot"]: x for x in d["slots"]}
     n = max(len(d["training"]["spec"]), len(s["spec"]))
     for i in range(n):
@@ -58,8 +67,10 @@ def render_compare(console: Console, res: Any) -> None:
         st = stats.get(i)
         style = "" if tr == sv else "red"
         row = [str(i), tr, sv]
-        row += [_fmt(st["cos_mean"], 5), _fmt(st["cos_min"], 5), _fmt(st["cos_p05"], 5), _fmt(st["rel_l2_mean"] if "rel_l2_mean" in st else st["rel_mean"], 4),
-                _fmt(st["rel_p95"], 4), _fmt(st["maxabs"], 4)] if st else ["-"] * 6
+        vals = dict(zip(cols[3:], [_fmt(st["cos_mean"], 5), _fmt(st["cos_min"], 5), _fmt(st["cos_p05"], 5),
+                                   _fmt(st["rel_l2_mean"] if "rel_l2_mean" in st else st["rel_mean"], 4),
+                                   _fmt(st["rel_p95"], 4), _fmt(st["maxabs"], 4)])) if st else {}
+        row += [vals.get(c, "-") for c in keep[3:]]
         t.add_row(*row, style=style)
     console.print(t)
     if d["slots"]:
@@ -83,7 +94,7 @@ def render_compare(console: Console, res: Any) -> None:
 def render_matrix(console: Console, m: dict[str, Any]) -> None:
     t = Table(title="best-matching capture point (relative L2, lower is closer)")
     for col in ("row", "best match", "rel L2", "cos", "runner-up", "rel L2 ", "margin"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col in ("best match", "runner-up"))
     for b in m["best"]:
         t.add_row(b["row"], b["best"], f"{b['rel_l2']:.4f}", f"{b['cos']:.4f}", b["runner_up"], f"{b['runner_up_rel_l2']:.4f}", f"{b['margin']:.4f}")
     console.print(t)
@@ -112,7 +123,7 @@ def render_acceptance(console: Console, run: Any) -> None:
     if s.get("training_spec"):
         console.print(f"training features: {', '.join(s['training_spec'])}  ({s['training_source']})", markup=False)
     t = Table(title="acceptance by feature path")
-    t.add_column("metric")
+    t.add_column("metric", overflow="fold")
     names = list(run.paths)
     for n in names:
         t.add_column(n, justify="right")
@@ -132,7 +143,13 @@ def render_acceptance(console: Console, run: Any) -> None:
         row(f"position {k + 1}: rate (vLLM) | acc_{k + 1} (SpecForge)",
             lambda p, k=k: f"{_fmt(p['chain']['per_position_rate'][k]) if 'per_position_rate' in p['chain'] else '-'} | {_fmt(p['acc_k'][k])}")
     if any("tree" in run.paths[n] for n in names):
-        row(f"tree top-{s['topk']}: mean acceptance length", lambda p: _fmt(p.get("tree", {}).get("mean_acceptance_length", float("nan"))))
+        tr = s.get("tree") or {}
+        what = (f"SGLang tree topk {tr.get('topk')}, {tr.get('num_draft_tokens')} tokens" if tr.get("kind") == "sglang"
+                else f"static tree, {tr.get('num_draft_tokens', '?')} tokens" if tr else f"tree top-{s['topk']}")
+        row(f"{what}: mean acceptance length (exact)", lambda p: _fmt(p.get("tree", {}).get("mean_acceptance_length", float("nan"))))
+        for k in range(K):
+            row(f"  tree position {k + 1}: rate (vLLM)",
+                lambda p, k=k: _fmt(p["tree"]["per_position_rate"][k]) if "per_position_rate" in p.get("tree", {}) else "-")
     if any("temperature" in run.paths[n] for n in names):
         row(f"T={s['temperature']} ({s['temperature_mode']}): expected length", lambda p: _fmt(p.get("temperature", {}).get("expected_mean_acceptance_length", float("nan"))))
     console.print(t)
@@ -156,6 +173,11 @@ def render_acceptance(console: Console, run: Any) -> None:
         verdict = "[green]agrees exactly[/green]" if r["agrees_with_estimator"] else "[red]DISAGREES[/red]"
         console.print(f"reference sequential loop: mean acceptance length {r['chain'].get('mean_acceptance_length', float('nan')):.3f}; "
                       f"per-prompt accepted lengths {verdict} with the estimator")
+        if r.get("tree"):
+            tv = "[green]agrees exactly[/green]" if r["tree"]["agrees_with_estimator"] else "[red]DISAGREES[/red]"
+            console.print(f"reference tree-verify loop: mean acceptance length "
+                          f"{r['tree']['metrics'].get('mean_acceptance_length', float('nan')):.3f}; per-pass accepted depths {tv} "
+                          "with the tree estimator")
     if run.scan:
         st = Table(title="capture-point scan (step-1 accuracy, teacher-forced)")
         st.add_column("rank")

@@ -11,7 +11,7 @@ import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
@@ -302,16 +302,33 @@ def target_argmax(target: Target, last_hidden: torch.Tensor, chunk: int = 1024) 
 
 
 @torch.inference_mode()
-def greedy_continue(target: Target, prompts: Sequence[Sequence[int]], max_new_tokens: int, batch_size: int) -> list[list[int]]:
+def greedy_continue(target: Target, prompts: Sequence[Sequence[int]], max_new_tokens: int, batch_size: int,
+                    progress: Callable[[int, int], None] | None = None) -> list[list[int]]:
     """The target's own greedy continuation of each prompt (KV cache, left-padded batches).
 
     Stops at the tokenizer's EOS. Left padding here only: generation appends at the right edge.
+    progress(done, total) is called per generated token (total = batches x max_new_tokens).
     """
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    n_batches = (len(prompts) + batch_size - 1) // batch_size
+    total = n_batches * max_new_tokens
+    step = [0]
+
+    class _Tick(StoppingCriteria):  # never stops generation: a per-token hook for the progress bar
+        def __call__(self, input_ids, scores, **kwargs):  # type: ignore[override]
+            step[0] += 1
+            if progress is not None:
+                progress(min(step[0], total), total)
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
     tok = target.tokenizer
     eos = tok.eos_token_id
     pad = tok.pad_token_id if tok.pad_token_id is not None else (eos if eos is not None else 0)
     outs: list[list[int]] = []
-    for _, chunk in batches(list(prompts), batch_size):
+    for bi, chunk in enumerate(batches(list(prompts), batch_size)):
+        chunk = chunk[1]
+        step[0] = bi * max_new_tokens
         T = max(len(p) for p in chunk)
         ids = torch.full((len(chunk), T), pad, dtype=torch.long)
         mask = torch.zeros((len(chunk), T), dtype=torch.long)
@@ -321,11 +338,13 @@ def greedy_continue(target: Target, prompts: Sequence[Sequence[int]], max_new_to
         gen = target.model.generate(
             input_ids=ids.to(target.device), attention_mask=mask.to(target.device), max_new_tokens=max_new_tokens,
             do_sample=False, num_beams=1, pad_token_id=pad, eos_token_id=eos,
-            temperature=None, top_p=None, top_k=None,
+            temperature=None, top_p=None, top_k=None, stopping_criteria=StoppingCriteriaList([_Tick()]),
         )
         for i, p in enumerate(chunk):
             new = gen[i, T:].tolist()
             if eos is not None and eos in new:
                 new = new[: new.index(eos) + 1]
             outs.append(list(p) + new)
+    if progress is not None:
+        progress(total, total)
     return outs

@@ -231,19 +231,10 @@ def canonical_to_native_name(fmt: str, name: str) -> str:
 
 
 def load_safetensors_dir(directory: Path) -> dict[str, Any]:
-    """All tensors of every ``*.safetensors`` in a directory, with clear errors for bad files."""
-    from .. import safeio
+    """All tensors of a draft directory: safetensors (sharded or not), else pytorch_model.bin (weights_only)."""
+    from ..hub import load_weights_dir
 
-    files = sorted(directory.glob("*.safetensors"))
-    if not files:
-        raise BadInput(
-            f"no *.safetensors file in {directory}",
-            "save the draft with safetensors (pickled .bin/.pt drafts are not loaded)",
-        )
-    tensors: dict[str, Any] = {}
-    for f in files:
-        tensors.update(safeio.load_file(f))
-    return tensors
+    return load_weights_dir(directory)
 
 
 def read_draft(

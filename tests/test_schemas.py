@@ -1,0 +1,54 @@
+"""Every --json document has a versioned JSON Schema under schemas/, and what the CLI writes validates
+against it, with the tool version and the command line stamped in."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import DRAFTS, PROMPTS, ROOT, TARGET
+from eagle3_doctor import __version__
+from eagle3_doctor.cli import app
+
+jsonschema = pytest.importorskip("jsonschema")
+SCHEMAS = ROOT / "schemas"
+
+
+def _schema_ids_in_code() -> set[str]:
+    ids = set()
+    for f in (ROOT / "eagle3_doctor").rglob("*.py"):
+        ids |= set(re.findall(r'SCHEMA\s*=\s*"(eagle3-doctor/[a-z0-9-]+/\d+)"', f.read_text()))
+    return ids
+
+
+def _schema(doc_id: str) -> dict:
+    name, version = doc_id.split("/")[1:]
+    return json.loads((SCHEMAS / f"{name}.v{version}.schema.json").read_text())
+
+
+def test_every_document_kind_has_a_schema():
+    ids = _schema_ids_in_code()
+    assert {"eagle3-doctor/inspect/1", "eagle3-doctor/compare-hidden/1", "eagle3-doctor/acceptance/1"} <= ids
+    for doc_id in ids:
+        sch = _schema(doc_id)
+        jsonschema.Draft202012Validator.check_schema(sch)
+        assert sch["$id"] == doc_id and sch["properties"]["schema"]["const"] == doc_id
+
+
+@pytest.mark.parametrize("args", [
+    ["inspect", "-t", str(TARGET), "-d", str(DRAFTS["sglang"])],
+    ["compare-hidden", "-t", str(TARGET), "-d", str(DRAFTS["sglang"]), "--prompts", str(PROMPTS), "--limit", "2", "-q"],
+    ["acceptance", "-t", str(TARGET), "-d", str(DRAFTS["sglang"]), "--prompts", str(PROMPTS), "--limit", "1",
+     "--max-new-tokens", "8", "-k", "3", "--topk", "2", "--num-draft-tokens", "5", "-q"],
+])
+def test_cli_documents_validate(args, tmp_path):
+    out = tmp_path / "doc.json"
+    r = CliRunner().invoke(app, [*args, "--json", str(out)])
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, _schema(doc["schema"]))
+    assert doc["tool"]["version"] == __version__
+    assert doc["tool"]["command"][:2] == ["eagle3-doctor", args[0]] or doc["tool"]["command"][0] == "eagle3-doctor"
