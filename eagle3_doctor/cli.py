@@ -375,6 +375,52 @@ def gate_cmd(
     return EXIT_OK if res.passed else EXIT_FINDINGS
 
 
+# ----------------------------------------------------------------------------- prompt format (issue 15)
+TrainTemplate = Annotated[Optional[str], typer.Option("--train-template", help="Chat template the draft's training data was rendered with: target (the target tokenizer's own), a .jinja file, a tokenizer_config.json or a tokenizer directory. Default: target.")]
+ServeTemplate = Annotated[Optional[str], typer.Option("--serve-template", help="Chat template the server renders with: target, or the file passed to the server's --chat-template. Default: target.")]
+TrainSystemPrompt = Annotated[Optional[str], typer.Option("--train-system-prompt", help="System prompt the training recipe inserted into conversations without one (SpecForge's --chat-template NAME does).")]
+TrainAddSpecial = Annotated[bool, typer.Option("--train-add-special-tokens", help="Training tokenized the rendered text with add_special_tokens=True (a BOS on top of the template's).")]
+TrainKwargs = Annotated[Optional[str], typer.Option("--train-template-kwargs", help="JSON template variables training rendered with, e.g. '{\"enable_thinking\": false}'.")]
+ServeKwargs = Annotated[Optional[str], typer.Option("--serve-template-kwargs", help="JSON template variables the server renders with (chat_template_kwargs).")]
+
+
+@app.command("template-diff")
+@guarded
+def template_diff_cmd(
+    target: Target,
+    train_template: TrainTemplate = None,
+    serve_template: ServeTemplate = None,
+    train_system_prompt: TrainSystemPrompt = None,
+    train_add_special_tokens: TrainAddSpecial = False,
+    train_template_kwargs: TrainKwargs = None,
+    serve_template_kwargs: ServeKwargs = None,
+    train_data: Annotated[Optional[str], typer.Option("--train-data", help="Training data: JSONL of OpenAI messages, ShareGPT or SpecForge conversations, or input_ids/loss_mask rows.")] = None,
+    requests: Annotated[Optional[str], typer.Option("--requests", help="Serving requests: OpenAI chat-completions JSON (object, array or JSONL).")] = None,
+    prompts: Prompts = None,
+    limit: Limit = None,
+    write_template: Annotated[Optional[str], typer.Option("--write-template", help="Write the training chat template to this file (to pass to the server's --chat-template).")] = None,
+    json_out: JsonOut = None,
+) -> int:
+    """Render the same conversations the training way and the serving way; report the first differing tokens."""
+    from .templates import parse_kwargs, render_template_diff, template_diff
+
+    res = template_diff(target, train_template=train_template, serve_template=serve_template,
+                        train_system_prompt=train_system_prompt, train_add_special_tokens=train_add_special_tokens,
+                        train_kwargs=parse_kwargs(train_template_kwargs, "--train-template-kwargs"),
+                        serve_kwargs=parse_kwargs(serve_template_kwargs, "--serve-template-kwargs"),
+                        train_data=train_data, requests=requests, prompts=prompts, limit=limit)
+    if write_template:
+        from pathlib import Path
+
+        Path(write_template).write_text(res.train.text, encoding="utf-8")
+        for f in res.findings:
+            if f.fix and "write the training template to a file" in f.fix:
+                f.fix = f"launch the server with --chat-template {write_template} (SGLang and vLLM), the training template written there"
+    render_template_diff(_console(), res)
+    _write_json(json_out, res.to_dict(), False)
+    return EXIT_FINDINGS if any(f.severity in ("error", "warning") for f in res.findings) else EXIT_OK
+
+
 def run() -> None:
     """Console-script entry point."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

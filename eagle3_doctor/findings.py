@@ -54,6 +54,14 @@ CODES: dict[str, tuple[str, str]] = {
     "ACC003": (WARNING, "acceptance is below the gate's threshold"),
     "ACC004": (INFO, "a capture-point scan found features that fit the draft better than the configured ones"),
     "GATE001": (ERROR, "a metric regressed against the baseline beyond the allowed margin"),
+    # --- prompt format: training vs serving chat template and data (issue 15, templates.py)
+    "TPL001": (ERROR, "the serving template renders role tags or turn layout differently from training"),
+    "TPL002": (ERROR, "BOS handling differs between training and serving (missing or duplicated BOS)"),
+    "TPL003": (ERROR, "a system prompt is present on one side only"),
+    "TPL004": (ERROR, "the generation prompt the draft continues from differs"),
+    "TPL005": (WARNING, "training and serving renderings differ only in whitespace"),
+    "TPL006": (ERROR, "the thinking section is rendered on one side only"),
+    "TPL007": (WARNING, "the tool section differs between training and serving"),
 }
 
 
