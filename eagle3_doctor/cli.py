@@ -287,6 +287,11 @@ def acceptance_cmd(
     json_out: JsonOut = None,
     report: ReportDir = None,
     quiet: Quiet = False,
+    train_template: Annotated[Optional[str], typer.Option("--train-template", help="With --serve-template: replay the --prompts/--requests conversations rendered the training way and the serving way, side by side (target, a .jinja file or a tokenizer directory).")] = None,
+    serve_template: Annotated[Optional[str], typer.Option("--serve-template", help="The chat template the server renders with: target, or the file passed to the server's --chat-template.")] = None,
+    train_system_prompt: Annotated[Optional[str], typer.Option("--train-system-prompt", help="System prompt the training recipe inserted into conversations without one.")] = None,
+    requests: Annotated[Optional[str], typer.Option("--requests", help="With the template options: serving requests (OpenAI chat-completions JSON) to replay in both formats.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap interval over prompts (prompt-format comparison).")] = 0,
 ) -> int:
     """Per-position acceptance and draft accuracy under the serving and the training features."""
     from .doctor import acceptance
@@ -300,11 +305,20 @@ def acceptance_cmd(
     setup = _setup(target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device,
                    trust_remote_code, device_map, max_memory)
     bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
-    with _progress(quiet) as cb:
-        run = acceptance(setup, prompts_path=prompts, train_dump=train_dump, num_steps=num_steps, continuation=continuation,
-                         max_new_tokens=max_new_tokens, max_tokens=max_tokens, batch_size=bs, temperature=temperature,
-                         temp_mode=temperature_mode, topk=topk, num_draft_tokens=num_draft_tokens, reference=reference_loop,
-                         scan=scan, limit=limit, progress=cb)
+    fmt = None
+    if train_template or serve_template or train_system_prompt is not None or requests:
+        fmt = _format_acceptance(setup, prompts, requests, train_template, serve_template, train_system_prompt, limit, seed,
+                                 quiet, num_steps=num_steps, continuation=continuation, max_new_tokens=max_new_tokens,
+                                 max_tokens=max_tokens, batch_size=bs, temperature=temperature, temp_mode=temperature_mode,
+                                 topk=topk, num_draft_tokens=num_draft_tokens, reference=reference_loop, scan=scan)
+        run = fmt.serve
+        run.findings = fmt.findings + run.findings
+    else:
+        with _progress(quiet) as cb:
+            run = acceptance(setup, prompts_path=prompts, train_dump=train_dump, num_steps=num_steps, continuation=continuation,
+                             max_new_tokens=max_new_tokens, max_tokens=max_tokens, batch_size=bs, temperature=temperature,
+                             temp_mode=temperature_mode, topk=topk, num_draft_tokens=num_draft_tokens, reference=reference_loop,
+                             scan=scan, limit=limit, progress=cb)
     serving = run.paths.get("serving", {})
     rate1 = (serving.get("chain", {}).get("per_position_rate") or [float("nan")])[0]
     if min_accept_rate is not None and not rate1 >= min_accept_rate:
@@ -315,7 +329,11 @@ def acceptance_cmd(
         run.findings.append(Finding("ACC003", f"tau {serving.get('tau', float('nan')):.3f} is below --min-tau {min_tau}",
                                     [f"acc_k: {serving.get('acc_k')}"], "fix the findings above, or retrain the draft"))
     render_acceptance(_console(), run)
-    _write_json(json_out, run.to_dict(), trust_remote_code)
+    if fmt is not None:
+        from .templates import render_format_table
+
+        render_format_table(_console(), fmt)
+    _write_json(json_out, {**run.to_dict(), "prompt_format": fmt.to_dict()} if fmt is not None else run.to_dict(), trust_remote_code)
     if plot or report:
         from .plots import write_acceptance_report
 
@@ -384,6 +402,25 @@ TrainKwargs = Annotated[Optional[str], typer.Option("--train-template-kwargs", h
 ServeKwargs = Annotated[Optional[str], typer.Option("--serve-template-kwargs", help="JSON template variables the server renders with (chat_template_kwargs).")]
 
 
+def _format_acceptance(setup: Any, prompts: Optional[str], requests: Optional[str], train_template: Optional[str],
+                       serve_template: Optional[str], train_system_prompt: Optional[str], limit: Optional[int], seed: int,
+                       quiet: bool, **kwargs: Any):
+    from .errors import BadInput
+    from .templates import acceptance_by_format, load_dataset, load_requests, load_template
+
+    if not (prompts or requests):
+        raise BadInput("the prompt-format comparison needs conversations", "pass --prompts FILE or --requests FILE (chat messages)")
+    convs = load_requests(requests) if requests else load_dataset(prompts, "prompts file").conversations
+    if not convs:
+        raise BadInput("no chat conversations to render in two formats", "pass --prompts or --requests with messages")
+    convs = convs[:limit] if limit else convs
+    tok, tdir = setup.target.tokenizer, setup.target.name
+    train = load_template(train_template, tdir, tok, side="train", system_prompt=train_system_prompt)
+    serve = load_template(serve_template, tdir, tok, side="serve")
+    with _progress(quiet) as cb:
+        return acceptance_by_format(setup, convs, train, serve, seed=seed, progress=cb, **kwargs)
+
+
 @app.command("template-diff")
 @guarded
 def template_diff_cmd(
@@ -398,6 +435,7 @@ def template_diff_cmd(
     requests: Annotated[Optional[str], typer.Option("--requests", help="Serving requests: OpenAI chat-completions JSON (object, array or JSONL).")] = None,
     prompts: Prompts = None,
     limit: Limit = None,
+    train_tokenizer: Annotated[Optional[str], typer.Option("--train-tokenizer", help="Tokenizer directory the draft's training data was made with: compared with the target's (vocabulary hash, special and added tokens, BOS/EOS).")] = None,
     write_template: Annotated[Optional[str], typer.Option("--write-template", help="Write the training chat template to this file (to pass to the server's --chat-template).")] = None,
     json_out: JsonOut = None,
 ) -> int:
@@ -408,7 +446,7 @@ def template_diff_cmd(
                         train_system_prompt=train_system_prompt, train_add_special_tokens=train_add_special_tokens,
                         train_kwargs=parse_kwargs(train_template_kwargs, "--train-template-kwargs"),
                         serve_kwargs=parse_kwargs(serve_template_kwargs, "--serve-template-kwargs"),
-                        train_data=train_data, requests=requests, prompts=prompts, limit=limit)
+                        train_data=train_data, requests=requests, prompts=prompts, limit=limit, train_tokenizer=train_tokenizer)
     if write_template:
         from pathlib import Path
 

@@ -485,6 +485,11 @@ def acceptance(
         for j, i in enumerate(order):
             by_prompt[i] = res["accepted_lengths"][j]
         res["accepted_lengths"] = by_prompt
+        if "step1_counts" in res:
+            s1: list[Any] = [None] * len(seqs)
+            for j, i in enumerate(order):
+                s1[i] = res["step1_counts"][j]
+            res["step1_counts"] = s1
     ref = None
     if reference:
         if continuation != "greedy":

@@ -62,6 +62,10 @@ CODES: dict[str, tuple[str, str]] = {
     "TPL005": (WARNING, "training and serving renderings differ only in whitespace"),
     "TPL006": (ERROR, "the thinking section is rendered on one side only"),
     "TPL007": (WARNING, "the tool section differs between training and serving"),
+    "TPL008": (ERROR, "acceptance is significantly lower with prompts in the serving format than in the training format"),
+    "TPL009": (ERROR, "the draft was trained with another tokenizer (vocabulary) than the target's"),
+    "TPL010": (WARNING, "special tokens, added tokens or BOS/EOS handling differ between the training tokenizer and the target's"),
+    "TPL011": (ERROR, "the training loss mask does not match what serving drafts for (assistant replies)"),
 }
 
 

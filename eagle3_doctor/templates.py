@@ -560,8 +560,10 @@ def template_diff(
     requests: str | None = None,
     prompts: str | None = None,
     limit: int | None = None,
+    train_tokenizer: str | None = None,
 ) -> TemplateDiffResult:
-    """Render the same conversations the training way and the serving way; diff token by token."""
+    """Render the same conversations the training way and the serving way; diff token by token.
+    train_tokenizer: the tokenizer the draft's data was made with (compared with the target's)."""
     tok = load_tokenizer(target)
     train = load_template(train_template, target, tok, side="train", system_prompt=train_system_prompt,
                           add_special_tokens=train_add_special_tokens, kwargs=train_kwargs)
@@ -580,12 +582,28 @@ def template_diff(
         notes.append(f"conversations: {len(convs)} from the training data {train_data}, each cut before its last assistant turn")
     if limit:
         convs = convs[:limit]
+    tok_rep, drep = None, None
+    pre: list[Finding] = []
+    if train_tokenizer is None and train_template and Path(train_template).is_dir() and (Path(train_template) / "tokenizer_config.json").is_file():
+        train_tokenizer = train_template  # the template came with a tokenizer: compare that one too
+    if train_tokenizer:
+        tok_rep, tf = tokenizer_findings(tok, load_tokenizer(train_tokenizer, "--train-tokenizer"), train_tokenizer)
+        pre += tf
+    if ds is not None:
+        drep = data_report(ds)
+        if ds.tokenized:
+            lm = loss_mask_report(tok, train, ds.tokenized)
+            drep["loss_mask"] = lm
+            pre += loss_mask_findings(lm, str(ds.path))
+    if not convs and (tok_rep is not None or (ds is not None and ds.tokenized)):
+        notes.append("no conversations with messages: tokenizer and data checks only")
+        return TemplateDiffResult(target, train, serve, 0, 0, [], pre, drep, tok_rep, notes)
     if not convs:
         raise BadInput("no conversations to render", "pass --requests FILE, --prompts FILE or --train-data FILE with messages")
     diffs = [diff_conversation(tok, train, serve, c) for c in convs]
-    findings = diff_findings(tok, train, serve, diffs)
+    findings = pre + diff_findings(tok, train, serve, diffs)
     return TemplateDiffResult(target, train, serve, len(diffs), sum(d.identical for d in diffs), diffs, findings,
-                              notes=notes)
+                              drep, tok_rep, notes)
 
 
 def render_template_diff(console: Any, res: TemplateDiffResult) -> None:
@@ -599,6 +617,23 @@ def render_template_diff(console: Any, res: TemplateDiffResult) -> None:
     console.print(f"serving template:  {res.serve.source}", markup=False, highlight=False)
     for n in res.notes:
         console.print(f"note: {n}", markup=False, highlight=False)
+    if res.data_report:
+        d = res.data_report
+        line = f"training data {d['path']} ({', '.join(d['layouts'])}): {d['conversations']} conversation(s)"
+        if d["conversations"]:
+            line += (f", {d['with_system_prompt']} with a system prompt ({100 * d['share_with_system_prompt']:.0f}%), "
+                     f"{d['average_user_turns']:.2f} user turns on average, {d['with_tools']} with tools")
+        if d["tokenized_rows"]:
+            line += f"; {d['tokenized_rows']} tokenized row(s)"
+        console.print(line, markup=False, highlight=False)
+        lm = d.get("loss_mask")
+        if lm and lm["with_loss_mask"]:
+            console.print(f"loss mask: {100 * lm['trained_share']:.1f}% of tokens trained; trained tokens by role "
+                          f"{lm['trained_tokens_by_role']}", markup=False, highlight=False)
+    if res.tokenizer_report:
+        t = res.tokenizer_report
+        console.print(f"tokenizers: target vocab {t['target']['vocab_size']} (hash {t['target']['vocab_hash']}), training "
+                      f"{t['training']['vocab_size']} (hash {t['training']['vocab_hash']})", markup=False, highlight=False)
     console.print(f"{res.identical} of {res.conversations} prompt(s) render to identical tokens", markup=False, highlight=False)
     console.print()
     render_findings(console, res.findings, "the serving template renders every prompt exactly as training did")
@@ -608,3 +643,284 @@ def iter_roles(convs: Iterable[Conversation]) -> Iterable[str]:
     for c in convs:
         for m in c.messages:
             yield m["role"]
+
+
+# --------------------------------------------------------------------------- acceptance under both formats
+
+
+def paired_bootstrap(num_a: Sequence[float], den_a: Sequence[float], num_b: Sequence[float], den_b: Sequence[float],
+                     *, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict[str, float]:
+    """Interval on ratio_b - ratio_a (ratio = sum(num) / sum(den)), resampling prompts with the same
+    indices for both sides (the prompts are paired: one conversation, two renderings). Seeded, so a
+    report is reproducible."""
+    import numpy as np
+
+    na, da, nb, db = (np.asarray(x, dtype=np.float64) for x in (num_a, den_a, num_b, den_b))
+    n = na.size
+    point = float(nb.sum() / db.sum() - na.sum() / da.sum())
+    if n < 2:
+        return {"diff": point, "lo": float("nan"), "hi": float("nan"), "n_prompts": int(n), "n_boot": 0, "level": level}
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        diffs = nb[idx].sum(1) / db[idx].sum(1) - na[idx].sum(1) / da[idx].sum(1)
+    diffs = diffs[np.isfinite(diffs)]
+    lo, hi = np.quantile(diffs, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return {"diff": point, "lo": float(lo), "hi": float(hi), "n_prompts": int(n), "n_boot": int(n_boot), "level": level,
+            "seed": seed}
+
+
+def render_prompt_ids(tokenizer: Any, tpl: Template, convs: Sequence[Conversation], max_tokens: int | None) -> list[list[int]]:
+    out = []
+    for c in convs:
+        ids = render(tokenizer, tpl, prompt_view(c)).ids
+        out.append(ids[:max_tokens] if max_tokens else ids)
+    return out
+
+
+@dataclass
+class FormatComparison:
+    train: Any  # AcceptanceRun of the prompts rendered the training way
+    serve: Any  # AcceptanceRun of the same prompts rendered the serving way
+    table: dict[str, Any]
+    findings: list[Finding]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "findings": [f.to_dict() for f in self.findings],
+                "training_format_run": self.train.to_dict(), "serving_format_run": self.serve.to_dict()}
+
+
+def _per_prompt(res: dict[str, Any]) -> tuple[list[float], list[float], list[float], list[float]]:
+    acc = [float(sum(a)) for a in res["accepted_lengths"]]
+    passes = [float(len(a)) for a in res["accepted_lengths"]]
+    s1 = res.get("step1_counts") or []
+    return acc, passes, [float(h) for h, _ in s1], [float(n) for _, n in s1]
+
+
+def acceptance_by_format(setup: Any, convs: Sequence[Conversation], train: Template, serve: Template, *,
+                         seed: int = 0, n_boot: int = 2000, max_tokens: int | None = 512, **kwargs: Any) -> FormatComparison:
+    """Replay the same conversations rendered the training way and the serving way through
+    :func:`doctor.acceptance` (the serving feature path both times, so only the format differs) and
+    compare per-position acceptance and step-1 accuracy, with paired bootstrap intervals over prompts."""
+    from .doctor import acceptance
+
+    tok = setup.target.tokenizer
+    diffs = [diff_conversation(tok, train, serve, c) for c in convs]
+    runs = {}
+    for side, tpl in (("training", train), ("serving", serve)):
+        ids = render_prompt_ids(tok, tpl, convs, max_tokens)
+        runs[side] = acceptance(setup, prompt_ids=ids, max_tokens=max_tokens, **kwargs)
+    rt, rs = runs["training"].paths.get("serving"), runs["serving"].paths.get("serving")
+    if rt is None or rs is None:
+        raise BadInput("the serving feature path is not measurable with this draft", "fix the slot count first (see acceptance notes)")
+    at, pt, ht, nt = _per_prompt(rt)
+    as_, ps, hs, ns = _per_prompt(rs)
+    # mean acceptance length = 1 + accepted / passes: the interval of the difference is that of accepted/passes
+    mal = paired_bootstrap(at, pt, as_, ps, n_boot=n_boot, seed=seed)
+    s1 = paired_bootstrap(ht, nt, hs, ns, n_boot=n_boot, seed=seed + 1) if ht and hs else None
+    table = {
+        "prompts": len(convs),
+        "identical_prompts": sum(d.identical for d in diffs),
+        "training_format": {"mean_acceptance_length": rt["chain"].get("mean_acceptance_length"),
+                            "per_position_rate": rt["chain"].get("per_position_rate"), "acc_k": rt["acc_k"], "tau": rt["tau"]},
+        "serving_format": {"mean_acceptance_length": rs["chain"].get("mean_acceptance_length"),
+                           "per_position_rate": rs["chain"].get("per_position_rate"), "acc_k": rs["acc_k"], "tau": rs["tau"]},
+        "mean_acceptance_length_diff": mal,
+        "step1_accuracy_diff": s1,
+        "template_train": train.source, "template_serve": serve.source,
+    }
+    findings = diff_findings(tok, train, serve, diffs)
+    if mal["hi"] < 0:
+        fix = next((f.fix for f in findings), server_template_fix(train, "eagle3-doctor template-diff ... --write-template train.jinja"))
+        ev = [
+            f"mean acceptance length: serving format {table['serving_format']['mean_acceptance_length']:.3f}, "
+            f"training format {table['training_format']['mean_acceptance_length']:.3f}; difference {mal['diff']:+.3f} "
+            f"({int(100 * mal['level'])}% CI {mal['lo']:+.3f} .. {mal['hi']:+.3f}, paired bootstrap over {mal['n_prompts']} prompts, seed {mal['seed']})",
+        ]
+        if s1 is not None:
+            ev.append(f"step-1 accuracy: serving format {rs['acc_k'][0]:.3f}, training format {rt['acc_k'][0]:.3f}; "
+                      f"difference {s1['diff']:+.3f} (CI {s1['lo']:+.3f} .. {s1['hi']:+.3f})")
+        ev.append(f"{table['identical_prompts']} of {len(convs)} prompts render identically both ways")
+        findings.append(Finding("TPL008", f"acceptance is significantly lower with prompts in the serving format "
+                                f"({table['serving_format']['mean_acceptance_length']:.2f} vs "
+                                f"{table['training_format']['mean_acceptance_length']:.2f} mean acceptance length)", ev, fix,
+                                data={"mean_acceptance_length_diff": mal, "step1_accuracy_diff": s1}))
+    return FormatComparison(runs["training"], runs["serving"], table, findings)
+
+
+def render_format_table(console: Any, cmp: FormatComparison) -> None:
+    from rich.table import Table
+
+    t = cmp.table
+    tab = Table(title=f"acceptance by prompt format ({t['prompts']} prompts, {t['identical_prompts']} render identically)")
+    for col in ("metric", "training format", "serving format", "serving - training (95% CI)"):
+        tab.add_column(col)
+    tr, sv = t["training_format"], t["serving_format"]
+    mal, s1 = t["mean_acceptance_length_diff"], t["step1_accuracy_diff"]
+
+    def ci(d: dict[str, float] | None) -> str:
+        return "-" if d is None else f"{d['diff']:+.3f} ({d['lo']:+.3f} .. {d['hi']:+.3f})"
+
+    tab.add_row("mean acceptance length", f"{tr['mean_acceptance_length']:.3f}", f"{sv['mean_acceptance_length']:.3f}", ci(mal))
+    tab.add_row("step-1 accuracy", f"{tr['acc_k'][0]:.3f}", f"{sv['acc_k'][0]:.3f}", ci(s1))
+    for k, (a, b) in enumerate(zip(tr["per_position_rate"] or [], sv["per_position_rate"] or [])):
+        tab.add_row(f"acceptance at position {k + 1}", f"{a:.3f}", f"{b:.3f}", f"{b - a:+.3f}")
+    console.print(tab)
+
+
+# --------------------------------------------------------------------------- tokenizer and data checks
+
+
+def _vocab_hash(tok: Any) -> str:
+    import hashlib
+
+    items = sorted(tok.get_vocab().items())
+    return hashlib.sha256(json.dumps(items).encode()).hexdigest()[:16]
+
+
+def tokenizer_facts(tok: Any) -> dict[str, Any]:
+    probe = "hello"
+    plain = tok(probe, add_special_tokens=False)["input_ids"]
+    special = tok(probe)["input_ids"]
+    return {
+        "vocab_size": len(tok), "vocab_hash": _vocab_hash(tok),
+        "bos_token": tok.bos_token, "eos_token": tok.eos_token, "pad_token": tok.pad_token, "unk_token": tok.unk_token,
+        "added_tokens": sorted(str(t) for t in tok.get_added_vocab()),
+        "adds_bos": bool(len(special) > len(plain) and tok.bos_token_id is not None and special[0] == tok.bos_token_id),
+        "adds_eos": bool(len(special) > len(plain) and tok.eos_token_id is not None and special[-1] == tok.eos_token_id),
+        "chat_template_hash": _text_hash(getattr(tok, "chat_template", None)),
+    }
+
+
+def _text_hash(text: Any) -> str | None:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:16] if isinstance(text, str) else None
+
+
+def tokenizer_findings(target_tok: Any, draft_tok: Any, draft_src: str) -> tuple[dict[str, Any], list[Finding]]:
+    """The draft's training tokenizer vs the target's: vocabulary, special and added tokens, BOS/EOS."""
+    t, d = tokenizer_facts(target_tok), tokenizer_facts(draft_tok)
+    out: list[Finding] = []
+    if t["vocab_hash"] != d["vocab_hash"]:
+        tv, dv = target_tok.get_vocab(), draft_tok.get_vocab()
+        moved = sorted(k for k in set(tv) & set(dv) if tv[k] != dv[k])
+        ev = [f"target: {t['vocab_size']} tokens, hash {t['vocab_hash']}; draft training tokenizer ({draft_src}): "
+              f"{d['vocab_size']} tokens, hash {d['vocab_hash']}",
+              f"{len(set(tv) - set(dv))} token(s) only in the target, {len(set(dv) - set(tv))} only in the training "
+              f"tokenizer, {len(moved)} with another id" + (f" (first: {moved[:3]})" if moved else "")]
+        out.append(Finding("TPL009", "the draft was trained with another tokenizer than the target's", ev,
+                           "retrain the draft on data tokenized with the target's own tokenizer (ids must mean the same tokens)"))
+    diffs = [f"{k}: target {t[k]!r}, training {d[k]!r}" for k in ("bos_token", "eos_token", "pad_token", "unk_token", "adds_bos", "adds_eos")
+             if t[k] != d[k]]
+    only_t = sorted(set(t["added_tokens"]) - set(d["added_tokens"]))
+    only_d = sorted(set(d["added_tokens"]) - set(t["added_tokens"]))
+    if only_t or only_d:
+        diffs.append(f"added tokens only in the target: {only_t[:8]}; only in training: {only_d[:8]}")
+    if diffs:
+        out.append(Finding("TPL010", "special tokens or BOS/EOS handling differ between the training tokenizer and the target's", diffs,
+                           "tokenize the training data with the target's tokenizer files (tokenizer.json, tokenizer_config.json) "
+                           "and retrain, or serve with the training tokenizer's special tokens"))
+    return {"target": t, "training": d, "training_source": draft_src}, out
+
+
+def role_headers(tokenizer: Any, tpl: Template, roles: Iterable[str]) -> dict[str, list[int]]:
+    """The tokens a template puts right before a message's content, per role (rendered, never guessed):
+    a sentinel content is rendered through the template and the tokens between the previous turn and
+    the sentinel are that role's header."""
+    sentinel = "\u2063SENTINEL\u2063"
+    out: dict[str, list[int]] = {}
+    for role in roles:
+        alone = role in ("user", "system")
+        msgs = [{"role": role, "content": sentinel}] if alone else [{"role": "user", "content": "x"}, {"role": role, "content": sentinel}]
+        try:
+            text = tokenizer.apply_chat_template(msgs, chat_template=tpl.text, tokenize=False, **tpl.kwargs)
+        except Exception:  # a template that refuses the role: it has no header for it
+            continue
+        pos = text.find(sentinel)
+        if pos <= 0:
+            continue
+        before = text[:pos].rstrip()  # trailing whitespace may merge with the content's first token
+        if not alone:
+            prev = tokenizer.apply_chat_template(msgs[:1], chat_template=tpl.text, tokenize=False, **tpl.kwargs)
+            if before.startswith(prev):
+                before = before[len(prev):]
+        ids = tokenizer(before, add_special_tokens=False)["input_ids"]
+        if ids and tokenizer.bos_token_id is not None and ids[0] == tokenizer.bos_token_id and len(ids) > 1:
+            ids = ids[1:]  # BOS opens the conversation, not the role
+        if ids:
+            out[role] = ids
+    return out
+
+
+def _find_all(seq: list[int], sub: list[int]) -> list[int]:
+    n = len(sub)
+    return [i for i in range(len(seq) - n + 1) if seq[i:i + n] == sub] if n else []
+
+
+def loss_mask_report(tokenizer: Any, tpl: Template, samples: Sequence[TokenizedSample]) -> dict[str, Any]:
+    """Which roles the loss mask trained on: each masked token is attributed to the role whose header
+    (as the training template renders it) precedes it most closely."""
+    headers = role_headers(tokenizer, tpl, ("system", "user", "assistant", "tool"))
+    trained: dict[str, int] = {}
+    total: dict[str, int] = {}
+    bos = tokenizer.bos_token_id
+    dup_bos = 0
+    with_mask = [s for s in samples if s.loss_mask is not None]
+    for s in samples:
+        if bos is not None and len(s.input_ids) > 1 and s.input_ids[0] == bos and s.input_ids[1] == bos:
+            dup_bos += 1
+    for s in with_mask:
+        marks = sorted((i + len(h), r) for r, h in headers.items() for i in _find_all(s.input_ids, h))
+        role_at = ["(before any header)"] * len(s.input_ids)
+        for (start, r), nxt in zip(marks, marks[1:] + [(len(s.input_ids), "")]):
+            for j in range(start, nxt[0]):
+                role_at[j] = r
+        for j, (r, m) in enumerate(zip(role_at, s.loss_mask)):  # type: ignore[arg-type]
+            total[r] = total.get(r, 0) + 1
+            trained[r] = trained.get(r, 0) + int(m)
+    return {
+        "samples": len(samples), "with_loss_mask": len(with_mask),
+        "trained_tokens_by_role": trained, "tokens_by_role": total,
+        "trained_share": (sum(trained.values()) / max(sum(total.values()), 1)) if with_mask else None,
+        "duplicated_bos": dup_bos, "role_headers": {r: tokenizer.decode(h) for r, h in headers.items()},
+    }
+
+
+def loss_mask_findings(rep: dict[str, Any], where: str) -> list[Finding]:
+    out: list[Finding] = []
+    tr = rep["trained_tokens_by_role"]
+    if rep["with_loss_mask"]:
+        other = {r: n for r, n in tr.items() if r != "assistant" and n}
+        if not tr.get("assistant"):
+            out.append(Finding("TPL011", "the training loss mask covers no assistant tokens",
+                               [f"{where}: trained tokens by role {tr}"],
+                               "rebuild the loss mask from the assistant turns (SpecForge: --chat-template matching the data's template)"))
+        elif other:
+            out.append(Finding("TPL011", f"the training loss mask also trains on {', '.join(sorted(other))} tokens; serving drafts only assistant replies",
+                               [f"{where}: trained tokens by role {tr} (of {rep['tokens_by_role']})"],
+                               "mask everything but the assistant turns (SpecForge's parser does; check the assistant header "
+                               "in the recipe's template matches the data)", severity="warning"))
+    if rep["duplicated_bos"]:
+        out.append(Finding("TPL002", f"{rep['duplicated_bos']} of {rep['samples']} tokenized training sample(s) start with two BOS tokens",
+                           [f"{where}: the template's BOS plus the tokenizer's own"],
+                           "retrain tokenizing the rendered text with add_special_tokens=False (the template already places BOS)"))
+    return out
+
+
+def data_report(ds: Dataset) -> dict[str, Any]:
+    """What the draft learned from, sampled: layouts, system prompts, turns, roles."""
+    convs = ds.conversations
+    n = len(convs)
+    roles: dict[str, int] = {}
+    for r in iter_roles(convs):
+        roles[r] = roles.get(r, 0) + 1
+    turns = [sum(m["role"] == "user" for m in c.messages) for c in convs]
+    systems = [c.messages[0]["content"] for c in convs if c.messages[0]["role"] == "system"]
+    common = max(set(systems), key=systems.count) if systems else None
+    return {
+        "path": ds.path, "layouts": ds.layouts, "conversations": n, "tokenized_rows": len(ds.tokenized),
+        "with_system_prompt": len(systems), "share_with_system_prompt": (len(systems) / n) if n else None,
+        "most_common_system_prompt": common, "average_user_turns": (sum(turns) / n) if n else None,
+        "messages_by_role": roles, "with_tools": sum(1 for c in convs if c.tools),
+    }

@@ -239,3 +239,95 @@ def test_data_only_fixture_step_reproduces_the_committed_files(tmp_path):
     for sub in ("templates", "conversations"):
         for f in sorted((FIX / sub).iterdir()):
             assert (out / sub / f.name).read_bytes() == f.read_bytes(), f
+
+
+# --------------------------------------------------------------------------- acceptance under both formats
+
+
+def test_paired_bootstrap_is_seeded_and_brackets_the_difference():
+    from eagle3_doctor.templates import paired_bootstrap
+
+    acc_a, n_a = [10, 12, 9, 11, 10, 13], [8, 8, 8, 8, 8, 8]
+    acc_b = [6, 7, 5, 6, 8, 6]
+    one = paired_bootstrap(acc_a, n_a, acc_b, n_a, seed=3)
+    assert one == paired_bootstrap(acc_a, n_a, acc_b, n_a, seed=3)
+    assert one["lo"] <= one["diff"] <= one["hi"] < 0
+    same = paired_bootstrap(acc_a, n_a, acc_a, n_a)
+    assert same["diff"] == same["lo"] == same["hi"] == 0.0
+    noisy = paired_bootstrap([10, 0, 10, 0], [8] * 4, [0, 10, 0, 10], [8] * 4)
+    assert noisy["lo"] < 0 < noisy["hi"]
+
+
+def _format_run(setup, serve_path, n):
+    from eagle3_doctor.templates import acceptance_by_format
+
+    tok = setup.target.tokenizer
+    convs = load_requests(CONV / "requests.jsonl")[:n]
+    train = load_template(None, str(TARGET), tok, side="train")
+    serve = load_template(serve_path, str(TARGET), tok, side="serve")
+    return acceptance_by_format(setup, convs, train, serve, num_steps=3, max_new_tokens=24, batch_size=8)
+
+
+def test_acceptance_in_the_training_format_twice_differs_by_nothing(setup_sglang):
+    cmp = _format_run(setup_sglang, TRAIN_TPL, 4)
+    d = cmp.table["mean_acceptance_length_diff"]
+    assert d["diff"] == d["lo"] == d["hi"] == 0.0 and cmp.table["identical_prompts"] == 4
+    assert cmp.findings == []
+    assert len(cmp.train.paths["serving"]["step1_counts"]) == 4
+
+
+def test_acceptance_in_a_foreign_format_is_lower_and_named(setup_sglang):
+    cmp = _format_run(setup_sglang, str(TPL / "chatml.jinja"), 8)
+    t = cmp.table
+    assert t["serving_format"]["mean_acceptance_length"] < t["training_format"]["mean_acceptance_length"]
+    assert {"TPL001", "TPL004"} <= {f.code for f in cmp.findings}
+    d = t["mean_acceptance_length_diff"]
+    assert d["lo"] <= d["diff"] <= d["hi"]
+    if d["hi"] < 0:
+        f = next(f for f in cmp.findings if f.code == "TPL008")
+        assert "paired bootstrap over 8 prompts" in f.evidence[0] and "--chat-template" in f.fix
+
+
+# --------------------------------------------------------------------------- tokenizer and data checks
+
+
+def test_loss_mask_roles_and_data_report():
+    res = template_diff(str(TARGET), train_data=str(CONV / "tokenized.jsonl"), train_tokenizer=str(TARGET))
+    assert res.findings == []
+    lm = res.data_report["loss_mask"]
+    assert lm["trained_tokens_by_role"]["assistant"] > 0 and lm["trained_tokens_by_role"].get("user", 0) == 0
+    rep = template_diff(str(TARGET), train_data=str(CONV / "openai.jsonl")).data_report
+    assert rep["conversations"] == 7 and rep["with_system_prompt"] == 0 and abs(rep["average_user_turns"] - 8 / 7) < 1e-9
+
+
+def test_a_loss_mask_on_user_tokens_and_a_double_bos_are_found(tmp_path, tok):
+    rows = [json.loads(ln) for ln in (CONV / "tokenized.jsonl").read_text().splitlines()]
+    bos = tok.bos_token_id
+    bad = [{"input_ids": [bos] + r["input_ids"], "loss_mask": [1] * (len(r["input_ids"]) + 1)} for r in rows[:2]]
+    bad[0]["input_ids"] = [bos] + bad[0]["input_ids"]
+    bad[0]["loss_mask"] = [1] + bad[0]["loss_mask"]
+    f = tmp_path / "tok.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in bad))
+    res = template_diff(str(TARGET), train_data=str(f))
+    by = {x.code: x for x in res.findings}
+    assert "user" in by["TPL011"].title and by["TPL011"].severity == "warning"
+    assert "1 of 2 tokenized" in by["TPL002"].title
+
+
+def test_another_training_tokenizer_is_found(tmp_path):
+    other = tmp_path / "tok"
+    other.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(TARGET / name, other / name)
+    data = json.loads((other / "tokenizer.json").read_text())
+    vocab = data["model"]["vocab"]
+    a, b = sorted(vocab, key=vocab.get)[100:102]
+    vocab[a], vocab[b] = vocab[b], vocab[a]  # two ids swapped: same size, other meaning
+    (other / "tokenizer.json").write_text(json.dumps(data))
+    cfg = json.loads((other / "tokenizer_config.json").read_text())
+    cfg["eos_token"] = "<|endoftext|>"
+    (other / "tokenizer_config.json").write_text(json.dumps(cfg))
+    res = template_diff(str(TARGET), train_tokenizer=str(other), requests=str(CONV / "requests.jsonl"), limit=2)
+    codes_ = [f.code for f in res.findings]
+    assert "TPL009" in codes_ and "TPL010" in codes_
+    assert "2 with another id" in next(f for f in res.findings if f.code == "TPL009").evidence[1]
