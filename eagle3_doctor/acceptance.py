@@ -206,6 +206,7 @@ class PathAccumulator:
     passes_drf: list[int] = field(default_factory=list)
     per_request: list[dict[str, float]] = field(default_factory=list)
     per_request_passes: list[tuple[list[int], list[int]]] = field(default_factory=list)
+    per_request_step1: list[tuple[int, int]] = field(default_factory=list)  # (hits, positions) per sequence
     hits: np.ndarray | None = None
     totals: np.ndarray | None = None
     pos_hits: dict[int, list[int]] = field(default_factory=dict)  # bucket -> [hits, total] for step 1
@@ -236,6 +237,7 @@ class PathAccumulator:
         step1 = m[:, 0] & region
         valid1 = v[:, 0] & region
         for b in range(B):
+            self.per_request_step1.append((int(step1[b].sum()), int(valid1[b].sum())))
             ts = np.nonzero(valid1[b])[0]
             if ts.size == 0:
                 continue
@@ -298,6 +300,7 @@ class PathAccumulator:
         res["per_request_mean_acceptance_length"] = float(np.mean(lengths)) if lengths else float("nan")
         res["accepted_lengths"] = [a for a, _ in self.per_request_passes]
         res["acc_k_by_request"] = [{"hits": h, "positions": n} for h, n in self.per_request_hits]
+        res["step1_counts"] = [list(x) for x in self.per_request_step1]  # per sequence: a paired bootstrap resamples these
         if self.tree_acc:
             res["tree"] = metrics_from_passes(self.tree_acc, self.tree_drf, K)
             if self.tree_per_request:

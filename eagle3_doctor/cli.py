@@ -589,6 +589,11 @@ def acceptance_cmd(
     json_out: JsonOut = None,
     report: ReportDir = None,
     quiet: Quiet = False,
+    train_template: Annotated[Optional[str], typer.Option("--train-template", help="With --serve-template: replay the --prompts/--requests conversations rendered the training way and the serving way, side by side (target, a .jinja file or a tokenizer directory).")] = None,
+    serve_template: Annotated[Optional[str], typer.Option("--serve-template", help="The chat template the server renders with: target, or the file passed to the server's --chat-template.")] = None,
+    train_system_prompt: Annotated[Optional[str], typer.Option("--train-system-prompt", help="System prompt the training recipe inserted into conversations without one.")] = None,
+    requests: Annotated[Optional[str], typer.Option("--requests", help="With the template options: serving requests (OpenAI chat-completions JSON) to replay in both formats.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap interval over prompts (prompt-format comparison).")] = 0,
 ) -> int:
     """Per-position acceptance and draft accuracy under the serving and the training features."""
     _preflight(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
@@ -618,12 +623,21 @@ def acceptance_cmd(
     setup = _setup(r.target, r.draft, draft_format, r.engine, r.engine_version, layer_ids, train_recipe, r.dtype, device,
                    trust_remote_code, device_map, max_memory, quiet)
     bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
-    with _progress(quiet) as cb:
-        run = acceptance(setup, prompts_path=prompts, train_dump=train_dump, num_steps=num_steps, continuation=continuation,
-                         max_new_tokens=max_new_tokens, max_tokens=max_tokens, batch_size=bs, temperature=temperature,
-                         temp_mode=temperature_mode, topk=topk, num_draft_tokens=num_draft_tokens,
-                         token_tree=sc.token_tree if sc is not None else None, reference=reference_loop,
-                         scan=scan, limit=limit, progress=cb)
+    fmt = None
+    if train_template or serve_template or train_system_prompt is not None or requests:
+        fmt = _format_acceptance(setup, prompts, requests, train_template, serve_template, train_system_prompt, limit, seed,
+                                 quiet, num_steps=num_steps, continuation=continuation, max_new_tokens=max_new_tokens,
+                                 max_tokens=max_tokens, batch_size=bs, temperature=temperature, temp_mode=temperature_mode,
+                                 topk=topk, num_draft_tokens=num_draft_tokens, reference=reference_loop, scan=scan)
+        run = fmt.serve
+        run.findings = fmt.findings + run.findings
+    else:
+        with _progress(quiet) as cb:
+            run = acceptance(setup, prompts_path=prompts, train_dump=train_dump, num_steps=num_steps, continuation=continuation,
+                             max_new_tokens=max_new_tokens, max_tokens=max_tokens, batch_size=bs, temperature=temperature,
+                             temp_mode=temperature_mode, topk=topk, num_draft_tokens=num_draft_tokens,
+                             token_tree=sc.token_tree if sc is not None else None, reference=reference_loop,
+                             scan=scan, limit=limit, progress=cb)
     serving = run.paths.get("serving", {})
     rate1 = (serving.get("chain", {}).get("per_position_rate") or [float("nan")])[0]
     if min_accept_rate is not None and not rate1 >= min_accept_rate:
@@ -649,7 +663,16 @@ def acceptance_cmd(
         from .serving import render_comparison
 
         render_comparison(con, server)
-    _write_json(json_out, {**run.to_dict(), **({"server": server.to_dict()} if server is not None else {})}, trust_remote_code)
+    if fmt is not None:
+        from .templates import render_format_table
+
+        render_format_table(con, fmt)
+    doc = run.to_dict()
+    if server is not None:
+        doc["server"] = server.to_dict()
+    if fmt is not None:
+        doc["prompt_format"] = fmt.to_dict()
+    _write_json(json_out, doc, trust_remote_code)
     if plot or report:
         from .plots import write_acceptance_report
 
@@ -778,6 +801,72 @@ def fingerprint_cmd(
     _write_json(json_out, fp.to_dict(), trust_remote_code)
     conf = next((r for r in fp.rows if r["configured"]), None)
     return EXIT_FINDINGS if fp.determined and conf is not None and conf["rank"] != 1 else EXIT_OK
+
+
+# ----------------------------------------------------------------------------- prompt format (issue 15)
+TrainTemplate = Annotated[Optional[str], typer.Option("--train-template", help="Chat template the draft's training data was rendered with: target (the target tokenizer's own), a .jinja file, a tokenizer_config.json or a tokenizer directory. Default: target.")]
+ServeTemplate = Annotated[Optional[str], typer.Option("--serve-template", help="Chat template the server renders with: target, or the file passed to the server's --chat-template. Default: target.")]
+TrainSystemPrompt = Annotated[Optional[str], typer.Option("--train-system-prompt", help="System prompt the training recipe inserted into conversations without one (SpecForge's --chat-template NAME does).")]
+TrainAddSpecial = Annotated[bool, typer.Option("--train-add-special-tokens", help="Training tokenized the rendered text with add_special_tokens=True (a BOS on top of the template's).")]
+TrainKwargs = Annotated[Optional[str], typer.Option("--train-template-kwargs", help="JSON template variables training rendered with, e.g. '{\"enable_thinking\": false}'.")]
+ServeKwargs = Annotated[Optional[str], typer.Option("--serve-template-kwargs", help="JSON template variables the server renders with (chat_template_kwargs).")]
+
+
+def _format_acceptance(setup: Any, prompts: Optional[str], requests: Optional[str], train_template: Optional[str],
+                       serve_template: Optional[str], train_system_prompt: Optional[str], limit: Optional[int], seed: int,
+                       quiet: bool, **kwargs: Any):
+    from .errors import BadInput
+    from .templates import acceptance_by_format, load_dataset, load_requests, load_template
+
+    if not (prompts or requests):
+        raise BadInput("the prompt-format comparison needs conversations", "pass --prompts FILE or --requests FILE (chat messages)")
+    convs = load_requests(requests) if requests else load_dataset(prompts, "prompts file").conversations
+    if not convs:
+        raise BadInput("no chat conversations to render in two formats", "pass --prompts or --requests with messages")
+    convs = convs[:limit] if limit else convs
+    tok, tdir = setup.target.tokenizer, setup.target.name
+    train = load_template(train_template, tdir, tok, side="train", system_prompt=train_system_prompt)
+    serve = load_template(serve_template, tdir, tok, side="serve")
+    with _progress(quiet) as cb:
+        return acceptance_by_format(setup, convs, train, serve, seed=seed, progress=cb, **kwargs)
+
+
+@app.command("template-diff")
+@guarded
+def template_diff_cmd(
+    target: Target,
+    train_template: TrainTemplate = None,
+    serve_template: ServeTemplate = None,
+    train_system_prompt: TrainSystemPrompt = None,
+    train_add_special_tokens: TrainAddSpecial = False,
+    train_template_kwargs: TrainKwargs = None,
+    serve_template_kwargs: ServeKwargs = None,
+    train_data: Annotated[Optional[str], typer.Option("--train-data", help="Training data: JSONL of OpenAI messages, ShareGPT or SpecForge conversations, or input_ids/loss_mask rows.")] = None,
+    requests: Annotated[Optional[str], typer.Option("--requests", help="Serving requests: OpenAI chat-completions JSON (object, array or JSONL).")] = None,
+    prompts: Prompts = None,
+    limit: Limit = None,
+    train_tokenizer: Annotated[Optional[str], typer.Option("--train-tokenizer", help="Tokenizer directory the draft's training data was made with: compared with the target's (vocabulary hash, special and added tokens, BOS/EOS).")] = None,
+    write_template: Annotated[Optional[str], typer.Option("--write-template", help="Write the training chat template to this file (to pass to the server's --chat-template).")] = None,
+    json_out: JsonOut = None,
+) -> int:
+    """Render the same conversations the training way and the serving way; report the first differing tokens."""
+    from .templates import parse_kwargs, render_template_diff, template_diff
+
+    res = template_diff(target, train_template=train_template, serve_template=serve_template,
+                        train_system_prompt=train_system_prompt, train_add_special_tokens=train_add_special_tokens,
+                        train_kwargs=parse_kwargs(train_template_kwargs, "--train-template-kwargs"),
+                        serve_kwargs=parse_kwargs(serve_template_kwargs, "--serve-template-kwargs"),
+                        train_data=train_data, requests=requests, prompts=prompts, limit=limit, train_tokenizer=train_tokenizer)
+    if write_template:
+        from pathlib import Path
+
+        Path(write_template).write_text(res.train.text, encoding="utf-8")
+        for f in res.findings:
+            if f.fix and "write the training template to a file" in f.fix:
+                f.fix = f"launch the server with --chat-template {write_template} (SGLang and vLLM), the training template written there"
+    render_template_diff(_console(), res)
+    _write_json(json_out, res.to_dict(), False)
+    return EXIT_FINDINGS if any(f.severity in ("error", "warning") for f in res.findings) else EXIT_OK
 
 
 def run() -> None:

@@ -500,6 +500,11 @@ def acceptance(
             for j, i in enumerate(order):
                 tree_by[i] = res["tree"]["accepted_lengths"][j]
             res["tree"]["accepted_lengths"] = tree_by
+        if "step1_counts" in res:
+            s1: list[Any] = [None] * len(seqs)
+            for j, i in enumerate(order):
+                s1[i] = res["step1_counts"][j]
+            res["step1_counts"] = s1
     ref = None
     if reference:
         if continuation != "greedy":

@@ -74,6 +74,18 @@ CODES: dict[str, tuple[str, str]] = {
     # --- engine failures (issue 12: engine truth, from the engines' own code, executed)
     "ENG001": (ERROR, "the engine refuses to start with this target, draft config or ids"),
     "ENG002": (ERROR, "the engine crashes on the first forward with these ids"),
+    # --- prompt format: training vs serving chat template and data (issue 15, templates.py)
+    "TPL001": (ERROR, "the serving template renders role tags or turn layout differently from training"),
+    "TPL002": (ERROR, "BOS handling differs between training and serving (missing or duplicated BOS)"),
+    "TPL003": (ERROR, "a system prompt is present on one side only"),
+    "TPL004": (ERROR, "the generation prompt the draft continues from differs"),
+    "TPL005": (WARNING, "training and serving renderings differ only in whitespace"),
+    "TPL006": (ERROR, "the thinking section is rendered on one side only"),
+    "TPL007": (WARNING, "the tool section differs between training and serving"),
+    "TPL008": (ERROR, "acceptance is significantly lower with prompts in the serving format than in the training format"),
+    "TPL009": (ERROR, "the draft was trained with another tokenizer (vocabulary) than the target's"),
+    "TPL010": (WARNING, "special tokens, added tokens or BOS/EOS handling differ between the training tokenizer and the target's"),
+    "TPL011": (ERROR, "the training loss mask does not match what serving drafts for (assistant replies)"),
 }
 
 
