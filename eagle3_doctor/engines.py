@@ -440,7 +440,13 @@ def check_engine(engine: str, version: str | None) -> str:
         return versions[0]
     version = version.strip()
     if engine in ("sglang", "vllm"):
-        _vkey(version)  # a release number, or BadInput
+        k, newest = _vkey(version), _vkey(NEWEST[engine])
+        # newer releases of the same or the next minor series take the newest row; anything further out is
+        # not a release this table can speak for
+        if k[:2] > (newest[0], newest[1] + 1):
+            raise BadInput(f"--engine-version {version} is newer than any {engine} release the engine table covers "
+                           f"(newest executed: {NEWEST[engine]})",
+                           "add it to conformance/releases.py and run make conformance, or name the closest release")
         if engine == "vllm" and "-" in version and vllm_runner(version) not in ("v1", "v2"):
             raise BadInput(f"--engine-version {version}: unknown runner suffix", "use e.g. 0.33.0, 0.33.0-v1 or 0.33.0-v2")
         return version
