@@ -122,7 +122,10 @@ def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Capture
     # sorted(ids)[i]. One-model mode (Eagle3OneModelSpecMetadata, the default) only sorts, so -1
     # (the final state) takes the first slot; the two-model path (Eagle3SpecMetadata) moves it last.
     use = [1, L // 2 - 1, L - 4] if ids is None else sorted(set(ids))
-    return _after_layer_sorted(L, use, final_norm(), minus_one_last=version.endswith("two-model"))
+    c = _after_layer_sorted(L, use, final_norm(), minus_one_last=version.endswith("two-model"))
+    # the note compares with what the user wrote, not with the de-duplicated set
+    c.note = f"ids are sorted: {list(ids)} -> {c.internal}" if ids is not None and list(ids) != c.internal else None
+    return c
 
 
 def _modelopt(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
