@@ -122,7 +122,10 @@ def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Capture
     # sorted(ids)[i]. One-model mode (Eagle3OneModelSpecMetadata, the default) only sorts, so -1
     # (the final state) takes the first slot; the two-model path (Eagle3SpecMetadata) moves it last.
     use = [1, L // 2 - 1, L - 4] if ids is None else sorted(set(ids))
-    return _after_layer_sorted(L, use, final_norm(), minus_one_last=version.endswith("two-model"))
+    c = _after_layer_sorted(L, use, final_norm(), minus_one_last=version.endswith("two-model"))
+    # the note compares with what the user wrote, not with the de-duplicated set
+    c.note = f"ids are sorted: {list(ids)} -> {c.internal}" if ids is not None and list(ids) != c.internal else None
+    return c
 
 
 def _modelopt(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
@@ -440,7 +443,13 @@ def check_engine(engine: str, version: str | None) -> str:
         return versions[0]
     version = version.strip()
     if engine in ("sglang", "vllm"):
-        _vkey(version)  # a release number, or BadInput
+        k, newest = _vkey(version), _vkey(NEWEST[engine])
+        # newer releases of the same or the next minor series take the newest row; anything further out is
+        # not a release this table can speak for
+        if k[:2] > (newest[0], newest[1] + 1):
+            raise BadInput(f"--engine-version {version} is newer than any {engine} release the engine table covers "
+                           f"(newest executed: {NEWEST[engine]})",
+                           "add it to conformance/releases.py and run make conformance, or name the closest release")
         if engine == "vllm" and "-" in version and vllm_runner(version) not in ("v1", "v2"):
             raise BadInput(f"--engine-version {version}: unknown runner suffix", "use e.g. 0.33.0, 0.33.0-v1 or 0.33.0-v2")
         return version

@@ -64,11 +64,13 @@ def test_same_ids_mean_different_layers_in_sglang_and_vllm():
 
 def test_specforge_draft_on_vllm_reads_the_nested_fallback():
     # vLLM 0.33 V1 falls back to eagle_config ids and reads them as vLLM ids: one layer early
-    res = run("sglang", "vllm", "0.33.0")
+    res = run("sglang", "vllm", "0.33.0-v1")
     assert "CAP001" in codes(res)
     # the V2 runner never looks there: default, which is what was trained, with an info note
     res2 = run("sglang", "vllm", "0.33.0-v2")
     assert res2.consistent and any(f.code == "CAP007" for f in res2.findings)
+    # a stock 0.33 launch runs Model Runner V2 (issue 12)
+    assert run("sglang", "vllm", "0.33.0").consistent
 
 
 def test_ids_in_a_key_sglang_does_not_read():
@@ -78,7 +80,9 @@ def test_ids_in_a_key_sglang_does_not_read():
 
 
 def test_final_norm_substituted_for_the_last_layer():
-    res = run("sglang", "trtllm", layer_ids="1,3,-1")
+    # the two-model path moves -1 last; one-model (the default) only sorts, so it lands in slot 0
+    assert run("sglang", "trtllm", layer_ids="1,3,-1").serving.spec[0] == final_norm()
+    res = run("sglang", "trtllm", "1.2-two-model", layer_ids="1,3,-1")
     assert res.serving.spec == (layer_out(1), layer_out(3), final_norm())
     f = res.findings[0]
     assert f.code == "CAP003" and "slot 2 is fed final_norm" in f.title
@@ -86,7 +90,10 @@ def test_final_norm_substituted_for_the_last_layer():
 
 
 def test_permuted_slots():
-    res = run("sglang", "sglang", layer_ids="4,1,3")
+    # SGLang captures in layer order (srt/models/llama.py membership loop): unsorted ids are served
+    # sorted, so a draft trained on another order gets its slots permuted
+    assert run("sglang", "sglang", layer_ids="4,1,3").serving.spec == TRAINED
+    res = run("sglang", "sglang", recipe="hf-hidden-states:5,2,4")
     assert res.findings[0].code == "CAP004"
 
 
