@@ -82,6 +82,7 @@ app = typer.Typer(
 # ----------------------------------------------------------------------------- shared options
 Target = Annotated[str, typer.Option("--target", "-t", help="Target model: local directory or hub id.")]
 Draft = Annotated[Optional[str], typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
+RequiredDraft = Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
 DraftFormat = Annotated[Optional[str], typer.Option("--draft-format", help="Force the draft format: eagle, sglang or speculators (default: detect).")]
 Engine = Annotated[str, typer.Option("--engine", "-e", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle.")]
 EngineVersion = Annotated[Optional[str], typer.Option("--engine-version", help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; trtllm 1.2|1.2-two-model.")]
@@ -315,7 +316,7 @@ def main(
 @guarded
 def inspect_cmd(
     target: Target,
-    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")],
+    draft: RequiredDraft,
     draft_format: DraftFormat = None,
     engine: Engine = "sglang",
     engine_version: EngineVersion = None,
@@ -435,7 +436,7 @@ def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Op
 @guarded
 def acceptance_cmd(
     target: Target,
-    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")],
+    draft: RequiredDraft,
     draft_format: DraftFormat = None,
     engine: Engine = "sglang",
     engine_version: EngineVersion = None,
@@ -619,7 +620,7 @@ def gate_cmd(
 @guarded
 def fingerprint_cmd(
     target: Target,
-    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")],
+    draft: RequiredDraft,
     draft_format: DraftFormat = None,
     engine: Engine = "sglang",
     engine_version: EngineVersion = None,
