@@ -16,7 +16,7 @@ import re
 import stat
 import struct
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NoReturn
 
 from .errors import BadInput
 
@@ -84,6 +84,13 @@ def _under_a_file(p: Path) -> Path | None:
     return None
 
 
+def _raise_missing(p: Path, what: str, fix: str) -> NoReturn:
+    parent = _under_a_file(p)
+    if parent is not None:
+        raise BadInput(f"{what} {p} cannot exist: {parent} is a file, not a directory", fix)
+    raise BadInput(f"{what} {p} does not exist", fix)
+
+
 def require_file(path: str | os.PathLike, what: str, fix: str) -> Path:
     """A readable regular file, or one BadInput that says what it is instead."""
     p = Path(path)
@@ -93,10 +100,7 @@ def require_file(path: str | os.PathLike, what: str, fix: str) -> Path:
             raise BadInput(f"{what} {p} is not readable (permission denied)", "fix its permissions (chmod +r)")
         return p
     if k == "missing":
-        parent = _under_a_file(p)
-        if parent is not None:
-            raise BadInput(f"{what} {p} cannot exist: {parent} is a file, not a directory", fix)
-        raise BadInput(f"{what} {p} does not exist", fix)
+        _raise_missing(p, what, fix)
     if k == "dir":
         raise BadInput(f"{what} {p} is a directory, not a file", fix)
     raise BadInput(f"{what} {p} is {_WHAT.get(k, k)}, not a regular file", fix)
@@ -110,10 +114,7 @@ def require_dir(path: str | os.PathLike, what: str, fix: str) -> Path:
             raise BadInput(f"{what} {p} is not readable (permission denied)", "fix its permissions (chmod +rx)")
         return p
     if k == "missing":
-        parent = _under_a_file(p)
-        if parent is not None:
-            raise BadInput(f"{what} {p} cannot exist: {parent} is a file, not a directory", fix)
-        raise BadInput(f"{what} {p} does not exist", fix)
+        _raise_missing(p, what, fix)
     if k == "file":
         raise BadInput(f"{what} {p} is a file, not a directory", fix)
     raise BadInput(f"{what} {p} is {_WHAT.get(k, k)}, not a directory", fix)
