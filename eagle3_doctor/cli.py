@@ -210,8 +210,8 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
         except MemoryError:
             _fail("error: out of host memory -- fix: lower --batch-size or --max-tokens")
             raise typer.Exit(EXIT_BAD_INPUT) from None
-        except (typer.Exit, SystemExit):
-            raise
+        except (typer.Exit, SystemExit, _click_exceptions().ClickException):
+            raise  # usage errors raised inside a command get click's one-line form from _OneLineGroup
         except BrokenPipeError:
             _silence_stdout()
             _fail("error: standard output was closed before the results were written -- fix: keep the reader "
@@ -301,6 +301,18 @@ class _Resolved:
     serve: Any = None
 
 
+def _missing_option(flag: str, what: str) -> None:
+    """The same one-line usage error click gives for a required option (--serve-cmd may stand in for it)."""
+    vendored = getattr(typer.core, "_click", None)
+    if vendored is not None:
+        ctx = vendored.globals.get_current_context(silent=True)
+    else:
+        import click
+
+        ctx = click.get_current_context(silent=True)
+    raise _click_exceptions().UsageError(f"Missing option '{flag}' (or a --serve-cmd that names {what})", ctx=ctx)
+
+
 def _resolve_serve(serve_cmd: Optional[str], serve_config: Optional[str], target: Optional[str], draft: Optional[str],
                    engine: Optional[str], engine_version: Optional[str], dtype: str, need_draft: bool = False,
                    revision: Optional[str] = None, draft_revision: Optional[str] = None) -> _Resolved:
@@ -318,15 +330,19 @@ def _resolve_serve(serve_cmd: Optional[str], serve_config: Optional[str], target
         print(msg, file=sys.stderr, flush=True)
     target = target or (sc.target if sc else None)
     if not target:
-        raise BadInput("no target model", "pass --target DIR|HUB_ID or a --serve-cmd that names the model")
+        _missing_option("--target", "the model")
     draft = draft or (sc.draft if sc else None)
     if need_draft and not draft:
-        raise BadInput("no draft checkpoint", "pass --draft DIR|HUB_ID or a --serve-cmd with the draft path")
+        _missing_option("--draft", "the draft path")
     eng = (engine or (sc.engine if sc else None) or "sglang").lower()
     ver = engine_version or (sc.engine_version if sc and sc.engine == eng else None)
     if dtype == "auto" and sc is not None and sc.dtype not in (None, "auto"):
         dtype = {"half": "float16", "bf16": "bfloat16", "fp16": "float16", "float": "float32"}.get(sc.dtype, sc.dtype)
+    from .engines import check_engine
     from .hub import resolve
+
+    # the engine and release as resolved (from --serve-cmd, or the sglang default), refused before any download or load
+    check_engine(eng, ver)
 
     # hub ids (with a revision) become local snapshots here; local-looking paths never reach the hub
     if revision is None and sc is not None and target == sc.target:

@@ -30,6 +30,8 @@ from .taps import CapturePoint, FeatureSpec, all_points, embed, final_norm, form
 
 UNDETERMINED = "undetermined"
 
+SCHEMA = "eagle3-doctor/fingerprint/1"  # schemas/fingerprint.v1.schema.json
+
 
 def _move(p: CapturePoint, d: int, L: int) -> CapturePoint | None:
     """One layer earlier (d=-1) or later (d=+1), on the line embed, layer_out[0..L-1], final_norm."""
@@ -92,7 +94,7 @@ class FingerprintResult:
         return next((r for r in self.rows if r["spec"] == key), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "best": self.best, "tied": self.tied, "statistic": self.statistic,
+        return {"schema": SCHEMA, "verdict": self.verdict, "best": self.best, "tied": self.tied, "statistic": self.statistic,
                 "settings": self.settings, "seconds": self.seconds, "rows": self.rows}
 
 

@@ -36,6 +36,8 @@ SHAREGPT_ROLES = {
 }
 CONV_FIX = 'write one conversation per line: {"messages": [{"role": "user", "content": "..."}, ...]}'
 
+SCHEMA = "eagle3-doctor/template-diff/1"  # schemas/template-diff.v1.schema.json
+
 
 # --------------------------------------------------------------------------- data model
 
@@ -511,7 +513,7 @@ class TemplateDiffResult:
                     "add_special_tokens": t.add_special_tokens, "kwargs": t.kwargs}
 
         return {
-            "schema": "eagle3-doctor/template-diff/1", "target": self.target, "train_template": tpl(self.train),
+            "schema": SCHEMA, "target": self.target, "train_template": tpl(self.train),
             "serve_template": tpl(self.serve), "conversations": self.conversations, "identical": self.identical,
             "diffs": [{"where": d.where, "identical": d.identical, "train_len": d.train_len, "serve_len": d.serve_len,
                        "spans": [s.__dict__ for s in d.spans]} for d in self.diffs],

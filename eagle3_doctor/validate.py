@@ -284,7 +284,7 @@ def check_arguments(**kw: Any) -> None:
     if g("engine") is not None:
         from .engines import check_engine
 
-        check_engine(g("engine"), g("engine_version"))
+        check_engine(g("engine").lower(), g("engine_version"))  # --engine is case-insensitive (VLLM, SGLang)
     parse_layer_ids(g("layer_ids"))
     if g("train_recipe") is not None:
         from .engines import training_spec

@@ -132,8 +132,8 @@ def test_an_interrupted_report_leaves_no_report_and_no_temp_files(tmp_path, monk
 
     real = plots.heatmap_png
 
-    def interrupted(matrix, path):
-        real(matrix, path)
+    def interrupted(*args, **kwargs):
+        real(*args, **kwargs)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(plots, "heatmap_png", interrupted)
