@@ -54,6 +54,8 @@ CODES: dict[str, tuple[str, str]] = {
     "FWD003": (ERROR, "the engine replaces the draft's own lm_head or embed_tokens with the target's"),
     "FWD004": (ERROR, "tie_word_embeddings makes the engine use embed_tokens as the draft's lm_head"),
     "FWD005": (WARNING, "the draft has both norm_before_fc and fc_norm, a pair speculators rejects"),
+    "FWD006": (ERROR, "the engine rotates the draft's RoPE in another layout (NeoX vs GPT-J-interleaved) than training"),
+    "FWD007": (WARNING, "undetermined whether the draft was trained with NeoX or GPT-J-interleaved RoPE"),
     # --- acceptance
     "ACC001": (ERROR, "acceptance under the serving features is far below the training features"),
     "ACC002": (ERROR, "acceptance is low on the training features too: the draft itself is weak"),
