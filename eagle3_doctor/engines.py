@@ -39,12 +39,29 @@ def default_spec_llama(num_layers: int) -> FeatureSpec:
     return (layer_out(1), layer_out(L // 2 - 1), layer_out(L - 4))
 
 
+# HF model_type / architecture -> the target family whose SGLang setter and capture loop decide
+# (issue 12: families with their own setter, or a wrapper that delegates to its language model)
+_OWN_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "glm4_moe_lite": (("glm4_moe_lite",), ("glm4moeliteforcausallm",)),
+    "glm4_moe": (("glm4_moe",), ("glm4moeforcausallm",)),
+    "minimax_m2": (("minimax_m2",), ("minimaxm2forcausallm",)),
+    "kimi_linear": (("kimi_linear",), ("kimilinearforcausallm",)),
+    "kimi_k25": (("kimi_k25",), ("kimik25forconditionalgeneration",)),
+    "llama4": (("llama4", "llama4_text"), ("llama4forconditionalgeneration", "llama4forcausallm")),
+    "gemma3": (("gemma3",), ("gemma3forconditionalgeneration",)),
+    "gemma3_text": (("gemma3_text",), ("gemma3forcausallm",)),
+}
+
+
 def arch_family(config: dict) -> str:
     mt = str(config.get("model_type", "")).lower()
-    archs = " ".join(config.get("architectures") or []).lower()
-    if mt in ("deepseek_v2", "deepseek_v3", "kimi_k2") or "deepseek" in archs:
+    archs = [a.lower() for a in config.get("architectures") or []]
+    for fam, (types, names) in _OWN_FAMILIES.items():
+        if mt in types or any(a in names for a in archs):
+            return fam
+    if mt in ("deepseek_v2", "deepseek_v3", "kimi_k2") or any("deepseek" in a for a in archs):
         return "deepseek"
-    if mt == "gpt_oss" or "gptoss" in archs:
+    if mt == "gpt_oss" or any("gptoss" in a for a in archs):
         return "gpt_oss"
     return "llama"
 
@@ -169,7 +186,7 @@ def _vkey(version: str) -> tuple:
 @dataclass(frozen=True)
 class Row:
     first: str  # first release this row covers (inclusive); rows of one family are in order
-    rule: str  # unsupported | default_only | plus1 | first1 (deepseek) | maxL (gpt-oss) | raw (vLLM)
+    rule: str  # absent | unsupported | default_only | plus1 | first1 (deepseek) | maxL (gpt-oss) | raw (vLLM)
     src: str  # the engine file the rule comes from
     guard0: bool = True  # index 0 captures the embeddings (False: residual is None there -> crash)
     end: bool = False  # index L captures the pre-norm output of the last layer
@@ -178,12 +195,18 @@ class Row:
     reads: str = "nested"  # sglang: nested | none; vllm: none | top | top,nested
     aux_flag: bool = False  # sglang reads eagle_config.use_aux_hidden_state (false: capture off)
     loop: str = "before"  # before: id k captures the input of layer k; after: k = output of layer k-1
-    message: str = ""  # the engine's own error text for `unsupported`
+    message: str = ""  # the engine's own error text for `unsupported` / `absent`
+    branch: bool = False  # the loop appends a layer's MLP branch output, not the residual stream (sglang gemma3)
 
 
 _SG_NOSETTER = "{cls} defines no set_eagle3_layers_to_capture, which the model runner calls at start-up"
+_SG_ABSENT = "ValueError: Model architectures ['{cls}'] are not supported for now (sglang/srt/models/registry.py)"
 _SG_CLS = {"llama": "LlamaForCausalLM", "qwen": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
-           "deepseek": "DeepseekV2ForCausalLM", "gpt_oss": "GptOssForCausalLM", "mistral": "LlamaForCausalLM"}
+           "deepseek": "DeepseekV2ForCausalLM", "gpt_oss": "GptOssForCausalLM", "mistral": "LlamaForCausalLM",
+           "glm4_moe": "Glm4MoeForCausalLM", "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
+           "minimax_m2": "MiniMaxM2ForCausalLM", "kimi_linear": "KimiLinearForCausalLM",
+           "kimi_k25": "KimiK25ForConditionalGeneration", "llama4": "Llama4ForConditionalGeneration",
+           "gemma3": "Gemma3ForConditionalGeneration", "gemma3_text": "Gemma3ForCausalLM"}
 
 # sglang: model files srt/models/<family>.py (setter), reader srt/model_executor/model_runner.py
 SGLANG_ROWS: dict[str, list[Row]] = {
@@ -221,6 +244,66 @@ SGLANG_ROWS: dict[str, list[Row]] = {
     ],
 }
 SGLANG_ROWS["mistral"] = SGLANG_ROWS["llama"]  # sglang serves Mistral through llama.py's LlamaForCausalLM
+
+# Families with their own setter or a wrapper that delegates to its language model (issue 12). Each row
+# was executed by make conformance (conformance/sglang_exec.py FAMILIES) from its first release; `absent`
+# rows are releases whose model registry does not know the architecture at all.
+_GEMMA_SRC = "srt/models/gemma3_causal.py (Gemma3TextModel.forward)"
+SGLANG_ROWS.update({
+    "glm4_moe": [
+        Row("0.0", "absent", "srt/models/glm4_moe.py", message=_SG_ABSENT),
+        Row("0.4.9.post5", "unsupported", "srt/models/glm4_moe.py", message=_SG_NOSETTER),
+        Row("0.5.5", "plus1", "srt/models/glm4_moe.py", guard0=False),
+        Row("0.5.8", "plus1", "srt/models/glm4_moe.py", guard0=False, aux_flag=True),
+        Row("0.5.21", "plus1", "srt/models/glm4_moe.py", aux_flag=True),
+    ],
+    "glm4_moe_lite": [
+        Row("0.0", "absent", "srt/models/glm4_moe_lite.py", message=_SG_ABSENT),
+        # Glm4MoeLiteForCausalLM(DeepseekV2ForCausalLM): the DeepSeek setter of that release
+        Row("0.5.8", "plus1", "srt/models/glm4_moe_lite.py -> deepseek_v2.py", guard0=False, aux_flag=True),
+        Row("0.5.13", "first1", "srt/models/glm4_moe_lite.py", guard0=False, aux_flag=True),
+        Row("0.5.21", "first1", "srt/models/glm4_moe_lite.py", aux_flag=True),
+    ],
+    "minimax_m2": [
+        Row("0.0", "absent", "srt/models/minimax_m2.py", message=_SG_ABSENT),
+        Row("0.5.4.post1", "unsupported", "srt/models/minimax_m2.py", message=_SG_NOSETTER),
+        Row("0.5.5.post1", "plus1", "srt/models/minimax_m2.py", guard0=False),
+        Row("0.5.8", "plus1", "srt/models/minimax_m2.py", guard0=False, aux_flag=True),
+        Row("0.5.11", "plus1", "srt/models/minimax_m2.py", aux_flag=True),
+    ],
+    "kimi_linear": [  # no release defines set_eagle3_layers_to_capture for KimiLinearForCausalLM
+        Row("0.0", "absent", "srt/models/kimi_linear.py", message=_SG_ABSENT),
+        Row("0.5.4.post2", "unsupported", "srt/models/kimi_linear.py", message=_SG_NOSETTER),
+    ],
+    "kimi_k25": [  # KimiK25ForConditionalGeneration delegates to its DeepseekV3ForCausalLM language model
+        Row("0.0", "absent", "srt/models/kimi_k25.py", message=_SG_ABSENT),
+        Row("0.5.9", "unsupported", "srt/models/kimi_k25.py", message=_SG_NOSETTER),
+        Row("0.5.10", "plus1", "srt/models/kimi_k25.py -> deepseek_v2.py", guard0=False, aux_flag=True),
+        Row("0.5.13", "first1", "srt/models/kimi_k25.py -> deepseek_v2.py", guard0=False, aux_flag=True),
+        Row("0.5.14", "first1", "srt/models/kimi_k25.py -> deepseek_v2.py", aux_flag=True),
+        Row("0.5.17", "first1", "srt/models/kimi_k25.py -> deepseek_v2.py + srt/layers/aux_hidden_states.py",
+            aux_flag=True, packer=True),
+    ],
+    "llama4": [  # mllama4.py Llama4ForConditionalGeneration delegates to llama4.py Llama4ForCausalLM (llama.py's setter)
+        Row("0.0", "absent", "srt/models/mllama4.py", message=_SG_ABSENT),
+        Row("0.4.5", "unsupported", "srt/models/mllama4.py", message=_SG_NOSETTER),
+        Row("0.4.9", "plus1", "srt/models/mllama4.py -> llama4.py", guard0=False),
+        Row("0.5.8", "plus1", "srt/models/mllama4.py -> llama4.py", guard0=False, aux_flag=True),
+        Row("0.5.21", "plus1", "srt/models/mllama4.py -> llama4.py", aux_flag=True),
+    ],
+    "gemma3_text": [
+        Row("0.0", "absent", "srt/models/gemma3_causal.py", message=_SG_ABSENT),
+        Row("0.4.4.post2", "unsupported", "srt/models/gemma3_causal.py", message=_SG_NOSETTER),
+        Row("0.5.12", "plus1", _GEMMA_SRC, end=True, aux_flag=True),
+        # the decoder layer keeps the residual apart from 0.5.17 ("Keep the residual live across layers"),
+        # but the loop still appends the bare hidden_states: the MLP branch, not the residual stream
+        Row("0.5.17", "plus1", _GEMMA_SRC, end=True, aux_flag=True, branch=True),
+    ],
+})
+SGLANG_ROWS["gemma3"] = [  # gemma3_mm.py Gemma3ForConditionalGeneration delegates to Gemma3ForCausalLM
+    Row(r.first, r.rule, r.src if r.first == "0.0" else r.src.replace("srt/models/", "srt/models/gemma3_mm.py -> ", 1),
+        guard0=r.guard0, end=r.end, aux_flag=r.aux_flag, branch=r.branch, message=r.message)
+    for r in SGLANG_ROWS["gemma3_text"]]
 
 _VL_CHECK = ("ValueError: Eagle3 is only supported for {supported} models. "
              "Got model_type={mt!r}")
@@ -296,8 +379,8 @@ def _pick(rows: list, version: str):
 
 def engine_row(engine: str, version: str, family: str) -> Row:
     """The engine-table row that covers ``version`` (any release string) for a target family."""
-    fam = family if family in SGLANG_ROWS else "llama"
-    return _pick((SGLANG_ROWS if engine == "sglang" else VLLM_ROWS)[fam], version)
+    table = SGLANG_ROWS if engine == "sglang" else VLLM_ROWS
+    return _pick(table[family if family in table else "llama"], version)
 
 
 MINUS_ONE_EMBED = "+minus-one-embed"  # --engine-version suffix: "my sglang build maps -1 to the embeddings"
@@ -314,7 +397,7 @@ def vllm_runner(version: str) -> str:
 class Failure:
     """The engine refuses to start or crashes on the first forward, in its own words."""
 
-    when: str  # "start-up" | "first forward"
+    when: str  # "start-up" | "first forward" | "serving" (runs, but feeds a tensor that is no capture point)
     message: str
     source: str
     internal: list[int] | None = None
@@ -365,7 +448,7 @@ def run_row(engine: str, version: str, family: str, L: int, ids: list[int] | Non
         if supported is not None and not any(s in mt for s in supported):
             return Captured((), failure=Failure("start-up", _VL_CHECK.format(supported=list(supported), mt=mt),
                                                 "config/speculative.py (config/__init__.py before 0.11)"))
-    if row.rule == "unsupported":
+    if row.rule in ("unsupported", "absent"):
         if engine == "sglang":
             msg = row.message.format(cls=_SG_CLS.get(family, "LlamaForCausalLM"))
         else:
@@ -386,6 +469,14 @@ def run_row(engine: str, version: str, family: str, L: int, ids: list[int] | Non
             return Captured((), failure=Failure("start-up", "IndexError: list index out of range (the setter marks "
                                                 f"self.layers[{max(internal)}] of a {L}-layer model)", row.src, internal))
     spec, fail, dropped = _loop(row, internal, L)
+    if row.branch and fail is None and any(p.kind == "layer_out" for p in spec):
+        # gemma3_causal.py from 0.5.17: `aux_hidden_states.append(hidden_states)` where the layer returns
+        # (mlp branch, residual): the draft gets post_feedforward_layernorm(mlp(...)), not the stream
+        n = [str(p).replace("layer_out", "mlp_branch") for p in spec]
+        fail = Failure("serving", f"the capture is the decoder layer's MLP branch, not the residual stream: "
+                       f"{', '.join(n)} (the loop appends hidden_states, and the layer keeps the residual apart)",
+                       row.src, internal)
+        return Captured((), dropped, internal, failure=fail)
     c = Captured(tuple(spec), dropped, internal, failure=fail)
     return c
 
@@ -530,6 +621,9 @@ def resolve_serving(
                 f"{engine} (valid ids: {lo}..{hi})",
                 "use ids inside the target's depth, in this engine's numbering",
             )
+    if engine == "sglang" and engine_row(engine, version, family).rule == "absent":
+        cap = RULES[engine](version, family, num_layers, ids)  # the model registry refuses before any capture
+        return Serving(engine, version, family, num_layers, (), ids, source, ignored, [], [], cap.failure)
     if engine == "sglang" and not use_aux_hidden_state and _pick(SGLANG_ROWS["llama"], version).aux_flag:
         # sglang model_runner: eagle_config.use_aux_hidden_state false skips set_eagle3_layers_to_capture
         return Serving(engine, version, family, num_layers, (), ids, "eagle_config.use_aux_hidden_state = false",
@@ -578,18 +672,34 @@ def first_working_release(engine: str, family: str, after: str) -> tuple[str, st
     """(first release newer than ``after`` whose row runs EAGLE-3 for ``family``, the file that decides)."""
     if engine not in ("sglang", "vllm"):
         return None
-    fam = family if family in SGLANG_ROWS else "llama"
-    rows = (SGLANG_ROWS if engine == "sglang" else VLLM_ROWS)[fam]
+    table = SGLANG_ROWS if engine == "sglang" else VLLM_ROWS
+    fam = family if family in table else "llama"
+    rows = table[fam]
     firsts = {r.first for r in rows} | ({c[0] for c in VLLM_CHECK} if engine == "vllm" else set())
     for cand in sorted((f for f in firsts if _vkey(f) > _vkey(after)), key=_vkey):
         row = _pick(rows, cand)
-        if row.rule == "unsupported":
+        if row.rule in ("unsupported", "absent") or row.branch:
             continue
         if engine == "vllm":
             lst = _pick(VLLM_CHECK, cand)[1]
             if lst is not None and not any(x in VLLM_MODEL_TYPE.get(fam, "llama") for x in lst):
                 continue
         return cand, row.src
+    return None
+
+
+def earlier_working_rows(engine: str, family: str, before: str) -> tuple[str, str] | None:
+    """(first, end) of the newest row older than ``before`` that captures the residual stream for
+    ``family``: releases ``first`` <= v < ``end`` serve it (used when a newer release regressed)."""
+    table = SGLANG_ROWS if engine == "sglang" else VLLM_ROWS if engine == "vllm" else None
+    if table is None:
+        return None
+    rows = table[family if family in table else "llama"]
+    cur = _pick(rows, before)
+    for i in range(rows.index(cur) - 1, -1, -1):
+        if rows[i].rule not in ("unsupported", "absent") and not rows[i].branch:
+            end = next((r.first for r in rows[i + 1:] if r.branch or r.rule in ("unsupported", "absent")), cur.first)
+            return rows[i].first, end
     return None
 
 
@@ -652,8 +762,9 @@ __all__ = [
 
 def _row_meaning(engine: str, r: Row) -> tuple[str, str]:
     """(what id k captures, what -1 / 0 / L do) for one engine-table row."""
-    if r.rule == "unsupported":
-        return "-", "-"
+    if r.rule in ("unsupported", "absent"):
+        return ("start-up AttributeError: no `set_eagle3_layers_to_capture` (ENG001)" if r.rule == "unsupported"
+                else "start-up: architecture not registered (ENG001)"), "-"
     if engine == "vllm":
         k = "`layer_out[k-1]` (0 = embed)"
         zero = "embed" if r.guard0 or r.loop == "after" else "crash (residual None)"
@@ -667,6 +778,8 @@ def _row_meaning(engine: str, r: Row) -> tuple[str, str]:
         m1 = "matches no layer (dropped)"
     tail = "IndexError at start-up" if r.index_check else ("`layer_out[L-1]`" if r.end else "dropped")
     extra = "; fewer captures than ids: AssertionError" if r.packer else ""
+    if r.branch:
+        k += "; but the layer's MLP branch, not the residual stream (ENG003)"
     return k, f"-1 {m1}; L-1 {tail}{extra}"
 
 

@@ -255,3 +255,101 @@ def test_docs_engine_table_is_generated_from_the_engine_table():
     inner = doc.split("<!-- engine-table:begin -->\n", 1)[1].split("<!-- engine-table:end -->", 1)[0]
     assert inner == engine_table_markdown(), "docs/engine-table.md is stale: regenerate it (see its header)"
     assert "docs/engine-table.md" in (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+# --------------------------------------------------------------------------- SGLang families with their own setter
+# Each row below was executed from the release by `make conformance` (conformance/sglang_exec.py FAMILIES);
+# tests/test_conformance.py checks every case, these pin the behaviour a user meets, file by file.
+
+@pytest.mark.parametrize("config,family", [
+    ({"model_type": "glm4_moe_lite", "architectures": ["Glm4MoeLiteForCausalLM"]}, "glm4_moe_lite"),
+    ({"model_type": "glm4_moe", "architectures": ["Glm4MoeForCausalLM"]}, "glm4_moe"),
+    ({"model_type": "minimax_m2", "architectures": ["MiniMaxM2ForCausalLM"]}, "minimax_m2"),
+    ({"model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"]}, "kimi_linear"),
+    ({"model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"]}, "kimi_k25"),
+    ({"model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"]}, "deepseek"),
+    ({"model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"]}, "llama4"),
+    ({"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"]}, "gemma3"),
+    ({"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}, "gemma3_text"),
+    ({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}, "llama"),
+])
+def test_arch_family_names_the_sglang_file_that_decides(config, family):
+    from eagle3_doctor.engines import arch_family
+    assert arch_family(config) == family
+
+
+def _codes(s, train):
+    from eagle3_doctor.compare import diagnose_specs
+    return diagnose_specs(tuple(train), "t", s)
+
+
+def test_glm4_moe_lite_uses_the_deepseek_rule():
+    # sglang 0.5.23 srt/models/glm4_moe_lite.py Glm4MoeLiteForCausalLM.set_eagle3_layers_to_capture: +1 only when
+    # ids[0] == 1; 0.5.8-0.5.12 the class inherits deepseek_v2.py's plain +1 setter
+    n = 61
+    assert serve("sglang", [2, 30, 58], family="glm4_moe_lite", n=n).spec == (layer_out(1), layer_out(29), layer_out(57))
+    assert serve("sglang", [1, 29, 57], family="glm4_moe_lite", n=n).spec == (layer_out(1), layer_out(29), layer_out(57))
+    assert serve("sglang", [2, 30, 58], version="0.5.10", family="glm4_moe_lite", n=n).spec == (
+        layer_out(2), layer_out(30), layer_out(58))
+    # no packer in glm4_moe_lite.py: -1 matches no layer and the capture is quietly two slots
+    assert serve("sglang", [-1, 2, 30], family="glm4_moe_lite", n=n).spec == (layer_out(1), layer_out(29))
+
+
+def test_glm4_moe_and_minimax_m2_add_one_and_crash_on_minus_one_before_the_boundary_rewrite():
+    # sglang srt/models/glm4_moe.py and minimax_m2.py: `[val + 1 for val in layer_ids]`; the decoder loop appends
+    # `hidden_states + residual` with residual None before layer 0 until the layer-boundary capture
+    for fam, crash, ok in (("glm4_moe", "0.5.20", "0.5.21"), ("minimax_m2", "0.5.10", "0.5.11")):
+        assert serve("sglang", [1, 15, 28], family=fam).spec == (layer_out(1), layer_out(15), layer_out(28))
+        s = serve("sglang", [-1, 2, 16], version=crash, family=fam)
+        assert s.failure and s.failure.when == "first forward"
+        assert [f.code for f in _codes(s, (embed(), layer_out(2), layer_out(16)))] == ["ENG002"]
+        assert serve("sglang", [-1, 2, 16], version=ok, family=fam).spec == (embed(), layer_out(2), layer_out(16))
+    # before the setter existed, the model runner's call raises at start-up
+    s = serve("sglang", [1, 15, 28], version="0.5.4", family="glm4_moe")
+    assert s.failure.when == "start-up" and "Glm4MoeForCausalLM" in s.failure.message
+
+
+def test_kimi_linear_has_no_eagle3_in_any_sglang_release():
+    # sglang srt/models/kimi_linear.py: KimiLinearForCausalLM never defines set_eagle3_layers_to_capture
+    for v in ("0.5.5", "0.5.23"):
+        s = serve("sglang", [1, 15, 28], version=v, family="kimi_linear")
+        assert s.failure.when == "start-up" and "set_eagle3_layers_to_capture" in s.failure.message
+        f = _codes(s, default_spec_llama(L))
+        assert [x.code for x in f] == ["ENG001"] and "another engine" in f[0].fix
+    # a release whose model registry does not know the architecture refuses even with capture off
+    s = resolve_serving("sglang", "0.5.3", "kimi_linear", L, {NESTED: [1, 15, 28]}, use_aux_hidden_state=False)
+    assert s.failure and "not supported for now" in s.failure.message
+
+
+def test_kimi_k25_delegates_to_its_deepseek_language_model():
+    # sglang srt/models/kimi_k25.py KimiK25ForConditionalGeneration.set_eagle3_layers_to_capture hands the ids to
+    # self.language_model (deepseek_v2.py DeepseekV3ForCausalLM); 0.5.9 had no setter at all
+    s = serve("sglang", [2, 30, 58], version="0.5.9", family="kimi_k25", n=61)
+    f = _codes(s, (layer_out(2), layer_out(30), layer_out(58)))
+    assert [x.code for x in f] == ["ENG001"] and "0.5.10" in f[0].fix
+    assert serve("sglang", [2, 30, 58], version="0.5.10", family="kimi_k25", n=61).spec == (
+        layer_out(2), layer_out(30), layer_out(58))
+    # from 0.5.17 the DeepSeek AuxHiddenStatePacker asserts the count: the seed's [-1, 2, 30] crashes
+    s = serve("sglang", [-1, 2, 30], family="kimi_k25", n=61)
+    assert s.failure.when == "first forward" and "captured 2 of 3" in s.failure.message
+
+
+def test_llama4_delegates_to_llama4_causal_lm():
+    # sglang srt/models/mllama4.py Llama4ForConditionalGeneration -> llama4.py Llama4ForCausalLM (llama.py setter, +1)
+    assert serve("sglang", [1, 15, 28], family="llama4").spec == (layer_out(1), layer_out(15), layer_out(28))
+    assert serve("sglang", [1, 15, 28], version="0.4.8", family="llama4").failure.when == "start-up"
+    assert serve("sglang", [-1, 2, 16], version="0.5.20", family="llama4").failure.when == "first forward"
+
+
+def test_gemma3_sglang_0517_captures_the_mlp_branch_not_the_residual_stream():
+    # sglang srt/models/gemma3_causal.py Gemma3TextModel.forward appends the bare `hidden_states`; from 0.5.17
+    # Gemma3DecoderLayer returns (mlp branch, residual) ("Keep the residual live across layers"), so the capture
+    # is the branch. 0.5.12-0.5.16 returned the full stream; id L-1 (+1 = L) captures the last layer's output.
+    for fam in ("gemma3", "gemma3_text"):
+        assert serve("sglang", [1, 15, L - 1], version="0.5.16", family=fam).spec == (
+            layer_out(1), layer_out(15), layer_out(L - 1))
+        s = serve("sglang", [1, 15, 28], family=fam)
+        assert s.failure and s.failure.when == "serving" and "mlp_branch[1]" in s.failure.message
+        f = _codes(s, (layer_out(1), layer_out(15), layer_out(28)))
+        assert [x.code for x in f] == ["ENG003"] and ">= 0.5.12 and < 0.5.17" in f[0].fix
+        assert serve("sglang", [1, 15, 28], version="0.5.11", family=fam).failure.when == "start-up"
