@@ -145,10 +145,33 @@ def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Capture
     return c
 
 
+MODELOPT_FIRST = "0.35.0"  # first release whose HF EAGLE plugin captures with forward hooks (executed)
+MODELOPT_NEWEST = "0.47.0"
+
+
+def modelopt_default_ids(num_layers: int) -> list[int]:
+    """hf_eagle.py default_eagle_aux_layer_ids (0.45+; the same set inline from 0.35): {1, max(0, L//2-1),
+    max(0, L-4)}. A set: targets with fewer than 7 layers get fewer than three states (L=5: one)."""
+    L = num_layers
+    return sorted({1, max(0, L // 2 - 1), max(0, L - 4)})
+
+
 def _modelopt(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
-    # modelopt/torch/speculative/plugins/hf_eagle.py: forward hooks on layers[k], sorted.
-    # one hook per layer: a duplicate id registers on the same layer and collapses (issue 12 class 6)
-    return _after_layer_sorted(L, [1, L // 2 - 1, L - 4] if ids is None else sorted(set(ids)), None)
+    # EXECUTED (conformance/modelopt_exec.py, every release 0.35.0-0.47.0): `modify` registers one forward hook
+    # on each layers[k] with k in the ids, in layer order; the hook appends the layer's output; the draft's fc
+    # takes len(ids) * hidden inputs (plugins/modeling_eagle.py, transformers.py before 0.45), so a duplicate,
+    # -1 or an id past the last layer leaves fewer states than ids: a shape error on the first forward.
+    use = modelopt_default_ids(L) if not ids else list(ids)
+    hooked = [k for k in range(L) if k in use]
+    if len(hooked) != len(use):
+        return Captured((), [], use, failure=Failure(
+            "first forward", f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (the draft fc takes {len(use)} x "
+            f"hidden inputs, forward hooks captured {len(hooked)} states: one hook per layer 0..{L - 1})",
+            "modelopt/torch/speculative/plugins/hf_eagle.py (modify: register_forward_hook) + modeling_eagle.py (fc)", use))
+    c = Captured(tuple(layer_out(k) for k in hooked), [], hooked)
+    if ids and list(ids) != hooked:
+        c.note = f"ids are sorted: ModelOpt's forward hooks fire in layer order: {list(ids)} -> {hooked}"
+    return c
 
 
 def _eagle(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
@@ -544,6 +567,15 @@ def check_engine(engine: str, version: str | None) -> str:
         if engine == "vllm" and "-" in version and vllm_runner(version) not in ("v1", "v2"):
             raise BadInput(f"--engine-version {version}: unknown runner suffix", "use e.g. 0.33.0, 0.33.0-v1 or 0.33.0-v2")
         return version
+    if engine == "modelopt":
+        k = _vkey(version)
+        if k < _vkey(MODELOPT_FIRST):
+            raise BadInput(f"--engine-version {version}: ModelOpt before {MODELOPT_FIRST} captured without forward hooks, "
+                           "which the engine table does not model", f"use {MODELOPT_FIRST} or newer (e.g. 0.47)")
+        if k[:2] > (_vkey(MODELOPT_NEWEST)[0], _vkey(MODELOPT_NEWEST)[1] + 1):
+            raise BadInput(f"--engine-version {version} is newer than any ModelOpt release the engine table covers "
+                           f"(newest executed: {MODELOPT_NEWEST})", "add it to conformance/releases.py and run make conformance")
+        return version
     if version not in versions:
         raise BadInput(
             f"--engine-version {version} is not modelled for {engine}",
@@ -743,7 +775,11 @@ def training_spec(recipe: str, num_layers: int) -> tuple[FeatureSpec, str]:
         return _vllm("0.33.0", "llama", L, ids).spec, f"speculators (vLLM extract_hidden_states) ids {ids}: layer_out[k-1]"
     if name == "modelopt":
         ids = _ids(arg, recipe) if arg else [1, L // 2 - 1, L - 4]
-        return _modelopt("0.47", "llama", L, ids).spec, f"ModelOpt ids {sorted(ids)}: hooks on layers[k]"
+        got = _modelopt("0.47", "llama", L, ids)
+        if got.failure is not None:
+            raise BadInput(f"--train-recipe {recipe!r}: ModelOpt training fails on these ids: {got.failure.message}",
+                           "use distinct ids inside the target's depth (0..L-1), one per layer")
+        return got.spec, f"ModelOpt ids {sorted(set(ids))}: forward hooks on layers[k], layer order"
     if name == "spec":
         from .taps import parse_spec
 
@@ -812,6 +848,8 @@ def engine_table_markdown() -> str:
     lines.append("|---|---|---|---|---|---|---|---|")
     lines.append("| trtllm (hand-read) | 1.2 | all | `layer_out[k]`; -1 = `final_norm` | one-model: sorted, -1 first; "
                  "two-model: -1 last | `eagle3_layers_to_capture` | sorted set | `tensorrt_llm/_torch/speculative/eagle3.py` |")
-    lines.append("| modelopt (hand-read) | 0.47 | all | `layer_out[k]` | 0..L-1 | `eagle_config.eagle_aux_hidden_state_layer_ids` "
-                 "| sorted set | `modelopt/torch/speculative/plugins/hf_eagle.py` |")
+    lines.append(f"| modelopt (executed) | {MODELOPT_FIRST} | all | `layer_out[k]` (forward hook on layers[k]); default "
+                 "{1, max(0, L//2-1), max(0, L-4)}: fewer than 3 states for L < 7 | 0..L-1; a duplicate, -1 or L: fc shape "
+                 "error on the first forward (ENG002) | `eagle_config.eagle_aux_hidden_state_layer_ids` "
+                 "| layer order | `modelopt/torch/speculative/plugins/hf_eagle.py` |")
     return "\n".join(lines) + "\n"

@@ -194,8 +194,27 @@ def test_class6_capture_is_in_layer_order_once_per_layer():
     # sglang srt/models/llama.py: `if i in self.layers_to_capture` inside the layer loop
     assert serve("sglang", [30, 2, 28]).spec == (layer_out(2), layer_out(28), layer_out(30))
     assert serve("sglang", [2, 2, 30]).spec == (layer_out(2), layer_out(30))
-    # modelopt torch/speculative/plugins/hf_eagle.py: one forward hook per layer
-    assert serve("modelopt", override=[3, 3, 9]).spec == (layer_out(3), layer_out(9))
+    # modelopt torch/speculative/plugins/hf_eagle.py: one forward hook per layer, in layer order; but its draft
+    # fc takes len(ids) x hidden inputs (plugins/modeling_eagle.py), so a duplicate is a first-forward shape error
+    # (executed from 0.35.0-0.47.0 by conformance/modelopt_exec.py)
+    assert serve("modelopt", override=[9, 3, 5]).spec == (layer_out(3), layer_out(5), layer_out(9))
+    s = serve("modelopt", override=[3, 3, 9])
+    assert s.failure.when == "first forward" and "mat1 and mat2" in s.failure.message
+
+
+def test_modelopt_default_collapses_below_seven_layers():
+    # modelopt 0.47 plugins/hf_eagle.py default_eagle_aux_layer_ids: sorted({1, max(0, L//2-1), max(0, L-4)})
+    from eagle3_doctor.engines import modelopt_default_ids
+    assert {n: modelopt_default_ids(n) for n in (4, 5, 6, 7)} == {4: [0, 1], 5: [1], 6: [1, 2], 7: [1, 2, 3]}
+    assert serve("modelopt", n=5).spec == (layer_out(1),)
+    assert serve("modelopt", n=6).spec == (layer_out(1), layer_out(2))
+    # the recipe refuses ids ModelOpt training would crash on
+    with pytest.raises(BadInput, match="ModelOpt training fails"):
+        training_spec("modelopt:2,2,5", 8)
+    # releases before the hook capture are not modelled; any covered release string maps to the executed rule
+    with pytest.raises(BadInput, match="before 0.35.0"):
+        serve("modelopt", version="0.33.1")
+    assert serve("modelopt", [1, 4, 6], version="0.40.0", n=8).spec == (layer_out(1), layer_out(4), layer_out(6))
 
 
 def test_class8_vllm_deepseek_captures_before_each_layer():
