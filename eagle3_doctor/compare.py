@@ -62,10 +62,14 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
     if not fix_text and code == "ENG003":  # no ids help: the engine release itself captures the wrong tensor
         from .engines import earlier_working_rows
 
-        old = earlier_working_rows(serving.engine, serving.family, serving.version.split("-")[0])
-        fix_text = ((f"serve with {serving.engine} >= {old[0]} and < {old[1]}, which captures the residual stream "
-                     f"for this target, or with another engine" if old else "serve this target with another engine")
-                    + f"; in {serving.engine} itself the fix is to capture `hidden_states + residual` in {f.source}")
+        if serving.engine == "trtllm":
+            fix_text = (f"write ids that each name an existing layer once (0..{serving.num_layers - 1}, or -1 for the "
+                        "final state) in eagle3_layers_to_capture")
+        else:
+            old = earlier_working_rows(serving.engine, serving.family, serving.version.split("-")[0])
+            fix_text = ((f"serve with {serving.engine} >= {old[0]} and < {old[1]}, which captures the residual stream "
+                         f"for this target, or with another engine" if old else "serve this target with another engine")
+                        + f"; in {serving.engine} itself the fix is to capture `hidden_states + residual` in {f.source}")
     if not fix_text:
         nxt = first_working_release(serving.engine, serving.family, serving.version.split("-")[0])
         fix_text = (f"use {serving.engine} {nxt[0]} or newer, whose {nxt[1]} supports EAGLE-3 for this target" if nxt else

@@ -132,16 +132,37 @@ def _after_layer_sorted(L: int, ids: list[int], minus_one: CapturePoint | None, 
     return c
 
 
+TRT_SRC = "tensorrt_llm/_torch/speculative/eagle3.py"  # NVIDIA/TensorRT-LLM@001e6700 (search index), hand-read
+
+
 def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
     # HAND-READ (TensorRT-LLM sources are not on PyPI): tensorrt_llm/_torch/speculative/eagle3.py.
     # eagle3_layers_to_capture is a Set[int] (llmapi/llm_args.py): duplicates collapse. Default
     # (1, L//2-1, L-4), captured at the end of decoder layer k (hidden_states + residual), slot i =
     # sorted(ids)[i]. One-model mode (Eagle3OneModelSpecMetadata, the default) only sorts, so -1
     # (the final state) takes the first slot; the two-model path (Eagle3SpecMetadata) moves it last.
+    if ids is None and L <= 5:
+        # Eagle3SpecMetadata / Eagle3OneModelSpecMetadata.__post_init__ (l.109-111 @001e6700): default ids only
+        return Captured((), [], None, failure=Failure(
+            "start-up", "ValueError: Not enough hidden layers for default EAGLE3 capture",
+            f"{TRT_SRC} (__post_init__: num_layers <= 5 with no eagle3_layers_to_capture)"))
+    # the default is a tuple, not a set: for L = 6 it is (1, 2, 2)
     use = [1, L // 2 - 1, L - 4] if ids is None else sorted(set(ids))
     c = _after_layer_sorted(L, use, final_norm(), minus_one_last=version.endswith("two-model"))
     # the note compares with what the user wrote, not with the de-duplicated set
     c.note = f"ids are sorted: {list(ids)} -> {c.internal}" if ids is not None and list(ids) != c.internal else None
+    # maybe_capture_hidden_states writes slot i only when layer k == slots[i] runs, and only the first slot of a
+    # repeated id (`break`); the buffer is torch.empty (Eagle3ResourceManager.hidden_states l.44-47, and the
+    # one-model metadata's hidden_states), so a slot no layer writes hands the draft uninitialized memory
+    order = list(c.internal or [])
+    unwritten = [(i, k) for i, k in enumerate(order) if not (k == -1 or 0 <= k < L) or k in order[:i]]
+    if unwritten:
+        c.failure = Failure(
+            "serving", "slot(s) " + ", ".join(f"{i} (id {k})" for i, k in unwritten) + " are never written: no decoder "
+            f"layer of a {L}-layer target has that id (or an earlier slot took it), and the capture buffer is torch.empty, "
+            "so the draft reads uninitialized memory there", f"{TRT_SRC} (maybe_capture_hidden_states; torch.empty buffer)",
+            order)
+        c.spec, c.dropped = (), []
     return c
 
 
@@ -589,7 +610,8 @@ def id_range(engine: str, num_layers: int) -> tuple[int, int]:
     like SGLang's L-1 under the +1 rule, are taken yet capture nothing or make the engine fail, and
     the engine table says which."""
     L = num_layers
-    return {"sglang": (-1, L), "vllm": (0, L), "trtllm": (-1, L - 1), "modelopt": (0, L - 1)}.get(engine, (-1, L))
+    # trtllm takes id L: its slot stays unwritten, which the engine table reports (ENG003) rather than refusing
+    return {"sglang": (-1, L), "vllm": (0, L), "trtllm": (-1, L), "modelopt": (0, L - 1)}.get(engine, (-1, L))
 
 
 @dataclass
@@ -847,7 +869,9 @@ def engine_table_markdown() -> str:
     lines.append("| engine | from release | target family | id k captures | -1 / 0 / L | keys read | order | source |")
     lines.append("|---|---|---|---|---|---|---|---|")
     lines.append("| trtllm (hand-read) | 1.2 | all | `layer_out[k]`; -1 = `final_norm` | one-model: sorted, -1 first; "
-                 "two-model: -1 last | `eagle3_layers_to_capture` | sorted set | `tensorrt_llm/_torch/speculative/eagle3.py` |")
+                 "two-model: -1 last; id L (no such layer): slot never written, uninitialized memory (ENG003); no ids "
+                 "and L <= 5: start-up ValueError (ENG001) | `eagle3_layers_to_capture` | sorted set "
+                 "| `tensorrt_llm/_torch/speculative/eagle3.py` |")
     lines.append(f"| modelopt (executed) | {MODELOPT_FIRST} | all | `layer_out[k]` (forward hook on layers[k]); default "
                  "{1, max(0, L//2-1), max(0, L-4)}: fewer than 3 states for L < 7 | 0..L-1; a duplicate, -1 or L: fc shape "
                  "error on the first forward (ENG002) | `eagle_config.eagle_aux_hidden_state_layer_ids` "

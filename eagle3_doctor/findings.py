@@ -76,7 +76,7 @@ CODES: dict[str, tuple[str, str]] = {
     # --- engine failures (issue 12: engine truth, from the engines' own code, executed)
     "ENG001": (ERROR, "the engine refuses to start with this target, draft config or ids"),
     "ENG002": (ERROR, "the engine crashes on the first forward with these ids"),
-    "ENG003": (ERROR, "the engine runs but captures a tensor that is not the residual stream (an engine defect)"),
+    "ENG003": (ERROR, "the engine runs but feeds the draft a tensor that is no capture point (an MLP branch, an unwritten slot)"),
 }
 
 

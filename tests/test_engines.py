@@ -372,3 +372,27 @@ def test_gemma3_sglang_0517_captures_the_mlp_branch_not_the_residual_stream():
         f = _codes(s, (layer_out(1), layer_out(15), layer_out(28)))
         assert [x.code for x in f] == ["ENG003"] and ">= 0.5.12 and < 0.5.17" in f[0].fix
         assert serve("sglang", [1, 15, 28], version="0.5.11", family=fam).failure.when == "start-up"
+
+
+def test_trtllm_slot_no_layer_writes_is_uninitialized_memory():
+    # TensorRT-LLM tensorrt_llm/_torch/speculative/eagle3.py (@001e6700): maybe_capture_hidden_states writes slot i
+    # only when layer layers_to_capture[i] runs; the buffer is torch.empty (Eagle3ResourceManager l.44-47, and
+    # Eagle3OneModelSpecMetadata.__post_init__), so id L leaves its slot holding whatever memory it was given
+    s = serve("trtllm", override=[1, 15, L])
+    assert s.failure and s.failure.when == "serving" and "slot(s) 2 (id 32)" in s.failure.message
+    f = _codes(s, (layer_out(1), layer_out(15), layer_out(28)))
+    assert [x.code for x in f] == ["ENG003"] and "eagle3_layers_to_capture: [1, 15, 28]" in f[0].fix
+    # ids past L stay refused as out of range, by inspect and compare-hidden alike
+    with pytest.raises(BadInput):
+        serve("trtllm", override=[1, 15, L + 1])
+
+
+def test_trtllm_default_needs_six_layers_and_repeats_a_slot_at_six():
+    # eagle3.py __post_init__ (l.109-111 @001e6700): no eagle3_layers_to_capture and num_layers <= 5 -> ValueError;
+    # at 6 layers the default tuple (1, 2, 2) is no set: the second 2 matches the `break`-ed slot, never written
+    s = serve("trtllm", n=5)
+    assert s.failure.when == "start-up" and "Not enough hidden layers" in s.failure.message
+    assert [x.code for x in _codes(s, (layer_out(1), layer_out(2), layer_out(3)))] == ["ENG001"]
+    assert serve("trtllm", n=6).failure.when == "serving"
+    assert serve("trtllm", n=7).spec == (layer_out(1), layer_out(2), layer_out(3))
+    assert serve("trtllm", override=[1, 2, 3], n=5).spec == (layer_out(1), layer_out(2), layer_out(3))
