@@ -209,7 +209,7 @@ def test_modelopt_default_collapses_below_seven_layers():
     assert serve("modelopt", n=5).spec == (layer_out(1),)
     assert serve("modelopt", n=6).spec == (layer_out(1), layer_out(2))
     # the recipe refuses ids ModelOpt training would crash on
-    with pytest.raises(BadInput, match="ModelOpt training fails"):
+    with pytest.raises(BadInput, match="modelopt 0.47.0 fails on these ids"):
         training_spec("modelopt:2,2,5", 8)
     # releases before the hook capture are not modelled; any covered release string maps to the executed rule
     with pytest.raises(BadInput, match="before 0.35.0"):
@@ -396,3 +396,19 @@ def test_trtllm_default_needs_six_layers_and_repeats_a_slot_at_six():
     assert serve("trtllm", n=6).failure.when == "serving"
     assert serve("trtllm", n=7).spec == (layer_out(1), layer_out(2), layer_out(3))
     assert serve("trtllm", override=[1, 2, 3], n=5).spec == (layer_out(1), layer_out(2), layer_out(3))
+
+
+def test_train_recipes_are_rows_of_the_engine_table():
+    # one list: --train-recipe, its help and its error text read RECIPE_TABLE, whose recipes run the engine rules
+    from eagle3_doctor.engines import MODELOPT_NEWEST, NEWEST, RECIPE_TABLE, RECIPES
+    assert (RECIPE_TABLE["specforge"].engine, RECIPE_TABLE["specforge"].version) == ("sglang", NEWEST["sglang"])
+    assert (RECIPE_TABLE["speculators"].engine, RECIPE_TABLE["speculators"].version) == ("vllm", NEWEST["vllm"])
+    assert (RECIPE_TABLE["modelopt"].engine, RECIPE_TABLE["modelopt"].version) == ("modelopt", MODELOPT_NEWEST)
+    with pytest.raises(BadInput) as e:
+        training_spec("nemo", L)
+    assert all(r in e.value.fix for r in RECIPES)
+    # no ids: the engine's own default, so ModelOpt's set default on a 5-layer target is one state
+    assert training_spec("modelopt", 5)[0] == (layer_out(1),)
+    assert training_spec("hf:2,16,29", L)[0] == default_spec_llama(L)
+    from eagle3_doctor import cli
+    assert all(r in str(cli.TrainRecipe.__metadata__[0].help) for r in RECIPES if r != "draft-config")
