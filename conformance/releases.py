@@ -25,7 +25,14 @@ VLLM = """
 
 
 
-RELEASES: dict[str, list[str]] = {"sglang": SGLANG, "vllm": VLLM}
+# ModelOpt: the releases since the HF EAGLE plugin captures aux hidden states with forward hooks (0.35.0),
+# and the one before it (its HF plugin has no hook capture: the harness records it as absent)
+MODELOPT = """
+0.33.1 0.35.0 0.35.1 0.37.0 0.39.0 0.40.0 0.41.0 0.42.0 0.43.0 0.44.0
+0.45.0 0.46.0 0.46.1 0.47.0
+""".split()
+
+RELEASES: dict[str, list[str]] = {"sglang": SGLANG, "vllm": VLLM, "nvidia-modelopt": MODELOPT}
 
 # Regexes over wheel member names: only these are kept in the cache.
 CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
@@ -37,6 +44,7 @@ CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
         r"^sglang/srt/server_args\.py$",
         r"^sglang/version\.py$",
     ],
+    "nvidia-modelopt": [r"^modelopt/torch/speculative/.*\.py$"],
     "vllm": [
         r"^vllm/model_executor/models/(llama|deepseek_v2|gpt_oss|qwen2|qwen3|qwen3_moe|qwen2_moe|mistral|interfaces|registry|llama_eagle3|minimax_text_01|glm4_moe)\.py$",
         r"^vllm/config(/speculative|/__init__)?\.py$",

@@ -18,6 +18,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import fetch  # noqa: E402
+import modelopt_exec  # noqa: E402
 import sglang_exec  # noqa: E402
 import vllm_exec  # noqa: E402
 from releases import RELEASES  # noqa: E402
@@ -64,6 +65,18 @@ def cases():
                 yield L, lay, ids, cfg
 
 
+# ModelOpt takes its ids from the eagle config it is converted with (exported nested); the small depths
+# show what its default does to targets with fewer than 7 layers
+MODELOPT_LS = (4, 5, 6, 8, 32, 61)
+
+
+def modelopt_cases():
+    for L in MODELOPT_LS:
+        yield L, "none", None, None
+        for ids in id_lists(L):
+            yield L, "nested", ids, ids
+
+
 def case_key(L: int, layout: str, ids) -> str:
     return f"{L}|{layout}|{'-' if ids is None else ','.join(map(str, ids))}"
 
@@ -80,6 +93,14 @@ def sources(info: dict) -> dict:
         v = info.get(k)
         if v:
             out[k] = f"{v['file']}:{v['line']}"
+    d = info.get("delegate") or {}
+    for k in ("setter", "model_setter"):
+        if d.get(k):
+            out[f"delegate_{k}"] = f"{d[k]['file']}:{d[k]['line']}"
+    if "pop" in info:  # modelopt
+        for k in ("_set_default_aux_hidden_state_layers", modelopt_exec.HOOKED[0], "pop", "modify"):
+            out[k] = f"{info['file']}:{info[k]['line']}"
+        out["fc"] = info["fc"]
     return out
 
 
@@ -92,7 +113,7 @@ def main() -> int:
     release_rows: dict[str, dict] = {}
     n_cases = 0
 
-    def add(engine: str, family: str, runner: str, version: str, info: dict, key: str, execute) -> None:
+    def add(engine: str, family: str, runner: str, version: str, info: dict, key: str, execute, grid=None) -> None:
         nonlocal n_cases
         for r in rows:
             if (r["engine"], r["family"], r["runner"], r["code_hash"]) == (engine, family, runner, key):
@@ -100,10 +121,10 @@ def main() -> int:
                 release_rows.setdefault(engine, {}).setdefault(version, {})[f"{family}/{runner}"] = r["id"]
                 return
         table = {}
-        for L, lay, ids, cfg in cases():
+        for L, lay, ids, cfg in (grid or cases)():
             try:
                 table[case_key(L, lay, ids)] = encode(execute(info, L, cfg))
-            except sglang_exec.PatternMoved as e:
+            except (sglang_exec.PatternMoved, modelopt_exec.PatternMoved) as e:
                 raise SystemExit(f"conformance: {engine} {version} {family} ({runner}): the capture code moved: {e}. "
                                  "Read the new source and teach conformance/*_exec.py its pattern.") from None
             n_cases += 1
@@ -126,18 +147,27 @@ def main() -> int:
             for fam in vllm_exec.FAMILIES:
                 info = rel.family_code(fam, runner)
                 add("vllm", fam, runner, v, info, rel.key(info), rel.run)
+    for v in RELEASES["nvidia-modelopt"]:
+        rel = modelopt_exec.Release(fetch.src_dir("nvidia-modelopt", v), v)
+        try:
+            info = rel.code()
+        except modelopt_exec.PatternMoved as e:
+            raise SystemExit(f"conformance: nvidia-modelopt {v}: the capture code moved: {e}. "
+                             "Read the new source and teach conformance/modelopt_exec.py its shape.") from None
+        add("modelopt", "all", "hf", v, info, rel.key(info), rel.run, modelopt_cases)
     table = {
         "about": "Executed EAGLE-3 capture behaviour of every covered sglang/vllm release; written by `make conformance` "
                  "(conformance/run.py). Result strings: comma-separated capture points, or '!<when>: <error> @ <file:line>'.",
-        "grid": {"L": list(LS), "ids_per_L": len(id_lists(8)), "layouts": ["none", *layouts([]).keys()]},
-        "releases": {e: list(vs) for e, vs in RELEASES.items() if e in ("sglang", "vllm")},
+        "grid": {"L": list(LS), "ids_per_L": len(id_lists(8)), "layouts": ["none", *layouts([]).keys()],
+                 "modelopt": {"L": list(MODELOPT_LS), "layouts": ["none", "nested"]}},
+        "releases": {("modelopt" if e == "nvidia-modelopt" else e): list(vs) for e, vs in RELEASES.items()},
         "release_rows": release_rows,
         "rows": rows,
         "outcomes": outcomes,
     }
     out = HERE / "table.json"
     out.write_text(json.dumps(table, indent=1, sort_keys=False) + "\n")
-    n_rel = sum(len(v) for e, v in RELEASES.items() if e in ("sglang", "vllm"))
+    n_rel = sum(len(v) for v in RELEASES.values())
     print(f"conformance: {n_rel} releases, {len(rows)} rows, {len(outcomes)} distinct outcomes, {n_cases} cases executed "
           f"(fetch {t_fetch:.0f} s, total {time.time() - t0:.0f} s) -> {out.relative_to(HERE.parent)}")
     return 0

@@ -29,6 +29,15 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "qwen3_moe": ("qwen3_moe.py", "Qwen3MoeForCausalLM"),
     "deepseek": ("deepseek_v2.py", "DeepseekV2ForCausalLM"),
     "gpt_oss": ("gpt_oss.py", "GptOssForCausalLM"),
+    # families with their own setter, or one that delegates to an inner language model (issue 12)
+    "glm4_moe": ("glm4_moe.py", "Glm4MoeForCausalLM"),
+    "glm4_moe_lite": ("glm4_moe_lite.py", "Glm4MoeLiteForCausalLM"),
+    "minimax_m2": ("minimax_m2.py", "MiniMaxM2ForCausalLM"),
+    "kimi_linear": ("kimi_linear.py", "KimiLinearForCausalLM"),
+    "kimi_k25": ("kimi_k25.py", "KimiK25ForConditionalGeneration"),
+    "llama4": ("mllama4.py", "Llama4ForConditionalGeneration"),  # what HF Llama-4 checkpoints name
+    "gemma3": ("gemma3_mm.py", "Gemma3ForConditionalGeneration"),  # Gemma-3 4B and larger
+    "gemma3_text": ("gemma3_causal.py", "Gemma3ForCausalLM"),  # Gemma-3 1B / text-only
 }
 
 
@@ -55,7 +64,7 @@ class _Classes:
                 return None
             self.files[fname] = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
             imp: dict[str, str] = {}
-            for n in tree.body:
+            for n in ast.walk(tree):  # also imports inside __init__ (mllama4.py imports its language model there)
                 if isinstance(n, ast.ImportFrom) and n.module and (n.module.startswith(self.prefix) or n.level == 1):
                     for a in n.names:  # absolute `from sglang.srt.models.x import` or relative `from .x import`
                         imp[a.asname or a.name] = n.module.rsplit(".", 1)[-1] + ".py"
@@ -96,12 +105,12 @@ def find_method(classes, file: str, cls: str, meth: str, depth: int = 0) -> tupl
     return None
 
 
-def inner_model_class(classes: "_Classes", file: str, cls: str) -> tuple[str, str] | None:
-    """The class behind `self.model = X(...)`, `self.model_cls(...)` or `self._init_model(...)`."""
+def inner_model_class(classes: "_Classes", file: str, cls: str, attr: str = "model") -> tuple[str, str] | None:
+    """The class behind `self.<attr> = X(...)`, `self.model_cls(...)` or `self._init_model(...)`."""
     init = find_method(classes, file, cls, "__init__")
     if not init:
         return None
-    if not any(isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Attribute) and n.targets[0].attr == "model"
+    if not any(isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Attribute) and n.targets[0].attr == attr
                for n in ast.walk(init[2])):
         # this __init__ only calls super().__init__: the assignment sits in a base class
         hit = classes.resolve(init[1], init[0])
@@ -113,7 +122,7 @@ def inner_model_class(classes: "_Classes", file: str, cls: str) -> tuple[str, st
                 break
     for node in ast.walk(init[2]):
         if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute)
-                and node.targets[0].attr == "model" and isinstance(node.value, ast.Call)):
+                and node.targets[0].attr == attr and isinstance(node.value, ast.Call)):
             continue
         func = node.value.func
         name = getattr(func, "id", None) or getattr(func, "attr", None)
@@ -184,6 +193,13 @@ def loop_pattern(src: str) -> dict:
         block = src[src.index("in self.layers_to_capture"):]
         block = block[: block.index("layer = self.layers[i]")] if "layer = self.layers[i]" in block else block[:600]
         pat["guard0"] = "residual is not None" in block or "residual is None" in block
+        if re.search(r"aux_hidden_states\.append\(\s*hidden_states\s*\)", block):
+            # gemma3: the bare hidden_states is appended, so layer 0 sees the embeddings (no residual add)
+            pat["guard0"] = True
+            if re.search(r"hidden_states\s*,\s*residual\s*=\s*layer\(", src):
+                # ...but a layer that keeps the residual apart returns only its MLP branch: the capture is
+                # that branch (post_feedforward_layernorm output), not the residual stream
+                pat["branch"] = True
     elif re.search(r"(capture_output|captured_last_layer_outputs)\s*=\s*\(?\s*aux_hidden_states(\.capture)?\s*if\s+i\s+in\s+self\.layers_to_capture", src):
         pat["kind"] = "before"
         pat["guard0"] = True  # captured inside the layer's input boundary, which handles residual None
@@ -194,7 +210,7 @@ def loop_pattern(src: str) -> dict:
         pat["in_layer"] = True
     else:
         raise PatternMoved("no known capture pattern in the decoder loop")
-    pat["end"] = bool(re.search(r"self\.end_layer\s+in\s+self\.layers_to_capture", src))
+    pat["end"] = bool(re.search(r"(self\.end_layer|num_layers)\s+in\s+self\.layers_to_capture", src))
     pat["packer"] = bool(re.search(r"AuxHiddenStatePacker\(\s*len\(self\.layers_to_capture\)", src))
     return pat
 
@@ -217,9 +233,9 @@ def simulate(pat: dict, ltc: list[int], L: int) -> list[str]:
                                        "(residual is None before layer 0)")
                 out.append("embed")
             else:
-                out.append(f"layer_out[{i - 1}]")
+                out.append(f"mlp_branch[{i - 1}]" if pat.get("branch") else f"layer_out[{i - 1}]")
     if pat["end"] and L in ltc:
-        out.append(f"layer_out[{L - 1}]")
+        out.append(f"mlp_branch[{L - 1}]" if pat.get("branch") else f"layer_out[{L - 1}]")
     if pat["packer"] and len(out) != len(ltc):
         raise RuntimeError(f"AssertionError: captured {len(out)} of {len(ltc)} aux hidden states")
     return out
@@ -234,42 +250,67 @@ class Release:
         self.classes = _Classes(root)
         self.reader = find_reader(root)
 
-    def family_code(self, family: str) -> dict:
-        """Everything that decides capture for this family, as source (hashed into the row key)."""
-        file, cls = FAMILIES[family]
-        info: dict = {"family": family, "file": f"{MODELS}/{file}"}
+    def class_code(self, file: str, cls: str) -> dict:
+        """The setter of a causal-LM class, its inner model's setter and forward capture pattern."""
+        out: dict = {}
         setter = find_method(self.classes, file, cls, "set_eagle3_layers_to_capture")
-        info["reader"] = None
-        if self.reader:
-            info["reader"] = {"file": self.reader[0], "line": self.reader[1], "src": ast.unparse(self.reader[2])}
         if setter is None:
-            info["setter"] = None
-            return info
+            out["setter"] = None
+            return out
         f, c, fn = setter
-        info["setter"] = {"file": f"{MODELS}/{f}", "class": c, "line": fn.lineno, "src": ast.unparse(fn)}
+        out["setter"] = {"file": f"{MODELS}/{f}", "class": c, "line": fn.lineno, "src": ast.unparse(fn)}
         inner = inner_model_class(self.classes, file, cls)
         if inner:
             mset = find_method(self.classes, inner[0], inner[1], "set_eagle3_layers_to_capture")
             if mset:
-                info["model_setter"] = {"file": f"{MODELS}/{mset[0]}", "line": mset[2].lineno, "src": ast.unparse(mset[2])}
+                out["model_setter"] = {"file": f"{MODELS}/{mset[0]}", "line": mset[2].lineno, "src": ast.unparse(mset[2])}
             fwd = real_forward(self.classes, inner[0], inner[1])
             if fwd:
                 src = ast.unparse(fwd[2])
-                info["forward"] = {"file": f"{MODELS}/{fwd[0]}", "class": fwd[1], "line": fwd[2].lineno}
+                out["forward"] = {"file": f"{MODELS}/{fwd[0]}", "class": fwd[1], "line": fwd[2].lineno}
                 try:
-                    info["pattern"] = loop_pattern(src)
+                    out["pattern"] = loop_pattern(src)
                 except PatternMoved as e:
-                    info["pattern"] = {"moved": str(e)}
-                info["forward"]["capture_lines"] = [
+                    out["pattern"] = {"moved": str(e)}
+                out["forward"]["capture_lines"] = [
                     ln for ln in src.splitlines() if "layers_to_capture" in ln or "aux_hidden_states.append" in ln
                     or "_is_layer_to_capture" in ln or "AuxHiddenStatePacker" in ln]
+        return out
+
+    def family_code(self, family: str) -> dict:
+        """Everything that decides capture for this family, as source (hashed into the row key)."""
+        file, cls = FAMILIES[family]
+        info: dict = {"family": family, "file": f"{MODELS}/{file}"}
+        info["reader"] = None
+        if self.reader:
+            info["reader"] = {"file": self.reader[0], "line": self.reader[1], "src": ast.unparse(self.reader[2])}
+        if self.classes.resolve(cls, file) is None:
+            info["absent"] = True  # the release does not know the architecture at all
+            info["setter"] = None
+            return info
+        info.update(self.class_code(file, cls))
+        if info["setter"] and "self.language_model" in info["setter"]["src"]:
+            # mllama4 / gemma3_mm / kimi_k25: the setter hands the ids to the wrapped language model
+            lm = inner_model_class(self.classes, file, cls, attr="language_model")
+            if lm is None:
+                raise PatternMoved(f"{file}: {cls} delegates to self.language_model, whose class was not found")
+            info["delegate"] = {"file": f"{MODELS}/{lm[0]}", "class": lm[1], **self.class_code(*lm)}
+            for k in ("forward", "pattern"):
+                if k in info["delegate"]:
+                    info[k] = info["delegate"][k]
         return info
 
     @staticmethod
     def key(info: dict) -> str:
+        if info.get("absent"):  # nothing of the release decides: the architecture is unknown to it
+            return hashlib.sha256(b"absent").hexdigest()[:12]
         parts = [str(info.get("reader") and info["reader"]["src"])]
         for k in ("setter", "model_setter"):
             parts.append(str(info.get(k) and info[k]["src"]))
+        d = info.get("delegate") or {}
+        for k in ("setter", "model_setter"):
+            parts.append(str(d.get(k) and d[k]["src"]))
+        parts.append(str(info.get("absent", False)))
         parts.append(repr(info.get("pattern")))
         parts.append("\n".join(info.get("forward", {}).get("capture_lines", [])))
         return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:12]
@@ -293,6 +334,10 @@ class Release:
 
     def run(self, info: dict, L: int, hf_config: dict) -> dict:
         """One case: the capture points (list of names) or the engine's error."""
+        if info.get("absent"):
+            cls = FAMILIES[info["family"]][1]
+            return {"error": f"ValueError: Model architectures ['{cls}'] are not supported for now",
+                    "at": "sglang/srt/models/registry.py", "when": "start-up"}
         try:
             ids, use = self.read_ids(hf_config)
         except Exception as e:  # the reader itself raised outside its try
@@ -309,6 +354,17 @@ class Release:
             model.bind("set_eagle3_layers_to_capture", info["model_setter"]["src"])
         target = Obj(config=Obj(num_hidden_layers=L), model=model, capture_aux_hidden_states=False,
                      pp_group=Obj(is_last_rank=True, is_first_rank=True))
+        d = info.get("delegate")
+        if d is not None:
+            # the wrapper's own setter runs on the wrapper; the language model gets the real layers
+            lm = Obj(config=Obj(num_hidden_layers=L), model=model, capture_aux_hidden_states=False,
+                     pp_group=Obj(is_last_rank=True, is_first_rank=True))
+            if d.get("setter"):
+                lm.bind("set_eagle3_layers_to_capture", d["setter"]["src"])
+            if d.get("model_setter"):
+                model.bind("set_eagle3_layers_to_capture", d["model_setter"]["src"])
+            target = Obj(config=Obj(text_config=Obj(num_hidden_layers=L)), model=Obj(), language_model=lm,
+                         capture_aux_hidden_states=False, pp_group=Obj(is_last_rank=True, is_first_rank=True))
         nargs = len(ast.parse(info["setter"]["src"]).body[0].args.args)
         try:
             if nargs >= 2:

@@ -53,17 +53,30 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
 
     f = serving.failure
     assert f is not None
-    code = "ENG001" if f.when == "start-up" else "ENG002"
+    code = {"start-up": "ENG001", "serving": "ENG003"}.get(f.when, "ENG002")
     evidence = [f"engine error: {f.message}", f"raised by: {serving.engine} {f.source} (engine table, executed by make conformance)",
                 f"ids in effect: {serving.source}"]
     if f.internal is not None:
         evidence.append(f"the engine's own index list after its rule: {f.internal}")
     fix_text, ids = fix_for(serving, tuple(train))
+    if not fix_text and code == "ENG003":  # no ids help: the engine release itself captures the wrong tensor
+        from .engines import earlier_working_rows
+
+        if serving.engine == "trtllm":
+            fix_text = (f"write ids that each name an existing layer once (0..{serving.num_layers - 1}, or -1 for the "
+                        "final state) in eagle3_layers_to_capture")
+        else:
+            old = earlier_working_rows(serving.engine, serving.family, serving.version.split("-")[0])
+            fix_text = ((f"serve with {serving.engine} >= {old[0]} and < {old[1]}, which captures the residual stream "
+                         f"for this target, or with another engine" if old else "serve this target with another engine")
+                        + f"; in {serving.engine} itself the fix is to capture `hidden_states + residual` in {f.source}")
     if not fix_text:
         nxt = first_working_release(serving.engine, serving.family, serving.version.split("-")[0])
         fix_text = (f"use {serving.engine} {nxt[0]} or newer, whose {nxt[1]} supports EAGLE-3 for this target" if nxt else
                     f"serve this target with another engine: no {serving.engine} release covered by the engine table runs it")
-    title = (f"{serving.label} {'refuses to start' if code == 'ENG001' else 'crashes on the first forward'}: {f.message.split(' (')[0]}")
+    what = {"ENG001": "refuses to start", "ENG002": "crashes on the first forward",
+            "ENG003": "feeds the draft a tensor that is not a residual-stream capture point"}[code]
+    title = f"{serving.label} {what}: {f.message.split(' (')[0]}"
     return Finding(code, title, evidence, fix_text, data={"when": f.when, "fix_ids": ids, "source": f.source})
 
 

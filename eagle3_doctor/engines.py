@@ -39,12 +39,29 @@ def default_spec_llama(num_layers: int) -> FeatureSpec:
     return (layer_out(1), layer_out(L // 2 - 1), layer_out(L - 4))
 
 
+# HF model_type / architecture -> the target family whose SGLang setter and capture loop decide
+# (issue 12: families with their own setter, or a wrapper that delegates to its language model)
+_OWN_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "glm4_moe_lite": (("glm4_moe_lite",), ("glm4moeliteforcausallm",)),
+    "glm4_moe": (("glm4_moe",), ("glm4moeforcausallm",)),
+    "minimax_m2": (("minimax_m2",), ("minimaxm2forcausallm",)),
+    "kimi_linear": (("kimi_linear",), ("kimilinearforcausallm",)),
+    "kimi_k25": (("kimi_k25",), ("kimik25forconditionalgeneration",)),
+    "llama4": (("llama4", "llama4_text"), ("llama4forconditionalgeneration", "llama4forcausallm")),
+    "gemma3": (("gemma3",), ("gemma3forconditionalgeneration",)),
+    "gemma3_text": (("gemma3_text",), ("gemma3forcausallm",)),
+}
+
+
 def arch_family(config: dict) -> str:
     mt = str(config.get("model_type", "")).lower()
-    archs = " ".join(config.get("architectures") or []).lower()
-    if mt in ("deepseek_v2", "deepseek_v3", "kimi_k2") or "deepseek" in archs:
+    archs = [a.lower() for a in config.get("architectures") or []]
+    for fam, (types, names) in _OWN_FAMILIES.items():
+        if mt in types or any(a in names for a in archs):
+            return fam
+    if mt in ("deepseek_v2", "deepseek_v3", "kimi_k2") or any("deepseek" in a for a in archs):
         return "deepseek"
-    if mt == "gpt_oss" or "gptoss" in archs:
+    if mt == "gpt_oss" or any("gptoss" in a for a in archs):
         return "gpt_oss"
     return "llama"
 
@@ -115,23 +132,67 @@ def _after_layer_sorted(L: int, ids: list[int], minus_one: CapturePoint | None, 
     return c
 
 
+TRT_SRC = "tensorrt_llm/_torch/speculative/eagle3.py"  # NVIDIA/TensorRT-LLM@001e6700 (search index), hand-read
+
+
 def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
     # HAND-READ (TensorRT-LLM sources are not on PyPI): tensorrt_llm/_torch/speculative/eagle3.py.
     # eagle3_layers_to_capture is a Set[int] (llmapi/llm_args.py): duplicates collapse. Default
     # (1, L//2-1, L-4), captured at the end of decoder layer k (hidden_states + residual), slot i =
     # sorted(ids)[i]. One-model mode (Eagle3OneModelSpecMetadata, the default) only sorts, so -1
     # (the final state) takes the first slot; the two-model path (Eagle3SpecMetadata) moves it last.
+    if ids is None and L <= 5:
+        # Eagle3SpecMetadata / Eagle3OneModelSpecMetadata.__post_init__ (l.109-111 @001e6700): default ids only
+        return Captured((), [], None, failure=Failure(
+            "start-up", "ValueError: Not enough hidden layers for default EAGLE3 capture",
+            f"{TRT_SRC} (__post_init__: num_layers <= 5 with no eagle3_layers_to_capture)"))
+    # the default is a tuple, not a set: for L = 6 it is (1, 2, 2)
     use = [1, L // 2 - 1, L - 4] if ids is None else sorted(set(ids))
     c = _after_layer_sorted(L, use, final_norm(), minus_one_last=version.endswith("two-model"))
     # the note compares with what the user wrote, not with the de-duplicated set
     c.note = f"ids are sorted: {list(ids)} -> {c.internal}" if ids is not None and list(ids) != c.internal else None
+    # maybe_capture_hidden_states writes slot i only when layer k == slots[i] runs, and only the first slot of a
+    # repeated id (`break`); the buffer is torch.empty (Eagle3ResourceManager.hidden_states l.44-47, and the
+    # one-model metadata's hidden_states), so a slot no layer writes hands the draft uninitialized memory
+    order = list(c.internal or [])
+    unwritten = [(i, k) for i, k in enumerate(order) if not (k == -1 or 0 <= k < L) or k in order[:i]]
+    if unwritten:
+        c.failure = Failure(
+            "serving", "slot(s) " + ", ".join(f"{i} (id {k})" for i, k in unwritten) + " are never written: no decoder "
+            f"layer of a {L}-layer target has that id (or an earlier slot took it), and the capture buffer is torch.empty, "
+            "so the draft reads uninitialized memory there", f"{TRT_SRC} (maybe_capture_hidden_states; torch.empty buffer)",
+            order)
+        c.spec, c.dropped = (), []
     return c
 
 
+MODELOPT_FIRST = "0.35.0"  # first release whose HF EAGLE plugin captures with forward hooks (executed)
+MODELOPT_NEWEST = "0.47.0"
+
+
+def modelopt_default_ids(num_layers: int) -> list[int]:
+    """hf_eagle.py default_eagle_aux_layer_ids (0.45+; the same set inline from 0.35): {1, max(0, L//2-1),
+    max(0, L-4)}. A set: targets with fewer than 7 layers get fewer than three states (L=5: one)."""
+    L = num_layers
+    return sorted({1, max(0, L // 2 - 1), max(0, L - 4)})
+
+
 def _modelopt(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
-    # modelopt/torch/speculative/plugins/hf_eagle.py: forward hooks on layers[k], sorted.
-    # one hook per layer: a duplicate id registers on the same layer and collapses (issue 12 class 6)
-    return _after_layer_sorted(L, [1, L // 2 - 1, L - 4] if ids is None else sorted(set(ids)), None)
+    # EXECUTED (conformance/modelopt_exec.py, every release 0.35.0-0.47.0): `modify` registers one forward hook
+    # on each layers[k] with k in the ids, in layer order; the hook appends the layer's output; the draft's fc
+    # takes len(ids) * hidden inputs (plugins/modeling_eagle.py, transformers.py before 0.45), so a duplicate,
+    # -1 or an id past the last layer leaves fewer states than ids: a shape error on the first forward.
+    use = modelopt_default_ids(L) if not ids else list(ids)
+    hooked = [k for k in range(L) if k in use]
+    if len(hooked) != len(use):
+        return Captured((), [], use, failure=Failure(
+            "first forward", f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (the draft fc takes {len(use)} x "
+            f"hidden inputs, forward hooks captured {len(hooked)} states: one hook per layer 0..{L - 1})",
+            "modelopt/torch/speculative/plugins/hf_eagle.py (modify: register_forward_hook) + modeling_eagle.py (fc)", use))
+    c = Captured(tuple(layer_out(k) for k in hooked), [], hooked)
+    if ids and list(ids) != hooked:
+        c.note = f"ids are sorted: ModelOpt's forward hooks fire in layer order: {list(ids)} -> {hooked}"
+    return c
 
 
 def _eagle(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
@@ -169,7 +230,7 @@ def _vkey(version: str) -> tuple:
 @dataclass(frozen=True)
 class Row:
     first: str  # first release this row covers (inclusive); rows of one family are in order
-    rule: str  # unsupported | default_only | plus1 | first1 (deepseek) | maxL (gpt-oss) | raw (vLLM)
+    rule: str  # absent | unsupported | default_only | plus1 | first1 (deepseek) | maxL (gpt-oss) | raw (vLLM)
     src: str  # the engine file the rule comes from
     guard0: bool = True  # index 0 captures the embeddings (False: residual is None there -> crash)
     end: bool = False  # index L captures the pre-norm output of the last layer
@@ -178,12 +239,18 @@ class Row:
     reads: str = "nested"  # sglang: nested | none; vllm: none | top | top,nested
     aux_flag: bool = False  # sglang reads eagle_config.use_aux_hidden_state (false: capture off)
     loop: str = "before"  # before: id k captures the input of layer k; after: k = output of layer k-1
-    message: str = ""  # the engine's own error text for `unsupported`
+    message: str = ""  # the engine's own error text for `unsupported` / `absent`
+    branch: bool = False  # the loop appends a layer's MLP branch output, not the residual stream (sglang gemma3)
 
 
 _SG_NOSETTER = "{cls} defines no set_eagle3_layers_to_capture, which the model runner calls at start-up"
+_SG_ABSENT = "ValueError: Model architectures ['{cls}'] are not supported for now (sglang/srt/models/registry.py)"
 _SG_CLS = {"llama": "LlamaForCausalLM", "qwen": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
-           "deepseek": "DeepseekV2ForCausalLM", "gpt_oss": "GptOssForCausalLM", "mistral": "LlamaForCausalLM"}
+           "deepseek": "DeepseekV2ForCausalLM", "gpt_oss": "GptOssForCausalLM", "mistral": "LlamaForCausalLM",
+           "glm4_moe": "Glm4MoeForCausalLM", "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
+           "minimax_m2": "MiniMaxM2ForCausalLM", "kimi_linear": "KimiLinearForCausalLM",
+           "kimi_k25": "KimiK25ForConditionalGeneration", "llama4": "Llama4ForConditionalGeneration",
+           "gemma3": "Gemma3ForConditionalGeneration", "gemma3_text": "Gemma3ForCausalLM"}
 
 # sglang: model files srt/models/<family>.py (setter), reader srt/model_executor/model_runner.py
 SGLANG_ROWS: dict[str, list[Row]] = {
@@ -221,6 +288,66 @@ SGLANG_ROWS: dict[str, list[Row]] = {
     ],
 }
 SGLANG_ROWS["mistral"] = SGLANG_ROWS["llama"]  # sglang serves Mistral through llama.py's LlamaForCausalLM
+
+# Families with their own setter or a wrapper that delegates to its language model (issue 12). Each row
+# was executed by make conformance (conformance/sglang_exec.py FAMILIES) from its first release; `absent`
+# rows are releases whose model registry does not know the architecture at all.
+_GEMMA_SRC = "srt/models/gemma3_causal.py (Gemma3TextModel.forward)"
+SGLANG_ROWS.update({
+    "glm4_moe": [
+        Row("0.0", "absent", "srt/models/glm4_moe.py", message=_SG_ABSENT),
+        Row("0.4.9.post5", "unsupported", "srt/models/glm4_moe.py", message=_SG_NOSETTER),
+        Row("0.5.5", "plus1", "srt/models/glm4_moe.py", guard0=False),
+        Row("0.5.8", "plus1", "srt/models/glm4_moe.py", guard0=False, aux_flag=True),
+        Row("0.5.21", "plus1", "srt/models/glm4_moe.py", aux_flag=True),
+    ],
+    "glm4_moe_lite": [
+        Row("0.0", "absent", "srt/models/glm4_moe_lite.py", message=_SG_ABSENT),
+        # Glm4MoeLiteForCausalLM(DeepseekV2ForCausalLM): the DeepSeek setter of that release
+        Row("0.5.8", "plus1", "srt/models/glm4_moe_lite.py -> deepseek_v2.py", guard0=False, aux_flag=True),
+        Row("0.5.13", "first1", "srt/models/glm4_moe_lite.py", guard0=False, aux_flag=True),
+        Row("0.5.21", "first1", "srt/models/glm4_moe_lite.py", aux_flag=True),
+    ],
+    "minimax_m2": [
+        Row("0.0", "absent", "srt/models/minimax_m2.py", message=_SG_ABSENT),
+        Row("0.5.4.post1", "unsupported", "srt/models/minimax_m2.py", message=_SG_NOSETTER),
+        Row("0.5.5.post1", "plus1", "srt/models/minimax_m2.py", guard0=False),
+        Row("0.5.8", "plus1", "srt/models/minimax_m2.py", guard0=False, aux_flag=True),
+        Row("0.5.11", "plus1", "srt/models/minimax_m2.py", aux_flag=True),
+    ],
+    "kimi_linear": [  # no release defines set_eagle3_layers_to_capture for KimiLinearForCausalLM
+        Row("0.0", "absent", "srt/models/kimi_linear.py", message=_SG_ABSENT),
+        Row("0.5.4.post2", "unsupported", "srt/models/kimi_linear.py", message=_SG_NOSETTER),
+    ],
+    "kimi_k25": [  # KimiK25ForConditionalGeneration delegates to its DeepseekV3ForCausalLM language model
+        Row("0.0", "absent", "srt/models/kimi_k25.py", message=_SG_ABSENT),
+        Row("0.5.9", "unsupported", "srt/models/kimi_k25.py", message=_SG_NOSETTER),
+        Row("0.5.10", "plus1", "srt/models/kimi_k25.py -> deepseek_v2.py", guard0=False, aux_flag=True),
+        Row("0.5.13", "first1", "srt/models/kimi_k25.py -> deepseek_v2.py", guard0=False, aux_flag=True),
+        Row("0.5.14", "first1", "srt/models/kimi_k25.py -> deepseek_v2.py", aux_flag=True),
+        Row("0.5.17", "first1", "srt/models/kimi_k25.py -> deepseek_v2.py + srt/layers/aux_hidden_states.py",
+            aux_flag=True, packer=True),
+    ],
+    "llama4": [  # mllama4.py Llama4ForConditionalGeneration delegates to llama4.py Llama4ForCausalLM (llama.py's setter)
+        Row("0.0", "absent", "srt/models/mllama4.py", message=_SG_ABSENT),
+        Row("0.4.5", "unsupported", "srt/models/mllama4.py", message=_SG_NOSETTER),
+        Row("0.4.9", "plus1", "srt/models/mllama4.py -> llama4.py", guard0=False),
+        Row("0.5.8", "plus1", "srt/models/mllama4.py -> llama4.py", guard0=False, aux_flag=True),
+        Row("0.5.21", "plus1", "srt/models/mllama4.py -> llama4.py", aux_flag=True),
+    ],
+    "gemma3_text": [
+        Row("0.0", "absent", "srt/models/gemma3_causal.py", message=_SG_ABSENT),
+        Row("0.4.4.post2", "unsupported", "srt/models/gemma3_causal.py", message=_SG_NOSETTER),
+        Row("0.5.12", "plus1", _GEMMA_SRC, end=True, aux_flag=True),
+        # the decoder layer keeps the residual apart from 0.5.17 ("Keep the residual live across layers"),
+        # but the loop still appends the bare hidden_states: the MLP branch, not the residual stream
+        Row("0.5.17", "plus1", _GEMMA_SRC, end=True, aux_flag=True, branch=True),
+    ],
+})
+SGLANG_ROWS["gemma3"] = [  # gemma3_mm.py Gemma3ForConditionalGeneration delegates to Gemma3ForCausalLM
+    Row(r.first, r.rule, r.src if r.first == "0.0" else r.src.replace("srt/models/", "srt/models/gemma3_mm.py -> ", 1),
+        guard0=r.guard0, end=r.end, aux_flag=r.aux_flag, branch=r.branch, message=r.message)
+    for r in SGLANG_ROWS["gemma3_text"]]
 
 _VL_CHECK = ("ValueError: Eagle3 is only supported for {supported} models. "
              "Got model_type={mt!r}")
@@ -296,8 +423,8 @@ def _pick(rows: list, version: str):
 
 def engine_row(engine: str, version: str, family: str) -> Row:
     """The engine-table row that covers ``version`` (any release string) for a target family."""
-    fam = family if family in SGLANG_ROWS else "llama"
-    return _pick((SGLANG_ROWS if engine == "sglang" else VLLM_ROWS)[fam], version)
+    table = SGLANG_ROWS if engine == "sglang" else VLLM_ROWS
+    return _pick(table[family if family in table else "llama"], version)
 
 
 MINUS_ONE_EMBED = "+minus-one-embed"  # --engine-version suffix: "my sglang build maps -1 to the embeddings"
@@ -314,7 +441,7 @@ def vllm_runner(version: str) -> str:
 class Failure:
     """The engine refuses to start or crashes on the first forward, in its own words."""
 
-    when: str  # "start-up" | "first forward"
+    when: str  # "start-up" | "first forward" | "serving" (runs, but feeds a tensor that is no capture point)
     message: str
     source: str
     internal: list[int] | None = None
@@ -365,7 +492,7 @@ def run_row(engine: str, version: str, family: str, L: int, ids: list[int] | Non
         if supported is not None and not any(s in mt for s in supported):
             return Captured((), failure=Failure("start-up", _VL_CHECK.format(supported=list(supported), mt=mt),
                                                 "config/speculative.py (config/__init__.py before 0.11)"))
-    if row.rule == "unsupported":
+    if row.rule in ("unsupported", "absent"):
         if engine == "sglang":
             msg = row.message.format(cls=_SG_CLS.get(family, "LlamaForCausalLM"))
         else:
@@ -386,6 +513,14 @@ def run_row(engine: str, version: str, family: str, L: int, ids: list[int] | Non
             return Captured((), failure=Failure("start-up", "IndexError: list index out of range (the setter marks "
                                                 f"self.layers[{max(internal)}] of a {L}-layer model)", row.src, internal))
     spec, fail, dropped = _loop(row, internal, L)
+    if row.branch and fail is None and any(p.kind == "layer_out" for p in spec):
+        # gemma3_causal.py from 0.5.17: `aux_hidden_states.append(hidden_states)` where the layer returns
+        # (mlp branch, residual): the draft gets post_feedforward_layernorm(mlp(...)), not the stream
+        n = [str(p).replace("layer_out", "mlp_branch") for p in spec]
+        fail = Failure("serving", f"the capture is the decoder layer's MLP branch, not the residual stream: "
+                       f"{', '.join(n)} (the loop appends hidden_states, and the layer keeps the residual apart)",
+                       row.src, internal)
+        return Captured((), dropped, internal, failure=fail)
     c = Captured(tuple(spec), dropped, internal, failure=fail)
     return c
 
@@ -453,6 +588,15 @@ def check_engine(engine: str, version: str | None) -> str:
         if engine == "vllm" and "-" in version and vllm_runner(version) not in ("v1", "v2"):
             raise BadInput(f"--engine-version {version}: unknown runner suffix", "use e.g. 0.33.0, 0.33.0-v1 or 0.33.0-v2")
         return version
+    if engine == "modelopt":
+        k = _vkey(version)
+        if k < _vkey(MODELOPT_FIRST):
+            raise BadInput(f"--engine-version {version}: ModelOpt before {MODELOPT_FIRST} captured without forward hooks, "
+                           "which the engine table does not model", f"use {MODELOPT_FIRST} or newer (e.g. 0.47)")
+        if k[:2] > (_vkey(MODELOPT_NEWEST)[0], _vkey(MODELOPT_NEWEST)[1] + 1):
+            raise BadInput(f"--engine-version {version} is newer than any ModelOpt release the engine table covers "
+                           f"(newest executed: {MODELOPT_NEWEST})", "add it to conformance/releases.py and run make conformance")
+        return version
     if version not in versions:
         raise BadInput(
             f"--engine-version {version} is not modelled for {engine}",
@@ -466,7 +610,8 @@ def id_range(engine: str, num_layers: int) -> tuple[int, int]:
     like SGLang's L-1 under the +1 rule, are taken yet capture nothing or make the engine fail, and
     the engine table says which."""
     L = num_layers
-    return {"sglang": (-1, L), "vllm": (0, L), "trtllm": (-1, L - 1), "modelopt": (0, L - 1)}.get(engine, (-1, L))
+    # trtllm takes id L: its slot stays unwritten, which the engine table reports (ENG003) rather than refusing
+    return {"sglang": (-1, L), "vllm": (0, L), "trtllm": (-1, L), "modelopt": (0, L - 1)}.get(engine, (-1, L))
 
 
 @dataclass
@@ -530,6 +675,9 @@ def resolve_serving(
                 f"{engine} (valid ids: {lo}..{hi})",
                 "use ids inside the target's depth, in this engine's numbering",
             )
+    if engine == "sglang" and engine_row(engine, version, family).rule == "absent":
+        cap = RULES[engine](version, family, num_layers, ids)  # the model registry refuses before any capture
+        return Serving(engine, version, family, num_layers, (), ids, source, ignored, [], [], cap.failure)
     if engine == "sglang" and not use_aux_hidden_state and _pick(SGLANG_ROWS["llama"], version).aux_flag:
         # sglang model_runner: eagle_config.use_aux_hidden_state false skips set_eagle3_layers_to_capture
         return Serving(engine, version, family, num_layers, (), ids, "eagle_config.use_aux_hidden_state = false",
@@ -578,18 +726,34 @@ def first_working_release(engine: str, family: str, after: str) -> tuple[str, st
     """(first release newer than ``after`` whose row runs EAGLE-3 for ``family``, the file that decides)."""
     if engine not in ("sglang", "vllm"):
         return None
-    fam = family if family in SGLANG_ROWS else "llama"
-    rows = (SGLANG_ROWS if engine == "sglang" else VLLM_ROWS)[fam]
+    table = SGLANG_ROWS if engine == "sglang" else VLLM_ROWS
+    fam = family if family in table else "llama"
+    rows = table[fam]
     firsts = {r.first for r in rows} | ({c[0] for c in VLLM_CHECK} if engine == "vllm" else set())
     for cand in sorted((f for f in firsts if _vkey(f) > _vkey(after)), key=_vkey):
         row = _pick(rows, cand)
-        if row.rule == "unsupported":
+        if row.rule in ("unsupported", "absent") or row.branch:
             continue
         if engine == "vllm":
             lst = _pick(VLLM_CHECK, cand)[1]
             if lst is not None and not any(x in VLLM_MODEL_TYPE.get(fam, "llama") for x in lst):
                 continue
         return cand, row.src
+    return None
+
+
+def earlier_working_rows(engine: str, family: str, before: str) -> tuple[str, str] | None:
+    """(first, end) of the newest row older than ``before`` that captures the residual stream for
+    ``family``: releases ``first`` <= v < ``end`` serve it (used when a newer release regressed)."""
+    table = SGLANG_ROWS if engine == "sglang" else VLLM_ROWS if engine == "vllm" else None
+    if table is None:
+        return None
+    rows = table[family if family in table else "llama"]
+    cur = _pick(rows, before)
+    for i in range(rows.index(cur) - 1, -1, -1):
+        if rows[i].rule not in ("unsupported", "absent") and not rows[i].branch:
+            end = next((r.first for r in rows[i + 1:] if r.branch or r.rule in ("unsupported", "absent")), cur.first)
+            return rows[i].first, end
     return None
 
 
@@ -601,7 +765,36 @@ def fix_snippet(engine: str, version: str | None, ids: list[int]) -> str:
 
 # --------------------------------------------------------------------------- training recipes
 
-RECIPES = ("hf-hidden-states:I,J,K", "eagle-default", "specforge[:ids]", "speculators[:ids]", "modelopt[:ids]", "spec:POINTS", "draft-config")
+@dataclass(frozen=True)
+class Recipe:
+    """A training recipe: which engine's capture made its features (a row of the engine table above), and the
+    ids it uses when none are written. --train-recipe, its help text and its error text all read RECIPE_TABLE."""
+
+    name: str
+    usage: str  # how it is written after the name
+    engine: str | None = None  # RULES key whose newest row the features went through; None: not an engine capture
+    version: str | None = None
+    default: Callable[[int], list[int]] | None = None  # ids when none are given (None: the engine's own default)
+    explain: str = ""  # str.format(ids=..., L=...)
+
+
+RECIPE_TABLE: dict[str, Recipe] = {r.name: r for r in (
+    Recipe("hf-hidden-states", ":I,J,K", explain="output_hidden_states{ids}: hs[0]=embed, hs[i]=layer_out[i-1], hs[{L}]=final_norm"),
+    Recipe("eagle-default", "", "eagle", "eagle3",
+           explain="EAGLE reference: idx {{2, L//2, L-3}} before the layer (SafeAILab/EAGLE modeling_llama_kv.py)"),
+    # SpecForge eagle3_target_model.py: [1, L//2-1, L-4], captured through SGLang's setter (+1)
+    Recipe("specforge", "[:ids]", "sglang", NEWEST["sglang"], lambda L: [1, L // 2 - 1, L - 4],
+           "SpecForge aux_hidden_states_layers {ids} (SGLang ids: layer_out[k])"),
+    # speculators' data generation is vLLM extract_hidden_states: vLLM numbering
+    Recipe("speculators", "[:ids]", "vllm", NEWEST["vllm"], lambda L: [2, L // 2, L - 3],
+           "speculators (vLLM extract_hidden_states) ids {ids}: layer_out[k-1]"),
+    Recipe("modelopt", "[:ids]", "modelopt", MODELOPT_NEWEST, None,
+           "ModelOpt ids {ids}: forward hooks on layers[k], layer order"),
+    Recipe("spec", ":POINTS", explain="capture points given explicitly"),
+    Recipe("draft-config", "", explain="the ids the draft config declares"),
+)}
+RECIPE_ALIASES = {"hf": "hf-hidden-states", "output_hidden_states": "hf-hidden-states"}
+RECIPES = tuple(r.name + r.usage for r in RECIPE_TABLE.values())
 
 
 def _ids(text: str, recipe: str) -> list[int]:
@@ -616,29 +809,26 @@ def training_spec(recipe: str, num_layers: int) -> tuple[FeatureSpec, str]:
     L = num_layers
     name, _, arg = recipe.partition(":")
     name = name.strip().lower()
-    if name in ("hf-hidden-states", "hf", "output_hidden_states"):
+    r = RECIPE_TABLE.get(RECIPE_ALIASES.get(name, name))
+    if r is None or r.name == "draft-config":  # draft-config is resolved by the caller from the draft's own ids
+        raise BadInput(f"unknown --train-recipe {recipe!r}", f"use one of: {', '.join(RECIPES)}")
+    if r.name == "hf-hidden-states":
         if not arg:
             raise BadInput("--train-recipe hf-hidden-states needs indices", "write hf-hidden-states:2,4,5")
         idx = _ids(arg, recipe)
-        spec = tuple(from_hs_index(i, L) for i in idx)
-        return spec, f"output_hidden_states{idx}: hs[0]=embed, hs[i]=layer_out[i-1], hs[{L}]=final_norm"
-    if name == "eagle-default":
-        return default_spec_llama(L), f"EAGLE reference: idx {{2, L//2, L-3}} = {{2, {L // 2}, {L - 3}}} before the layer"
-    if name == "specforge":
-        # SpecForge eagle3_target_model.py: [1, L//2-1, L-4], captured through SGLang (+1) or layer hooks
-        ids = _ids(arg, recipe) if arg else [1, L // 2 - 1, L - 4]
-        return _sglang("0.5.23", "llama", L, ids).spec, f"SpecForge aux_hidden_states_layers {ids} (SGLang ids: layer_out[k])"
-    if name == "speculators":
-        ids = _ids(arg, recipe) if arg else [2, L // 2, L - 3]
-        return _vllm("0.33.0", "llama", L, ids).spec, f"speculators (vLLM extract_hidden_states) ids {ids}: layer_out[k-1]"
-    if name == "modelopt":
-        ids = _ids(arg, recipe) if arg else [1, L // 2 - 1, L - 4]
-        return _modelopt("0.47", "llama", L, ids).spec, f"ModelOpt ids {sorted(ids)}: hooks on layers[k]"
-    if name == "spec":
+        return tuple(from_hs_index(i, L) for i in idx), r.explain.format(ids=idx, L=L)
+    if r.name == "spec":
         from .taps import parse_spec
 
-        return parse_spec(arg), "capture points given explicitly"
-    raise BadInput(f"unknown --train-recipe {recipe!r}", f"use one of: {', '.join(RECIPES)}")
+        return parse_spec(arg), r.explain
+    assert r.engine is not None and r.version is not None
+    ids = _ids(arg, recipe) if arg else (r.default(L) if r.default else None)
+    got = RULES[r.engine](r.version, "llama", L, ids)
+    if got.failure is not None:
+        raise BadInput(f"--train-recipe {recipe!r}: {r.engine} {r.version} fails on these ids: {got.failure.message}",
+                       "use distinct ids inside the target's depth, one per layer")
+    shown = ids if ids is not None else got.internal
+    return got.spec, r.explain.format(ids=shown, L=L)
 
 
 __all__ = [
@@ -652,8 +842,9 @@ __all__ = [
 
 def _row_meaning(engine: str, r: Row) -> tuple[str, str]:
     """(what id k captures, what -1 / 0 / L do) for one engine-table row."""
-    if r.rule == "unsupported":
-        return "-", "-"
+    if r.rule in ("unsupported", "absent"):
+        return ("start-up AttributeError: no `set_eagle3_layers_to_capture` (ENG001)" if r.rule == "unsupported"
+                else "start-up: architecture not registered (ENG001)"), "-"
     if engine == "vllm":
         k = "`layer_out[k-1]` (0 = embed)"
         zero = "embed" if r.guard0 or r.loop == "after" else "crash (residual None)"
@@ -667,6 +858,8 @@ def _row_meaning(engine: str, r: Row) -> tuple[str, str]:
         m1 = "matches no layer (dropped)"
     tail = "IndexError at start-up" if r.index_check else ("`layer_out[L-1]`" if r.end else "dropped")
     extra = "; fewer captures than ids: AssertionError" if r.packer else ""
+    if r.branch:
+        k += "; but the layer's MLP branch, not the residual stream (ENG003)"
     return k, f"-1 {m1}; L-1 {tail}{extra}"
 
 
@@ -698,7 +891,11 @@ def engine_table_markdown() -> str:
     lines.append("| engine | from release | target family | id k captures | -1 / 0 / L | keys read | order | source |")
     lines.append("|---|---|---|---|---|---|---|---|")
     lines.append("| trtllm (hand-read) | 1.2 | all | `layer_out[k]`; -1 = `final_norm` | one-model: sorted, -1 first; "
-                 "two-model: -1 last | `eagle3_layers_to_capture` | sorted set | `tensorrt_llm/_torch/speculative/eagle3.py` |")
-    lines.append("| modelopt (hand-read) | 0.47 | all | `layer_out[k]` | 0..L-1 | `eagle_config.eagle_aux_hidden_state_layer_ids` "
-                 "| sorted set | `modelopt/torch/speculative/plugins/hf_eagle.py` |")
+                 "two-model: -1 last; id L (no such layer): slot never written, uninitialized memory (ENG003); no ids "
+                 "and L <= 5: start-up ValueError (ENG001) | `eagle3_layers_to_capture` | sorted set "
+                 "| `tensorrt_llm/_torch/speculative/eagle3.py` |")
+    lines.append(f"| modelopt (executed) | {MODELOPT_FIRST} | all | `layer_out[k]` (forward hook on layers[k]); default "
+                 "{1, max(0, L//2-1), max(0, L-4)}: fewer than 3 states for L < 7 | 0..L-1; a duplicate, -1 or L: fc shape "
+                 "error on the first forward (ENG002) | `eagle_config.eagle_aux_hidden_state_layer_ids` "
+                 "| layer order | `modelopt/torch/speculative/plugins/hf_eagle.py` |")
     return "\n".join(lines) + "\n"

@@ -54,6 +54,8 @@ CODES: dict[str, tuple[str, str]] = {
     "FWD003": (ERROR, "the engine replaces the draft's own lm_head or embed_tokens with the target's"),
     "FWD004": (ERROR, "tie_word_embeddings makes the engine use embed_tokens as the draft's lm_head"),
     "FWD005": (WARNING, "the draft has both norm_before_fc and fc_norm, a pair speculators rejects"),
+    "FWD006": (ERROR, "the engine rotates the draft's RoPE in another layout (NeoX vs GPT-J-interleaved) than training"),
+    "FWD007": (WARNING, "undetermined whether the draft was trained with NeoX or GPT-J-interleaved RoPE"),
     # --- acceptance
     "ACC001": (ERROR, "acceptance under the serving features is far below the training features"),
     "ACC002": (ERROR, "acceptance is low on the training features too: the draft itself is weak"),
@@ -74,6 +76,7 @@ CODES: dict[str, tuple[str, str]] = {
     # --- engine failures (issue 12: engine truth, from the engines' own code, executed)
     "ENG001": (ERROR, "the engine refuses to start with this target, draft config or ids"),
     "ENG002": (ERROR, "the engine crashes on the first forward with these ids"),
+    "ENG003": (ERROR, "the engine runs but feeds the draft a tensor that is no capture point (an MLP branch, an unwritten slot)"),
     # --- prompt format: training vs serving chat template and data (issue 15, templates.py)
     "TPL001": (ERROR, "the serving template renders role tags or turn layout differently from training"),
     "TPL002": (ERROR, "BOS handling differs between training and serving (missing or duplicated BOS)"),

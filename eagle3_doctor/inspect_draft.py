@@ -349,7 +349,8 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
     fwd, sf = served.diagnose(
         d, info, engine, version, target_vocab=tV or None,
         target_head=read_target_tensor(target, ("lm_head.weight",)) if info.has_lm_head else None,
-        target_embed=read_target_tensor(target, ("model.embed_tokens.weight", "embed_tokens.weight")) if info.has_embed else None)
+        target_embed=read_target_tensor(target, ("model.embed_tokens.weight", "embed_tokens.weight")) if info.has_embed else None,
+        target_config=tcfg)
     out += fwd
     if sf is not None:
         facts.append((f"{engine} {version} runs", ", ".join(f"{k}={served.json_bool(v)}" for k, (v, _) in sf.flags.items())

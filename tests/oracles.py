@@ -14,6 +14,7 @@ import importlib.util
 import os
 import sys
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,11 @@ def speculators_logits(model: torch.nn.Module, aux: torch.Tensor, ids: torch.Ten
     out: list[torch.Tensor] = []
     hook = model.lm_head.register_forward_hook(lambda _m, _i, o: out.append(o.detach().clone()))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            # speculators 0.9.0 passes past_key_values to transformers' LlamaAttention
+            # (models/eagle3/model_definitions.py:87), deprecated in transformers 5.x: the oracle's
+            # own call, nothing the doctor does
+            warnings.filterwarnings("ignore", message="`past_key_values` is deprecated", category=FutureWarning)
             model(hidden_states=aux, input_ids=ids, document_ids=torch.zeros_like(ids), ttt_steps=steps)
     finally:
         hook.remove()

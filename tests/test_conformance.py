@@ -33,8 +33,9 @@ def test_every_listed_release_maps_to_an_executed_row():
                 assert v in row["releases"] and row["executed_from"] in row["releases"]
                 # a row is executed from its first release, and the releases it covers follow it
                 assert RELEASES[engine].index(row["executed_from"]) <= RELEASES[engine].index(v)
-    assert sum(len(r["releases"]) for r in TABLE["rows"]) == sum(len(v) for v in TABLE["release_rows"]["sglang"].values()) + sum(
-        len(v) for v in TABLE["release_rows"]["vllm"].values())
+    assert sum(len(r["releases"]) for r in TABLE["rows"]) == sum(
+        len(v) for e in ("sglang", "vllm", "modelopt") for v in TABLE["release_rows"][e].values())
+    assert TABLE["releases"]["modelopt"] == RELEASES["nvidia-modelopt"]
 
 
 def test_seed_case_on_each_deepseek_release_kind():
@@ -89,7 +90,7 @@ def _config(layout: str, ids) -> tuple[dict, bool]:
 def predict(engine: str, version: str, family: str, runner: str, key: str) -> str:
     L, layout, ids = _case(key)
     cfg, use_aux = _config(layout, ids)
-    v = version if engine == "sglang" else f"{version}-{runner}"
+    v = f"{version}-{runner}" if engine == "vllm" else version
     try:
         s = resolve_serving(engine, v, FAMILY.get(family, family), L, cfg, use_aux_hidden_state=use_aux)
     except BadInput:
@@ -100,6 +101,10 @@ def predict(engine: str, version: str, family: str, runner: str, key: str) -> st
 
 
 def _norm(actual: str) -> str:
+    if "mlp_branch[" in actual:
+        # sglang gemma3_causal.py from 0.5.17 feeds the MLP branch: no capture point names it, the doctor
+        # reports it as an engine failure at serving time (ENG003)
+        return "!serving"
     return actual.split(":", 1)[0] if actual.startswith("!") else actual
 
 

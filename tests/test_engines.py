@@ -194,8 +194,27 @@ def test_class6_capture_is_in_layer_order_once_per_layer():
     # sglang srt/models/llama.py: `if i in self.layers_to_capture` inside the layer loop
     assert serve("sglang", [30, 2, 28]).spec == (layer_out(2), layer_out(28), layer_out(30))
     assert serve("sglang", [2, 2, 30]).spec == (layer_out(2), layer_out(30))
-    # modelopt torch/speculative/plugins/hf_eagle.py: one forward hook per layer
-    assert serve("modelopt", override=[3, 3, 9]).spec == (layer_out(3), layer_out(9))
+    # modelopt torch/speculative/plugins/hf_eagle.py: one forward hook per layer, in layer order; but its draft
+    # fc takes len(ids) x hidden inputs (plugins/modeling_eagle.py), so a duplicate is a first-forward shape error
+    # (executed from 0.35.0-0.47.0 by conformance/modelopt_exec.py)
+    assert serve("modelopt", override=[9, 3, 5]).spec == (layer_out(3), layer_out(5), layer_out(9))
+    s = serve("modelopt", override=[3, 3, 9])
+    assert s.failure.when == "first forward" and "mat1 and mat2" in s.failure.message
+
+
+def test_modelopt_default_collapses_below_seven_layers():
+    # modelopt 0.47 plugins/hf_eagle.py default_eagle_aux_layer_ids: sorted({1, max(0, L//2-1), max(0, L-4)})
+    from eagle3_doctor.engines import modelopt_default_ids
+    assert {n: modelopt_default_ids(n) for n in (4, 5, 6, 7)} == {4: [0, 1], 5: [1], 6: [1, 2], 7: [1, 2, 3]}
+    assert serve("modelopt", n=5).spec == (layer_out(1),)
+    assert serve("modelopt", n=6).spec == (layer_out(1), layer_out(2))
+    # the recipe refuses ids ModelOpt training would crash on
+    with pytest.raises(BadInput, match="modelopt 0.47.0 fails on these ids"):
+        training_spec("modelopt:2,2,5", 8)
+    # releases before the hook capture are not modelled; any covered release string maps to the executed rule
+    with pytest.raises(BadInput, match="before 0.35.0"):
+        serve("modelopt", version="0.33.1")
+    assert serve("modelopt", [1, 4, 6], version="0.40.0", n=8).spec == (layer_out(1), layer_out(4), layer_out(6))
 
 
 def test_class8_vllm_deepseek_captures_before_each_layer():
@@ -255,3 +274,141 @@ def test_docs_engine_table_is_generated_from_the_engine_table():
     inner = doc.split("<!-- engine-table:begin -->\n", 1)[1].split("<!-- engine-table:end -->", 1)[0]
     assert inner == engine_table_markdown(), "docs/engine-table.md is stale: regenerate it (see its header)"
     assert "docs/engine-table.md" in (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+# --------------------------------------------------------------------------- SGLang families with their own setter
+# Each row below was executed from the release by `make conformance` (conformance/sglang_exec.py FAMILIES);
+# tests/test_conformance.py checks every case, these pin the behaviour a user meets, file by file.
+
+@pytest.mark.parametrize("config,family", [
+    ({"model_type": "glm4_moe_lite", "architectures": ["Glm4MoeLiteForCausalLM"]}, "glm4_moe_lite"),
+    ({"model_type": "glm4_moe", "architectures": ["Glm4MoeForCausalLM"]}, "glm4_moe"),
+    ({"model_type": "minimax_m2", "architectures": ["MiniMaxM2ForCausalLM"]}, "minimax_m2"),
+    ({"model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"]}, "kimi_linear"),
+    ({"model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"]}, "kimi_k25"),
+    ({"model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"]}, "deepseek"),
+    ({"model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"]}, "llama4"),
+    ({"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"]}, "gemma3"),
+    ({"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}, "gemma3_text"),
+    ({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}, "llama"),
+])
+def test_arch_family_names_the_sglang_file_that_decides(config, family):
+    from eagle3_doctor.engines import arch_family
+    assert arch_family(config) == family
+
+
+def _codes(s, train):
+    from eagle3_doctor.compare import diagnose_specs
+    return diagnose_specs(tuple(train), "t", s)
+
+
+def test_glm4_moe_lite_uses_the_deepseek_rule():
+    # sglang 0.5.23 srt/models/glm4_moe_lite.py Glm4MoeLiteForCausalLM.set_eagle3_layers_to_capture: +1 only when
+    # ids[0] == 1; 0.5.8-0.5.12 the class inherits deepseek_v2.py's plain +1 setter
+    n = 61
+    assert serve("sglang", [2, 30, 58], family="glm4_moe_lite", n=n).spec == (layer_out(1), layer_out(29), layer_out(57))
+    assert serve("sglang", [1, 29, 57], family="glm4_moe_lite", n=n).spec == (layer_out(1), layer_out(29), layer_out(57))
+    assert serve("sglang", [2, 30, 58], version="0.5.10", family="glm4_moe_lite", n=n).spec == (
+        layer_out(2), layer_out(30), layer_out(58))
+    # no packer in glm4_moe_lite.py: -1 matches no layer and the capture is quietly two slots
+    assert serve("sglang", [-1, 2, 30], family="glm4_moe_lite", n=n).spec == (layer_out(1), layer_out(29))
+
+
+def test_glm4_moe_and_minimax_m2_add_one_and_crash_on_minus_one_before_the_boundary_rewrite():
+    # sglang srt/models/glm4_moe.py and minimax_m2.py: `[val + 1 for val in layer_ids]`; the decoder loop appends
+    # `hidden_states + residual` with residual None before layer 0 until the layer-boundary capture
+    for fam, crash, ok in (("glm4_moe", "0.5.20", "0.5.21"), ("minimax_m2", "0.5.10", "0.5.11")):
+        assert serve("sglang", [1, 15, 28], family=fam).spec == (layer_out(1), layer_out(15), layer_out(28))
+        s = serve("sglang", [-1, 2, 16], version=crash, family=fam)
+        assert s.failure and s.failure.when == "first forward"
+        assert [f.code for f in _codes(s, (embed(), layer_out(2), layer_out(16)))] == ["ENG002"]
+        assert serve("sglang", [-1, 2, 16], version=ok, family=fam).spec == (embed(), layer_out(2), layer_out(16))
+    # before the setter existed, the model runner's call raises at start-up
+    s = serve("sglang", [1, 15, 28], version="0.5.4", family="glm4_moe")
+    assert s.failure.when == "start-up" and "Glm4MoeForCausalLM" in s.failure.message
+
+
+def test_kimi_linear_has_no_eagle3_in_any_sglang_release():
+    # sglang srt/models/kimi_linear.py: KimiLinearForCausalLM never defines set_eagle3_layers_to_capture
+    for v in ("0.5.5", "0.5.23"):
+        s = serve("sglang", [1, 15, 28], version=v, family="kimi_linear")
+        assert s.failure.when == "start-up" and "set_eagle3_layers_to_capture" in s.failure.message
+        f = _codes(s, default_spec_llama(L))
+        assert [x.code for x in f] == ["ENG001"] and "another engine" in f[0].fix
+    # a release whose model registry does not know the architecture refuses even with capture off
+    s = resolve_serving("sglang", "0.5.3", "kimi_linear", L, {NESTED: [1, 15, 28]}, use_aux_hidden_state=False)
+    assert s.failure and "not supported for now" in s.failure.message
+
+
+def test_kimi_k25_delegates_to_its_deepseek_language_model():
+    # sglang srt/models/kimi_k25.py KimiK25ForConditionalGeneration.set_eagle3_layers_to_capture hands the ids to
+    # self.language_model (deepseek_v2.py DeepseekV3ForCausalLM); 0.5.9 had no setter at all
+    s = serve("sglang", [2, 30, 58], version="0.5.9", family="kimi_k25", n=61)
+    f = _codes(s, (layer_out(2), layer_out(30), layer_out(58)))
+    assert [x.code for x in f] == ["ENG001"] and "0.5.10" in f[0].fix
+    assert serve("sglang", [2, 30, 58], version="0.5.10", family="kimi_k25", n=61).spec == (
+        layer_out(2), layer_out(30), layer_out(58))
+    # from 0.5.17 the DeepSeek AuxHiddenStatePacker asserts the count: the seed's [-1, 2, 30] crashes
+    s = serve("sglang", [-1, 2, 30], family="kimi_k25", n=61)
+    assert s.failure.when == "first forward" and "captured 2 of 3" in s.failure.message
+
+
+def test_llama4_delegates_to_llama4_causal_lm():
+    # sglang srt/models/mllama4.py Llama4ForConditionalGeneration -> llama4.py Llama4ForCausalLM (llama.py setter, +1)
+    assert serve("sglang", [1, 15, 28], family="llama4").spec == (layer_out(1), layer_out(15), layer_out(28))
+    assert serve("sglang", [1, 15, 28], version="0.4.8", family="llama4").failure.when == "start-up"
+    assert serve("sglang", [-1, 2, 16], version="0.5.20", family="llama4").failure.when == "first forward"
+
+
+def test_gemma3_sglang_0517_captures_the_mlp_branch_not_the_residual_stream():
+    # sglang srt/models/gemma3_causal.py Gemma3TextModel.forward appends the bare `hidden_states`; from 0.5.17
+    # Gemma3DecoderLayer returns (mlp branch, residual) ("Keep the residual live across layers"), so the capture
+    # is the branch. 0.5.12-0.5.16 returned the full stream; id L-1 (+1 = L) captures the last layer's output.
+    for fam in ("gemma3", "gemma3_text"):
+        assert serve("sglang", [1, 15, L - 1], version="0.5.16", family=fam).spec == (
+            layer_out(1), layer_out(15), layer_out(L - 1))
+        s = serve("sglang", [1, 15, 28], family=fam)
+        assert s.failure and s.failure.when == "serving" and "mlp_branch[1]" in s.failure.message
+        f = _codes(s, (layer_out(1), layer_out(15), layer_out(28)))
+        assert [x.code for x in f] == ["ENG003"] and ">= 0.5.12 and < 0.5.17" in f[0].fix
+        assert serve("sglang", [1, 15, 28], version="0.5.11", family=fam).failure.when == "start-up"
+
+
+def test_trtllm_slot_no_layer_writes_is_uninitialized_memory():
+    # TensorRT-LLM tensorrt_llm/_torch/speculative/eagle3.py (@001e6700): maybe_capture_hidden_states writes slot i
+    # only when layer layers_to_capture[i] runs; the buffer is torch.empty (Eagle3ResourceManager l.44-47, and
+    # Eagle3OneModelSpecMetadata.__post_init__), so id L leaves its slot holding whatever memory it was given
+    s = serve("trtllm", override=[1, 15, L])
+    assert s.failure and s.failure.when == "serving" and "slot(s) 2 (id 32)" in s.failure.message
+    f = _codes(s, (layer_out(1), layer_out(15), layer_out(28)))
+    assert [x.code for x in f] == ["ENG003"] and "eagle3_layers_to_capture: [1, 15, 28]" in f[0].fix
+    # ids past L stay refused as out of range, by inspect and compare-hidden alike
+    with pytest.raises(BadInput):
+        serve("trtllm", override=[1, 15, L + 1])
+
+
+def test_trtllm_default_needs_six_layers_and_repeats_a_slot_at_six():
+    # eagle3.py __post_init__ (l.109-111 @001e6700): no eagle3_layers_to_capture and num_layers <= 5 -> ValueError;
+    # at 6 layers the default tuple (1, 2, 2) is no set: the second 2 matches the `break`-ed slot, never written
+    s = serve("trtllm", n=5)
+    assert s.failure.when == "start-up" and "Not enough hidden layers" in s.failure.message
+    assert [x.code for x in _codes(s, (layer_out(1), layer_out(2), layer_out(3)))] == ["ENG001"]
+    assert serve("trtllm", n=6).failure.when == "serving"
+    assert serve("trtllm", n=7).spec == (layer_out(1), layer_out(2), layer_out(3))
+    assert serve("trtllm", override=[1, 2, 3], n=5).spec == (layer_out(1), layer_out(2), layer_out(3))
+
+
+def test_train_recipes_are_rows_of_the_engine_table():
+    # one list: --train-recipe, its help and its error text read RECIPE_TABLE, whose recipes run the engine rules
+    from eagle3_doctor.engines import MODELOPT_NEWEST, NEWEST, RECIPE_TABLE, RECIPES
+    assert (RECIPE_TABLE["specforge"].engine, RECIPE_TABLE["specforge"].version) == ("sglang", NEWEST["sglang"])
+    assert (RECIPE_TABLE["speculators"].engine, RECIPE_TABLE["speculators"].version) == ("vllm", NEWEST["vllm"])
+    assert (RECIPE_TABLE["modelopt"].engine, RECIPE_TABLE["modelopt"].version) == ("modelopt", MODELOPT_NEWEST)
+    with pytest.raises(BadInput) as e:
+        training_spec("nemo", L)
+    assert all(r in e.value.fix for r in RECIPES)
+    # no ids: the engine's own default, so ModelOpt's set default on a 5-layer target is one state
+    assert training_spec("modelopt", 5)[0] == (layer_out(1),)
+    assert training_spec("hf:2,16,29", L)[0] == default_spec_llama(L)
+    from eagle3_doctor import cli
+    assert all(r in str(cli.TrainRecipe.__metadata__[0].help) for r in RECIPES if r != "draft-config")

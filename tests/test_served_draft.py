@@ -245,3 +245,123 @@ def test_every_rope_type_matches_transformers(rope):
                                            max_position_embeddings=1024, rope_parameters=rp))
     torch.testing.assert_close(inv, emb.inv_freq.float(), rtol=0, atol=0)
     assert scale == pytest.approx(emb.attention_scaling)
+
+
+# ---------------------------------------------------------------------------- RoPE layout (GPT-J vs NeoX)
+
+
+def _gptj_rows(w: torch.Tensor, n: int, d: int) -> torch.Tensor:
+    """NeoX-ordered q/k rows -> the GPT-J order a draft trained interleaved holds (the inverse of
+    the doctor's printed fix): row 2j <- j, row 2j+1 <- j + d/2, per head."""
+    x = w.reshape(n, d, -1)
+    return torch.stack([x[:, : d // 2], x[:, d // 2:]], dim=2).reshape(w.shape)
+
+
+def _interleaved_draft(tmp_copy, fmt="sglang", key=True):
+    """The fixture draft turned into the same function trained under GPT-J RoPE: q/k rows permuted,
+    and (key=True) the layout declared with SGLang's key."""
+    d = tmp_copy(DRAFTS[fmt], f"{fmt}-gptj")
+    def w(sd):
+        for k in list(sd):
+            if ".q_proj." in k or ".k_proj." in k:
+                sd[k] = _gptj_rows(sd[k], 4 if ".q_proj." in k else 2, 32)
+    _edit(d, cfg=(lambda c: c.update(rope_is_neox_style=False)) if key else None, weights=w)
+    return d
+
+
+def _logits(path, steps=3):
+    from eagle3_doctor.draft.formats import read_draft
+
+    g = torch.Generator().manual_seed(3)
+    aux, ids = torch.randn(1, 40, 384, generator=g), torch.randint(0, 320, (1, 40), generator=g)
+    temb = load_file(TARGET / "model.safetensors")["model.embed_tokens.weight"]
+    d, _ = read_draft(path, device="cpu", dtype=torch.float32, target_embed=temb)
+    with torch.no_grad():
+        return torch.stack([d.logits(h) for h in d.unroll(aux, ids, steps)])
+
+
+@pytest.mark.parametrize("partial", [1.0, 0.5])
+def test_interleaved_rope_is_transformers_gptj_rotation(partial):
+    # the doctor's GPT-J layout (a permutation of q and k before its NeoX rotation) gives the same
+    # attention scores as transformers' own interleaved RoPE (GLM's apply_rotary_pos_emb)
+    from transformers import LlamaConfig
+    from transformers.models.glm.modeling_glm import apply_rotary_pos_emb
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    from eagle3_doctor.draft.model import DraftConfig, apply_rope, neox_order, rope_tables
+
+    cfg = DraftConfig(hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=4,
+                      vocab_size=8, draft_vocab_size=8, head_dim=32, rope_interleaved=True,
+                      extra={"partial_rotary_factor": partial} if partial < 1 else {})
+    inv, scale = rope_tables(cfg)
+    rot = 2 * inv.numel()
+    g = torch.Generator().manual_seed(0)
+    q, k, pos = torch.randn(1, 4, 24, 32, generator=g), torch.randn(1, 4, 24, 32, generator=g), torch.arange(24)[None]
+    ours = apply_rope(neox_order(q, rot), pos, inv, scale) @ apply_rope(neox_order(k, rot), pos, inv, scale).transpose(-1, -2)
+    # transformers' own cos/sin layout over the rotary dims ([freqs, freqs], as LlamaRotaryEmbedding
+    # returns them; checked against it for the full head), handed to GLM's interleaved application
+    emb = torch.cat([pos[..., None].float() * inv, pos[..., None].float() * inv], dim=-1)
+    cos, sin = emb.cos() * scale, emb.sin() * scale
+    if partial == 1.0:
+        hf = LlamaConfig(hidden_size=128, num_attention_heads=4, head_dim=32, rope_parameters={"rope_theta": 10000.0})
+        torch.testing.assert_close((cos, sin), LlamaRotaryEmbedding(hf)(q, pos))
+    rq, rk = apply_rotary_pos_emb(q, k, cos, sin)
+    torch.testing.assert_close(ours, rq @ rk.transpose(-1, -2), rtol=1e-5, atol=1e-5)
+    # and it is not NeoX: the plain rotation of the same q, k differs
+    neox = apply_rope(q, pos, inv, scale) @ apply_rope(k, pos, inv, scale).transpose(-1, -2)
+    assert (neox - ours).abs().max() > 1e-2
+
+
+def test_interleaved_draft_runs_as_trained(tmp_copy):
+    # a GPT-J-trained draft (the fixture's function with its q/k rows in GPT-J order) declared with
+    # rope_is_neox_style=false: the doctor runs it exactly as the NeoX original
+    d = _interleaved_draft(tmp_copy)
+    torch.testing.assert_close(_logits(d), _logits(DRAFTS["sglang"]), rtol=1e-5, atol=1e-5)
+    # SGLang reads the key: quiet
+    assert fwd(inspect(str(TARGET), str(d), engine="sglang")) == []
+
+
+def test_interleaved_draft_under_vllm_is_named_and_fixed(tmp_copy):
+    d = _interleaved_draft(tmp_copy)
+    (f,) = fwd(inspect(str(TARGET), str(d), engine="vllm"))
+    assert f.code == "FWD006" and f.data == {"trained_interleaved": True, "served_interleaved": False}
+    assert "rope_is_neox_style = false" in f.evidence[0] and "llama.py:241" in f.evidence[1]
+    before = _logits(d)
+    # the printed fix, as printed: the python rewrite, then the config key
+    code = f.fix.split("(python, for each *.safetensors file p: ", 1)[1].rsplit(")", 1)[0]
+    exec(code, {"p": str(d / "model.safetensors")})
+    apply_fix(d, 'set "rope_is_neox_style": true in the draft\'s config.json')
+    assert '"rope_is_neox_style": true' in f.fix
+    assert fwd(inspect(str(TARGET), str(d), engine="vllm")) == []
+    assert fwd(inspect(str(TARGET), str(d), engine="sglang")) == []
+    # the rewrite keeps the trained function: same logits, now under NeoX
+    torch.testing.assert_close(_logits(d), before, rtol=1e-5, atol=1e-5)
+
+
+def test_sglang_reads_the_layout_key_only_at_the_top_level(tmp_copy):
+    d = tmp_copy(DRAFTS["speculators"])
+    _edit(d, cfg=lambda c: c["transformer_layer_config"].update(rope_is_neox_style=False))
+    (f,) = fwd(inspect(str(TARGET), str(d), engine="sglang"))
+    assert f.code == "FWD006" and "never reads transformer_layer_config.rope_is_neox_style" in " ".join(f.evidence)
+    apply_fix(d, f.fix)
+    assert fwd(inspect(str(TARGET), str(d), engine="sglang")) == []
+
+
+@pytest.mark.parametrize("where", ["draft", "target"])
+def test_llama4_layout_undetermined_until_written(tmp_copy, where):
+    d = tmp_copy(DRAFTS["sglang"])
+    t = TARGET
+    if where == "draft":
+        _edit(d, cfg=lambda c: c.update(model_type="llama4_text"))
+    else:
+        t = _target_with(tmp_copy, model_type="llama4_text")
+    (f,) = fwd(inspect(str(t), str(d), engine="sglang"))
+    assert f.code == "FWD007" and "Llama 4" in f.evidence[0] and f.data["trained"] is None
+    apply_fix(d, 'set "rope_is_neox_style": true in the draft\'s config.json')  # the fix's NeoX branch
+    assert fwd(inspect(str(t), str(d), engine="sglang")) == []
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_neox_fixtures_stay_quiet_about_rope(engine):
+    for fmt in ("sglang", "speculators", "eagle"):
+        assert [f for f in fwd(inspect(str(TARGET), str(DRAFTS[fmt]), engine=engine)) if f.code in ("FWD006", "FWD007")] == []

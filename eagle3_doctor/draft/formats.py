@@ -119,6 +119,11 @@ def _llama_fields(c: dict[str, Any]) -> dict[str, Any]:
         out["rope_theta"] = theta
         if set(rp) - {"rope_theta", "rope_type"} or rp.get("rope_type", "default") != "default":
             out["rope_scaling"] = rp  # transformers-5 layout kept whole; model.rope_parameters reads both
+    # SGLang's key for the RoPE layout (srt/models/llama.py:335 in 0.5.23, default True); the
+    # trainers that write these formats (SpecForge, speculators, EAGLE) only rotate NeoX-style
+    neox = c.get("rope_is_neox_style")
+    if isinstance(neox, bool):
+        out["rope_interleaved"] = not neox
     prf = c.get("partial_rotary_factor")
     if isinstance(prf, (int, float)) and not isinstance(prf, bool) and prf != 1:
         out["extra"] = {"partial_rotary_factor": float(prf)}
@@ -392,6 +397,7 @@ def _llama_config(cfg) -> dict[str, Any]:
         "tie_word_embeddings": False,
         "model_type": "llama",
         "torch_dtype": cfg.torch_dtype or "float32",
+        **({"rope_is_neox_style": False} if cfg.rope_interleaved else {}),
     }
 
 

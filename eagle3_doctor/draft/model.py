@@ -24,6 +24,11 @@ Forward flags, each exactly as its source defines it (installed packages, file:l
 - ``norm_before_residual``: the residual is ``hidden_norm(h)`` (speculators
   ``models/eagle3/model_definitions.py:75-81``; vLLM ``llama_eagle3.py`` ``_norm_before_residual``).
 - ``norm_output`` (speculators ``core.py:302-306``): feed ``norm(out)`` to the next step.
+- ``rope_interleaved`` (SGLang's ``rope_is_neox_style: false``): GPT-J RoPE, rotating dims
+  (2i, 2i+1) together instead of NeoX's (i, i + rotary_dim/2). Run as a fixed permutation of the
+  rotary dims of q and k before the NeoX rotation: attention scores only see q.k, so permuting both
+  alike is exact (the same identity vLLM's ``llama4.py`` ``permute_qk_weight_for_rotary`` uses to
+  load interleaved Llama 4 weights into its NeoX kernels).
 - ``norm_before_lm_head`` = SpecForge 0.2.0's ``norm_output`` (default True): False drops the final
   norm before ``lm_head`` while the fed-back state stays pre-norm (``llama3_eagle.py:1690, 1773-1778``;
   the training loop feeds back the backbone output, ``algorithms/eagle3/model.py:386-400``).
@@ -71,6 +76,7 @@ class DraftConfig:
     fc_norm: bool = False
     norm_before_lm_head: bool = True
     norm_output: bool = False
+    rope_interleaved: bool = False  # GPT-J pairs (2i, 2i+1); False = NeoX rotate-half (i, i + d/2)
     torch_dtype: str | None = None
     extra: dict = field(default_factory=dict)
 
@@ -172,6 +178,12 @@ def rope_inv_freq(cfg: DraftConfig) -> torch.Tensor:
     return rope_tables(cfg)[0]
 
 
+def neox_order(x: torch.Tensor, rot: int) -> torch.Tensor:
+    """Reorder the first ``rot`` dims of the last axis from GPT-J pairs (2i, 2i+1) to NeoX
+    halves (i, i + rot/2); later (non-rotary) dims stay where they are."""
+    return torch.cat([x[..., 0:rot:2], x[..., 1:rot:2], x[..., rot:]], dim=-1)
+
+
 def apply_rope(x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     """x: [B, heads, T, d]; pos: [B, T] (int). NeoX rotate-half over the first 2*len(inv_freq)
     dims (all of them unless partial_rotary_factor < 1), as transformers' Llama; ``scale`` is the
@@ -197,12 +209,16 @@ class DraftAttention(nn.Module):
         self.v_proj = nn.Linear(2 * cfg.hidden_size, self.nkv * d, bias=b)
         self.o_proj = nn.Linear(self.nh * d, cfg.hidden_size, bias=False)
         self.rope_scale = 1.0  # the RoPE attention factor (yarn, longrope); set with inv_freq
+        self.cfg = cfg  # the layout is read at run time, like every forward flag
 
     def qkv(self, x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor):
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.nh, self.d).transpose(1, 2)
         k = self.k_proj(x).view(B, T, self.nkv, self.d).transpose(1, 2)
         v = self.v_proj(x).view(B, T, self.nkv, self.d).transpose(1, 2)
+        if self.cfg.rope_interleaved:  # q and k permuted alike: q.k and so the attention are unchanged
+            rot = 2 * inv_freq.shape[0]
+            q, k = neox_order(q, rot), neox_order(k, rot)
         return apply_rope(q, pos, inv_freq, self.rope_scale), apply_rope(k, pos, inv_freq, self.rope_scale), v
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

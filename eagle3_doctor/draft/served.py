@@ -30,6 +30,18 @@ Sources read (file at a commit, or a merged PR's own description):
   parameter for, e.g. ``input_norm.weight``, are skipped silently by ``load_weights``); norms before
   ``lm_head``, feeds back the pre-norm state; ``tie_word_embeddings`` makes ``lm_head =
   embed_tokens``; ``hot_token_id = d2t + arange`` (``t2d`` ignored).
+- RoPE layout (read from the released wheels): SGLang 0.4.3.post4 through 0.5.23
+  ``srt/models/llama.py`` ``rope_is_neox_style = getattr(config, "rope_is_neox_style", True)``
+  (:204 in 0.4.3.post4, :220 in 0.5.2, :335 in 0.5.23), in the ``LlamaDecoderLayer`` that
+  ``llama_eagle3.py``'s draft layer subclasses; vLLM ``model_executor/models/llama.py``
+  ``_init_rotary_emb``: ``is_neox_style = True`` (:223 in 0.10.2, :240 in 0.18.0, :241 in 0.33.0;
+  False only for GGUF llama weights), which ``llama_eagle3.py`` and ``qwen3_eagle3.py`` inherit: no
+  key is read. vLLM converts GPT-J-interleaved q/k rows to NeoX only in its Llama 4 models
+  (``llama4.py`` ``permute_qk_weight_for_rotary``, ``llama4_eagle.py`` load_weights), never for
+  EAGLE-3. The trainers that write the formats rotate NeoX-style only (speculators 0.9.0 through
+  transformers' Llama/Qwen3 layers; SpecForge 0.2.0 ``llama3_eagle.py:126-141``); transformers'
+  Llama 4 target rotates interleaved pairs (``modeling_llama4.py:225-231``), and TensorRT-LLM PR
+  #19036 reports a Llama 4 EAGLE-3 drafter trained interleaved (acceptance length 1.01 when run NeoX).
 - SGLang at 9d18277 (linked from SpecForge PR #879, merged 2026-09-15): ``norm_output`` read at
   the top level, default False, meaning "feed the normed state" (EAGLE 3.1). SpecForge <= 0.2.0
   meant "norm before lm_head" by the same key (PR #879 aligned SpecForge with SGLang).
@@ -65,6 +77,7 @@ class DraftServing:
     weights_source: str
     weights_fixed_by: str | None = None
     notes: list[str] = field(default_factory=list)
+    rope_neox: FlagRule | None = None  # whether the engine rotates NeoX-style (value True) or GPT-J
 
 
 _V_MODEL = "vllm llama_eagle3.py @00bd149"
@@ -128,7 +141,10 @@ def _vllm(version: str, fmt: str) -> DraftServing:
         else:
             flags = {"norm_before_residual": nbr, "norm_before_fc": None, "fc_norm": None, "norm_output": None}
     flags["norm_before_lm_head"] = _NORM_HEAD
-    return DraftServing("vllm", version, fmt, flags, **weights)
+    line = {"0.10.2": 223, "0.18.0": 240}.get(version, 241)
+    rope = FlagRule((), True, f"vllm model_executor/models/llama.py:{line} ({version}): is_neox_style = True, "
+                              "no config key; only its Llama 4 models permute interleaved q/k rows at load")
+    return DraftServing("vllm", version, fmt, flags, **weights, rope_neox=rope)
 
 
 def _sglang(version: str, fmt: str) -> DraftServing:
@@ -145,8 +161,13 @@ def _sglang(version: str, fmt: str) -> DraftServing:
                                     "True feeds the normed state"),
         }
     flags["norm_before_lm_head"] = _NORM_HEAD
+    line = {"0.5.2": 220}.get(version, 335)
+    rope = FlagRule(("rope_is_neox_style",), True,
+                    f"sglang srt/models/llama.py:{line} ({version}): getattr(config, 'rope_is_neox_style', True), "
+                    "in the decoder layer llama_eagle3.py's draft layer subclasses")
     return DraftServing("sglang", version, fmt, flags, embed="target", lm_head="own", ties_head_to_embed=True,
-                        weights_source=f"{_SG}: embed_tokens from the target; tie_word_embeddings -> lm_head = embed_tokens")
+                        weights_source=f"{_SG}: embed_tokens from the target; tie_word_embeddings -> lm_head = embed_tokens",
+                        rope_neox=rope)
 
 
 def draft_serving(engine: str, version: str, fmt: str) -> DraftServing | None:
@@ -269,8 +290,100 @@ def _newest(engine: str) -> str:
     return ENGINE_VERSIONS[engine][0]
 
 
+# --------------------------------------------------------------------------- RoPE layout
+
+_TRAINERS = {"speculators": "speculators 0.9.0 (transformers' Llama/Qwen3 attention, rotate-half)",
+             "sglang": "SpecForge 0.2.0 (llama3_eagle.py:126-141, rotate-half)",
+             "eagle": "EAGLE (eagle/model/cnets.py, rotate-half)"}
+_LLAMA4 = ("llama4", "llama4_text")
+
+
+def _layer_config(config: dict[str, Any]) -> dict[str, Any]:
+    tl = config.get("transformer_layer_config")
+    return tl if isinstance(tl, dict) else {}
+
+
+def trained_rope_interleaved(info: Any, target_config: dict[str, Any] | None = None) -> tuple[bool | None, str]:
+    """(interleaved, why) for the RoPE layout the draft was trained with: True = GPT-J pairs,
+    False = NeoX halves, None = undetermined (a Llama 4 target, whose own RoPE is interleaved, and
+    a draft config that names no layout: no weight statistic tells the two apart reliably)."""
+    c, tl = info.config, _layer_config(info.config)
+    for key, node in (("rope_is_neox_style", c), ("transformer_layer_config.rope_is_neox_style", tl)):
+        v = node.get("rope_is_neox_style")
+        if isinstance(v, bool):
+            return (not v), f"{key} = {json_bool(v)}"
+    tc = target_config or {}
+    llama4 = {str(c.get("model_type", "")).lower(), str(tl.get("model_type", "")).lower(),
+              str(tc.get("model_type", "")).lower()} & set(_LLAMA4) or \
+        any("llama4" in str(a).lower() for a in (tc.get("architectures") or []))
+    if llama4:
+        return None, ("Llama 4: its transformers model rotates GPT-J-interleaved pairs (modeling_llama4.py:225-231) and "
+                      "TensorRT-LLM PR #19036 reports a Llama 4 drafter trained that way, while SpecForge and "
+                      "speculators train NeoX; the draft config names no layout (rope_is_neox_style)")
+    trainer = _TRAINERS.get(info.format, "every EAGLE-3 trainer the doctor models")
+    return False, f"no rope_is_neox_style: NeoX, the only layout {trainer} trains"
+
+
+def neox_fix(cfg: Any, key: str = "rope_is_neox_style") -> str:
+    """The weight rewrite that turns a GPT-J-trained draft into the same function under NeoX RoPE:
+    per head, rotary rows (0, 2, 4, ..., 1, 3, 5, ...) of q_proj and k_proj (vLLM's own
+    permute_qk_weight_for_rotary for Llama 4, restricted to the rotary dims)."""
+    from .model import rope_inv_freq
+
+    d, r = int(cfg.head_dim), 2 * int(rope_inv_freq(cfg).numel())
+    nq, nkv = cfg.num_attention_heads, cfg.num_key_value_heads
+    return (f"rewrite q_proj/k_proj (weights and any bias) in NeoX order, then set {_render(key, True)} in the "
+            "draft's config.json (python, for each *.safetensors file p: import torch; from safetensors.torch import "
+            "load_file, save_file; sd = load_file(p); "
+            f"f = lambda w, n: (lambda x: torch.cat([x[:, 0:{r}:2], x[:, 1:{r}:2], x[:, {r}:]], 1).reshape(w.shape))"
+            f"(w.reshape(n, {d}, -1)); "
+            f"sd = {{k: f(v, {nq} if 'q_proj' in k else {nkv}) if ('q_proj' in k or 'k_proj' in k) else v "
+            "for k, v in sd.items()}; save_file(sd, p))")
+
+
+def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str,
+                  target_config: dict[str, Any] | None) -> list[Any]:
+    """FWD006 where the engine rotates in another layout than training; FWD007 where the trained
+    layout is undetermined."""
+    from ..findings import Finding
+
+    if sf is None or sf.serving.rope_neox is None:
+        return []
+    rule = sf.serving.rope_neox
+    neox, why = served_flag(rule, info.config)
+    trained, twhy = trained_rope_interleaved(info, target_config)
+    name = lambda inter: "GPT-J-interleaved" if inter else "NeoX (rotate-half)"  # noqa: E731
+    served_ev = f"served by {label}: {name(not neox)}: {why}"
+    if trained is None:
+        return [Finding("FWD007", f"undetermined whether the draft was trained with NeoX or GPT-J-interleaved RoPE; "
+                                  f"{label} runs it {name(not neox)}",
+                        [f"trained: undetermined: {twhy}", served_ev],
+                        'write the layout training used into the draft\'s config.json: "rope_is_neox_style": true '
+                        "(NeoX: SpecForge, speculators) or false (GPT-J)",
+                        data={"trained": None, "served_interleaved": not neox})]
+    if trained == (not neox):
+        return []
+    ev = [f"trained: {name(trained)} ({twhy})", served_ev,
+          "each q/k pair is rotated by another frequency than in training: attention scores lose their positions "
+          "(TensorRT-LLM PR #19036: acceptance length 1.01)"]
+    if rule.keys:
+        fix = f"set {_render(rule.keys[0], not trained)} in the draft's config.json"
+        moved = [k for k in ("transformer_layer_config.rope_is_neox_style",) if lookup(info.config, k) is not None
+                 and k not in rule.keys]
+        if moved:
+            ev.append(f"{label} never reads {', '.join(moved)}")
+    elif trained:
+        fix = neox_fix(cfg, next((k for k in ("rope_is_neox_style", "transformer_layer_config.rope_is_neox_style")
+                                  if isinstance(lookup(info.config, k), bool)), "rope_is_neox_style"))
+    else:  # trained NeoX, engine GPT-J: no modelled engine does this
+        fix = f"{label} cannot rotate NeoX-style: serve with an engine that does"
+    return [Finding("FWD006", f"{label} rotates the draft's RoPE {name(not neox)}, it was trained {name(trained)}",
+                    ev, fix, data={"trained_interleaved": trained, "served_interleaved": not neox})]
+
+
 def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: int | None,
-             target_head: Any = None, target_embed: Any = None) -> tuple[list[Any], ServedForward | None]:
+             target_head: Any = None, target_embed: Any = None,
+             target_config: dict[str, Any] | None = None) -> tuple[list[Any], ServedForward | None]:
     """Findings where the engine runs the draft differently from how it was trained (no forward)."""
     from ..findings import Finding
 
@@ -329,14 +442,14 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
         f" (--engine-version {newest} models one)" if newest != version else "")
     if sf.embed_from_target and draft.embed_tokens is not None and target_embed is not None and \
             row.embed == "target-if-same-shape" and tuple(target_embed.shape) == tuple(draft.embed_tokens.weight.shape):
-        diff = float((target_embed.float() - draft.embed_tokens.weight.float()).abs().max())
+        diff = float((target_embed.float() - draft.embed_tokens.weight.detach().float()).abs().max())
         if diff > 1e-3:
             out.append(Finding("FWD003", f"{label} replaces the draft's own embed_tokens with the target's",
                                [f"draft and target embed_tokens differ by up to {diff:.4g}", row.weights_source],
                                up, data={"weight": "embed_tokens"}))
     if sf.head_from_target and target_head is not None and \
             tuple(target_head.shape) == tuple(draft.lm_head.weight.shape):
-        diff = float((target_head.float() - draft.lm_head.weight.float()).abs().max())
+        diff = float((target_head.float() - draft.lm_head.weight.detach().float()).abs().max())
         if diff > 1e-3:
             out.append(Finding("FWD003", f"{label} replaces the draft's own lm_head with the target's",
                                [f"draft and target lm_head differ by up to {diff:.4g}", row.weights_source],
@@ -349,4 +462,5 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
                             + ("" if shape_ok else f"; embed_tokens has {cfg.vocab_size} rows, the draft vocabulary "
                                                    f"{cfg.draft_vocab_size}")],
                            'set "tie_word_embeddings": false in the draft\'s config.json'))
+    out += rope_findings(info, cfg, sf, label, target_config)
     return out, sf
