@@ -46,7 +46,7 @@ CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
     ],
     "nvidia-modelopt": [r"^modelopt/torch/speculative/.*\.py$"],
     "vllm": [
-        r"^vllm/model_executor/models/(llama|deepseek_v2|gpt_oss|qwen2|qwen3|qwen3_moe|qwen2_moe|mistral|interfaces|registry|llama_eagle3|minimax_text_01|glm4_moe)\.py$",
+        r"^vllm/model_executor/models/[^/]+\.py$",  # every model file: families are followed through their imports
         r"^vllm/config(/speculative|/__init__)?\.py$",
         r"^vllm/v1/worker/gpu_model_runner\.py$",
         r"^vllm/v1/worker/gpu/.*\.py$",
