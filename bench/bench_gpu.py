@@ -404,10 +404,8 @@ def floor_run(args) -> None:
         Path(args.profile).write_text(prof.key_averages().table(sort_by=key, row_limit=40) + "\n\nBy self CPU time:\n"
                                       + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
     if args.compile:
-        from eagle3_doctor.draft.fast import compile_draft
-
         try:
-            compile_draft(draft)
+            setup.compile_draft()  # what `acceptance --compile` does
             rows["K=7 draft steps alone, torch.compile"] = measure(draft_only, args.repeats)
             rows["acceptance K=7, draft under torch.compile"] = measure(acc, args.repeats)
         except Exception as e:  # noqa: BLE001 - record why, keep the eager rows

@@ -94,3 +94,33 @@ def test_compiled_draft_pieces_keep_float32_parity():
         got = [d.logits(h) for h in d.unroll(aux, ids, 4)]
     for a, b in zip(got, ref):
         assert torch.equal(a, b)
+
+
+def test_acceptance_compile_flag_runs_the_compiled_draft_with_identical_results(tmp_path, monkeypatch):
+    """`acceptance --compile` reaches Setup.compile_draft; on the CPU it is skipped with a note (a minute of
+    compilation for no gain), and with a backend forced (as a GPU run compiles) the figures are eager's."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from conftest import DRAFTS, PROMPTS, TARGET
+    from eagle3_doctor import doctor
+    from eagle3_doctor.cli import app
+
+    args = ["acceptance", "-t", str(TARGET), "-d", str(DRAFTS["sglang"]), "--prompts", str(PROMPTS), "--limit", "2",
+            "-k", "3", "--max-new-tokens", "12", "-q", "--json"]
+    docs = {}
+    for name, extra in (("eager", []), ("cpu-skip", ["--compile"])):
+        r = CliRunner().invoke(app, [*args, str(tmp_path / f"{name}.json"), *extra])
+        assert r.exit_code in (0, 1), r.output
+        docs[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    assert docs["cpu-skip"]["settings"]["compiled"] is False
+    assert any("--compile skipped" in n for n in docs["cpu-skip"]["notes"])
+    real = doctor.Setup.compile_draft
+    monkeypatch.setattr(doctor.Setup, "compile_draft", lambda self: real(self, backend="eager", dynamic=False))
+    r = CliRunner().invoke(app, [*args, str(tmp_path / "compiled.json"), "--compile"])
+    assert r.exit_code in (0, 1), r.output
+    docs["compiled"] = json.loads((tmp_path / "compiled.json").read_text())
+    assert docs["compiled"]["settings"]["compiled"] is True
+    for name in ("cpu-skip", "compiled"):
+        assert docs[name]["paths"] == docs["eager"]["paths"]
