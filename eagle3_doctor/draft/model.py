@@ -157,14 +157,17 @@ def rope_tables(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
     else:
         raise NotImplementedError(f"rope_type {kind!r} is not one transformers {_tf_version()} knows "
                                   f"({', '.join(sorted(ROPE_INIT_FUNCTIONS))})")
-    with torch.device("cpu"):  # read_draft builds the module under torch.device("meta")
-        inv, scale = fn(config=hf, device="cpu")
+    # read_draft builds the module under torch.device("meta"); the device context (not a device=
+    # argument, deprecated for the default rope in transformers 5.17 and dropped from its signature
+    # later) puts the frequencies on the CPU
+    with torch.device("cpu"):
+        inv, scale = fn(config=hf)
         prf = float(rp.get("partial_rotary_factor", 1.0))
         if prf < 1 and 2 * inv.numel() == int(cfg.head_dim):  # type: ignore[arg-type]
             # Llama's init functions ignore the factor; the same function over the rotary dims is
             # what models that honour it compute (rotary_dim = head_dim * factor)
             hf.head_dim = int(int(cfg.head_dim) * prf)  # type: ignore[arg-type]
-            inv, scale = fn(config=hf, device="cpu")
+            inv, scale = fn(config=hf)
     return inv.float(), float(scale)
 
 
