@@ -47,6 +47,7 @@ CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
     "nvidia-modelopt": [r"^modelopt/torch/speculative/.*\.py$"],
     "vllm": [
         r"^vllm/model_executor/models/[^/]+\.py$",  # every model file: families are followed through their imports
+        r"^vllm/models/.*\.py$",  # from 0.27 some architectures are registered from vllm.models.<name> (kimi_linear)
         r"^vllm/config(/speculative|/__init__)?\.py$",
         r"^vllm/v1/worker/gpu_model_runner\.py$",
         r"^vllm/v1/worker/gpu/.*\.py$",

@@ -370,7 +370,11 @@ VLLM_CHECK: list[tuple[str, tuple[str, ...] | None]] = [
     ("0.22.0", None),  # the check is gone: SupportsEagle3 on the model class decides
 ]
 VLLM_MODEL_TYPE = {"llama": "llama", "mistral": "mistral", "qwen": "qwen3", "qwen3_moe": "qwen3_moe",
-                   "deepseek": "deepseek_v3", "gpt_oss": "gpt_oss"}
+                   "deepseek": "deepseek_v3", "gpt_oss": "gpt_oss",
+                   # hf_text_config.model_type of the families SGLang gives their own setter (issue 12)
+                   "glm4_moe": "glm4_moe", "glm4_moe_lite": "glm4_moe_lite", "minimax_m2": "minimax_m2",
+                   "kimi_linear": "kimi_linear", "kimi_k25": "kimi_k25", "llama4": "llama4_text",
+                   "gemma3": "gemma3_text", "gemma3_text": "gemma3_text"}
 # V1 runner: which draft-config keys it reads (v1/worker/gpu_model_runner.py _get_eagle3_aux_layers_from_config)
 VLLM_V1_READS: list[tuple[str, str]] = [("0.0", "none"), ("0.11.1", "top"), ("0.22.0", "top,nested")]
 VLLM_V2_FIRST = "0.17.0"  # Model Runner V2 (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py): top-level key only
@@ -408,6 +412,50 @@ VLLM_ROWS: dict[str, list[Row]] = {
         Row("0.18.0", "raw", "model_executor/models/mistral.py -> llama.py", loop="after", end=True),
     ],
 }
+
+_VL_ABSENT = "ValueError: Model architectures ['{cls}'] are not supported for now (model_executor/models/registry.py)"
+# executed by make conformance (conformance/vllm_exec.py FAMILIES): the wrappers (mllama4, gemma3_mm, kimi_k25)
+# are followed into the language model vLLM builds for them (model_class= / architectures=[...])
+VLLM_ROWS.update({
+    "glm4_moe": [  # never SupportsEagle3: refused by the target check, then (0.22+) at load
+        Row("0.0", "absent", "model_executor/models/glm4_moe.py", message=_VL_ABSENT),
+        Row("0.10.0", "unsupported", "model_executor/models/glm4_moe.py", message=_VL_NOIFACE),
+    ],
+    "glm4_moe_lite": [
+        Row("0.0", "absent", "model_executor/models/glm4_moe_lite.py", message=_VL_ABSENT),
+        Row("0.15.0", "unsupported", "model_executor/models/glm4_moe_lite.py", message=_VL_NOIFACE),
+    ],
+    "minimax_m2": [
+        Row("0.0", "absent", "model_executor/models/minimax_m2.py", message=_VL_ABSENT),
+        Row("0.11.1", "unsupported", "model_executor/models/minimax_m2.py", message=_VL_NOIFACE),
+        Row("0.20.0", "raw", "model_executor/models/minimax_m2.py + interfaces.py _maybe_add_hidden_state", loop="after", end=True),
+    ],
+    "kimi_linear": [
+        Row("0.0", "absent", "model_executor/models/kimi_linear.py", message=_VL_ABSENT),
+        Row("0.11.1", "unsupported", "model_executor/models/kimi_linear.py", message=_VL_NOIFACE),
+        # from 0.27 registered from vllm/models/kimi_k3 (SupportsEagle3, its own _capture_aux_hidden_stream):
+        # recorded by the harness, not executed, so the doctor refuses to guess
+        Row("0.27.0", "unmodelled", "vllm/models/kimi_k3 (nvidia/model.py KimiLinearForCausalLM)"),
+    ],
+    "kimi_k25": [  # KimiK25ForConditionalGeneration -> DeepseekV2ForCausalLM: the deepseek rows
+        Row("0.0", "absent", "model_executor/models/kimi_k25.py", message=_VL_ABSENT),
+        Row("0.15.0", "unsupported", "model_executor/models/kimi_k25.py", message=_VL_NOIFACE),
+        Row("0.18.0", "raw", "model_executor/models/kimi_k25.py -> deepseek_v2.py (DeepseekV2Model.forward)", guard0=False),
+        Row("0.25.0", "raw", "model_executor/models/kimi_k25.py -> deepseek_v2.py (DeepseekV2Model.forward)", guard0=False, end=True),
+    ],
+    "llama4": [  # mllama4.py Llama4ForConditionalGeneration -> llama4.py Llama4ForCausalLM (llama.py's loop)
+        Row("0.0", "unsupported", "model_executor/models/mllama4.py", message=_VL_NOIFACE),
+        Row("0.11.1", "raw", "model_executor/models/mllama4.py -> llama4.py / llama.py", guard0=False),
+        Row("0.18.0", "raw", "model_executor/models/mllama4.py -> llama.py + interfaces.py _maybe_add_hidden_state",
+            loop="after", end=True),
+    ],
+    "gemma3": [  # no release implements SupportsEagle3 for Gemma-3
+        Row("0.0", "unsupported", "model_executor/models/gemma3_mm.py", message=_VL_NOIFACE),
+    ],
+    "gemma3_text": [
+        Row("0.0", "unsupported", "model_executor/models/gemma3.py", message=_VL_NOIFACE),
+    ],
+})
 
 NEWEST = {"sglang": "0.5.23", "vllm": "0.33.0"}  # newest release conformance/table.json was executed on
 
@@ -492,11 +540,14 @@ def run_row(engine: str, version: str, family: str, L: int, ids: list[int] | Non
         if supported is not None and not any(s in mt for s in supported):
             return Captured((), failure=Failure("start-up", _VL_CHECK.format(supported=list(supported), mt=mt),
                                                 "config/speculative.py (config/__init__.py before 0.11)"))
+    if row.rule == "unmodelled":
+        raise BadInput(f"{engine} {version} serves the {family} family from {row.src}, whose EAGLE-3 capture the engine "
+                       "table does not model yet", "name an earlier --engine-version, or extend conformance/vllm_exec.py")
     if row.rule in ("unsupported", "absent"):
         if engine == "sglang":
             msg = row.message.format(cls=_SG_CLS.get(family, "LlamaForCausalLM"))
         else:
-            msg = row.message.format(cls=family)
+            msg = row.message.format(cls=_SG_CLS.get(family, family) if row.rule == "absent" else family)
         return Captured((), failure=Failure("start-up", msg, row.src))
     if engine == "vllm":
         internal = list(ids) if ids else [2, L // 2, L - 3]
@@ -732,7 +783,7 @@ def first_working_release(engine: str, family: str, after: str) -> tuple[str, st
     firsts = {r.first for r in rows} | ({c[0] for c in VLLM_CHECK} if engine == "vllm" else set())
     for cand in sorted((f for f in firsts if _vkey(f) > _vkey(after)), key=_vkey):
         row = _pick(rows, cand)
-        if row.rule in ("unsupported", "absent") or row.branch:
+        if row.rule in ("unsupported", "absent", "unmodelled") or row.branch:
             continue
         if engine == "vllm":
             lst = _pick(VLLM_CHECK, cand)[1]
@@ -751,7 +802,7 @@ def earlier_working_rows(engine: str, family: str, before: str) -> tuple[str, st
     rows = table[family if family in table else "llama"]
     cur = _pick(rows, before)
     for i in range(rows.index(cur) - 1, -1, -1):
-        if rows[i].rule not in ("unsupported", "absent") and not rows[i].branch:
+        if rows[i].rule not in ("unsupported", "absent", "unmodelled") and not rows[i].branch:
             end = next((r.first for r in rows[i + 1:] if r.branch or r.rule in ("unsupported", "absent")), cur.first)
             return rows[i].first, end
     return None
@@ -842,8 +893,11 @@ __all__ = [
 
 def _row_meaning(engine: str, r: Row) -> tuple[str, str]:
     """(what id k captures, what -1 / 0 / L do) for one engine-table row."""
+    if r.rule == "unmodelled":
+        return "not modelled (the doctor refuses to guess)", "-"
     if r.rule in ("unsupported", "absent"):
-        return ("start-up AttributeError: no `set_eagle3_layers_to_capture` (ENG001)" if r.rule == "unsupported"
+        what = ("no `set_eagle3_layers_to_capture`" if engine == "sglang" else "no `SupportsEagle3`")
+        return (f"start-up: {what} (ENG001)" if r.rule == "unsupported"
                 else "start-up: architecture not registered (ENG001)"), "-"
     if engine == "vllm":
         k = "`layer_out[k-1]` (0 = embed)"

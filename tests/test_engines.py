@@ -412,3 +412,26 @@ def test_train_recipes_are_rows_of_the_engine_table():
     assert training_spec("hf:2,16,29", L)[0] == default_spec_llama(L)
     from eagle3_doctor import cli
     assert all(r in str(cli.TrainRecipe.__metadata__[0].help) for r in RECIPES if r != "draft-config")
+
+
+def test_vllm_families_sglang_models_with_their_own_setter():
+    # executed from every vllm release (conformance/vllm_exec.py FAMILIES); each names the vllm file it models
+    # model_executor/models/glm4_moe.py, glm4_moe_lite.py, gemma3.py / gemma3_mm.py: never SupportsEagle3
+    for fam in ("glm4_moe", "glm4_moe_lite", "gemma3", "gemma3_text"):
+        for v in ("0.18.0", "0.33.0"):
+            s = serve("vllm", [2, 16, 29], version=v, family=fam)
+            assert s.failure and s.failure.when == "start-up", (fam, v)
+    # minimax_m2.py: in the target check from 0.19.1 but SupportsEagle3 only from 0.20.0 (after-layer capture)
+    assert "EAGLE3" in serve("vllm", [2, 16, 29], version="0.19.1", family="minimax_m2").failure.message
+    assert serve("vllm", [0, 2, L], version="0.20.0", family="minimax_m2").spec == (embed(), layer_out(1), layer_out(L - 1))
+    # kimi_k25.py builds a DeepseekV2ForCausalLM language model: the deepseek before-layer loop (id 0 crashes)
+    assert serve("vllm", [0, 2, 16], version="0.18.0", family="kimi_k25").failure.when == "first forward"
+    f = _codes(serve("vllm", [2, 16, 29], version="0.15.0", family="kimi_k25"), default_spec_llama(L))
+    assert [x.code for x in f] == ["ENG001"] and "0.18.0" in f[0].fix
+    # mllama4.py -> Llama4ForCausalLM (llama.py loop): SupportsEagle3 from 0.11.1
+    assert serve("vllm", [2, 16, 29], version="0.10.2", family="llama4").failure.when == "start-up"
+    assert serve("vllm", [2, 16, 29], version="0.33.0-v1", family="llama4").spec == (layer_out(1), layer_out(15), layer_out(28))
+    # vllm/models/kimi_k3 (0.27+) serves Kimi-Linear with a capture the harness records but does not execute
+    with pytest.raises(BadInput, match="does not model yet"):
+        serve("vllm", [2, 16, 29], version="0.33.0", family="kimi_linear")
+    assert serve("vllm", [2, 16, 29], version="0.26.0", family="kimi_linear").failure.when == "start-up"
