@@ -883,7 +883,10 @@ def template_diff_cmd(
         Path(write_template).write_text(res.train.text, encoding="utf-8")
         for f in res.findings:
             if f.fix and "write the training template to a file" in f.fix:
-                f.fix = f"launch the server with --chat-template {write_template} (SGLang and vLLM), the training template written there"
+                from .templates import written_template_fix
+
+                f.fix = written_template_fix(write_template)
+                f.location = f.fix.location
     render_template_diff(_console(), res)
     _write_json(json_out, res.to_dict(), False)
     return EXIT_FINDINGS if any(f.severity in ("error", "warning") for f in res.findings) else EXIT_OK

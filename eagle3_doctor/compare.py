@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from .engines import Serving, default_spec_llama, fix_snippet, ids_to_serve
-from .findings import Finding
+from .findings import DRAFT_CONFIG, Finding, Fix, Location
 from .taps import CapturePoint, FeatureSpec, format_spec
 
 SCHEMA = "eagle3-doctor/compare-hidden/1"
@@ -44,7 +44,25 @@ def fix_for(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None
     text = f"set {fix_snippet(serving.engine, serving.version, ids)}"
     if tuple(train) == default_spec_llama(serving.num_layers) and serving.engine in ("sglang", "vllm", "modelopt", "trtllm"):
         text += f"; or remove the ids so {serving.engine} uses its default, which is what was trained"
-    return text, ids
+    where = ids_location(serving)
+    if where is None:
+        return text, ids
+    from .engines import check_engine, key_rule
+
+    snippet = key_rule(serving.engine, check_engine(serving.engine, serving.version)).snippet(ids)
+    return Fix(text, file=where.file, key=where.key, value=ids, snippet=snippet), ids
+
+
+def ids_location(serving: Serving) -> Location | None:
+    """The file and key the engine reads layer ids from (where a fix to them goes), or None: nowhere."""
+    from .engines import check_engine, key_rule
+
+    kr = key_rule(serving.engine, check_engine(serving.engine, serving.version))
+    if not kr.keys:
+        return None
+    if serving.engine == "trtllm":  # the LLM API options file, not the checkpoint
+        return Location("extra_llm_api_options.yaml", f"speculative_config.{kr.keys[0]}")
+    return Location(DRAFT_CONFIG, kr.keys[0])
 
 
 def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
@@ -94,14 +112,15 @@ def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> l
             + (" (harmless here: its default is what was trained)" if harmless else ""),
             [f"{key} = {key_ids} is ignored; {serving.engine} uses: {serving.source}"],
             fix_text or f"move the ids to the key {serving.engine} reads",
-            severity="info" if harmless else None,
+            severity="info" if harmless else None, location=ids_location(serving),
         ))
     for note in serving.notes:
         code = "CAP008" if "CUDA graph" in note else "CAP010" if "sort" in note else "CAP011"
         fix = {"CAP008": "upgrade SGLang past PR #22836, or run with --disable-cuda-graph",
                "CAP010": "write the ids in ascending order so every engine concatenates them the same way",
                "CAP011": "write ids with this rule in mind; the fix lines above already do"}[code]
-        found.append(Finding(code, note, [f"ids in effect: {serving.source}"], fix))
+        found.append(Finding(code, note, [f"ids in effect: {serving.source}"], fix,
+                             location=ids_location(serving) if code == "CAP010" else None))
     if harmless:
         return found
     evidence = _slot_lines(T, S) + [f"training side: {train_source}", f"serving side: {serving.source}"]

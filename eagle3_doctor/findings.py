@@ -6,6 +6,7 @@ Codes are stable API: CI policies and users' scripts match on them. docs/finding
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,24 +93,119 @@ CODES: dict[str, tuple[str, str]] = {
 }
 
 
+# the files a fix edits, named by role (see Location)
+DRAFT_CONFIG = "draft/config.json"
+DRAFT_WEIGHTS = "draft/*.safetensors"
+SERVER_COMMAND = "server launch command"
+REQUEST = "each chat request"
+FIX_OPS = ("set", "delete", "rewrite")
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a finding points: a file and a dotted key in it, rendered rustc-style as `` --> file: key``.
+
+    Files are named by role, not by the path on this machine: ``draft/config.json`` is the config.json
+    of the --draft directory, ``target/config.json`` the target's, ``server launch command`` the flags
+    the server was started with, ``extra_llm_api_options.yaml`` TensorRT-LLM's LLM API options file.
+    """
+
+    file: str
+    key: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.key}" if self.key else self.file
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "key": self.key}
+
+
+class Fix(str):
+    """A fix as an edit: ``file``, dotted ``key``, the ``value`` to write and the ``snippet`` to paste.
+
+    The instance is also the fix's one-line text (a ``str``), so every reader of ``Finding.fix`` as
+    text -- renderers, CI annotations, users' scripts, the JSON ``fix`` field -- keeps working, while
+    code that wants the edit reads the attributes instead of parsing the sentence.
+    ``op`` says what to do with the key: "set" it to ``value`` (JSON-serialisable), "delete" it, or
+    "rewrite" a tensor with the code in ``snippet``.
+    """
+
+    file: str
+    key: str | None
+    value: Any
+    snippet: str | None
+    op: str
+
+    def __new__(cls, text: str, *, file: str, key: str | None = None, value: Any = None,
+                snippet: str | None = None, op: str = "set") -> "Fix":
+        if op not in FIX_OPS:
+            raise ValueError(f"unknown fix op {op!r}")
+        obj = super().__new__(cls, text)
+        obj.file, obj.key, obj.value, obj.snippet, obj.op = file, key, value, snippet, op
+        return obj
+
+    def __reduce__(self) -> Any:  # copies and pickles keep the edit, not only the text
+        return (_make_fix, (str(self), self.file, self.key, self.value, self.snippet, self.op))
+
+    @property
+    def location(self) -> Location:
+        return Location(self.file, self.key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "key": self.key, "op": self.op, "value": self.value, "snippet": self.snippet}
+
+
+def _make_fix(text: str, file: str, key: str | None, value: Any, snippet: str | None, op: str) -> Fix:
+    return Fix(text, file=file, key=key, value=value, snippet=snippet, op=op)
+
+
+def json_snippet(dotted: str, value: Any) -> str:
+    """'eagle_config.norm_before_fc', True -> '"eagle_config": {"norm_before_fc": true}' (what to paste)."""
+    parts = dotted.split(".")
+    out = json.dumps(value)
+    for p in reversed(parts[1:]):
+        out = "{" + f'"{p}": {out}' + "}"
+    return f'"{parts[0]}": {out}'
+
+
+def config_fix(text: str, key: str, value: Any = None, *, op: str = "set", file: str = DRAFT_CONFIG) -> Fix:
+    """An edit of one key of a JSON config (the draft's by default), with the snippet to paste."""
+    return Fix(text, file=file, key=key, value=value, op=op, snippet=json_snippet(key, value) if op == "set" else None)
+
+
 @dataclass
 class Finding:
+    """One diagnostic. ``fix`` is the change to make: a ``Fix`` (a located edit) where the change is
+    a config key or a launch flag, plain text otherwise; ``help`` is free-text advice beside it;
+    ``location`` defaults to the Fix's file and key."""
+
     code: str
     title: str
     evidence: list[str] = field(default_factory=list)
     fix: str | None = None
     severity: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    help: str | None = None
+    location: Location | None = None
 
     def __post_init__(self) -> None:
         if self.code not in CODES:
             raise ValueError(f"unknown finding code {self.code}")
         if self.severity is None:
             self.severity = CODES[self.code][0]
+        if self.location is None and isinstance(self.fix, Fix):
+            self.location = self.fix.location
+
+    @property
+    def edit(self) -> Fix | None:
+        """The structured fix, when the fix is an edit."""
+        return self.fix if isinstance(self.fix, Fix) else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "severity": self.severity, "title": self.title, "evidence": self.evidence,
-                "fix": self.fix, "data": self.data}
+                "fix": None if self.fix is None else str(self.fix), "data": self.data,
+                "edit": self.edit.to_dict() if self.edit is not None else None, "help": self.help,
+                "location": self.location.to_dict() if self.location is not None else None}
 
 
 def worst(findings: list[Finding]) -> str | None:

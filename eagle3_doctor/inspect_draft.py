@@ -15,7 +15,7 @@ from .draft.formats import read_draft, spec_from_info
 from .draft.served import draft_serving
 from .engines import ENGINE_VERSIONS, ENGINES, arch_family, id_range, resolve_serving
 from .errors import BadInput
-from .findings import Finding
+from .findings import DRAFT_CONFIG, DRAFT_WEIGHTS, Finding, Fix, Location, config_fix
 from .taps import format_spec
 
 SCHEMA = "eagle3-doctor/inspect/1"
@@ -113,9 +113,12 @@ def _render(dotted: str, value: Any) -> str:
     return r(dotted, value)
 
 
-ABSOLUTE_D2T_FIX = ("rewrite d2t as offsets: d2t_new = d2t - arange(draft_vocab_size) (python: sd = safetensors.torch."
-                    "load_file(p); sd['d2t'] = sd['d2t'] - torch.arange(sd['d2t'].numel()); save_file(sd, p)); "
-                    "engines then compute target id = draft id + d2t[draft id]")
+ABSOLUTE_D2T_FIX = Fix("rewrite d2t as offsets: d2t_new = d2t - arange(draft_vocab_size) (python: sd = safetensors.torch."
+                       "load_file(p); sd['d2t'] = sd['d2t'] - torch.arange(sd['d2t'].numel()); save_file(sd, p)); "
+                       "engines then compute target id = draft id + d2t[draft id]",
+                       file=DRAFT_WEIGHTS, key="d2t", op="rewrite",
+                       snippet="sd = safetensors.torch.load_file(p); sd['d2t'] = sd['d2t'] - torch.arange(sd['d2t'].numel()); "
+                               "safetensors.torch.save_file(sd, p)")
 
 
 def absolute_d2t(d2t: torch.Tensor, t2d: torch.Tensor | None, vocab: int) -> str | None:
@@ -179,15 +182,20 @@ def rope_findings(cfg: Any, dl: dict[str, Any], tcfg: dict[str, Any], nested: st
     prefix = f"{nested}." if nested else ""
     if isinstance(dl.get("rope_parameters"), dict):  # the draft speaks transformers 5: one dict
         want = {**{k: v for k, v in tn.items() if not (k == "partial_rotary_factor" and v == 1.0)}, "rope_theta": theta}
-        fix = f"set {_render(prefix + 'rope_parameters', want)} in the draft's config.json"
+        fix = config_fix(f"set {_render(prefix + 'rope_parameters', want)} in the draft's config.json", prefix + "rope_parameters", want)
     else:  # transformers 4: rope_scaling without rope_theta, partial_rotary_factor at the top
         scaling = {k: v for k, v in tn.items() if k not in ("rope_theta", "partial_rotary_factor")}
         body = {"rope_scaling": None if scaling == {"rope_type": "default"} else scaling}
         if tn["partial_rotary_factor"] != dn["partial_rotary_factor"]:
             body["partial_rotary_factor"] = tn["partial_rotary_factor"]
-        fix = "set " + ", ".join(_render(prefix + k, v) for k, v in body.items()) + " in the draft's config.json"
+        text = "set " + ", ".join(_render(prefix + k, v) for k, v in body.items()) + " in the draft's config.json"
         if nested:
-            fix = f"set {_render(nested, body)} in the draft's config.json"
+            text = f"set {_render(nested, body)} in the draft's config.json"
+        # the edit as one key: rope_scaling alone, or the section holding both keys
+        fix = config_fix(text, nested, body) if nested else (
+            config_fix(text, prefix + "rope_scaling", body["rope_scaling"]) if len(body) == 1 else
+            Fix(text, file=DRAFT_CONFIG, key=prefix.rstrip(".") or None, value=body,
+                snippet=", ".join(_render(prefix + k, v) for k, v in body.items())))
     diff = sorted(k for k in set(strip(dn)) | set(strip(tn)) if dn.get(k) != tn.get(k))
     return [Finding("CFG004", f"RoPE differs between draft and target: {', '.join(diff)}",
                     [f"draft  (normalised): {json.dumps(strip(dn), sort_keys=True)}",
@@ -223,7 +231,8 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
     if not info.has_d2t and cfg.draft_vocab_size < cfg.vocab_size:
         out.append(Finding("DRF002", f"draft vocabulary {cfg.draft_vocab_size} < target {cfg.vocab_size} but no d2t",
                            ["vLLM then maps draft id i to target id i; SGLang builds hot_token_id = d2t + arange"],
-                           "re-export the draft with the d2t tensor from training (target_id - draft_id)"))
+                           "re-export the draft with the d2t tensor from training (target_id - draft_id)",
+                           location=Location(DRAFT_WEIGHTS, "d2t")))
     tgt_ids = torch.arange(cfg.draft_vocab_size) + d.d2t.cpu()
     if info.has_d2t:
         bad = ((tgt_ids < 0) | (tgt_ids >= cfg.vocab_size)).nonzero().flatten()
@@ -235,7 +244,7 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
                                    ev + [absolute], ABSOLUTE_D2T_FIX, data={"absolute_d2t": True}))
             else:
                 out.append(Finding("DRF003", f"d2t maps {bad.numel()} draft id(s) outside the target vocabulary", ev,
-                                   "re-create d2t from the draft vocabulary used in training"))
+                                   "re-create d2t from the draft vocabulary used in training", location=Location(DRAFT_WEIGHTS, "d2t")))
         elif absolute and info.has_t2d:
             out.append(Finding("DRF003", "d2t holds absolute target ids, not offsets (target_id - draft_id)",
                                [absolute], ABSOLUTE_D2T_FIX, data={"absolute_d2t": True}))
@@ -248,7 +257,9 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
                 out.append(Finding("DRF004", f"t2d disagrees with d2t at {diff.numel()} target id(s)",
                                    [f"t2d marks {int(t2d.sum())} ids, d2t reaches {int(from_d2t.sum())}; first differences {diff[:5].tolist()}",
                                     "SGLang ignores t2d; tools that use it to pick training targets see another vocabulary"],
-                                   "rebuild t2d from d2t: t2d[arange(draft_vocab) + d2t] = True"))
+                                   Fix("rebuild t2d from d2t: t2d[arange(draft_vocab) + d2t] = True", file=DRAFT_WEIGHTS,
+                                       key="t2d", op="rewrite", snippet="t2d = torch.zeros(vocab_size, dtype=torch.bool); "
+                                       "t2d[torch.arange(draft_vocab_size) + d2t] = True")))
     n_aux = len(info.layer_ids) if info.layer_ids else 3  # engines feed one state per configured id, 3 by default
     if tH and cfg.fc_in_features != n_aux * tH:
         out.append(Finding("DRF005", f"fc takes {cfg.fc_in_features} inputs, the engine feeds {n_aux} aux states x target hidden {tH} = {n_aux * tH}",
@@ -257,7 +268,8 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
     if (tV and cfg.vocab_size != tV) or (tH and cfg.hidden_size != tH and not info.config.get("target_hidden_size")):
         out.append(Finding("DRF008", "draft and target sizes disagree",
                            [f"vocab: draft config {cfg.vocab_size}, target {tV}; hidden: draft {cfg.hidden_size}, target {tH}"],
-                           "use the draft trained for this target, or set vocab_size / target_hidden_size to the target's"))
+                           "use the draft trained for this target, or set vocab_size / target_hidden_size to the target's",
+                           location=Location(DRAFT_CONFIG, "vocab_size" if tV and cfg.vocab_size != tV else "target_hidden_size")))
     if info.has_lm_head:
         untrained, why = looks_untrained(d.lm_head.weight.detach())
         if untrained:
@@ -293,11 +305,11 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
             if oob:
                 out.append(Finding("CFG001", f"{key} = {ids}: id(s) {oob} are out of range for a {L}-layer target under {engine}",
                                    [f"{engine} ids run {id_range(engine, L)[0]}..{id_range(engine, L)[1]}"],
-                                   "use ids inside the target's depth"))
+                                   "use ids inside the target's depth", location=Location(DRAFT_CONFIG, key)))
         if ids != sorted(ids):
             out.append(Finding("CFG002", f"{key} = {ids} is not sorted",
                                ["SGLang concatenates in the listed order; vLLM, TensorRT-LLM and ModelOpt sort: the fc input is permuted in one and not the other"],
-                               f"write the ids sorted ({sorted(ids)}) and make sure training used that order"))
+                               config_fix(f"write the ids sorted ({sorted(ids)}) and make sure training used that order", key, sorted(ids))))
     oob_found = any(f.code == "CFG001" for f in out)
     if L and not oob_found:  # with CFG001 the engine's capture is not defined: compare-hidden refuses those ids too
         ec_all = info.config.get("eagle_config") if isinstance(info.config.get("eagle_config"), dict) else {}
@@ -315,14 +327,15 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
         if dv is not None and tv is not None and float(dv) != float(tv):
             out.append(Finding("CFG003", f"rope_theta: draft {dv}, target {tv}",
                                ["the draft attends with other rotary frequencies than it was trained with if the converter changed it"],
-                               f'set "rope_theta": {tv} in the draft config (the value used in training)'))
+                               config_fix(f'set "rope_theta": {tv} in the draft config (the value used in training)', "rope_theta", tv)))
     dl = info.config.get("transformer_layer_config") or info.config
     out += rope_findings(cfg, dl, tcfg, nested="transformer_layer_config" if dl is not info.config else None)
     dv, tv = dl.get("max_position_embeddings"), tcfg.get("max_position_embeddings")
+    mpe_key = ("transformer_layer_config." if dl is not info.config else "") + "max_position_embeddings"
     if dv and tv and dv < tv:
         out.append(Finding("CFG004", f"max_position_embeddings: draft {dv}, target {tv}",
                            ["converters often copy a shorter context length; rope types that scale with it then drift"],
-                           f"set {_render(('transformer_layer_config.' if dl is not info.config else '') + 'max_position_embeddings', tv)} in the draft's config.json"))
+                           config_fix(f"set {_render(mpe_key, tv)} in the draft's config.json", mpe_key, tv)))
     tdt = str(tcfg.get("torch_dtype") or tcfg.get("dtype") or "").replace("torch.", "")
     if tdt and info.weight_dtype and tdt != info.weight_dtype:
         out.append(Finding("CFG005", f"draft weights are {info.weight_dtype}, target is {tdt}",
@@ -335,11 +348,13 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
     if "norm_before_residual" not in info.config and info.format == "speculators":
         out.append(Finding("CFG006", "norm_before_residual is missing from a speculators config",
                            ["vLLM's native default is False, its speculators adapter defaults it to True"],
-                           'write "norm_before_residual" explicitly (the value used in training)'))
+                           'write "norm_before_residual" explicitly (the value used in training)',
+                           location=Location(DRAFT_CONFIG, "norm_before_residual")))
     if "norm_output" in info.config and draft_serving(engine, engine_version or ENGINE_VERSIONS[engine][0], info.format) is None:
         out.append(Finding("CFG006", f"norm_output = {info.config['norm_output']} means different things per tool",
                            ["SGLang/vLLM/TensorRT-LLM/speculators: feed the normed state to the next draft step; SpecForge: norm before lm_head"],
-                           "make sure the serving engine's reading matches how the draft was trained"))
+                           "make sure the serving engine's reading matches how the draft was trained",
+                           location=Location(DRAFT_CONFIG, "norm_output")))
     if flags:
         facts.append(("forward flags", ", ".join(f"{k}={v}" for k, v in flags.items())))
     # ---- the draft's own forward as the engine runs it (issue 13)
@@ -359,7 +374,8 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
     if engine in REGISTERED and archs and not archs & REGISTERED[engine]:
         out.append(Finding("CFG007", f"{engine} does not register {sorted(archs)} as an EAGLE-3 draft",
                            [f"{engine} registers: {', '.join(sorted(REGISTERED[engine]))}"],
-                           f'set "architectures": ["{PREFERRED[engine]}"] or convert the draft to the {"speculators" if engine == "vllm" else "sglang"} format'))
+                           config_fix(f'set "architectures": ["{PREFERRED[engine]}"] or convert the draft to the '
+                                      f'{"speculators" if engine == "vllm" else "sglang"} format', "architectures", [PREFERRED[engine]])))
     draft_summary = {"path": info.path, "format": info.format, "format_reason": info.format_reason,
                      "layer_ids": info.layer_ids, "layer_ids_key": info.layer_ids_key, "dtype": info.weight_dtype,
                      "has_lm_head": info.has_lm_head, "has_d2t": info.has_d2t, "has_t2d": info.has_t2d,

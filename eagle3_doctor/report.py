@@ -24,10 +24,14 @@ def render_findings(console: Console, findings: list[Finding], ok_text: str) -> 
     # soft_wrap: a fix is copied into a config file, so it must never be broken across lines
     for f in findings:
         console.print(Text.assemble((f"{f.severity}[{f.code}]", SEV_STYLE[f.severity or "info"]), (f": {f.title}", "bold")), soft_wrap=True)
+        if f.location is not None:
+            console.print(Text.assemble((" --> ", "bold blue"), (str(f.location), "")), soft_wrap=True)
         for line in f.evidence:
             console.print(f"   | {line}", markup=False, highlight=False, soft_wrap=True)
         if f.fix:
-            console.print(Text.assemble(("   = fix: ", "bold green"), (f.fix, "")), soft_wrap=True)
+            console.print(Text.assemble(("   = fix: ", "bold green"), (str(f.fix), "")), soft_wrap=True)
+        if f.help:
+            console.print(Text.assemble(("   = help: ", "bold"), (f.help, "")), soft_wrap=True)
         console.print()
 
 
@@ -212,10 +216,16 @@ def findings_markdown(findings: list[Finding]) -> str:
     out = []
     for f in findings:
         out.append(f"- **{f.severity} {f.code}**: {f.title}")
+        if f.location is not None:
+            out.append(f"  - at `{f.location}`")
         for e in f.evidence:
             out.append(f"  - {e}")
         if f.fix:
             out.append(f"  - fix: `{f.fix}`")
+        if f.edit is not None and f.edit.snippet:
+            out.append(f"  - paste into `{f.edit.file}`:\n\n    ```\n" + "\n".join("    " + x for x in f.edit.snippet.splitlines()) + "\n    ```")
+        if f.help:
+            out.append(f"  - help: {f.help}")
     return "\n".join(out) + "\n"
 
 

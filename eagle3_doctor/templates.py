@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .errors import BadInput
-from .findings import Finding
+from .findings import REQUEST, SERVER_COMMAND, Finding, Fix
 
 # ShareGPT speaker names -> chat roles (the mapping SpecForge and speculators apply on load)
 SHAREGPT_ROLES = {
@@ -433,19 +433,29 @@ KIND_TITLE = {
 }
 
 
-def server_template_fix(train: Template, write_hint: str) -> str:
+def server_template_fix(train: Template, write_hint: str) -> Fix:
     if train.path:
-        return (f"launch the server with --chat-template {train.path} (SGLang and vLLM both take the flag), "
-                "the template the draft was trained on")
-    return (f"write the training template to a file ({write_hint}) and launch the server with "
-            "--chat-template FILE (SGLang and vLLM)")
+        return Fix(f"launch the server with --chat-template {train.path} (SGLang and vLLM both take the flag), "
+                   "the template the draft was trained on", file=SERVER_COMMAND, key="--chat-template",
+                   value=str(train.path), snippet=f"--chat-template {train.path}")
+    return Fix(f"write the training template to a file ({write_hint}) and launch the server with "
+               "--chat-template FILE (SGLang and vLLM)", file=SERVER_COMMAND, key="--chat-template",
+               snippet="--chat-template FILE")
 
 
-def _fix_for(kind: str, train: Template, serve: Template, example: ConvDiff, write_hint: str) -> str:
+def written_template_fix(path: str) -> Fix:
+    """The fix once `template-diff --write-template PATH` has written the training template there."""
+    return Fix(f"launch the server with --chat-template {path} (SGLang and vLLM), the training template written there",
+               file=SERVER_COMMAND, key="--chat-template", value=path, snippet=f"--chat-template {path}")
+
+
+def _fix_for(kind: str, train: Template, serve: Template, example: ConvDiff, write_hint: str) -> str | Fix:
     if kind == "system" and train.system_prompt is not None and serve.system_prompt is None:
-        return (f"the training recipe inserted the system prompt {train.system_prompt!r} into every conversation "
-                f"without one: send it as the first message of every request "
-                f'({{"role": "system", "content": {json.dumps(train.system_prompt)}}}), or retrain without it')
+        msg = {"role": "system", "content": train.system_prompt}
+        return Fix(f"the training recipe inserted the system prompt {train.system_prompt!r} into every conversation "
+                   f"without one: send it as the first message of every request "
+                   f'({{"role": "system", "content": {json.dumps(train.system_prompt)}}}), or retrain without it',
+                   file=REQUEST, key="messages[0]", value=msg, snippet=json.dumps(msg))
     if kind == "bos" and train.add_special_tokens != serve.add_special_tokens:
         return ("the training side tokenized the rendered text with add_special_tokens="
                 f"{train.add_special_tokens}: retrain tokenizing with add_special_tokens=False (the template already "
@@ -453,8 +463,9 @@ def _fix_for(kind: str, train: Template, serve: Template, example: ConvDiff, wri
     if kind == "thinking":
         kw = {k: v for k, v in train.kwargs.items()}
         if kw:
-            return (f"send \"chat_template_kwargs\": {json.dumps(kw)} in every request (the values training rendered with), "
-                    "or " + server_template_fix(train, write_hint))
+            return Fix(f"send \"chat_template_kwargs\": {json.dumps(kw)} in every request (the values training rendered with), "
+                       "or " + server_template_fix(train, write_hint), file=REQUEST, key="chat_template_kwargs", value=kw,
+                       snippet=f'"chat_template_kwargs": {json.dumps(kw)}')
     return server_template_fix(train, write_hint)
 
 

@@ -385,7 +385,7 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
              target_head: Any = None, target_embed: Any = None,
              target_config: dict[str, Any] | None = None) -> tuple[list[Any], ServedForward | None]:
     """Findings where the engine runs the draft differently from how it was trained (no forward)."""
-    from ..findings import Finding
+    from ..findings import DRAFT_CONFIG, Finding, Location, config_fix
 
     out: list[Any] = []
     cfg = draft.config
@@ -395,7 +395,8 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
             [f"norm_before_fc: {_trained_where('norm_before_fc', info)}; fc_norm: {_trained_where('fc_norm', info)}",
              "speculators 0.9.0 rejects the pair (models/eagle3/config.py:89-96: 'mutually exclusive'); "
              "the doctor runs input_norm first, then fc_norm, as speculators' forward would (core.py:236-243)"],
-            "keep the one training used: delete the other flag and its weights (input_norm.weight or fc_norm.*)"))
+            "keep the one training used: delete the other flag and its weights (input_norm.weight or fc_norm.*)",
+            location=Location(DRAFT_CONFIG)))
     sf = served_forward(info, engine, version, target_vocab=target_vocab, target_has_head=target_head is not None)
     if sf is None:
         return out, None
@@ -415,10 +416,10 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
         elif flag == "norm_output" and info.format == "sglang":
             ev.append("SpecForge 0.2.0 trained norm_output as 'norm before lm_head' and fed back the pre-norm state "
                       "(llama3_eagle.py:1690, 1773-1778); the engine reads the key as 'feed the normed state'")
-            fix = ('delete "norm_output" from the draft\'s config.json: SpecForge 0.2.0\'s default (norm before '
-                   f"lm_head, pre-norm state fed back) is what {label} runs when the key is absent")
+            fix = config_fix('delete "norm_output" from the draft\'s config.json: SpecForge 0.2.0\'s default (norm before '
+                             f"lm_head, pre-norm state fed back) is what {label} runs when the key is absent", "norm_output", op="delete")
         elif rule.keys:
-            fix = f"set {_render(rule.keys[0], trained)} in the draft's config.json"
+            fix = config_fix(f"set {_render(rule.keys[0], trained)} in the draft's config.json", rule.keys[0], trained)
             moved = [k for k in flag_keys_present(info.config, flag) if k not in rule.keys]
             if moved:
                 ev.append(f"{label} never reads {', '.join(moved)}")
@@ -461,6 +462,6 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
                             f"the trained lm_head.weight [{cfg.draft_vocab_size}, {cfg.hidden_size}] is ignored"
                             + ("" if shape_ok else f"; embed_tokens has {cfg.vocab_size} rows, the draft vocabulary "
                                                    f"{cfg.draft_vocab_size}")],
-                           'set "tie_word_embeddings": false in the draft\'s config.json'))
+                           config_fix('set "tie_word_embeddings": false in the draft\'s config.json', "tie_word_embeddings", False)))
     out += rope_findings(info, cfg, sf, label, target_config)
     return out, sf

@@ -1,0 +1,151 @@
+"""Findings as located diagnostics (issue 18): a structured Fix beside the text, a ` --> file: key`
+location, and the edit applied by its key (never by parsing the sentence) removes the finding."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import pickle
+
+import pytest
+from rich.console import Console
+
+from conftest import DRAFTS, TARGET
+from eagle3_doctor.compare import diagnose_specs
+from eagle3_doctor.engines import ENGINE_VERSIONS, resolve_serving
+from eagle3_doctor.findings import DRAFT_CONFIG, Finding, Fix, Location, config_fix
+from eagle3_doctor.inspect_draft import inspect
+from eagle3_doctor.report import findings_markdown, render_findings
+from eagle3_doctor.taps import embed, final_norm, layer_out
+
+L = 8
+
+
+def _render(findings) -> str:
+    con = Console(record=True, width=200, color_system=None)
+    render_findings(con, findings, "ok")
+    return con.export_text()
+
+
+def test_plain_text_fix_still_constructs_and_serialises():
+    f = Finding("CAP006", "t", ["e"], "do this")
+    assert f.fix == "do this" and f.edit is None and f.location is None and f.help is None
+    d = f.to_dict()
+    assert d["fix"] == "do this" and d["edit"] is None and d["location"] is None and d["help"] is None
+
+
+def test_fix_is_its_text_and_carries_the_edit():
+    fx = config_fix('set "rope_theta": 10000.0 in the draft config', "rope_theta", 10000.0)
+    assert isinstance(fx, str) and fx.startswith("set") and json.dumps(fx) == json.dumps(str(fx))
+    assert (fx.file, fx.key, fx.op, fx.value, fx.snippet) == (DRAFT_CONFIG, "rope_theta", "set", 10000.0, '"rope_theta": 10000.0')
+    for other in (copy.deepcopy(fx), pickle.loads(pickle.dumps(fx))):
+        assert isinstance(other, Fix) and other == fx and other.to_dict() == fx.to_dict()
+    f = Finding("CFG003", "t", [], fx)
+    assert f.location == Location(DRAFT_CONFIG, "rope_theta") and f.edit is fx
+    assert f.to_dict()["edit"] == {"file": DRAFT_CONFIG, "key": "rope_theta", "op": "set", "value": 10000.0,
+                                   "snippet": '"rope_theta": 10000.0'}
+    assert config_fix("nested", "eagle_config.norm_before_fc", True).snippet == '"eagle_config": {"norm_before_fc": true}'
+    with pytest.raises(ValueError):
+        Fix("x", file=DRAFT_CONFIG, op="move")
+
+
+def test_location_is_rendered_rustc_style_between_title_and_evidence():
+    f = diagnose_specs((layer_out(1), layer_out(3), layer_out(4)), "trained",
+                       resolve_serving("sglang", None, "llama", L, {}, [-1, 1, 3]))[0]
+    assert f.code == "CAP002"
+    lines = _render([f]).splitlines()
+    assert lines[0].startswith("error[CAP002]: ")
+    assert lines[1] == " --> draft/config.json: eagle_config.eagle_aux_hidden_state_layer_ids"
+    assert lines[2].startswith("   | ")
+    md = findings_markdown([f])
+    assert "`draft/config.json: eagle_config.eagle_aux_hidden_state_layer_ids`" in md
+    assert '"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]}' in md
+    # help is its own line, after the fix
+    h = Finding("CAP006", "t", ["e"], "the fix", help="why it helps")
+    assert _render([h]).splitlines()[-3:-1] == ["   = fix: the fix", "   = help: why it helps"]
+
+
+POINTS = [embed(), *(layer_out(i) for i in range(L)), final_norm()]
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm", "modelopt", "trtllm"])
+def test_the_edit_applied_by_key_serves_what_was_trained(engine):
+    """Write Fix.value under Fix.key -- all a tool applying it reads -- and the engine serves the trained spec.
+
+    Every 3-point training spec (and its reverse) against a served [0, 1, 2]; the count of edits
+    checked is asserted, so an empty fix finder fails."""
+    checked = 0
+    for version in ENGINE_VERSIONS[engine]:
+        s = resolve_serving(engine, version, "llama", L, {}, [0, 1, 2])
+        if s.failure is not None:
+            continue
+        for combo in itertools.combinations(POINTS, 3):
+            for trained in (combo, combo[::-1]):
+                if s.spec == trained:
+                    continue
+                for f in diagnose_specs(trained, "trained", s):
+                    if not (f.code.startswith("CAP") and f.data.get("fix_ids")):
+                        continue
+                    e = f.edit
+                    assert e is not None and f.location == e.location and e.op == "set" and e.value == f.data["fix_ids"]
+                    if engine == "trtllm":  # the LLM API options file: the engine takes the list as given
+                        assert (e.file, e.key) == ("extra_llm_api_options.yaml", "speculative_config.eagle3_layers_to_capture")
+                        fixed = resolve_serving(engine, version, "llama", L, {}, e.value)
+                    else:
+                        assert e.file == DRAFT_CONFIG
+                        fixed = resolve_serving(engine, version, "llama", L, {e.key: e.value})
+                    assert fixed.spec == trained, (engine, version, e.to_dict())
+                    checked += 1
+    assert checked >= 40, (engine, checked)
+
+
+def _apply(d, fix: Fix) -> None:
+    """Apply a structured config edit to draft/config.json by its key (nested dicts for dots)."""
+    assert fix.file == DRAFT_CONFIG
+    c = json.loads((d / "config.json").read_text())
+    *parents, last = fix.key.split(".")
+    node = c
+    for p in parents:
+        node = node.setdefault(p, {})
+    if fix.op == "delete":
+        node.pop(last)
+    else:
+        node[last] = fix.value
+    (d / "config.json").write_text(json.dumps(c))
+
+
+def _edit_config(d, fn) -> None:
+    c = json.loads((d / "config.json").read_text())
+    fn(c)
+    (d / "config.json").write_text(json.dumps(c))
+
+
+def _nothing(c) -> None:
+    pass
+
+
+BREAKAGES = {  # draft format, engine, version, breakage, the code it raises
+    "rope_theta": ("sglang", "sglang", None, lambda c: c.update(rope_theta=500000.0), "CFG003"),
+    "architecture": ("sglang", "sglang", None, lambda c: c.update(architectures=["LlamaForCausalLM"]), "CFG007"),
+    "unsorted ids": ("sglang", "vllm", None, lambda c: c.update(eagle_aux_hidden_state_layer_ids=[5, 2, 4]), "CFG002"),
+    # vLLM's V1 runner reads the nested SGLang ids as vLLM ids: one layer early
+    "ids read in another numbering": ("sglang", "vllm", "0.33.0-v1", _nothing, "CAP001"),
+    "tied head": ("sglang", "sglang", None, lambda c: c.update(tie_word_embeddings=True), "FWD004"),
+    "max positions": ("sglang", "sglang", None, lambda c: c.update(max_position_embeddings=64), "CFG004"),
+}
+
+
+@pytest.mark.parametrize("case", list(BREAKAGES))
+def test_inspect_findings_carry_edits_that_remove_them(case, tmp_copy):
+    fmt, engine, version, breakage, code = BREAKAGES[case]
+    d = tmp_copy(DRAFTS[fmt])
+    _edit_config(d, breakage)
+    before = inspect(str(TARGET), str(d), engine=engine, engine_version=version)
+    hit = [f for f in before.findings if f.code == code]
+    assert hit, [f.code for f in before.findings]
+    f = hit[0]
+    assert f.edit is not None and f.location is not None and f.location.file == DRAFT_CONFIG, f.to_dict()
+    _apply(d, f.edit)
+    after = inspect(str(TARGET), str(d), engine=engine, engine_version=version)
+    assert code not in [x.code for x in after.findings], [x.to_dict() for x in after.findings]
