@@ -703,6 +703,19 @@ def acceptance_cmd(
     return EXIT_FINDINGS if bad else EXIT_OK
 
 
+@app.command("explain")
+@guarded
+def explain_cmd(
+    code: Annotated[str, typer.Argument(help="A finding code, e.g. CAP002 (any case).")],
+) -> int:
+    """The long form of a finding code: what it means, why acceptance drops, how to confirm it."""
+    from .explanations import explain
+
+    text = explain(code)
+    print(text, end="")
+    return EXIT_OK
+
+
 @app.command("server-metrics")
 @guarded
 def server_metrics_cmd(

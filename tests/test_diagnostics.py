@@ -149,3 +149,45 @@ def test_inspect_findings_carry_edits_that_remove_them(case, tmp_copy):
     _apply(d, f.edit)
     after = inspect(str(TARGET), str(d), engine=engine, engine_version=version)
     assert code not in [x.code for x in after.findings], [x.to_dict() for x in after.findings]
+
+
+# --------------------------------------------------------------------------- explain CODE
+
+
+def test_every_code_has_an_explanation_and_no_explanation_lacks_a_code():
+    from eagle3_doctor.explanations import EXPLANATIONS
+    from eagle3_doctor.findings import CODES
+
+    assert set(EXPLANATIONS) == set(CODES), sorted(set(EXPLANATIONS) ^ set(CODES))
+    for code, e in EXPLANATIONS.items():
+        assert all(len(x) > 20 for x in (e.meaning, e.why, e.confirm)), code
+
+
+def test_explain_prints_the_long_form():
+    from typer.testing import CliRunner
+
+    from eagle3_doctor.cli import app
+    from eagle3_doctor.explanations import EXPLANATIONS
+
+    r = CliRunner().invoke(app, ["explain", "cap002"])
+    assert r.exit_code == 0, r.output
+    out = " ".join(r.output.split())
+    assert out.startswith("CAP002 (error): the embeddings are fed")
+    for part in ("What it means", "Why acceptance drops", "How to confirm"):
+        assert part in out
+    assert " ".join(EXPLANATIONS["CAP002"].why.split()) in out
+
+
+@pytest.mark.parametrize("typo,first", [("CAP02", "CAP002"), ("cap2", "CAP002"), ("TPL", "TPL001"), ("DRF01", "DRF001")])
+def test_explain_unknown_code_is_one_line_naming_the_closest(typo, first):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "explain", typo], capture_output=True, text=True,
+                       cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"eagle3-doctor: error: unknown finding code '{typo}'"), r.stderr
+    assert f"did you mean {first}" in lines[0]

@@ -1,6 +1,6 @@
 """Regenerate the reference pages under docs/ that are derived from the code.
 
-    python tools/gen_docs.py          # rewrite docs/findings.md
+    python tools/gen_docs.py          # rewrite docs/findings.md (the table and every code's explanation)
     python tools/gen_docs.py --check  # exit 1 if it is stale (tests/test_findings.py does this)
 """
 
@@ -14,9 +14,19 @@ sys.path.insert(0, str(ROOT))
 
 HEADER = """# Findings
 
-Generated from `eagle3_doctor/findings.py` by `tools/gen_docs.py`; do not edit by hand.
-Every finding has a stable code (CI policies and scripts match on it), a default severity, the evidence
-that triggered it and a `fix:` line with the exact change for the engine you named.
+Generated from `eagle3_doctor/findings.py` and `eagle3_doctor/explanations.py` by `tools/gen_docs.py`;
+do not edit by hand. Every finding has a stable code (CI policies and scripts match on it), a default
+severity, the evidence that triggered it and a `fix:` line with the exact change for the engine you named.
+Where the fix is an edit, the finding also points at it, rustc-style:
+
+```
+error[CAP002]: slot 0 is fed the embeddings and slot(s) 1, 2 get the capture point trained one slot earlier
+ --> draft/config.json: eagle_config.eagle_aux_hidden_state_layer_ids
+```
+
+`draft/` stands for the --draft directory, `target/` for the target; in `--json` the edit is structured
+(`edit`: file, key, op, value, snippet) beside the `fix` text. `eagle3-doctor explain CODE` prints the
+long form below for one code.
 
 | code | severity | meaning |
 |---|---|---|
@@ -24,10 +34,16 @@ that triggered it and a `fix:` line with the exact change for the engine you nam
 
 
 def findings_md() -> str:
+    from eagle3_doctor.explanations import EXPLANATIONS
     from eagle3_doctor.findings import CODES
 
-    rows = [f"| `{code}` | {sev} | {meaning} |" for code, (sev, meaning) in CODES.items()]
-    return HEADER + "\n".join(rows) + "\n"
+    rows = [f"| `{code}` | {sev} | [{meaning}](#{code.lower()}) |" for code, (sev, meaning) in CODES.items()]
+    long = []
+    for code, (sev, meaning) in CODES.items():
+        e = EXPLANATIONS[code]
+        long += [f"### {code}", "", f"**{sev}**: {meaning}", "", f"- **What it means.** {e.meaning}",
+                 f"- **Why acceptance drops.** {e.why}", f"- **How to confirm.** {e.confirm}", ""]
+    return HEADER + "\n".join(rows) + "\n\n## Every code in full\n\n" + "\n".join(long)
 
 
 def main(argv: list[str]) -> int:
