@@ -16,8 +16,9 @@ import typer
 
 from . import __version__
 from .errors import (
-    EXIT_BAD_INPUT, EXIT_BUG, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, DoctorError, one_line,
+    EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, DoctorError, one_line,
 )
+from .findings import exit_code
 
 
 class _OneLineGroup(typer.core.TyperGroup):
@@ -462,7 +463,7 @@ def inspect_cmd(
         from .plots import write_inspect_report
 
         write_inspect_report(res, report)
-    return EXIT_FINDINGS if any(f.severity in ("error", "warning") for f in res.findings) else EXIT_OK
+    return exit_code(res.findings, "warning")
 
 
 @app.command("compare-hidden")
@@ -522,7 +523,7 @@ def compare_hidden_cmd(
         from .plots import write_compare_report
 
         write_compare_report(res, report, plot)
-    return EXIT_OK if res.consistent else EXIT_FINDINGS
+    return exit_code(res.findings, "warning")
 
 
 def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Optional[str], engine: str,
@@ -560,7 +561,7 @@ def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Op
                         num_layers=num_layers, limit=limit, max_tokens=max_tokens)
     render_compare(_console(), res)
     _write_json(json_out, res.to_dict(), False)
-    return EXIT_OK if res.consistent else EXIT_FINDINGS
+    return exit_code(res.findings, "warning")
 
 
 @app.command("acceptance")
@@ -697,10 +698,9 @@ def acceptance_cmd(
         from .plots import write_acceptance_report
 
         write_acceptance_report(run, report, plot)
-    bad = [f for f in run.findings if f.severity == "error" or f.code == "ACC003"]
     if run.reference is not None and not run.reference["agrees_with_estimator"]:
         _console(stderr=True).print("warning: the estimator and the reference loop disagree (see JSON 'reference')", markup=False)
-    return EXIT_FINDINGS if bad else EXIT_OK
+    return exit_code(run.findings, "error")  # an ACC003 threshold the user set fails too
 
 
 @app.command("explain")
@@ -799,7 +799,7 @@ def gate_cmd(
             print(line, flush=True)
     write_summary(text, summary)
     _write_json(json_out, res.to_dict(), trust_remote_code)
-    return EXIT_OK if res.passed else EXIT_FINDINGS
+    return exit_code(res.findings, pol.fail_on, passed=res.passed)
 
 
 @app.command("fingerprint")
@@ -832,8 +832,10 @@ def fingerprint_cmd(
                          progress=cb)
     render_fingerprint(_console(), fp)
     _write_json(json_out, fp.to_dict(), trust_remote_code)
-    conf = next((r for r in fp.rows if r["configured"]), None)
-    return EXIT_FINDINGS if fp.determined and conf is not None and conf["rank"] != 1 else EXIT_OK
+    from .gate import fingerprint_findings
+
+    # FPR001 (an error) is the determined fingerprint ranking the configured capture points below the best
+    return exit_code(fingerprint_findings(fp, setup), "error")
 
 
 # ----------------------------------------------------------------------------- prompt format (issue 15)
@@ -902,7 +904,7 @@ def template_diff_cmd(
                 f.location = f.fix.location
     render_template_diff(_console(), res)
     _write_json(json_out, res.to_dict(), False)
-    return EXIT_FINDINGS if any(f.severity in ("error", "warning") for f in res.findings) else EXIT_OK
+    return exit_code(res.findings, "warning")
 
 
 def run() -> None:

@@ -216,3 +216,28 @@ def worst(findings: list[Finding]) -> str | None:
 
 def at_or_above(findings: list[Finding], severity: str) -> list[Finding]:
     return [f for f in findings if SEVERITY_RANK[f.severity or INFO] >= SEVERITY_RANK[severity]]
+
+
+# a finding raised because a figure crossed a threshold the user set (--min-accept-rate, --min-tau, the gate's
+# policy, --max-regression) fails the run whatever its severity: the user asked for exactly that check
+THRESHOLD_CODES = frozenset({"ACC003", "GATE001"})
+
+
+def by_severity(findings: list[Finding]) -> list[Finding]:
+    """Errors first, then warnings, then info; the order found is kept within a severity."""
+    return sorted(findings, key=lambda f: -SEVERITY_RANK[f.severity or INFO])
+
+
+def blocking(findings: list[Finding], fail_on: str) -> list[Finding]:
+    """The findings that fail a run: at or above ``fail_on``, and any user-set threshold missed."""
+    return [f for f in findings if f.code in THRESHOLD_CODES or SEVERITY_RANK[f.severity or INFO] >= SEVERITY_RANK[fail_on]]
+
+
+def exit_code(findings: list[Finding], fail_on: str = WARNING, *, passed: bool = True) -> int:
+    """The exit status of every command: 0 healthy, 1 when a finding blocks (see ``blocking``) or a check
+    that raises no finding of its own failed (``passed=False``: the gate's minimum slot cosine)."""
+    from .errors import EXIT_FINDINGS, EXIT_OK
+
+    if fail_on not in SEVERITY_RANK:
+        raise ValueError(f"fail_on {fail_on!r} is not a severity")
+    return EXIT_FINDINGS if blocking(findings, fail_on) or not passed else EXIT_OK

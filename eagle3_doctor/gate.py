@@ -412,7 +412,9 @@ def github_annotations(res: GateResult, draft: str) -> list[str]:
             line = None
     out = []
     level = {"error": "error", "warning": "warning", "info": "notice"}
-    for f in res.findings:
+    from .findings import by_severity
+
+    for f in by_severity(res.findings):
         props = f"file={cfg}"
         if line is not None and f.code.startswith(_KEY_CODES):
             props += f",line={line}"

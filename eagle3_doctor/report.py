@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .findings import Finding
+from .findings import Finding, by_severity
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -22,7 +22,7 @@ def render_findings(console: Console, findings: list[Finding], ok_text: str) -> 
         console.print(Text(f"OK  {ok_text}", style="bold green"))
         return
     # soft_wrap: a fix is copied into a config file, so it must never be broken across lines
-    for f in findings:
+    for f in by_severity(findings):
         console.print(Text.assemble((f"{f.severity}[{f.code}]", SEV_STYLE[f.severity or "info"]), (f": {f.title}", "bold")), soft_wrap=True)
         if f.location is not None:
             console.print(Text.assemble((" --> ", "bold blue"), (str(f.location), "")), soft_wrap=True)
@@ -214,7 +214,7 @@ def findings_markdown(findings: list[Finding]) -> str:
     if not findings:
         return "No findings.\n"
     out = []
-    for f in findings:
+    for f in by_severity(findings):
         out.append(f"- **{f.severity} {f.code}**: {f.title}")
         if f.location is not None:
             out.append(f"  - at `{f.location}`")

@@ -7,6 +7,7 @@ import copy
 import itertools
 import json
 import pickle
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -191,3 +192,33 @@ def test_explain_unknown_code_is_one_line_naming_the_closest(typo, first):
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"eagle3-doctor: error: unknown finding code '{typo}'"), r.stderr
     assert f"did you mean {first}" in lines[0]
+
+
+# --------------------------------------------------------------------------- one exit policy, severity order
+
+
+def test_exit_code_is_the_one_policy():
+    from eagle3_doctor.findings import exit_code
+
+    info, warn, err = Finding("CAP010", "i"), Finding("CAP007", "w"), Finding("CAP001", "e")
+    assert exit_code([]) == 0 and exit_code([info]) == 0
+    assert exit_code([warn]) == 1 and exit_code([warn], "error") == 0 and exit_code([info], "info") == 1
+    assert exit_code([err], "error") == 1
+    # a threshold the user set fails at any fail_on, whatever its severity
+    assert Finding("ACC003", "below").severity == "warning" and exit_code([Finding("ACC003", "below")], "error") == 1
+    assert exit_code([info], "error", passed=False) == 1
+    with pytest.raises(ValueError):
+        exit_code([], "fatal")
+    cli_src = (Path(__file__).resolve().parent.parent / "eagle3_doctor" / "cli.py").read_text()
+    assert "EXIT_FINDINGS" not in cli_src  # no command keeps a policy of its own
+
+
+def test_findings_are_rendered_errors_first():
+    fs = [Finding("CAP010", "info one"), Finding("CAP001", "error one"), Finding("CAP007", "warning one"),
+          Finding("CAP006", "error two")]
+    text = _render(fs)
+    heads = [ln.split(":")[0] for ln in text.splitlines() if ln[:1] in "eiw" and "[" in ln]
+    assert heads == ["error[CAP001]", "error[CAP006]", "warning[CAP007]", "info[CAP010]"]
+    md = findings_markdown(fs)
+    assert md.index("CAP001") < md.index("CAP006") < md.index("CAP007") < md.index("CAP010")
+    assert [f.code for f in fs] == ["CAP010", "CAP001", "CAP007", "CAP006"]  # the caller's list is not reordered
