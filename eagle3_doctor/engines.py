@@ -770,6 +770,15 @@ def ids_to_serve(engine: str, version: str | None, family: str, num_layers: int,
         got = rule(version, family, num_layers, ids)
         if got.spec == tuple(want) and got.failure is None:
             return ids
+    # the same ids in another order: a rule that looks at the first id (SGLang DeepSeek adds +1 only when
+    # ids[0] == 1) reads [1, 0] raw; an engine that captures in layer order serves it as [0, 1]
+    import itertools
+
+    for ids in cands:
+        for perm in itertools.permutations(ids):
+            got = rule(version, family, num_layers, list(perm))
+            if got.spec == tuple(want) and got.failure is None:
+                return list(perm)
     return None
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eagle3_doctor.engines import (
-    ENGINE_VERSIONS, NESTED, IDS, default_spec_llama, ids_to_serve, resolve_serving, training_spec,
+    ENGINE_VERSIONS, NESTED, IDS, default_spec_llama, id_range, ids_to_serve, resolve_serving, training_spec,
 )
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.taps import embed, final_norm, layer_out
@@ -129,11 +132,53 @@ points = st.one_of(st.just(embed()), st.integers(0, L - 1).map(layer_out), st.ju
        engine=st.sampled_from(["sglang", "vllm", "trtllm", "modelopt"]),
        family=st.sampled_from(["llama", "deepseek", "gpt_oss"]))
 def test_fix_is_the_inverse_of_the_rule(spec, engine, family):
-    """Whatever ids the doctor prints, the engine's own rule maps them back onto the trained spec."""
+    """Whatever ids the doctor prints, the engine's own rule maps them back onto the trained spec
+    (that a fix is found whenever one exists: test_a_fix_is_found_whenever_one_exists)."""
     for version in ENGINE_VERSIONS[engine]:
         ids = ids_to_serve(engine, version, family, L, tuple(spec))
         if ids is not None:
             assert resolve_serving(engine, version, family, L, {}, ids).spec == tuple(spec)
+
+
+SMALL = 8  # a depth small enough to enumerate every id list
+SMALL_POINTS = [embed(), *(layer_out(i) for i in range(SMALL)), final_norm()]
+
+
+@functools.lru_cache(maxsize=None)
+def _reachable(engine: str, version: str, family: str) -> frozenset:
+    """Every spec that some list of 1..3 ids (each in the engine's id range) makes the engine feed."""
+    lo, hi = id_range(engine, SMALL)
+    out = set()
+    for n in (1, 2, 3):
+        for ids in itertools.product(range(lo, hi + 1), repeat=n):
+            try:
+                s = resolve_serving(engine, version, family, SMALL, {}, list(ids))
+            except BadInput:
+                continue
+            if s.failure is None:  # ids the engine refuses or crashes on are no fix
+                out.add(tuple(s.spec))
+    return frozenset(out)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm", "trtllm", "modelopt"])
+def test_a_fix_is_found_whenever_one_exists(engine):
+    """Exhaustive on an 8-layer target: for every spec of 1..3 distinct capture points, the doctor prints
+    ids exactly when some id list serves the spec, and those ids serve it. The count of fixes is asserted,
+    so a fix finder that returned nothing fails."""
+    fixes = 0
+    for version in ENGINE_VERSIONS[engine]:
+        for family in ("llama", "deepseek", "gpt_oss"):
+            reach = _reachable(engine, version, family)
+            for n in (1, 2, 3):
+                for spec in itertools.permutations(SMALL_POINTS, n):
+                    ids = ids_to_serve(engine, version, family, SMALL, spec)
+                    assert (ids is not None) == (spec in reach), (engine, version, family, spec, ids)
+                    if ids is not None:
+                        assert resolve_serving(engine, version, family, SMALL, {}, ids).spec == spec
+                        fixes += 1
+    assert fixes == sum(len({s for s in _reachable(engine, v, f) if s and len(set(s)) == len(s)})
+                        for v in ENGINE_VERSIONS[engine] for f in ("llama", "deepseek", "gpt_oss"))
+    assert fixes > 0
 
 
 # --------------------------------------------------------------------------- issue 12: engine truth
