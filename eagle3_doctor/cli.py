@@ -318,7 +318,6 @@ def _resolve_serve(serve_cmd: Optional[str], serve_config: Optional[str], target
                    engine: Optional[str], engine_version: Optional[str], dtype: str, need_draft: bool = False,
                    revision: Optional[str] = None, draft_revision: Optional[str] = None) -> _Resolved:
     """Merge --serve-cmd/--serve-config with explicit options (explicit wins) and say what was derived."""
-    from .errors import BadInput
     from .servecmd import load
 
     sc = load(serve_cmd, serve_config)
@@ -388,8 +387,6 @@ def _write_json(path: Optional[str], data: dict, trust_remote_code: bool) -> Non
 
 
 def _batch_size(text: str, setup: Any, max_tokens: int) -> int:
-    from .errors import BadInput
-
     if text == "auto":
         from .runtime import auto_batch_size
 

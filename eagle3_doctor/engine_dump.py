@@ -228,7 +228,7 @@ def compare_dumps(
     from .engines import Serving, check_engine
     from .features import load_dump
     from .findings import Finding
-    from .taps import embed, format_spec
+    from .taps import embed
 
     version = check_engine(engine, engine_version)
     ed = load_engine_dump(engine_path)

@@ -19,7 +19,6 @@ tell those wirings apart, and no winner is named.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -96,15 +95,6 @@ class FingerprintResult:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "verdict": self.verdict, "best": self.best, "tied": self.tied, "statistic": self.statistic,
                 "settings": self.settings, "seconds": self.seconds, "rows": self.rows}
-
-
-def _target_to_draft(draft: Any, vocab: int) -> torch.Tensor:
-    """[V_target] draft id of each target id, -1 when the draft vocabulary lacks it."""
-    Vd = draft.d2t.numel()
-    tid = (torch.arange(Vd, device=draft.d2t.device) + draft.d2t).clamp(0, vocab - 1)
-    m = torch.full((vocab,), -1, dtype=torch.long, device=draft.d2t.device)
-    m[tid] = torch.arange(Vd, device=draft.d2t.device)
-    return m
 
 
 STEP_WEIGHT = 0.8  # EAGLE-3 / SpecForge weight the TTT loss of step k by 0.8**(k-1)

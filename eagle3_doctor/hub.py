@@ -46,7 +46,7 @@ def resolve(name: str, revision: str | None = None, what: str = "model") -> str:
                   file=sys.stderr, flush=True)
         return str(p)
     if looks_local(name):
-        raise BadInput(f"{what} directory {name} does not exist", f"pass an existing directory or a hub id like org/name")
+        raise BadInput(f"{what} directory {name} does not exist", "pass an existing directory or a hub id like org/name")
     try:
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError

@@ -71,15 +71,6 @@ class Target:
         return self.parts.num_layers
 
     @property
-    def architecture(self) -> str:
-        archs = self.config.get("architectures") or [type(self.model).__name__]
-        return archs[0]
-
-    @property
-    def model_type(self) -> str:
-        return str(self.config.get("model_type", "llama"))
-
-    @property
     def vocab_size(self) -> int:
         return int(self.model.get_output_embeddings().weight.shape[0])
 

@@ -14,7 +14,6 @@ import math
 import os
 import re
 import stat
-import struct
 from pathlib import Path
 from typing import Any, Iterable, NoReturn
 

@@ -15,8 +15,18 @@ TARGET = FIX / "target"
 DRAFTS = {fmt: FIX / f"draft-{fmt}" for fmt in ("eagle", "sglang", "speculators")}
 DUMP = FIX / "specforge-dump"
 PROMPTS = FIX / "prompts.jsonl"
+SERVING = FIX / "serving"  # server scrapes, logs and engine dumps (issue 16)
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+
+def invoke(*args, **kwargs):
+    """The CLI in-process (typer's CliRunner) as a user types it: every argument str()-ed, the real program name."""
+    from typer.testing import CliRunner
+
+    from eagle3_doctor.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args], prog_name="eagle3-doctor", **kwargs)
 
 
 @pytest.fixture(scope="session")

@@ -78,33 +78,70 @@ def test_temperature_chain_against_enumeration():
     assert formula == pytest.approx(expect, abs=1e-6)  # float32 distributions
 
 
+class _TableDraft:
+    """A stand-in draft whose step-k logits at base t are a fixed random function of the tokens it
+    conditions on (x_{t+1}, then the true x_{t+2..t+k} the teacher-forced unroll feeds): the tree it
+    implies can be built node by node."""
+
+    def __init__(self, tokens: torch.Tensor, vocab: int, seed: int):
+        self.tokens, self.V, self.rng, self.table = tokens, vocab, np.random.default_rng(seed), {}
+
+    def row(self, key: tuple) -> torch.Tensor:
+        if key not in self.table:
+            self.table[key] = torch.tensor(self.rng.standard_normal(self.V), dtype=torch.float32)
+        return self.table[key]
+
+    def unroll(self, aux, ids, num_steps):
+        yield from range(num_steps)  # the "hidden state" of step k is k itself
+
+    def logits(self, k0: int) -> torch.Tensor:
+        B, T = self.tokens.shape
+        return torch.stack([torch.stack([self.row(tuple(self.tokens[b, t + 1 : t + 2 + k0].tolist()))
+                                         for t in range(T)]) for b in range(B)])
+
+    def to_target_ids(self, ids: torch.Tensor) -> torch.Tensor:
+        return ids
+
+
 def test_tree_against_brute_force_enumeration():
-    """Greedy verification of a full top-k tree: build every node explicitly, walk it the way a
-    verifier does (descend into the child equal to the target's token), and compare with the
-    estimator's rule (leading run of 'target token within the draft's top-k')."""
+    """The estimator's full top-k tree (unroll_outcomes' top-k hits, accumulated by PathAccumulator) gives,
+    at every base, the depth a verifier reaches by building the tree node by node (each node's children:
+    the draft's top-k given the path to it) and descending into the child equal to the target's token."""
+    from eagle3_doctor.acceptance import PathAccumulator, unroll_outcomes
+
+    V, K, topk, T = 5, 3, 2, 24
     rng = np.random.default_rng(0)
-    V, K, topk = 5, 3, 2
-    table = rng.standard_normal((V ** (K + 1), V))  # draft logits as a function of the path
+    tokens = torch.tensor(rng.integers(0, V, size=(3, T)))
+    lengths = [T, T - 5, T - 11]  # right-padded sequences: the last bases draft fewer than K steps
+    draft = _TableDraft(tokens, V, seed=1)
 
-    def draft_topk(path):
-        key = 0
-        for x in path:
-            key = key * V + x + 1
-        return list(np.argsort(-table[key % table.shape[0]])[:topk])
+    def labels(k: int) -> torch.Tensor:  # the verifier's token for step k at base t: x_{t+1+k}
+        return torch.roll(tokens, -(1 + k), dims=1)
 
-    for trial in range(200):
-        target_path = list(rng.integers(0, V, size=K))
-        # explicit tree: children of each node are the draft's top-k given the path to it
-        depth, node = 0, []
-        while depth < K:
-            children = draft_topk(node)
-            if target_path[depth] not in children:
-                break
-            node = node + [target_path[depth]]
-            depth += 1
-        brute = depth
-        hits = torch.tensor([[target_path[j] in draft_topk(target_path[:j]) for j in range(K)]])
-        assert int(leading_ones(hits)[0]) == brute
+    out = unroll_outcomes(draft, torch.zeros(3, T, 1), tokens, labels, lengths, K, topk=topk)
+    acc = PathAccumulator("serving", K)
+    acc.add(out, [0, 0, 0], lengths, walk=False)  # text mode: every base with a draft is one verify pass
+
+    brute, budgets = [], []
+    for b, n in enumerate(lengths):
+        toks = tokens[b].tolist()
+        for t in range(n - 1):
+            budget = min(K, n - 2 - t)  # steps with a label inside the sequence
+            if budget <= 0:
+                continue
+            depth, path = 0, [toks[t + 1]]
+            while depth < budget:
+                children = torch.topk(draft.row(tuple(path)), topk).indices.tolist()
+                if toks[t + 2 + depth] not in children:
+                    break
+                path.append(toks[t + 2 + depth])
+                depth += 1
+            brute.append(depth)
+            budgets.append(budget)
+    assert acc.tree_acc == brute and acc.tree_drf == budgets
+    assert {0, 1, 2, 3} <= set(brute)  # every depth occurs: the comparison is not about one case
+    # the chain is the top-1 path of the same tree: never deeper
+    assert all(c <= t for c, t in zip(acc.passes_acc, acc.tree_acc)) and sum(acc.passes_acc) < sum(acc.tree_acc)
 
 
 def test_triage_hints_name_the_usual_causes():

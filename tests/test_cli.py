@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DRAFTS, DUMP, PROMPTS, ROOT, TARGET
+from conftest import DRAFTS, DUMP, PROMPTS, ROOT, TARGET, invoke
 
 CLI = [sys.executable, "-m", "eagle3_doctor.cli"]
 
@@ -183,10 +183,7 @@ def test_reports_and_plots(tmp_path):
 
 
 def test_ctrl_c_leaves_no_report_and_keeps_the_old_one(tmp_path, monkeypatch):
-    from typer.testing import CliRunner
-
     import eagle3_doctor.doctor as doctor
-    from eagle3_doctor.cli import app
 
     out = tmp_path / "r.json"
     out.write_text('{"old": true}')
@@ -195,8 +192,7 @@ def test_ctrl_c_leaves_no_report_and_keeps_the_old_one(tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(doctor, "compare_hidden", interrupted)
-    r = CliRunner().invoke(app, ["compare-hidden", "--target", str(TARGET), "--draft", str(DRAFTS["sglang"]),
-                                 "--json", str(out), "-q"])
+    r = invoke("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--json", out, "-q")
     assert r.exit_code == 130
     assert out.read_text() == '{"old": true}'  # replaced only by a run that completes
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r.json")]  # no temp file left behind

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
+
 TABLE = json.loads((ROOT / "conformance" / "table.json").read_text())
 sys.path.insert(0, str(ROOT / "conformance"))
 from releases import RELEASES  # noqa: E402

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from conftest import DRAFTS, TARGET
+from conftest import DRAFTS, TARGET, invoke
 from eagle3_doctor.compare import diagnose_specs
 from eagle3_doctor.engines import ENGINE_VERSIONS, resolve_serving
 from eagle3_doctor.findings import DRAFT_CONFIG, Finding, Fix, Location, config_fix
@@ -165,12 +165,9 @@ def test_every_code_has_an_explanation_and_no_explanation_lacks_a_code():
 
 
 def test_explain_prints_the_long_form():
-    from typer.testing import CliRunner
-
-    from eagle3_doctor.cli import app
     from eagle3_doctor.explanations import EXPLANATIONS
 
-    r = CliRunner().invoke(app, ["explain", "cap002"])
+    r = invoke("explain", "cap002")
     assert r.exit_code == 0, r.output
     out = " ".join(r.output.split())
     assert out.startswith("CAP002 (error): the embeddings are fed")

@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from conftest import DUMP as FIXTURE_DUMP
+from conftest import DRAFTS, ROOT, SERVING
 from eagle3_doctor.engine_dump import compare_dumps, embed_like, load_engine_dump
 from eagle3_doctor.errors import BadInput
-from eagle3_doctor.taps import embed, layer_out
+from eagle3_doctor.taps import layer_out
 
-ROOT = Path(__file__).resolve().parents[1]
-SRV = ROOT / "fixtures" / "serving"
+SRV = SERVING
 TRAINED = (layer_out(1), layer_out(3), layer_out(4))
-DUMP = str(ROOT / "fixtures" / "specforge-dump")
+DUMP = str(FIXTURE_DUMP)
 
 
 def run(engine_dump: str, engine: str = "sglang"):
@@ -80,7 +80,7 @@ def test_mismatched_engine_dump_is_one_line_error(tmp_path):
 
 def test_cli_dump_vs_dump_without_target():
     cmd = [sys.executable, "-m", "eagle3_doctor.cli", "compare-hidden", "--engine-dump", str(SRV / "sglang-dump-shifted"),
-           "--train-dump", DUMP, "--draft", str(ROOT / "fixtures/draft-sglang"), "--engine", "sglang", "--num-layers", "8"]
+           "--train-dump", DUMP, "--draft", str(DRAFTS["sglang"]), "--engine", "sglang", "--num-layers", "8"]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1, r.stderr
     assert "not loaded: dump vs dump" in r.stdout and "error[CAP002]" in r.stdout

@@ -8,15 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from typer.testing import CliRunner
 
-from conftest import DRAFTS, ROOT, TARGET
-from eagle3_doctor.cli import app
+from conftest import DRAFTS, ROOT, TARGET, invoke
 from eagle3_doctor.errors import EXIT_BAD_INPUT, EXIT_BUG, EXIT_TERMINATED, one_line
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, [str(a) for a in args], prog_name="eagle3-doctor")
 
 
 def one_stderr_line(r) -> str:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import DRAFTS, TARGET
+from conftest import DRAFTS, TARGET, invoke
 from eagle3_doctor import validate as v
 from eagle3_doctor.errors import BadInput
 
@@ -71,10 +71,7 @@ def test_every_option_checker(ints, floats, texts, engine):
                      min_size=1, max_size=4))
 def test_the_command_line_answers_bad_options_in_one_line(monkeypatch, opts):
     """Random option values through the real CLI: exit 2 with one line, or (all valid) on to the model loader."""
-    from typer.testing import CliRunner
-
     import eagle3_doctor.doctor as doctor
-    from eagle3_doctor.cli import app
 
     class Loaded(BaseException):
         pass
@@ -87,7 +84,7 @@ def test_the_command_line_answers_bad_options_in_one_line(monkeypatch, opts):
     for o, val in opts:
         args += [o, val]
     try:
-        r = CliRunner().invoke(app, args, prog_name="eagle3-doctor", catch_exceptions=False)
+        r = invoke(*args, catch_exceptions=False)
     except Loaded:
         return
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

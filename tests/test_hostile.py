@@ -8,7 +8,6 @@ pre-load cases as real processes and prints the rejection times that docs/reliab
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -26,7 +25,7 @@ from typing import Callable
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import DRAFTS, DUMP, FIX, PROMPTS, TARGET  # noqa: E402
+from conftest import DRAFTS, FIX, PROMPTS, TARGET, invoke  # noqa: E402
 
 D = DRAFTS["sglang"]
 CH, ACC, INS, GATE = "compare-hidden", "acceptance", "inspect", "gate"
@@ -499,11 +498,8 @@ def hostile(tmp_path_factory):
 
 
 def run_case(args: list, *, pre: bool, timeout: int, monkeypatch=None):
-    from typer.testing import CliRunner
-
     import eagle3_doctor.doctor as doctor
     import eagle3_doctor.target as target
-    from eagle3_doctor.cli import app
 
     if pre and monkeypatch is not None:
         def refuse(*a, **k):
@@ -519,7 +515,7 @@ def run_case(args: list, *, pre: bool, timeout: int, monkeypatch=None):
     signal.alarm(timeout)
     t0 = time.perf_counter()
     try:
-        r = CliRunner().invoke(app, [str(a) for a in args], prog_name="eagle3-doctor", catch_exceptions=False)
+        r = invoke(*args, catch_exceptions=False)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)

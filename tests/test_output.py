@@ -7,9 +7,8 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from typer.testing import CliRunner
 
-from conftest import DRAFTS, PROMPTS, TARGET
+from conftest import DRAFTS, PROMPTS, TARGET, invoke
 from eagle3_doctor import cli
 from eagle3_doctor.findings import Finding
 
@@ -19,10 +18,10 @@ def test_help_lists_the_choices_and_they_match_the_library():
     from eagle3_doctor.engines import ENGINES
 
     assert cli.ENGINE_CHOICES == ENGINES and cli.FORMAT_CHOICES == FORMATS
-    r = CliRunner().invoke(cli.app, ["acceptance", "--help"], env={"COLUMNS": "120"})
+    r = invoke("acceptance", "--help", env={"COLUMNS": "120"})
     assert "[sglang|vllm|trtllm|modelopt|eagle]" in r.output
     assert "[eagle|sglang|speculators]" in r.output and "[greedy|text]" in r.output and "[sampled|argmax]" in r.output
-    r = CliRunner().invoke(cli.app, ["--help"], env={"COLUMNS": "120"})
+    r = invoke("--help", env={"COLUMNS": "120"})
     assert "--install-completion" in r.output and "--show-completion" in r.output  # shell completion
 
 
@@ -56,8 +55,7 @@ def test_greedy_continuation_reports_per_token(target):
 
 def test_tables_fit_80_columns_without_cutting_capture_points(monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    r = CliRunner().invoke(cli.app, ["compare-hidden", "-t", str(TARGET), "-d", str(DRAFTS["sglang"]), "--layer-ids=-1,1,3",
-                                     "--prompts", str(PROMPTS), "--limit", "2", "-q"])
+    r = invoke("compare-hidden", "-t", TARGET, "-d", DRAFTS["sglang"], "--layer-ids=-1,1,3", "--prompts", PROMPTS, "--limit", "2", "-q")
     assert r.exit_code == 1, r.output
     table = [ln for ln in r.output.splitlines() if ln.startswith(("┃", "│", "┏", "┡", "└"))]
     assert table and all(len(ln) <= 80 for ln in table), "\n".join(table)

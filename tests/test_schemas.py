@@ -7,11 +7,9 @@ import json
 import re
 
 import pytest
-from typer.testing import CliRunner
 
-from conftest import DRAFTS, PROMPTS, ROOT, TARGET
+from conftest import DRAFTS, PROMPTS, ROOT, TARGET, invoke
 from eagle3_doctor import __version__
-from eagle3_doctor.cli import app
 
 jsonschema = pytest.importorskip("jsonschema")
 SCHEMAS = ROOT / "schemas"
@@ -53,7 +51,7 @@ def test_every_document_kind_has_a_schema():
 ])
 def test_cli_documents_validate(args, tmp_path):
     out = tmp_path / "doc.json"
-    r = CliRunner().invoke(app, [*args, "--json", str(out)])
+    r = invoke(*args, "--json", out)
     assert r.exit_code in (0, 1), r.output
     doc = json.loads(out.read_text())
     jsonschema.validate(doc, _schema(doc["schema"]))

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from eagle3_doctor.cli import app
+from conftest import invoke
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.servecmd import flag_table, parse_serve_cmd, parse_serve_config, parse_token_tree
 
@@ -159,21 +158,20 @@ def test_cli_serve_cmd_drives_acceptance(tmp_path):
     cmd = ("python -m sglang.launch_server --model-path fixtures/target --speculative-algorithm EAGLE3 "
            "--speculative-draft-model-path fixtures/draft-sglang --speculative-num-steps 3 --speculative-eagle-topk 1 "
            "--speculative-num-draft-tokens 4 --dtype float32 --weird-flag")
-    r = CliRunner().invoke(app, ["acceptance", "--serve-cmd", cmd, "--limit", "1", "--max-new-tokens", "8", "-q",
-                                 "--json", str(out)])
+    r = invoke("acceptance", "--serve-cmd", cmd, "--limit", "1", "--max-new-tokens", "8", "-q", "--json", out)
     assert r.exit_code in (0, 1), r.output
     s = json.loads(out.read_text())["settings"]
     assert (s["num_steps"], s["topk"], s["num_draft_tokens"], s["dtype"]) == (3, 1, 4, "float32")
     assert s["serve"]["unknown_flags"] == ["--weird-flag"]
     assert s["engine"].startswith("sglang")
     # explicit options win over the command
-    r = CliRunner().invoke(app, ["acceptance", "--serve-cmd", cmd, "-k", "2", "--engine", "VLLM", "--limit", "1",
-                                 "--max-new-tokens", "8", "-q", "--json", str(out)])
+    r = invoke("acceptance", "--serve-cmd", cmd, "-k", "2", "--engine", "VLLM", "--limit", "1",
+               "--max-new-tokens", "8", "-q", "--json", out)
     assert r.exit_code in (0, 1), r.output
     s = json.loads(out.read_text())["settings"]
     assert s["num_steps"] == 2 and s["engine"].startswith("vllm")
 
 
 def test_cli_serve_cmd_needs_a_model():
-    r = CliRunner().invoke(app, ["inspect", "--serve-cmd", "vllm serve --speculative-config '{\"model\": \"d\"}'"])
+    r = invoke("inspect", "--serve-cmd", "vllm serve --speculative-config '{\"model\": \"d\"}'")
     assert r.exit_code == 2

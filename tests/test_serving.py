@@ -9,17 +9,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import DRAFTS, ROOT, SERVING, TARGET
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.serving import (
     compare_to_prediction, load_counters, load_measured, measure, measure_sglang_log, wilson,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-SRV = ROOT / "fixtures" / "serving"
+SRV = SERVING
 SETTINGS = json.loads((SRV / "settings.json").read_text())["workload"]
 WIRING_IDS = json.loads((SRV / "settings.json").read_text())["wiring_layer_ids"]
 
@@ -139,7 +138,7 @@ def predictions():
 
     out = {}
     for name, ids in (("correct", None), ("fault", WIRING_IDS)):
-        setup = load_setup(target=str(ROOT / "fixtures/target"), draft=str(ROOT / "fixtures/draft-speculators"), engine="vllm",
+        setup = load_setup(target=str(TARGET), draft=str(DRAFTS["speculators"]), engine="vllm",
                            layer_ids=ids, dtype="float32", device="cpu")
         run = acceptance(setup, prompts_path=str(ROOT / SETTINGS["prompts"]), num_steps=SETTINGS["num_steps"],
                          max_new_tokens=SETTINGS["max_new_tokens"], limit=SETTINGS["limit"])

@@ -8,9 +8,8 @@ import stat
 import threading
 
 import pytest
-from typer.testing import CliRunner
 
-from conftest import DRAFTS, TARGET
+from conftest import DRAFTS, TARGET, invoke
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.safeio import OutputSet, write_output
 
@@ -112,14 +111,8 @@ def test_an_existing_report_keeps_its_old_files_until_all_new_ones_are_written(t
     assert sorted(p.name for p in rep.iterdir()) == ["compare-hidden.md", "heatmap.png", "notes.txt"]
 
 
-def _invoke(*args):
-    from eagle3_doctor.cli import app
-
-    return CliRunner().invoke(app, [str(a) for a in args], prog_name="eagle3-doctor")
-
-
 def test_json_dash_puts_the_json_alone_on_stdout():
-    r = _invoke("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--limit", 1, "--json", "-", "-q")
+    r = invoke("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--limit", 1, "--json", "-", "-q")
     assert r.exit_code in (0, 1), r.output
     data = json.loads(r.stdout)
     assert data["schema"] == "eagle3-doctor/compare-hidden/1"
@@ -137,7 +130,7 @@ def test_an_interrupted_report_leaves_no_report_and_no_temp_files(tmp_path, monk
         raise KeyboardInterrupt
 
     monkeypatch.setattr(plots, "heatmap_png", interrupted)
-    r = _invoke("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--limit", 1, "--report", tmp_path / "rep", "-q")
+    r = invoke("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--limit", 1, "--report", tmp_path / "rep", "-q")
     assert r.exit_code == 130
     assert list(tmp_path.iterdir()) == []
 
