@@ -763,7 +763,7 @@ def gate_cmd(
                min_step1_accuracy=min_step1_accuracy, min_tau=min_tau, max_regression=max_regression, fail_on=fail_on,
                limit=limit, dtype=dtype, device=device, json_out=json_out, summary=summary)
     from .gate import Policy, markdown, run_gate, write_summary
-    from .report import render_findings
+    from .report import render_gate
     from .validate import check_policy_values
 
     pol = Policy.load(policy, {"engine": engine.lower() if engine else engine, "engine_version": engine_version, "min_cosine": min_cosine,
@@ -775,20 +775,7 @@ def gate_cmd(
                    train_recipe=train_recipe, train_dump=train_dump)
     text = markdown(res, draft)
     con = _console(stderr=json_out == "-")
-    from rich.table import Table
-
-    t = Table(title=f"gate: {'PASS' if res.passed else 'FAIL'}")
-    for col in ("check", "value", "threshold", "result"):
-        t.add_column(col)
-    for c in res.checks:
-        t.add_row(c.name, "-" if c.value is None else f"{c.value:.4f}", "-" if c.threshold is None else f"{c.threshold:.4f}",
-                  ("pass " if c.passed else "FAIL ") + c.detail, style=None if c.passed else "red")
-    con.print(t)
-    fp = res.sections.get("fingerprint")
-    if fp:
-        con.print(f"fingerprint: {fp['verdict']} ({fp['settings']['candidates']} candidates, {fp['seconds']:.1f} s; "
-                  "eagle3-doctor fingerprint shows the ranking)", markup=False, soft_wrap=True)
-    render_findings(con, res.findings, "no findings")
+    render_gate(con, res)
     if os.environ.get("GITHUB_ACTIONS") == "true":  # annotations on the PR, at the config key to change
         from .gate import github_annotations
 

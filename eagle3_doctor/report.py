@@ -229,6 +229,22 @@ def findings_markdown(findings: list[Finding]) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_gate(console: Console, res: Any) -> None:
+    """The gate's checks as a table (failed rows red), the fingerprint verdict, then the findings."""
+    t = Table(title=f"gate: {'PASS' if res.passed else 'FAIL'}")
+    for col in ("check", "value", "threshold", "result"):
+        t.add_column(col)
+    for c in res.checks:
+        t.add_row(c.name, "-" if c.value is None else f"{c.value:.4f}", "-" if c.threshold is None else f"{c.threshold:.4f}",
+                  ("pass " if c.passed else "FAIL ") + c.detail, style=None if c.passed else "red")
+    console.print(t)
+    fp = res.sections.get("fingerprint")
+    if fp:
+        console.print(f"fingerprint: {fp['verdict']} ({fp['settings']['candidates']} candidates, {fp['seconds']:.1f} s; "
+                      "eagle3-doctor fingerprint shows the ranking)", markup=False, soft_wrap=True)
+    render_findings(console, res.findings, "no findings")
+
+
 def render_inspect(console: Console, res: Any) -> None:
     t = Table(title="inspect", show_header=False)
     t.add_column("what", style="bold")

@@ -219,3 +219,17 @@ def test_findings_are_rendered_errors_first():
     md = findings_markdown(fs)
     assert md.index("CAP001") < md.index("CAP006") < md.index("CAP007") < md.index("CAP010")
     assert [f.code for f in fs] == ["CAP010", "CAP001", "CAP007", "CAP006"]  # the caller's list is not reordered
+
+
+def test_gate_table_is_rendered_by_report():
+    from eagle3_doctor.gate import Check, GateResult, Policy
+    from eagle3_doctor.report import render_gate
+
+    res = GateResult(Policy(), [Check("no findings at or above error", 1.0, 0.0, False, "CAP001"),
+                                Check("min slot cosine", 0.99, 0.98, True)],
+                     [Finding("CAP001", "shifted", ["e"], "set ids")], {})
+    con = Console(record=True, width=200, color_system=None)
+    render_gate(con, res)
+    text = con.export_text()
+    assert "gate: FAIL" in text and "FAIL CAP001" in text and "0.9900" in text and "pass" in text
+    assert text.index("gate: FAIL") < text.index("error[CAP001]: shifted")
