@@ -381,7 +381,7 @@ def _preflight(**kw: Any) -> None:
 
 def _write_json(path: Optional[str], data: dict, trust_remote_code: bool) -> None:
     if path:
-        from .report import write_json
+        from .safeio import write_json
 
         write_json(path, {**data, "tool": _tool(), "trust_remote_code": trust_remote_code})
 
@@ -448,7 +448,8 @@ def inspect_cmd(
     _preflight(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
                json_out=json_out, report=report)
     from .inspect_draft import inspect
-    from .report import render_inspect, write_json
+    from .report import render_inspect
+    from .safeio import write_json
 
     r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, "auto", need_draft=True,
                        revision=revision, draft_revision=draft_revision)
@@ -457,7 +458,7 @@ def inspect_cmd(
     if json_out:
         write_json(json_out, {**res.to_dict(), "tool": _tool(), **({"serve": r.serve.to_dict()} if r.serve else {})})
     if report:
-        from .plots import write_inspect_report
+        from .report import write_inspect_report
 
         write_inspect_report(res, report)
     return exit_code(res.findings, "warning")
@@ -517,7 +518,7 @@ def compare_hidden_cmd(
     render_compare(_console(stderr=json_out == "-"), res)  # `--json -` owns stdout
     _write_json(json_out, {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})}, trust_remote_code)
     if plot or report:
-        from .plots import write_compare_report
+        from .report import write_compare_report
 
         write_compare_report(res, report, plot)
     return exit_code(res.findings, "warning")
@@ -692,7 +693,7 @@ def acceptance_cmd(
         doc["prompt_format"] = fmt.to_dict()
     _write_json(json_out, doc, trust_remote_code)
     if plot or report:
-        from .plots import write_acceptance_report
+        from .report import write_acceptance_report
 
         write_acceptance_report(run, report, plot)
     if run.reference is not None and not run.reference["agrees_with_estimator"]:
@@ -877,9 +878,9 @@ def template_diff_cmd(
                         serve_kwargs=parse_kwargs(serve_template_kwargs, "--serve-template-kwargs"),
                         train_data=train_data, requests=requests, prompts=prompts, limit=limit, train_tokenizer=train_tokenizer)
     if write_template:
-        from pathlib import Path
+        from .safeio import write_output
 
-        Path(write_template).write_text(res.train.text, encoding="utf-8")
+        write_output(write_template, res.train.text.encode("utf-8"))
         for f in res.findings:
             if f.fix and "write the training template to a file" in f.fix:
                 from .templates import written_template_fix

@@ -383,9 +383,10 @@ def write_summary(text: str, path: str | None) -> None:
     if path:
         write_output(path, text.encode())
     gh = os.environ.get("GITHUB_STEP_SUMMARY")
-    if gh:
-        with open(gh, "a", encoding="utf-8") as f:  # GitHub appends step summaries; so do we
-            f.write(text + "\n")
+    if gh:  # GitHub appends step summaries; so do we
+        from .safeio import append_text
+
+        append_text(gh, text + "\n")
 
 
 # findings whose fix is a change to the layer-id key in the draft's config.json

@@ -1,8 +1,9 @@
-"""Markdown reports with PNG plots. matplotlib is an optional extra (``pip install eagle3-doctor[plots]``)."""
+"""PNG plots, as bytes: the slot x capture-point heatmap and per-position acceptance. matplotlib is an
+optional extra (``pip install eagle3-doctor[plots]``). report.py puts them beside its Markdown; safeio
+writes the files."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from .errors import BadInput
@@ -19,22 +20,16 @@ def _plt():
     return plt
 
 
-def _save(fig: Any, path: Path | None) -> bytes:
-    """PNG bytes of a figure; also written to ``path`` atomically when one is given."""
+def _png(fig: Any) -> bytes:
     import io
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     _plt().close(fig)
-    data = buf.getvalue()
-    if path is not None:
-        from .safeio import write_output
-
-        write_output(path, data)
-    return data
+    return buf.getvalue()
 
 
-def heatmap_png(matrix: dict[str, Any], path: Path | None, title: str = "feature slot x capture point",
+def heatmap_png(matrix: dict[str, Any], title: str = "feature slot x capture point",
                 marks: dict[str, dict[int, str]] | None = None) -> bytes:
     """marks: {"trained"|"configured": {row index: capture point}} drawn as boxes (the cells to compare)."""
     plt = _plt()
@@ -65,10 +60,10 @@ def heatmap_png(matrix: dict[str, Any], path: Path | None, title: str = "feature
     fig.colorbar(im, ax=ax, label="relative L2 (lower = closer; * = best)")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    return _save(fig, path)
+    return _png(fig)
 
 
-def acceptance_png(paths: dict[str, dict[str, Any]], path: Path | None, title: str = "per-position acceptance") -> bytes:
+def acceptance_png(paths: dict[str, dict[str, Any]], title: str = "per-position acceptance") -> bytes:
     plt = _plt()
     import numpy as np
 
@@ -87,30 +82,7 @@ def acceptance_png(paths: dict[str, dict[str, Any]], path: Path | None, title: s
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return _save(fig, path)
-
-
-def write_compare_report(res: Any, report_dir: str | None, plot: str | None) -> None:
-    from .report import findings_markdown
-    from .safeio import OutputSet
-
-    marks, title = _compare_marks(res)
-    if plot and res.matrix:
-        heatmap_png(res.matrix, Path(plot), title, marks)
-    if report_dir:
-        with OutputSet(report_dir) as out:  # the Markdown and its PNG appear together or not at all
-            if res.matrix:
-                out.add("heatmap.png", heatmap_png(res.matrix, None, title, marks))
-            data = res.to_dict()
-            lines = ["# eagle3-doctor compare-hidden", "", f"- target: `{data['target']}` ({data['num_layers']} layers)",
-                     f"- serving: {res.serving.label}: {data['serving']['source']}", f"- training: {data['training']['source']}", "",
-                     "| slot | trained | served | cos mean | rel L2 mean |", "|---|---|---|---|---|"]
-            for s in data["slots"]:
-                lines.append(f"| {s['slot']} | {s['trained']} | {s['served']} | {s['cos_mean']:.5f} | {s['rel_mean']:.4f} |")
-            lines += ["", "## Findings", "", findings_markdown(res.findings)]
-            if res.matrix:
-                lines += ["![slot x capture point](heatmap.png)", ""]
-            out.add("compare-hidden.md", "\n".join(lines).encode())
+    return _png(fig)
 
 
 def _compare_marks(res: Any) -> tuple[dict[str, dict[int, str]], str]:
@@ -145,47 +117,11 @@ def _row_slot(row: str) -> int | None:
 
 
 def _acceptance_title(run: Any) -> str:
-    s = run.settings
-    tree = f", {s['tree_note']}" if s.get("tree_note") else ""
-    return (f"{s['target']} ({s['engine']}, K={s['num_steps']}{tree})\n"
-            f"served {', '.join(s['serving_spec'])}" + (f" | trained {', '.join(s['training_spec'])}" if s.get("training_spec") else ""))
-
-
-def write_acceptance_report(run: Any, report_dir: str | None, plot: str | None) -> None:
-    from .report import findings_markdown
-    from .safeio import OutputSet
-
+    """Two lines naming the target, engine, K and the served and trained features (shortened to fit)."""
     import textwrap
 
-    title = "\n".join(textwrap.shorten(x, 110) for x in _acceptance_title(run).split("\n"))
-    if plot:
-        acceptance_png(run.paths, Path(plot), title)
-    if report_dir:
-        with OutputSet(report_dir) as out:
-            out.add("acceptance.png", acceptance_png(run.paths, None, title))
-            s = run.settings
-            lines = ["# eagle3-doctor acceptance", "", f"- target: `{s['target']}`, engine {s['engine']}, K={s['num_steps']}, "
-                     f"{s['sequences']} sequences", "", "| path | mean acceptance length | tau | acc_1 |", "|---|---|---|---|"]
-            for n, p in run.paths.items():
-                lines.append(f"| {n} | {p['chain'].get('mean_acceptance_length', float('nan')):.3f} | {p['tau']:.3f} | {p['acc_k'][0]:.3f} |")
-            from .stats import interval_lines
-
-            for n, p in run.paths.items():
-                lines += ["", f"**{n}**", ""] + [f"- {x}" for x in interval_lines(p.get("intervals"))]
-            hints = [f"- {n}: {h}" for n, p in run.paths.items() for h in p.get("triage", [])]
-            # no hints is not "healthy" when a finding says otherwise: the two must never contradict
-            bad = [f.code for f in run.findings if f.severity in ("error", "warning")]
-            none_text = (f"No pattern hint; see the findings below ({', '.join(bad)})." if bad
-                         else "None: the pattern looks healthy.")
-            lines += ["", "![per-position acceptance](acceptance.png)", "", "## Triage hints", "", *(hints or [none_text]),
-                      "", "## Findings", "", findings_markdown(run.findings)]
-            out.add("acceptance.md", "\n".join(lines).encode())
-
-
-def write_inspect_report(res: Any, report_dir: str) -> None:
-    from .report import findings_markdown
-    from .safeio import OutputSet
-
-    with OutputSet(report_dir) as out:
-        lines = ["# eagle3-doctor inspect", ""] + [f"- {k}: {v}" for k, v in res.facts] + ["", "## Findings", "", findings_markdown(res.findings)]
-        out.add("inspect.md", "\n".join(lines).encode())
+    s = run.settings
+    tree = f", {s['tree_note']}" if s.get("tree_note") else ""
+    full = (f"{s['target']} ({s['engine']}, K={s['num_steps']}{tree})\n"
+            f"served {', '.join(s['serving_spec'])}" + (f" | trained {', '.join(s['training_spec'])}" if s.get("training_spec") else ""))
+    return "\n".join(textwrap.shorten(x, 110) for x in full.split("\n"))

@@ -1,10 +1,9 @@
-"""Rendering: terminal (rich), JSON and Markdown. Data in, text out; nothing here computes."""
+"""Rendering: terminal (rich) and Markdown reports (with the PNGs from plots.py). Data in, text out;
+nothing here computes, and files are written through safeio."""
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -196,18 +195,7 @@ def render_acceptance(console: Console, run: Any) -> None:
     render_findings(console, run.findings, "acceptance under the serving features matches the training features")
 
 
-# --------------------------------------------------------------------------- files
-
-
-def write_json(path: str | Path, data: dict[str, Any]) -> None:
-    """``-`` is stdout; anything else is written atomically (see safeio.write_output)."""
-    from .safeio import write_output
-
-    write_output(path, (json.dumps(data, indent=2, sort_keys=True, default=_json_default, allow_nan=True) + "\n").encode())
-
-
-def _json_default(o: Any) -> Any:
-    return str(o)
+# --------------------------------------------------------------------------- Markdown reports
 
 
 def findings_markdown(findings: list[Finding]) -> str:
@@ -254,3 +242,75 @@ def render_inspect(console: Console, res: Any) -> None:
     console.print(t)
     console.print()
     render_findings(console, res.findings, "no problems found in the draft checkpoint or config")
+
+
+def compare_markdown(res: Any, heatmap: bool) -> str:
+    data = res.to_dict()
+    lines = ["# eagle3-doctor compare-hidden", "", f"- target: `{data['target']}` ({data['num_layers']} layers)",
+             f"- serving: {res.serving.label}: {data['serving']['source']}", f"- training: {data['training']['source']}", "",
+             "| slot | trained | served | cos mean | rel L2 mean |", "|---|---|---|---|---|"]
+    for s in data["slots"]:
+        lines.append(f"| {s['slot']} | {s['trained']} | {s['served']} | {s['cos_mean']:.5f} | {s['rel_mean']:.4f} |")
+    lines += ["", "## Findings", "", findings_markdown(res.findings)]
+    if heatmap:
+        lines += ["![slot x capture point](heatmap.png)", ""]
+    return "\n".join(lines)
+
+
+def acceptance_markdown(run: Any) -> str:
+    from .stats import interval_lines
+
+    s = run.settings
+    lines = ["# eagle3-doctor acceptance", "", f"- target: `{s['target']}`, engine {s['engine']}, K={s['num_steps']}, "
+             f"{s['sequences']} sequences", "", "| path | mean acceptance length | tau | acc_1 |", "|---|---|---|---|"]
+    for n, p in run.paths.items():
+        lines.append(f"| {n} | {p['chain'].get('mean_acceptance_length', float('nan')):.3f} | {p['tau']:.3f} | {p['acc_k'][0]:.3f} |")
+    for n, p in run.paths.items():
+        lines += ["", f"**{n}**", ""] + [f"- {x}" for x in interval_lines(p.get("intervals"))]
+    hints = [f"- {n}: {h}" for n, p in run.paths.items() for h in p.get("triage", [])]
+    # no hints is not "healthy" when a finding says otherwise: the two must never contradict
+    bad = [f.code for f in run.findings if f.severity in ("error", "warning")]
+    none_text = f"No pattern hint; see the findings below ({', '.join(bad)})." if bad else "None: the pattern looks healthy."
+    lines += ["", "![per-position acceptance](acceptance.png)", "", "## Triage hints", "", *(hints or [none_text]),
+              "", "## Findings", "", findings_markdown(run.findings)]
+    return "\n".join(lines)
+
+
+def inspect_markdown(res: Any) -> str:
+    lines = ["# eagle3-doctor inspect", ""] + [f"- {k}: {v}" for k, v in res.facts]
+    return "\n".join(lines + ["", "## Findings", "", findings_markdown(res.findings)])
+
+
+def write_compare_report(res: Any, report_dir: str | None, plot: str | None) -> None:
+    """--plot: the heatmap PNG alone; --report: compare-hidden.md with its heatmap, written as one set."""
+    from . import plots
+    from .safeio import OutputSet, write_output
+
+    marks, title = plots._compare_marks(res)
+    if plot and res.matrix:
+        write_output(plot, plots.heatmap_png(res.matrix, title, marks))
+    if report_dir:
+        with OutputSet(report_dir) as out:  # the Markdown and its PNG appear together or not at all
+            if res.matrix:
+                out.add("heatmap.png", plots.heatmap_png(res.matrix, title, marks))
+            out.add("compare-hidden.md", compare_markdown(res, heatmap=res.matrix is not None).encode())
+
+
+def write_acceptance_report(run: Any, report_dir: str | None, plot: str | None) -> None:
+    from . import plots
+    from .safeio import OutputSet, write_output
+
+    title = plots._acceptance_title(run)
+    if plot:
+        write_output(plot, plots.acceptance_png(run.paths, title))
+    if report_dir:
+        with OutputSet(report_dir) as out:
+            out.add("acceptance.png", plots.acceptance_png(run.paths, title))
+            out.add("acceptance.md", acceptance_markdown(run).encode())
+
+
+def write_inspect_report(res: Any, report_dir: str) -> None:
+    from .safeio import OutputSet
+
+    with OutputSet(report_dir) as out:
+        out.add("inspect.md", inspect_markdown(res).encode())

@@ -1,4 +1,5 @@
-"""Loading tensors from files people download: safetensors checked, pickles never executed."""
+"""The one place files are read from users and written for them: safetensors checked, pickles never
+executed; results (JSON, reports, summaries) written atomically, complete or absent."""
 
 from __future__ import annotations
 
@@ -194,6 +195,17 @@ def write_output(path: str | os.PathLike, data: bytes) -> None:
     if p.is_symlink():
         p = Path(os.path.realpath(p))
     atomic_write_bytes(p, data)
+
+
+def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
+    """A --json document: ``-`` is stdout; anything else is written atomically (see write_output)."""
+    write_output(path, (json.dumps(data, indent=2, sort_keys=True, default=str, allow_nan=True) + "\n").encode())
+
+
+def append_text(path: str | os.PathLike, text: str) -> None:
+    """Append to a file others append to too ($GITHUB_STEP_SUMMARY): never replaced, only extended."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

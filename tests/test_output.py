@@ -77,7 +77,7 @@ def _run(findings, hints):
 
 def test_no_healthy_hint_above_an_error(tmp_path):
     pytest.importorskip("matplotlib")
-    from eagle3_doctor.plots import write_acceptance_report
+    from eagle3_doctor.report import write_acceptance_report
 
     bad = Finding("ACC001", "the serving features cost 30 points", ["x"], "set ids")
     write_acceptance_report(_run([bad], []), str(tmp_path / "a"), None)
@@ -101,7 +101,7 @@ def test_plots_are_titled_and_mark_the_trained_and_configured_cells(tmp_path):
     serve_rows = [i for i, r in enumerate(res.matrix["rows"]) if r.startswith("serve slot")]
     assert [marks["configured"][i] for i in serve_rows] == ["embed", "layer_out[1]", "layer_out[3]"]
     assert [marks["trained"][i] for i in serve_rows] == ["layer_out[1]", "layer_out[3]", "layer_out[4]"]
-    from eagle3_doctor.plots import write_compare_report
+    from eagle3_doctor.report import write_compare_report
 
     write_compare_report(res, str(tmp_path), None)
     assert (tmp_path / "heatmap.png").stat().st_size > 1000
