@@ -95,7 +95,9 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
     what = {"ENG001": "refuses to start", "ENG002": "crashes on the first forward",
             "ENG003": "feeds the draft a tensor that is not a residual-stream capture point"}[code]
     title = f"{serving.label} {what}: {f.message.split(' (')[0]}"
-    return Finding(code, title, evidence, fix_text, data={"when": f.when, "fix_ids": ids, "source": f.source})
+    # trtllm's ENG003 fix is a rewrite of its id list: point at it even where no single list is printed
+    where = ids_location(serving) if code == "ENG003" and serving.engine == "trtllm" else None
+    return Finding(code, title, evidence, fix_text, data={"when": f.when, "fix_ids": ids, "source": f.source}, location=where)
 
 
 def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> list[Finding]:

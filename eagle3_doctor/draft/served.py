@@ -324,28 +324,31 @@ def trained_rope_interleaved(info: Any, target_config: dict[str, Any] | None = N
     return False, f"no rope_is_neox_style: NeoX, the only layout {trainer} trains"
 
 
-def neox_fix(cfg: Any, key: str = "rope_is_neox_style") -> str:
+def neox_fix(cfg: Any, key: str = "rope_is_neox_style") -> Any:
     """The weight rewrite that turns a GPT-J-trained draft into the same function under NeoX RoPE:
     per head, rotary rows (0, 2, 4, ..., 1, 3, 5, ...) of q_proj and k_proj (vLLM's own
     permute_qk_weight_for_rotary for Llama 4, restricted to the rotary dims)."""
     from .model import rope_inv_freq
 
+    from ..findings import DRAFT_WEIGHTS, Fix
+
     d, r = int(cfg.head_dim), 2 * int(rope_inv_freq(cfg).numel())
     nq, nkv = cfg.num_attention_heads, cfg.num_key_value_heads
-    return (f"rewrite q_proj/k_proj (weights and any bias) in NeoX order, then set {_render(key, True)} in the "
-            "draft's config.json (python, for each *.safetensors file p: import torch; from safetensors.torch import "
-            "load_file, save_file; sd = load_file(p); "
+    code = ("import torch; from safetensors.torch import load_file, save_file; sd = load_file(p); "
             f"f = lambda w, n: (lambda x: torch.cat([x[:, 0:{r}:2], x[:, 1:{r}:2], x[:, {r}:]], 1).reshape(w.shape))"
             f"(w.reshape(n, {d}, -1)); "
             f"sd = {{k: f(v, {nq} if 'q_proj' in k else {nkv}) if ('q_proj' in k or 'k_proj' in k) else v "
-            "for k, v in sd.items()}; save_file(sd, p))")
+            "for k, v in sd.items()}; save_file(sd, p)")
+    return Fix(f"rewrite q_proj/k_proj (weights and any bias) in NeoX order, then set {_render(key, True)} in the "
+               f"draft's config.json (python, for each *.safetensors file p: {code})",
+               file=DRAFT_WEIGHTS, key="q_proj, k_proj", op="rewrite", snippet=code)
 
 
 def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str,
                   target_config: dict[str, Any] | None) -> list[Any]:
     """FWD006 where the engine rotates in another layout than training; FWD007 where the trained
     layout is undetermined."""
-    from ..findings import Finding
+    from ..findings import DRAFT_CONFIG, Finding, Location, config_fix
 
     if sf is None or sf.serving.rope_neox is None:
         return []
@@ -360,14 +363,15 @@ def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str,
                         [f"trained: undetermined: {twhy}", served_ev],
                         'write the layout training used into the draft\'s config.json: "rope_is_neox_style": true '
                         "(NeoX: SpecForge, speculators) or false (GPT-J)",
-                        data={"trained": None, "served_interleaved": not neox})]
+                        data={"trained": None, "served_interleaved": not neox},
+                        location=Location(DRAFT_CONFIG, "rope_is_neox_style"))]
     if trained == (not neox):
         return []
     ev = [f"trained: {name(trained)} ({twhy})", served_ev,
           "each q/k pair is rotated by another frequency than in training: attention scores lose their positions "
           "(TensorRT-LLM PR #19036: acceptance length 1.01)"]
     if rule.keys:
-        fix = f"set {_render(rule.keys[0], not trained)} in the draft's config.json"
+        fix = config_fix(f"set {_render(rule.keys[0], not trained)} in the draft's config.json", rule.keys[0], not trained)
         moved = [k for k in ("transformer_layer_config.rope_is_neox_style",) if lookup(info.config, k) is not None
                  and k not in rule.keys]
         if moved:
