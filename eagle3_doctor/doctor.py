@@ -450,6 +450,14 @@ def acceptance(
         if spec is not None and len(spec) != n_aux:
             notes.append(f"{name} path feeds {len(spec)} slot(s) but the draft's fc takes {n_aux}: not measurable")
     measurable = {n: s for n, s in paths.items() if s is None or len(s) == n_aux}
+    # issue 13: the serving features also through the draft as the engine runs it (draft/as_served.py)
+    from .draft.as_served import measured_findings, served_paths
+
+    served = served_paths(setup)
+    drafts = dict.fromkeys(measurable, draft)
+    if "serving" in measurable:
+        for n, d in served.drafts.items():
+            measurable[n], drafts[n] = serving.spec, d
     cands = scan_candidates(setup.train_spec or serving.spec, L) if scan else []
     pts: set[CapturePoint] = {p for s in measurable.values() if s for p in s} | {p for c in cands for p in c}
     accs = {n: PathAccumulator(n, num_steps) for n in measurable}
@@ -488,11 +496,11 @@ def acceptance(
                     aux[b, : dump[i].aux.shape[0]] = dump[i].aux.to(tgt.device, tgt.dtype)  # type: ignore[index]
             else:
                 aux = torch.cat([got[p] for p in spec], dim=-1)
-            out = unroll_outcomes(draft, aux, tokens, labels, lens, num_steps, topk=1 if tree else topk,
+            out = unroll_outcomes(drafts[name], aux, tokens, labels, lens, num_steps, topk=1 if tree else topk,
                                   temperature=temperature, target_logits=tl, temp_mode=temp_mode,
                                   rank_width=tree["width"] if tree and tree["kind"] == "static" else 0)
             if tree is not None:
-                out.tree_accepted = _tree_accepted(tree, draft, aux, tokens, labels, lens, num_steps, out)
+                out.tree_accepted = _tree_accepted(tree, drafts[name], aux, tokens, labels, lens, num_steps, out)
             accs[name].add(out, st, lens, walk=continuation == "greedy")
         for c in cands:
             aux = torch.cat([got[p] for p in c], dim=-1)
@@ -586,7 +594,7 @@ def acceptance(
     if tree is not None:
         settings["tree"] = {k: v for k, v in tree.items() if k != "paths" or tree["kind"] == "static"}
         settings["tree_note"] = tree["label"]
-    findings = acceptance_findings(results, scan_res, setup)
+    findings = acceptance_findings(results, scan_res, setup) + measured_findings(served, results, num_steps)
     from .acceptance import triage
 
     for name, res in results.items():

@@ -362,7 +362,8 @@ def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str,
                                   f"{label} runs it {name(not neox)}",
                         [f"trained: undetermined: {twhy}", served_ev],
                         'write the layout training used into the draft\'s config.json: "rope_is_neox_style": true '
-                        "(NeoX: SpecForge, speculators) or false (GPT-J)",
+                        "(NeoX: SpecForge, speculators) or false (GPT-J); `eagle3-doctor acceptance` measures the "
+                        "draft under both and names the one its weights fit",
                         data={"trained": None, "served_interleaved": not neox},
                         location=Location(DRAFT_CONFIG, "rope_is_neox_style"))]
     if trained == (not neox):
