@@ -57,6 +57,7 @@ CODES: dict[str, tuple[str, str]] = {
     "FWD005": (WARNING, "the draft has both norm_before_fc and fc_norm, a pair speculators rejects"),
     "FWD006": (ERROR, "the engine rotates the draft's RoPE in another layout (NeoX vs GPT-J-interleaved) than training"),
     "FWD007": (WARNING, "undetermined whether the draft was trained with NeoX or GPT-J-interleaved RoPE"),
+    "FWD008": (ERROR, "the engine runs the draft's attention without the q_norm/k_norm (Qwen3 layer) it was trained with"),
     # --- acceptance
     "ACC001": (ERROR, "acceptance under the serving features is far below the training features"),
     "ACC002": (ERROR, "acceptance is low on the training features too: the draft itself is weak"),

@@ -24,7 +24,8 @@ SCHEMA = "eagle3-doctor/inspect/1"
 # EntryClass; vllm model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS; speculators).
 REGISTERED = {
     "sglang": {"LlamaForCausalLMEagle3", "Qwen3ForCausalLMEagle3", "LlamaForCausalLMEagle"},
-    "vllm": {"Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3Speculator", "Eagle3Qwen3vlForCausalLM"},
+    "vllm": {"Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3Speculator", "Eagle3Qwen3vlForCausalLM",
+             "Eagle3Qwen3ForCausalLM"},  # registry.py:700-705 (0.33.0)
     "modelopt": {"LlamaForCausalLMEagle3"},
 }
 PREFERRED = {"sglang": "LlamaForCausalLMEagle3", "vllm": "Eagle3Speculator", "modelopt": "LlamaForCausalLMEagle3"}

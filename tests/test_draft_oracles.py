@@ -44,10 +44,11 @@ def _inputs(seed, H, V, T=24):
     return torch.randn(1, T, 3 * H, generator=g) * 2, torch.randint(0, V, (1, T), generator=g)
 
 
-def _speculators_model(sp, flags):
+def _speculators_model(sp, flags, layer=None):
     raw = json.loads((DRAFTS["speculators"] / "config.json").read_text())
     raw.pop("speculators_version", None)
     raw.update(flags)
+    raw["transformer_layer_config"].update(layer or {})
     cfg = sp.Config(**raw)
     cfg.transformer_layer_config._attn_implementation = "sdpa"
     return sp.Model(cfg).float().eval()
@@ -77,6 +78,29 @@ def test_matches_speculators_for_every_flag_combination(flags, tmp_path):
         for flag in (k for k, v in flags.items() if v):
             other = oracles.doctor_logits(tmp_path / "d", aux, ids, STEPS, first_position=1, override={flag: False})
             assert max(oracles.max_rel_err(other, ref)) > 1e-3, flag
+
+
+# speculators 0.9.0 also drafts with a Qwen3 decoder layer (q_norm/k_norm before RoPE) when the
+# layer config's model_type is qwen3 (models/eagle3/model_definitions.py:136-143)
+QWEN3 = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}
+
+
+@pytest.mark.parametrize("flags", [SPECULATORS_FLAGS[0], dict(SPECULATORS_FLAGS[-1])],
+                         ids=lambda f: ",".join(k for k, v in f.items() if v) or "plain")
+def test_matches_speculators_qwen3_draft_layer(flags, tmp_path):
+    sp = _speculators()
+    model = _speculators_model(sp, flags, QWEN3)
+    assert any(k.endswith("q_norm.weight") for k in model.state_dict())
+    V, Vd, H = model.verifier_vocab_size, model.draft_vocab_size, model.hidden_size
+    oracles.randomize(model, seed=11, vocab=V, draft_vocab=Vd)
+    model.save_pretrained(tmp_path / "d")
+    aux, ids = _inputs(5, H, V)
+    ref = oracles.speculators_logits(model, aux, ids, STEPS)
+    ours = oracles.doctor_logits(tmp_path / "d", aux, ids, STEPS, first_position=1)
+    assert max(oracles.max_rel_err(ours, ref)) < TOL
+    # the q/k norms matter: without them the logits move
+    other = oracles.doctor_logits(tmp_path / "d", aux, ids, STEPS, first_position=1, override={"qk_norm": False})
+    assert max(oracles.max_rel_err(other, ref)) > 1e-3
 
 
 def test_speculators_rejects_both_fc_norms():

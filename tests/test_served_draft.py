@@ -365,3 +365,45 @@ def test_llama4_layout_undetermined_until_written(tmp_copy, where):
 def test_neox_fixtures_stay_quiet_about_rope(engine):
     for fmt in ("sglang", "speculators", "eagle"):
         assert [f for f in fwd(inspect(str(TARGET), str(DRAFTS[fmt]), engine=engine)) if f.code in ("FWD006", "FWD007")] == []
+
+
+# ---------------------------------------------------------------------------- Qwen3 draft layers (q/k norms)
+
+
+def _qwen3_draft(tmp_copy, fmt="speculators"):
+    """The fixture with a Qwen3 draft layer: q_norm/k_norm weights (not all ones, so they matter)
+    and, in the speculators format, transformer_layer_config.model_type qwen3."""
+    d = tmp_copy(DRAFTS[fmt], f"{fmt}-qwen3")
+    pre = "layers.0.self_attn." if fmt == "speculators" else "midlayer.self_attn."
+    g = torch.Generator().manual_seed(0)
+    _edit(d, cfg=(lambda c: c["transformer_layer_config"].update(model_type="qwen3")) if fmt == "speculators" else None,
+          weights=lambda sd: sd.update({pre + "q_norm.weight": 1 + 0.3 * torch.randn(32, generator=g),
+                                        pre + "k_norm.weight": 1 + 0.3 * torch.randn(32, generator=g)}))
+    return d
+
+
+
+
+def test_qwen3_layer_served_by_vllm_033_is_quiet(tmp_copy):
+    d = _qwen3_draft(tmp_copy)
+    res = inspect(str(TARGET), str(d), engine="vllm")
+    assert fwd(res) == [] and not [f for f in res.findings if f.code == "DRF010"]  # the norms are used, not unexpected
+
+
+def test_qwen3_layer_under_old_vllm_and_sglang(tmp_copy):
+    d = _qwen3_draft(tmp_copy)
+    (f,) = fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version="0.10.2"))
+    assert f.code == "FWD008" and "registers no Qwen3 EAGLE-3 draft" in f.evidence[1]
+    assert "--engine-version 0.33.0" in f.fix
+    (g,) = fwd(inspect(str(TARGET), str(d), engine="sglang"))
+    assert g.code == "FWD008" and "LlamaForCausalLMEagle3" in g.evidence[1] and "cannot run" in g.fix
+
+
+def test_qwen3_layer_in_sglang_format_needs_the_qwen3_architecture_in_vllm(tmp_copy):
+    d = _qwen3_draft(tmp_copy, "sglang")
+    res = inspect(str(TARGET), str(d), engine="vllm")
+    (f,) = fwd(res)
+    assert f.code == "FWD008" and "weights hold self_attn.q_norm.weight" in f.evidence[0]
+    apply_fix(d, f.fix)
+    res = inspect(str(TARGET), str(d), engine="vllm")
+    assert fwd(res) == [] and not [f for f in res.findings if f.code == "CFG007"]

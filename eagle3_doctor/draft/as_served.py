@@ -4,7 +4,7 @@
 differently from training (the ``FWD`` findings). Here the difference becomes a measured number:
 the acceptance run feeds the same serving features to a second copy of the draft with every
 served difference applied (flag values, the target's head or embeddings, a tied head, the RoPE
-layout), and each ``FWD`` finding gains step-1 accuracy and mean acceptance length "as trained"
+layout, q/k norms dropped), and each ``FWD`` finding gains step-1 accuracy and mean acceptance length "as trained"
 vs "as served", each with its interval over prompts and the paired difference
 (:mod:`eagle3_doctor.stats`).
 
@@ -23,7 +23,7 @@ import torch
 AS_SERVED = "as_served"  # path name: serving features, the engine's draft forward
 OTHER_ROPE = "gptj_rope"  # path name: serving features, the canonical draft with the other RoPE layout
 OTHER_ROPE_NEOX = "neox_rope"  # the same where the canonical draft is GPT-J
-MEASURED = ("FWD001", "FWD003", "FWD004", "FWD006")  # what a served copy of the draft can reproduce
+MEASURED = ("FWD001", "FWD003", "FWD004", "FWD006", "FWD008")  # what a served copy of the draft can reproduce
 
 
 @dataclass
@@ -104,6 +104,9 @@ def _apply(served: Any, cfg: Any, f: Any, t_head: torch.Tensor | None, t_embed: 
     if f.code == "FWD006":
         cfg.rope_interleaved = bool(d["served_interleaved"])
         return "RoPE " + ("GPT-J-interleaved" if cfg.rope_interleaved else "NeoX")
+    if f.code == "FWD008":
+        cfg.qk_norm = False
+        return "no q_norm/k_norm"
     return "not measured"
 
 

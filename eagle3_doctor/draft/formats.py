@@ -138,6 +138,8 @@ def config_to_canonical(fmt: str, c: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(tl, dict):
             raise BadInput("config.json: transformer_layer_config is not an object", "restore config.json")
         base = _llama_fields(tl)
+        if tl.get("model_type") == "qwen3":  # speculators model_definitions.py:136-143: the Qwen3 layer
+            base["qk_norm"] = True
         base.update({k: _checked(c, k) for k in ("draft_vocab_size", "target_hidden_size") if c.get(k) is not None})
         if "vocab_size" not in base and c.get("vocab_size") is not None:
             base["vocab_size"] = _checked(c, "vocab_size")
@@ -299,6 +301,8 @@ def read_draft(
         canon_fields["norm_before_fc"] = True
     if "fc_norm.0.weight" in canon:
         canon_fields["fc_norm"] = True
+    if "midlayer.self_attn.q_norm.weight" in canon:  # a Qwen3-style draft layer, whatever the config says
+        canon_fields["qk_norm"] = True
     try:
         cfg = DraftConfig.from_dict(canon_fields)
         with torch.device("meta"):
@@ -408,6 +412,9 @@ def native_config(
         c = _llama_config(cfg)
         c.update(architectures=["LlamaForCausalLM"], draft_vocab_size=cfg.draft_vocab_size)
         return c
+    if cfg.qk_norm and fmt != "speculators":
+        raise BadInput(f"the {fmt} format has no draft layer with q_norm/k_norm (SGLang and SpecForge draft with "
+                       "a Llama layer)", "write the speculators format instead")
     if fmt == "sglang":
         c = _llama_config(cfg)
         ec: dict[str, Any] = {"use_aux_hidden_state": True, "norm_before_fc": cfg.norm_before_fc}
@@ -435,6 +442,8 @@ def native_config(
                            "write the sglang format instead")
         tl = _llama_config(cfg)
         tl["architectures"] = ["LlamaForCausalLM"]
+        if cfg.qk_norm:  # speculators' Qwen3 draft layer (model_definitions.py:136-143)
+            tl.update(model_type="qwen3", architectures=["Qwen3ForCausalLM"])
         c = {
             "architectures": ["Eagle3Speculator"],
             "speculators_model_type": "eagle3",

@@ -29,6 +29,10 @@ Forward flags, each exactly as its source defines it (installed packages, file:l
   rotary dims of q and k before the NeoX rotation: attention scores only see q.k, so permuting both
   alike is exact (the same identity vLLM's ``llama4.py`` ``permute_qk_weight_for_rotary`` uses to
   load interleaved Llama 4 weights into its NeoX kernels).
+- ``qk_norm``: the Qwen3 decoder layer speculators 0.9.0 drafts with when
+  ``transformer_layer_config.model_type`` is ``qwen3`` (``models/eagle3/model_definitions.py:124-143``):
+  ``q_norm`` / ``k_norm`` RMSNorms over each head's ``head_dim``, applied to q and k before RoPE
+  (transformers ``Qwen3Attention``).
 - ``norm_before_lm_head`` = SpecForge 0.2.0's ``norm_output`` (default True): False drops the final
   norm before ``lm_head`` while the fed-back state stays pre-norm (``llama3_eagle.py:1690, 1773-1778``;
   the training loop feeds back the backbone output, ``algorithms/eagle3/model.py:386-400``).
@@ -77,6 +81,7 @@ class DraftConfig:
     norm_before_lm_head: bool = True
     norm_output: bool = False
     rope_interleaved: bool = False  # GPT-J pairs (2i, 2i+1); False = NeoX rotate-half (i, i + d/2)
+    qk_norm: bool = False  # Qwen3 attention: RMSNorm over head_dim on q and k, before RoPE
     torch_dtype: str | None = None
     extra: dict = field(default_factory=dict)
 
@@ -211,13 +216,19 @@ class DraftAttention(nn.Module):
         self.k_proj = nn.Linear(2 * cfg.hidden_size, self.nkv * d, bias=b)
         self.v_proj = nn.Linear(2 * cfg.hidden_size, self.nkv * d, bias=b)
         self.o_proj = nn.Linear(self.nh * d, cfg.hidden_size, bias=False)
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(d, cfg.rms_norm_eps)
+            self.k_norm = RMSNorm(d, cfg.rms_norm_eps)
         self.rope_scale = 1.0  # the RoPE attention factor (yarn, longrope); set with inv_freq
         self.cfg = cfg  # the layout is read at run time, like every forward flag
 
     def qkv(self, x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor):
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.nh, self.d).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, self.nkv, self.d).transpose(1, 2)
+        q = self.q_proj(x).view(B, T, self.nh, self.d)
+        k = self.k_proj(x).view(B, T, self.nkv, self.d)
+        if self.cfg.qk_norm:  # per head, before RoPE (transformers Qwen3Attention.forward)
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = self.v_proj(x).view(B, T, self.nkv, self.d).transpose(1, 2)
         if self.cfg.rope_interleaved:  # q and k permuted alike: q.k and so the attention are unchanged
             rot = 2 * inv_freq.shape[0]

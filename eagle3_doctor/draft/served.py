@@ -42,6 +42,14 @@ Sources read (file at a commit, or a merged PR's own description):
   transformers' Llama/Qwen3 layers; SpecForge 0.2.0 ``llama3_eagle.py:126-141``); transformers'
   Llama 4 target rotates interleaved pairs (``modeling_llama4.py:225-231``), and TensorRT-LLM PR
   #19036 reports a Llama 4 EAGLE-3 drafter trained interleaved (acceptance length 1.01 when run NeoX).
+- Qwen3 draft layers (``q_norm`` / ``k_norm``; speculators 0.9.0 writes them when
+  ``transformer_layer_config.model_type`` is ``qwen3``): vLLM 0.33.0 maps that model_type to
+  ``Eagle3Qwen3ForCausalLM`` (``transformers_utils/configs/speculators/algos.py:39-46``;
+  ``registry.py:705``, the Qwen3 decoder layer with its q/k norms); vLLM 0.18.0 and 0.10.2 register
+  no Qwen3 EAGLE-3 draft (``registry.py:553`` in 0.18.0: only ``Eagle3Qwen3vl`` -> the Llama draft).
+  SGLang 0.5.2 and 0.5.23 run Llama/Qwen EAGLE-3 drafts as ``LlamaForCausalLMEagle3``
+  (``llama_eagle3.py`` ``EntryClass``; 0.5.23's other EAGLE-3 classes are Kimi-K2.5's and Gemma 4's), with no q/k norm; its ``load_weights`` skips names it has
+  no parameter for.
 - SGLang at 9d18277 (linked from SpecForge PR #879, merged 2026-09-15): ``norm_output`` read at
   the top level, default False, meaning "feed the normed state" (EAGLE 3.1). SpecForge <= 0.2.0
   meant "norm before lm_head" by the same key (PR #879 aligned SpecForge with SGLang).
@@ -78,6 +86,8 @@ class DraftServing:
     weights_fixed_by: str | None = None
     notes: list[str] = field(default_factory=list)
     rope_neox: FlagRule | None = None  # whether the engine rotates NeoX-style (value True) or GPT-J
+    qk_norm: str = "never"  # "never" | "qwen3" (applied for a qwen3 layer config / Qwen3 architecture)
+    qk_norm_source: str = ""
 
 
 _V_MODEL = "vllm llama_eagle3.py @00bd149"
@@ -144,7 +154,11 @@ def _vllm(version: str, fmt: str) -> DraftServing:
     line = {"0.10.2": 223, "0.18.0": 240}.get(version, 241)
     rope = FlagRule((), True, f"vllm model_executor/models/llama.py:{line} ({version}): is_neox_style = True, "
                               "no config key; only its Llama 4 models permute interleaved q/k rows at load")
-    return DraftServing("vllm", version, fmt, flags, **weights, rope_neox=rope)
+    qk = ("qwen3", "vllm 0.33.0 speculators/algos.py:39-46 (model_type qwen3 -> Eagle3Qwen3ForCausalLM), "
+                   "registry.py:705 (architectures Eagle3Qwen3ForCausalLM)") if new else \
+        ("never", f"vllm {version} registry.py registers no Qwen3 EAGLE-3 draft (0.18.0 registry.py:553: "
+                  "Eagle3Qwen3vl -> the Llama draft, llama_eagle3.py, no q/k norm)")
+    return DraftServing("vllm", version, fmt, flags, **weights, rope_neox=rope, qk_norm=qk[0], qk_norm_source=qk[1])
 
 
 def _sglang(version: str, fmt: str) -> DraftServing:
@@ -167,7 +181,9 @@ def _sglang(version: str, fmt: str) -> DraftServing:
                     "in the decoder layer llama_eagle3.py's draft layer subclasses")
     return DraftServing("sglang", version, fmt, flags, embed="target", lm_head="own", ties_head_to_embed=True,
                         weights_source=f"{_SG}: embed_tokens from the target; tie_word_embeddings -> lm_head = embed_tokens",
-                        rope_neox=rope)
+                        rope_neox=rope, qk_norm="never",
+                        qk_norm_source=f"sglang {version} runs Llama/Qwen EAGLE-3 drafts as LlamaForCausalLMEagle3 (llama_eagle3.py "
+                                       "EntryClass), which has no q_norm/k_norm; load_weights skips them silently")
 
 
 def draft_serving(engine: str, version: str, fmt: str) -> DraftServing | None:
@@ -386,6 +402,43 @@ def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str,
                     ev, fix, data={"trained_interleaved": trained, "served_interleaved": not neox})]
 
 
+def served_qk_norm(row: DraftServing, info: Any) -> bool:
+    """Whether the engine row runs q_norm/k_norm for this checkpoint."""
+    if row.qk_norm != "qwen3":
+        return False
+    if info.format == "speculators":
+        return _layer_config(info.config).get("model_type") == "qwen3"
+    return any("Qwen3ForCausalLM" in str(a) and "Eagle3" in str(a) or str(a) == "PeagleQwen3ForCausalLM"
+               for a in info.config.get("architectures") or [])
+
+
+def qk_norm_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str) -> list[Any]:
+    """FWD008 where the draft's attention was trained with Qwen3's q/k norms and the engine runs
+    (or loads) it without them."""
+    from ..findings import Finding
+
+    if sf is None or not cfg.qk_norm or served_qk_norm(sf.serving, info):
+        return []
+    row = sf.serving
+    trained = [f"trained: q_norm/k_norm over head_dim before RoPE (" + ", ".join(
+        b for b in (f"transformer_layer_config.model_type = {_layer_config(info.config).get('model_type')!r}"
+                    if _layer_config(info.config).get("model_type") else "",
+                    "weights hold self_attn.q_norm.weight / k_norm.weight"
+                    if any(k.endswith("q_norm.weight") for k in info.weight_keys) else "") if b) + ")",
+               f"served by {label}: no q/k norm ({row.qk_norm_source})"]
+    if row.engine == "vllm" and row.qk_norm == "never":
+        fix = f"{label} has no Qwen3 EAGLE-3 draft: upgrade to vLLM 0.33.0 or later (--engine-version 0.33.0 models it)"
+    elif row.engine == "vllm" and row.qk_norm == "qwen3":
+        trained.append(f"{label} runs q/k norms for architectures Eagle3Qwen3ForCausalLM (registry.py:705) or a "
+                       "speculators config whose transformer_layer_config.model_type is qwen3")
+        fix = 'set "architectures": ["Eagle3Qwen3ForCausalLM"] in the draft\'s config.json'
+    else:
+        fix = (f"{label} cannot run a Qwen3 draft layer: serve with vLLM 0.33.0 or later (speculators format, "
+               "transformer_layer_config.model_type \"qwen3\"), or retrain the draft with a Llama layer")
+    return [Finding("FWD008", f"{label} runs the draft's attention without the q_norm/k_norm it was trained with",
+                    trained, fix, data={"weight": "q_norm/k_norm"})]
+
+
 def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: int | None,
              target_head: Any = None, target_embed: Any = None,
              target_config: dict[str, Any] | None = None) -> tuple[list[Any], ServedForward | None]:
@@ -469,4 +522,5 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
                                                    f"{cfg.draft_vocab_size}")],
                            config_fix('set "tie_word_embeddings": false in the draft\'s config.json', "tie_word_embeddings", False)))
     out += rope_findings(info, cfg, sf, label, target_config)
+    out += qk_norm_findings(info, cfg, sf, label)
     return out, sf
