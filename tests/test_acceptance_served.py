@@ -103,3 +103,23 @@ def test_norm_output_costs_nothing_at_step_1(tmp_path_factory):
     s, a = run.paths["serving"], run.paths["as_served"]
     assert a["acc_k"][0] == s["acc_k"][0] and f.data["measured_step1_difference"] == [0.0, 0.0, 0.0]
     assert a["acc_k"][1] != s["acc_k"][1]
+
+
+def test_dropped_qk_norms_are_measured(tmp_path_factory):
+    # SGLang runs a Qwen3 draft layer without its q/k norms: the served copy drops them
+    import shutil
+
+    d = tmp_path_factory.mktemp("drafts") / "spec-qwen3"
+    shutil.copytree(DRAFTS["speculators"], d)
+    g = torch.Generator().manual_seed(0)
+    sd = load_file(d / "model.safetensors")
+    sd.update({f"layers.0.self_attn.{n}_norm.weight": 1 + 0.3 * torch.randn(32, generator=g) for n in "qk"})
+    save_file(sd, d / "model.safetensors")
+    c = json.loads((d / "config.json").read_text())
+    c["transformer_layer_config"]["model_type"] = "qwen3"
+    (d / "config.json").write_text(json.dumps(c))
+    run = acceptance(load_setup(target=str(TARGET), draft=str(d), engine="sglang", dtype="float32", device="cpu"), **ARGS)
+    (f,) = [f for f in run.findings if f.code.startswith("FWD")]
+    assert f.code == "FWD008" and list(run.paths) == ["serving", "as_served"]
+    assert run.paths["as_served"]["acc_k"][0] != run.paths["serving"]["acc_k"][0]
+    assert len(f.data["measured_step1_difference"]) == 3 and "as served" in " ".join(f.evidence)
