@@ -224,7 +224,16 @@ EXPLANATIONS: dict[str, Explanation] = {
         "Nothing says which RoPE layout the draft was trained with (a Llama 4 target rotates GPT-J-interleaved pairs "
         "while SpecForge and speculators train NeoX) and the draft config names none.",
         "If training and the engine disagree, acceptance collapses as in FWD006.",
-        "ask the training run which layout it used and write rope_is_neox_style into the draft's config.json"),
+        "`eagle3-doctor acceptance` runs the draft under both layouts and names the one its weights fit; or ask the "
+        "training run which layout it used and write rope_is_neox_style into the draft's config.json"),
+    "FWD008": Explanation(
+        "The draft's attention was trained with Qwen3's q_norm/k_norm (speculators drafts with a Qwen3 layer when "
+        "transformer_layer_config.model_type is qwen3) and the engine runs it without them: SGLang's "
+        "LlamaForCausalLMEagle3 has no such norms and skips their weights silently; vLLM registers a Qwen3 EAGLE-3 "
+        "draft only from 0.33.",
+        "Every query and key reaches RoPE and the dot product at another scale than in training.",
+        "`eagle3-doctor inspect` names the layer config and weights; `acceptance` measures the draft with and "
+        "without the norms (the as_served column)"),
     # --- acceptance
     "ACC001": Explanation(
         "Replayed through the target, the draft's step-1 accuracy under the features the engine feeds is far below "
