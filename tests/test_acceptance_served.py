@@ -123,3 +123,13 @@ def test_dropped_qk_norms_are_measured(tmp_path_factory):
     assert f.code == "FWD008" and list(run.paths) == ["serving", "as_served"]
     assert run.paths["as_served"]["acc_k"][0] != run.paths["serving"]["acc_k"][0]
     assert len(f.data["measured_step1_difference"]) == 3 and "as served" in " ".join(f.evidence)
+
+
+def test_served_copy_shares_the_embeddings_and_runs_eager(setup_sglang):
+    from eagle3_doctor.draft.as_served import _eager_copy
+
+    d = setup_sglang.draft
+    c = _eager_copy(d)
+    assert c.embed_tokens.weight is d.embed_tokens.weight  # no second [vocab, hidden] table
+    assert c.config is not d.config and c.midlayer.self_attn.cfg is c.config  # flags flip on the copy only
+    assert c.fc.weight is not d.fc.weight

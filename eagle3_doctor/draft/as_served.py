@@ -71,7 +71,10 @@ def _eager_copy(draft: Any) -> Any:
     """A copy of the draft with its own config (shared by the copy's attention, as in the original),
     running eager: ``--compile`` (draft/fast.py) replaces step methods by compiled ones bound to the
     original object, which a copy would otherwise still call."""
-    c = copy.deepcopy(draft)
+    # the embeddings are never changed in place here (FWD003 attaches new ones): share them rather than
+    # copy a [vocab, hidden] table (a GB at 128k x 4096 in bf16)
+    emb = draft.embed_tokens
+    c = copy.deepcopy(draft, memo={id(emb.weight): emb.weight} if emb is not None else None)
     for obj, names in ((c, ("_layer_in", "_layer_out", "logits")), (c.midlayer.self_attn, ("qkv",))):
         for n in names:
             obj.__dict__.pop(n, None)

@@ -501,14 +501,14 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
         f" (--engine-version {newest} models one)" if newest != version else "")
     if sf.embed_from_target and draft.embed_tokens is not None and target_embed is not None and \
             row.embed == "target-if-same-shape" and tuple(target_embed.shape) == tuple(draft.embed_tokens.weight.shape):
-        diff = float((target_embed.float() - draft.embed_tokens.weight.detach().float()).abs().max())
+        diff = float((target_embed.float().cpu() - draft.embed_tokens.weight.detach().float().cpu()).abs().max())
         if diff > 1e-3:
             out.append(Finding("FWD003", f"{label} replaces the draft's own embed_tokens with the target's",
                                [f"draft and target embed_tokens differ by up to {diff:.4g}", row.weights_source],
                                up, data={"weight": "embed_tokens"}))
     if sf.head_from_target and target_head is not None and \
             tuple(target_head.shape) == tuple(draft.lm_head.weight.shape):
-        diff = float((target_head.float() - draft.lm_head.weight.detach().float()).abs().max())
+        diff = float((target_head.float().cpu() - draft.lm_head.weight.detach().float().cpu()).abs().max())
         if diff > 1e-3:
             out.append(Finding("FWD003", f"{label} replaces the draft's own lm_head with the target's",
                                [f"draft and target lm_head differ by up to {diff:.4g}", row.weights_source],
