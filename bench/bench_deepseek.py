@@ -25,7 +25,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
@@ -33,15 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eagle3_doctor.doctor import Setup, acceptance, compare_hidden  # noqa: E402
 from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
-from eagle3_doctor.engines import resolve_serving, training_spec  # noqa: E402
-from eagle3_doctor.target import Target  # noqa: E402
+from eagle3_doctor.engines import training_spec  # noqa: E402
 
 CUDA = torch.cuda.is_available()
-
-
-class Tok(SimpleNamespace):
-    def decode(self, ids):
-        return f"<{ids[0]}>"
 
 
 def sync() -> None:
@@ -114,14 +107,12 @@ def main() -> None:
     draft.t2d[ar * 4] = True
     draft.set_embeddings(model.get_input_embeddings().weight, own=False)
     n_params = sum(p.numel() for p in model.parameters())
-    target = Target(model=model, tokenizer=Tok(pad_token_id=0, eos_token_id=None), config=cfg.to_dict(),
-                    name="synthetic DeepSeek-V3 shape", device=dev, dtype=torch.bfloat16)
     recipe = "hf-hidden-states:3,31,59"
     trained, _ = training_spec(recipe, L)
 
     def setup_for(ids: list[int]) -> Setup:
-        serving = resolve_serving("sglang", "0.5.2", "deepseek", L, {}, ids)
-        return Setup(target, draft, None, serving, trained, recipe, "deepseek")
+        return Setup.from_model(model, draft, engine="sglang", engine_version="0.5.2", layer_ids=ids, train_spec=trained,
+                                train_source=recipe, name="synthetic DeepSeek-V3 shape", device=dev)
 
     seed, good = setup_for([-1, 2, 30]), setup_for([2, 30, 58])
     g = torch.Generator(device=dev).manual_seed(1)

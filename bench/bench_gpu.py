@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
@@ -28,14 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eagle3_doctor.doctor import Setup, acceptance, compare_hidden  # noqa: E402
 from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
-from eagle3_doctor.engines import resolve_serving  # noqa: E402
-from eagle3_doctor.target import Target  # noqa: E402
 from eagle3_doctor.taps import layer_out  # noqa: E402
-
-
-class Tok(SimpleNamespace):
-    def decode(self, ids):
-        return f"<{ids[0]}>"
 
 
 CUDA = torch.cuda.is_available()
@@ -95,12 +87,9 @@ def build(args, max_pos: int = 8192):
     draft.set_embeddings(model.get_input_embeddings().weight, own=False)
     sync()
     t_draft = time.perf_counter() - t0
-    tok = Tok(pad_token_id=0, eos_token_id=None)
     name = "synthetic Llama-3.1-8B shape (random bf16)" if not args.small else "small smoke-test shape"
-    target = Target(model=model, tokenizer=tok, config=cfg.to_dict(), name=name, device=torch.device(dev), dtype=torch.bfloat16)
     spec = (layer_out(1), layer_out(L // 2 - 1), layer_out(L - 4))
-    serving = resolve_serving("sglang", None, "llama", L, {})
-    setup = Setup(target, draft, None, serving, spec, "eagle-default", "llama")
+    setup = Setup.from_model(model, draft, name=name, train_spec=spec, train_source="eagle-default", device=dev)
     return setup, t_target, t_draft
 
 

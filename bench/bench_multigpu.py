@@ -19,7 +19,6 @@ import datetime as dt
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
@@ -27,14 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eagle3_doctor.doctor import Setup, acceptance, compare_hidden  # noqa: E402
 from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
-from eagle3_doctor.engines import resolve_serving  # noqa: E402
 from eagle3_doctor.target import Target  # noqa: E402
 from eagle3_doctor.taps import DecoderParts, embed, layer_out  # noqa: E402
-
-
-class Tok(SimpleNamespace):
-    def decode(self, ids):
-        return f"<{ids[0]}>"
 
 
 def build_sharded(shape: dict, devices: list[str], seed: int = 0):
@@ -89,9 +82,6 @@ def make_setup(model, cfg, device: str, target: Target | None = None) -> Setup:
     L = cfg.num_hidden_layers
     parts = DecoderParts(model)
     home = target.capture_device if target is not None else next(parts.norm.parameters()).device
-    if target is None:
-        target = Target(model=model, tokenizer=Tok(pad_token_id=0, eos_token_id=None), config=cfg.to_dict(),
-                        name="synthetic", device=home, dtype=torch.bfloat16, capture_device=home)
     dcfg = DraftConfig(hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
                        num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
                        vocab_size=cfg.vocab_size, draft_vocab_size=min(32000, cfg.vocab_size), rope_theta=500000.0)
@@ -105,9 +95,12 @@ def make_setup(model, cfg, device: str, target: Target | None = None) -> Setup:
     draft.set_embeddings(model.get_input_embeddings().weight.to(home), own=False)
     trained = (layer_out(1), layer_out(L // 2 - 1), layer_out(L - 4))
     # serve the seed-style mistake so there is a finding to compare
-    serving = resolve_serving("sglang", None, "llama", L, {}, [-1, 1, L // 2 - 1])
-    assert serving.spec[0] == embed()
-    return Setup(target, draft, None, serving, trained, "eagle-default", "llama")
+    setup = Setup.from_model(model, draft, target.tokenizer if target is not None else None, layer_ids=[-1, 1, L // 2 - 1],
+                             train_spec=trained, train_source="eagle-default",
+                             name=target.name if target is not None else "synthetic",
+                             device=target.device if target is not None else home, capture_device=home)
+    assert setup.serving.spec[0] == embed()
+    return setup
 
 
 def timed(fn):

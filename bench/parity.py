@@ -61,7 +61,7 @@ def main() -> None:
     args = ap.parse_args()
     out = {"device": args.device, "dtype": args.dtype, "scenarios": {}}
     t0 = time.time()
-    for name, ids in (("correct", None), ("seed shift [-1,1,3]", "-1,1,3"), ("one layer later [2,4,5]", "2,4,5")):
+    for name, ids in (("correct", None), ("seed shift [-1,1,3]", [-1, 1, 3]), ("one layer later [2,4,5]", [2, 4, 5])):
         setup = load_setup(target=str(F / "target"), draft=str(F / "draft-sglang"), engine="sglang", layer_ids=ids,
                            dtype=args.dtype, device=args.device)
         cmp = compare_hidden(setup, prompts_path=str(F / "prompts.jsonl"), limit=args.limit)

@@ -14,13 +14,21 @@ A(t) is exact, and walking t -> t + A(t) + 1 from the first base reproduces the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from .draft.model import DraftCache, Eagle3Draft
+from .errors import BadInput, ResourceError
+from .findings import Finding
+from .replay import ReplayBatch, Sources, check_seq_len, iter_captures, load_sources, replay_order
+from .taps import CapturePoint, FeatureSpec
+
+if TYPE_CHECKING:
+    from .loader import Setup
+    from .target import Target
 
 SCHEMA = "eagle3-doctor/acceptance/1"
 
@@ -392,3 +400,508 @@ def triage(path: dict[str, Any], dtype: str) -> list[str]:
         hints.append(f"measured in {dtype}: rerun with --dtype float32; a large gap between the two points at numerics "
                      "(draft dtype, fp16 overflow) rather than wiring")
     return hints
+
+
+# --------------------------------------------------------------------------- the acceptance run
+# The steps of :func:`measure_acceptance`, each named: options -> sequences -> feature paths ->
+# replay (estimator per path, scan) -> results in prompt order -> reference loop -> findings.
+
+Progress = Callable[[str, int, int], None]
+
+
+def _no_progress(_label: str, _done: int, _total: int) -> None:
+    pass
+
+
+@dataclass
+class AcceptanceOptions:
+    """How acceptance is measured (the engine's speculative settings, and the replay's)."""
+
+    num_steps: int = 7
+    continuation: str = "greedy"  # greedy: the target's own continuation; text: the text as given
+    max_new_tokens: int = 128
+    max_tokens: int | None = 512
+    batch_size: int = 8
+    temperature: float = 0.0
+    temp_mode: str = "sampled"
+    topk: int = 1
+    num_draft_tokens: int | None = None
+    token_tree: Sequence[Sequence[int]] | None = None
+    reference: bool = False
+    scan: bool = False
+    limit: int | None = None
+
+    def check(self) -> None:
+        if self.continuation not in ("greedy", "text"):
+            raise BadInput(f"unknown --continuation {self.continuation!r}", "use greedy or text")
+        if self.num_steps < 1:
+            raise BadInput("--num-steps must be at least 1", "use e.g. --num-steps 7")
+
+
+def options_from_serve(serve: Any, num_steps: int | None, topk: int | None,
+                       num_draft_tokens: int | None) -> tuple[int, int, int | None]:
+    """(num_steps, topk, num_draft_tokens): explicit values win, then the launch command's, then 7 / 1 / None."""
+    if num_steps is None:
+        num_steps = serve.num_steps if serve is not None and serve.num_steps else 7
+    if topk is None:
+        topk = serve.topk if serve is not None and serve.topk else 1
+    if num_draft_tokens is None and serve is not None and topk == serve.topk:
+        num_draft_tokens = serve.num_draft_tokens
+    return num_steps, topk, num_draft_tokens
+
+
+@dataclass
+class AcceptanceRun:
+    paths: dict[str, dict[str, Any]]
+    settings: dict[str, Any]
+    findings: list[Finding]
+    notes: list[str]
+    reference: dict[str, Any] | None = None
+    scan: list[dict[str, Any]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "settings": self.settings, "paths": self.paths,
+                "findings": [f.to_dict() for f in self.findings], "reference": self.reference,
+                "scan": self.scan, "notes": self.notes}
+
+
+@dataclass
+class Replay:
+    """The sequences acceptance walks, and where in each the decode begins."""
+
+    src: Sources
+    seqs: list[list[int]]
+    starts: list[int]  # first base a decode reaches: the prompt's last position (greedy), else 0
+    opts: AcceptanceOptions  # continuation is "text" for a dump, whatever was asked
+    notes: list[str]
+
+
+def acceptance_sequences(setup: "Setup", src: Sources, opts: AcceptanceOptions, progress: Progress) -> Replay:
+    """Prompts plus the target's greedy continuation, or the text (or dump) as given."""
+    from .target import greedy_continue
+
+    tgt = setup.target
+    notes = list(setup.notes) + src.notes
+    if src.dump is not None:
+        seqs, starts = src.sequences, [0] * len(src.dump)
+        if opts.continuation == "greedy":
+            notes.append("a training dump fixes the text: acceptance is measured along it (--continuation text)")
+            opts = replace(opts, continuation="text")
+    elif opts.continuation == "greedy":
+        for p in src.prompts:
+            check_seq_len(tgt, len(p.ids) + opts.max_new_tokens)
+        try:
+            seqs = greedy_continue(tgt, src.sequences, opts.max_new_tokens, opts.batch_size,
+                                   progress=lambda d, n: progress("greedy continuation (tokens x batches)", d, n))
+        except torch.cuda.OutOfMemoryError:
+            raise ResourceError("CUDA out of memory while generating continuations",
+                                f"retry with --batch-size {max(1, opts.batch_size // 2)}") from None
+        starts = [len(p.ids) - 1 for p in src.prompts]
+    else:
+        seqs, starts = src.sequences, [0] * len(src.prompts)
+    for s in seqs:
+        check_seq_len(tgt, len(s))
+    return Replay(src, seqs, starts, opts, notes)
+
+
+def feature_paths(setup: "Setup", dump: bool, n_aux: int, notes: list[str]) -> dict[str, FeatureSpec | None]:
+    """The measurable paths: serving, and training where it differs (None = the dump's own tensors)."""
+    serving = setup.serving
+    paths: dict[str, FeatureSpec | None] = {"serving": serving.spec}
+    if serving.failure is not None:
+        notes.append(f"{serving.label} fails at {serving.failure.when}: {serving.failure.message}")
+    if dump:
+        paths["training"] = None
+    elif setup.train_spec is not None and setup.train_spec != serving.spec:
+        paths["training"] = setup.train_spec
+    elif setup.train_spec is not None:
+        notes.append("training and serving feature paths are the same capture points: one path measured")
+    for name, spec in paths.items():
+        if spec is not None and len(spec) != n_aux:
+            notes.append(f"{name} path feeds {len(spec)} slot(s) but the draft's fc takes {n_aux}: not measurable")
+    return {n: s for n, s in paths.items() if s is None or len(s) == n_aux}
+
+
+def _labels_fn(rb: ReplayBatch, amax: torch.Tensor, greedy: bool) -> Callable[[int], torch.Tensor]:
+    tokens = rb.tokens
+
+    def labels(k: int) -> torch.Tensor:
+        if greedy:
+            return torch.roll(tokens, -(1 + k), dims=1)  # x_{t+1+k}: the target's own greedy tokens
+        return torch.roll(amax, -k, dims=1)  # a_{t+k}: the target's choice along the given text
+    return labels
+
+
+def _target_logits_fn(tgt: "Target", last: torch.Tensor) -> Callable[[int], torch.Tensor]:
+    """Target logits [B, T, V] float32 for the expected acceptance at temperature: this path holds them whole."""
+    from .target import head_chunks
+
+    full = torch.empty(*last.shape[:-1], tgt.vocab_size, dtype=torch.float32, device=last.device)
+    flat = full.view(-1, tgt.vocab_size)
+    for sl, lg in head_chunks(tgt, last):
+        flat[sl] = lg
+
+    def tl(k: int) -> torch.Tensor:
+        return torch.roll(full, -k, dims=1)
+    return tl
+
+
+class Measurement:
+    """Per-path estimator counts and the scan's step-1 hits, over the replayed batches."""
+
+    def __init__(self, setup: "Setup", rep: Replay, paths: dict[str, FeatureSpec | None], tree: dict[str, Any] | None,
+                 drafts: dict[str, Eagle3Draft]):
+        self.setup, self.rep, self.paths, self.tree = setup, rep, paths, tree
+        self.drafts = drafts  # per path: the draft as trained, or a copy as the engine runs it (as_served)
+        opts = rep.opts
+        L = setup.target.num_layers
+        self.cands = scan_candidates(setup.train_spec or setup.serving.spec, L) if opts.scan else []
+        self.accs = {n: PathAccumulator(n, opts.num_steps) for n in paths}
+        self.scan_hits = {c: [0, 0] for c in self.cands}
+
+    @property
+    def points(self) -> set[CapturePoint]:
+        return {p for s in self.paths.values() if s for p in s} | {p for c in self.cands for p in c}
+
+    def _aux(self, rb: ReplayBatch, spec: FeatureSpec | None) -> torch.Tensor:
+        if spec is not None:
+            return torch.cat([rb.captured[p] for p in spec], dim=-1)
+        from .replay import dump_slots
+
+        tgt, draft = self.setup.target, self.setup.draft
+        return dump_slots(self.rep.src.dump, rb, draft.config.num_aux_states * tgt.hidden_size, tgt.dtype)  # type: ignore
+
+    def add(self, rb: ReplayBatch) -> None:
+        from .target import target_argmax
+
+        tgt, draft, opts, tree = self.setup.target, self.setup.draft, self.rep.opts, self.tree
+        greedy = opts.continuation == "greedy"
+        labels = _labels_fn(rb, target_argmax(tgt, rb.last), greedy)
+        tl = _target_logits_fn(tgt, rb.last) if opts.temperature > 0 else None
+        lens, st = rb.batch.lengths, [self.rep.starts[i] for i in rb.index]
+        for name, spec in self.paths.items():
+            aux, d = self._aux(rb, spec), self.drafts[name]
+            out = unroll_outcomes(d, aux, rb.tokens, labels, lens, opts.num_steps, topk=1 if tree else opts.topk,
+                                  temperature=opts.temperature, target_logits=tl, temp_mode=opts.temp_mode,
+                                  rank_width=tree["width"] if tree and tree["kind"] == "static" else 0)
+            if tree is not None:
+                out.tree_accepted = _tree_accepted(tree, d, aux, rb.tokens, labels, lens, opts.num_steps, out)
+            self.accs[name].add(out, st, lens, walk=greedy)
+        for c in self.cands:
+            aux = torch.cat([rb.captured[p] for p in c], dim=-1)
+            out = unroll_outcomes(draft, aux, rb.tokens, labels, lens, 1)
+            region = torch.stack([torch.arange(rb.tokens.shape[1], device=rb.tokens.device) >= s for s in st])
+            self.scan_hits[c][0] += int((out.match[:, 0] & region).sum())
+            self.scan_hits[c][1] += int((out.valid[:, 0] & region).sum())
+
+    def scan_result(self) -> list[dict[str, Any]] | None:
+        if not self.rep.opts.scan:
+            return None
+        rows = ({"spec": [str(p) for p in c], "step1_acc": h / n if n else float("nan"), "n": n}
+                for c, (h, n) in self.scan_hits.items())
+        return sorted(rows, key=lambda r: -r["step1_acc"])
+
+
+def _to_prompt_order(values: list[Any], order: Sequence[int]) -> list[Any]:
+    """Batches ran longest first: ``values[j]`` belongs to sequence ``order[j]``."""
+    out: list[Any] = [None] * len(order)
+    for j, i in enumerate(order):
+        out[i] = values[j]
+    return out
+
+
+def path_results(m: Measurement) -> dict[str, dict[str, Any]]:
+    """Each path's metrics, per-prompt lists in prompt order, with intervals over prompts."""
+    order, K = replay_order(m.rep.seqs), m.rep.opts.num_steps
+    results = {n: a.result() for n, a in m.accs.items()}
+    for n, spec in m.paths.items():
+        results[n]["spec"] = [str(p) for p in spec] if spec is not None else "dump"
+    for res in results.values():
+        res["accepted_lengths"] = _to_prompt_order(res["accepted_lengths"], order)
+        add_intervals(res, order, K)
+        if "accepted_lengths" in res.get("tree", {}):
+            res["tree"]["accepted_lengths"] = _to_prompt_order(res["tree"]["accepted_lengths"], order)
+        if "step1_counts" in res:
+            res["step1_counts"] = _to_prompt_order(res["step1_counts"], order)
+    return results
+
+
+def add_intervals(res: dict[str, Any], order: Sequence[int], num_steps: int) -> None:
+    """Per-request acc_k counts into prompt order, then bootstrap intervals over prompts (issue 14)."""
+    from .stats import acceptance_counts, acceptance_intervals
+
+    by_prompt = _to_prompt_order(res["acc_k_by_request"], order)
+    res["acc_k_by_request"] = by_prompt
+    counts = acceptance_counts(res["accepted_lengths"], [r["hits"] for r in by_prompt],
+                               [r["positions"] for r in by_prompt], num_steps)
+    res["intervals"] = acceptance_intervals(counts, num_steps)
+
+
+def _target_step_fn(tgt: "Target", spec: FeatureSpec) -> Callable[[list[int]], tuple[torch.Tensor, torch.Tensor]]:
+    from .target import capture, make_batch, target_argmax
+
+    def step(tokens: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = make_batch([tokens], 0, tgt.device)
+        got, last = capture(tgt, batch, spec, want_logits=True)
+        aux = torch.cat([got[p] for p in spec], dim=-1)
+        return aux, target_argmax(tgt, last)[0]
+    return step
+
+
+def _reference_tree(setup: "Setup", rep: Replay, tree: dict[str, Any], step: Callable, progress: Progress) -> tuple[list, list, bool]:
+    from .tree import sglang_tree_reference_loop, static_tree_reference_loop
+
+    opts, prompts = rep.opts, rep.src.prompts
+    t_acc, t_drf, same = [], [], True
+    for i, p in enumerate(prompts):
+        if tree["kind"] == "sglang":
+            toks, a, d = sglang_tree_reference_loop(step, setup.draft, list(p.ids), len(rep.seqs[i]), opts.num_steps,
+                                                    opts.topk, tree["num_draft_tokens"])
+        else:
+            toks, a, d = static_tree_reference_loop(step, setup.draft, list(p.ids), len(rep.seqs[i]), tree["paths"])
+        same &= toks == rep.seqs[i]
+        t_acc.append(a)
+        t_drf.append(d)
+        progress("reference tree loop", i + 1, len(prompts))
+    return t_acc, t_drf, same
+
+
+def run_reference(setup: "Setup", rep: Replay, results: dict[str, dict[str, Any]], tree: dict[str, Any] | None,
+                  progress: Progress) -> dict[str, Any]:
+    """The plain sequential loop over every prompt, and whether the estimator agrees with it."""
+    if rep.opts.continuation != "greedy":
+        raise BadInput("--reference-loop needs --continuation greedy", "drop --continuation text")
+    if "serving" not in results:
+        raise BadInput("--reference-loop needs a serving path the draft can take", "fix the slot count first (see notes)")
+    K, prompts, seqs = rep.opts.num_steps, rep.src.prompts, rep.seqs
+    ref_acc, ref_drf, same_each = [], [], []
+    step = _target_step_fn(setup.target, setup.serving.spec)
+    for i, p in enumerate(prompts):
+        toks, a, d = reference_loop(step, setup.draft, list(p.ids), len(seqs[i]), K)  # type: ignore[arg-type]
+        same_each.append(toks == seqs[i])
+        ref_acc.append(a)
+        ref_drf.append(d)
+        progress("reference loop", i + 1, len(prompts))
+    ref = {
+        "accepted_lengths": ref_acc,
+        "chain": metrics_from_passes([x for r in ref_acc for x in r], [x for r in ref_drf for x in r], K),
+        "agrees_with_estimator": ref_acc == results["serving"]["accepted_lengths"],
+        "same_tokens": all(same_each),
+        "same_tokens_per_prompt": same_each,  # False: the loop's full-prefix target forwards chose other tokens
+    }
+    if tree is not None:
+        t_acc, t_drf, same = _reference_tree(setup, rep, tree, step, progress)
+        ref["tree"] = {
+            "accepted_lengths": t_acc,
+            "metrics": metrics_from_passes([x for r in t_acc for x in r], [x for r in t_drf for x in r], K),
+            "agrees_with_estimator": t_acc == results["serving"].get("tree", {}).get("accepted_lengths"),
+        }
+        ref["same_tokens"] = ref["same_tokens"] and same
+        ref["agrees_with_estimator"] = ref["agrees_with_estimator"] and ref["tree"]["agrees_with_estimator"]
+    return ref
+
+
+def run_settings(setup: "Setup", rep: Replay, tree: dict[str, Any] | None, train_dump: str | None) -> dict[str, Any]:
+    """The run's settings as written to JSON (schemas/acceptance.schema.json)."""
+    tgt, serving, o, seqs = setup.target, setup.serving, rep.opts, rep.seqs
+    settings = {
+        "target": tgt.name, "draft": setup.draft_summary(), "engine": serving.label, "num_steps": o.num_steps,
+        "continuation": o.continuation, "max_new_tokens": o.max_new_tokens if o.continuation == "greedy" else None,
+        "temperature": o.temperature, "temperature_mode": o.temp_mode if o.temperature > 0 else None, "topk": o.topk,
+        "num_draft_tokens": o.num_draft_tokens, "dtype": str(tgt.dtype).replace("torch.", ""), "device": str(tgt.device),
+        "compiled": setup.compiled, "sequences": len(seqs), "tokens": sum(len(s) for s in seqs),
+        "serving_spec": [str(p) for p in serving.spec], "serving_source": serving.source,
+        "training_spec": [str(p) for p in setup.train_spec] if setup.train_spec else None,
+        "training_source": setup.train_source if rep.src.dump is None else f"dump {train_dump}",
+    }
+    if tree is not None:
+        settings["tree"] = {k: v for k, v in tree.items() if k != "paths" or tree["kind"] == "static"}
+        settings["tree_note"] = tree["label"]
+    return settings
+
+
+@torch.inference_mode()
+def measure_acceptance(setup: "Setup", opts: AcceptanceOptions, *, prompts_path: str | None = None,
+                       train_dump: str | None = None, prompt_ids: Sequence[Sequence[int]] | None = None,
+                       progress: Progress = _no_progress) -> AcceptanceRun:
+    """Acceptance of ``setup.draft`` on each feature path (see :func:`doctor.acceptance` for the fields)."""
+    if setup.draft is None:
+        raise BadInput("acceptance needs a draft", "pass --draft DIR")
+    opts.check()
+    tree = tree_plan(setup.serving.engine, opts.num_steps, opts.topk, opts.num_draft_tokens, opts.token_tree)
+    if tree is not None and tree["kind"] == "static":
+        opts = replace(opts, num_steps=tree["depth"])
+    src = load_sources(setup.target, prompts_path, train_dump, opts.max_tokens, opts.limit, prompt_ids)
+    rep = acceptance_sequences(setup, src, opts, progress)
+    paths = feature_paths(setup, src.dump is not None, setup.draft.config.num_aux_states, rep.notes)
+    # issue 13: the serving features also through the draft as the engine runs it (draft/as_served.py)
+    from .draft.as_served import measured_findings, served_paths
+
+    served = served_paths(setup)
+    drafts = dict.fromkeys(paths, setup.draft)
+    if "serving" in paths:
+        for n, d in served.drafts.items():
+            paths[n], drafts[n] = setup.serving.spec, d
+    m = Measurement(setup, rep, paths, tree, drafts)
+    for rb in iter_captures(setup.target, rep.seqs, m.points, batch_size=opts.batch_size, want_logits=True,
+                            progress=lambda d, n: progress("acceptance", d, n)):
+        m.add(rb)
+    results = path_results(m)
+    ref = run_reference(setup, rep, results, tree, progress) if opts.reference else None
+    scan_res = m.scan_result()
+    settings = run_settings(setup, rep, tree, train_dump)
+    findings = acceptance_findings(results, scan_res, setup) + measured_findings(served, results, rep.opts.num_steps)
+    for res in results.values():
+        res["triage"] = triage(res, settings["dtype"])
+    return AcceptanceRun(results, settings, findings, rep.notes, ref, scan_res)
+
+
+def scan_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
+    """Each slot +-1 layer, embed in front, final_norm at the back: the plausible wirings."""
+    import itertools
+
+    from .taps import embed, final_norm, layer_out
+
+    def around(p: CapturePoint, slot: int) -> list[CapturePoint]:
+        opts = [p]
+        if p.kind == "layer_out":
+            opts += [layer_out(i) for i in (p.layer - 1, p.layer + 1) if 0 <= i < num_layers]  # type: ignore[operator]
+        if slot == 0:
+            opts.append(embed())
+        if slot == len(spec) - 1:
+            opts.append(final_norm())
+        return list(dict.fromkeys(opts))
+
+    # duplicates are dropped: no training recipe feeds one capture point twice
+    cands = [tuple(c) for c in itertools.product(*(around(p, i) for i, p in enumerate(spec))) if len(set(c)) == len(c)]
+    shift = (embed(),) + tuple(spec[:-1])  # the seed-style slot shift
+    if shift not in cands:
+        cands.append(shift)
+    return cands
+
+
+def tree_plan(engine: str, num_steps: int, topk: int, num_draft_tokens: int | None,
+              token_tree: Sequence[Sequence[int]] | None) -> dict[str, Any] | None:
+    """Which tree the engine builds for these settings (exact acceptance for it: tree.py)."""
+    if token_tree:
+        paths = [list(p) for p in token_tree]
+        depth, width = max(len(p) for p in paths), max(p[-1] for p in paths) + 1
+        return {"kind": "static", "paths": paths, "depth": depth, "width": width, "num_draft_tokens": len(paths) + 1,
+                "label": f"exact greedy acceptance of the vLLM speculative_token_tree ({len(paths)} nodes, depth {depth})"}
+    if topk <= 1:
+        return None
+    if engine == "vllm":
+        return _full_static_tree(num_steps, topk)
+    return _sglang_tree(num_steps, topk, num_draft_tokens)
+
+
+def _full_static_tree(num_steps: int, topk: int) -> dict[str, Any]:
+    import itertools
+
+    paths = [list(p) for d in range(1, num_steps + 1) for p in itertools.product(range(topk), repeat=d)]
+    if len(paths) > 20000:
+        raise BadInput(f"a full top-{topk} tree of depth {num_steps} has {len(paths)} nodes",
+                       "pass the server's speculative_token_tree (--serve-cmd) or a smaller --topk/--num-steps")
+    return {"kind": "static", "paths": paths, "depth": num_steps, "width": topk, "num_draft_tokens": len(paths) + 1,
+            "label": f"exact greedy acceptance of a full top-{topk} static tree of depth {num_steps} ({len(paths)} nodes)"}
+
+
+def _sglang_tree(num_steps: int, topk: int, num_draft_tokens: int | None) -> dict[str, Any]:
+    from .tree import check_tree_settings, full_candidates
+
+    ndt = num_draft_tokens if num_draft_tokens is not None else full_candidates(topk, num_steps) + 1
+    check_tree_settings(topk, num_steps, ndt)
+    label = (f"exact greedy acceptance of SGLang's tree: topk {topk}, {num_steps} steps, {ndt} draft tokens "
+             f"(best {ndt - 1} of {full_candidates(topk, num_steps)} scored candidates)")
+    if num_draft_tokens is None:
+        label += "; --num-draft-tokens not given: every candidate kept"
+    return {"kind": "sglang", "topk": topk, "depth": num_steps, "num_draft_tokens": ndt, "label": label}
+
+
+def _tree_accepted(tree: dict[str, Any], draft: Eagle3Draft, aux: torch.Tensor, tokens: torch.Tensor,
+                   labels: Callable[[int], torch.Tensor], lens: Sequence[int], num_steps: int,
+                   out: StepOutputs) -> torch.Tensor:
+    from .tree import sglang_tree_accepted, static_tree_accepted
+
+    if tree["kind"] == "sglang":
+        acc, _ = sglang_tree_accepted(draft, aux, tokens, labels, lens, num_steps, tree["topk"], tree["num_draft_tokens"])
+        return acc
+    return static_tree_accepted(out.ranks, out.valid, tree["paths"])
+
+
+# --------------------------------------------------------------------------- findings
+
+
+def acc_fix(setup: "Setup") -> str:
+    """The fix line of an acceptance gap: the ids that make serving feed what was trained."""
+    from .compare import fix_for
+
+    if setup.train_spec is None:
+        return "run eagle3-doctor compare-hidden for the exact layer ids to write"
+    text, _ = fix_for(setup.serving, setup.train_spec)
+    return text or f"{setup.serving.label} cannot feed what was trained: see eagle3-doctor compare-hidden"
+
+
+def _spec_text(spec: Any) -> str:
+    return ", ".join(spec) if isinstance(spec, list) else spec
+
+
+def acceptance_findings(results: dict[str, dict[str, Any]], scan_res: list[dict[str, Any]] | None,
+                        setup: "Setup") -> list[Finding]:
+    """ACC001 (serving features cost accuracy), ACC002 (low even on the best path), ACC004 (scan found better)."""
+    out: list[Finding] = []
+    s, t = results.get("serving"), results.get("training")
+    if s and t and s["acc_k"] and t["acc_k"]:
+        ds, dt = s["acc_k"][0], t["acc_k"][0]
+        ls, lt = s["chain"].get("mean_acceptance_length", float("nan")), t["chain"].get("mean_acceptance_length", float("nan"))
+        if dt - ds > 0.05:
+            out.append(Finding(
+                "ACC001",
+                f"the serving features cost {100 * (dt - ds):.1f} points of step-1 accuracy "
+                f"({ds:.3f} served vs {dt:.3f} trained)",
+                [f"step-1 accuracy: serving {ds:.3f}, training {dt:.3f}",
+                 f"mean acceptance length: serving {ls:.2f}, training {lt:.2f}",
+                 f"serving feeds {_spec_text(s['spec'])}; trained on {_spec_text(t['spec'])}"],
+                acc_fix(setup),
+            ))
+    ref = t or s
+    if ref and ref["acc_k"] and ref["acc_k"][0] < 0.3:
+        out.append(Finding(
+            "ACC002", f"step-1 accuracy is {ref['acc_k'][0]:.3f} even on the {ref['name']} features",
+            [f"acc_k: {', '.join(f'{a:.3f}' for a in ref['acc_k'])}"],
+            "check the draft itself: lm_head, d2t/t2d, embeddings, chat template and that it was trained for this target",
+        ))
+    return out + _scan_finding(scan_res, setup)
+
+
+def _scan_finding(scan_res: list[dict[str, Any]] | None, setup: "Setup") -> list[Finding]:
+    if not scan_res:
+        return []
+    best = scan_res[0]
+    cur = setup.train_spec or setup.serving.spec
+    cur_row = next((r for r in scan_res if r["spec"] == [str(p) for p in cur]), None)
+    if cur_row and best["spec"] != cur_row["spec"] and best["step1_acc"] - cur_row["step1_acc"] > 0.01:
+        return [Finding(
+            "ACC004", f"{', '.join(best['spec'])} fits the draft better than {', '.join(cur_row['spec'])}",
+            [f"step-1 accuracy {best['step1_acc']:.3f} vs {cur_row['step1_acc']:.3f}"],
+            "the draft was probably trained on those capture points: set the training recipe accordingly "
+            "and re-run compare-hidden",
+        )]
+    return []
+
+
+def threshold_findings(paths: dict[str, dict[str, Any]], min_accept_rate: float | None,
+                       min_tau: float | None) -> list[Finding]:
+    """ACC003: the serving path below --min-accept-rate (first position) or --min-tau."""
+    out = []
+    serving = paths.get("serving", {})
+    rates = serving.get("chain", {}).get("per_position_rate")
+    rate1 = (rates or [float("nan")])[0]
+    if min_accept_rate is not None and not rate1 >= min_accept_rate:
+        out.append(Finding("ACC003", f"first-position acceptance {rate1:.3f} is below --min-accept-rate {min_accept_rate}",
+                           [f"serving path per-position rates: {rates}"], "fix the findings above, or retrain the draft"))
+    tau = serving.get("tau", float("nan"))
+    if min_tau is not None and not tau >= min_tau:
+        out.append(Finding("ACC003", f"tau {tau:.3f} is below --min-tau {min_tau}",
+                           [f"acc_k: {serving.get('acc_k')}"], "fix the findings above, or retrain the draft"))
+    return out

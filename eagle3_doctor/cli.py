@@ -360,9 +360,10 @@ def _setup(target: str, draft: Optional[str], draft_format: Optional[str], engin
            device_map: Optional[str], max_memory: Optional[str], quiet: bool = False):
     with _status(f"loading target {target}" + (f" and draft {draft}" if draft else "") + " ...", quiet):
         from .doctor import load_setup
+        from .validate import parse_layer_ids
 
         return load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine,
-                          engine_version=engine_version, layer_ids=layer_ids, train_recipe=train_recipe, dtype=dtype,
+                          engine_version=engine_version, layer_ids=parse_layer_ids(layer_ids), train_recipe=train_recipe, dtype=dtype,
                           device=device, trust_remote_code=trust_remote_code, device_map=_device_map(device_map),
                           max_memory=_max_memory(max_memory))
 
@@ -619,8 +620,7 @@ def acceptance_cmd(
                batch_size=batch_size, limit=limit, temperature=temperature, temperature_mode=temperature_mode, topk=topk,
                num_draft_tokens=num_draft_tokens, min_accept_rate=min_accept_rate, min_tau=min_tau, plot=plot,
                dtype=dtype, device=device, device_map=device_map, max_memory=max_memory, json_out=json_out, report=report)
-    from .doctor import acceptance
-    from .findings import Finding
+    from .doctor import AcceptanceOptions, FormatRequest, acceptance_report, options_from_serve
     from .report import render_acceptance
 
     measured = None
@@ -631,67 +631,32 @@ def acceptance_cmd(
     r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, dtype, need_draft=True,
                        revision=revision, draft_revision=draft_revision)
     sc = r.serve
-    if num_steps is None:
-        num_steps = sc.num_steps if sc is not None and sc.num_steps else 7
-    if topk is None:
-        topk = sc.topk if sc is not None and sc.topk else 1
-    if num_draft_tokens is None and sc is not None and topk == sc.topk:
-        num_draft_tokens = sc.num_draft_tokens
+    num_steps, topk, num_draft_tokens = options_from_serve(sc, num_steps, topk, num_draft_tokens)
     setup = _setup(r.target, r.draft, draft_format, r.engine, r.engine_version, layer_ids, train_recipe, r.dtype, device,
                    trust_remote_code, device_map, max_memory, quiet)
     if compile_draft:
         setup.compile_draft()
-    bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
+    opts = AcceptanceOptions(num_steps, continuation, max_new_tokens, max_tokens, _batch_size(batch_size, setup, max_tokens + max_new_tokens),
+                             temperature, temperature_mode, topk, num_draft_tokens, sc.token_tree if sc is not None else None,
+                             reference_loop, scan, limit)
     fmt = None
     if train_template or serve_template or train_system_prompt is not None or requests:
-        fmt = _format_acceptance(setup, prompts, requests, train_template, serve_template, train_system_prompt, limit, seed,
-                                 quiet, num_steps=num_steps, continuation=continuation, max_new_tokens=max_new_tokens,
-                                 max_tokens=max_tokens, batch_size=bs, temperature=temperature, temp_mode=temperature_mode,
-                                 topk=topk, num_draft_tokens=num_draft_tokens, reference=reference_loop, scan=scan)
-        run = fmt.serve
-        run.findings = fmt.findings + run.findings
-    else:
-        with _progress(quiet) as cb:
-            run = acceptance(setup, prompts_path=prompts, train_dump=train_dump, num_steps=num_steps, continuation=continuation,
-                             max_new_tokens=max_new_tokens, max_tokens=max_tokens, batch_size=bs, temperature=temperature,
-                             temp_mode=temperature_mode, topk=topk, num_draft_tokens=num_draft_tokens,
-                             token_tree=sc.token_tree if sc is not None else None, reference=reference_loop,
-                             scan=scan, limit=limit, progress=cb)
-    serving = run.paths.get("serving", {})
-    rate1 = (serving.get("chain", {}).get("per_position_rate") or [float("nan")])[0]
-    if min_accept_rate is not None and not rate1 >= min_accept_rate:
-        run.findings.append(Finding("ACC003", f"first-position acceptance {rate1:.3f} is below --min-accept-rate {min_accept_rate}",
-                                    [f"serving path per-position rates: {serving.get('chain', {}).get('per_position_rate')}"],
-                                    "fix the findings above, or retrain the draft"))
-    if min_tau is not None and not serving.get("tau", float("nan")) >= min_tau:
-        run.findings.append(Finding("ACC003", f"tau {serving.get('tau', float('nan')):.3f} is below --min-tau {min_tau}",
-                                    [f"acc_k: {serving.get('acc_k')}"], "fix the findings above, or retrain the draft"))
-    if sc is not None:
-        run.settings["serve"] = sc.to_dict()
-    server = None
-    if measured is not None:
-        from .doctor import _acc_fix
-        from .serving import compare_to_prediction
-
-        server, srv_findings = compare_to_prediction(measured, run.paths, run.settings,
-                                                     _acc_fix(setup) if "training" in run.paths else None)
-        run.findings.extend(srv_findings)
+        fmt = FormatRequest(prompts, requests, train_template, serve_template, train_system_prompt, seed)
+    with _progress(quiet) as cb:
+        rep = acceptance_report(setup, opts, prompts_path=prompts, train_dump=train_dump, formats=fmt, serve=sc,
+                                measured=measured, min_accept_rate=min_accept_rate, min_tau=min_tau, progress=cb)
+    run, server = rep.run, rep.server
     con = _console(stderr=json_out == "-")
     render_acceptance(con, run)
     if server is not None:
         from .serving import render_comparison
 
         render_comparison(con, server)
-    if fmt is not None:
+    if rep.formats is not None:
         from .templates import render_format_table
 
-        render_format_table(con, fmt)
-    doc = run.to_dict()
-    if server is not None:
-        doc["server"] = server.to_dict()
-    if fmt is not None:
-        doc["prompt_format"] = fmt.to_dict()
-    _write_json(json_out, doc, trust_remote_code)
+        render_format_table(con, rep.formats)
+    _write_json(json_out, rep.to_dict(), trust_remote_code)
     if plot or report:
         from .report import write_acceptance_report
 
@@ -830,25 +795,6 @@ TrainSystemPrompt = Annotated[Optional[str], typer.Option("--train-system-prompt
 TrainAddSpecial = Annotated[bool, typer.Option("--train-add-special-tokens", help="Training tokenized the rendered text with add_special_tokens=True (a BOS on top of the template's).")]
 TrainKwargs = Annotated[Optional[str], typer.Option("--train-template-kwargs", help="JSON template variables training rendered with, e.g. '{\"enable_thinking\": false}'.")]
 ServeKwargs = Annotated[Optional[str], typer.Option("--serve-template-kwargs", help="JSON template variables the server renders with (chat_template_kwargs).")]
-
-
-def _format_acceptance(setup: Any, prompts: Optional[str], requests: Optional[str], train_template: Optional[str],
-                       serve_template: Optional[str], train_system_prompt: Optional[str], limit: Optional[int], seed: int,
-                       quiet: bool, **kwargs: Any):
-    from .errors import BadInput
-    from .templates import acceptance_by_format, load_dataset, load_requests, load_template
-
-    if not (prompts or requests):
-        raise BadInput("the prompt-format comparison needs conversations", "pass --prompts FILE or --requests FILE (chat messages)")
-    convs = load_requests(requests) if requests else load_dataset(prompts, "prompts file").conversations
-    if not convs:
-        raise BadInput("no chat conversations to render in two formats", "pass --prompts or --requests with messages")
-    convs = convs[:limit] if limit else convs
-    tok, tdir = setup.target.tokenizer, setup.target.name
-    train = load_template(train_template, tdir, tok, side="train", system_prompt=train_system_prompt)
-    serve = load_template(serve_template, tdir, tok, side="serve")
-    with _progress(quiet) as cb:
-        return acceptance_by_format(setup, convs, train, serve, seed=seed, progress=cb, **kwargs)
 
 
 @app.command("template-diff")

@@ -338,3 +338,133 @@ def numeric_findings(slots: list[SlotStats], matrix: dict[str, Any] | None, symb
             severity="warning" if worst > WARN_REL else "info",
         ))
     return out
+
+
+# --------------------------------------------------------------------------- one replayed comparison
+
+
+class HiddenComparison:
+    """compare-hidden's accumulators over the replay (:func:`replay.iter_captures`).
+
+    Training slots come from ``train_spec`` captured in the same forward, or from a training dump
+    (``dump``), whose slots are then identified numerically against every capture point.
+    """
+
+    def __init__(self, serving: Serving, train_spec: FeatureSpec | None, dump: Sequence[Any] | None,
+                 num_layers: int, hidden: int, matrix: bool):
+        from .taps import all_points
+
+        self.serving, self.train_spec, self.dump = serving, train_spec, dump
+        self.hidden, self.matrix, self.num_layers = hidden, matrix, num_layers
+        self.n_slots = dump[0].aux.shape[1] // hidden if dump is not None else len(train_spec or ())
+        cols = all_points(num_layers)
+        need_all = matrix or dump is not None
+        self.points: set[CapturePoint] = set(serving.spec)
+        if need_all:
+            self.points |= set(cols)
+        elif train_spec is not None:
+            self.points |= set(train_spec)
+        serve_rows = [f"serve slot {i} ({p})" for i, p in enumerate(serving.spec)]
+        train_rows = [f"train slot {j}" for j in range(self.n_slots)] if dump is not None else []
+        self.mat = MatrixAccumulator(train_rows + (serve_rows if matrix else []), cols) if need_all else None
+        self.hs_mat = MatrixAccumulator(["dump hidden_state"], cols) if dump is not None else None
+        self.slot_acc: list[SlotAccumulator] = []
+
+    def _train_slots(self, rb: Any) -> list[torch.Tensor]:
+        if self.dump is None:
+            return [rb.captured[p] for p in self.train_spec]  # type: ignore[union-attr]
+        from .replay import dump_slots
+
+        H = self.hidden
+        aux = dump_slots(self.dump, rb, self.n_slots * H, torch.float32)
+        hs = dump_slots(self.dump, rb, H, torch.float32, hidden=True)
+        if hs is not None:
+            self.hs_mat.add([hs], rb.captured, rb.mask)  # type: ignore[union-attr]
+        return list(aux.split(H, dim=-1))  # type: ignore[union-attr]
+
+    def add(self, rb: Any) -> None:
+        """One :class:`replay.ReplayBatch` into every accumulator."""
+        spec = self.serving.spec
+        train_slots = self._train_slots(rb)
+        if self.mat is not None:
+            rows = list(train_slots) if self.dump is not None else []
+            if self.matrix:
+                rows += [rb.captured[p] for p in spec]
+            self.mat.add(rows, rb.captured, rb.mask)
+        if not self.slot_acc:
+            for i in range(min(len(spec), len(train_slots))):
+                tname = str(self.train_spec[i]) if self.dump is None else f"dump slot {i}"  # type: ignore[index]
+                self.slot_acc.append(SlotAccumulator(i, tname, str(spec[i])))
+        for acc in self.slot_acc:
+            acc.add(rb.captured[spec[acc.slot]], train_slots[acc.slot], rb.index, rb.tokens, rb.mask)
+
+
+@dataclass
+class DumpIdentity:
+    """What a training dump holds, recovered numerically: each slot's best-matching capture point."""
+
+    spec: FeatureSpec
+    source: str
+    info: dict[str, Any]
+    findings: list[Finding]
+
+
+def identify_dump(path: str, files: int, n_slots: int, num_layers: int, matrix: dict[str, Any],
+                  hs_mat: MatrixAccumulator | None) -> DumpIdentity:
+    """NUM004 for slots that match nothing, NUM003 for a hidden_state that is not final_norm."""
+    from .taps import all_points, final_norm
+
+    best = matrix["best"]
+    by_name = {str(p): p for p in all_points(num_layers)}
+    spec = tuple(by_name[best[j]["best"]] for j in range(n_slots))
+    unmatched = [j for j in range(n_slots) if best[j]["rel_l2"] > MATCH_REL]
+    info: dict[str, Any] = {"path": path, "files": files, "slots": n_slots, "inferred_spec": [str(p) for p in spec],
+                            "best": best[:n_slots]}
+    findings = []
+    if unmatched:
+        findings.append(Finding(
+            "NUM004", f"dump slot(s) {unmatched} match no capture point of this target",
+            [f"slot {j}: best {best[j]['best']} at rel L2 {best[j]['rel_l2']:.3f}" for j in unmatched],
+            "the dump was made with another model, revision or tokenizer; pass that target",
+        ))
+    if hs_mat is not None and hs_mat.n:
+        hb = hs_mat.result()
+        rel = hb["rel_l2"][0][hb["cols"].index(str(final_norm()))]
+        hbest = hb["best"][0]
+        info["hidden_state"] = {"rel_l2_to_final_norm": rel, "best": hbest["best"], "best_rel_l2": hbest["rel_l2"]}
+        if rel > 0.05:
+            findings.append(Finding(
+                "NUM003", f"the dump's hidden_state is not final_norm (rel L2 {rel:.3f}); it best matches {hbest['best']}",
+                [f"rel L2 to final_norm {rel:.4f}; to {hbest['best']} {hbest['rel_l2']:.4f}"],
+                "SpecForge trains against target logits computed from hidden_state: re-dump it after the final norm",
+            ))
+    source = f"dump {path}: slots identified numerically as {format_spec(spec)}"
+    return DumpIdentity(spec, source, info, findings)
+
+
+def comparison_result(cmp: HiddenComparison, setup: Any, src: Any, train_dump: str | None) -> CompareResult:
+    """The accumulators' verdict: symbolic findings, then the dump's, then the numbers'."""
+    from .draft.formats import spec_from_info
+
+    tgt, serving, L = setup.target, setup.serving, cmp.num_layers
+    notes = list(setup.notes) + src.notes
+    matrix_res = cmp.mat.result() if cmp.mat is not None else None
+    dump_info, findings = None, []
+    train_spec, train_source = setup.train_spec, setup.train_source
+    if cmp.dump is not None:
+        ident = identify_dump(train_dump, len(cmp.dump), cmp.n_slots, L, matrix_res, cmp.hs_mat)  # type: ignore[arg-type]
+        train_spec, train_source, dump_info, findings = ident.spec, ident.source, ident.info, ident.findings
+        if setup.info is not None:
+            declared, where = spec_from_info(setup.info, L, setup.family)
+            if tuple(declared) != train_spec:
+                notes.append(f"the draft config declares {format_spec(declared)} ({where}) but the dump holds {format_spec(train_spec)}")
+    findings = diagnose_specs(train_spec, train_source, serving) + findings
+    slots = [a.finish(tgt.tokenizer) for a in cmp.slot_acc]
+    same = [i < len(train_spec) and i < len(serving.spec) and train_spec[i] == serving.spec[i] for i in range(len(slots))]
+    findings += numeric_findings(slots, matrix_res if cmp.dump is not None else None, same)
+    seqs = src.sequences
+    return CompareResult(
+        target=tgt.name, num_layers=L, draft=setup.draft_summary(), serving=serving, train_spec=train_spec,
+        train_source=train_source, findings=findings, slots=slots, matrix=matrix_res, dump=dump_info,
+        n_sequences=len(seqs), n_tokens=sum(len(s) for s in seqs), notes=notes,
+    )

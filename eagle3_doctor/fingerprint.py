@@ -126,7 +126,7 @@ def fingerprint(
     """
     import time
 
-    from .doctor import _check_seq_len, _prompts
+    from .replay import check_seq_len, prompts_from
     from .engines import default_spec_llama
     from .stats import paired
     from .target import batches, capture, greedy_continue, head_chunks, make_batch
@@ -145,10 +145,10 @@ def fingerprint(
     anchors += [tuple(e) for e in extra if len(e) == n_aux]
     anchors = list(dict.fromkeys(anchors))
     cands = candidates(anchors, L)
-    prompts, _ = _prompts(tgt, prompts_path, max_tokens, limit, prompt_ids)
+    prompts, _ = prompts_from(tgt, prompts_path, max_tokens, limit, prompt_ids)
     seqs = [p.ids for p in prompts]
     for s in seqs:
-        _check_seq_len(tgt, len(s) + max_new_tokens)
+        check_seq_len(tgt, len(s) + max_new_tokens)
     if max_new_tokens:
         seqs = greedy_continue(tgt, seqs, max_new_tokens, batch_size)
     tid = (torch.arange(draft.d2t.numel(), device=draft.d2t.device) + draft.d2t).clamp(0, tgt.vocab_size - 1)

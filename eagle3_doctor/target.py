@@ -125,7 +125,7 @@ def load_target(
     ``dtype=`` + ``device_map=`` make transformers materialise each tensor on the device in the
     final dtype: a bf16 checkpoint never passes through a float32 copy on the CPU.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()  # our own output is the report; keep loader chatter out of it
@@ -142,33 +142,8 @@ def load_target(
         raise BadInput(f"cannot read the target config {name_or_path!r}: {_first_line(e)}", _hub_fix(name_or_path)) from None
     cfg_dict = local_cfg if local_cfg is not None else hf_cfg.to_dict()
     dt = resolve_dtype(dtype, cfg_dict, dev)
-    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
-    kwargs["device_map"] = device_map if device_map is not None else str(dev)
-    if device_map is not None:
-        # Sharding is accelerate's job (transformers' loader drives it): layers on several GPUs,
-        # or offloaded to CPU/disk, each moved in for its own forward.
-        try:
-            import accelerate  # noqa: F401
-        except ImportError:
-            raise BadInput("--device-map needs accelerate", "pip install 'eagle3-doctor[multi-gpu]'") from None
-        if max_memory:
-            kwargs["max_memory"] = max_memory
-        import tempfile
-
-        kwargs["offload_folder"] = tempfile.mkdtemp(prefix="eagle3-doctor-offload-")
-    try:
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dt, **kwargs)
-    except TypeError:  # transformers < 4.56 spells it torch_dtype
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, torch_dtype=dt, **kwargs)
-    except torch.cuda.OutOfMemoryError:
-        raise ResourceError(f"the target {name_or_path} does not fit on {dev}", "use --device-map auto across GPUs") from None
-    except (OSError, ValueError) as e:
-        raise BadInput(f"cannot load the target {name_or_path!r}: {_first_line(e)}",
-                       "check the checkpoint files (re-download if truncated)") from None
-    except pickle.UnpicklingError as e:  # transformers loads .bin with weights_only=True; a hostile one is refused
-        raise BadInput(f"the target's pickled weights in {name_or_path!r} were refused by the safe loader "
-                       f"(weights_only=True): {_first_line(e)[:120]}",
-                       "convert the checkpoint to safetensors; pickles that run code are never loaded") from None
+    kwargs = _load_kwargs(dev, device_map, max_memory, trust_remote_code)
+    model = _from_pretrained(name_or_path, dt, dev, kwargs)
     model.eval()
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
@@ -184,6 +159,48 @@ def load_target(
         dev = cap_dev
     return Target(model=model, tokenizer=tok, config=cfg_dict, name=str(name_or_path), device=dev, dtype=dt,
                   trust_remote_code=trust_remote_code, capture_device=cap_dev)
+
+
+def _load_kwargs(dev: torch.device, device_map: str | dict | None, max_memory: dict | None,
+                 trust_remote_code: bool) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+    kwargs["device_map"] = device_map if device_map is not None else str(dev)
+    if device_map is not None:
+        # Sharding is accelerate's job (transformers' loader drives it): layers on several GPUs,
+        # or offloaded to CPU/disk, each moved in for its own forward.
+        try:
+            import accelerate  # noqa: F401
+        except ImportError:
+            raise BadInput("--device-map needs accelerate", "pip install 'eagle3-doctor[multi-gpu]'") from None
+        if max_memory:
+            kwargs["max_memory"] = max_memory
+        import tempfile
+
+        kwargs["offload_folder"] = tempfile.mkdtemp(prefix="eagle3-doctor-offload-")
+    return kwargs
+
+
+def _from_pretrained(name_or_path: str, dt: torch.dtype, dev: torch.device, kwargs: dict[str, Any]) -> Any:
+    """The model's weights, every loader failure (the older-transformers retry included) mapped to one error line."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        try:
+            return AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dt, **kwargs)
+        except TypeError:  # transformers < 4.56 spells it torch_dtype
+            return AutoModelForCausalLM.from_pretrained(name_or_path, torch_dtype=dt, **kwargs)
+    except TypeError as e:  # both spellings refused: the model class rejects this checkpoint's config
+        raise BadInput(f"cannot load the target {name_or_path!r}: {_first_line(e)}",
+                       "check the target's config.json against its architecture, or upgrade transformers") from None
+    except torch.cuda.OutOfMemoryError:
+        raise ResourceError(f"the target {name_or_path} does not fit on {dev}", "use --device-map auto across GPUs") from None
+    except (OSError, ValueError) as e:
+        raise BadInput(f"cannot load the target {name_or_path!r}: {_first_line(e)}",
+                       "check the checkpoint files (re-download if truncated)") from None
+    except pickle.UnpicklingError as e:  # transformers loads .bin with weights_only=True; a hostile one is refused
+        raise BadInput(f"the target's pickled weights in {name_or_path!r} were refused by the safe loader "
+                       f"(weights_only=True): {_first_line(e)[:120]}",
+                       "convert the checkpoint to safetensors; pickles that run code are never loaded") from None
 
 
 def _first_line(e: BaseException) -> str:

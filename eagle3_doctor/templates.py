@@ -710,19 +710,23 @@ def _per_prompt(res: dict[str, Any]) -> tuple[list[float], list[float], list[flo
     return acc, passes, [float(h) for h, _ in s1], [float(n) for _, n in s1]
 
 
-def acceptance_by_format(setup: Any, convs: Sequence[Conversation], train: Template, serve: Template, *,
-                         seed: int = 0, n_boot: int = 2000, max_tokens: int | None = 512, **kwargs: Any) -> FormatComparison:
+def acceptance_by_format(setup: Any, convs: Sequence[Conversation], train: Template, serve: Template, opts: Any, *,
+                         seed: int = 0, n_boot: int = 2000, progress: Any = None) -> FormatComparison:
     """Replay the same conversations rendered the training way and the serving way through
-    :func:`doctor.acceptance` (the serving feature path both times, so only the format differs) and
-    compare per-position acceptance and step-1 accuracy, with paired bootstrap intervals over prompts."""
-    from .doctor import acceptance
+    :func:`acceptance.measure_acceptance` with ``opts`` (the serving feature path both times, so only the format
+    differs) and compare per-position acceptance and step-1 accuracy, with paired bootstrap intervals over prompts."""
+    from dataclasses import replace
+
+    from .acceptance import measure_acceptance
 
     tok = setup.target.tokenizer
     diffs = [diff_conversation(tok, train, serve, c) for c in convs]
     runs = {}
     for side, tpl in (("training", train), ("serving", serve)):
-        ids = render_prompt_ids(tok, tpl, convs, max_tokens)
-        runs[side] = acceptance(setup, prompt_ids=ids, max_tokens=max_tokens, **kwargs)
+        ids = render_prompt_ids(tok, tpl, convs, opts.max_tokens)
+        # convs are already cut to --limit; a static --serve-cmd token tree is not applied to this comparison
+        kw = {"progress": progress} if progress is not None else {}
+        runs[side] = measure_acceptance(setup, replace(opts, limit=None, token_tree=None), prompt_ids=ids, **kw)
     rt, rs = runs["training"].paths.get("serving"), runs["serving"].paths.get("serving")
     if rt is None or rs is None:
         raise BadInput("the serving feature path is not measurable with this draft", "fix the slot count first (see acceptance notes)")

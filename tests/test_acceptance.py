@@ -18,7 +18,7 @@ def setup_for(layer_ids=None, engine="sglang", draft="sglang"):
 
 @pytest.fixture(scope="module")
 def shifted_run():
-    return acceptance(setup_for("-1,1,3"), prompts_path=str(PROMPTS), num_steps=5, max_new_tokens=48, limit=8,
+    return acceptance(setup_for([-1, 1, 3]), prompts_path=str(PROMPTS), num_steps=5, max_new_tokens=48, limit=8,
                       reference=True, batch_size=4)
 
 
@@ -76,7 +76,7 @@ def test_tree_temperature_and_text_modes():
 
 
 def test_scan_recovers_the_trained_capture_points():
-    run = acceptance(setup_for("-1,1,3"), prompts_path=str(PROMPTS), num_steps=1, max_new_tokens=48, limit=8, scan=True)
+    run = acceptance(setup_for([-1, 1, 3]), prompts_path=str(PROMPTS), num_steps=1, max_new_tokens=48, limit=8, scan=True)
     assert run.scan[0]["spec"] == ["layer_out[1]", "layer_out[3]", "layer_out[4]"]
 
 

@@ -71,22 +71,22 @@ def run61(path, ids, version):
 def test_seed_case_on_a_61_layer_deepseek_target(deepseek61):
     trained = (layer_out(2), layer_out(30), layer_out(58))
     # sglang 0.5.10 srt/models/deepseek_v2.py adds +1 to every id (executed: conformance/table.json)
-    ok = run61(deepseek61, "2,30,58", "0.5.10")
+    ok = run61(deepseek61, [2, 30, 58], "0.5.10")
     assert ok.train_spec == trained and ok.serving.spec == trained
     assert [f.code for f in ok.findings if f.severity in ("error", "warning")] == []
     # sglang 0.5.2 has no EAGLE-3 for DeepSeek at all: the engine refuses to start
-    none = run61(deepseek61, "2,30,58", "0.5.2")
+    none = run61(deepseek61, [2, 30, 58], "0.5.2")
     assert [f.code for f in none.findings if f.severity == "error"] == ["ENG001"]
     # stock 0.5.10 crashes on -1 (residual None before layer 0); a build patched to map -1 to the
     # embeddings feeds them quietly in slot 0
-    bad = run61(deepseek61, "-1,2,30", "0.5.10+minus-one-embed")
+    bad = run61(deepseek61, [-1, 2, 30], "0.5.10+minus-one-embed")
     f = next(f for f in bad.findings if f.severity == "error")
     assert f.code == "CAP002" and "slot 0 is fed the embeddings" in f.title and "1, 2" in f.title
     assert f.data["fix_ids"] == [2, 30, 58]
     # numerically too (a random tiny model: early layers stay close to the embeddings, yet clearly apart)
     assert bad.slots[0].rel_mean > 0.2 and ok.slots[0].rel_mean == 0
     # SGLang 0.5.23's DeepSeek rule uses ids raw unless the first is 1: the same list lands one layer early
-    new = run61(deepseek61, "2,30,58", "0.5.23")
+    new = run61(deepseek61, [2, 30, 58], "0.5.23")
     assert new.serving.spec == (layer_out(1), layer_out(29), layer_out(57))
     cap = next(f for f in new.findings if f.code == "CAP001")
     assert cap.data["fix_ids"] == [3, 31, 59]

@@ -95,7 +95,7 @@ def test_json_report_is_deterministic(tmp_path):
 
     outs = []
     for i in range(2):
-        res = compare_hidden(setup(layer_ids="-1,1,3"), prompts_path=str(PROMPTS), limit=4, matrix=True)
+        res = compare_hidden(setup(layer_ids=[-1, 1, 3]), prompts_path=str(PROMPTS), limit=4, matrix=True)
         write_json(tmp_path / f"r{i}.json", res.to_dict())
         outs.append((tmp_path / f"r{i}.json").read_bytes())
     assert outs[0] == outs[1]
@@ -200,3 +200,27 @@ def test_cuda_out_of_memory_names_the_batch_size_to_try(monkeypatch):
     monkeypatch.setattr(s.target.parts.base, "forward", oom)
     with pytest.raises(ResourceError, match="--batch-size 4"):
         compare_hidden(s, prompts_path=str(PROMPTS), limit=8, batch_size=8)
+
+
+@pytest.mark.parametrize("second", [TypeError("__init__() got an unexpected keyword argument 'rope_foo'"),
+                                    OSError("model.safetensors: unexpected end of file")])
+def test_a_failing_torch_dtype_retry_is_one_error_line(monkeypatch, second):
+    """transformers < 4.56 refuses dtype= (TypeError); what the torch_dtype= retry raises is still mapped."""
+    import transformers
+
+    from eagle3_doctor.target import load_target
+
+    calls = []
+
+    def from_pretrained(name, **kw):
+        calls.append(sorted(k for k in kw if "dtype" in k))
+        if "dtype" in kw:
+            raise TypeError("from_pretrained() got an unexpected keyword argument 'dtype'")
+        raise second
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
+    import re
+
+    with pytest.raises(BadInput, match=f"cannot load the target .*{re.escape(str(second)[:20])}"):
+        load_target(str(TARGET), dtype="float32", device="cpu")
+    assert calls == [["dtype"], ["torch_dtype"]]

@@ -31,7 +31,7 @@ def test_correct_configuration_is_consistent(fmt, engine):
     """The ids the doctor itself would print make every engine serve what every format says was trained."""
     for version in ENGINE_VERSIONS[engine][:2]:
         ids = ids_to_serve(engine, version, "llama", 8, TRAINED)
-        res = run(fmt, engine, version, ",".join(map(str, ids)))
+        res = run(fmt, engine, version, ids)
         assert res.consistent, (fmt, engine, version, [f.to_dict() for f in res.findings])
         assert all(s.rel_mean == 0 and s.cos_min > 0.9999 for s in res.slots)
 
@@ -42,7 +42,7 @@ def test_native_format_and_engine_need_no_override(fmt, engine):
 
 
 def test_seed_case_embeddings_in_slot_zero():
-    res = run("sglang", "sglang", layer_ids="-1,1,3")
+    res = run("sglang", "sglang", layer_ids=[-1, 1, 3])
     f = res.findings[0]
     assert f.code == "CAP002" and f.severity == "error"
     assert "slot 0 is fed the embeddings" in f.title and "1, 2" in f.title
@@ -53,8 +53,8 @@ def test_seed_case_embeddings_in_slot_zero():
 
 
 def test_same_ids_mean_different_layers_in_sglang_and_vllm():
-    s = run("sglang", "sglang", layer_ids="1,3,4")
-    v = run("sglang", "vllm", layer_ids="1,3,4")
+    s = run("sglang", "sglang", layer_ids=[1, 3, 4])
+    v = run("sglang", "vllm", layer_ids=[1, 3, 4])
     assert s.serving.spec == TRAINED and s.consistent
     assert v.serving.spec == (layer_out(0), layer_out(2), layer_out(3))
     f = next(f for f in v.findings if f.code == "CAP001")
@@ -81,8 +81,8 @@ def test_ids_in_a_key_sglang_does_not_read():
 
 def test_final_norm_substituted_for_the_last_layer():
     # the two-model path moves -1 last; one-model (the default) only sorts, so it lands in slot 0
-    assert run("sglang", "trtllm", layer_ids="1,3,-1").serving.spec[0] == final_norm()
-    res = run("sglang", "trtllm", "1.2-two-model", layer_ids="1,3,-1")
+    assert run("sglang", "trtllm", layer_ids=[1, 3, -1]).serving.spec[0] == final_norm()
+    res = run("sglang", "trtllm", "1.2-two-model", layer_ids=[1, 3, -1])
     assert res.serving.spec == (layer_out(1), layer_out(3), final_norm())
     f = res.findings[0]
     assert f.code == "CAP003" and "slot 2 is fed final_norm" in f.title
@@ -92,13 +92,13 @@ def test_final_norm_substituted_for_the_last_layer():
 def test_permuted_slots():
     # SGLang captures in layer order (srt/models/llama.py membership loop): unsorted ids are served
     # sorted, so a draft trained on another order gets its slots permuted
-    assert run("sglang", "sglang", layer_ids="4,1,3").serving.spec == TRAINED
+    assert run("sglang", "sglang", layer_ids=[4, 1, 3]).serving.spec == TRAINED
     res = run("sglang", "sglang", recipe="hf-hidden-states:5,2,4")
     assert res.findings[0].code == "CAP004"
 
 
 def test_fewer_slots_than_trained():
-    res = run("sglang", "sglang", layer_ids="1,3,7")  # SGLang Llama never captures past layer L-1
+    res = run("sglang", "sglang", layer_ids=[1, 3, 7])  # SGLang Llama never captures past layer L-1
     assert res.findings[0].code == "CAP005" and len(res.serving.spec) == 2
 
 
@@ -186,10 +186,10 @@ def test_matrix_identifies_every_slot_and_only_asks_for_what_it_needs(monkeypatc
         orig(self, model, points, **kw)
 
     monkeypatch.setattr(TapRecorder, "__init__", spy)
-    run("sglang", "sglang", layer_ids="-1,1,3")
+    run("sglang", "sglang", layer_ids=[-1, 1, 3])
     assert max(seen) == 4  # embed, layer_out[1], layer_out[3] served + layer_out[4] trained
     seen.clear()
-    res = run("sglang", "sglang", layer_ids="-1,1,3", matrix=True)
+    res = run("sglang", "sglang", layer_ids=[-1, 1, 3], matrix=True)
     assert max(seen) == 10  # all L + 2 capture points, only with --matrix
     best = [b["best"] for b in res.matrix["best"]]
     assert best == ["embed", "layer_out[1]", "layer_out[3]"]

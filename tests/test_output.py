@@ -94,7 +94,7 @@ def test_plots_are_titled_and_mark_the_trained_and_configured_cells(tmp_path):
 
     t = _acceptance_title(_run([], []))
     assert "fixtures/target" in t and "served embed, layer_out[1], layer_out[3]" in t and "trained layer_out[1]" in t
-    setup = load_setup(target=str(TARGET), draft=str(DRAFTS["sglang"]), layer_ids="-1,1,3", dtype="float32", device="cpu")
+    setup = load_setup(target=str(TARGET), draft=str(DRAFTS["sglang"]), layer_ids=[-1, 1, 3], dtype="float32", device="cpu")
     res = compare_hidden(setup, prompts_path=str(PROMPTS), limit=2, matrix=True)
     marks, title = _compare_marks(res)
     assert "trained layer_out[1], layer_out[3], layer_out[4]" in title and "configured embed, layer_out[1], layer_out[3]" in title

@@ -134,15 +134,16 @@ def test_cli_server_metrics(tmp_path):
 @pytest.fixture(scope="module")
 def predictions():
     """The doctor's prediction for the fixtures' workload: correct wiring and a wiring fault (vLLM)."""
-    from eagle3_doctor.doctor import _acc_fix, acceptance, load_setup
+    from eagle3_doctor.doctor import acc_fix, acceptance, load_setup
+    from eagle3_doctor.validate import parse_layer_ids
 
     out = {}
     for name, ids in (("correct", None), ("fault", WIRING_IDS)):
         setup = load_setup(target=str(TARGET), draft=str(DRAFTS["speculators"]), engine="vllm",
-                           layer_ids=ids, dtype="float32", device="cpu")
+                           layer_ids=parse_layer_ids(ids), dtype="float32", device="cpu")
         run = acceptance(setup, prompts_path=str(ROOT / SETTINGS["prompts"]), num_steps=SETTINGS["num_steps"],
                          max_new_tokens=SETTINGS["max_new_tokens"], limit=SETTINGS["limit"])
-        out[name] = (run, _acc_fix(setup))
+        out[name] = (run, acc_fix(setup))
     return out
 
 

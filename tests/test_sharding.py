@@ -20,7 +20,7 @@ SPLIT_ALL = {**SPLIT, "model.embed_tokens": "disk", "model.norm": "disk"}
 
 
 def both(split, **kw):
-    base = dict(target=str(TARGET), draft=str(DRAFTS["sglang"]), dtype="float32", device="cpu", layer_ids="-1,1,3")
+    base = dict(target=str(TARGET), draft=str(DRAFTS["sglang"]), dtype="float32", device="cpu", layer_ids=[-1, 1, 3])
     return load_setup(**base), load_setup(device_map=split, **base)
 
 

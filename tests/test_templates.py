@@ -265,7 +265,9 @@ def _format_run(setup, serve_path, n):
     convs = load_requests(CONV / "requests.jsonl")[:n]
     train = load_template(None, str(TARGET), tok, side="train")
     serve = load_template(serve_path, str(TARGET), tok, side="serve")
-    return acceptance_by_format(setup, convs, train, serve, num_steps=3, max_new_tokens=24, batch_size=8)
+    from eagle3_doctor.acceptance import AcceptanceOptions
+
+    return acceptance_by_format(setup, convs, train, serve, AcceptanceOptions(num_steps=3, max_new_tokens=24, batch_size=8))
 
 
 def test_acceptance_in_the_training_format_twice_differs_by_nothing(setup_sglang):

@@ -29,7 +29,7 @@ def test_sglang_tree_estimator_equals_tree_loop(steps, topk, ndt):
 
 
 def test_sglang_tree_with_the_seed_shift_still_matches_the_loop():
-    run = acceptance(_setup(layer_ids="-1,1,3"), prompts_path=str(PROMPTS), num_steps=4, topk=4, num_draft_tokens=8,
+    run = acceptance(_setup(layer_ids=[-1, 1, 3]), prompts_path=str(PROMPTS), num_steps=4, topk=4, num_draft_tokens=8,
                      max_new_tokens=24, limit=2, reference=True, batch_size=2)
     assert run.reference["tree"]["agrees_with_estimator"]
 

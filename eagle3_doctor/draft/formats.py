@@ -253,7 +253,7 @@ def read_draft(
 ):
     """Load a draft directory into (Eagle3Draft, DraftInfo).
 
-    ``target_embed`` ([V, H]) is attached when the checkpoint carries no ``embed_tokens``
+    ``target_embed`` ([V, H], or a callable returning it) is attached when the checkpoint carries no ``embed_tokens``
     (SGLang always uses the target's embeddings: the draft's own are never loaded there).
     """
     import torch
@@ -357,6 +357,8 @@ def read_draft(
     if has_embed:
         draft.set_embeddings(canon["embed_tokens.weight"].to(device=device, dtype=target_dtype), own=True)
     elif target_embed is not None:
+        if callable(target_embed):  # Target.embed_weight, taken only here (an offloaded target pays a forward)
+            target_embed = target_embed()
         if target_embed.shape[1] != cfg.hidden_size:
             raise BadInput(
                 f"the draft has no embed_tokens and the target's are {target_embed.shape[1]} wide, the draft's hidden size is {cfg.hidden_size}",
