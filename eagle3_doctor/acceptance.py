@@ -15,7 +15,7 @@ A(t) is exact, and walking t -> t + A(t) + 1 from the first base reproduces the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -155,11 +155,14 @@ def unroll_outcomes(
     *,
     topk: int = 1,
     temperature: float = 0.0,
-    target_logits: Callable[[int], torch.Tensor] | None = None,
+    target_logits: Callable[[int], Iterable[tuple[slice, torch.Tensor]]] | None = None,
     temp_mode: str = "sampled",
     rank_width: int = 0,
 ) -> StepOutputs:
     """aux [B,T,nH], tokens [B,T] (right-padded); labels(k) -> [B,T] verifier token for step k at base t.
+
+    target_logits(k) (temperature > 0) yields (slice over the B*T flattened positions, target logits
+    float32 [n, V] at position t+k for those bases), as :func:`target.head_chunks` does.
 
     Step k (1-based) at base t proposes for x_{t+1+k}; it has a label when t + 1 + k <= len - 1.
     """
@@ -193,11 +196,23 @@ def unroll_outcomes(
             ranks[:, k0] = torch.where(eq.any(-1), eq.long().argmax(-1), torch.full_like(lab, rank_width))
         if temperature > 0:
             assert target_logits is not None
-            p = torch.softmax(target_logits(k) / temperature, dim=-1)
-            q = draft_probs_in_target_vocab(draft, logits, temperature, p.shape[-1])
-            a = expected_accept_prob(p, q, prop, temp_mode)
+            a = _expected_alpha(draft, logits, prop, target_logits(k), temperature, temp_mode).view(B, T)
             alpha[:, k0] = torch.where(v, a, torch.zeros_like(a))  # type: ignore[index]
     return StepOutputs(match, valid, hit, alpha, ranks)
+
+
+def _expected_alpha(draft: Eagle3Draft, logits: torch.Tensor, prop: torch.Tensor,
+                    target_chunks: Iterable[tuple[slice, torch.Tensor]], temperature: float, mode: str) -> torch.Tensor:
+    """Acceptance probability at every flattened position [B*T], a chunk of positions at a time: the
+    target's and the draft's distributions over the target vocabulary never exist for all [B, T] at once."""
+    lg = logits.reshape(-1, logits.shape[-1])  # [B*T, Vd]
+    pr = prop.reshape(-1)
+    out = torch.zeros(lg.shape[0], dtype=torch.float32, device=lg.device)
+    for sl, tl in target_chunks:
+        p = torch.softmax(tl / temperature, dim=-1)  # [n, V]
+        q = draft_probs_in_target_vocab(draft, lg[sl], temperature, p.shape[-1])
+        out[sl] = expected_accept_prob(p, q, pr[sl], mode)
+    return out
 
 
 # --------------------------------------------------------------------------- aggregate over a run
@@ -242,20 +257,7 @@ class PathAccumulator:
         hb = (m & mv).sum(axis=2).tolist()
         nb = mv.sum(axis=2).tolist()
         self.per_request_hits += list(zip(hb, nb))
-        step1 = m[:, 0] & region
-        valid1 = v[:, 0] & region
-        for b in range(B):
-            self.per_request_step1.append((int(step1[b].sum()), int(valid1[b].sum())))
-            ts = np.nonzero(valid1[b])[0]
-            if ts.size == 0:
-                continue
-            bk = ts // self.bucket
-            keys, tot = np.unique(bk, return_counts=True)
-            hit = np.bincount(bk, weights=step1[b, ts])[keys]
-            for key, hh, nn in zip(keys.tolist(), hit.tolist(), tot.tolist()):
-                cur = self.pos_hits.setdefault(key, [0, 0])
-                cur[0] += int(hh)
-                cur[1] += nn
+        self._add_step1(m[:, 0] & region, v[:, 0] & region)
         A = _leading_ones_np(m.transpose(0, 2, 1))  # [B, T]
         drafted = v.sum(axis=1)  # [B, T] = min(K, len-2-t) for real bases
         if out.tree_accepted is not None:  # exact, for the engine's own tree (tree.py)
@@ -289,6 +291,21 @@ class PathAccumulator:
             s = (prod * sel[:, None]).sum(axis=(0, 2))
             self.alpha_prod_sum = s if self.alpha_prod_sum is None else self.alpha_prod_sum + s
             self.alpha_n += int(sel.sum())
+
+    def _add_step1(self, step1: np.ndarray, valid1: np.ndarray) -> None:
+        """Step-1 hits [B, T] per sequence, and by position bucket (accuracy as the context grows)."""
+        for b in range(step1.shape[0]):
+            self.per_request_step1.append((int(step1[b].sum()), int(valid1[b].sum())))
+            ts = np.nonzero(valid1[b])[0]
+            if ts.size == 0:
+                continue
+            bk = ts // self.bucket
+            keys, tot = np.unique(bk, return_counts=True)
+            hit = np.bincount(bk, weights=step1[b, ts])[keys]
+            for key, hh, nn in zip(keys.tolist(), hit.tolist(), tot.tolist()):
+                cur = self.pos_hits.setdefault(key, [0, 0])
+                cur[0] += int(hh)
+                cur[1] += nn
 
     def result(self) -> dict[str, Any]:
         K = self.num_steps
@@ -532,17 +549,12 @@ def _labels_fn(rb: ReplayBatch, amax: torch.Tensor, greedy: bool) -> Callable[[i
     return labels
 
 
-def _target_logits_fn(tgt: "Target", last: torch.Tensor) -> Callable[[int], torch.Tensor]:
-    """Target logits [B, T, V] float32 for the expected acceptance at temperature: this path holds them whole."""
+def _target_logits_fn(tgt: "Target", last: torch.Tensor) -> Callable[[int], Iterable[tuple[slice, torch.Tensor]]]:
+    """Target logits at t+k for every base t, in chunks of positions (never [B, T, V] whole)."""
     from .target import head_chunks
 
-    full = torch.empty(*last.shape[:-1], tgt.vocab_size, dtype=torch.float32, device=last.device)
-    flat = full.view(-1, tgt.vocab_size)
-    for sl, lg in head_chunks(tgt, last):
-        flat[sl] = lg
-
-    def tl(k: int) -> torch.Tensor:
-        return torch.roll(full, -k, dims=1)
+    def tl(k: int) -> Iterable[tuple[slice, torch.Tensor]]:
+        return head_chunks(tgt, torch.roll(last, -k, dims=1))
     return tl
 
 

@@ -563,55 +563,46 @@ def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Op
     return exit_code(res.findings, "warning")
 
 
+# acceptance's own options (one line each in the command's signature below)
+OptEngine = Annotated[Optional[str], typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine, any case (default: from --serve-cmd, else sglang).")]
+NumSteps = Annotated[Optional[int], typer.Option("--num-steps", "-k", help="Draft steps K per verify pass (SGLang --speculative-num-steps, vLLM num_speculative_tokens). Default: from --serve-cmd, else 7.")]
+Continuation = Annotated[str, typer.Option("--continuation", metavar="[greedy|text]", help="greedy: the target's own greedy continuation (KV cache); text: the text as given.")]
+MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", help="Tokens the target generates per prompt (greedy continuation).")]
+Temperature = Annotated[float, typer.Option("--temperature", help="> 0: expected acceptance from the distributions (no sampling noise).")]
+TemperatureMode = Annotated[str, typer.Option("--temperature-mode", metavar="[sampled|argmax]", help="sampled: draft samples, sum min(p,q); argmax: draft proposes argmax (vLLM V1), p(token).")]
+TopK = Annotated[Optional[int], typer.Option("--topk", help="Tree drafting: children per node (SGLang --speculative-eagle-topk). Default: from --serve-cmd, else 1.")]
+NumDraftTokens = Annotated[Optional[int], typer.Option("--num-draft-tokens", help="Tree node budget incl. the root (SGLang --speculative-num-draft-tokens). Default: from --serve-cmd.")]
+ReferenceLoop = Annotated[bool, typer.Option("--reference-loop", help="Also run a plain sequential speculative-decoding loop and check the estimator against it.")]
+Scan = Annotated[bool, typer.Option("--scan", help="Rank candidate capture-point triples around the configured one by step-1 accuracy.")]
+CompileDraft = Annotated[bool, typer.Option("--compile", help="torch.compile the draft's step pieces: on a GPU acceptance runs at 1.34x a bare target forward instead of 1.40x (bench/RESULTS.md); the first batch pays the compilation; no gain on CPU.")]
+MinAcceptRate = Annotated[Optional[float], typer.Option("--min-accept-rate", help="Gate: exit 1 if the serving path's first-position acceptance is below this.")]
+MinTau = Annotated[Optional[float], typer.Option("--min-tau", help="Gate: exit 1 if the serving path's tau is below this.")]
+AccPlot = Annotated[Optional[str], typer.Option("--plot", help="Write per-position acceptance bars as PNG here.")]
+FmtTrainTemplate = Annotated[Optional[str], typer.Option("--train-template", help="With --serve-template: replay the --prompts/--requests conversations rendered the training way and the serving way, side by side (target, a .jinja file or a tokenizer directory).")]
+FmtServeTemplate = Annotated[Optional[str], typer.Option("--serve-template", help="The chat template the server renders with: target, or the file passed to the server's --chat-template.")]
+FmtTrainSystemPrompt = Annotated[Optional[str], typer.Option("--train-system-prompt", help="System prompt the training recipe inserted into conversations without one.")]
+FmtRequests = Annotated[Optional[str], typer.Option("--requests", help="With the template options: serving requests (OpenAI chat-completions JSON) to replay in both formats.")]
+FmtSeed = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap interval over prompts (prompt-format comparison).")]
+
+
 @app.command("acceptance")
 @guarded
 def acceptance_cmd(
-    target: OptTarget = None,
-    draft: Draft = None,
-    draft_format: DraftFormat = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine, any case (default: from --serve-cmd, else sglang).")] = None,
-    engine_version: EngineVersion = None,
-    serve_cmd: ServeCmd = None,
-    serve_config: ServeConfigFile = None,
-    revision: Revision = None,
-    draft_revision: DraftRevision = None,
-    layer_ids: LayerIds = None,
-    train_recipe: TrainRecipe = None,
-    train_dump: TrainDump = None,
-    prompts: Prompts = None,
-    num_steps: Annotated[Optional[int], typer.Option("--num-steps", "-k", help="Draft steps K per verify pass (SGLang --speculative-num-steps, vLLM num_speculative_tokens). Default: from --serve-cmd, else 7.")] = None,
-    continuation: Annotated[str, typer.Option("--continuation", metavar="[greedy|text]", help="greedy: the target's own greedy continuation (KV cache); text: the text as given.")] = "greedy",
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Tokens the target generates per prompt (greedy continuation).")] = 128,
-    max_tokens: MaxTokens = 512,
-    batch_size: BatchSize = "8",
-    limit: Limit = None,
-    temperature: Annotated[float, typer.Option("--temperature", help="> 0: expected acceptance from the distributions (no sampling noise).")] = 0.0,
-    temperature_mode: Annotated[str, typer.Option("--temperature-mode", metavar="[sampled|argmax]", help="sampled: draft samples, sum min(p,q); argmax: draft proposes argmax (vLLM V1), p(token).")] = "sampled",
-    topk: Annotated[Optional[int], typer.Option("--topk", help="Tree drafting: children per node (SGLang --speculative-eagle-topk). Default: from --serve-cmd, else 1.")] = None,
-    num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="Tree node budget incl. the root (SGLang --speculative-num-draft-tokens). Default: from --serve-cmd.")] = None,
-    reference_loop: Annotated[bool, typer.Option("--reference-loop", help="Also run a plain sequential speculative-decoding loop and check the estimator against it.")] = False,
-    scan: Annotated[bool, typer.Option("--scan", help="Rank candidate capture-point triples around the configured one by step-1 accuracy.")] = False,
-    compile_draft: Annotated[bool, typer.Option("--compile", help="torch.compile the draft's step pieces: on a GPU acceptance runs at 1.34x a bare target forward instead of 1.40x (bench/RESULTS.md); the first batch pays the compilation; no gain on CPU.")] = False,
-    min_accept_rate: Annotated[Optional[float], typer.Option("--min-accept-rate", help="Gate: exit 1 if the serving path's first-position acceptance is below this.")] = None,
-    min_tau: Annotated[Optional[float], typer.Option("--min-tau", help="Gate: exit 1 if the serving path's tau is below this.")] = None,
-    plot: Annotated[Optional[str], typer.Option("--plot", help="Write per-position acceptance bars as PNG here.")] = None,
-    server_metrics: ServerMetrics = None,
-    server_metrics_before: ServerMetricsBefore = None,
-    server_log: ServerLog = None,
-    server_model: ServerModel = None,
-    dtype: Dtype = "auto",
-    device: Device = "auto",
-    device_map: DeviceMap = None,
-    max_memory: MaxMemory = None,
-    trust_remote_code: TrustRemote = False,
-    json_out: JsonOut = None,
-    report: ReportDir = None,
-    quiet: Quiet = False,
-    train_template: Annotated[Optional[str], typer.Option("--train-template", help="With --serve-template: replay the --prompts/--requests conversations rendered the training way and the serving way, side by side (target, a .jinja file or a tokenizer directory).")] = None,
-    serve_template: Annotated[Optional[str], typer.Option("--serve-template", help="The chat template the server renders with: target, or the file passed to the server's --chat-template.")] = None,
-    train_system_prompt: Annotated[Optional[str], typer.Option("--train-system-prompt", help="System prompt the training recipe inserted into conversations without one.")] = None,
-    requests: Annotated[Optional[str], typer.Option("--requests", help="With the template options: serving requests (OpenAI chat-completions JSON) to replay in both formats.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap interval over prompts (prompt-format comparison).")] = 0,
+    target: OptTarget = None, draft: Draft = None, draft_format: DraftFormat = None, engine: OptEngine = None,
+    engine_version: EngineVersion = None, serve_cmd: ServeCmd = None, serve_config: ServeConfigFile = None,
+    revision: Revision = None, draft_revision: DraftRevision = None, layer_ids: LayerIds = None,
+    train_recipe: TrainRecipe = None, train_dump: TrainDump = None, prompts: Prompts = None,
+    num_steps: NumSteps = None, continuation: Continuation = "greedy", max_new_tokens: MaxNewTokens = 128,
+    max_tokens: MaxTokens = 512, batch_size: BatchSize = "8", limit: Limit = None, temperature: Temperature = 0.0,
+    temperature_mode: TemperatureMode = "sampled", topk: TopK = None, num_draft_tokens: NumDraftTokens = None,
+    reference_loop: ReferenceLoop = False, scan: Scan = False, compile_draft: CompileDraft = False,
+    min_accept_rate: MinAcceptRate = None,
+    min_tau: MinTau = None, plot: AccPlot = None, server_metrics: ServerMetrics = None,
+    server_metrics_before: ServerMetricsBefore = None, server_log: ServerLog = None, server_model: ServerModel = None,
+    dtype: Dtype = "auto", device: Device = "auto", device_map: DeviceMap = None, max_memory: MaxMemory = None,
+    trust_remote_code: TrustRemote = False, json_out: JsonOut = None, report: ReportDir = None, quiet: Quiet = False,
+    train_template: FmtTrainTemplate = None, serve_template: FmtServeTemplate = None,
+    train_system_prompt: FmtTrainSystemPrompt = None, requests: FmtRequests = None, seed: FmtSeed = 0,
 ) -> int:
     """Per-position acceptance and draft accuracy under the serving and the training features."""
     _preflight(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
@@ -621,37 +612,48 @@ def acceptance_cmd(
                num_draft_tokens=num_draft_tokens, min_accept_rate=min_accept_rate, min_tau=min_tau, plot=plot,
                dtype=dtype, device=device, device_map=device_map, max_memory=max_memory, json_out=json_out, report=report)
     from .doctor import AcceptanceOptions, FormatRequest, acceptance_report, options_from_serve
-    from .report import render_acceptance
 
-    measured = None
-    if server_metrics or server_metrics_before or server_log:  # read (and reject) server evidence before the model loads
-        from .serving import load_measured
-
-        measured = load_measured(server_metrics, server_metrics_before, server_log, engine=None, model=server_model)
+    # read (and reject) server evidence before the model loads
+    measured = _server_evidence(server_metrics, server_metrics_before, server_log, server_model)
     r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, dtype, need_draft=True,
                        revision=revision, draft_revision=draft_revision)
-    sc = r.serve
-    num_steps, topk, num_draft_tokens = options_from_serve(sc, num_steps, topk, num_draft_tokens)
+    num_steps, topk, num_draft_tokens = options_from_serve(r.serve, num_steps, topk, num_draft_tokens)
     setup = _setup(r.target, r.draft, draft_format, r.engine, r.engine_version, layer_ids, train_recipe, r.dtype, device,
                    trust_remote_code, device_map, max_memory, quiet)
     if compile_draft:
         setup.compile_draft()
-    opts = AcceptanceOptions(num_steps, continuation, max_new_tokens, max_tokens, _batch_size(batch_size, setup, max_tokens + max_new_tokens),
-                             temperature, temperature_mode, topk, num_draft_tokens, sc.token_tree if sc is not None else None,
-                             reference_loop, scan, limit)
+    bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
+    opts = AcceptanceOptions(num_steps, continuation, max_new_tokens, max_tokens, bs, temperature, temperature_mode, topk,
+                             num_draft_tokens, r.serve.token_tree if r.serve is not None else None, reference_loop, scan, limit)
     fmt = None
     if train_template or serve_template or train_system_prompt is not None or requests:
         fmt = FormatRequest(prompts, requests, train_template, serve_template, train_system_prompt, seed)
     with _progress(quiet) as cb:
-        rep = acceptance_report(setup, opts, prompts_path=prompts, train_dump=train_dump, formats=fmt, serve=sc,
+        rep = acceptance_report(setup, opts, prompts_path=prompts, train_dump=train_dump, formats=fmt, serve=r.serve,
                                 measured=measured, min_accept_rate=min_accept_rate, min_tau=min_tau, progress=cb)
-    run, server = rep.run, rep.server
+    _render_acceptance(rep, json_out, report, plot, trust_remote_code)
+    return exit_code(rep.run.findings, "error")  # an ACC003 threshold the user set fails too
+
+
+def _server_evidence(metrics: Optional[str], before: Optional[str], log: Optional[str], model: Optional[str]) -> Any:
+    if not (metrics or before or log):
+        return None
+    from .serving import load_measured
+
+    return load_measured(metrics, before, log, engine=None, model=model)
+
+
+def _render_acceptance(rep: Any, json_out: Optional[str], report: Optional[str], plot: Optional[str],
+                       trust_remote_code: bool) -> None:
+    from .report import render_acceptance
+
+    run = rep.run
     con = _console(stderr=json_out == "-")
     render_acceptance(con, run)
-    if server is not None:
+    if rep.server is not None:
         from .serving import render_comparison
 
-        render_comparison(con, server)
+        render_comparison(con, rep.server)
     if rep.formats is not None:
         from .templates import render_format_table
 
@@ -663,7 +665,6 @@ def acceptance_cmd(
         write_acceptance_report(run, report, plot)
     if run.reference is not None and not run.reference["agrees_with_estimator"]:
         _console(stderr=True).print("warning: the estimator and the reference loop disagree (see JSON 'reference')", markup=False)
-    return exit_code(run.findings, "error")  # an ACC003 threshold the user set fails too
 
 
 @app.command("explain")
@@ -704,22 +705,16 @@ def gate_cmd(
     target: Target,
     draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory to gate.")],
     policy: Annotated[Optional[str], typer.Option("--policy", help="TOML policy file ([gate] table); flags override it.")] = None,
-    train_recipe: TrainRecipe = None,
-    train_dump: TrainDump = None,
+    train_recipe: TrainRecipe = None, train_dump: TrainDump = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="gate JSON of an earlier checkpoint: fail on regression beyond max_regression.")] = None,
     engine: Annotated[Optional[str], typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine, any case (policy default: sglang).")] = None,
-    engine_version: EngineVersion = None,
-    draft_format: DraftFormat = None,
-    prompts: Prompts = None,
+    engine_version: EngineVersion = None, draft_format: DraftFormat = None, prompts: Prompts = None,
     min_cosine: Annotated[Optional[float], typer.Option("--min-cosine", help="Minimum mean cosine of every serving slot vs its training slot.")] = None,
     min_step1_accuracy: Annotated[Optional[float], typer.Option("--min-step1-accuracy", help="Minimum step-1 draft accuracy on the serving features.")] = None,
     min_tau: Annotated[Optional[float], typer.Option("--min-tau", help="Minimum tau on the serving features.")] = None,
     max_regression: Annotated[Optional[float], typer.Option("--max-regression", help="Allowed absolute drop vs --baseline.")] = None,
     fail_on: Annotated[Optional[str], typer.Option("--fail-on", help="Findings at or above this severity fail: error, warning or info.")] = None,
-    limit: Limit = None,
-    dtype: Dtype = "auto",
-    device: Device = "auto",
-    trust_remote_code: TrustRemote = False,
+    limit: Limit = None, dtype: Dtype = "auto", device: Device = "auto", trust_remote_code: TrustRemote = False,
     json_out: JsonOut = None,
     summary: Annotated[Optional[str], typer.Option("--summary", help="Write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).")] = None,
 ) -> int:

@@ -128,10 +128,27 @@ def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> l
     evidence = _slot_lines(T, S) + [f"training side: {train_source}", f"serving side: {serving.source}"]
     evidence += [f"id {i}: {why}" for i, why in serving.dropped]
     data: dict[str, Any] = {"trained": [str(p) for p in T], "served": [str(p) for p in S], "fix_ids": ids}
+    code, title = _mismatch(S, T, serving.label, data)
+    if ids is None:
+        fix_text = (f"no layer-id list makes {serving.label} feed {format_spec(T)}: retrain the draft on capture "
+                    "points this engine can serve, or serve it with an engine that captures them")
+    found.append(Finding(code, title, evidence, fix_text, data=data))
+    if ids is None:
+        found.append(Finding(
+            "CAP009", f"{serving.label} cannot feed {format_spec(T)} with any layer-id list",
+            [f"trained: {format_spec(T)}", "SGLang's Llama path captures embed..layer_out[L-2]; vLLM, TensorRT-LLM "
+             "and ModelOpt sort ids; only TensorRT-LLM's -1 reaches final_norm"],
+            "retrain on capture points the engine can serve (e.g. the engine's default)", data={"trained": data["trained"]},
+        ))
+    return found
+
+
+def _mismatch(S: FeatureSpec, T: FeatureSpec, label: str, data: dict[str, Any]) -> tuple[str, str]:
+    """(code, title) of the way ``S`` (served) differs from ``T`` (trained); a CAP001 shift goes into data."""
     if len(S) != len(T):
-        code, title = "CAP005", f"{serving.label} feeds {len(S)} slot(s), the draft was trained on {len(T)}"
+        code, title = "CAP005", f"{label} feeds {len(S)} slot(s), the draft was trained on {len(T)}"
     elif sorted(S, key=str) == sorted(T, key=str):
-        code, title = "CAP004", f"{serving.label} feeds the trained capture points in another order"
+        code, title = "CAP004", f"{label} feeds the trained capture points in another order"
     elif all(p.kind == "layer_out" for p in S + T) and len({s.layer - t.layer for s, t in zip(S, T)}) == 1:  # type: ignore[operator]
         d = S[0].layer - T[0].layer  # type: ignore[operator]
         way = "later" if d > 0 else "earlier"
@@ -151,18 +168,7 @@ def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> l
                  else f"slot {i} is fed the pre-norm {S[i]} but was trained on final_norm")
     else:
         code, title = "CAP006", f"{sum(s != t for s, t in zip(S, T))} slot(s) are fed other capture points than trained"
-    if ids is None:
-        fix_text = (f"no layer-id list makes {serving.label} feed {format_spec(T)}: retrain the draft on capture "
-                    "points this engine can serve, or serve it with an engine that captures them")
-    found.append(Finding(code, title, evidence, fix_text, data=data))
-    if ids is None:
-        found.append(Finding(
-            "CAP009", f"{serving.label} cannot feed {format_spec(T)} with any layer-id list",
-            [f"trained: {format_spec(T)}", "SGLang's Llama path captures embed..layer_out[L-2]; vLLM, TensorRT-LLM "
-             "and ModelOpt sort ids; only TensorRT-LLM's -1 reaches final_norm"],
-            "retrain on capture points the engine can serve (e.g. the engine's default)", data={"trained": data["trained"]},
-        ))
-    return found
+    return code, title
 
 
 # --------------------------------------------------------------------------- numeric

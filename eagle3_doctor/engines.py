@@ -85,7 +85,7 @@ def _before_layer(internal: Sequence[int], L: int, *, allow_end: bool, end_point
         if i < 0:
             dropped.append((i, f"index {i} is before the embeddings: nothing is captured"))
         elif i < L:
-            spec.append(layer_out(i - 1))
+            spec.append(embed() if i == 0 else layer_out(i - 1))  # before layer 0: the embeddings
         elif i == L and allow_end:
             spec.append(end_point or layer_out(L - 1))
         else:

@@ -126,10 +126,8 @@ def fingerprint(
     """
     import time
 
-    from .replay import check_seq_len, prompts_from
-    from .engines import default_spec_llama
-    from .stats import paired
-    from .target import batches, capture, greedy_continue, head_chunks, make_batch
+    from .replay import check_seq_len, iter_captures, prompts_from
+    from .target import greedy_continue
 
     t0 = time.perf_counter()
     tgt, draft = setup.target, setup.draft
@@ -138,12 +136,7 @@ def fingerprint(
 
         raise BadInput("the fingerprint needs a draft", "pass --draft DIR")
     L = tgt.num_layers
-    n_aux = draft.config.num_aux_states
-    anchors = [tuple(s) for s in (setup.serving.spec, setup.train_spec) if s is not None and len(s) == n_aux]
-    if n_aux == 3:
-        anchors.append(tuple(default_spec_llama(L)))
-    anchors += [tuple(e) for e in extra if len(e) == n_aux]
-    anchors = list(dict.fromkeys(anchors))
+    anchors = _anchors(setup, draft.config.num_aux_states, extra)
     cands = candidates(anchors, L)
     prompts, _ = prompts_from(tgt, prompts_path, max_tokens, limit, prompt_ids)
     seqs = [p.ids for p in prompts]
@@ -151,56 +144,84 @@ def fingerprint(
         check_seq_len(tgt, len(s) + max_new_tokens)
     if max_new_tokens:
         seqs = greedy_continue(tgt, seqs, max_new_tokens, batch_size)
-    tid = (torch.arange(draft.d2t.numel(), device=draft.d2t.device) + draft.d2t).clamp(0, tgt.vocab_size - 1)
-    pad = tgt.tokenizer.pad_token_id if tgt.tokenizer.pad_token_id is not None else 0
-    K = num_steps
-    w = [STEP_WEIGHT ** k for k in range(K)]
     # per candidate, per prompt: [weighted sum of log-likelihood, weighted scored positions,
     # weighted log-likelihood of a uniform guess over the draft vocabulary (the no-information line)]
     counts = np.zeros((len(cands), len(seqs), 3), dtype=np.float64)
+    report = (lambda d, n: progress("fingerprint", d, n)) if progress else None
+    for rb in iter_captures(tgt, seqs, all_points(L), batch_size=batch_size, want_logits=True, progress=report):
+        _score_batch(tgt, draft, rb, cands, num_steps, counts)  # every capture point, one forward
+    rows, chance = _ranking(counts, cands, setup, seed)
+    tied = [r["spec"] for r in rows[1:] if not r["separated"]]
+    best = rows[0]["spec"] if rows else None
+    informative = bool(chance and chance["above_chance"])
+    verdict = UNDETERMINED if (not rows or tied or not informative) else ", ".join(best)  # type: ignore[arg-type]
+    settings = {"candidates": len(cands), "prompts": len(seqs), "tokens": int(sum(len(s) for s in seqs)),
+                "num_steps": num_steps, "max_new_tokens": max_new_tokens, "bootstrap_seed": seed,
+                "anchors": [format_spec(a) for a in anchors], "chance": chance}
+    stat = (f"mean log-likelihood per position of the target's next-token distribution under the draft (soft "
+            f"cross-entropy, the EAGLE-3 training loss), steps 1..{num_steps} weighted {STEP_WEIGHT}^(k-1)")
+    return FingerprintResult(rows, verdict, best, tied, stat, settings, time.perf_counter() - t0)
+
+
+def _anchors(setup: Any, n_aux: int, extra: Sequence[FeatureSpec]) -> list[FeatureSpec]:
+    """The specs candidates are built around: serving, training, the engines' default, any extra."""
+    from .engines import default_spec_llama
+
+    anchors = [tuple(s) for s in (setup.serving.spec, setup.train_spec) if s is not None and len(s) == n_aux]
+    if n_aux == 3:
+        anchors.append(tuple(default_spec_llama(setup.target.num_layers)))
+    anchors += [tuple(e) for e in extra if len(e) == n_aux]
+    return list(dict.fromkeys(anchors))
+
+
+def _score_batch(tgt: Any, draft: Any, rb: Any, cands: Sequence[FeatureSpec], K: int, counts: np.ndarray) -> None:
+    """Add one replayed batch's weighted log-likelihoods into counts[candidate, sequence]."""
+    from .target import head_chunks
+
+    tid = (torch.arange(draft.d2t.numel(), device=draft.d2t.device) + draft.d2t).clamp(0, tgt.vocab_size - 1)
     log_vd = float(np.log(tid.numel()))
-    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
-    pts = set(all_points(L))
-    done = 0
-    for _, idx in batches(order, batch_size):
-        batch = make_batch([seqs[i] for i in idx], pad, tgt.device)
-        got, last = capture(tgt, batch, pts, want_logits=True)  # every capture point, one forward
-        B, T = batch.input_ids.shape
-        # target next-token distribution restricted to the draft vocabulary: [B, T, Vd]
-        p_t = torch.empty(B * T, tid.numel(), dtype=torch.float32, device=last.device)
-        for sl, lg in head_chunks(tgt, last):
-            p_t[sl] = torch.softmax(lg, dim=-1)[:, tid.to(lg.device)]
-        p_t = p_t.view(B, T, -1)
-        lens = torch.as_tensor(batch.lengths, device=last.device)
-        pos = torch.arange(T, device=last.device)
-        ids = torch.roll(batch.input_ids, -1, dims=1)
-        key_mask = batch.attention_mask.bool()
-        # several candidates share one draft call: stacked along the batch dimension
-        per_call = max(1, 64 // B)
-        for c0 in range(0, len(cands), per_call):
-            chunk = cands[c0 : c0 + per_call]
-            n = len(chunk)
-            aux = torch.cat([torch.cat([got[p] for p in c], dim=-1) for c in chunk], dim=0)
-            for k0, h in enumerate(draft.unroll(aux, ids.repeat(n, 1), K, key_mask=key_mask.repeat(n, 1))):
-                k = k0 + 1
-                # step k at base t predicts the token after x_{t+k}: the target's distribution at t+k
-                v = (pos[None, :] + k <= lens[:, None] - 1).float()  # [B, T]
-                logq = torch.log_softmax(draft.logits(h).float(), dim=-1).view(n, B, T, -1)
-                ll = (torch.roll(p_t, -k, dims=1)[None] * logq).sum(-1)  # [n, B, T]
-                counts[c0 : c0 + n, idx, 0] += w[k0] * (ll * v[None]).sum(-1).double().cpu().numpy()
-                counts[c0 : c0 + n, idx, 1] += w[k0] * v.sum(-1).double().cpu().numpy()[None]
-                mass = torch.roll(p_t, -k, dims=1).sum(-1)  # target probability inside the draft vocabulary
-                counts[c0 : c0 + n, idx, 2] += w[k0] * -log_vd * (mass * v).sum(-1).double().cpu().numpy()[None]
-        done += len(idx)
-        if progress:
-            progress("fingerprint", done, len(seqs))
+    w = [STEP_WEIGHT ** k for k in range(K)]
+    got, last, batch, idx = rb.captured, rb.last, rb.batch, rb.index
+    B, T = batch.input_ids.shape
+    # target next-token distribution restricted to the draft vocabulary: [B, T, Vd]
+    p_t = torch.empty(B * T, tid.numel(), dtype=torch.float32, device=last.device)
+    for sl, lg in head_chunks(tgt, last):
+        p_t[sl] = torch.softmax(lg, dim=-1)[:, tid.to(lg.device)]
+    p_t = p_t.view(B, T, -1)
+    lens = torch.as_tensor(batch.lengths, device=last.device)
+    pos = torch.arange(T, device=last.device)
+    ids = torch.roll(batch.input_ids, -1, dims=1)
+    key_mask = batch.attention_mask.bool()
+    # several candidates share one draft call: stacked along the batch dimension
+    per_call = max(1, 64 // B)
+    for c0 in range(0, len(cands), per_call):
+        chunk = cands[c0 : c0 + per_call]
+        n = len(chunk)
+        aux = torch.cat([torch.cat([got[p] for p in c], dim=-1) for c in chunk], dim=0)
+        for k0, h in enumerate(draft.unroll(aux, ids.repeat(n, 1), K, key_mask=key_mask.repeat(n, 1))):
+            k = k0 + 1
+            # step k at base t predicts the token after x_{t+k}: the target's distribution at t+k
+            v = (pos[None, :] + k <= lens[:, None] - 1).float()  # [B, T]
+            logq = torch.log_softmax(draft.logits(h).float(), dim=-1).view(n, B, T, -1)
+            ll = (torch.roll(p_t, -k, dims=1)[None] * logq).sum(-1)  # [n, B, T]
+            counts[c0 : c0 + n, idx, 0] += w[k0] * (ll * v[None]).sum(-1).double().cpu().numpy()
+            counts[c0 : c0 + n, idx, 1] += w[k0] * v.sum(-1).double().cpu().numpy()[None]
+            mass = torch.roll(p_t, -k, dims=1).sum(-1)  # target probability inside the draft vocabulary
+            counts[c0 : c0 + n, idx, 2] += w[k0] * -log_vd * (mass * v).sum(-1).double().cpu().numpy()[None]
 
-    def mean_ll(s: np.ndarray) -> np.ndarray:
-        return s[..., 0] / s[..., 1]
 
-    raw = [float(mean_ll(counts[ci].sum(0))) for ci in range(len(cands))]
+def _mean_ll(s: np.ndarray) -> np.ndarray:
+    return s[..., 0] / s[..., 1]
+
+
+def _ranking(counts: np.ndarray, cands: Sequence[FeatureSpec], setup: Any,
+             seed: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Candidates ranked by log-likelihood with paired intervals over prompts, and the best one against chance."""
+    from .stats import paired
+
+    raw = [float(_mean_ll(counts[ci].sum(0))) for ci in range(len(cands))]
     rank = sorted(range(len(cands)), key=lambda ci: -raw[ci])
-    own, diff = paired([counts[ci] for ci in rank], mean_ll, ref=0, seed=seed) if cands else ([], [])
+    own, diff = paired([counts[ci] for ci in rank], _mean_ll, ref=0, seed=seed) if cands else ([], [])
     configured = [str(p) for p in setup.serving.spec]
     trained = [str(p) for p in setup.train_spec] if setup.train_spec is not None else None
     rows = []
@@ -208,24 +229,15 @@ def fingerprint(
         spec = [str(p) for p in cands[ci]]
         rows.append({"rank": j + 1, "spec": spec, "log_lik": own[j].to_dict(), "diff_to_best": diff[j].to_dict(),
                      "separated": j == 0 or diff[j].hi < 0, "configured": spec == configured, "trained": spec == trained})
-    tied = [r["spec"] for r in rows[1:] if not r["separated"]]
-    best = rows[0]["spec"] if rows else None
     # a draft whose best fit is no better than a uniform guess carries no trained fingerprint (random
     # weights, a wrong target): its ranking is an artefact of feature magnitudes, so name no winner
     chance = None
     if cands:
         with np.errstate(divide="ignore", invalid="ignore"):
-            _, cd = paired([counts[rank[0]][:, [2, 1]], counts[rank[0]][:, :2]], mean_ll, ref=0, seed=seed)
-        chance = {"log_lik": float(mean_ll(counts[rank[0]][:, [2, 1]].sum(0))), "best_minus_chance": cd[1].to_dict(),
+            _, cd = paired([counts[rank[0]][:, [2, 1]], counts[rank[0]][:, :2]], _mean_ll, ref=0, seed=seed)
+        chance = {"log_lik": float(_mean_ll(counts[rank[0]][:, [2, 1]].sum(0))), "best_minus_chance": cd[1].to_dict(),
                   "above_chance": bool(cd[1].lo > 0)}
-    informative = bool(chance and chance["above_chance"])
-    verdict = UNDETERMINED if (not rows or tied or not informative) else ", ".join(best)  # type: ignore[arg-type]
-    settings = {"candidates": len(cands), "prompts": len(seqs), "tokens": int(sum(len(s) for s in seqs)),
-                "num_steps": K, "max_new_tokens": max_new_tokens, "bootstrap_seed": seed,
-                "anchors": [format_spec(a) for a in anchors], "chance": chance}
-    stat = (f"mean log-likelihood per position of the target's next-token distribution under the draft (soft "
-            f"cross-entropy, the EAGLE-3 training loss), steps 1..{K} weighted {STEP_WEIGHT}^(k-1)")
-    return FingerprintResult(rows, verdict, best, tied, stat, settings, time.perf_counter() - t0)
+    return rows, chance
 
 
 def _mark(r: dict[str, Any]) -> str:

@@ -112,6 +112,23 @@ def _find_entry(toks: list[str]) -> tuple[str, int]:
                    "pass the launch command: python -m sglang.launch_server ... or vllm serve MODEL ...")
 
 
+def _take_value(name: str, kind: str, inline: str | None, args: list[str], i: int) -> tuple[Any, int]:
+    """The value of flag ``name`` (``--flag=inline`` or the next argument(s) from args[i]) and the next index."""
+    if kind == "none":
+        return not name.startswith("--no-"), i
+    if kind == "many":
+        vals = [inline] if inline is not None else []
+        while inline is None and i < len(args) and (not args[i].startswith("-") or _is_number(args[i])):
+            vals.append(args[i])
+            i += 1
+        return vals, i
+    if inline is not None:
+        return inline, i
+    if i < len(args):
+        return args[i], i + 1
+    raise BadInput(f"--serve-cmd: {name} needs a value", f"write {name} VALUE as in your launch command")
+
+
 def _parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str], list[str], list[str]]:
     """argv -> ({dest: value}, unknown flags, positionals, dotted vLLM sub-keys as 'key=value')."""
     table = flag_table()[engine]["flags"]
@@ -158,23 +175,7 @@ def _parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str
                 unknown[-1] += f" {args[i]}"
                 i += 1
             continue
-        dest, kind = spec["dest"], spec["value"]
-        if kind == "none":
-            values[dest] = not name.startswith("--no-")
-        elif kind == "many":
-            vals = [inline] if eq else []
-            while not eq and i < len(args) and (not args[i].startswith("-") or _is_number(args[i])):
-                vals.append(args[i])
-                i += 1
-            values[dest] = vals
-        else:
-            if eq:
-                values[dest] = inline
-            elif i < len(args):
-                values[dest] = args[i]
-                i += 1
-            else:
-                raise BadInput(f"--serve-cmd: {name} needs a value", f"write {name} VALUE as in your launch command")
+        values[spec["dest"]], i = _take_value(name, spec["value"], inline if eq else None, args, i)
     if abbrev:
         values["__abbrev__"] = abbrev
     return values, unknown, positional, dotted

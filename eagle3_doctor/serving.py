@@ -243,7 +243,6 @@ class Measured:
 
 def measure(after: Counters, before: Counters | None = None) -> Measured:
     """The workload's own figures: counters of ``after`` minus ``before`` (when given)."""
-    notes: list[str] = []
     if before is not None:
         if before.engine != after.engine:
             raise BadInput(f"{before.source} is a {before.engine} scrape but {after.source} is {after.engine}",
@@ -252,6 +251,16 @@ def measure(after: Counters, before: Counters | None = None) -> Measured:
                 before.per_pos is not None and len(before.per_pos) != len(after.per_pos or [])):
             raise BadInput(f"{before.source} and {after.source} disagree on the number of draft positions",
                            "take both scrapes from the same server, without a restart in between")
+    vals, per_pos, notes = _difference(after, before)
+    src = after.source if before is None else f"{before.source} -> {after.source}"
+    if after.engine == "vllm":
+        return _vllm_measured(vals, per_pos, src, notes)
+    return _sglang_measured(vals, src, notes, after.gauges)
+
+
+def _difference(after: Counters, before: Counters | None) -> tuple[dict[str, float], list[float] | None, list[str]]:
+    """Counters after minus before, refused where a counter went down (a restart between the scrapes)."""
+    notes: list[str] = []
     vals = dict(after.values)
     per_pos = list(after.per_pos) if after.per_pos is not None else None
     if before is not None:
@@ -269,32 +278,37 @@ def measure(after: Counters, before: Counters | None = None) -> Measured:
         notes.append(f"workload figures: {after.source} minus {before.source}")
     else:
         notes.append("one scrape: figures cover everything since the server started (pass a --before scrape for one workload)")
-    src = after.source if before is None else f"{before.source} -> {after.source}"
-    if after.engine == "vllm":
-        drafts, drafted, acc = vals[VLLM_DRAFTS], vals[VLLM_DRAFT_TOKENS], vals[VLLM_ACCEPTED]
-        if drafts <= 0:
-            raise BadInput(f"no speculative drafts were counted in {src}", "run a workload between the scrapes (or check that speculation is on)")
-        if acc > drafted or (per_pos is not None and any(p > drafts for p in per_pos)):
-            raise BadInput(f"{src}: accepted tokens exceed drafted tokens (or drafts): not one server's counters",
-                           "take the scrapes from one vLLM server, unedited")
-        rates = [p / drafts for p in per_pos] if per_pos is not None else None
-        cis = [wilson(p, drafts) for p in per_pos] if per_pos is not None else None
-        if per_pos is not None and abs(sum(per_pos) - acc) > 0.5:
-            notes.append(f"sum of per-position accepted ({sum(per_pos):g}) differs from accepted tokens ({acc:g})")
-        mal = 1.0 + acc / drafts
-        ci = None
-        if per_pos is not None and drafts > 1:
-            # per_pos[k] = passes with more than k accepted, so the counters hold the whole histogram
-            # of accepted lengths: #(A = j) = per_pos[j-1] - per_pos[j]; its spread gives the interval
-            K = len(per_pos)
-            ge = [drafts] + per_pos + [0.0]
-            hist = [ge[j] - ge[j + 1] for j in range(K + 1)]
-            mean = sum(j * h for j, h in enumerate(hist)) / drafts
-            var = sum(h * (j - mean) ** 2 for j, h in enumerate(hist)) / (drafts - 1)
-            half = 1.96 * math.sqrt(var / drafts)
-            ci = (1.0 + mean - half, 1.0 + mean + half)
-        return Measured("vllm", src, drafts, mal, ci, drafted, acc, acc / drafted if drafted else None, rates, cis,
-                        len(per_pos) if per_pos is not None else None, None, vals, notes)
+    return vals, per_pos, notes
+
+
+def _vllm_measured(vals: dict[str, float], per_pos: list[float] | None, src: str, notes: list[str]) -> Measured:
+    drafts, drafted, acc = vals[VLLM_DRAFTS], vals[VLLM_DRAFT_TOKENS], vals[VLLM_ACCEPTED]
+    if drafts <= 0:
+        raise BadInput(f"no speculative drafts were counted in {src}", "run a workload between the scrapes (or check that speculation is on)")
+    if acc > drafted or (per_pos is not None and any(p > drafts for p in per_pos)):
+        raise BadInput(f"{src}: accepted tokens exceed drafted tokens (or drafts): not one server's counters",
+                       "take the scrapes from one vLLM server, unedited")
+    rates = [p / drafts for p in per_pos] if per_pos is not None else None
+    cis = [wilson(p, drafts) for p in per_pos] if per_pos is not None else None
+    if per_pos is not None and abs(sum(per_pos) - acc) > 0.5:
+        notes.append(f"sum of per-position accepted ({sum(per_pos):g}) differs from accepted tokens ({acc:g})")
+    mal = 1.0 + acc / drafts
+    ci = None
+    if per_pos is not None and drafts > 1:
+        # per_pos[k] = passes with more than k accepted, so the counters hold the whole histogram
+        # of accepted lengths: #(A = j) = per_pos[j-1] - per_pos[j]; its spread gives the interval
+        K = len(per_pos)
+        ge = [drafts] + per_pos + [0.0]
+        hist = [ge[j] - ge[j + 1] for j in range(K + 1)]
+        mean = sum(j * h for j, h in enumerate(hist)) / drafts
+        var = sum(h * (j - mean) ** 2 for j, h in enumerate(hist)) / (drafts - 1)
+        half = 1.96 * math.sqrt(var / drafts)
+        ci = (1.0 + mean - half, 1.0 + mean + half)
+    return Measured("vllm", src, drafts, mal, ci, drafted, acc, acc / drafted if drafted else None, rates, cis,
+                    len(per_pos) if per_pos is not None else None, None, vals, notes)
+
+
+def _sglang_measured(vals: dict[str, float], src: str, notes: list[str], gauges: dict[str, float]) -> Measured:
     verify, gen = vals[SGL_VERIFY], vals[SGL_GEN]
     if verify <= 0:
         raise BadInput(f"no verify passes were counted in {src} ({SGL_VERIFY})",
@@ -308,9 +322,9 @@ def measure(after: Counters, before: Counters | None = None) -> Measured:
     notes.append(f"SGLang's own accept_length (completion tokens / verify calls) {own:.3f}"
                  + (f"; without each request's prefill token {mal:.3f} (compared below)" if reqs else
                     f"; {SGL_REQS} missing, so the prefill token of each request is counted in"))
-    if after.gauges:
+    if gauges:
         notes.append("sglang:spec_accept_length/_rate gauges cover only the last logging interval: "
-                     f"{', '.join(f'{k}={v:.3f}' for k, v in after.gauges.items())}")
+                     f"{', '.join(f'{k}={v:.3f}' for k, v in gauges.items())}")
     return Measured("sglang", src, verify, mal, None, None, None, None, None, None, None, reqs, vals, notes)
 
 

@@ -8,7 +8,7 @@ single place that says what a capture point *is*; everything else translates int
 - ``final_norm``    the model's final norm applied to ``layer_out[L-1]``
 
 Stated once (as TransformerLens states ``resid_post[i] == resid_pre[i+1]``):
-``input of layer i == layer_out[i-1]`` with ``layer_out[-1] == embed``, and Hugging Face
+``input of layer i == layer_out[i-1]`` for i >= 1 and ``input of layer 0 == embed``, and Hugging Face
 ``output_hidden_states`` is ``hs[0] = embed``, ``hs[i] = layer_out[i-1]`` for 1 <= i <= L-1,
 ``hs[L] = final_norm`` (post-norm: the pre-norm ``layer_out[L-1]`` is never in the tuple).
 """
@@ -80,8 +80,9 @@ def embed() -> CapturePoint:
 
 
 def layer_out(i: int) -> CapturePoint:
-    """``layer_out[i]``; ``layer_out(-1)`` is the embedding (the input to layer 0)."""
-    return CapturePoint(EMBED) if i == -1 else CapturePoint(LAYER_OUT, i)
+    """``layer_out[i]``, i >= 0: the embedding is :func:`embed`, never a layer index (an engine's "before
+    layer 0" is translated to it by that engine's rule in :mod:`engines`)."""
+    return CapturePoint(LAYER_OUT, i)
 
 
 def final_norm() -> CapturePoint:
@@ -100,8 +101,8 @@ def parse_point(text: str) -> CapturePoint:
     if m.group(2):
         return final_norm()
     i = int(m.group(3))
-    if i < -1:
-        raise BadInput(f"capture point {text!r} has a negative layer", "use layer_out[0] or more, or embed")
+    if i < 0:
+        raise BadInput(f"capture point {text!r} has a negative layer", "use layer_out[0] or more, or embed for the embeddings")
     return layer_out(i)
 
 

@@ -86,6 +86,14 @@ def _topk_probs(draft: Eagle3Draft, h: torch.Tensor, topk: int) -> tuple[torch.T
     return p, draft.to_target_ids(i)
 
 
+def _causal_keys(B: int, T: int, dev: torch.device, key_mask: torch.Tensor | None) -> torch.Tensor:
+    """[B, T, T] bool: position t sees keys <= t (and, with key_mask [B, T], only the real ones)."""
+    causal = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
+    if key_mask is not None:
+        return causal[None] & key_mask.bool()[:, None, :]
+    return causal[None].expand(B, T, T)
+
+
 @torch.inference_mode()
 def sglang_tree_accepted(
     draft: Eagle3Draft,
@@ -110,11 +118,7 @@ def sglang_tree_accepted(
     attn = draft.midlayer.self_attn
     ids = torch.roll(tokens, -1, dims=1)
     pos = torch.arange(T, device=dev).expand(B, T)
-    causal = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
-    if key_mask is not None:
-        causal = causal[None] & key_mask.bool()[:, None, :]
-    else:
-        causal = causal[None].expand(B, T, T)
+    causal = _causal_keys(B, T, dev, key_mask)
     # round 0 input: the draft extend over the verified prefix (step 1 of the unroll)
     h = draft.project_aux(aux)
     x, residual = draft._layer_in(h, ids)
@@ -184,6 +188,51 @@ def _walk_selected(score_list, token_list, parents_list, labels, lengths, K, S, 
 
 
 @torch.inference_mode()
+def _sglang_pass_candidates(draft: Eagle3Draft, aux: torch.Tensor, seq: list[int], t: int, num_steps: int,
+                            S: int) -> list[tuple[float, int, int]]:
+    """One pass of SGLang's tree drafting at base t: every scored candidate (score, target token, parent index).
+
+    Each slot keeps its own draft KV cache (prefix + the entries it wrote), as SGLang's kv indices do.
+    """
+    dev = aux.device
+    cache = DraftCache()
+    out = draft.extend(aux[:, : t + 1], torch.tensor([seq[1 : t + 2]], device=dev),
+                       torch.arange(t + 1, device=dev)[None], cache, from_aux=True)
+    probs = torch.softmax(draft.logits(out[:, -1]), dim=-1)[0]
+    p, i = probs.topk(S)
+    tok = draft.to_target_ids(i)
+    # candidates: flat list of (score, token, parent flat index)
+    cands: list[tuple[float, int, int]] = [(float(p[s]), int(tok[s]), -1) for s in range(S)]
+    frontier = list(range(S))  # flat candidate index held by each slot
+    slot_in = [(int(tok[s]), out[:, -1:]) for s in range(S)]  # (token, parent state) per slot
+    slot_cache = [DraftCache(cache.k.clone(), cache.v.clone()) for _ in range(S)]
+    scores = [float(p[s]) for s in range(S)]
+    for rnd in range(num_steps - 1):
+        child = []  # per slot: (probs [S], target ids [S], output state)
+        for s in range(S):
+            tk, hs = slot_in[s]
+            o = draft.extend(hs, torch.tensor([[tk]], device=dev), torch.tensor([[t + 1 + rnd]], device=dev),
+                             slot_cache[s], from_aux=False)
+            pr = torch.softmax(draft.logits(o[:, -1]), dim=-1)[0]
+            cp, ci = pr.topk(S)
+            child.append((cp, draft.to_target_ids(ci), o))
+        expand = torch.stack([scores[s] * child[s][0] for s in range(S)])  # [S,S], float32 like SGLang
+        base = len(cands)
+        for s in range(S):
+            for c in range(S):
+                cands.append((float(expand[s, c]), int(child[s][1][c]), frontier[s]))
+        best = expand.flatten().topk(S)
+        new_frontier, new_in, new_scores = [], [], []
+        for v, f in zip(best.values.tolist(), best.indices.tolist()):
+            new_frontier.append(base + f)
+            new_in.append((cands[base + f][1], child[f // S][2]))
+            new_scores.append(v)
+        frontier, slot_in = new_frontier, new_in
+        scores = [float(x) for x in best.values]
+    return cands
+
+
+@torch.inference_mode()
 def sglang_tree_reference_loop(
     target_step: Callable[[list[int]], tuple[torch.Tensor, torch.Tensor]],
     draft: Eagle3Draft,
@@ -204,7 +253,6 @@ def sglang_tree_reference_loop(
     aux, amax = target_step(seq)
     seq.append(int(amax[-1]))
     accepted, drafted = [], []
-    dev = aux.device
     S = topk
     while True:
         t = len(seq) - 2
@@ -212,40 +260,7 @@ def sglang_tree_reference_loop(
         if k_eff <= 0:
             break
         aux, amax = target_step(seq)  # features of x_0..x_{t+1}; amax[t+1] = the target's next token
-        cache = DraftCache()
-        out = draft.extend(aux[:, : t + 1], torch.tensor([seq[1 : t + 2]], device=dev),
-                           torch.arange(t + 1, device=dev)[None], cache, from_aux=True)
-        probs = torch.softmax(draft.logits(out[:, -1]), dim=-1)[0]
-        p, i = probs.topk(S)
-        tok = draft.to_target_ids(i)
-        # candidates: flat list of (score, token, parent flat index)
-        cands: list[tuple[float, int, int]] = [(float(p[s]), int(tok[s]), -1) for s in range(S)]
-        frontier = list(range(S))  # flat candidate index held by each slot
-        slot_in = [(int(tok[s]), out[:, -1:]) for s in range(S)]  # (token, parent state) per slot
-        slot_cache = [DraftCache(cache.k.clone(), cache.v.clone()) for _ in range(S)]
-        scores = [float(p[s]) for s in range(S)]
-        for rnd in range(num_steps - 1):
-            child = []  # per slot: (probs [S], target ids [S], output state)
-            for s in range(S):
-                tk, hs = slot_in[s]
-                o = draft.extend(hs, torch.tensor([[tk]], device=dev), torch.tensor([[t + 1 + rnd]], device=dev),
-                                 slot_cache[s], from_aux=False)
-                pr = torch.softmax(draft.logits(o[:, -1]), dim=-1)[0]
-                cp, ci = pr.topk(S)
-                child.append((cp, draft.to_target_ids(ci), o))
-            expand = torch.stack([scores[s] * child[s][0] for s in range(S)])  # [S,S], float32 like SGLang
-            base = len(cands)
-            for s in range(S):
-                for c in range(S):
-                    cands.append((float(expand[s, c]), int(child[s][1][c]), frontier[s]))
-            best = expand.flatten().topk(S)
-            new_frontier, new_in, new_scores = [], [], []
-            for v, f in zip(best.values.tolist(), best.indices.tolist()):
-                new_frontier.append(base + f)
-                new_in.append((cands[base + f][1], child[f // S][2]))
-                new_scores.append(v)
-            frontier, slot_in = new_frontier, new_in
-            scores = [float(x) for x in best.values]
+        cands = _sglang_pass_candidates(draft, aux, seq, t, num_steps, S)
         all_scores = torch.tensor([c[0] for c in cands])
         chosen = set(all_scores.topk(num_draft_tokens - 1).indices.tolist())
         # greedy verify: children of the current node, the one matching the target's argmax

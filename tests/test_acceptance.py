@@ -94,3 +94,34 @@ def test_per_prompt_lists_line_up_across_paths(shifted_run):
     assert len(s) == len(t) == 8
     for a, b in zip(s, t):
         assert abs(sum(x + 1 for x in a) - sum(x + 1 for x in b)) <= 1
+
+
+def test_temperature_acceptance_in_chunks_of_positions_equals_the_whole_logits(setup_sglang):
+    """--temperature > 0 takes the target's logits a chunk of positions at a time (never [B, T, V] whole):
+    the expected acceptance is the one computed from the whole tensor."""
+    import torch
+
+    from eagle3_doctor.acceptance import unroll_outcomes
+    from eagle3_doctor.target import capture, head_chunks, make_batch
+
+    tgt, draft, spec = setup_sglang.target, setup_sglang.draft, setup_sglang.serving.spec
+    batch = make_batch([list(range(5, 45)), list(range(100, 131))], 0, tgt.device)
+
+    def labels(k):
+        return torch.roll(batch.input_ids, -(1 + k), dims=1)
+
+    with torch.inference_mode():  # as the acceptance run itself
+        got, last = capture(tgt, batch, spec, want_logits=True)
+        aux = torch.cat([got[p] for p in spec], dim=-1)
+        full = torch.cat([lg for _, lg in head_chunks(tgt, last)]).view(*last.shape[:-1], -1)  # [B, T, V]
+
+        def whole(k):
+            return [(slice(None), torch.roll(full, -k, dims=1).reshape(-1, full.shape[-1]))]
+
+        def chunked(k):
+            return head_chunks(tgt, torch.roll(last, -k, dims=1), chunk=7)
+
+        a = unroll_outcomes(draft, aux, batch.input_ids, labels, batch.lengths, 3, temperature=0.7, target_logits=whole)
+        b = unroll_outcomes(draft, aux, batch.input_ids, labels, batch.lengths, 3, temperature=0.7, target_logits=chunked)
+    assert float(a.alpha.sum()) > 1.0  # something is accepted: the comparison below is not of zeros
+    torch.testing.assert_close(b.alpha, a.alpha, rtol=1e-5, atol=1e-6)

@@ -128,7 +128,7 @@ def _rewrite_dump(tmp_path, fn):
 
 
 def test_dump_whose_last_slot_is_final_norm_is_caught(tmp_path, target):
-    H = target.embed_weight().shape[1]
+    H = target.hidden_size
 
     def last_to_final_norm(d):
         with torch.no_grad(), TapRecorder(target.model, [final_norm()]) as rec:

@@ -56,7 +56,7 @@ def test_read_write_read_is_identity(fmt, target, tmp_path):
 
 def test_same_weights_same_logits_through_all_formats(target):
     torch.manual_seed(0)
-    H = target.embed_weight().shape[1]
+    H = target.hidden_size
     aux = torch.randn(2, 12, 3 * H)
     ids = torch.randint(0, target.vocab_size, (2, 12))
     outs = {}
