@@ -623,8 +623,10 @@ def acceptance_cmd(
     if compile_draft:
         setup.compile_draft()
     bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
-    opts = AcceptanceOptions(num_steps, continuation, max_new_tokens, max_tokens, bs, temperature, temperature_mode, topk,
-                             num_draft_tokens, r.serve.token_tree if r.serve is not None else None, reference_loop, scan, limit)
+    opts = AcceptanceOptions(num_steps=num_steps, continuation=continuation, max_new_tokens=max_new_tokens,
+                             max_tokens=max_tokens, batch_size=bs, temperature=temperature, temp_mode=temperature_mode,
+                             topk=topk, num_draft_tokens=num_draft_tokens, reference=reference_loop, scan=scan, limit=limit,
+                             token_tree=r.serve.token_tree if r.serve is not None else None)
     fmt = None
     if train_template or serve_template or train_system_prompt is not None or requests:
         fmt = FormatRequest(prompts, requests, train_template, serve_template, train_system_prompt, seed)

@@ -91,8 +91,10 @@ def acceptance(
     sequential loop's figures and whether they agree, with reference=True) and ``scan`` (candidate
     capture points ranked by step-1 accuracy, with scan=True).
     """
-    opts = AcceptanceOptions(num_steps, continuation, max_new_tokens, max_tokens, batch_size, temperature, temp_mode,
-                             topk, num_draft_tokens, token_tree, reference, scan, limit)
+    opts = AcceptanceOptions(num_steps=num_steps, continuation=continuation, max_new_tokens=max_new_tokens,
+                             max_tokens=max_tokens, batch_size=batch_size, temperature=temperature, temp_mode=temp_mode,
+                             topk=topk, num_draft_tokens=num_draft_tokens, token_tree=token_tree, reference=reference,
+                             scan=scan, limit=limit)
     return measure_acceptance(setup, opts, prompts_path=prompts_path, train_dump=train_dump, prompt_ids=prompt_ids,
                               progress=progress)
 
