@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -210,12 +210,8 @@ def compare_dumps(
     *,
     train_spec: Any,
     train_source: str,
-    engine: str,
-    engine_version: str | None,
-    num_layers: int,
-    family: str = "llama",
-    limit: int | None = None,
-    max_tokens: int | None = None,
+    engine: str, engine_version: str | None, num_layers: int,
+    family: str = "llama", limit: int | None = None, max_tokens: int | None = None,
 ) -> Any:
     """A training dump against an engine dump of the same tokens: no target is loaded.
 
@@ -224,51 +220,23 @@ def compare_dumps(
     being the embeddings. The engine's identified spec then goes through the same symbolic
     diagnosis as compare-hidden, so a slot shift is named with the exact ids to write.
     """
-    from .compare import CompareResult, SlotAccumulator, diagnose_specs, numeric_findings, position_metrics
+    from .compare import CompareResult, diagnose_specs, numeric_findings, position_metrics
     from .engines import Serving, check_engine
     from .features import load_dump
     from .findings import Finding
-    from .taps import embed
 
     version = check_engine(engine, engine_version)
     ed = load_engine_dump(engine_path)
     n = len(train_spec)
     train = load_dump(train_dump, limit=limit, max_tokens=max_tokens)
-    width = train[0].aux.shape[1]
-    if width % n:
-        raise BadInput(f"the training dump's width {width} is not {n} slots of equal size (as {train_source} declares)",
-                       "pass the draft (or --train-recipe) the dump was made for")
-    H = width // n
-    if ed.hidden_size is not None and ed.hidden_size != H:
-        raise BadInput(f"the engine dump's hidden size {ed.hidden_size} differs from the training dump's {H}",
-                       "compare dumps of the same target")
+    H = _slot_width(train[0].aux.shape[1], n, ed.hidden_size, train_source)
     pair = pair_dumps(ed, train)
     T, E = pair.train.split(H, dim=-1), pair.engine.split(H, dim=-1)
     rel = [[float(position_metrics(E[j], T[i])["rel"].mean()) for i in range(n)] for j in range(len(E))]
     cos = [[float(position_metrics(E[j], T[i])["cos"].mean()) for i in range(n)] for j in range(len(E))]
-    served, unknown, notes = [], [], list(ed.notes)
-    notes.append(f"training slots as declared ({train_source}); without the target they are not identified numerically")
-    emb_scores = {}
-    for j in range(len(E)):
-        i = min(range(n), key=lambda k: rel[j][k])
-        if rel[j][i] <= SAME_REL:
-            served.append(train_spec[i])
-            continue
-        e = embed_like(E[j], pair.token_ids)
-        emb_scores[j] = e
-        if e is not None and e < 1e-3:
-            served.append(embed())
-        else:
-            served.append(None)
-            unknown.append(j)
-    best = []
-    for j in range(len(E)):
-        order = sorted(range(n), key=lambda k: rel[j][k])
-        b, s = order[0], order[1] if n > 1 else order[0]
-        best.append({"row": f"engine slot {j}", "best": f"train slot {b} ({train_spec[b]})", "rel_l2": rel[j][b], "cos": cos[j][b],
-                     "runner_up": f"train slot {s} ({train_spec[s]})", "runner_up_rel_l2": rel[j][s], "margin": rel[j][s] - rel[j][b]})
-    matrix = {"rows": [f"engine slot {j}" for j in range(len(E))], "cols": [f"train {i}: {p}" for i, p in enumerate(train_spec)],
-              "rel_l2": rel, "cos": cos, "best": best}
+    notes = list(ed.notes) + [f"training slots as declared ({train_source}); without the target they are not identified numerically"]
+    served, unknown, emb_scores = _identify_engine_slots(E, pair.token_ids, rel, train_spec)
+    matrix = _slot_matrix(rel, cos, train_spec)
     findings: list[Finding] = []
     spec = tuple(p if p is not None else train_spec[j] for j, p in enumerate(served))
     if unknown:
@@ -284,14 +252,7 @@ def compare_dumps(
     serving = Serving(engine, version, family, num_layers, spec, None, source)
     if not unknown:
         findings = diagnose_specs(tuple(train_spec), train_source, serving) + findings
-    slots = []
-    for i in range(min(n, len(E))):
-        acc = SlotAccumulator(i, str(train_spec[i]), str(served[i]) if served[i] is not None else "?")
-        for s in range(pair.n_seqs):
-            sel = pair.seq == s
-            if bool(sel.any()):
-                acc.add(E[i][sel][None], T[i][sel][None], [s], pair.token_ids[sel][None], torch.ones(1, int(sel.sum()), dtype=torch.bool))
-        slots.append(acc.finish())
+    slots = _slot_stats(E, T, pair, train_spec, served)
     same = [served[i] is not None and served[i] == train_spec[i] for i in range(len(slots))]
     findings += numeric_findings(slots, None, same)
     info = {"engine_dump": engine_path, "format": ed.format, "sequences": pair.n_seqs, "positions": int(pair.token_ids.numel()),
@@ -300,3 +261,68 @@ def compare_dumps(
                          train_spec=tuple(train_spec), train_source=f"dump {train_dump} ({train_source})", findings=findings,
                          slots=slots, matrix=matrix, dump=info, n_sequences=pair.n_seqs, n_tokens=int(pair.token_ids.numel()),
                          notes=notes)
+
+
+def _slot_width(width: int, n: int, engine_hidden: int | None, train_source: str) -> int:
+    """The hidden size both dumps share: the training dump's width over its declared slots."""
+    if width % n:
+        raise BadInput(f"the training dump's width {width} is not {n} slots of equal size (as {train_source} declares)",
+                       "pass the draft (or --train-recipe) the dump was made for")
+    H = width // n
+    if engine_hidden is not None and engine_hidden != H:
+        raise BadInput(f"the engine dump's hidden size {engine_hidden} differs from the training dump's {H}",
+                       "compare dumps of the same target")
+    return H
+
+
+def _identify_engine_slots(E: Sequence[torch.Tensor], token_ids: torch.Tensor, rel: list[list[float]],
+                           train_spec: Any) -> tuple[list[Any], list[int], dict[int, Any]]:
+    """Each engine slot as the training slot it matches, or the embeddings, or None (unknown)."""
+    from .taps import embed
+
+    n = len(train_spec)
+    served: list[Any] = []
+    unknown: list[int] = []
+    emb_scores = {}
+    for j in range(len(E)):
+        i = min(range(n), key=lambda k: rel[j][k])
+        if rel[j][i] <= SAME_REL:
+            served.append(train_spec[i])
+            continue
+        e = embed_like(E[j], token_ids)
+        emb_scores[j] = e
+        if e is not None and e < 1e-3:
+            served.append(embed())
+        else:
+            served.append(None)
+            unknown.append(j)
+    return served, unknown, emb_scores
+
+
+def _slot_matrix(rel: list[list[float]], cos: list[list[float]], train_spec: Any) -> dict[str, Any]:
+    """Engine slots x training slots, with each engine slot's best match and its margin over the runner-up."""
+    n = len(train_spec)
+    best = []
+    for j in range(len(rel)):
+        order = sorted(range(n), key=lambda k: rel[j][k])
+        b, s = order[0], order[1] if n > 1 else order[0]
+        best.append({"row": f"engine slot {j}", "best": f"train slot {b} ({train_spec[b]})", "rel_l2": rel[j][b], "cos": cos[j][b],
+                     "runner_up": f"train slot {s} ({train_spec[s]})", "runner_up_rel_l2": rel[j][s], "margin": rel[j][s] - rel[j][b]})
+    return {"rows": [f"engine slot {j}" for j in range(len(rel))], "cols": [f"train {i}: {p}" for i, p in enumerate(train_spec)],
+            "rel_l2": rel, "cos": cos, "best": best}
+
+
+def _slot_stats(E: Sequence[torch.Tensor], T: Sequence[torch.Tensor], pair: Any, train_spec: Any,
+                served: list[Any]) -> list[Any]:
+    """Per-slot similarity, sequence by sequence (the worst positions name their tokens)."""
+    from .compare import SlotAccumulator
+
+    slots = []
+    for i in range(min(len(train_spec), len(E))):
+        acc = SlotAccumulator(i, str(train_spec[i]), str(served[i]) if served[i] is not None else "?")
+        for s in range(pair.n_seqs):
+            sel = pair.seq == s
+            if bool(sel.any()):
+                acc.add(E[i][sel][None], T[i][sel][None], [s], pair.token_ids[sel][None], torch.ones(1, int(sel.sum()), dtype=torch.bool))
+        slots.append(acc.finish())
+    return slots

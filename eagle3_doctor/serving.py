@@ -462,8 +462,6 @@ def compare_to_prediction(measured: Measured, paths: dict[str, dict[str, Any]], 
     its findings: SRV001 engine, SRV002 wiring, SRV003 draft, SRV004 undetermined; none when the
     server measured what the doctor predicts for healthy wiring.
     """
-    from .findings import Finding
-
     K = int(settings["num_steps"])
     if measured.num_spec_tokens is not None and measured.num_spec_tokens != K:
         raise BadInput(f"the server drafted {measured.num_spec_tokens} tokens per pass (per-position counters) but the "
@@ -472,28 +470,44 @@ def compare_to_prediction(measured: Measured, paths: dict[str, dict[str, Any]], 
         raise BadInput("no serving-path prediction to compare with the server", "fix the slot count first (see notes)")
     pred = {name: bootstrap_prediction(p["accepted_lengths"], K) for name, p in paths.items()}
     ps = pred["serving"]
-    m = measured.mean_acceptance_length
-    rel = _relation(m, measured.mean_acceptance_length_ci, ps["mean_acceptance_length"], ps["mean_acceptance_length_ci"])
+    rel = _relation(measured.mean_acceptance_length, measured.mean_acceptance_length_ci, ps["mean_acceptance_length"], ps["mean_acceptance_length_ci"])
     notes = ["the verdict assumes the server ran the same prompts with the same settings (K, top-k, draft tokens, "
              "temperature) as this prediction; counters cannot show it"]
     if int(settings.get("topk") or 1) > 1 or float(settings.get("temperature") or 0) > 0:
         notes.append("the prediction is for the tree/temperature settings given; chain figures are compared")
+    ev = _evidence(measured, ps, pred.get("training"))
+    verdict, findings = _verdict(rel, measured, paths, ps, pred.get("training"), ev, capture_fix)
+    return ServingComparison(verdict, measured, pred, rel, {k: settings.get(k) for k in (
+        "num_steps", "topk", "num_draft_tokens", "temperature", "sequences", "engine")}, notes), findings
 
-    def fmt(x: float, ci: tuple[float, float] | None) -> str:
-        return f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
-    ev = [f"server ({measured.engine}, {measured.source}): mean acceptance length {fmt(m, measured.mean_acceptance_length_ci)} "
+def _fmt(x: float, ci: tuple[float, float] | None) -> str:
+    return f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def _evidence(measured: Measured, ps: dict[str, Any], pt: dict[str, Any] | None) -> list[str]:
+    """Measured against predicted, overall and per position."""
+    m = _fmt(measured.mean_acceptance_length, measured.mean_acceptance_length_ci)
+    ev = [f"server ({measured.engine}, {measured.source}): mean acceptance length {m} "
           f"over {measured.passes:g} verify passes",
-          f"predicted under the serving features: {fmt(ps['mean_acceptance_length'], ps['mean_acceptance_length_ci'])} "
+          f"predicted under the serving features: {_fmt(ps['mean_acceptance_length'], ps['mean_acceptance_length_ci'])} "
           f"over {ps['passes']} passes / {ps['requests']} prompts"]
-    pt = pred.get("training")
     if pt is not None:
-        ev.append(f"predicted under the training features: {fmt(pt['mean_acceptance_length'], pt['mean_acceptance_length_ci'])}")
+        ev.append(f"predicted under the training features: {_fmt(pt['mean_acceptance_length'], pt['mean_acceptance_length_ci'])}")
     if measured.per_position_rate is not None:
         for k, (r, ci) in enumerate(zip(measured.per_position_rate, measured.per_position_ci or [])):
             pr, pci = ps["per_position_rate"][k], ps["per_position_ci"][k]
             flag = "   <-- below" if ci[1] < pci[0] else ""
-            ev.append(f"position {k + 1}: server {fmt(r, ci)}, predicted {fmt(pr, pci)}{flag}")
+            ev.append(f"position {k + 1}: server {_fmt(r, ci)}, predicted {_fmt(pr, pci)}{flag}")
+    return ev
+
+
+def _verdict(rel: str, measured: Measured, paths: dict[str, dict[str, Any]], ps: dict[str, Any],
+             pt: dict[str, Any] | None, ev: list[str], capture_fix: str | None) -> tuple[str | None, list[Any]]:
+    """engine (SRV001), wiring (SRV002), draft (SRV003), undetermined (SRV004), or None: healthy."""
+    from .findings import Finding
+
+    m = measured.mean_acceptance_length
     findings: list[Finding] = []
     verdict: str | None = None
     serve_step1 = paths["serving"]["acc_k"][0] if paths["serving"].get("acc_k") else float("nan")
@@ -541,8 +555,7 @@ def compare_to_prediction(measured: Measured, paths: dict[str, dict[str, Any]], 
             "replay the server's own prompts (--prompts) with its settings (--num-steps, --topk, --num-draft-tokens, "
             "--temperature), and scrape before and after exactly that workload",
         ))
-    return ServingComparison(verdict, measured, pred, rel, {k: settings.get(k) for k in (
-        "num_steps", "topk", "num_draft_tokens", "temperature", "sequences", "engine")}, notes), findings
+    return verdict, findings
 
 
 # --------------------------------------------------------------------------- rendering

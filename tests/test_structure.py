@@ -21,8 +21,6 @@ LONG = {
     "gate.run_gate": "issue 18's diagnostics part (one exit_code, findings with a Fix and a location)",
     "report.render_acceptance": "issue 18's diagnostics part (report/plots split)",
     "safeio.write_output": "issue 18's diagnostics part (file writing in one I/O module)",
-    "serving.compare_to_prediction": "builds findings: after the diagnostics part's Fix/location",
-    "engine_dump.compare_dumps": "builds findings: after the diagnostics part's Fix/location",
 }
 
 
