@@ -498,7 +498,7 @@ def hostile(tmp_path_factory):
 
 
 def run_case(args: list, *, pre: bool, timeout: int, monkeypatch=None):
-    import eagle3_doctor.doctor as doctor
+    import eagle3_doctor.loader as loader
     import eagle3_doctor.target as target
 
     if pre and monkeypatch is not None:
@@ -506,7 +506,7 @@ def run_case(args: list, *, pre: bool, timeout: int, monkeypatch=None):
             raise _ModelLoaded("a model was loaded before the input was refused")
 
         monkeypatch.setattr(target, "load_target", refuse)
-        monkeypatch.setattr(doctor, "load_target", refuse)
+        monkeypatch.setattr(loader, "load_target", refuse)  # bound by name where Setup is loaded
 
     def hang(*_):
         raise _Hang(f"no answer within {timeout} s")
