@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench fixtures clean conformance
+.PHONY: install demo test lint bench fixtures clean conformance
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,7 +28,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/demo.sh
 
-test: $(STAMP)
+# Lint first (seconds), then the suite. ruff is pinned in the test extra: its rules change between releases.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: lint
 	EAGLE3_DOCTOR_ORACLES=required $(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eagle3_doctor.doctor import Setup, acceptance, compare_hidden  # noqa: E402
 from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
-from eagle3_doctor.target import Target  # noqa: E402
 from eagle3_doctor.taps import DecoderParts, embed, layer_out  # noqa: E402
+from eagle3_doctor.target import Target  # noqa: E402
 
 
 def build_sharded(shape: dict, devices: list[str], seed: int = 0):

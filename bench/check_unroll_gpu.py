@@ -15,8 +15,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
 from test_unroll_attention import masked_unroll  # noqa: E402
+
+from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from releases import RELEASES, CAPTURE_FILE_PATTERNS
+from releases import CAPTURE_FILE_PATTERNS, RELEASES
 
 CACHE = Path(os.environ.get("CONFORMANCE_CACHE", Path(__file__).resolve().parent / ".cache"))
 

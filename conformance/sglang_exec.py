@@ -105,7 +105,7 @@ def find_method(classes, file: str, cls: str, meth: str, depth: int = 0) -> tupl
     return None
 
 
-def inner_model_class(classes: "_Classes", file: str, cls: str, attr: str = "model") -> tuple[str, str] | None:
+def inner_model_class(classes: _Classes, file: str, cls: str, attr: str = "model") -> tuple[str, str] | None:
     """The class behind `self.<attr> = X(...)`, `self.model_cls(...)` or `self._init_model(...)`."""
     init = find_method(classes, file, cls, "__init__")
     if not init:
@@ -147,7 +147,7 @@ def inner_model_class(classes: "_Classes", file: str, cls: str, attr: str = "mod
     return None
 
 
-def real_forward(classes: "_Classes", file: str, cls: str) -> tuple[str, str, ast.FunctionDef] | None:
+def real_forward(classes: _Classes, file: str, cls: str) -> tuple[str, str, ast.FunctionDef] | None:
     """The inner model's forward, skipping overrides that only `return super().forward(...)`."""
     fwd = find_method(classes, file, cls, "forward")
     depth = 0

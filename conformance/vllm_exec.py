@@ -83,7 +83,7 @@ def _registry(root: Path) -> dict[str, tuple[str, str]]:
 
 def _registry_module(root: Path, cls: str) -> str | None:
     f = root / MODELS / "registry.py"
-    m = f.exists() and re.search(r'"%s":\s*\(\s*"([\w.]+)"' % re.escape(cls), f.read_text())
+    m = f.exists() and re.search(r'"' + re.escape(cls) + r'":\s*\(\s*"([\w.]+)"', f.read_text())
     return m.group(1) if m else None
 
 

@@ -14,8 +14,9 @@ A(t) is exact, and walking t -> t + A(t) + 1 from the first base reproduces the 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -493,7 +494,7 @@ class Replay:
     notes: list[str]
 
 
-def acceptance_sequences(setup: "Setup", src: Sources, opts: AcceptanceOptions, progress: Progress) -> Replay:
+def acceptance_sequences(setup: Setup, src: Sources, opts: AcceptanceOptions, progress: Progress) -> Replay:
     """Prompts plus the target's greedy continuation, or the text (or dump) as given."""
     from .target import greedy_continue
 
@@ -521,7 +522,7 @@ def acceptance_sequences(setup: "Setup", src: Sources, opts: AcceptanceOptions, 
     return Replay(src, seqs, starts, opts, notes)
 
 
-def feature_paths(setup: "Setup", dump: bool, n_aux: int, notes: list[str]) -> dict[str, FeatureSpec | None]:
+def feature_paths(setup: Setup, dump: bool, n_aux: int, notes: list[str]) -> dict[str, FeatureSpec | None]:
     """The measurable paths: serving, and training where it differs (None = the dump's own tensors)."""
     serving = setup.serving
     paths: dict[str, FeatureSpec | None] = {"serving": serving.spec}
@@ -549,7 +550,7 @@ def _labels_fn(rb: ReplayBatch, amax: torch.Tensor, greedy: bool) -> Callable[[i
     return labels
 
 
-def _target_logits_fn(tgt: "Target", last: torch.Tensor) -> Callable[[int], Iterable[tuple[slice, torch.Tensor]]]:
+def _target_logits_fn(tgt: Target, last: torch.Tensor) -> Callable[[int], Iterable[tuple[slice, torch.Tensor]]]:
     """Target logits at t+k for every base t, in chunks of positions (never [B, T, V] whole)."""
     from .target import head_chunks
 
@@ -561,7 +562,7 @@ def _target_logits_fn(tgt: "Target", last: torch.Tensor) -> Callable[[int], Iter
 class Measurement:
     """Per-path estimator counts and the scan's step-1 hits, over the replayed batches."""
 
-    def __init__(self, setup: "Setup", rep: Replay, paths: dict[str, FeatureSpec | None], tree: dict[str, Any] | None,
+    def __init__(self, setup: Setup, rep: Replay, paths: dict[str, FeatureSpec | None], tree: dict[str, Any] | None,
                  drafts: dict[str, Eagle3Draft]):
         self.setup, self.rep, self.paths, self.tree = setup, rep, paths, tree
         self.drafts = drafts  # per path: the draft as trained, or a copy as the engine runs it (as_served)
@@ -649,7 +650,7 @@ def add_intervals(res: dict[str, Any], order: Sequence[int], num_steps: int) -> 
     res["intervals"] = acceptance_intervals(counts, num_steps)
 
 
-def _target_step_fn(tgt: "Target", spec: FeatureSpec) -> Callable[[list[int]], tuple[torch.Tensor, torch.Tensor]]:
+def _target_step_fn(tgt: Target, spec: FeatureSpec) -> Callable[[list[int]], tuple[torch.Tensor, torch.Tensor]]:
     from .target import capture, make_batch, target_argmax
 
     def step(tokens: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -660,7 +661,7 @@ def _target_step_fn(tgt: "Target", spec: FeatureSpec) -> Callable[[list[int]], t
     return step
 
 
-def _reference_tree(setup: "Setup", rep: Replay, tree: dict[str, Any], step: Callable, progress: Progress) -> tuple[list, list, bool]:
+def _reference_tree(setup: Setup, rep: Replay, tree: dict[str, Any], step: Callable, progress: Progress) -> tuple[list, list, bool]:
     from .tree import sglang_tree_reference_loop, static_tree_reference_loop
 
     opts, prompts = rep.opts, rep.src.prompts
@@ -678,7 +679,7 @@ def _reference_tree(setup: "Setup", rep: Replay, tree: dict[str, Any], step: Cal
     return t_acc, t_drf, same
 
 
-def run_reference(setup: "Setup", rep: Replay, results: dict[str, dict[str, Any]], tree: dict[str, Any] | None,
+def run_reference(setup: Setup, rep: Replay, results: dict[str, dict[str, Any]], tree: dict[str, Any] | None,
                   progress: Progress) -> dict[str, Any]:
     """The plain sequential loop over every prompt, and whether the estimator agrees with it."""
     if rep.opts.continuation != "greedy":
@@ -713,7 +714,7 @@ def run_reference(setup: "Setup", rep: Replay, results: dict[str, dict[str, Any]
     return ref
 
 
-def run_settings(setup: "Setup", rep: Replay, tree: dict[str, Any] | None, train_dump: str | None) -> dict[str, Any]:
+def run_settings(setup: Setup, rep: Replay, tree: dict[str, Any] | None, train_dump: str | None) -> dict[str, Any]:
     """The run's settings as written to JSON (schemas/acceptance.schema.json)."""
     tgt, serving, o, seqs = setup.target, setup.serving, rep.opts, rep.seqs
     settings = {
@@ -733,7 +734,7 @@ def run_settings(setup: "Setup", rep: Replay, tree: dict[str, Any] | None, train
 
 
 @torch.inference_mode()
-def measure_acceptance(setup: "Setup", opts: AcceptanceOptions, *, prompts_path: str | None = None,
+def measure_acceptance(setup: Setup, opts: AcceptanceOptions, *, prompts_path: str | None = None,
                        train_dump: str | None = None, prompt_ids: Sequence[Sequence[int]] | None = None,
                        progress: Progress = _no_progress) -> AcceptanceRun:
     """Acceptance of ``setup.draft`` on each feature path (see :func:`doctor.acceptance` for the fields)."""
@@ -844,7 +845,7 @@ def _tree_accepted(tree: dict[str, Any], draft: Eagle3Draft, aux: torch.Tensor, 
 # --------------------------------------------------------------------------- findings
 
 
-def acc_fix(setup: "Setup") -> str:
+def acc_fix(setup: Setup) -> str:
     """The fix line of an acceptance gap: the ids that make serving feed what was trained."""
     from .compare import fix_for
 
@@ -859,7 +860,7 @@ def _spec_text(spec: Any) -> str:
 
 
 def acceptance_findings(results: dict[str, dict[str, Any]], scan_res: list[dict[str, Any]] | None,
-                        setup: "Setup") -> list[Finding]:
+                        setup: Setup) -> list[Finding]:
     """ACC001 (serving features cost accuracy), ACC002 (low even on the best path), ACC004 (scan found better)."""
     out: list[Finding] = []
     s, t = results.get("serving"), results.get("training")
@@ -886,7 +887,7 @@ def acceptance_findings(results: dict[str, dict[str, Any]], scan_res: list[dict[
     return out + _scan_finding(scan_res, setup)
 
 
-def _scan_finding(scan_res: list[dict[str, Any]] | None, setup: "Setup") -> list[Finding]:
+def _scan_finding(scan_res: list[dict[str, Any]] | None, setup: Setup) -> list[Finding]:
     if not scan_res:
         return []
     best = scan_res[0]

@@ -10,13 +10,20 @@ import dataclasses
 import functools
 import os
 import sys
-from typing import Annotated, Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any, Optional
 
 import typer
 
 from . import __version__
 from .errors import (
-    EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, DoctorError, one_line,
+    EXIT_BAD_INPUT,
+    EXIT_BUG,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    DoctorError,
+    one_line,
 )
 from .findings import exit_code
 

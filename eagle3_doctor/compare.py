@@ -8,8 +8,9 @@ slot costs 3.6 points of step-1 accuracy).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 

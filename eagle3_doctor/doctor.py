@@ -8,14 +8,25 @@ capture loop), :mod:`compare` (compare-hidden's accumulators and verdict) and :m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from .acceptance import (  # noqa: F401  (re-exported: the library's acceptance API)
-    AcceptanceOptions, AcceptanceRun, Progress, _no_progress, acc_fix, acceptance_findings, add_intervals,
-    measure_acceptance, options_from_serve, scan_candidates, threshold_findings, tree_plan,
+    AcceptanceOptions,
+    AcceptanceRun,
+    Progress,
+    _no_progress,
+    acc_fix,
+    acceptance_findings,
+    add_intervals,
+    measure_acceptance,
+    options_from_serve,
+    scan_candidates,
+    threshold_findings,
+    tree_plan,
 )
 from .compare import CompareResult, HiddenComparison, comparison_result
 from .errors import BadInput

@@ -23,9 +23,10 @@ none is tested for being the token embeddings (vectors that depend only on the t
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 

@@ -9,8 +9,8 @@ the diagnosis.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from .errors import BadInput
 from .taps import CapturePoint, FeatureSpec, embed, final_norm, from_hs_index, layer_out
@@ -75,7 +75,7 @@ class Captured:
     dropped: list[tuple[int, str]] = field(default_factory=list)  # (id, why it captures nothing)
     internal: list[int] | None = None  # the engine's own index list after its transforms
     note: str | None = None
-    failure: "Failure | None" = None  # the engine refuses to start or crashes on the first forward
+    failure: Failure | None = None  # the engine refuses to start or crashes on the first forward
 
 
 def _before_layer(internal: Sequence[int], L: int, *, allow_end: bool, end_point: CapturePoint | None = None) -> Captured:

@@ -138,7 +138,7 @@ class Fix(str):
     op: str
 
     def __new__(cls, text: str, *, file: str, key: str | None = None, value: Any = None,
-                snippet: str | None = None, op: str = "set") -> "Fix":
+                snippet: str | None = None, op: str = "set") -> Fix:
         if op not in FIX_OPS:
             raise ValueError(f"unknown fix op {op!r}")
         obj = super().__new__(cls, text)

@@ -58,7 +58,7 @@ class Policy:
     training: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: str | None, overrides: dict[str, Any]) -> "Policy":
+    def load(cls, path: str | None, overrides: dict[str, Any]) -> Policy:
         data: dict[str, Any] = {}
         if path:
             try:

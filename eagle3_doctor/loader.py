@@ -7,8 +7,9 @@ comma string of ``--layer-ids`` is the CLI's business (``validate.parse_layer_id
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -16,8 +17,8 @@ from .draft.formats import DraftInfo, read_draft, spec_from_info
 from .draft.model import Eagle3Draft
 from .engines import Serving, arch_family, resolve_serving, training_spec
 from .errors import BadInput
-from .target import Target, load_target
 from .taps import FeatureSpec
+from .target import Target, load_target
 
 
 @dataclass
@@ -60,7 +61,7 @@ class Setup:
                    engine: str = "sglang", engine_version: str | None = None, layer_ids: Sequence[int] | None = None,
                    train_spec: FeatureSpec | None = None, train_source: str | None = None,
                    name: str = "in-memory target", device: torch.device | str | None = None,
-                   capture_device: torch.device | str | None = None) -> "Setup":
+                   capture_device: torch.device | str | None = None) -> Setup:
         """A Setup around a causal LM (and draft) already in memory, e.g. built at random for a benchmark.
 
         ``tokenizer`` None: prompts must come as token ids (``prompt_ids=``); pad id 0, no EOS.

@@ -8,16 +8,16 @@ into logits chunk by chunk (:func:`target.head_chunks`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
 from .errors import BadInput
 from .features import DumpSequence, load_dump
 from .prompts import Prompt, load_prompts
-from .target import Batch, Target, batches, capture, make_batch
 from .taps import CapturePoint
+from .target import Batch, Target, batches, capture, make_batch
 
 
 @dataclass

@@ -283,7 +283,7 @@ class OutputSet:
 
         shutil.rmtree(self._stage, ignore_errors=True)
 
-    def __enter__(self) -> "OutputSet":
+    def __enter__(self) -> OutputSet:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

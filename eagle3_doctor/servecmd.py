@@ -189,7 +189,7 @@ def _is_number(tok: str) -> bool:
         return False
 
 
-def _abbrev_notes(values: dict[str, Any], sc: "ServeConfig") -> None:
+def _abbrev_notes(values: dict[str, Any], sc: ServeConfig) -> None:
     for a in values.pop("__abbrev__", []):
         sc.notes.append(f"abbreviated flag {a} (argparse accepts unique prefixes)")
 

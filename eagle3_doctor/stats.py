@@ -14,8 +14,9 @@ Seeded: the same counts and seed give the same interval, bit for bit, on every m
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

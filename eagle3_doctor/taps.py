@@ -16,8 +16,9 @@ Stated once (as TransformerLens states ``resid_post[i] == resid_pre[i+1]``):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from .errors import BadInput
 
@@ -161,7 +162,7 @@ class DecoderParts:
     instead of recording nothing.
     """
 
-    def __init__(self, model: "torch.nn.Module"):
+    def __init__(self, model: torch.nn.Module):
         base = model
         for attr in ("model", "transformer", "language_model"):
             inner = getattr(base, attr, None)
@@ -196,7 +197,7 @@ class TapRecorder:
     scale or otherwise post-process the embeddings are still captured at the point layer 0 sees.
     """
 
-    def __init__(self, model: "torch.nn.Module", points: Iterable[CapturePoint], *, to_device=None, detach=True):
+    def __init__(self, model: torch.nn.Module, points: Iterable[CapturePoint], *, to_device=None, detach=True):
         self.parts = DecoderParts(model)
         self.points = sorted(set(points), key=lambda p: p.depth(self.parts.num_layers))
         for p in self.points:
@@ -206,13 +207,13 @@ class TapRecorder:
         self.captured: dict[CapturePoint, torch.Tensor] = {}
         self._handles: list = []
 
-    def _store(self, point: CapturePoint, tensor: "torch.Tensor") -> None:
+    def _store(self, point: CapturePoint, tensor: torch.Tensor) -> None:
         t = tensor.detach() if self.detach else tensor
         if self.to_device is not None:
             t = t.to(self.to_device, non_blocking=True)
         self.captured[point] = t
 
-    def __enter__(self) -> "TapRecorder":
+    def __enter__(self) -> TapRecorder:
         for p in self.points:
             if p.kind == EMBED:
                 def pre(_mod, args, kwargs, p=p):
@@ -234,6 +235,6 @@ class TapRecorder:
             h.remove()
         self._handles.clear()
 
-    def take(self) -> "dict[CapturePoint, torch.Tensor]":
+    def take(self) -> dict[CapturePoint, torch.Tensor]:
         out, self.captured = self.captured, {}
         return out

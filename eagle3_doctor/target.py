@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from .errors import BadInput
 from .findings import REQUEST, SERVER_COMMAND, Finding, Fix
@@ -893,7 +894,7 @@ def loss_mask_report(tokenizer: Any, tpl: Template, samples: Sequence[TokenizedS
         for (start, r), nxt in zip(marks, marks[1:] + [(len(s.input_ids), "")]):
             for j in range(start, nxt[0]):
                 role_at[j] = r
-        for j, (r, m) in enumerate(zip(role_at, s.loss_mask)):  # type: ignore[arg-type]
+        for r, m in zip(role_at, s.loss_mask):  # type: ignore[arg-type]
             total[r] = total.get(r, 0) + 1
             trained[r] = trained.get(r, 0) + int(m)
     return {

@@ -33,7 +33,7 @@ Both estimators run all bases of a sequence at once; :func:`sglang_tree_referenc
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 

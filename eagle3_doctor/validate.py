@@ -14,8 +14,9 @@ import math
 import os
 import re
 import stat
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, NoReturn
+from typing import Any, NoReturn
 
 from .errors import BadInput
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import DRAFTS, DUMP, FIX, PROMPTS, TARGET
+
 from eagle3_doctor.doctor import acceptance, load_setup
 
 

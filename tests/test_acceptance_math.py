@@ -10,7 +10,11 @@ import pytest
 import torch
 
 from eagle3_doctor.acceptance import (
-    expected_accept_prob, leading_ones, metrics_from_passes, tau_from_acc, walk_chain,
+    expected_accept_prob,
+    leading_ones,
+    metrics_from_passes,
+    tau_from_acc,
+    walk_chain,
 )
 
 

@@ -9,9 +9,9 @@ import json
 
 import pytest
 import torch
+from conftest import DRAFTS, PROMPTS, TARGET
 from safetensors.torch import load_file, save_file
 
-from conftest import DRAFTS, PROMPTS, TARGET
 from eagle3_doctor.doctor import acceptance, load_setup
 
 ARGS = dict(prompts_path=str(PROMPTS), num_steps=2, max_new_tokens=24, limit=4)

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 import torch
-
 from conftest import TARGET, assert_hooks_match_hidden_states
+
 from eagle3_doctor.doctor import compare_hidden, load_setup
 from eagle3_doctor.engines import arch_family
 from eagle3_doctor.errors import BadInput

@@ -6,11 +6,11 @@ import json
 
 import pytest
 import torch
+from conftest import DRAFTS, DUMP, PROMPTS, TARGET
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
-from conftest import DRAFTS, DUMP, PROMPTS, TARGET
 from eagle3_doctor.doctor import compare_hidden, load_setup
 from eagle3_doctor.draft.formats import config_to_canonical, detect_format, read_draft
 from eagle3_doctor.errors import BadInput

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import DRAFTS, DUMP, PROMPTS, ROOT, TARGET, invoke
 
 CLI = [sys.executable, "-m", "eagle3_doctor.cli"]

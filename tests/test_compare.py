@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 import torch
-
 from conftest import DRAFTS, DUMP, PROMPTS, TARGET
+
 from eagle3_doctor.doctor import compare_hidden, load_setup
 from eagle3_doctor.engines import ENGINE_VERSIONS, fix_snippet, ids_to_serve
 from eagle3_doctor.taps import TapRecorder, embed, final_norm, layer_out

@@ -7,7 +7,6 @@ import json
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 TABLE = json.loads((ROOT / "conformance" / "table.json").read_text())

@@ -10,9 +10,9 @@ import pickle
 from pathlib import Path
 
 import pytest
+from conftest import DRAFTS, TARGET, invoke
 from rich.console import Console
 
-from conftest import DRAFTS, TARGET, invoke
 from eagle3_doctor.compare import diagnose_specs
 from eagle3_doctor.engines import ENGINE_VERSIONS, resolve_serving
 from eagle3_doctor.findings import DRAFT_CONFIG, Finding, Fix, Location, config_fix

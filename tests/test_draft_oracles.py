@@ -11,10 +11,9 @@ import itertools
 import json
 import os
 
+import oracles
 import pytest
 import torch
-
-import oracles
 from conftest import DRAFTS
 
 TOL = 1e-5

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 import torch
-
-from conftest import DUMP as FIXTURE_DUMP
 from conftest import DRAFTS, ROOT, SERVING
+from conftest import DUMP as FIXTURE_DUMP
+
 from eagle3_doctor.engine_dump import compare_dumps, embed_like, load_engine_dump
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.taps import layer_out

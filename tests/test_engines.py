@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eagle3_doctor.engines import (
-    ENGINE_VERSIONS, NESTED, IDS, default_spec_llama, id_range, ids_to_serve, resolve_serving, training_spec,
+    ENGINE_VERSIONS,
+    IDS,
+    NESTED,
+    default_spec_llama,
+    id_range,
+    ids_to_serve,
+    resolve_serving,
+    training_spec,
 )
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.taps import embed, final_norm, layer_out
@@ -144,7 +151,7 @@ SMALL = 8  # a depth small enough to enumerate every id list
 SMALL_POINTS = [embed(), *(layer_out(i) for i in range(SMALL)), final_norm()]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _reachable(engine: str, version: str, family: str) -> frozenset:
     """Every spec that some list of 1..3 ids (each in the engine's id range) makes the engine feed."""
     lo, hi = id_range(engine, SMALL)

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import DRAFTS, ROOT, TARGET, invoke
+
 from eagle3_doctor.errors import EXIT_BAD_INPUT, EXIT_BUG, EXIT_TERMINATED, one_line
 
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 import torch
-
 from conftest import DRAFTS, PROMPTS, ROOT, TARGET
+
 from eagle3_doctor.fingerprint import UNDETERMINED, candidates, fingerprint, shifts
 from eagle3_doctor.taps import embed, final_norm, layer_out
 

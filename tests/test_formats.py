@@ -6,8 +6,8 @@ import json
 
 import pytest
 import torch
-
 from conftest import DRAFTS
+
 from eagle3_doctor.draft.formats import detect_format, read_draft, spec_from_info, write_draft
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.taps import embed, layer_out

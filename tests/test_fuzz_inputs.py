@@ -8,10 +8,10 @@ import os
 import string
 
 import pytest
+from conftest import DRAFTS, TARGET, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import DRAFTS, TARGET, invoke
 from eagle3_doctor import validate as v
 from eagle3_doctor.errors import BadInput
 

@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from safetensors.torch import load_file, save_file
-
 from conftest import DRAFTS, PROMPTS, ROOT, TARGET
+from safetensors.torch import load_file, save_file
 
 
 def gate_sh(draft, tmp_path, baseline=None, summary_env=None):

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 import torch
-
 from conftest import DRAFTS, TARGET
+
 from eagle3_doctor.draft.formats import read_draft
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.hub import looks_local, resolve

@@ -6,9 +6,9 @@ import json
 
 import pytest
 import torch
+from conftest import DRAFTS, TARGET
 from safetensors.torch import load_file, save_file
 
-from conftest import DRAFTS, TARGET
 from eagle3_doctor.inspect_draft import inspect
 
 

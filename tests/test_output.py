@@ -7,8 +7,8 @@ import re
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import DRAFTS, PROMPTS, TARGET, invoke
+
 from eagle3_doctor import cli
 from eagle3_doctor.findings import Finding
 

@@ -7,8 +7,8 @@ import json
 import re
 
 import pytest
-
 from conftest import DRAFTS, PROMPTS, ROOT, TARGET, invoke
+
 from eagle3_doctor import __version__
 
 jsonschema = pytest.importorskip("jsonschema")

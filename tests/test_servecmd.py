@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import invoke
+
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.servecmd import flag_table, parse_serve_cmd, parse_serve_config, parse_token_tree
 

@@ -8,9 +8,9 @@ import re
 
 import pytest
 import torch
+from conftest import DRAFTS, TARGET
 from safetensors.torch import load_file, save_file
 
-from conftest import DRAFTS, TARGET
 from eagle3_doctor.inspect_draft import inspect
 
 

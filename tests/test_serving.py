@@ -11,11 +11,16 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import DRAFTS, ROOT, SERVING, TARGET
+
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.serving import (
-    compare_to_prediction, load_counters, load_measured, measure, measure_sglang_log, wilson,
+    compare_to_prediction,
+    load_counters,
+    load_measured,
+    measure,
+    measure_sglang_log,
+    wilson,
 )
 
 SRV = SERVING

@@ -4,8 +4,8 @@ CPU stand-in for a second GPU) gives the same features, findings and accepted le
 from __future__ import annotations
 
 import pytest
-
 from conftest import DRAFTS, PROMPTS, TARGET
+
 from eagle3_doctor.doctor import acceptance, compare_hidden, load_setup
 
 pytest.importorskip("accelerate")

@@ -6,7 +6,13 @@ import numpy as np
 
 from eagle3_doctor.acceptance import metrics_from_passes, tau_from_acc
 from eagle3_doctor.stats import (
-    acceptance_counts, acceptance_intervals, bootstrap, difference_interval, paired, ratio, weights,
+    acceptance_counts,
+    acceptance_intervals,
+    bootstrap,
+    difference_interval,
+    paired,
+    ratio,
+    weights,
 )
 
 

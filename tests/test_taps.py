@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import assert_hooks_match_hidden_states
 
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.taps import (
-    TapRecorder, all_points, embed, final_norm, from_hs_index, layer_out, parse_point, parse_spec, to_hs_index,
+    TapRecorder,
+    all_points,
+    embed,
+    final_norm,
+    from_hs_index,
+    layer_out,
+    parse_point,
+    parse_spec,
+    to_hs_index,
 )
 
 

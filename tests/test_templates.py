@@ -7,11 +7,17 @@ import json
 import shutil
 
 import pytest
-
 from conftest import FIX, ROOT, TARGET
+
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.templates import (
-    Conversation, diff_conversation, load_dataset, load_requests, load_template, load_tokenizer, template_diff,
+    Conversation,
+    diff_conversation,
+    load_dataset,
+    load_requests,
+    load_template,
+    load_tokenizer,
+    template_diff,
 )
 
 CONV = FIX / "conversations"

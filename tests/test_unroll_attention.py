@@ -101,9 +101,9 @@ def test_acceptance_compile_flag_runs_the_compiled_draft_with_identical_results(
     compilation for no gain), and with a backend forced (as a GPU run compiles) the figures are eager's."""
     import json
 
+    from conftest import DRAFTS, PROMPTS, TARGET
     from typer.testing import CliRunner
 
-    from conftest import DRAFTS, PROMPTS, TARGET
     from eagle3_doctor import doctor
     from eagle3_doctor.cli import app
 

@@ -8,8 +8,8 @@ import stat
 import threading
 
 import pytest
-
 from conftest import DRAFTS, TARGET, invoke
+
 from eagle3_doctor.errors import BadInput
 from eagle3_doctor.safeio import OutputSet, write_output
 

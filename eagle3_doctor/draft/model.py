@@ -48,8 +48,9 @@ Two ways to run K steps, kept deliberately separate so one can check the other:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -103,7 +104,7 @@ class DraftConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "DraftConfig":
+    def from_dict(cls, d: dict[str, Any]) -> DraftConfig:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 

@@ -344,9 +344,8 @@ def neox_fix(cfg: Any, key: str = "rope_is_neox_style") -> Any:
     """The weight rewrite that turns a GPT-J-trained draft into the same function under NeoX RoPE:
     per head, rotary rows (0, 2, 4, ..., 1, 3, 5, ...) of q_proj and k_proj (vLLM's own
     permute_qk_weight_for_rotary for Llama 4, restricted to the rotary dims)."""
-    from .model import rope_inv_freq
-
     from ..findings import DRAFT_WEIGHTS, Fix
+    from .model import rope_inv_freq
 
     d, r = int(cfg.head_dim), 2 * int(rope_inv_freq(cfg).numel())
     nq, nkv = cfg.num_attention_heads, cfg.num_key_value_heads
@@ -420,7 +419,7 @@ def qk_norm_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str) 
     if sf is None or not cfg.qk_norm or served_qk_norm(sf.serving, info):
         return []
     row = sf.serving
-    trained = [f"trained: q_norm/k_norm over head_dim before RoPE (" + ", ".join(
+    trained = ["trained: q_norm/k_norm over head_dim before RoPE (" + ", ".join(
         b for b in (f"transformer_layer_config.model_type = {_layer_config(info.config).get('model_type')!r}"
                     if _layer_config(info.config).get("model_type") else "",
                     "weights hold self_attn.q_norm.weight / k_norm.weight"
