@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from .compare import diagnose_specs
-from .draft.formats import read_draft, spec_from_info
+from .draft.formats import DraftInfo, read_draft, spec_from_info
 from .draft.served import draft_serving
 from .engines import ENGINE_VERSIONS, ENGINES, arch_family, id_range, resolve_serving
 from .errors import BadInput
@@ -216,51 +216,49 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
     family = arch_family(tcfg)
     d, info = read_draft(draft, fmt=draft_format, device="cpu", dtype=None)
     cfg = d.config
-    out: list[Finding] = []
-    facts: list[tuple[str, str]] = [
+    facts = _size_facts(cfg, info, tcfg, family, L, tH, tV)
+    out = _weight_findings(d, info, target, tH, tV)
+    config_ids, id_findings = _layer_id_findings(info, L, engine)
+    out += id_findings
+    if L and not any(f.code == "CFG001" for f in out):  # with CFG001 the engine's capture is not defined: compare-hidden refuses those ids too
+        spec_findings, spec_facts = _capture_findings(info, engine, engine_version, family, L, config_ids)
+        out += spec_findings
+        facts += spec_facts
+    out += _position_findings(cfg, info, tcfg)
+    flag_findings, flag_facts = _dtype_and_flag_findings(info, tcfg, engine, engine_version)
+    out += flag_findings
+    facts += flag_facts
+    served_findings, served_facts = _served_findings(d, info, target, tcfg, engine, engine_version, tV)
+    out += served_findings
+    facts += served_facts
+    out += _registration_findings(info, engine)
+    draft_summary = {"path": info.path, "format": info.format, "format_reason": info.format_reason,
+                     "layer_ids": info.layer_ids, "layer_ids_key": info.layer_ids_key, "dtype": info.weight_dtype,
+                     "has_lm_head": info.has_lm_head, "has_d2t": info.has_d2t, "has_t2d": info.has_t2d,
+                     "has_embed": info.has_embed, "unexpected": info.unexpected}
+    return InspectResult(draft_summary, {"path": target, "num_layers": L, "hidden_size": tH, "vocab_size": tV, "family": family},
+                         engine, out, facts)
+
+
+def _size_facts(cfg: Any, info: DraftInfo, tcfg: dict[str, Any], family: str, L: int, tH: int, tV: int) -> list[tuple[str, str]]:
+    return [
         ("format", f"{info.format} ({info.format_reason})"),
         ("draft", f"hidden {cfg.hidden_size}, target hidden {cfg.target_hidden_size}, vocab {cfg.vocab_size}, "
                   f"draft vocab {cfg.draft_vocab_size}, {cfg.num_aux_states} aux states, {info.weight_dtype}"),
         ("target", f"{tcfg.get('architectures', ['?'])[0]} ({family}), {L} layers, hidden {tH}, vocab {tV}, "
                    f"{tcfg.get('torch_dtype') or tcfg.get('dtype')}"),
     ]
-    # ---- weights
+
+
+def _weight_findings(d: Any, info: DraftInfo, target: str, tH: int, tV: int) -> list[Finding]:
+    """DRF*: what the checkpoint's tensors say, in the order a reader fixes them (head, maps, sizes, values)."""
+    out: list[Finding] = []
     if not info.has_lm_head:
         out.append(Finding("DRF001", "the draft checkpoint has no lm_head.weight",
                            [f"weights: {', '.join(info.weight_keys[:8])}{' ...' if len(info.weight_keys) > 8 else ''}"],
                            "re-export with the head (SGLang leaves a missing head random: accept length 1.00, sgl#27908)"))
-    if not info.has_d2t and cfg.draft_vocab_size < cfg.vocab_size:
-        out.append(Finding("DRF002", f"draft vocabulary {cfg.draft_vocab_size} < target {cfg.vocab_size} but no d2t",
-                           ["vLLM then maps draft id i to target id i; SGLang builds hot_token_id = d2t + arange"],
-                           "re-export the draft with the d2t tensor from training (target_id - draft_id)",
-                           location=Location(DRAFT_WEIGHTS, "d2t")))
-    tgt_ids = torch.arange(cfg.draft_vocab_size) + d.d2t.cpu()
-    if info.has_d2t:
-        bad = ((tgt_ids < 0) | (tgt_ids >= cfg.vocab_size)).nonzero().flatten()
-        absolute = absolute_d2t(d.d2t.cpu(), d.t2d.cpu() if info.has_t2d else None, cfg.vocab_size)
-        if bad.numel():
-            ev = [f"draft ids {bad[:5].tolist()} -> target ids {tgt_ids[bad[:5]].tolist()} (vocab {cfg.vocab_size})"]
-            if absolute:
-                out.append(Finding("DRF003", "d2t holds absolute target ids, not offsets (target_id - draft_id)",
-                                   ev + [absolute], ABSOLUTE_D2T_FIX, data={"absolute_d2t": True}))
-            else:
-                out.append(Finding("DRF003", f"d2t maps {bad.numel()} draft id(s) outside the target vocabulary", ev,
-                                   "re-create d2t from the draft vocabulary used in training", location=Location(DRAFT_WEIGHTS, "d2t")))
-        elif absolute and info.has_t2d:
-            out.append(Finding("DRF003", "d2t holds absolute target ids, not offsets (target_id - draft_id)",
-                               [absolute], ABSOLUTE_D2T_FIX, data={"absolute_d2t": True}))
-        elif info.has_t2d:
-            t2d = d.t2d.cpu()
-            from_d2t = torch.zeros_like(t2d)
-            from_d2t[tgt_ids] = True
-            if not torch.equal(t2d, from_d2t) or int(t2d.sum()) != cfg.draft_vocab_size:
-                diff = (t2d != from_d2t).nonzero().flatten()
-                out.append(Finding("DRF004", f"t2d disagrees with d2t at {diff.numel()} target id(s)",
-                                   [f"t2d marks {int(t2d.sum())} ids, d2t reaches {int(from_d2t.sum())}; first differences {diff[:5].tolist()}",
-                                    "SGLang ignores t2d; tools that use it to pick training targets see another vocabulary"],
-                                   Fix("rebuild t2d from d2t: t2d[arange(draft_vocab) + d2t] = True", file=DRAFT_WEIGHTS,
-                                       key="t2d", op="rewrite", snippet="t2d = torch.zeros(vocab_size, dtype=torch.bool); "
-                                       "t2d[torch.arange(draft_vocab_size) + d2t] = True")))
+    out += _vocab_map_findings(d, info)
+    cfg = d.config
     n_aux = len(info.layer_ids) if info.layer_ids else 3  # engines feed one state per configured id, 3 by default
     if tH and cfg.fc_in_features != n_aux * tH:
         out.append(Finding("DRF005", f"fc takes {cfg.fc_in_features} inputs, the engine feeds {n_aux} aux states x target hidden {tH} = {n_aux * tH}",
@@ -282,20 +280,72 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
     if bad_w:
         out.append(Finding("DRF009", f"{len(bad_w)} draft tensor(s) hold NaN or Inf", [", ".join(bad_w[:6])],
                            "re-export from a healthy training checkpoint"))
-    if info.has_embed:
-        temb = read_target_tensor(target, ("model.embed_tokens.weight", "embed_tokens.weight"))
-        demb = d.embed_tokens.weight.detach().float() if d.embed_tokens is not None else None
-        if temb is not None and demb is not None:
-            same = temb.shape == demb.shape and torch.allclose(temb.float(), demb, atol=1e-3, rtol=1e-3)
-            if not same:
-                out.append(Finding("DRF007", "the draft ships its own embed_tokens and they differ from the target's",
-                                   [f"draft {tuple(demb.shape)} vs target {tuple(temb.shape)}",
-                                    "SGLang always uses the target's embeddings; vLLM keeps the draft's when they differ"],
-                                   "drop embed_tokens from the draft, or make sure every engine uses the same ones"))
+    out += _embedding_findings(d, info, target)
     if info.unexpected:
         out.append(Finding("DRF010", f"{len(info.unexpected)} weight(s) the {info.format} format does not use",
                            [", ".join(info.unexpected[:6])], "check the export: loaders warn about these and drop them"))
-    # ---- config lint
+    return out
+
+
+def _vocab_map_findings(d: Any, info: DraftInfo) -> list[Finding]:
+    """DRF002-DRF004: d2t/t2d, the draft-to-target vocabulary map every engine trusts as is."""
+    cfg = d.config
+    out: list[Finding] = []
+    if not info.has_d2t and cfg.draft_vocab_size < cfg.vocab_size:
+        out.append(Finding("DRF002", f"draft vocabulary {cfg.draft_vocab_size} < target {cfg.vocab_size} but no d2t",
+                           ["vLLM then maps draft id i to target id i; SGLang builds hot_token_id = d2t + arange"],
+                           "re-export the draft with the d2t tensor from training (target_id - draft_id)",
+                           location=Location(DRAFT_WEIGHTS, "d2t")))
+    tgt_ids = torch.arange(cfg.draft_vocab_size) + d.d2t.cpu()
+    if not info.has_d2t:
+        return out
+    bad = ((tgt_ids < 0) | (tgt_ids >= cfg.vocab_size)).nonzero().flatten()
+    absolute = absolute_d2t(d.d2t.cpu(), d.t2d.cpu() if info.has_t2d else None, cfg.vocab_size)
+    if bad.numel():
+        ev = [f"draft ids {bad[:5].tolist()} -> target ids {tgt_ids[bad[:5]].tolist()} (vocab {cfg.vocab_size})"]
+        if absolute:
+            out.append(Finding("DRF003", "d2t holds absolute target ids, not offsets (target_id - draft_id)",
+                               ev + [absolute], ABSOLUTE_D2T_FIX, data={"absolute_d2t": True}))
+        else:
+            out.append(Finding("DRF003", f"d2t maps {bad.numel()} draft id(s) outside the target vocabulary", ev,
+                               "re-create d2t from the draft vocabulary used in training", location=Location(DRAFT_WEIGHTS, "d2t")))
+    elif absolute and info.has_t2d:
+        out.append(Finding("DRF003", "d2t holds absolute target ids, not offsets (target_id - draft_id)",
+                           [absolute], ABSOLUTE_D2T_FIX, data={"absolute_d2t": True}))
+    elif info.has_t2d:
+        t2d = d.t2d.cpu()
+        from_d2t = torch.zeros_like(t2d)
+        from_d2t[tgt_ids] = True
+        if not torch.equal(t2d, from_d2t) or int(t2d.sum()) != cfg.draft_vocab_size:
+            diff = (t2d != from_d2t).nonzero().flatten()
+            out.append(Finding("DRF004", f"t2d disagrees with d2t at {diff.numel()} target id(s)",
+                               [f"t2d marks {int(t2d.sum())} ids, d2t reaches {int(from_d2t.sum())}; first differences {diff[:5].tolist()}",
+                                "SGLang ignores t2d; tools that use it to pick training targets see another vocabulary"],
+                               Fix("rebuild t2d from d2t: t2d[arange(draft_vocab) + d2t] = True", file=DRAFT_WEIGHTS,
+                                   key="t2d", op="rewrite", snippet="t2d = torch.zeros(vocab_size, dtype=torch.bool); "
+                                   "t2d[torch.arange(draft_vocab_size) + d2t] = True")))
+    return out
+
+
+def _embedding_findings(d: Any, info: DraftInfo, target: str) -> list[Finding]:
+    if not info.has_embed:
+        return []
+    temb = read_target_tensor(target, ("model.embed_tokens.weight", "embed_tokens.weight"))
+    demb = d.embed_tokens.weight.detach().float() if d.embed_tokens is not None else None
+    if temb is None or demb is None:
+        return []
+    same = temb.shape == demb.shape and torch.allclose(temb.float(), demb, atol=1e-3, rtol=1e-3)
+    if same:
+        return []
+    return [Finding("DRF007", "the draft ships its own embed_tokens and they differ from the target's",
+                    [f"draft {tuple(demb.shape)} vs target {tuple(temb.shape)}",
+                     "SGLang always uses the target's embeddings; vLLM keeps the draft's when they differ"],
+                    "drop embed_tokens from the draft, or make sure every engine uses the same ones")]
+
+
+def _layer_id_findings(info: DraftInfo, L: int, engine: str) -> tuple[dict[str, list[int]], list[Finding]]:
+    """CFG001/CFG002 on every layer-id list the config holds, and those lists by key (the capture check reads them)."""
+    out: list[Finding] = []
     config_ids = {}
     if info.layer_ids_key:
         config_ids[info.layer_ids_key] = info.layer_ids
@@ -311,15 +361,24 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
             out.append(Finding("CFG002", f"{key} = {ids} is not sorted",
                                ["SGLang concatenates in the listed order; vLLM, TensorRT-LLM and ModelOpt sort: the fc input is permuted in one and not the other"],
                                config_fix(f"write the ids sorted ({sorted(ids)}) and make sure training used that order", key, sorted(ids))))
-    oob_found = any(f.code == "CFG001" for f in out)
-    if L and not oob_found:  # with CFG001 the engine's capture is not defined: compare-hidden refuses those ids too
-        ec_all = info.config.get("eagle_config") if isinstance(info.config.get("eagle_config"), dict) else {}
-        serving = resolve_serving(engine, engine_version, family, L, config_ids,
-                                  use_aux_hidden_state=ec_all.get("use_aux_hidden_state", True) is not False)
-        train, where = spec_from_info(info, L, family)
-        facts.append(("trained on", f"{format_spec(train)} ({where})"))
-        facts.append((f"{serving.label} feeds", f"{format_spec(serving.spec)} ({serving.source})"))
-        out += diagnose_specs(train, where, serving)
+    return config_ids, out
+
+
+def _capture_findings(info: DraftInfo, engine: str, engine_version: str | None, family: str, L: int,
+                      config_ids: dict[str, list[int]]) -> tuple[list[Finding], list[tuple[str, str]]]:
+    """The capture points the draft was trained on against those the engine feeds, with both as facts."""
+    ec_all = info.config.get("eagle_config") if isinstance(info.config.get("eagle_config"), dict) else {}
+    serving = resolve_serving(engine, engine_version, family, L, config_ids,
+                              use_aux_hidden_state=ec_all.get("use_aux_hidden_state", True) is not False)
+    train, where = spec_from_info(info, L, family)
+    facts = [("trained on", f"{format_spec(train)} ({where})"),
+             (f"{serving.label} feeds", f"{format_spec(serving.spec)} ({serving.source})")]
+    return diagnose_specs(train, where, serving), facts
+
+
+def _position_findings(cfg: Any, info: DraftInfo, tcfg: dict[str, Any]) -> list[Finding]:
+    """CFG003/CFG004: positions the draft encodes otherwise than the target it reads states from."""
+    out: list[Finding] = []
     for key in ("rope_theta",):
         dv = info.config.get(key, (info.config.get("transformer_layer_config") or {}).get(key))
         if dv is None and isinstance(info.config.get("rope_parameters"), dict):
@@ -337,6 +396,13 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
         out.append(Finding("CFG004", f"max_position_embeddings: draft {dv}, target {tv}",
                            ["converters often copy a shorter context length; rope types that scale with it then drift"],
                            config_fix(f"set {_render(mpe_key, tv)} in the draft's config.json", mpe_key, tv)))
+    return out
+
+
+def _dtype_and_flag_findings(info: DraftInfo, tcfg: dict[str, Any], engine: str,
+                             engine_version: str | None) -> tuple[list[Finding], list[tuple[str, str]]]:
+    """CFG005/CFG006, and the forward flags the config sets as a fact."""
+    out: list[Finding] = []
     tdt = str(tcfg.get("torch_dtype") or tcfg.get("dtype") or "").replace("torch.", "")
     if tdt and info.weight_dtype and tdt != info.weight_dtype:
         out.append(Finding("CFG005", f"draft weights are {info.weight_dtype}, target is {tdt}",
@@ -356,9 +422,13 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
                            ["SGLang/vLLM/TensorRT-LLM/speculators: feed the normed state to the next draft step; SpecForge: norm before lm_head"],
                            "make sure the serving engine's reading matches how the draft was trained",
                            location=Location(DRAFT_CONFIG, "norm_output")))
-    if flags:
-        facts.append(("forward flags", ", ".join(f"{k}={v}" for k, v in flags.items())))
-    # ---- the draft's own forward as the engine runs it (issue 13)
+    facts = [("forward flags", ", ".join(f"{k}={v}" for k, v in flags.items()))] if flags else []
+    return out, facts
+
+
+def _served_findings(d: Any, info: DraftInfo, target: str, tcfg: dict[str, Any], engine: str, engine_version: str | None,
+                     tV: int) -> tuple[list[Finding], list[tuple[str, str]]]:
+    """The draft's own forward as the engine runs it (issue 13), and the flags it runs with as a fact."""
     from .draft import served
 
     version = engine_version or ENGINE_VERSIONS[engine][0]
@@ -367,20 +437,17 @@ def inspect(target: str, draft: str, *, engine: str = "sglang", engine_version: 
         target_head=read_target_tensor(target, ("lm_head.weight",)) if info.has_lm_head else None,
         target_embed=read_target_tensor(target, ("model.embed_tokens.weight", "embed_tokens.weight")) if info.has_embed else None,
         target_config=tcfg)
-    out += fwd
-    if sf is not None:
-        facts.append((f"{engine} {version} runs", ", ".join(f"{k}={served.json_bool(v)}" for k, (v, _) in sf.flags.items())
-                      + (f"; undetermined: {', '.join(sf.undetermined)}" if sf.undetermined else "")))
-    archs = set(info.config.get("architectures") or [])
-    if engine in REGISTERED and archs and not archs & REGISTERED[engine]:
-        out.append(Finding("CFG007", f"{engine} does not register {sorted(archs)} as an EAGLE-3 draft",
-                           [f"{engine} registers: {', '.join(sorted(REGISTERED[engine]))}"],
-                           config_fix(f'set "architectures": ["{PREFERRED[engine]}"] or convert the draft to the '
-                                      f'{"speculators" if engine == "vllm" else "sglang"} format', "architectures", [PREFERRED[engine]])))
-    draft_summary = {"path": info.path, "format": info.format, "format_reason": info.format_reason,
-                     "layer_ids": info.layer_ids, "layer_ids_key": info.layer_ids_key, "dtype": info.weight_dtype,
-                     "has_lm_head": info.has_lm_head, "has_d2t": info.has_d2t, "has_t2d": info.has_t2d,
-                     "has_embed": info.has_embed, "unexpected": info.unexpected}
-    return InspectResult(draft_summary, {"path": target, "num_layers": L, "hidden_size": tH, "vocab_size": tV, "family": family},
-                         engine, out, facts)
+    if sf is None:
+        return fwd, []
+    return fwd, [(f"{engine} {version} runs", ", ".join(f"{k}={served.json_bool(v)}" for k, (v, _) in sf.flags.items())
+                  + (f"; undetermined: {', '.join(sf.undetermined)}" if sf.undetermined else ""))]
 
+
+def _registration_findings(info: DraftInfo, engine: str) -> list[Finding]:
+    archs = set(info.config.get("architectures") or [])
+    if engine not in REGISTERED or not archs or archs & REGISTERED[engine]:
+        return []
+    return [Finding("CFG007", f"{engine} does not register {sorted(archs)} as an EAGLE-3 draft",
+                    [f"{engine} registers: {', '.join(sorted(REGISTERED[engine]))}"],
+                    config_fix(f'set "architectures": ["{PREFERRED[engine]}"] or convert the draft to the '
+                               f'{"speculators" if engine == "vllm" else "sglang"} format', "architectures", [PREFERRED[engine]]))]

@@ -15,10 +15,6 @@ MAX_LINES = 60
 
 # qualified name -> who splits it (code another issue is changing now)
 LONG = {
-    "inspect_draft.inspect": "issue 13 (the draft as engines run it)",
-    "draft/formats.read_draft": "issue 13",
-    "draft/served.diagnose": "issue 13",
-    "draft/formats.native_config": "issue 13",
     "gate.run_gate": "issue 18's diagnostics part (one exit_code, findings with a Fix and a location)",
     "report.render_acceptance": "issue 18's diagnostics part (report/plots split)",
     "safeio.write_output": "issue 18's diagnostics part (file writing in one I/O module)",

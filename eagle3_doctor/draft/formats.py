@@ -256,10 +256,6 @@ def read_draft(
     ``target_embed`` ([V, H], or a callable returning it) is attached when the checkpoint carries no ``embed_tokens``
     (SGLang always uses the target's embeddings: the draft's own are never loaded there).
     """
-    import torch
-
-    from .model import DraftConfig, Eagle3Draft, rope_inv_freq
-
     d = Path(path)
     if not d.is_dir():
         raise BadInput(f"draft directory {d} does not exist", "pass --draft DIR with the draft's config.json and weights")
@@ -268,13 +264,41 @@ def read_draft(
     cfg_raw = read_json_object(d / "config.json", "point --draft at a directory holding config.json and *.safetensors")
     tensors = load_safetensors_dir(d)
     keys = sorted(tensors)
-    if fmt is None:
-        fmt, why = detect_format(cfg_raw, keys)
-    else:
-        if fmt not in FORMATS:
-            raise BadInput(f"unknown draft format {fmt!r}", f"use one of {', '.join(FORMATS)}")
-        why = "forced by --draft-format"
+    fmt, why = _resolve_format(cfg_raw, keys, fmt)
+    canon_fields = _config_fields(d, fmt, cfg_raw)
+    canon = {native_to_canonical_name(k): v for k, v in tensors.items()}
+    _fields_from_weights(canon_fields, canon)
+    cfg, draft = _meta_draft(d, canon_fields)
+    missing, unexpected = _check_weights(d, fmt, draft, canon)
+    weight_dtype = canon["fc.weight"].dtype
+    target_dtype = dtype or weight_dtype
+    draft = _materialise(draft, cfg, canon, device, target_dtype)
+    has_embed = _attach_embeddings(draft, cfg, canon, target_embed, device, target_dtype)
+    all_ids = _find_layer_ids(cfg_raw)
+    native = _native_ids_key(fmt)
+    ids = all_ids.get(native) if native else None
+    others = {k: v for k, v in all_ids.items() if k != native}
+    info = DraftInfo(
+        path=str(d), format=fmt, format_reason=why, config=cfg_raw,
+        layer_ids=ids, layer_ids_key=native if ids is not None else None,
+        other_layer_id_keys=others, weight_keys=keys, missing=missing, unexpected=unexpected,
+        has_lm_head="lm_head.weight" in canon, has_embed=has_embed, has_d2t="d2t" in canon, has_t2d="t2d" in canon,
+        weight_dtype=str(weight_dtype).replace("torch.", ""),
+    )
+    draft.eval()
+    return draft, info
 
+
+def _resolve_format(cfg_raw: dict[str, Any], keys: list[str], fmt: str | None) -> tuple[str, str]:
+    if fmt is None:
+        return detect_format(cfg_raw, keys)
+    if fmt not in FORMATS:
+        raise BadInput(f"unknown draft format {fmt!r}", f"use one of {', '.join(FORMATS)}")
+    return fmt, "forced by --draft-format"
+
+
+def _config_fields(d: Path, fmt: str, cfg_raw: dict[str, Any]) -> dict[str, Any]:
+    """DraftConfig fields from config.json, refusing a config too incomplete to size the module."""
     canon_fields = config_to_canonical(fmt, cfg_raw)
     required = ("hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")
     missing_fields = [k for k in required if k not in canon_fields]
@@ -284,7 +308,11 @@ def read_draft(
             "restore the full config.json or pass the right --draft-format",
         )
     canon_fields.setdefault("num_key_value_heads", canon_fields["num_attention_heads"])
-    canon = {native_to_canonical_name(k): v for k, v in tensors.items()}
+    return canon_fields
+
+
+def _fields_from_weights(canon_fields: dict[str, Any], canon: dict[str, Any]) -> None:
+    """Fields the weights decide over the config: the module must be built to the tensors it will hold."""
     if "fc.weight" in canon:
         fc_in = canon["fc.weight"].shape[1]
         th = canon_fields.get("target_hidden_size") or canon_fields["hidden_size"]
@@ -303,6 +331,14 @@ def read_draft(
         canon_fields["fc_norm"] = True
     if "midlayer.self_attn.q_norm.weight" in canon:  # a Qwen3-style draft layer, whatever the config says
         canon_fields["qk_norm"] = True
+
+
+def _meta_draft(d: Path, canon_fields: dict[str, Any]) -> tuple[Any, Any]:
+    """(DraftConfig, Eagle3Draft on the meta device): the expected shapes, before any memory is spent."""
+    import torch
+
+    from .model import DraftConfig, Eagle3Draft
+
     try:
         cfg = DraftConfig.from_dict(canon_fields)
         with torch.device("meta"):
@@ -310,13 +346,16 @@ def read_draft(
     except Exception as e:  # any failure to build the module from this config means the config is unusable
         raise BadInput(f"draft config in {d} is not usable: {type(e).__name__}: {str(e)[:160]}",
                        "check config.json against the checkpoint format") from None
+    return cfg, draft
 
+
+def _check_weights(d: Path, fmt: str, draft: Any, canon: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(missing, unexpected) weight names; a shape mismatch or a missing layer weight is refused."""
     expected = {k: v for k, v in draft.state_dict().items()}
     missing = sorted(k for k in expected if k not in canon and k not in ("d2t", "t2d", "lm_head.weight"))
     unexpected = sorted(
         k for k in canon if k not in expected and k != "embed_tokens.weight"
     )
-    has_lm_head, has_d2t, has_t2d = "lm_head.weight" in canon, "d2t" in canon, "t2d" in canon
     for k, want in expected.items():
         if k in canon and tuple(canon[k].shape) != tuple(want.shape):
             raise BadInput(
@@ -329,9 +368,15 @@ def read_draft(
             + (" ..." if len(missing) > 4 else ""),
             "re-export the draft; if the names differ, pass the right --draft-format",
         )
+    return missing, unexpected
 
-    weight_dtype = canon["fc.weight"].dtype
-    target_dtype = dtype or weight_dtype
+
+def _materialise(draft: Any, cfg: Any, canon: dict[str, Any], device: str, target_dtype: Any) -> Any:
+    """The meta module given memory and the checkpoint's tensors; absent maps and head get engine-like stand-ins."""
+    import torch
+
+    from .model import rope_inv_freq
+
     draft = draft.to_empty(device=device)
     with torch.no_grad():
         for k, p in draft.state_dict().items():
@@ -342,17 +387,23 @@ def read_draft(
     draft.to(dtype=target_dtype)
     draft.d2t = draft.d2t.long()
     draft.t2d = draft.t2d.bool()
-    if not has_lm_head:
+    if "lm_head.weight" not in canon:
         # SGLang leaves the head random here (sgl#27908); we make it zeros so nothing is proposed
         # by chance and inspect reports DRF001.
         draft.lm_head.weight.data.zero_()
-    if not has_d2t:
+    if "d2t" not in canon:
         draft.d2t.zero_()  # vLLM's silent behaviour: draft id i means target id i
-    if not has_t2d:
+    if "t2d" not in canon:
         t2d = torch.zeros(cfg.vocab_size, dtype=torch.bool, device=device)
         tgt = torch.arange(cfg.draft_vocab_size, device=device) + draft.d2t
         t2d[tgt.clamp(0, cfg.vocab_size - 1)] = True
         draft.t2d = t2d
+    return draft
+
+
+def _attach_embeddings(draft: Any, cfg: Any, canon: dict[str, Any], target_embed: Any, device: str,
+                       target_dtype: Any) -> bool:
+    """Whether the draft ships its own embed_tokens; without them the target's are attached, if given."""
     has_embed = "embed_tokens.weight" in canon
     if has_embed:
         draft.set_embeddings(canon["embed_tokens.weight"].to(device=device, dtype=target_dtype), own=True)
@@ -365,20 +416,7 @@ def read_draft(
                 "use a draft checkpoint that ships its own embed_tokens (speculators format) for this target",
             )
         draft.set_embeddings(target_embed.to(device=device, dtype=target_dtype), own=False)
-
-    all_ids = _find_layer_ids(cfg_raw)
-    native = _native_ids_key(fmt)
-    ids = all_ids.get(native) if native else None
-    others = {k: v for k, v in all_ids.items() if k != native}
-    info = DraftInfo(
-        path=str(d), format=fmt, format_reason=why, config=cfg_raw,
-        layer_ids=ids, layer_ids_key=native if ids is not None else None,
-        other_layer_id_keys=others, weight_keys=keys, missing=missing, unexpected=unexpected,
-        has_lm_head=has_lm_head, has_embed=has_embed, has_d2t=has_d2t, has_t2d=has_t2d,
-        weight_dtype=str(weight_dtype).replace("torch.", ""),
-    )
-    draft.eval()
-    return draft, info
+    return has_embed
 
 
 # --------------------------------------------------------------------------- write
@@ -418,59 +456,68 @@ def native_config(
         raise BadInput(f"the {fmt} format has no draft layer with q_norm/k_norm (SGLang and SpecForge draft with "
                        "a Llama layer)", "write the speculators format instead")
     if fmt == "sglang":
-        c = _llama_config(cfg)
-        ec: dict[str, Any] = {"use_aux_hidden_state": True, "norm_before_fc": cfg.norm_before_fc}
-        if spec is not None:
-            ec[IDS_KEY] = spec_to_ids("sglang", spec, _need_layers(num_layers))
-        if cfg.norm_output:
-            raise BadInput("the sglang (SpecForge 0.2.0) format cannot record norm_output in the "
-                           "feed-the-normed-state sense: SpecForge reads that key as 'norm before lm_head'",
-                           "write the speculators format instead")
-        c.update(
-            architectures=["LlamaForCausalLMEagle3"], draft_vocab_size=cfg.draft_vocab_size,
-            target_hidden_size=cfg.target_hidden_size, eagle_config=ec,
-        )
-        if cfg.fc_norm:
-            c["fc_norm"] = True
-        if cfg.norm_before_residual:
-            c["norm_before_residual"] = True
-        if not cfg.norm_before_lm_head:
-            c["norm_output"] = False  # SpecForge 0.2.0's key for "no norm before lm_head"
-        return c
+        return _sglang_config(cfg, spec, num_layers)
     if fmt == "speculators":
-        if not cfg.norm_before_lm_head:
-            raise BadInput("the speculators format always norms before lm_head (core.py:302-306); this draft "
-                           "was trained without that norm (SpecForge norm_output=false)",
-                           "write the sglang format instead")
-        tl = _llama_config(cfg)
-        tl["architectures"] = ["LlamaForCausalLM"]
-        if cfg.qk_norm:  # speculators' Qwen3 draft layer (model_definitions.py:136-143)
-            tl.update(model_type="qwen3", architectures=["Qwen3ForCausalLM"])
-        c = {
-            "architectures": ["Eagle3Speculator"],
-            "speculators_model_type": "eagle3",
-            "speculators_version": "0.2.0",
-            "transformer_layer_config": tl,
-            "draft_vocab_size": cfg.draft_vocab_size,
-            "target_hidden_size": cfg.target_hidden_size,
-            "norm_before_residual": cfg.norm_before_residual,
-            "norm_before_fc": cfg.norm_before_fc,
-            "fc_norm": cfg.fc_norm,
-            "norm_output": cfg.norm_output,
-            "speculators_config": {
-                "algorithm": "eagle3",
-                "proposal_methods": [
-                    {"proposal_type": "greedy", "speculative_tokens": num_steps, "verifier_accept_k": 1, "accept_tolerance": 0.0}
-                ],
-                "default_proposal_method": "greedy",
-                "verifier": {"name_or_path": verifier, "architectures": ["LlamaForCausalLM"]},
-            },
-            "torch_dtype": cfg.torch_dtype or "float32",
-        }
-        if spec is not None:
-            c[IDS_KEY] = spec_to_ids("vllm", spec, _need_layers(num_layers))
-        return c
+        return _speculators_config(cfg, spec, num_layers, verifier, num_steps)
     raise ValueError(fmt)
+
+
+def _sglang_config(cfg: Any, spec: FeatureSpec | None, num_layers: int | None) -> dict[str, Any]:
+    c = _llama_config(cfg)
+    ec: dict[str, Any] = {"use_aux_hidden_state": True, "norm_before_fc": cfg.norm_before_fc}
+    if spec is not None:
+        ec[IDS_KEY] = spec_to_ids("sglang", spec, _need_layers(num_layers))
+    if cfg.norm_output:
+        raise BadInput("the sglang (SpecForge 0.2.0) format cannot record norm_output in the "
+                       "feed-the-normed-state sense: SpecForge reads that key as 'norm before lm_head'",
+                       "write the speculators format instead")
+    c.update(
+        architectures=["LlamaForCausalLMEagle3"], draft_vocab_size=cfg.draft_vocab_size,
+        target_hidden_size=cfg.target_hidden_size, eagle_config=ec,
+    )
+    if cfg.fc_norm:
+        c["fc_norm"] = True
+    if cfg.norm_before_residual:
+        c["norm_before_residual"] = True
+    if not cfg.norm_before_lm_head:
+        c["norm_output"] = False  # SpecForge 0.2.0's key for "no norm before lm_head"
+    return c
+
+
+def _speculators_config(cfg: Any, spec: FeatureSpec | None, num_layers: int | None, verifier: str | None,
+                        num_steps: int) -> dict[str, Any]:
+    if not cfg.norm_before_lm_head:
+        raise BadInput("the speculators format always norms before lm_head (core.py:302-306); this draft "
+                       "was trained without that norm (SpecForge norm_output=false)",
+                       "write the sglang format instead")
+    tl = _llama_config(cfg)
+    tl["architectures"] = ["LlamaForCausalLM"]
+    if cfg.qk_norm:  # speculators' Qwen3 draft layer (model_definitions.py:136-143)
+        tl.update(model_type="qwen3", architectures=["Qwen3ForCausalLM"])
+    c = {
+        "architectures": ["Eagle3Speculator"],
+        "speculators_model_type": "eagle3",
+        "speculators_version": "0.2.0",
+        "transformer_layer_config": tl,
+        "draft_vocab_size": cfg.draft_vocab_size,
+        "target_hidden_size": cfg.target_hidden_size,
+        "norm_before_residual": cfg.norm_before_residual,
+        "norm_before_fc": cfg.norm_before_fc,
+        "fc_norm": cfg.fc_norm,
+        "norm_output": cfg.norm_output,
+        "speculators_config": {
+            "algorithm": "eagle3",
+            "proposal_methods": [
+                {"proposal_type": "greedy", "speculative_tokens": num_steps, "verifier_accept_k": 1, "accept_tolerance": 0.0}
+            ],
+            "default_proposal_method": "greedy",
+            "verifier": {"name_or_path": verifier, "architectures": ["LlamaForCausalLM"]},
+        },
+        "torch_dtype": cfg.torch_dtype or "float32",
+    }
+    if spec is not None:
+        c[IDS_KEY] = spec_to_ids("vllm", spec, _need_layers(num_layers))
+    return c
 
 
 def _need_layers(num_layers: int | None) -> int:

@@ -442,7 +442,7 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
              target_head: Any = None, target_embed: Any = None,
              target_config: dict[str, Any] | None = None) -> tuple[list[Any], ServedForward | None]:
     """Findings where the engine runs the draft differently from how it was trained (no forward)."""
-    from ..findings import DRAFT_CONFIG, Finding, Location, config_fix
+    from ..findings import DRAFT_CONFIG, Finding, Location
 
     out: list[Any] = []
     cfg = draft.config
@@ -457,13 +457,25 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
     sf = served_forward(info, engine, version, target_vocab=target_vocab, target_has_head=target_head is not None)
     if sf is None:
         return out, None
-    row = sf.serving
     label = f"{engine} {version}"
+    out += _flag_findings(cfg, info, sf, engine, version, label)
+    out += _undetermined_findings(cfg, info, sf, label)
+    out += _weight_source_findings(draft, cfg, sf, engine, version, label, target_head, target_embed)
+    out += rope_findings(info, cfg, sf, label, target_config)
+    out += qk_norm_findings(info, cfg, sf, label)
+    return out, sf
+
+
+def _flag_findings(cfg: Any, info: Any, sf: ServedForward, engine: str, version: str, label: str) -> list[Any]:
+    """FWD001: each forward flag the engine runs at another value than training used, with the edit that aligns it."""
+    from ..findings import Finding, config_fix
+
+    out: list[Any] = []
     for flag, (value, why) in sf.flags.items():
         trained = bool(getattr(cfg, flag))
         if value == trained:
             continue
-        rule = row.flags[flag]
+        rule = sf.serving.flags[flag]
         assert rule is not None
         ev = [f"trained: {flag} = {json_bool(trained)} ({_trained_where(flag, info)})",
               f"served by {label}: {flag} = {json_bool(value)}: {why}"]
@@ -487,6 +499,13 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
                    + (f", or retrain without {flag}" if flag != "norm_before_lm_head" else ""))
         out.append(Finding("FWD001", f"{label} runs the draft with {flag} = {json_bool(value)}, it was trained with "
                                      f"{json_bool(trained)}", ev, fix, data={"flag": flag, "trained": trained, "served": value}))
+    return out
+
+
+def _undetermined_findings(cfg: Any, info: Any, sf: ServedForward, label: str) -> list[Any]:
+    from ..findings import Finding
+
+    out: list[Any] = []
     for flag in sf.undetermined:
         trained = bool(getattr(cfg, flag))
         if trained == (flag == "norm_before_lm_head"):
@@ -495,6 +514,16 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
                            [f"trained: {flag} = {json_bool(trained)} ({_trained_where(flag, info)})",
                             f"which key {label} reads for {flag} is not pinned to a source (see draft/served.py)"],
                            f"check that the engine logs or applies {flag}, or name a modelled version with --engine-version"))
+    return out
+
+
+def _weight_source_findings(draft: Any, cfg: Any, sf: ServedForward, engine: str, version: str, label: str,
+                            target_head: Any, target_embed: Any) -> list[Any]:
+    """FWD003/FWD004: trained weights the engine swaps for the target's or for embed_tokens."""
+    from ..findings import Finding, config_fix
+
+    out: list[Any] = []
+    row = sf.serving
     newest = _newest(engine)
     up = f"upgrade to a release with {row.weights_fixed_by}" + (
         f" (--engine-version {newest} models one)" if newest != version else "")
@@ -520,6 +549,4 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
                             + ("" if shape_ok else f"; embed_tokens has {cfg.vocab_size} rows, the draft vocabulary "
                                                    f"{cfg.draft_vocab_size}")],
                            config_fix('set "tie_word_embeddings": false in the draft\'s config.json', "tie_word_embeddings", False)))
-    out += rope_findings(info, cfg, sf, label, target_config)
-    out += qk_norm_findings(info, cfg, sf, label)
-    return out, sf
+    return out
