@@ -98,7 +98,7 @@ Target = Annotated[str, typer.Option("--target", "-t", help="Target model: local
 Draft = Annotated[Optional[str], typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
 DraftFormat = Annotated[Optional[str], typer.Option("--draft-format", metavar="[" + "|".join(FORMAT_CHOICES) + "]", help="Force the draft format: eagle, sglang or speculators (default: detect).")]
 Engine = Annotated[str, typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle.")]
-EngineVersion = Annotated[Optional[str], typer.Option("--engine-version", metavar="VERSION", help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; trtllm 1.2|1.2-two-model.")]
+EngineVersion = Annotated[Optional[str], typer.Option("--engine-version", metavar="VERSION", help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; modelopt any release from 0.35.0; trtllm 1.2|1.2-two-model.")]
 RequiredDraft = Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
 LayerIds = Annotated[Optional[str], typer.Option("--layer-ids", help="Try these serving ids (as the engine's key would hold them) without editing files, e.g. 1,3,4.")]
 TrainRecipe = Annotated[Optional[str], typer.Option("--train-recipe", help="How training features were made: hf-hidden-states:I,J,K | eagle-default | specforge[:ids] | speculators[:ids] | modelopt[:ids] | spec:POINTS. Default: what the draft config declares.")]
