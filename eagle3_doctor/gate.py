@@ -248,17 +248,10 @@ def run_gate(*, target: str, draft: str, policy: Policy, prompts: str | None, ba
              trust_remote_code: bool = False, train_recipe: str | None = None,
              train_dump: str | None = None) -> GateResult:
     """train_recipe / train_dump override the policy's [training] table (a flag names one side, so it replaces both)."""
-    import json
-
     from .doctor import acceptance, compare_hidden, load_setup
     from .inspect_draft import inspect
 
-    if train_recipe and train_dump:
-        raise BadInput("both --train-recipe and --train-dump given", "pass one: the dump is the stronger evidence")
-    if not train_recipe and not train_dump:
-        train_recipe, train_dump = policy.train_recipe(), policy.training.get("dump")
-    if train_dump and not Path(train_dump).exists():
-        raise BadInput(f"training dump {train_dump} not found", "pass the SpecForge dump directory (relative paths: from the working directory)")
+    train_recipe, train_dump = _training_side(policy, train_recipe, train_dump)
     ins = inspect(target, draft, engine=policy.engine, engine_version=policy.engine_version, draft_format=draft_format)
     setup = load_setup(target=target, draft=draft, draft_format=draft_format, engine=policy.engine,
                        engine_version=policy.engine_version, train_recipe=train_recipe, dtype=dtype, device=device,
@@ -266,27 +259,65 @@ def run_gate(*, target: str, draft: str, policy: Policy, prompts: str | None, ba
     cmp = compare_hidden(setup, prompts_path=prompts, train_dump=train_dump, limit=policy.limit)
     acc = acceptance(setup, prompts_path=prompts, num_steps=policy.num_steps, max_new_tokens=policy.max_new_tokens,
                      limit=policy.limit)
-    fp, fp_findings = None, []
-    if policy.fingerprint and setup.draft is not None:
-        from .fingerprint import fingerprint
-
-        fp = fingerprint(setup, prompts_path=prompts, num_steps=policy.fingerprint_steps,
-                         max_new_tokens=policy.max_new_tokens, limit=policy.limit)
-        fp_findings = fingerprint_findings(fp, setup)
+    fp, fp_findings = _gate_fingerprint(setup, policy, prompts)
     independent = bool(train_recipe or train_dump or (fp is not None and fp.determined))
     own = [] if independent else [training_side_finding(setup, policy)]
-    # one finding per code and title: inspect and compare-hidden both diagnose the capture points
-    seen, findings = set(), []
-    for f in own + fp_findings + ins.findings + cmp.findings + acc.findings:
-        if (f.code, f.title) not in seen:
-            seen.add((f.code, f.title))
-            findings.append(f)
+    findings = _unique(own + fp_findings + ins.findings + cmp.findings + acc.findings)
     m = _metric(acc.paths, policy.num_steps)
     m["slot_cosine"] = [s.cos_mean for s in cmp.slots]
-    checks = []
+    checks = [_severity_check(findings, policy)]
+    checks += _threshold_checks(m, policy, acc, findings)
+    if baseline:
+        checks += _baseline_checks(m, _load_baseline(baseline), baseline, policy, findings)
+    # the severity check is made after GATE001 joins, so a policy failing on warnings sees everything
+    checks[0] = _severity_check(findings, policy)
+    m["training_source"] = cmp.train_source
+    sections = {"inspect": ins.to_dict(), "compare": cmp.to_dict(), "acceptance": acc.to_dict(),
+                "fingerprint": fp.to_dict() if fp is not None else None}
+    return GateResult(policy, checks, findings, m, sections)
+
+
+def _training_side(policy: Policy, train_recipe: str | None, train_dump: str | None) -> tuple[str | None, str | None]:
+    """The training evidence to compare against: the flags, else the policy's [training] table."""
+    if train_recipe and train_dump:
+        raise BadInput("both --train-recipe and --train-dump given", "pass one: the dump is the stronger evidence")
+    if not train_recipe and not train_dump:
+        train_recipe, train_dump = policy.train_recipe(), policy.training.get("dump")
+    if train_dump and not Path(train_dump).exists():
+        raise BadInput(f"training dump {train_dump} not found", "pass the SpecForge dump directory (relative paths: from the working directory)")
+    return train_recipe, train_dump
+
+
+def _gate_fingerprint(setup: Any, policy: Policy, prompts: str | None) -> tuple[Any, list[Finding]]:
+    """The capture-point fingerprint and its findings, when the policy asks for it and a draft loaded."""
+    if not (policy.fingerprint and setup.draft is not None):
+        return None, []
+    from .fingerprint import fingerprint
+
+    fp = fingerprint(setup, prompts_path=prompts, num_steps=policy.fingerprint_steps,
+                     max_new_tokens=policy.max_new_tokens, limit=policy.limit)
+    return fp, fingerprint_findings(fp, setup)
+
+
+def _unique(findings: list[Finding]) -> list[Finding]:
+    """One finding per code and title: inspect and compare-hidden both diagnose the capture points."""
+    seen, out = set(), []
+    for f in findings:
+        if (f.code, f.title) not in seen:
+            seen.add((f.code, f.title))
+            out.append(f)
+    return out
+
+
+def _severity_check(findings: list[Finding], policy: Policy) -> Check:
     blocking = at_or_above(findings, policy.fail_on)
-    checks.append(Check(f"no findings at or above {policy.fail_on}", float(len(blocking)), 0.0, not blocking,
-                        ", ".join(f.code for f in blocking)))
+    return Check(f"no findings at or above {policy.fail_on}", float(len(blocking)), 0.0, not blocking,
+                 ", ".join(f.code for f in blocking))
+
+
+def _threshold_checks(m: dict[str, Any], policy: Policy, acc: Any, findings: list[Finding]) -> list[Check]:
+    """The policy's absolute floors (slot cosine, step-1 accuracy, tau); a failed accuracy floor adds ACC003 to findings."""
+    checks = []
     if policy.min_cosine is not None:
         worst = min(m["slot_cosine"]) if m["slot_cosine"] else float("nan")
         checks.append(Check("min slot cosine", worst, policy.min_cosine, worst >= policy.min_cosine))
@@ -301,34 +332,40 @@ def run_gate(*, target: str, draft: str, policy: Policy, prompts: str | None, ba
                                     [how, "serving features: " + ", ".join(acc.settings.get("serving_spec") or [])],
                                     "find the cause with the findings above (eagle3-doctor acceptance); "
                                     "replay more prompts if the interval is wide", data={"decided_on": policy.decide_on}))
-    if baseline:
-        p = Path(baseline)
-        if not p.is_file():
-            raise BadInput(f"baseline {p} not found", "pass the JSON written by an earlier `gate --json`")
-        try:
-            base = json.loads(p.read_text())["metrics"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise BadInput(f"baseline {p} is not a gate JSON (no 'metrics')", "pass the JSON written by `gate --json`") from None
-        tol = policy.max_regression if policy.max_regression is not None else 0.0
-        for key in ("step1_accuracy", "tau", "mean_acceptance_length"):
-            if key not in base or base[key] is None or math.isnan(base[key]):
-                continue
-            drop, how = _drop(m, base, key, policy)
-            ok = drop <= tol
-            checks.append(Check(f"{key} vs baseline", m[key], base[key] - tol, ok, f"baseline {base[key]:.4f}, drop {drop:+.4f}, {how}"))
-            if not ok:
-                findings.append(Finding("GATE001", f"{key} regressed by {drop:.4f} (allowed {tol}; {how.split(':')[0]})",
-                                        [f"baseline {base[key]:.4f} ({p}), now {m[key]:.4f}", how],
-                                        "compare the new checkpoint's training run with the baseline's",
-                                        data={"decided_on": policy.decide_on}))
-    # the severity check is made after GATE001 joins, so a policy failing on warnings sees everything
-    blocking = at_or_above(findings, policy.fail_on)
-    checks[0] = Check(f"no findings at or above {policy.fail_on}", float(len(blocking)), 0.0, not blocking,
-                      ", ".join(f.code for f in blocking))
-    m["training_source"] = cmp.train_source
-    sections = {"inspect": ins.to_dict(), "compare": cmp.to_dict(), "acceptance": acc.to_dict(),
-                "fingerprint": fp.to_dict() if fp is not None else None}
-    return GateResult(policy, checks, findings, m, sections)
+    return checks
+
+
+def _load_baseline(baseline: str) -> dict[str, Any]:
+    """The metrics of an earlier `gate --json`."""
+    import json
+
+    p = Path(baseline)
+    if not p.is_file():
+        raise BadInput(f"baseline {p} not found", "pass the JSON written by an earlier `gate --json`")
+    try:
+        return json.loads(p.read_text())["metrics"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise BadInput(f"baseline {p} is not a gate JSON (no 'metrics')", "pass the JSON written by `gate --json`") from None
+
+
+def _baseline_checks(m: dict[str, Any], base: dict[str, Any], baseline: str, policy: Policy,
+                     findings: list[Finding]) -> list[Check]:
+    """Regression against the baseline within policy.max_regression; a regression adds GATE001 to findings."""
+    p = Path(baseline)
+    checks = []
+    tol = policy.max_regression if policy.max_regression is not None else 0.0
+    for key in ("step1_accuracy", "tau", "mean_acceptance_length"):
+        if key not in base or base[key] is None or math.isnan(base[key]):
+            continue
+        drop, how = _drop(m, base, key, policy)
+        ok = drop <= tol
+        checks.append(Check(f"{key} vs baseline", m[key], base[key] - tol, ok, f"baseline {base[key]:.4f}, drop {drop:+.4f}, {how}"))
+        if not ok:
+            findings.append(Finding("GATE001", f"{key} regressed by {drop:.4f} (allowed {tol}; {how.split(':')[0]})",
+                                    [f"baseline {base[key]:.4f} ({p}), now {m[key]:.4f}", how],
+                                    "compare the new checkpoint's training run with the baseline's",
+                                    data={"decided_on": policy.decide_on}))
+    return checks
 
 
 def _drop(m: dict[str, Any], base: dict[str, Any], key: str, policy: Policy) -> tuple[float, str]:

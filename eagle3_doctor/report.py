@@ -119,12 +119,30 @@ def _bar(x: float, width: int = 30) -> str:
 
 
 def render_acceptance(console: Console, run: Any) -> None:
-    s = run.settings
+    _acceptance_settings(console, run.settings)
+    console.print(_acceptance_table(run))
+    _acceptance_per_path(console, run)
+    _acceptance_reference(console, run)
+    if run.scan:
+        _acceptance_scan(console, run.scan)
+    for note in run.notes:
+        console.print(f"note: {note}", style="dim", markup=False)
+    console.print()
+    render_findings(console, run.findings, "acceptance under the serving features matches the training features")
+
+
+def _acceptance_settings(console: Console, s: dict[str, Any]) -> None:
+    """What was replayed: target, engine, K, data size, and the two feature sets."""
     console.print(f"[bold]target[/bold] {escape(str(s['target']))}  [bold]engine[/bold] {escape(str(s['engine']))}  K={s['num_steps']}  "
                   f"continuation={s['continuation']}  {s['sequences']} sequences / {s['tokens']} tokens  {s['dtype']} on {s['device']}")
     console.print(f"serving features: {', '.join(s['serving_spec'])}  ({s['serving_source']})", markup=False)
     if s.get("training_spec"):
         console.print(f"training features: {', '.join(s['training_spec'])}  ({s['training_source']})", markup=False)
+
+
+def _acceptance_table(run: Any) -> Table:
+    """One column per feature path, one row per metric in each engine's convention."""
+    s = run.settings
     t = Table(title="acceptance by feature path")
     t.add_column("metric", overflow="fold")
     names = list(run.paths)
@@ -155,9 +173,14 @@ def render_acceptance(console: Console, run: Any) -> None:
                 lambda p, k=k: _fmt(p["tree"]["per_position_rate"][k]) if "per_position_rate" in p.get("tree", {}) else "-")
     if any("temperature" in run.paths[n] for n in names):
         row(f"T={s['temperature']} ({s['temperature_mode']}): expected length", lambda p: _fmt(p.get("temperature", {}).get("expected_mean_acceptance_length", float("nan"))))
-    console.print(t)
+    return t
+
+
+def _acceptance_per_path(console: Console, run: Any) -> None:
+    """Per feature path: intervals over prompts, per-position bars, triage hints; then the tree note."""
     from .stats import interval_lines
 
+    names = list(run.paths)
     for n in names:  # issue 14: the noise over prompts beside every figure a decision rests on
         for i, line in enumerate(interval_lines(run.paths[n].get("intervals"))):
             console.print(f"{n}: {line}" if i == 0 else f"  {line}", markup=False, highlight=False, soft_wrap=True)
@@ -169,30 +192,34 @@ def render_acceptance(console: Console, run: Any) -> None:
     for n in names:
         for hint in run.paths[n].get("triage", []):
             console.print(f"hint ({n}): {hint}", markup=False, soft_wrap=True)
-    if s.get("tree_note"):
-        console.print(f"note: {s['tree_note']}", style="dim", markup=False)
-    if run.reference is not None:
-        r = run.reference
-        verdict = "[green]agrees exactly[/green]" if r["agrees_with_estimator"] else "[red]DISAGREES[/red]"
-        console.print(f"reference sequential loop: mean acceptance length {r['chain'].get('mean_acceptance_length', float('nan')):.3f}; "
-                      f"per-prompt accepted lengths {verdict} with the estimator")
-        if r.get("tree"):
-            tv = "[green]agrees exactly[/green]" if r["tree"]["agrees_with_estimator"] else "[red]DISAGREES[/red]"
-            console.print(f"reference tree-verify loop: mean acceptance length "
-                          f"{r['tree']['metrics'].get('mean_acceptance_length', float('nan')):.3f}; per-pass accepted depths {tv} "
-                          "with the tree estimator")
-    if run.scan:
-        st = Table(title="capture-point scan (step-1 accuracy, teacher-forced)")
-        st.add_column("rank")
-        st.add_column("features")
-        st.add_column("step-1 acc", justify="right")
-        for i, r in enumerate(run.scan[:10]):
-            st.add_row(str(i + 1), ", ".join(r["spec"]), f"{r['step1_acc']:.3f}")
-        console.print(st)
-    for note in run.notes:
-        console.print(f"note: {note}", style="dim", markup=False)
-    console.print()
-    render_findings(console, run.findings, "acceptance under the serving features matches the training features")
+    if run.settings.get("tree_note"):
+        console.print(f"note: {run.settings['tree_note']}", style="dim", markup=False)
+
+
+def _acceptance_reference(console: Console, run: Any) -> None:
+    """Whether the reference sequential (and tree-verify) loops agree with the estimator."""
+    if run.reference is None:
+        return
+    r = run.reference
+    verdict = "[green]agrees exactly[/green]" if r["agrees_with_estimator"] else "[red]DISAGREES[/red]"
+    console.print(f"reference sequential loop: mean acceptance length {r['chain'].get('mean_acceptance_length', float('nan')):.3f}; "
+                  f"per-prompt accepted lengths {verdict} with the estimator")
+    if r.get("tree"):
+        tv = "[green]agrees exactly[/green]" if r["tree"]["agrees_with_estimator"] else "[red]DISAGREES[/red]"
+        console.print(f"reference tree-verify loop: mean acceptance length "
+                      f"{r['tree']['metrics'].get('mean_acceptance_length', float('nan')):.3f}; per-pass accepted depths {tv} "
+                      "with the tree estimator")
+
+
+def _acceptance_scan(console: Console, scan: list[dict[str, Any]]) -> None:
+    """The capture-point scan's ten best feature sets."""
+    st = Table(title="capture-point scan (step-1 accuracy, teacher-forced)")
+    st.add_column("rank")
+    st.add_column("features")
+    st.add_column("step-1 acc", justify="right")
+    for i, r in enumerate(scan[:10]):
+        st.add_row(str(i + 1), ", ".join(r["spec"]), f"{r['step1_acc']:.3f}")
+    console.print(st)
 
 
 # --------------------------------------------------------------------------- Markdown reports

@@ -142,15 +142,33 @@ def write_output(path: str | os.PathLike, data: bytes) -> None:
     beside them and renamed, with the mode a plain open() would give (the umask respected).
     """
     if str(path) == "-":
-        out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
-        if out is not None:
-            out.write(data)
-            out.flush()
-        else:  # a text-only stdout (a test runner's capture)
-            sys.stdout.write(data.decode("utf-8", "replace"))
-            sys.stdout.flush()
+        _write_stdout(data)
         return
     p = Path(path)
+    st = _stat_target(p)
+    if st is not None and _write_into_own_stream_or_kernel_file(p, st, data):
+        return
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        _write_into_special(p, st, data)
+        return
+    if p.is_symlink():
+        p = Path(os.path.realpath(p))
+    atomic_write_bytes(p, data)
+
+
+def _write_stdout(data: bytes) -> None:
+    """``-``: the bytes to stdout, through its binary buffer when it has one."""
+    out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
+    if out is not None:
+        out.write(data)
+        out.flush()
+    else:  # a text-only stdout (a test runner's capture)
+        sys.stdout.write(data.decode("utf-8", "replace"))
+        sys.stdout.flush()
+
+
+def _stat_target(p: Path) -> os.stat_result | None:
+    """The output path's stat (None when it does not exist yet); a directory or a file parent is refused."""
     try:
         st = os.stat(p)
     except FileNotFoundError:
@@ -159,42 +177,46 @@ def write_output(path: str | os.PathLike, data: bytes) -> None:
         raise BadInput(f"{p} cannot be created: a parent is a file, not a directory", "pass a path in a directory") from None
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise BadInput(f"{p} is a directory", "pass a file path")
-    if st is not None:
-        # /dev/stdout (or /proc/self/fd/N) redirected to a file: append through our own descriptor;
-        # replacing or truncating that file would lose what was already written to it
-        for fd, stream in ((1, sys.stdout), (2, sys.stderr)):
-            try:
-                own = os.fstat(fd)
-            except OSError:
-                continue
-            if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
-                if stream is not None:
-                    stream.flush()
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                return
-        if os.path.realpath(p).startswith(("/proc/", "/dev/")):
-            st = os.stat(p)  # a kernel-provided path is written into, never renamed over
-            if stat.S_ISREG(st.st_mode):
-                with open(p, "r+b") as f:
-                    f.seek(0, os.SEEK_END)
-                    f.write(data)
-                return
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        flags = os.O_WRONLY | (os.O_NONBLOCK if stat.S_ISFIFO(st.st_mode) else 0)
+    return st
+
+
+def _write_into_own_stream_or_kernel_file(p: Path, st: os.stat_result, data: bytes) -> bool:
+    """Append to our own stdout/stderr file or a kernel-provided regular file; True when written."""
+    # /dev/stdout (or /proc/self/fd/N) redirected to a file: append through our own descriptor;
+    # replacing or truncating that file would lose what was already written to it
+    for fd, stream in ((1, sys.stdout), (2, sys.stderr)):
         try:
-            fd = os.open(p, flags)
-        except OSError as e:
-            raise BadInput(f"cannot write into {p} ({e.strerror})", "give a regular file path, or start the reader first") from None
-        with os.fdopen(fd, "wb") as f:
-            if stat.S_ISFIFO(st.st_mode):
-                os.set_blocking(fd, True)  # opened without waiting; now let the reader take it at its pace
-            f.write(data)
-        return
-    if p.is_symlink():
-        p = Path(os.path.realpath(p))
-    atomic_write_bytes(p, data)
+            own = os.fstat(fd)
+        except OSError:
+            continue
+        if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
+            if stream is not None:
+                stream.flush()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            return True
+    if os.path.realpath(p).startswith(("/proc/", "/dev/")):
+        st = os.stat(p)  # a kernel-provided path is written into, never renamed over
+        if stat.S_ISREG(st.st_mode):
+            with open(p, "r+b") as f:
+                f.seek(0, os.SEEK_END)
+                f.write(data)
+            return True
+    return False
+
+
+def _write_into_special(p: Path, st: os.stat_result, data: bytes) -> None:
+    """A device or FIFO is written into; a FIFO without a reader is refused rather than waited on."""
+    flags = os.O_WRONLY | (os.O_NONBLOCK if stat.S_ISFIFO(st.st_mode) else 0)
+    try:
+        fd = os.open(p, flags)
+    except OSError as e:
+        raise BadInput(f"cannot write into {p} ({e.strerror})", "give a regular file path, or start the reader first") from None
+    with os.fdopen(fd, "wb") as f:
+        if stat.S_ISFIFO(st.st_mode):
+            os.set_blocking(fd, True)  # opened without waiting; now let the reader take it at its pace
+        f.write(data)
 
 
 def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
