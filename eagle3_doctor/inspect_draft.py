@@ -46,7 +46,7 @@ class InspectResult:
 
 def read_target_config(target: str) -> dict[str, Any]:
     p = Path(target)
-    from .validate import looks_local
+    from .checks import looks_local
 
     if p.exists() or looks_local(target):
         from .target import read_local_config

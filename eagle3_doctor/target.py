@@ -99,8 +99,8 @@ def read_local_config(name_or_path: str) -> dict[str, Any] | None:
         return None
     if not p.is_dir():
         raise BadInput(f"--target {p} is a file, not a model directory", "point --target at the directory with config.json")
+    from .checks import check_target
     from .safeio import read_json_object
-    from .validate import check_target
 
     cfg = p / "config.json"
     data = read_json_object(cfg, "point --target at a Hugging Face model directory (config.json + weights)")
@@ -132,7 +132,7 @@ def load_target(
     hf_logging.set_verbosity_error()  # our own output is the report; keep loader chatter out of it
     hf_logging.disable_progress_bar()
     local_cfg = read_local_config(name_or_path)
-    from .validate import looks_local
+    from .checks import looks_local
 
     if local_cfg is None and looks_local(name_or_path):  # a mistyped local path never goes to the hub
         raise BadInput(f"target directory {name_or_path} does not exist", "pass --target DIR or a hub id like org/name")

@@ -54,3 +54,113 @@ def test_the_walk_measures_def_to_last_line(tmp_path):
         "def f(a,\n      b):\n    return a\n\n\nclass C:\n    @staticmethod\n    def m():\n"
         "        def inner():\n            pass\n        return inner\n")
     assert sorted(_functions(tmp_path)) == [("sub/m.C.m", 4), ("sub/m.C.m.inner", 2), ("sub/m.f", 3)]
+
+
+# ----------------------------------------------------------------------------- import graph
+
+
+def _import_graph(root: Path = PKG, package: str = "eagle3_doctor") -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(module-level edges, all edges) between the package's modules, by dotted name ('' is the package).
+
+    Read with ``ast`` from ``from .x import y``, ``from ..x import y``, ``from . import x``,
+    ``import eagle3_doctor.x`` and ``from eagle3_doctor.x import y``; ``from m import name`` adds an
+    edge to ``m.name`` too when that is a module. An import inside a function (or lambda) body is lazy:
+    it goes into the second map only. An import under ``if TYPE_CHECKING:`` counts as module-level.
+    """
+    files = {}
+    for f in sorted(root.rglob("*.py")):
+        parts = list(f.relative_to(root).with_suffix("").parts)
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    top: dict[str, set[str]] = {m: set() for m in files}
+    every: dict[str, set[str]] = {m: set() for m in files}
+
+    def targets(node: ast.Import | ast.ImportFrom, mod: str, is_pkg: bool) -> list[str]:
+        if isinstance(node, ast.Import):
+            return [a.name for a in node.names]
+        if node.level:
+            here = mod.split(".") if mod else []
+            here = here if is_pkg else here[:-1]
+            base = [package] + here[:len(here) - (node.level - 1)]
+        else:
+            base = []
+        m = ".".join(base + ([node.module] if node.module else []))
+        return [m] + [f"{m}.{a.name}" for a in node.names]
+
+    for mod, f in files.items():
+        is_pkg = f.name == "__init__.py"
+        stack: list[tuple[ast.AST, bool]] = [(ast.parse(f.read_text(encoding="utf-8")), False)]
+        while stack:
+            node, lazy = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    for t in targets(child, mod, is_pkg):
+                        name = "" if t == package else t[len(package) + 1:] if t.startswith(package + ".") else None
+                        if name is not None and name in files and name != mod:
+                            every[mod].add(name)
+                            if not lazy:
+                                top[mod].add(name)
+                stack.append((child, lazy or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))))
+    return top, every
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path [a, b, ..., a], or None."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    path: list[str] = []
+
+    def visit(v: str) -> list[str] | None:
+        state[v] = 1
+        path.append(v)
+        for w in sorted(graph[v]):
+            if state.get(w) == 1:
+                return path[path.index(w):] + [w]
+            if w not in state and (found := visit(w)):
+                return found
+        path.pop()
+        state[v] = 2
+        return None
+
+    for v in sorted(graph):
+        if v not in state and (found := visit(v)):
+            return found
+    return None
+
+
+def test_no_import_cycles():
+    """No cycle among module-level imports, and none when lazy (function-level) imports count too.
+
+    A module-level cycle can fail at import time (a partly initialised module); a lazy import cannot,
+    since it runs after every module has loaded. Lazy imports count here all the same: they exist to
+    keep torch off the fast paths, not to let a low-level module reach up into the preflight or the
+    CLI, and the package's layering (cli -> library -> report) holds for them as well.
+    """
+    top, every = _import_graph()
+    assert len(every) > 20 and sum(map(len, every.values())) > 50, "the import walk found too little: it is broken"
+    assert (c := _cycle(top)) is None, "module-level import cycle: " + " -> ".join(c)
+    assert (c := _cycle(every)) is None, "import cycle (function-level imports included): " + " -> ".join(c)
+
+
+def test_layering():
+    """Nothing imports the CLI; only the CLI imports the preflight (validate); readers use checks."""
+    _, every = _import_graph()
+    assert not [m for m, t in every.items() if "cli" in t], "the CLI is the top: no module may import it"
+    assert sorted(m for m, t in every.items() if "validate" in t) == ["cli"], "validate is the CLI's preflight"
+    assert not every["checks"] - {"errors", "safeio"}, "checks is low-level: errors and safeio only"
+
+
+def test_the_import_walk_sees_every_form(tmp_path):
+    """The graph reader itself: relative, absolute and lazy imports, submodules named in from-imports."""
+    pkg = tmp_path / "p"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .b import x\nimport p.c\n\ndef f():\n    from . import d\n")
+    (pkg / "b.py").write_text("from p.sub import e\nx = 1\n")
+    (pkg / "c.py").write_text("")
+    (pkg / "d.py").write_text("from .a import f\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "e.py").write_text("from ..c import y\n")
+    top, every = _import_graph(pkg, "p")
+    assert top["a"] == {"b", "c"} and every["a"] == {"b", "c", "d", ""}
+    assert top["b"] == {"sub", "sub.e"} and top["sub.e"] == {"c"}
+    assert _cycle(top) is None
+    assert _cycle(every) == ["a", "d", "a"]

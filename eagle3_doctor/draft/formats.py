@@ -175,7 +175,7 @@ def config_to_canonical(fmt: str, c: dict[str, Any]) -> dict[str, Any]:
 
 def _find_layer_ids(c: dict[str, Any]) -> dict[str, list[int]]:
     """Every place a layer-id list sits in a config, by dotted key (each a list of integers)."""
-    from ..validate import check_draft_layer_ids
+    from ..checks import check_draft_layer_ids
 
     check_draft_layer_ids(c, "config.json")
     found: dict[str, list[int]] = {}
