@@ -570,7 +570,8 @@ class Measurement:
         L = setup.target.num_layers
         self.cands = scan_candidates(setup.train_spec or setup.serving.spec, L) if opts.scan else []
         self.accs = {n: PathAccumulator(n, opts.num_steps) for n in paths}
-        self.scan_hits = {c: [0, 0] for c in self.cands}
+        # per replayed sequence [step-1 hits, positions]: the scan's ranking gets paired intervals over prompts
+        self.scan_hits: dict[FeatureSpec, list[tuple[int, int]]] = {c: [] for c in self.cands}
 
     @property
     def points(self) -> set[CapturePoint]:
@@ -604,15 +605,25 @@ class Measurement:
             aux = torch.cat([rb.captured[p] for p in c], dim=-1)
             out = unroll_outcomes(draft, aux, rb.tokens, labels, lens, 1)
             region = torch.stack([torch.arange(rb.tokens.shape[1], device=rb.tokens.device) >= s for s in st])
-            self.scan_hits[c][0] += int((out.match[:, 0] & region).sum())
-            self.scan_hits[c][1] += int((out.valid[:, 0] & region).sum())
+            hits, valid = (out.match[:, 0] & region).sum(dim=1), (out.valid[:, 0] & region).sum(dim=1)
+            self.scan_hits[c].extend(zip(hits.tolist(), valid.tolist()))
 
     def scan_result(self) -> list[dict[str, Any]] | None:
+        """Candidates by step-1 accuracy, each with its interval over prompts and, paired on the same
+        prompts, its difference to the configured capture points (what ACC004 decides on)."""
         if not self.rep.opts.scan:
             return None
-        rows = ({"spec": [str(p) for p in c], "step1_acc": h / n if n else float("nan"), "n": n}
-                for c, (h, n) in self.scan_hits.items())
-        return sorted(rows, key=lambda r: -r["step1_acc"])
+        from .stats import paired, ratio
+
+        cur = self.setup.train_spec or self.setup.serving.spec
+        ref = self.cands.index(cur) if cur in self.cands else None
+        counts = [np.asarray(self.scan_hits[c], dtype=np.float64).reshape(-1, 2) for c in self.cands]
+        own, diff = paired(counts, ratio(0, 1), ref or 0)
+        rows = [{"spec": [str(p) for p in c], "step1_acc": o.point, "n": int(k[:, 1].sum()),
+                 "step1_acc_ci": [o.lo, o.hi], "configured": c == cur,
+                 "diff_to_configured": d.to_dict() if ref is not None else None}
+                for c, k, o, d in zip(self.cands, counts, own, diff)]
+        return sorted(rows, key=lambda r: -r["step1_acc"] if r["step1_acc"] == r["step1_acc"] else 1.0)
 
 
 def _to_prompt_order(values: list[Any], order: Sequence[int]) -> list[Any]:
@@ -888,15 +899,21 @@ def acceptance_findings(results: dict[str, dict[str, Any]], scan_res: list[dict[
 
 
 def _scan_finding(scan_res: list[dict[str, Any]] | None, setup: Setup) -> list[Finding]:
+    from .stats import MIN_PROMPTS
+
     if not scan_res:
         return []
     best = scan_res[0]
     cur = setup.train_spec or setup.serving.spec
     cur_row = next((r for r in scan_res if r["spec"] == [str(p) for p in cur]), None)
-    if cur_row and best["spec"] != cur_row["spec"] and best["step1_acc"] - cur_row["step1_acc"] > 0.01:
+    d = best.get("diff_to_configured")
+    # decided on the paired interval over prompts, not on the point estimate: a better-looking
+    # candidate whose interval reaches 0 is not reported (the scan table shows it with its interval)
+    if cur_row and best["spec"] != cur_row["spec"] and d is not None and d["lo"] > 0 and d["n"] >= MIN_PROMPTS:
         return [Finding(
             "ACC004", f"{', '.join(best['spec'])} fits the draft better than {', '.join(cur_row['spec'])}",
-            [f"step-1 accuracy {best['step1_acc']:.3f} vs {cur_row['step1_acc']:.3f}"],
+            [f"step-1 accuracy {best['step1_acc']:.3f} vs {cur_row['step1_acc']:.3f}; difference "
+             f"{d['point']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] (95%, paired bootstrap over {d['n']} prompts)"],
             "the draft was probably trained on those capture points: set the training recipe accordingly "
             "and re-run compare-hidden",
         )]

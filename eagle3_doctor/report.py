@@ -216,9 +216,13 @@ def _acceptance_scan(console: Console, scan: list[dict[str, Any]]) -> None:
     st = Table(title="capture-point scan (step-1 accuracy, teacher-forced)")
     st.add_column("rank")
     st.add_column("features")
-    st.add_column("step-1 acc", justify="right")
+    st.add_column("step-1 acc [95%]", justify="right")
+    st.add_column("vs configured [95%]", justify="right")
     for i, r in enumerate(scan[:10]):
-        st.add_row(str(i + 1), ", ".join(r["spec"]), f"{r['step1_acc']:.3f}")
+        lo, hi = r.get("step1_acc_ci") or (float("nan"), float("nan"))
+        d = r.get("diff_to_configured")
+        vs = "configured" if r.get("configured") else (f"{d['point']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]" if d else "-")
+        st.add_row(str(i + 1), ", ".join(r["spec"]), f"{r['step1_acc']:.3f} [{lo:.3f}, {hi:.3f}]", vs)
     console.print(st)
 
 

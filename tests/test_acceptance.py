@@ -78,6 +78,33 @@ def test_tree_temperature_and_text_modes():
 def test_scan_recovers_the_trained_capture_points():
     run = acceptance(setup_for([-1, 1, 3]), prompts_path=str(PROMPTS), num_steps=1, max_new_tokens=48, limit=8, scan=True)
     assert run.scan[0]["spec"] == ["layer_out[1]", "layer_out[3]", "layer_out[4]"]
+    # the configured (trained) capture points are the best: no ACC004, their paired difference is 0
+    assert run.scan[0]["configured"] and run.scan[0]["diff_to_configured"]["point"] == 0
+    assert not any(f.code == "ACC004" for f in run.findings)
+    lo, hi = run.scan[0]["step1_acc_ci"]
+    assert lo < run.scan[0]["step1_acc"] < hi
+
+
+def test_scan_finding_decides_on_the_paired_interval():
+    """A training recipe one layer late: the scan finds the trained points, and ACC004 says so with
+    the paired interval of the difference; on fewer than stats.MIN_PROMPTS prompts it is not called."""
+    wrong = "spec:layer_out[2],layer_out[4],layer_out[5]"
+
+    def run(limit):
+        s = load_setup(target=str(TARGET), draft=str(DRAFTS["sglang"]), engine="sglang", train_recipe=wrong,
+                       dtype="float32", device="cpu")
+        return acceptance(s, prompts_path=str(PROMPTS), num_steps=1, max_new_tokens=24, limit=limit, scan=True)
+
+    eight = run(8)
+    f = next(f for f in eight.findings if f.code == "ACC004")
+    assert f.title.startswith(", ".join(eight.scan[0]["spec"]) + " fits the draft better than layer_out[2], layer_out[4]")
+    assert not eight.scan[0]["configured"]
+    d = eight.scan[0]["diff_to_configured"]
+    assert d["lo"] > 0 and "paired bootstrap over 8 prompts" in f.evidence[0]
+    configured = next(r for r in eight.scan if r["configured"])
+    assert configured["spec"] == ["layer_out[2]", "layer_out[4]", "layer_out[5]"]
+    few = run(4)
+    assert few.scan[0]["diff_to_configured"]["n"] == 4 and not any(f.code == "ACC004" for f in few.findings)
 
 
 def test_dump_path_measures_along_the_dump_text():
