@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -232,6 +233,23 @@ def _sglang_pass_candidates(draft: Eagle3Draft, aux: torch.Tensor, seq: list[int
     return cands
 
 
+def greedy_verify(child: Callable[[Any, int], Any], root: Any, seq: list[int], amax: torch.Tensor, t: int,
+                  k_eff: int, target_step: Callable[[list[int]], tuple[torch.Tensor, torch.Tensor]]) -> tuple[int, int]:
+    """The tree loops' greedy verify: from ``root``, follow the child (``child(node, token)``, None when
+    there is none) holding the target's argmax, one target forward per accepted token, at most ``k_eff``.
+    Appends the accepted tokens to ``seq``; returns (accepted, the target's next token: the bonus)."""
+    a, cur, nxt = 0, root, int(amax[t + 1])
+    while a < k_eff:
+        cur = child(cur, nxt)
+        if cur is None:
+            break
+        seq.append(nxt)
+        a += 1
+        _, amax = target_step(seq)
+        nxt = int(amax[-1])
+    return a, nxt
+
+
 @torch.inference_mode()
 def sglang_tree_reference_loop(
     target_step: Callable[[list[int]], tuple[torch.Tensor, torch.Tensor]],
@@ -263,18 +281,11 @@ def sglang_tree_reference_loop(
         cands = _sglang_pass_candidates(draft, aux, seq, t, num_steps, S)
         all_scores = torch.tensor([c[0] for c in cands])
         chosen = set(all_scores.topk(num_draft_tokens - 1).indices.tolist())
-        # greedy verify: children of the current node, the one matching the target's argmax
-        a, cur = 0, -1
-        nxt = int(amax[t + 1])
-        while a < k_eff:
-            match = [x for x in sorted(chosen) if cands[x][2] == cur and cands[x][1] == nxt]
-            if not match:
-                break
-            cur = match[0]
-            seq.append(nxt)
-            a += 1
-            aux, amax = target_step(seq)
-            nxt = int(amax[-1])
+        order = sorted(chosen)  # among equal tokens under one parent, the first selected node
+        a, nxt = greedy_verify(
+            lambda cur, tok, order=order, cands=cands: next(
+                (x for x in order if cands[x][2] == cur and cands[x][1] == tok), None),
+            -1, seq, amax, t, k_eff, target_step)
         accepted.append(a)
         drafted.append(k_eff)
         if len(seq) < total_len:
@@ -351,17 +362,10 @@ def static_tree_reference_loop(
                 h = draft.extend(ph, torch.tensor([[token[node]]], device=dev), torch.tensor([[t + len(node)]], device=dev),
                                  c, from_aux=False)
                 state[node] = (c, h)
-        a, cur = 0, ()
-        nxt = int(amax[t + 1])
-        while a < k_eff:
-            kids = [n for n in nodes if len(n) == len(cur) + 1 and n[:-1] == cur and token[n] == nxt]
-            if not kids:
-                break
-            cur = kids[0]
-            seq.append(nxt)
-            a += 1
-            aux, amax = target_step(seq)
-            nxt = int(amax[-1])
+        a, nxt = greedy_verify(
+            lambda cur, tok, token=token: next(
+                (n for n in nodes if len(n) == len(cur) + 1 and n[:-1] == cur and token[n] == tok), None),
+            (), seq, amax, t, k_eff, target_step)
         accepted.append(a)
         drafted.append(k_eff)
         if len(seq) < total_len:
