@@ -15,7 +15,7 @@ from .draft.formats import DraftInfo, read_draft, spec_from_info
 from .draft.served import draft_serving
 from .engines import ENGINE_VERSIONS, ENGINES, arch_family, id_range, resolve_serving
 from .errors import BadInput
-from .findings import DRAFT_CONFIG, DRAFT_WEIGHTS, Finding, Fix, Location, config_fix
+from .findings import DRAFT_CONFIG, DRAFT_WEIGHTS, Finding, Fix, Location, config_fix, json_snippet
 from .taps import format_spec
 
 SCHEMA = "eagle3-doctor/inspect/1"
@@ -108,12 +108,6 @@ def looks_untrained(w: torch.Tensor) -> tuple[bool, str]:
     return cv < limit, f"row-norm coefficient of variation {cv:.4f} (fresh init ~{1 / math.sqrt(2 * w.shape[1]):.4f}, flagged below {limit:.4f})"
 
 
-def _render(dotted: str, value: Any) -> str:
-    from .draft.served import _render as r
-
-    return r(dotted, value)
-
-
 ABSOLUTE_D2T_FIX = Fix("rewrite d2t as offsets: d2t_new = d2t - arange(draft_vocab_size) (python: sd = safetensors.torch."
                        "load_file(p); sd['d2t'] = sd['d2t'] - torch.arange(sd['d2t'].numel()); save_file(sd, p)); "
                        "engines then compute target id = draft id + d2t[draft id]",
@@ -183,20 +177,20 @@ def rope_findings(cfg: Any, dl: dict[str, Any], tcfg: dict[str, Any], nested: st
     prefix = f"{nested}." if nested else ""
     if isinstance(dl.get("rope_parameters"), dict):  # the draft speaks transformers 5: one dict
         want = {**{k: v for k, v in tn.items() if not (k == "partial_rotary_factor" and v == 1.0)}, "rope_theta": theta}
-        fix = config_fix(f"set {_render(prefix + 'rope_parameters', want)} in the draft's config.json", prefix + "rope_parameters", want)
+        fix = config_fix(f"set {json_snippet(prefix + 'rope_parameters', want)} in the draft's config.json", prefix + "rope_parameters", want)
     else:  # transformers 4: rope_scaling without rope_theta, partial_rotary_factor at the top
         scaling = {k: v for k, v in tn.items() if k not in ("rope_theta", "partial_rotary_factor")}
         body = {"rope_scaling": None if scaling == {"rope_type": "default"} else scaling}
         if tn["partial_rotary_factor"] != dn["partial_rotary_factor"]:
             body["partial_rotary_factor"] = tn["partial_rotary_factor"]
-        text = "set " + ", ".join(_render(prefix + k, v) for k, v in body.items()) + " in the draft's config.json"
+        text = "set " + ", ".join(json_snippet(prefix + k, v) for k, v in body.items()) + " in the draft's config.json"
         if nested:
-            text = f"set {_render(nested, body)} in the draft's config.json"
+            text = f"set {json_snippet(nested, body)} in the draft's config.json"
         # the edit as one key: rope_scaling alone, or the section holding both keys
         fix = config_fix(text, nested, body) if nested else (
             config_fix(text, prefix + "rope_scaling", body["rope_scaling"]) if len(body) == 1 else
             Fix(text, file=DRAFT_CONFIG, key=prefix.rstrip(".") or None, value=body,
-                snippet=", ".join(_render(prefix + k, v) for k, v in body.items())))
+                snippet=", ".join(json_snippet(prefix + k, v) for k, v in body.items())))
     diff = sorted(k for k in set(strip(dn)) | set(strip(tn)) if dn.get(k) != tn.get(k))
     return [Finding("CFG004", f"RoPE differs between draft and target: {', '.join(diff)}",
                     [f"draft  (normalised): {json.dumps(strip(dn), sort_keys=True)}",
@@ -395,7 +389,7 @@ def _position_findings(cfg: Any, info: DraftInfo, tcfg: dict[str, Any]) -> list[
     if dv and tv and dv < tv:
         out.append(Finding("CFG004", f"max_position_embeddings: draft {dv}, target {tv}",
                            ["converters often copy a shorter context length; rope types that scale with it then drift"],
-                           config_fix(f"set {_render(mpe_key, tv)} in the draft's config.json", mpe_key, tv)))
+                           config_fix(f"set {json_snippet(mpe_key, tv)} in the draft's config.json", mpe_key, tv)))
     return out
 
 

@@ -232,17 +232,6 @@ def json_bool(v: Any) -> str:
 # --------------------------------------------------------------------------- trained vs served
 
 
-def _render(dotted: str, value: Any) -> str:
-    """'eagle_config.norm_before_fc', True -> '"eagle_config": {"norm_before_fc": true}'."""
-    import json
-
-    parts = dotted.split(".")
-    out = json.dumps(value)
-    for p in reversed(parts[1:]):
-        out = "{" + f'"{p}": {out}' + "}"
-    return f'"{parts[0]}": {out}'
-
-
 _WEIGHT_OF = {"norm_before_fc": "input_norm.weight", "fc_norm": "fc_norm.0.weight"}
 
 
@@ -344,7 +333,7 @@ def neox_fix(cfg: Any, key: str = "rope_is_neox_style") -> Any:
     """The weight rewrite that turns a GPT-J-trained draft into the same function under NeoX RoPE:
     per head, rotary rows (0, 2, 4, ..., 1, 3, 5, ...) of q_proj and k_proj (vLLM's own
     permute_qk_weight_for_rotary for Llama 4, restricted to the rotary dims)."""
-    from ..findings import DRAFT_WEIGHTS, Fix
+    from ..findings import DRAFT_WEIGHTS, Fix, json_snippet
     from .model import rope_inv_freq
 
     d, r = int(cfg.head_dim), 2 * int(rope_inv_freq(cfg).numel())
@@ -354,7 +343,7 @@ def neox_fix(cfg: Any, key: str = "rope_is_neox_style") -> Any:
             f"(w.reshape(n, {d}, -1)); "
             f"sd = {{k: f(v, {nq} if 'q_proj' in k else {nkv}) if ('q_proj' in k or 'k_proj' in k) else v "
             "for k, v in sd.items()}; save_file(sd, p)")
-    return Fix(f"rewrite q_proj/k_proj (weights and any bias) in NeoX order, then set {_render(key, True)} in the "
+    return Fix(f"rewrite q_proj/k_proj (weights and any bias) in NeoX order, then set {json_snippet(key, True)} in the "
                f"draft's config.json (python, for each *.safetensors file p: {code})",
                file=DRAFT_WEIGHTS, key="q_proj, k_proj", op="rewrite", snippet=code)
 
@@ -363,7 +352,7 @@ def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str,
                   target_config: dict[str, Any] | None) -> list[Any]:
     """FWD006 where the engine rotates in another layout than training; FWD007 where the trained
     layout is undetermined."""
-    from ..findings import DRAFT_CONFIG, Finding, Location, config_fix
+    from ..findings import DRAFT_CONFIG, Finding, Location, config_fix, json_snippet
 
     if sf is None or sf.serving.rope_neox is None:
         return []
@@ -387,7 +376,7 @@ def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str,
           "each q/k pair is rotated by another frequency than in training: attention scores lose their positions "
           "(TensorRT-LLM PR #19036: acceptance length 1.01)"]
     if rule.keys:
-        fix = config_fix(f"set {_render(rule.keys[0], not trained)} in the draft's config.json", rule.keys[0], not trained)
+        fix = config_fix(f"set {json_snippet(rule.keys[0], not trained)} in the draft's config.json", rule.keys[0], not trained)
         moved = [k for k in ("transformer_layer_config.rope_is_neox_style",) if lookup(info.config, k) is not None
                  and k not in rule.keys]
         if moved:
@@ -468,7 +457,7 @@ def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: 
 
 def _flag_findings(cfg: Any, info: Any, sf: ServedForward, engine: str, version: str, label: str) -> list[Any]:
     """FWD001: each forward flag the engine runs at another value than training used, with the edit that aligns it."""
-    from ..findings import Finding, config_fix
+    from ..findings import Finding, config_fix, json_snippet
 
     out: list[Any] = []
     for flag, (value, why) in sf.flags.items():
@@ -488,7 +477,7 @@ def _flag_findings(cfg: Any, info: Any, sf: ServedForward, engine: str, version:
             fix = config_fix('delete "norm_output" from the draft\'s config.json: SpecForge 0.2.0\'s default (norm before '
                              f"lm_head, pre-norm state fed back) is what {label} runs when the key is absent", "norm_output", op="delete")
         elif rule.keys:
-            fix = config_fix(f"set {_render(rule.keys[0], trained)} in the draft's config.json", rule.keys[0], trained)
+            fix = config_fix(f"set {json_snippet(rule.keys[0], trained)} in the draft's config.json", rule.keys[0], trained)
             moved = [k for k in flag_keys_present(info.config, flag) if k not in rule.keys]
             if moved:
                 ev.append(f"{label} never reads {', '.join(moved)}")
