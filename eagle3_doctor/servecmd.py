@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -302,6 +303,17 @@ def parse_token_tree(tree: Any) -> list[list[int]]:
     return [list(p) for p in out]
 
 
+def _vllm_engine_args(sc: ServeConfig, args: dict[str, Any], name: Callable[[str], str]) -> None:
+    """The engine args a `vllm serve` command line and a JSON engine-args file both set, by dest;
+    ``name`` spells a dest the way the user wrote it (--tensor-parallel-size or tensor_parallel_size)."""
+    sc.target_revision = args.get("revision")
+    sc.dtype = args.get("dtype") or "auto"
+    sc.chat_template = args.get("chat_template")
+    sc.tp_size = _int(args.get("tensor_parallel_size") or 1, name("tensor_parallel_size"))
+    sc.pp_size = _int(args.get("pipeline_parallel_size") or 1, name("pipeline_parallel_size"))
+    sc.trust_remote_code = bool(args.get("trust_remote_code", False))
+
+
 def _vllm(values: dict[str, Any], unknown: list[str], positional: list[str], dotted: list[str]) -> ServeConfig:
     version = flag_table()["vllm"]["version"]
     sc = ServeConfig("vllm", version, unknown_flags=unknown)
@@ -309,12 +321,7 @@ def _vllm(values: dict[str, Any], unknown: list[str], positional: list[str], dot
     sc.target = values.get("model") or (positional[0] if positional else None)
     if len(positional) > 1:
         sc.notes.append(f"extra positional words: {' '.join(positional[1:])}")
-    sc.target_revision = values.get("revision")
-    sc.dtype = values.get("dtype") or "auto"
-    sc.chat_template = values.get("chat_template")
-    sc.tp_size = _int(values.get("tensor_parallel_size") or 1, "--tensor-parallel-size")
-    sc.pp_size = _int(values.get("pipeline_parallel_size") or 1, "--pipeline-parallel-size")
-    sc.trust_remote_code = bool(values.get("trust_remote_code", False))
+    _vllm_engine_args(sc, values, lambda dest: "--" + dest.replace("_", "-"))
     spec: dict[str, Any] = {}
     if values.get("speculative_config"):
         spec = _json_obj(values["speculative_config"], "--speculative-config")
@@ -436,12 +443,7 @@ def parse_serve_config(path: str, arch: str | None = None) -> ServeConfig:
             spec = _json_obj(spec, "speculative_config")
         sc = ServeConfig("vllm", flag_table()["vllm"]["version"], unknown_flags=unknown)
         sc.target = obj.get("model")
-        sc.target_revision = obj.get("revision")
-        sc.dtype = obj.get("dtype") or "auto"
-        sc.chat_template = obj.get("chat_template")
-        sc.tp_size = _int(obj.get("tensor_parallel_size") or 1, "tensor_parallel_size")
-        sc.pp_size = _int(obj.get("pipeline_parallel_size") or 1, "pipeline_parallel_size")
-        sc.trust_remote_code = bool(obj.get("trust_remote_code", False))
+        _vllm_engine_args(sc, obj, lambda dest: dest)
         _finish_vllm(sc, spec)
         return sc
     raise BadInput(f"--serve-config {path}: cannot tell which engine this configures",
