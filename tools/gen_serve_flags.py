@@ -27,6 +27,16 @@ def _ann_text(node: ast.AST) -> str:
     return ast.unparse(node)
 
 
+def _add_argument_calls(tree: ast.AST):
+    """Every literal ``add_argument("--x", "-y", ...)`` call: (the call, its flag names, its keywords)."""
+    for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
+        if getattr(call.func, "attr", None) != "add_argument":
+            continue
+        names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")]
+        if names:
+            yield call, names, {k.arg: k.value for k in call.keywords}
+
+
 def _value_kind(type_text: str) -> str:
     t = type_text.replace(" ", "")
     if t in ("bool", "Optional[bool]", "bool|None"):
@@ -84,13 +94,7 @@ def sglang_flags(z: zipfile.ZipFile) -> tuple[dict, list[str]]:
     # hand-added arguments in server_args.py
     sa = "sglang/srt/server_args.py"
     tree = ast.parse(z.read(sa).decode())
-    for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
-        if getattr(call.func, "attr", None) != "add_argument":
-            continue
-        names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")]
-        if not names:
-            continue
-        kw = {k.arg: k.value for k in call.keywords}
+    for call, names, kw in _add_argument_calls(tree):
         act = ast.unparse(kw["action"]) if "action" in kw else ""
         kind = "none" if ("store_true" in act or "store_false" in act) else ("many" if "nargs" in kw else "one")
         entry = {"dest": names[0].lstrip("-").replace("-", "_"), "value": kind, "default": _literal(kw.get("default")),
@@ -109,13 +113,7 @@ def vllm_flags(z: zipfile.ZipFile) -> tuple[dict, list[str]]:
         for st in cls.body:
             if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
                 ann[st.target.id] = _ann_text(st.annotation)
-    for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
-        if getattr(call.func, "attr", None) != "add_argument":
-            continue
-        names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")]
-        if not names:
-            continue
-        kw = {k.arg: k.value for k in call.keywords}
+    for call, names, kw in _add_argument_calls(tree):
         dest = names[0].lstrip("-").replace("-", "_")
         act = ast.unparse(kw["action"]) if "action" in kw else ""
         kind = _value_kind(ann.get(dest, "str"))
@@ -139,17 +137,12 @@ def vllm_flags(z: zipfile.ZipFile) -> tuple[dict, list[str]]:
                 flags.setdefault(n, entry)
                 if kind == "none":
                     flags.setdefault("--no-" + n[2:], entry)
-    for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
-        if getattr(call.func, "attr", None) != "add_argument":
-            continue
-        names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")]
-        if names:
-            kw = {k.arg: k.value for k in call.keywords}
-            act = ast.unparse(kw["action"]) if "action" in kw else ""
-            kind = "none" if ("store_true" in act or "store_false" in act) else "one"
-            entry = {"dest": names[0].lstrip("-").replace("-", "_"), "value": kind, "default": None, "source": f"{fe}:{call.lineno}"}
-            for n in names:
-                flags.setdefault(n, entry)
+    for call, names, kw in _add_argument_calls(tree):
+        act = ast.unparse(kw["action"]) if "action" in kw else ""
+        kind = "none" if ("store_true" in act or "store_false" in act) else "one"
+        entry = {"dest": names[0].lstrip("-").replace("-", "_"), "value": kind, "default": None, "source": f"{fe}:{call.lineno}"}
+        for n in names:
+            flags.setdefault(n, entry)
     return flags, [au, fe]
 
 
