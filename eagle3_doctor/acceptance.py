@@ -619,10 +619,14 @@ class Measurement:
         ref = self.cands.index(cur) if cur in self.cands else None
         counts = [np.asarray(self.scan_hits[c], dtype=np.float64).reshape(-1, 2) for c in self.cands]
         own, diff = paired(counts, ratio(0, 1), ref or 0)
+        # which candidates the prompts cannot tell apart from the best one (paired interval reaching 0)
+        best = int(np.nanargmax([o.point for o in own])) if any(o.point == o.point for o in own) else 0
+        _, vs_best = paired(counts, ratio(0, 1), best)
         rows = [{"spec": [str(p) for p in c], "step1_acc": o.point, "n": int(k[:, 1].sum()),
                  "step1_acc_ci": [o.lo, o.hi], "configured": c == cur,
-                 "diff_to_configured": d.to_dict() if ref is not None else None}
-                for c, k, o, d in zip(self.cands, counts, own, diff)]
+                 "diff_to_configured": d.to_dict() if ref is not None else None,
+                 "tied_with_best": not b.excludes_zero()}
+                for c, k, o, d, b in zip(self.cands, counts, own, diff, vs_best)]
         return sorted(rows, key=lambda r: -r["step1_acc"] if r["step1_acc"] == r["step1_acc"] else 1.0)
 
 
@@ -904,20 +908,22 @@ def _scan_finding(scan_res: list[dict[str, Any]] | None, setup: Setup) -> list[F
     if not scan_res:
         return []
     best = scan_res[0]
-    cur = setup.train_spec or setup.serving.spec
-    cur_row = next((r for r in scan_res if r["spec"] == [str(p) for p in cur]), None)
+    cur_row = next((r for r in scan_res if r["configured"]), None)
     d = best.get("diff_to_configured")
     # decided on the paired interval over prompts, not on the point estimate: a better-looking
     # candidate whose interval reaches 0 is not reported (the scan table shows it with its interval)
-    if cur_row and best["spec"] != cur_row["spec"] and d is not None and d["lo"] > 0 and d["n"] >= MIN_PROMPTS:
-        return [Finding(
-            "ACC004", f"{', '.join(best['spec'])} fits the draft better than {', '.join(cur_row['spec'])}",
-            [f"step-1 accuracy {best['step1_acc']:.3f} vs {cur_row['step1_acc']:.3f}; difference "
-             f"{d['point']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] (95%, paired bootstrap over {d['n']} prompts)"],
-            "the draft was probably trained on those capture points: set the training recipe accordingly "
-            "and re-run compare-hidden",
-        )]
-    return []
+    if not (cur_row and not best["configured"] and d is not None and d["lo"] > 0 and d["n"] >= MIN_PROMPTS):
+        return []
+    evidence = [f"step-1 accuracy {best['step1_acc']:.3f} vs {cur_row['step1_acc']:.3f}; difference "
+                f"{d['point']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] (95%, paired bootstrap over {d['n']} prompts)"]
+    tied = [", ".join(r["spec"]) for r in scan_res[1:] if r["tied_with_best"] and not r["configured"]]
+    fix = "the draft was probably trained on those capture points: set the training recipe accordingly and re-run compare-hidden"
+    if tied:  # the best one is not singled out: say which, and what can tell them apart
+        evidence.append(f"not separated from it on these prompts (paired 95% interval reaching 0): {'; '.join(tied)}")
+        fix = ("the draft was probably trained on one of these capture points: `eagle3-doctor fingerprint` tells them "
+               "apart; then set the training recipe accordingly and re-run compare-hidden")
+    return [Finding("ACC004", f"{', '.join(best['spec'])} fits the draft better than {', '.join(cur_row['spec'])}",
+                    evidence, fix)]
 
 
 def threshold_findings(paths: dict[str, dict[str, Any]], min_accept_rate: float | None,

@@ -252,7 +252,8 @@ EXPLANATIONS: dict[str, Explanation] = {
     "ACC004": Explanation(
         "A scan over capture-point triples found features that fit the draft better than the configured ones: "
         "the paired 95% interval over prompts of the step-1 accuracy difference lies above 0, on at least 5 prompts "
-        "(with fewer, or an interval reaching 0, the scan table shows the gap and no finding is made).",
+        "(with fewer, or an interval reaching 0, the scan table shows the gap and no finding is made). Candidates "
+        "the prompts cannot separate from the best one are listed with it.",
         "The draft was probably trained on those points: the declared training recipe is wrong.",
         "`eagle3-doctor fingerprint` ranks candidates from the draft's weights"),
     "GATE001": Explanation(

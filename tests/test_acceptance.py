@@ -103,6 +103,11 @@ def test_scan_finding_decides_on_the_paired_interval():
     assert d["lo"] > 0 and "paired bootstrap over 8 prompts" in f.evidence[0]
     configured = next(r for r in eight.scan if r["configured"])
     assert configured["spec"] == ["layer_out[2]", "layer_out[4]", "layer_out[5]"]
+    # the capture points the draft was trained on are never ruled out: the best, or tied with it
+    trained = next(r for r in eight.scan if r["spec"] == ["layer_out[1]", "layer_out[3]", "layer_out[4]"])
+    assert trained is eight.scan[0] or trained["tied_with_best"]
+    tied = [r for r in eight.scan[1:] if r["tied_with_best"] and not r["configured"]]
+    assert bool(tied) == (len(f.evidence) == 2) and all(", ".join(r["spec"]) in f.evidence[-1] for r in tied)
     few = run(4)
     assert few.scan[0]["diff_to_configured"]["n"] == 4 and not any(f.code == "ACC004" for f in few.findings)
 
