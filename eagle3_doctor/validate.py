@@ -20,19 +20,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .checks import (  # noqa: F401  (re-exported: the preflight's callers and tests name them here)
+from .checks import (
     _WHAT,
     MAX_HIDDEN,
     MAX_LAYERS,
-    MAX_POSITIONS,
     MAX_VOCAB,
     _cfg_int,
-    _ids_list,
     _under_a_file,
     _weight_names,
     check_draft_layer_ids,
     check_target,
-    check_target_config,
     kind,
     looks_local,
     read_json,

@@ -12,6 +12,7 @@ from conftest import DRAFTS, TARGET, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eagle3_doctor import checks
 from eagle3_doctor import validate as v
 from eagle3_doctor.errors import BadInput
 
@@ -98,7 +99,7 @@ def test_the_command_line_answers_bad_options_in_one_line(monkeypatch, opts):
        names=st.lists(st.sampled_from(["model.layers.0.x", "model.layers.7.y", "model.layers.99.z", "lm_head.weight",
                                        "transformer.h.3.attn"]), max_size=4))
 def test_target_config_checker(cfg, names):
-    _accepts_or_refuses(v.check_target_config, cfg, "config.json", names or None)
+    _accepts_or_refuses(checks.check_target_config, cfg, "config.json", names or None)
 
 
 @FUZZ
@@ -106,7 +107,7 @@ def test_target_config_checker(cfg, names):
                                             "eagle3_layers_to_capture", "num_hidden_layers", "hidden_size"]),
                            json_values, max_size=4))
 def test_draft_layer_id_checker(cfg):
-    _accepts_or_refuses(v.check_draft_layer_ids, cfg, "config.json")
+    _accepts_or_refuses(checks.check_draft_layer_ids, cfg, "config.json")
 
 
 @FUZZ
@@ -127,7 +128,7 @@ def test_draft_directory_checker(tmp_path_factory, edits):
 def test_json_reader(tmp_path_factory, data):
     f = tmp_path_factory.mktemp("fuzzjson") / "config.json"
     f.write_bytes(data)
-    _accepts_or_refuses(v.read_json, f, "config", "fix it")
+    _accepts_or_refuses(checks.read_json, f, "config", "fix it")
 
 
 @FUZZ
@@ -173,10 +174,10 @@ def test_dump_file_checker(tmp_path_factory, data, name):
 @given(path=st.text(alphabet=string.ascii_letters + "/._-~ \n[]", max_size=30))
 def test_target_path_classifier(path):
     """Any string is a hub id or a local path; a local path that is missing is refused, never sent to the hub."""
-    local = v.looks_local(path)
+    local = checks.looks_local(path)
     if not local:
         assert path.count("/") <= 1 and not path.startswith((".", "/", "~"))
-    _accepts_or_refuses(v.check_target, path) if local or os.path.exists(path) else None
+    _accepts_or_refuses(checks.check_target, path) if local or os.path.exists(path) else None
 
 
 @FUZZ
