@@ -25,7 +25,7 @@ from .errors import (
     DoctorError,
     one_line,
 )
-from .findings import exit_code
+from .findings import exit_code, locate
 
 
 class _OneLineGroup(typer.core.TyperGroup):
@@ -307,6 +307,7 @@ class _Resolved:
     engine_version: Optional[str]
     dtype: str
     serve: Any = None
+    paths: dict[str, str] = dataclasses.field(default_factory=dict)  # finding roles -> the files this run used
 
 
 def _missing_option(flag: str, what: str) -> None:
@@ -346,7 +347,7 @@ def _resolve_serve(serve_cmd: Optional[str], serve_config: Optional[str], target
     if dtype == "auto" and sc is not None and sc.dtype not in (None, "auto"):
         dtype = {"half": "float16", "bf16": "bfloat16", "fp16": "float16", "float": "float32"}.get(sc.dtype, sc.dtype)
     from .engines import check_engine
-    from .hub import resolve
+    from .hub import resolve, role_paths
 
     # the engine and release as resolved (from --serve-cmd, or the sglang default), refused before any download or load
     check_engine(eng, ver)
@@ -356,10 +357,10 @@ def _resolve_serve(serve_cmd: Optional[str], serve_config: Optional[str], target
         revision = sc.target_revision
     if draft_revision is None and sc is not None and draft == sc.draft:
         draft_revision = sc.draft_revision
-    target = resolve(target, revision, "target")
-    if draft:
-        draft = resolve(draft, draft_revision, "draft")
-    return _Resolved(target, draft, eng, ver, dtype, sc)
+    target_dir = resolve(target, revision, "target")
+    draft_dir = resolve(draft, draft_revision, "draft") if draft else None
+    paths = role_paths(target, draft, target_dir=target_dir, draft_dir=draft_dir, serve_config=serve_config)
+    return _Resolved(target_dir, draft_dir, eng, ver, dtype, sc, paths)
 
 
 def _setup(target: str, draft: Optional[str], draft_format: Optional[str], engine: str, engine_version: Optional[str],
@@ -462,6 +463,7 @@ def inspect_cmd(
     r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, "auto", need_draft=True,
                        revision=revision, draft_revision=draft_revision)
     res = inspect(r.target, r.draft, engine=r.engine, engine_version=r.engine_version, draft_format=draft_format)
+    locate(res.findings, r.paths)
     render_inspect(_console(stderr=json_out == "-"), res)
     if json_out:
         write_json(json_out, {**res.to_dict(), "tool": _tool(), **({"serve": r.serve.to_dict()} if r.serve else {})})
@@ -523,6 +525,7 @@ def compare_hidden_cmd(
     with _progress(quiet) as cb:
         res = compare_hidden(setup, prompts_path=prompts, train_dump=train_dump, max_tokens=max_tokens, batch_size=bs,
                              matrix=matrix or plot is not None or report is not None, limit=limit, progress=cb)
+    locate(res.findings, r.paths)
     render_compare(_console(stderr=json_out == "-"), res)  # `--json -` owns stdout
     _write_json(json_out, {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})}, trust_remote_code)
     if plot or report:
@@ -561,10 +564,12 @@ def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Op
     for p in tspec:
         p.check_range(num_layers)
     from .engine_dump import compare_dumps
+    from .hub import role_paths
     from .report import render_compare
 
     res = compare_dumps(engine_dump, train_dump, train_spec=tspec, train_source=tsrc, engine=engine, engine_version=engine_version,
                         num_layers=num_layers, limit=limit, max_tokens=max_tokens)
+    locate(res.findings, role_paths(draft=draft))
     render_compare(_console(), res)
     _write_json(json_out, res.to_dict(), False)
     return exit_code(res.findings, "warning")
@@ -640,6 +645,7 @@ def acceptance_cmd(
     with _progress(quiet) as cb:
         rep = acceptance_report(setup, opts, prompts_path=prompts, train_dump=train_dump, formats=fmt, serve=r.serve,
                                 measured=measured, min_accept_rate=min_accept_rate, min_tau=min_tau, progress=cb)
+    locate(rep.run.findings, r.paths)
     _render_acceptance(rep, json_out, report, plot, trust_remote_code)
     return exit_code(rep.run.findings, "error")  # an ACC003 threshold the user set fails too
 
@@ -733,6 +739,7 @@ def gate_cmd(
                min_step1_accuracy=min_step1_accuracy, min_tau=min_tau, max_regression=max_regression, fail_on=fail_on,
                limit=limit, dtype=dtype, device=device, json_out=json_out, summary=summary)
     from .gate import Policy, markdown, run_gate, write_summary
+    from .hub import role_paths
     from .report import render_gate
     from .validate import check_policy_values
 
@@ -743,6 +750,7 @@ def gate_cmd(
     res = run_gate(target=target, draft=draft, policy=pol, prompts=prompts, baseline=baseline, dtype=dtype,
                    device=device, draft_format=draft_format, trust_remote_code=trust_remote_code,
                    train_recipe=train_recipe, train_dump=train_dump)
+    locate(res.findings, role_paths(target, draft))
     text = markdown(res, draft)
     con = _console(stderr=json_out == "-")
     render_gate(con, res)

@@ -7,7 +7,8 @@ Codes are stable API: CI policies and users' scripts match on them. docs/finding
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -106,19 +107,27 @@ FIX_OPS = ("set", "delete", "rewrite")
 class Location:
     """Where a finding points: a file and a dotted key in it, rendered rustc-style as `` --> file: key``.
 
-    Files are named by role, not by the path on this machine: ``draft/config.json`` is the config.json
-    of the --draft directory, ``target/config.json`` the target's, ``server launch command`` the flags
-    the server was started with, ``extra_llm_api_options.yaml`` TensorRT-LLM's LLM API options file.
+    ``file`` names the file by role, the same on every machine (JSON consumers, tests and docs match on
+    it): ``draft/config.json`` is the config.json of the --draft directory, ``draft/*.safetensors`` its
+    weights, ``target/config.json`` the target's, ``server launch command`` the flags the server was
+    started with, ``extra_llm_api_options.yaml`` TensorRT-LLM's LLM API options file, ``each chat
+    request`` the requests sent. ``path`` is that file as this run used it (filled by :func:`locate`):
+    an absolute path for a local directory, ``org/name:config.json`` for a hub model (the repository's
+    file: the cached snapshot is not the copy to edit), the --serve-config file for the launch command;
+    None where the run never saw the file. It is rendered in place of the role when known (the terminal
+    shows a file below the working directory relative to it, as rustc and ruff do).
     """
 
     file: str
     key: str | None = None
+    path: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.file}: {self.key}" if self.key else self.file
+        where = self.path or self.file
+        return f"{where}: {self.key}" if self.key else where
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "key": self.key}
+        return {"file": self.file, "key": self.key, "path": self.path}
 
 
 class Fix(str):
@@ -128,7 +137,8 @@ class Fix(str):
     text -- renderers, CI annotations, users' scripts, the JSON ``fix`` field -- keeps working, while
     code that wants the edit reads the attributes instead of parsing the sentence.
     ``op`` says what to do with the key: "set" it to ``value`` (JSON-serialisable), "delete" it, or
-    "rewrite" a tensor with the code in ``snippet``.
+    "rewrite" a tensor with the code in ``snippet``. ``file`` is a role and ``path`` the real file, as
+    in :class:`Location`.
     """
 
     file: str
@@ -136,28 +146,31 @@ class Fix(str):
     value: Any
     snippet: str | None
     op: str
+    path: str | None
 
     def __new__(cls, text: str, *, file: str, key: str | None = None, value: Any = None,
-                snippet: str | None = None, op: str = "set") -> Fix:
+                snippet: str | None = None, op: str = "set", path: str | None = None) -> Fix:
         if op not in FIX_OPS:
             raise ValueError(f"unknown fix op {op!r}")
         obj = super().__new__(cls, text)
-        obj.file, obj.key, obj.value, obj.snippet, obj.op = file, key, value, snippet, op
+        obj.file, obj.key, obj.value, obj.snippet, obj.op, obj.path = file, key, value, snippet, op, path
         return obj
 
     def __reduce__(self) -> Any:  # copies and pickles keep the edit, not only the text
-        return (_make_fix, (str(self), self.file, self.key, self.value, self.snippet, self.op))
+        return (_make_fix, (str(self), self.file, self.key, self.value, self.snippet, self.op, self.path))
 
     @property
     def location(self) -> Location:
-        return Location(self.file, self.key)
+        return Location(self.file, self.key, self.path)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "key": self.key, "op": self.op, "value": self.value, "snippet": self.snippet}
+        return {"file": self.file, "key": self.key, "op": self.op, "value": self.value, "snippet": self.snippet,
+                "path": self.path}
 
 
-def _make_fix(text: str, file: str, key: str | None, value: Any, snippet: str | None, op: str) -> Fix:
-    return Fix(text, file=file, key=key, value=value, snippet=snippet, op=op)
+def _make_fix(text: str, file: str, key: str | None, value: Any, snippet: str | None, op: str,
+              path: str | None = None) -> Fix:
+    return Fix(text, file=file, key=key, value=value, snippet=snippet, op=op, path=path)
 
 
 def json_snippet(dotted: str, value: Any) -> str:
@@ -207,6 +220,18 @@ class Finding:
                 "fix": None if self.fix is None else str(self.fix), "data": self.data,
                 "edit": self.edit.to_dict() if self.edit is not None else None, "help": self.help,
                 "location": self.location.to_dict() if self.location is not None else None}
+
+
+def locate(findings: Iterable[Finding], paths: Mapping[str, str]) -> None:
+    """Point each finding's location and edit at the file this run used for its role (``paths``: role ->
+    path, from ``hub.role_paths``). Done once where a command's findings leave the library, so no
+    producer needs to know the paths; roles missing from ``paths`` keep ``path`` None."""
+    for f in findings:
+        if f.location is not None and f.location.path is None and f.location.file in paths:
+            f.location = replace(f.location, path=paths[f.location.file])
+        e = f.edit
+        if e is not None and e.path is None and e.file in paths:
+            e.path = paths[e.file]
 
 
 def worst(findings: list[Finding]) -> str | None:

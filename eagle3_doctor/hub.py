@@ -91,23 +91,27 @@ def _index_files(directory: Path, index_name: str) -> list[Path] | None:
     return files
 
 
+def weight_files(directory: Path) -> list[Path]:
+    """The files a load of ``directory`` reads: the index's safetensors shards, else every *.safetensors,
+    else the pickled .bin shards (never training_args.bin); empty when there are none."""
+    files = _index_files(directory, "model.safetensors.index.json") or sorted(directory.glob("*.safetensors"))
+    return files or _index_files(directory, "pytorch_model.bin.index.json") or sorted(
+        f for f in directory.glob("*.bin") if f.name != "training_args.bin")
+
+
 def load_weights_dir(directory: Path) -> dict[str, Any]:
     """Tensors of a checkpoint directory: safetensors (sharded or not) first, else pickled .bin."""
     from . import safeio
 
-    files = _index_files(directory, "model.safetensors.index.json") or sorted(directory.glob("*.safetensors"))
-    if files:
-        out: dict[str, Any] = {}
-        for f in files:
-            out.update(safeio.load_file(f))
-        return out
-    bins = _index_files(directory, "pytorch_model.bin.index.json") or sorted(
-        f for f in directory.glob("*.bin") if f.name != "training_args.bin")
-    if not bins:
+    files = weight_files(directory)
+    if not files:
         raise BadInput(f"no *.safetensors or pytorch_model.bin in {directory}",
                        "point --draft at the directory holding the draft's weights")
-    out = {}
-    for f in bins:
+    out: dict[str, Any] = {}
+    for f in files:
+        if f.suffix == ".safetensors":
+            out.update(safeio.load_file(f))
+            continue
         sd = safeio.load_pickle(f)  # torch.load(weights_only=True)
         if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
             sd = sd["state_dict"]
@@ -115,3 +119,40 @@ def load_weights_dir(directory: Path) -> dict[str, Any]:
             raise BadInput(f"{f} holds no state dict", "save the draft with model.state_dict() or as safetensors")
         out.update(sd)
     return out
+
+
+def role_paths(target: str | None = None, draft: str | None = None, *, target_dir: str | None = None,
+               draft_dir: str | None = None, serve_config: str | None = None) -> dict[str, str]:
+    """The files behind the roles findings name (``findings.Location.file``), as this run used them.
+
+    ``target`` and ``draft`` are the names as given, ``*_dir`` the local directory each was loaded
+    from (default: the name, when it is a directory). A local model's files are named by absolute
+    path; a hub model's as ``org/name:FILE``, the repository's file, since the cached snapshot is not
+    the copy to edit. The draft's weights are the one file loaded, or ``DIR/*.safetensors`` for
+    shards. The launch command is the --serve-config file when one was given (a --serve-cmd string is
+    no file); a role this run has no file for is left out.
+    """
+    from .findings import DRAFT_WEIGHTS, SERVER_COMMAND
+
+    out: dict[str, str] = {}
+    if serve_config:
+        out[SERVER_COMMAND] = os.path.abspath(os.path.expanduser(serve_config))
+    for role, name, local in (("target", target, target_dir), ("draft", draft, draft_dir)):
+        if not name:
+            continue
+        out[f"{role}/config.json"] = _model_file(name, "config.json")
+        given = Path(os.path.expanduser(name))
+        home = given if given.is_dir() else Path(local) if local else None
+        if role == "draft" and home is not None and home.is_dir():
+            files = weight_files(home)
+            if len(files) == 1:
+                out[DRAFT_WEIGHTS] = _model_file(name, files[0].relative_to(home).as_posix())
+            elif files:
+                out[DRAFT_WEIGHTS] = _model_file(name, "*" + files[0].suffix)
+    return out
+
+
+def _model_file(name: str, rel: str) -> str:
+    """A file of the model ``name``: its absolute path for a local directory, ``org/name:rel`` for a hub id."""
+    given = Path(os.path.expanduser(name))
+    return os.path.abspath(given / rel) if given.is_dir() else f"{name}:{rel}"

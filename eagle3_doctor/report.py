@@ -4,6 +4,8 @@ nothing here computes, and files are written through safeio."""
 from __future__ import annotations
 
 import math
+import os
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
@@ -11,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .findings import Finding, by_severity
+from .findings import Finding, Location, by_severity
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -24,7 +26,7 @@ def render_findings(console: Console, findings: list[Finding], ok_text: str) -> 
     for f in by_severity(findings):
         console.print(Text.assemble((f"{f.severity}[{f.code}]", SEV_STYLE[f.severity or "info"]), (f": {f.title}", "bold")), soft_wrap=True)
         if f.location is not None:
-            console.print(Text.assemble((" --> ", "bold blue"), (str(f.location), "")), soft_wrap=True)
+            console.print(Text.assemble((" --> ", "bold blue"), (_where(f.location), "")), soft_wrap=True)
         for line in f.evidence:
             console.print(f"   | {line}", markup=False, highlight=False, soft_wrap=True)
         if f.fix:
@@ -32,6 +34,18 @@ def render_findings(console: Console, findings: list[Finding], ok_text: str) -> 
         if f.help:
             console.print(Text.assemble(("   = help: ", "bold"), (f.help, "")), soft_wrap=True)
         console.print()
+
+
+def _where(loc: Location) -> str:
+    """A location as rustc and ruff print one: a file below the working directory relative to it, others whole."""
+    if loc.path and os.path.isabs(loc.path):
+        try:
+            rel = os.path.relpath(loc.path)
+        except (OSError, ValueError):  # no working directory, or another drive
+            return str(loc)
+        if rel != os.pardir and not rel.startswith(os.pardir + os.sep):
+            return str(replace(loc, path=rel))
+    return str(loc)
 
 
 def _fmt(x: Any, nd: int = 3) -> str:
@@ -242,7 +256,7 @@ def findings_markdown(findings: list[Finding]) -> str:
         if f.fix:
             out.append(f"  - fix: `{f.fix}`")
         if f.edit is not None and f.edit.snippet:
-            out.append(f"  - paste into `{f.edit.file}`:\n\n    ```\n" + "\n".join("    " + x for x in f.edit.snippet.splitlines()) + "\n    ```")
+            out.append(f"  - paste into `{f.edit.path or f.edit.file}`:\n\n    ```\n" + "\n".join("    " + x for x in f.edit.snippet.splitlines()) + "\n    ```")
         if f.help:
             out.append(f"  - help: {f.help}")
     return "\n".join(out) + "\n"

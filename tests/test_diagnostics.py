@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import os
 import pickle
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def test_fix_is_its_text_and_carries_the_edit():
     f = Finding("CFG003", "t", [], fx)
     assert f.location == Location(DRAFT_CONFIG, "rope_theta") and f.edit is fx
     assert f.to_dict()["edit"] == {"file": DRAFT_CONFIG, "key": "rope_theta", "op": "set", "value": 10000.0,
-                                   "snippet": '"rope_theta": 10000.0'}
+                                   "snippet": '"rope_theta": 10000.0', "path": None}
     assert config_fix("nested", "eagle_config.norm_before_fc", True).snippet == '"eagle_config": {"norm_before_fc": true}'
     with pytest.raises(ValueError):
         Fix("x", file=DRAFT_CONFIG, op="move")
@@ -150,6 +151,57 @@ def test_inspect_findings_carry_edits_that_remove_them(case, tmp_copy):
     _apply(d, f.edit)
     after = inspect(str(TARGET), str(d), engine=engine, engine_version=version)
     assert code not in [x.code for x in after.findings], [x.to_dict() for x in after.findings]
+
+
+# --------------------------------------------------------------------------- the real files behind the roles
+
+
+def test_locations_name_the_files_this_run_used(tmp_copy, tmp_path):
+    """` --> ` names the --draft directory's own config.json; JSON keeps the role in `file`, the file in `path`."""
+    d = tmp_copy(DRAFTS["sglang"])
+    _edit_config(d, BREAKAGES["rope_theta"][3])
+    out = tmp_path / "inspect.json"
+    r = invoke("inspect", "-t", TARGET, "-d", d, "--json", out)
+    assert r.exit_code == 1, r.output
+    cfg = os.path.abspath(d / "config.json")
+    assert f" --> {cfg}: rope_theta\n" in r.output, r.output
+    f = next(x for x in json.loads(out.read_text())["findings"] if x["code"] == "CFG003")
+    assert f["location"] == {"file": DRAFT_CONFIG, "key": "rope_theta", "path": cfg}
+    assert (f["edit"]["file"], f["edit"]["path"]) == (DRAFT_CONFIG, cfg)
+
+
+def test_role_paths_local_hub_shards_and_roles_without_a_file(tmp_path, monkeypatch):
+    from eagle3_doctor.findings import DRAFT_WEIGHTS, REQUEST, SERVER_COMMAND, locate
+    from eagle3_doctor.hub import role_paths
+
+    serve = tmp_path / "serve.sh"
+    serve.write_text("python -m sglang.launch_server --model-path org/target\n")
+    draft = DRAFTS["sglang"]
+    p = role_paths("org/target", str(draft), serve_config=str(serve))
+    assert p == {"target/config.json": "org/target:config.json", DRAFT_CONFIG: os.path.abspath(draft / "config.json"),
+                 DRAFT_WEIGHTS: os.path.abspath(draft / "model.safetensors"), SERVER_COMMAND: os.path.abspath(serve)}
+    # a hub draft, downloaded to a snapshot: the repository's files, not the cache's copies
+    assert role_paths(draft="org/draft", draft_dir=str(draft)) == {
+        DRAFT_CONFIG: "org/draft:config.json", DRAFT_WEIGHTS: "org/draft:model.safetensors"}
+    shards = tmp_path / "sharded"
+    shards.mkdir()
+    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+        (shards / name).write_bytes(b"")
+    assert role_paths(draft=str(shards))[DRAFT_WEIGHTS] == os.path.join(os.path.abspath(shards), "*.safetensors")
+
+    fs = [Finding("CFG003", "t", [], config_fix("x", "rope_theta", 1.0)),
+          Finding("TPL003", "t", [], Fix("x", file=REQUEST, key="messages[0]")), Finding("CAP006", "t", [], "text")]
+    locate(fs, role_paths(draft=str(draft)))  # no --serve-config: no file for the launch command or a request
+    assert str(fs[0].location) == f"{os.path.abspath(draft / 'config.json')}: rope_theta"
+    assert fs[0].edit.path == fs[0].location.path and fs[0].location.file == DRAFT_CONFIG
+    assert fs[1].location.path is None and str(fs[1].location) == "each chat request: messages[0]"
+    assert fs[2].location is None
+    # the terminal shows it as rustc and ruff do: relative to the working directory when below it
+    monkeypatch.chdir(draft.parent.parent)
+    assert _render(fs[:1]).splitlines()[1] == f" --> {draft.parent.name}/{draft.name}/config.json: rope_theta"
+    monkeypatch.chdir(tmp_path)
+    assert _render(fs[:1]).splitlines()[1] == f" --> {os.path.abspath(draft / 'config.json')}: rope_theta"
+    assert f"`{os.path.abspath(draft / 'config.json')}: rope_theta`" in findings_markdown(fs[:1])
 
 
 # --------------------------------------------------------------------------- explain CODE

@@ -21,12 +21,17 @@ Where the fix is an edit, the finding also points at it, rustc-style:
 
 ```
 error[CAP002]: slot 0 is fed the embeddings and slot(s) 1, 2 get the capture point trained one slot earlier
- --> draft/config.json: eagle_config.eagle_aux_hidden_state_layer_ids
+ --> fixtures/draft-sglang/config.json: eagle_config.eagle_aux_hidden_state_layer_ids
 ```
 
-`draft/` stands for the --draft directory, `target/` for the target; in `--json` the edit is structured
-(`edit`: file, key, op, value, snippet) beside the `fix` text. `eagle3-doctor explain CODE` prints the
-long form below for one code.
+The arrow names the file the run read: here the config.json of `--draft fixtures/draft-sglang` (a file
+below the working directory is shown relative to it, others whole; a hub model's as
+`org/name:config.json`, the repository's file). Where the run had no file for it, the arrow names the
+file's role instead: `draft/config.json` (the --draft directory's), `draft/*.safetensors`,
+`target/config.json`, `server launch command` (the `--serve-config` file when one is given),
+`extra_llm_api_options.yaml`, `each chat request`. In `--json` the location keeps the role in `file`
+and the file in `path`, and the edit is structured (`edit`: file, path, key, op, value, snippet) beside
+the `fix` text. `eagle3-doctor explain CODE` prints the long form below for one code.
 
 | code | severity | meaning |
 |---|---|---|
