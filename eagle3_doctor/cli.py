@@ -382,7 +382,11 @@ def _tool() -> dict:
 
 
 def _preflight(**kw: Any) -> None:
-    """Every argument, path and input file, checked before torch is imported or a model is loaded."""
+    """Every argument, path and input file, checked before torch is imported or a model is loaded.
+
+    Commands that take --serve-cmd leave --engine/--engine-version out: the engine is checked once,
+    where it is resolved (``_resolve_serve``, ``_compare_dumps``), on the value the run uses, still
+    before any download or load."""
     from .validate import preflight
 
     preflight(**kw)
@@ -454,8 +458,7 @@ def inspect_cmd(
     report: ReportDir = None,
 ) -> int:
     """Audit the draft checkpoint and config against the target and engine. No forward pass."""
-    _preflight(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
-               json_out=json_out, report=report)
+    _preflight(target=target, draft=draft, draft_format=draft_format, json_out=json_out, report=report)
     from .inspect_draft import inspect
     from .report import render_inspect
     from .safeio import write_json
@@ -507,7 +510,7 @@ def compare_hidden_cmd(
     num_layers: Annotated[Optional[int], typer.Option("--num-layers", help="Without --target: the target's number of decoder layers (for the layer ids in the fix).")] = None,
 ) -> int:
     """Training features vs what the serving engine captures: slot by slot, with the exact fix."""
-    _preflight(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
+    _preflight(target=target, draft=draft, draft_format=draft_format,
                layer_ids=layer_ids, train_recipe=train_recipe, train_dump=train_dump, prompts=prompts,
                max_tokens=max_tokens, batch_size=batch_size, limit=limit, plot=plot, dtype=dtype, device=device,
                device_map=device_map, max_memory=max_memory, json_out=json_out, report=report)
@@ -535,7 +538,7 @@ def compare_hidden_cmd(
     return exit_code(res.findings, "warning")
 
 
-def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Optional[str], engine: str,
+def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Optional[str], engine: Optional[str],
                    engine_version: Optional[str], train_recipe: Optional[str], train_dump: Optional[str],
                    engine_dump: Optional[str], num_layers: Optional[int], max_tokens: int, limit: Optional[int],
                    json_out: Optional[str]) -> int:
@@ -550,7 +553,10 @@ def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Op
                        "see `eagle3-doctor compare-hidden --help`")
     if num_layers is None or num_layers < 1:
         raise BadInput("dump vs dump needs the target's layer count for the fix", "pass --num-layers N (num_hidden_layers of the target's config.json)")
-    from .engines import training_spec
+    from .engines import check_engine, training_spec
+
+    engine = (engine or "sglang").lower()  # as with a target: any case, sglang by default
+    check_engine(engine, engine_version)  # before the draft is read
 
     if train_recipe:
         tspec, tsrc = training_spec(train_recipe, num_layers)
@@ -617,7 +623,7 @@ def acceptance_cmd(
     train_system_prompt: FmtTrainSystemPrompt = None, requests: FmtRequests = None, seed: FmtSeed = 0,
 ) -> int:
     """Per-position acceptance and draft accuracy under the serving and the training features."""
-    _preflight(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
+    _preflight(target=target, draft=draft, draft_format=draft_format,
                layer_ids=layer_ids, train_recipe=train_recipe, train_dump=train_dump, prompts=prompts,
                num_steps=num_steps, continuation=continuation, max_new_tokens=max_new_tokens, max_tokens=max_tokens,
                batch_size=batch_size, limit=limit, temperature=temperature, temperature_mode=temperature_mode, topk=topk,

@@ -195,3 +195,33 @@ def test_ctrl_c_leaves_no_report_and_keeps_the_old_one(tmp_path, monkeypatch):
     assert r.exit_code == 130
     assert out.read_text() == '{"old": true}'  # replaced only by a run that completes
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r.json")]  # no temp file left behind
+
+
+@pytest.mark.parametrize("command", ["inspect", "compare-hidden", "acceptance"])
+def test_engine_is_checked_once_on_the_resolved_value_before_any_load(monkeypatch, command):
+    """--engine VLLM with --serve-cmd's release: one check, of (vllm, that release), before the models load;
+    a bad --engine is still refused before any load."""
+    import eagle3_doctor.doctor as doctor
+    import eagle3_doctor.engines as engines
+    import eagle3_doctor.inspect_draft as inspect_draft
+
+    class Loaded(BaseException):
+        pass
+
+    calls = []
+    real = engines.check_engine
+    monkeypatch.setattr(engines, "check_engine", lambda e, v: calls.append((e, v)) or real(e, v))
+
+    def loader(*a, **kw):
+        raise Loaded(list(calls))
+
+    monkeypatch.setattr(doctor, "load_setup", loader)
+    monkeypatch.setattr(inspect_draft, "inspect", loader)
+    serve = f"vllm serve {TARGET} --speculative-config '{{\"method\": \"eagle3\", \"model\": \"{DRAFTS['speculators']}\"}}'"
+    args = [command, "--serve-cmd", serve, "--engine", "VLLM", "--engine-version", "0.33.0-v1"]
+    with pytest.raises(Loaded) as e:
+        invoke(*args, catch_exceptions=False)
+    assert e.value.args[0] == [("vllm", "0.33.0-v1")]
+    calls.clear()
+    r = invoke(*args[:-3], "tgi")
+    assert r.exit_code == 2 and "unknown --engine 'tgi'" in r.stderr and calls == [("tgi", None)], (r.exit_code, r.stderr)

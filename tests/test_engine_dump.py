@@ -87,3 +87,23 @@ def test_cli_dump_vs_dump_without_target():
     assert '"eagle_aux_hidden_state_layer_ids": [1, 3, 4]' in r.stdout
     r = subprocess.run(cmd[:-2], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and "--num-layers" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("engine", [[], ["--engine", "SGLang"]])
+def test_dump_vs_dump_takes_the_engine_like_the_other_paths(engine, monkeypatch):
+    """--engine is optional (sglang) and any case here too, as --help says; a bad one is refused before the draft loads."""
+    from conftest import invoke
+
+    import eagle3_doctor.draft.formats as formats
+
+    args = ["compare-hidden", "--engine-dump", SRV / "sglang-dump-shifted", "--train-dump", DUMP, "--draft", DRAFTS["sglang"],
+            "--num-layers", "8"]
+    r = invoke(*args, *engine)
+    assert r.exit_code == 1 and "error[CAP002]" in r.stdout, (r.exit_code, r.output)
+
+    def no_load(*a, **k):
+        raise AssertionError("the draft was read before the engine was checked")
+
+    monkeypatch.setattr(formats, "read_draft", no_load)
+    r = invoke(*args, "--engine", "tgi")
+    assert r.exit_code == 2 and "unknown --engine 'tgi'" in r.stderr, (r.exit_code, r.output)
