@@ -31,6 +31,7 @@ demo: $(STAMP)
 # Lint first (seconds), then the suite. ruff is pinned in the test extra: its rules change between releases.
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test: lint
 	EAGLE3_DOCTOR_ORACLES=required $(BIN)/python -m pytest -q

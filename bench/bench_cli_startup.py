@@ -1,6 +1,6 @@
 """Time `eagle3-doctor --help` and `--version` (goal: under 0.5 s; heavy imports happen inside commands).
 
-    python bench/bench_cli_startup.py [--runs 10]
+python bench/bench_cli_startup.py [--runs 10]
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ def main() -> None:
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", flag], capture_output=True, check=True, env=env)
             ts.append(time.perf_counter() - t0)
-        print(f"eagle3-doctor {flag}: median {statistics.median(ts):.3f} s over {args.runs} runs "
-              f"(bare interpreter start {statistics.median(base):.3f} s; ratio {statistics.median(ts) / statistics.median(base):.1f}x) "
-              f"on {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+        print(
+            f"eagle3-doctor {flag}: median {statistics.median(ts):.3f} s over {args.runs} runs "
+            f"(bare interpreter start {statistics.median(base):.3f} s; ratio {statistics.median(ts) / statistics.median(base):.1f}x) "
+            f"on {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
+        )
 
 
 if __name__ == "__main__":

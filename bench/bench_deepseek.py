@@ -73,21 +73,53 @@ def main() -> None:
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
     if args.small:
-        shape = dict(vocab_size=1024, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
-                     num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=32,
-                     qk_rope_head_dim=8, v_head_dim=16, qk_nope_head_dim=8)
+        shape = dict(
+            vocab_size=1024,
+            hidden_size=64,
+            intermediate_size=128,
+            moe_intermediate_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            kv_lora_rank=16,
+            q_lora_rank=32,
+            qk_rope_head_dim=8,
+            v_head_dim=16,
+            qk_nope_head_dim=8,
+        )
         dshape = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, draft_vocab_size=256)
     else:
-        shape = dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432, moe_intermediate_size=2048,
-                     num_attention_heads=128, num_key_value_heads=128, kv_lora_rank=512, q_lora_rank=1536,
-                     qk_rope_head_dim=64, v_head_dim=128, qk_nope_head_dim=128)
-        dshape = dict(hidden_size=7168, intermediate_size=18432, num_attention_heads=56, num_key_value_heads=8,
-                      draft_vocab_size=32000)
+        shape = dict(
+            vocab_size=129280,
+            hidden_size=7168,
+            intermediate_size=18432,
+            moe_intermediate_size=2048,
+            num_attention_heads=128,
+            num_key_value_heads=128,
+            kv_lora_rank=512,
+            q_lora_rank=1536,
+            qk_rope_head_dim=64,
+            v_head_dim=128,
+            qk_nope_head_dim=128,
+        )
+        dshape = dict(
+            hidden_size=7168, intermediate_size=18432, num_attention_heads=56, num_key_value_heads=8, draft_vocab_size=32000
+        )
     L = 61
-    cfg = DeepseekV3Config(**shape, num_hidden_layers=L, n_shared_experts=1, n_routed_experts=args.experts,
-                           routed_scaling_factor=2.5, n_group=8, topk_group=4, num_experts_per_tok=8,
-                           first_k_dense_replace=3, norm_topk_prob=True, max_position_embeddings=max(4096, args.len),
-                           tie_word_embeddings=False, rms_norm_eps=1e-6)
+    cfg = DeepseekV3Config(
+        **shape,
+        num_hidden_layers=L,
+        n_shared_experts=1,
+        n_routed_experts=args.experts,
+        routed_scaling_factor=2.5,
+        n_group=8,
+        topk_group=4,
+        num_experts_per_tok=8,
+        first_k_dense_replace=3,
+        norm_topk_prob=True,
+        max_position_embeddings=max(4096, args.len),
+        tie_word_embeddings=False,
+        rms_norm_eps=1e-6,
+    )
     cfg._attn_implementation = "sdpa"
     dev = torch.device("cuda:0" if CUDA else "cpu")
     torch.manual_seed(0)
@@ -113,8 +145,17 @@ def main() -> None:
     trained, _ = training_spec(recipe, L)
 
     def setup_for(ids: list[int], version: str) -> Setup:
-        return Setup.from_model(model, draft, engine="sglang", engine_version=version, layer_ids=ids, train_spec=trained,
-                                train_source=recipe, name="synthetic DeepSeek-V3 shape", device=dev)
+        return Setup.from_model(
+            model,
+            draft,
+            engine="sglang",
+            engine_version=version,
+            layer_ids=ids,
+            train_spec=trained,
+            train_source=recipe,
+            name="synthetic DeepSeek-V3 shape",
+            device=dev,
+        )
 
     # as tests/test_architectures.py: 0.5.2 refuses DeepSeek; stock 0.5.10 crashes on -1
     seed, good = setup_for([-1, 2, 30], "0.5.10+minus-one-embed"), setup_for([2, 30, 58], "0.5.10")
@@ -132,12 +173,14 @@ def main() -> None:
     rows = {}
     rows["bare target forward (logits)"] = measure(bare, args.repeats)
     rows["compare-hidden, seed ids [-1,2,30]"] = measure(
-        lambda: compare_hidden(seed, prompt_ids=seqs, max_tokens=None, batch_size=args.batch), args.repeats)
+        lambda: compare_hidden(seed, prompt_ids=seqs, max_tokens=None, batch_size=args.batch), args.repeats
+    )
     # the seed's serving path feeds the embeddings into slot 0; acceptance measures both paths
     # (serving and training) in one run, as the CLI does
     rows["acceptance K=7, seed ids (serving + training paths)"] = measure(
-        lambda: acceptance(seed, prompt_ids=seqs, max_tokens=None, batch_size=args.batch, num_steps=7,
-                           continuation="text"), args.repeats)
+        lambda: acceptance(seed, prompt_ids=seqs, max_tokens=None, batch_size=args.batch, num_steps=7, continuation="text"),
+        args.repeats,
+    )
     ok = compare_hidden(good, prompt_ids=seqs, max_tokens=None, batch_size=args.batch)
     none = compare_hidden(refused, prompt_ids=seqs[:1], max_tokens=None, batch_size=1)
     bad = rows["compare-hidden, seed ids [-1,2,30]"][3]
@@ -145,15 +188,18 @@ def main() -> None:
     errs = [f for f in bad.findings if f.severity == "error"]
     cap = next((f for f in errs if f.code == "CAP002"), None)
     checks = {
-        "seed ids: first error is CAP002, slot 0 fed the embeddings, fix ids [2, 30, 58]":
-            bool(errs) and errs[0].code == "CAP002" and cap is not None and "slot 0 is fed the embeddings" in cap.title
-            and cap.data.get("fix_ids") == [2, 30, 58],
+        "seed ids: first error is CAP002, slot 0 fed the embeddings, fix ids [2, 30, 58]": bool(errs)
+        and errs[0].code == "CAP002"
+        and cap is not None
+        and "slot 0 is fed the embeddings" in cap.title
+        and cap.data.get("fix_ids") == [2, 30, 58],
         "seed ids: slot 0 numerically apart (rel-L2 > 0.2)": bad.slots[0].rel_mean > 0.2,
-        "correct ids [2,30,58] on 0.5.10: no warning or error, slot rel-L2 0":
-            [f.code for f in ok.findings if f.severity in ("error", "warning")] == []
-            and max(s.rel_mean for s in ok.slots) == 0,
-        "SGLang 0.5.2 refuses a DeepSeek target (ENG001)":
-            [f.code for f in none.findings if f.severity == "error"] == ["ENG001"],
+        "correct ids [2,30,58] on 0.5.10: no warning or error, slot rel-L2 0": [
+            f.code for f in ok.findings if f.severity in ("error", "warning")
+        ]
+        == []
+        and max(s.rel_mean for s in ok.slots) == 0,
+        "SGLang 0.5.2 refuses a DeepSeek target (ENG001)": [f.code for f in none.findings if f.severity == "error"] == ["ENG001"],
         "acceptance ran both paths": set(acc.paths) == {"serving", "training"},
     }
     tb = rows["bare target forward (logits)"][0]
@@ -161,21 +207,34 @@ def main() -> None:
 
     gpu = torch.cuda.get_device_name(0) if CUDA else "CPU (smoke run, not a result)"
     cmd = ("PYTHONPATH=. python bench/bench_deepseek.py " + " ".join(sys.argv[1:])).strip()
-    lines = [f"## {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}: DeepSeek-V3 shape, seed case, {gpu}, "
-             f"torch {torch.__version__}, transformers {transformers.__version__}", "", f"Command: `{cmd}`", "",
-             f"DeepseekV3ForCausalLM, {L} layers, hidden {shape['hidden_size']}, MLA ({shape['num_attention_heads']} heads, "
-             f"q_lora {shape['q_lora_rank']}, kv_lora {shape['kv_lora_rank']}), {args.experts} routed experts (of 256: the only "
-             f"scaled dimension) + 1 shared, top-8 in 8 groups / 4 chosen, vocabulary {V}: {n_params / 1e9:.1f}B parameters, "
-             f"random bf16 drawn on the GPU in {t_build:.0f} s. Workload {args.seqs} x {T} tokens, batch {args.batch}; "
-             f"median of {args.repeats} runs after one warm-up.", "",
-             "| measurement | median (s) | ratio to bare forward | runs (s) | peak GPU memory (GiB) |", "|---|---|---|---|---|"]
+    lines = [
+        f"## {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}: DeepSeek-V3 shape, seed case, {gpu}, "
+        f"torch {torch.__version__}, transformers {transformers.__version__}",
+        "",
+        f"Command: `{cmd}`",
+        "",
+        f"DeepseekV3ForCausalLM, {L} layers, hidden {shape['hidden_size']}, MLA ({shape['num_attention_heads']} heads, "
+        f"q_lora {shape['q_lora_rank']}, kv_lora {shape['kv_lora_rank']}), {args.experts} routed experts (of 256: the only "
+        f"scaled dimension) + 1 shared, top-8 in 8 groups / 4 chosen, vocabulary {V}: {n_params / 1e9:.1f}B parameters, "
+        f"random bf16 drawn on the GPU in {t_build:.0f} s. Workload {args.seqs} x {T} tokens, batch {args.batch}; "
+        f"median of {args.repeats} runs after one warm-up.",
+        "",
+        "| measurement | median (s) | ratio to bare forward | runs (s) | peak GPU memory (GiB) |",
+        "|---|---|---|---|---|",
+    ]
     for name, (t, runs, peak, _) in rows.items():
         lines.append(f"| {name} | {t:.3f} | {t / tb:.3f} | {', '.join(f'{x:.3f}' for x in runs)} | {peak / 2**30:.2f} |")
-    lines += ["", "Findings (seed ids): " + ", ".join(f"{f.code}:{f.severity}" for f in bad.findings),
-              "; correct ids: " + ", ".join(f"{f.code}:{f.severity}" for f in ok.findings) + ".",
-              f"Slot rel-L2, seed ids: {[round(s.rel_mean, 4) for s in bad.slots]}; acceptance findings: "
-              + ", ".join(f"{f.code}:{f.severity}" for f in acc.findings) + ".", "",
-              "| check | met |", "|---|---|"]
+    lines += [
+        "",
+        "Findings (seed ids): " + ", ".join(f"{f.code}:{f.severity}" for f in bad.findings),
+        "; correct ids: " + ", ".join(f"{f.code}:{f.severity}" for f in ok.findings) + ".",
+        f"Slot rel-L2, seed ids: {[round(s.rel_mean, 4) for s in bad.slots]}; acceptance findings: "
+        + ", ".join(f"{f.code}:{f.severity}" for f in acc.findings)
+        + ".",
+        "",
+        "| check | met |",
+        "|---|---|",
+    ]
     lines += [f"| {k} | {'yes' if v else 'NO'} |" for k, v in checks.items()]
     text = "\n".join(lines) + "\n"
     print(text)

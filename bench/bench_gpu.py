@@ -58,10 +58,19 @@ def build(args, max_pos: int = 8192):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     H, FF, NL, V, DV = (4096, 14336, 32, 128256, 32000) if not args.small else (256, 768, 8, 4096, 1024)
-    cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=FF, num_hidden_layers=NL,
-                      num_attention_heads=32 if not args.small else 4, num_key_value_heads=8 if not args.small else 2,
-                      max_position_embeddings=max_pos, rope_theta=500000.0,
-                      rms_norm_eps=1e-5, tie_word_embeddings=False, torch_dtype="bfloat16")
+    cfg = LlamaConfig(
+        vocab_size=V,
+        hidden_size=H,
+        intermediate_size=FF,
+        num_hidden_layers=NL,
+        num_attention_heads=32 if not args.small else 4,
+        num_key_value_heads=8 if not args.small else 2,
+        max_position_embeddings=max_pos,
+        rope_theta=500000.0,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        torch_dtype="bfloat16",
+    )
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
     t0 = time.perf_counter()
@@ -72,9 +81,16 @@ def build(args, max_pos: int = 8192):
     sync()
     t_target = time.perf_counter() - t0
     L = cfg.num_hidden_layers
-    dcfg = DraftConfig(hidden_size=H, intermediate_size=FF, num_attention_heads=cfg.num_attention_heads,
-                       num_key_value_heads=cfg.num_key_value_heads, vocab_size=V, draft_vocab_size=DV,
-                       rope_theta=500000.0, max_position_embeddings=max_pos)
+    dcfg = DraftConfig(
+        hidden_size=H,
+        intermediate_size=FF,
+        num_attention_heads=cfg.num_attention_heads,
+        num_key_value_heads=cfg.num_key_value_heads,
+        vocab_size=V,
+        draft_vocab_size=DV,
+        rope_theta=500000.0,
+        max_position_embeddings=max_pos,
+    )
     t0 = time.perf_counter()
     with torch.device(dev):
         draft = Eagle3Draft(dcfg).eval()
@@ -102,10 +118,14 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--small", action="store_true", help="tiny shapes: a CPU smoke run of this script")
     ap.add_argument("--profile", default=None, help="write a torch.profiler table of one acceptance batch here")
-    ap.add_argument("--contexts", default=None,
-                    help="comma-separated context lengths, e.g. 8192,32768,131072: batch-1 long-context rows only")
-    ap.add_argument("--floor", action="store_true",
-                    help="acceptance-floor run only: median of --repeats runs, FLOP floor and measured lower bound")
+    ap.add_argument(
+        "--contexts", default=None, help="comma-separated context lengths, e.g. 8192,32768,131072: batch-1 long-context rows only"
+    )
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="acceptance-floor run only: median of --repeats runs, FLOP floor and measured lower bound",
+    )
     ap.add_argument("--repeats", type=int, default=5, help="timed runs per row in --floor / --contexts mode")
     ap.add_argument("--compile", action="store_true", help="in --floor mode also time the draft's pieces under torch.compile")
     args = ap.parse_args()
@@ -134,8 +154,9 @@ def main() -> None:
     rows["compare-hidden numeric step"] = {"s": t, "peak": m}
     t, m, _ = timed(lambda: compare_hidden(setup, prompt_ids=seqs, max_tokens=None, batch_size=args.batch, matrix=True), reps=1)
     rows["compare-hidden --matrix (all L+2 points)"] = {"s": t, "peak": m}
-    t, m, run = timed(lambda: acceptance(setup, prompt_ids=seqs, max_tokens=None, batch_size=args.batch, num_steps=7,
-                                          continuation="text"))
+    t, m, run = timed(
+        lambda: acceptance(setup, prompt_ids=seqs, max_tokens=None, batch_size=args.batch, num_steps=7, continuation="text")
+    )
     rows["acceptance K=7 teacher-forced"] = {"s": t, "peak": m}
 
     if args.profile:
@@ -143,8 +164,9 @@ def main() -> None:
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
         with profile(activities=acts) as prof:
-            acceptance(setup, prompt_ids=seqs[: args.batch], max_tokens=None, batch_size=args.batch, num_steps=7,
-                       continuation="text")
+            acceptance(
+                setup, prompt_ids=seqs[: args.batch], max_tokens=None, batch_size=args.batch, num_steps=7, continuation="text"
+            )
             sync()
         key = "cuda_time_total" if CUDA else "cpu_time_total"
         Path(args.profile).write_text(prof.key_averages().table(sort_by=key, row_limit=25))
@@ -155,10 +177,12 @@ def main() -> None:
 
     sub = [s[:64] for s in seqs[: args.ref_prompts]]
     t_cont, _, conts = timed(lambda: greedy_continue(setup.target, sub, args.ref_new, args.batch), reps=1)
-    t_est, _, _ = timed(lambda: acceptance(setup, prompt_ids=conts, max_tokens=None, batch_size=args.batch, num_steps=7,
-                                           continuation="text"))
-    kw = dict(prompt_ids=sub, max_tokens=None, batch_size=args.batch, num_steps=7, max_new_tokens=args.ref_new,
-              continuation="greedy")
+    t_est, _, _ = timed(
+        lambda: acceptance(setup, prompt_ids=conts, max_tokens=None, batch_size=args.batch, num_steps=7, continuation="text")
+    )
+    kw = dict(
+        prompt_ids=sub, max_tokens=None, batch_size=args.batch, num_steps=7, max_new_tokens=args.ref_new, continuation="greedy"
+    )
     t_plain, _, _ = timed(lambda: acceptance(setup, **kw), reps=1)
     t_all, _, est_ref = timed(lambda: acceptance(setup, reference=True, **kw), reps=1)
     t_loop = t_all - t_plain
@@ -201,8 +225,12 @@ def main() -> None:
         ("acceptance <= 1.5x bare forward", rows["acceptance K=7 teacher-forced"]["s"] / bare_s, 1.5, "<="),
         ("reference loop >= 20x the estimator", t_loop / t_est, 20, ">="),
         # the draft is resident during the bare forward too, so bare_peak already counts its weights
-        ("acceptance peak <= 1.1 x (bare peak + draft weights)",
-         rows["acceptance K=7 teacher-forced"]["peak"] / max(bare_peak, 1), 1.1, "<="),
+        (
+            "acceptance peak <= 1.1 x (bare peak + draft weights)",
+            rows["acceptance K=7 teacher-forced"]["peak"] / max(bare_peak, 1),
+            1.1,
+            "<=",
+        ),
         ("compare-hidden peak <= 1.1 x bare peak", rows["compare-hidden numeric step"]["peak"] / max(bare_peak, 1), 1.1, "<="),
         ("--help start-up < 0.5 s", t_help, 0.5, "<"),
     ]
@@ -210,8 +238,10 @@ def main() -> None:
     for name, v, thr, op in goals:
         met = {"<=": v <= thr, ">=": v >= thr, "<": v < thr}[op]
         lines.append(f"| {name} | {v:.3f} | {'yes' if met else 'NO'} |")
-    lines.append(f"| reference loop and estimator give identical accepted lengths | "
-                 f"{est_ref.reference['accepted_lengths']} | {'yes' if ok_ref else 'NO'} |")
+    lines.append(
+        f"| reference loop and estimator give identical accepted lengths | "
+        f"{est_ref.reference['accepted_lengths']} | {'yes' if ok_ref else 'NO'} |"
+    )
     lines.append("")
     text = "\n".join(lines)
     print(text)
@@ -241,8 +271,13 @@ def header(kind: str, cmd: str) -> list[str]:
     import transformers
 
     gpu = torch.cuda.get_device_name(0) if CUDA else "CPU (smoke run, not a result)"
-    return [f"## {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}: {kind}, {gpu}, torch {torch.__version__}, "
-            f"transformers {transformers.__version__}", "", f"Command: `{cmd}`", ""]
+    return [
+        f"## {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}: {kind}, {gpu}, torch {torch.__version__}, "
+        f"transformers {transformers.__version__}",
+        "",
+        f"Command: `{cmd}`",
+        "",
+    ]
 
 
 def emit(args, lines: list[str]) -> None:
@@ -266,11 +301,15 @@ def long_contexts(args) -> None:
     setup, _, _ = build(args, max(ctxs))
     model = setup.target.model
     dev = setup.target.device
-    lines = header("long contexts, batch 1, Llama-3.1-8B shape" if not args.small else "long contexts (smoke)",
-                   f"PYTHONPATH=. python bench/bench_gpu.py --contexts {args.contexts} --repeats {args.repeats}")
-    lines += ["| context (tokens) | bare forward (s) | acceptance K=7 (s) | ratio | bare peak (GiB) | acceptance peak (GiB) "
-              "| peak ratio | acceptance <= 1.4x | peak <= bare + 10% | runs (acceptance, s) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = header(
+        "long contexts, batch 1, Llama-3.1-8B shape" if not args.small else "long contexts (smoke)",
+        f"PYTHONPATH=. python bench/bench_gpu.py --contexts {args.contexts} --repeats {args.repeats}",
+    )
+    lines += [
+        "| context (tokens) | bare forward (s) | acceptance K=7 (s) | ratio | bare peak (GiB) | acceptance peak (GiB) "
+        "| peak ratio | acceptance <= 1.4x | peak <= bare + 10% | runs (acceptance, s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for n in ctxs:
         set_max_positions(setup, n)
         g = torch.Generator(device=dev).manual_seed(n)
@@ -282,14 +321,25 @@ def long_contexts(args) -> None:
             model(input_ids=ids, attention_mask=torch.ones_like(ids))
 
         tb, _, pb = measure(bare, args.repeats)
-        ta, runs, pa = measure(lambda seq=seq: acceptance(setup, prompt_ids=[seq], max_tokens=None, batch_size=1, num_steps=7,
-                                                  continuation="text"), args.repeats)
+        ta, runs, pa = measure(
+            lambda seq=seq: acceptance(setup, prompt_ids=[seq], max_tokens=None, batch_size=1, num_steps=7, continuation="text"),
+            args.repeats,
+        )
         r, pr = ta / tb, pa / max(pb, 1)
-        lines.append(f"| {n} | {tb:.3f} | {ta:.3f} | {r:.3f} | {pb / 2**30:.2f} | {pa / 2**30:.2f} | {pr:.3f} | "
-                     f"{'yes' if r <= 1.4 else 'NO'} | {'yes' if pr <= 1.1 else 'NO'} | {', '.join(f'{x:.3f}' for x in runs)} |")
+        lines.append(
+            f"| {n} | {tb:.3f} | {ta:.3f} | {r:.3f} | {pb / 2**30:.2f} | {pa / 2**30:.2f} | {pr:.3f} | "
+            f"{'yes' if r <= 1.4 else 'NO'} | {'yes' if pr <= 1.1 else 'NO'} | {', '.join(f'{x:.3f}' for x in runs)} |"
+        )
         print(lines[-1], flush=True)
-    emit(args, lines + ["", "Peak memory is torch.cuda.max_memory_allocated() over the timed runs, weights (target and "
-                             "draft) included; the bare forward returns the full [1, T, V] logits."])
+    emit(
+        args,
+        lines
+        + [
+            "",
+            "Peak memory is torch.cuda.max_memory_allocated() over the timed runs, weights (target and "
+            "draft) included; the bare forward returns the full [1, T, V] logits.",
+        ],
+    )
 
 
 def linear_params(mod: torch.nn.Module) -> int:
@@ -358,8 +408,7 @@ def floor_run(args) -> None:
     @torch.inference_mode()
     def draft_part(outs=None):
         for aux_b, batch, amax in saved:
-            o = unroll_outcomes(draft, aux_b, batch.input_ids, lambda k, a=amax: torch.roll(a, -k, dims=1),
-                                batch.lengths, K)
+            o = unroll_outcomes(draft, aux_b, batch.input_ids, lambda k, a=amax: torch.roll(a, -k, dims=1), batch.lengths, K)
             if outs is not None:
                 outs.append((o, batch))
 
@@ -385,12 +434,16 @@ def floor_run(args) -> None:
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
         with profile(activities=acts) as prof:
-            acceptance(setup, prompt_ids=seqs[: args.batch], max_tokens=None, batch_size=args.batch, num_steps=K,
-                       continuation="text")
+            acceptance(
+                setup, prompt_ids=seqs[: args.batch], max_tokens=None, batch_size=args.batch, num_steps=K, continuation="text"
+            )
             sync()
         key = "cuda_time_total" if CUDA else "cpu_time_total"
-        Path(args.profile).write_text(prof.key_averages().table(sort_by=key, row_limit=40) + "\n\nBy self CPU time:\n"
-                                      + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+        Path(args.profile).write_text(
+            prof.key_averages().table(sort_by=key, row_limit=40)
+            + "\n\nBy self CPU time:\n"
+            + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25)
+        )
     if args.compile:
         try:
             setup.compile_draft()  # what `acceptance --compile` does
@@ -401,20 +454,29 @@ def floor_run(args) -> None:
     tb = rows["bare target forward"][0]
     f_t, f_d = floor_flops(setup, args.len, args.seqs * args.len, K)
     lb = (tb + rows["K=7 draft steps alone (teacher-forced unroll + argmax)"][0]) / tb
-    cmd = (f"PYTHONPATH=. python bench/bench_gpu.py --floor --seqs {args.seqs} --len {args.len} --batch {args.batch} "
-           f"--repeats {args.repeats}" + (" --compile" if args.compile else ""))
+    cmd = (
+        f"PYTHONPATH=. python bench/bench_gpu.py --floor --seqs {args.seqs} --len {args.len} --batch {args.batch} "
+        f"--repeats {args.repeats}" + (" --compile" if args.compile else "")
+    )
     lines = header("acceptance floor, Llama-3.1-8B shape", cmd)
-    lines += [f"Workload {args.seqs} x {args.len} tokens, batch {args.batch}, bf16. Median of {args.repeats} runs after one warm-up.",
-              "", "| measurement | median (s) | ratio to bare forward | runs (s) | peak GPU memory (GiB) |", "|---|---|---|---|---|"]
+    lines += [
+        f"Workload {args.seqs} x {args.len} tokens, batch {args.batch}, bf16. Median of {args.repeats} runs after one warm-up.",
+        "",
+        "| measurement | median (s) | ratio to bare forward | runs (s) | peak GPU memory (GiB) |",
+        "|---|---|---|---|---|",
+    ]
     for name, (t, runs, peak) in rows.items():
         lines.append(f"| {name} | {t:.3f} | {t / tb:.3f} | {', '.join(f'{x:.3f}' for x in runs)} | {peak / 2**30:.2f} |")
     best = min(v[0] for k, v in rows.items() if k.startswith("acceptance"))
-    lines += ["", f"FLOP floor: target forward {f_t / 1e12:.1f} TFLOP + {K} draft steps {f_d / 1e12:.1f} TFLOP = "
-              f"**{(f_t + f_d) / f_t:.3f}x** a bare forward's FLOPs.",
-              f"Measured lower bound (bare forward + the {K} draft steps alone, nothing else): **{lb:.3f}x**.",
-              f"Best acceptance: **{best / tb:.3f}x** a bare forward; goal <= 1.35x: {'met' if best / tb <= 1.35 else 'NOT met'}; "
-              f"{best / tb / ((f_t + f_d) / f_t):.3f}x the FLOP floor, {best / tb / lb:.3f}x the measured lower bound.",
-              f"Bare forward at {f_t / tb / 1e12:.0f} TFLOP/s."]
+    lines += [
+        "",
+        f"FLOP floor: target forward {f_t / 1e12:.1f} TFLOP + {K} draft steps {f_d / 1e12:.1f} TFLOP = "
+        f"**{(f_t + f_d) / f_t:.3f}x** a bare forward's FLOPs.",
+        f"Measured lower bound (bare forward + the {K} draft steps alone, nothing else): **{lb:.3f}x**.",
+        f"Best acceptance: **{best / tb:.3f}x** a bare forward; goal <= 1.35x: {'met' if best / tb <= 1.35 else 'NOT met'}; "
+        f"{best / tb / ((f_t + f_d) / f_t):.3f}x the FLOP floor, {best / tb / lb:.3f}x the measured lower bound.",
+        f"Bare forward at {f_t / tb / 1e12:.0f} TFLOP/s.",
+    ]
     emit(args, lines)
 
 

@@ -82,9 +82,15 @@ def make_setup(model, cfg, device: str, target: Target | None = None) -> Setup:
     L = cfg.num_hidden_layers
     parts = DecoderParts(model)
     home = target.capture_device if target is not None else next(parts.norm.parameters()).device
-    dcfg = DraftConfig(hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
-                       num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
-                       vocab_size=cfg.vocab_size, draft_vocab_size=min(32000, cfg.vocab_size), rope_theta=500000.0)
+    dcfg = DraftConfig(
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_attention_heads=cfg.num_attention_heads,
+        num_key_value_heads=cfg.num_key_value_heads,
+        vocab_size=cfg.vocab_size,
+        draft_vocab_size=min(32000, cfg.vocab_size),
+        rope_theta=500000.0,
+    )
     torch.manual_seed(1)  # drawn on its GPU in bf16: the same seed and device give the same draft in every run
     torch.set_default_dtype(torch.bfloat16)
     try:
@@ -95,10 +101,17 @@ def make_setup(model, cfg, device: str, target: Target | None = None) -> Setup:
     draft.set_embeddings(model.get_input_embeddings().weight.to(home), own=False)
     trained = (layer_out(1), layer_out(L // 2 - 1), layer_out(L - 4))
     # serve the seed-style mistake so there is a finding to compare
-    setup = Setup.from_model(model, draft, target.tokenizer if target is not None else None, layer_ids=[-1, 1, L // 2 - 1],
-                             train_spec=trained, train_source="eagle-default",
-                             name=target.name if target is not None else "synthetic",
-                             device=target.device if target is not None else home, capture_device=home)
+    setup = Setup.from_model(
+        model,
+        draft,
+        target.tokenizer if target is not None else None,
+        layer_ids=[-1, 1, L // 2 - 1],
+        train_spec=trained,
+        train_source="eagle-default",
+        name=target.name if target is not None else "synthetic",
+        device=target.device if target is not None else home,
+        capture_device=home,
+    )
     assert setup.serving.spec[0] == embed()
     return setup
 
@@ -121,37 +134,80 @@ def main() -> None:
     ap.add_argument("--len", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--devices", default=None,
-                    help="comma-separated devices to shard over for the equality check, e.g. cuda:0,cpu on one GPU")
+    ap.add_argument(
+        "--devices", default=None, help="comma-separated devices to shard over for the equality check, e.g. cuda:0,cpu on one GPU"
+    )
     ap.add_argument("--fits-shape", default="8b", choices=["8b", "1b"], help="shape of the model that fits on one device")
     args = ap.parse_args()
     n = torch.cuda.device_count()
     if args.devices:
         devices = args.devices.split(",")
-        fits = dict(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=16,
-                    num_attention_heads=16, num_key_value_heads=4) if args.fits_shape == "1b" else \
-            dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                 num_attention_heads=32, num_key_value_heads=8)
+        fits = (
+            dict(
+                vocab_size=32000,
+                hidden_size=2048,
+                intermediate_size=5632,
+                num_hidden_layers=16,
+                num_attention_heads=16,
+                num_key_value_heads=4,
+            )
+            if args.fits_shape == "1b"
+            else dict(
+                vocab_size=128256,
+                hidden_size=4096,
+                intermediate_size=14336,
+                num_hidden_layers=32,
+                num_attention_heads=32,
+                num_key_value_heads=8,
+            )
+        )
         big = None
     elif args.small:
-        devices, fits, big = ["cpu"], dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=8,
-                                             num_attention_heads=4, num_key_value_heads=2), None
+        devices, fits, big = (
+            ["cpu"],
+            dict(
+                vocab_size=512,
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=8,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+            ),
+            None,
+        )
     else:
         assert n >= 2, "needs 2+ GPUs (or --small)"
         devices = [f"cuda:{i}" for i in range(n)]
-        fits = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                    num_attention_heads=32, num_key_value_heads=8)
-        big = dict(vocab_size=128256, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
-                   num_attention_heads=64, num_key_value_heads=8)
+        fits = dict(
+            vocab_size=128256,
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_hidden_layers=32,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+        )
+        big = dict(
+            vocab_size=128256,
+            hidden_size=8192,
+            intermediate_size=28672,
+            num_hidden_layers=80,
+            num_attention_heads=64,
+            num_key_value_heads=8,
+        )
     g = torch.Generator().manual_seed(2)
     seqs = torch.randint(10, fits["vocab_size"] - 10, (args.seqs, args.len if not args.small else 64), generator=g).tolist()
     import transformers
 
     t_start = time.perf_counter()
     cmd = "PYTHONPATH=. python bench/bench_multigpu.py " + " ".join(sys.argv[1:])
-    lines = [f"## {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}: sharded target, "
-             f"{n} x {torch.cuda.get_device_name(0) if n else 'CPU'}, torch {torch.__version__}, "
-             f"transformers {transformers.__version__}", "", f"Command: `{cmd}`", ""]
+    lines = [
+        f"## {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}: sharded target, "
+        f"{n} x {torch.cuda.get_device_name(0) if n else 'CPU'}, torch {torch.__version__}, "
+        f"transformers {transformers.__version__}",
+        "",
+        f"Command: `{cmd}`",
+        "",
+    ]
 
     # 1. equality: one device vs sharded, same weights (same seed)
     single, cfg, _ = build_sharded(fits, devices[:1])
@@ -173,8 +229,13 @@ def main() -> None:
     del single, s1
     # per-layer placement that alternates devices: every layer boundary crosses devices somewhere
     L = fits["num_hidden_layers"]
-    dmap = {"model.embed_tokens": devices[0], "model.rotary_emb": devices[0], "model.norm": devices[-1], "lm_head": devices[-1],
-            **{f"model.layers.{i}": devices[(i * len(devices)) // L] for i in range(L)}}
+    dmap = {
+        "model.embed_tokens": devices[0],
+        "model.rotary_emb": devices[0],
+        "model.norm": devices[-1],
+        "lm_head": devices[-1],
+        **{f"model.layers.{i}": devices[(i * len(devices)) // L] for i in range(L)},
+    }
     tgt = load_target(str(tmp), dtype="bfloat16", device=devices[0] if devices[0] != "cpu" else "cpu", device_map=dmap)
     sharded, cfg = tgt.model, tgt.model.config
     s2 = make_setup(sharded, cfg, devices[0], tgt)
@@ -184,10 +245,13 @@ def main() -> None:
     same_len = a1.paths["serving"]["accepted_lengths"] == a2.paths["serving"]["accepted_lengths"]
     max_rel = max(abs(x.rel_mean - y.rel_mean) for x, y in zip(c1.slots, c2.slots))
     where = sorted({str(v) for v in dmap.values()})
-    lines += [f"{fits['num_hidden_layers']}-layer, hidden {fits['hidden_size']} target on {devices[0]} vs sharded over {where}: "
-              f"findings identical "
-              f"{same_findings} ({[f.code for f in c2.findings]}), accepted lengths identical {same_len}, "
-              f"largest slot rel-L2 difference {max_rel:.2e}", ""]
+    lines += [
+        f"{fits['num_hidden_layers']}-layer, hidden {fits['hidden_size']} target on {devices[0]} vs sharded over {where}: "
+        f"findings identical "
+        f"{same_findings} ({[f.code for f in c2.findings]}), accepted lengths identical {same_len}, "
+        f"largest slot rel-L2 difference {max_rel:.2e}",
+        "",
+    ]
     del sharded, s2
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -204,13 +268,20 @@ def main() -> None:
 
         tb, _ = timed(bare)
         tc, _ = timed(lambda: compare_hidden(s, prompt_ids=seqs, max_tokens=None, batch_size=args.batch))
-        ta, _ = timed(lambda: acceptance(s, prompt_ids=seqs, max_tokens=None, batch_size=args.batch, num_steps=7,
-                                         continuation="text"))
+        ta, _ = timed(
+            lambda: acceptance(s, prompt_ids=seqs, max_tokens=None, batch_size=args.batch, num_steps=7, continuation="text")
+        )
         params = sum(p.numel() for p in model.parameters()) / 1e9
-        lines += [f"Llama-70B shape ({params:.1f}B parameters, bf16) over {n} GPUs, {len(seqs)} x {args.len} tokens, batch {args.batch}:",
-                  "", "| measurement | time (s) | ratio to bare sharded forward |", "|---|---|---|",
-                  f"| bare sharded forward | {tb:.3f} | 1.000 |", f"| compare-hidden | {tc:.3f} | {tc / tb:.3f} |",
-                  f"| acceptance K=7 | {ta:.3f} | {ta / tb:.3f} |", ""]
+        lines += [
+            f"Llama-70B shape ({params:.1f}B parameters, bf16) over {n} GPUs, {len(seqs)} x {args.len} tokens, batch {args.batch}:",
+            "",
+            "| measurement | time (s) | ratio to bare sharded forward |",
+            "|---|---|---|",
+            f"| bare sharded forward | {tb:.3f} | 1.000 |",
+            f"| compare-hidden | {tc:.3f} | {tc / tb:.3f} |",
+            f"| acceptance K=7 | {ta:.3f} | {ta / tb:.3f} |",
+            "",
+        ]
     lines += [f"Whole script: {time.perf_counter() - t_start:.0f} s.", ""]
     text = "\n".join(lines)
     print(text)

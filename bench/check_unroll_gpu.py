@@ -24,8 +24,14 @@ def main() -> None:
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     out = {}
     for dtype in (torch.bfloat16, torch.float32):
-        cfg = DraftConfig(hidden_size=4096, intermediate_size=1024, num_attention_heads=32, num_key_value_heads=8,
-                          vocab_size=4000, draft_vocab_size=2000)
+        cfg = DraftConfig(
+            hidden_size=4096,
+            intermediate_size=1024,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            vocab_size=4000,
+            draft_vocab_size=2000,
+        )
         torch.manual_seed(0)
         with torch.device(dev):
             d = Eagle3Draft(cfg).to(dtype).eval()

@@ -62,11 +62,18 @@ def main() -> None:
     out = {"device": args.device, "dtype": args.dtype, "scenarios": {}}
     t0 = time.time()
     for name, ids in (("correct", None), ("seed shift [-1,1,3]", [-1, 1, 3]), ("one layer later [2,4,5]", [2, 4, 5])):
-        setup = load_setup(target=str(F / "target"), draft=str(F / "draft-sglang"), engine="sglang", layer_ids=ids,
-                           dtype=args.dtype, device=args.device)
+        setup = load_setup(
+            target=str(F / "target"),
+            draft=str(F / "draft-sglang"),
+            engine="sglang",
+            layer_ids=ids,
+            dtype=args.dtype,
+            device=args.device,
+        )
         cmp = compare_hidden(setup, prompts_path=str(F / "prompts.jsonl"), limit=args.limit)
-        acc = acceptance(setup, prompts_path=str(F / "prompts.jsonl"), limit=args.limit, num_steps=7,
-                         max_new_tokens=args.new, reference=True)
+        acc = acceptance(
+            setup, prompts_path=str(F / "prompts.jsonl"), limit=args.limit, num_steps=7, max_new_tokens=args.new, reference=True
+        )
         s = acc.paths["serving"]
         out["scenarios"][name] = {
             "compare_findings": sorted(f"{f.code}:{f.severity}" for f in cmp.findings),
@@ -84,12 +91,17 @@ def main() -> None:
     text = acceptance(setup, train_dump=str(F / "specforge-dump"), num_steps=7, continuation="text")
     s = text.paths["serving"]
     out["scenarios"]["text mode on the dump's tokens"] = {
-        "acceptance_findings": sorted(f.code for f in text.findings), "step1_accuracy": s["acc_k"][0],
-        "acc_k": [round(a, 4) for a in s["acc_k"]], "mean_acceptance_length": s["chain"]["mean_acceptance_length"]}
+        "acceptance_findings": sorted(f.code for f in text.findings),
+        "step1_accuracy": s["acc_k"][0],
+        "acc_k": [round(a, 4) for a in s["acc_k"]],
+        "mean_acceptance_length": s["chain"]["mean_acceptance_length"],
+    }
     d = compare_hidden(setup, train_dump=str(F / "specforge-dump"))
-    out["scenarios"]["training dump"] = {"compare_findings": sorted(f"{f.code}:{f.severity}" for f in d.findings),
-                                         "inferred_spec": [str(p) for p in d.train_spec],
-                                         "slot_rel_l2": [round(s.rel_mean, 5) for s in d.slots]}
+    out["scenarios"]["training dump"] = {
+        "compare_findings": sorted(f"{f.code}:{f.severity}" for f in d.findings),
+        "inferred_spec": [str(p) for p in d.train_spec],
+        "slot_rel_l2": [round(s.rel_mean, 5) for s in d.slots],
+    }
     out["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(out, indent=1))
 

@@ -36,16 +36,44 @@ def fetch(engine: str, version: str) -> tuple[str, str, str]:
         return engine, version, "cached"
     pats = [re.compile(p) for p in CAPTURE_FILE_PATTERNS[engine]]
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet",
-               "--disable-pip-version-check", "--python-version", "3.11", "--platform", "manylinux_2_34_x86_64",
-               f"{engine}=={version}", "-d", tmp]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--python-version",
+            "3.11",
+            "--platform",
+            "manylinux_2_34_x86_64",
+            f"{engine}=={version}",
+            "-d",
+            tmp,
+        ]
         r = subprocess.run(cmd, capture_output=True, text=True)
         whls = list(Path(tmp).glob("*.whl"))
         if r.returncode != 0 or not whls:
             # some releases ship only an sdist or a py3-none wheel for another platform tag: retry plainly
-            r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                                "--disable-pip-version-check", f"{engine}=={version}", "-d", tmp],
-                               capture_output=True, text=True)
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    f"{engine}=={version}",
+                    "-d",
+                    tmp,
+                ],
+                capture_output=True,
+                text=True,
+            )
             whls = list(Path(tmp).glob("*.whl"))
         if not whls:
             return engine, version, "download failed: " + (r.stderr.strip().splitlines() or ["?"])[-1]

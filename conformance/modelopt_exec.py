@@ -75,7 +75,8 @@ class Release:
             tree = load_tree(p)
             for node in tree.body:
                 if isinstance(node, ast.ClassDef) and any(
-                        isinstance(m, ast.FunctionDef) and m.name == HOOKED[0] for m in node.body):
+                    isinstance(m, ast.FunctionDef) and m.name == HOOKED[0] for m in node.body
+                ):
                     return f"{SPEC}/{rel}", tree, node
         return None
 
@@ -99,8 +100,12 @@ class Release:
         if mod is None:
             raise PatternMoved(f"{file}: {cls.name}.modify is gone")
         # the statements of modify that set the default ids and register the hooks
-        stmts = [s for s in mod.body if "register_forward_hook" in ast.unparse(s)
-                 or ("_set_default_aux_hidden_state_layers" in ast.unparse(s) and isinstance(s, ast.If))]
+        stmts = [
+            s
+            for s in mod.body
+            if "register_forward_hook" in ast.unparse(s)
+            or ("_set_default_aux_hidden_state_layers" in ast.unparse(s) and isinstance(s, ast.If))
+        ]
         if not any("register_forward_hook" in ast.unparse(s) for s in stmts):
             raise PatternMoved(f"{file}: modify registers no forward hook")
         # modify's own parameters (eagle_offline in 0.39-0.44) stay names of the lifted function, all None
@@ -115,7 +120,7 @@ class Release:
         for f in sorted((self.root / SPEC).rglob("*.py")):
             m = re.search(r"len\(\s*config\.eagle_aux_hidden_state_layer_ids\s*\)\s*\*\s*config\.hidden_size", f.read_text())
             if m:
-                fc = f"{f.relative_to(self.root)}:{f.read_text()[:m.start()].count(chr(10)) + 1}"
+                fc = f"{f.relative_to(self.root)}:{f.read_text()[: m.start()].count(chr(10)) + 1}"
                 break
         if fc is None:
             raise PatternMoved("the draft fc width is no longer len(eagle_aux_hidden_state_layer_ids) * hidden_size")
@@ -150,17 +155,24 @@ class Release:
                 hooks.setdefault(self.i, []).append(fn)
 
         layers = [Layer(i) for i in range(L)]
-        me = Obj(eagle_config=eagle_config, eagle_offline=False, training=False, _base_llm_config=Obj(num_hidden_layers=L),
-                 config=Obj(num_hidden_layers=L, num_orig_hidden_layers=L), _base_model=Obj(layers=layers),
-                 model=Obj(layers=layers),  # 0.35-0.44 reach the decoder layers as self.model.layers
-                 eagle_module=Obj(fc=Obj(weight=Obj(device="cpu"))))
+        me = Obj(
+            eagle_config=eagle_config,
+            eagle_offline=False,
+            training=False,
+            _base_llm_config=Obj(num_hidden_layers=L),
+            config=Obj(num_hidden_layers=L, num_orig_hidden_layers=L),
+            _base_model=Obj(layers=layers),
+            model=Obj(layers=layers),  # 0.35-0.44 reach the decoder layers as self.model.layers
+            eagle_module=Obj(fc=Obj(weight=Obj(device="cpu"))),
+        )
         for name in ("_set_default_aux_hidden_state_layers", HOOKED[0]):
             setattr(me, name, types.MethodType(_compile(info[name]["src"], dict(given)), me))
         me.pop = types.MethodType(_compile(info["pop"]["src"], dict(given)), me)
         body = "\n".join(info["modify"]["src"])
         sig = "".join(f", {p}=None" for p in info["modify"]["params"])
-        fn = _compile(f"def _modify(self{sig}):\n" + "\n".join("    " + ln for ln in body.splitlines()) + "\n    return None",
-                      dict(given))
+        fn = _compile(
+            f"def _modify(self{sig}):\n" + "\n".join("    " + ln for ln in body.splitlines()) + "\n    return None", dict(given)
+        )
         fn(me)
         used_ids = list(me.eagle_config.eagle_aux_hidden_state_layer_ids)
         # a forward: every layer runs in order and calls its hooks with its output (a tuple, as HF layers return)
@@ -174,7 +186,11 @@ class Release:
         except RuntimeError as e:
             return {"error": f"RuntimeError: {e}", "at": at, "when": "first forward", "internal": used_ids}
         if len(got) != len(used_ids):
-            return {"error": f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (the fc takes {len(used_ids)} x hidden "
-                             f"inputs, {len(got)} states were captured)", "at": info["fc"], "when": "first forward",
-                    "internal": used_ids}
+            return {
+                "error": f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (the fc takes {len(used_ids)} x hidden "
+                f"inputs, {len(got)} states were captured)",
+                "at": info["fc"],
+                "when": "first forward",
+                "internal": used_ids,
+            }
         return {"points": [f"layer_out[{t.layer}]" for t in got], "internal": used_ids}

@@ -24,7 +24,6 @@ VLLM = """
 """.split()
 
 
-
 # ModelOpt: the releases since the HF EAGLE plugin captures aux hidden states with forward hooks (0.35.0),
 # and the one before it (its HF plugin has no hook capture: the harness records it as absent)
 MODELOPT = """

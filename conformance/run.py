@@ -125,14 +125,25 @@ def main() -> int:
             try:
                 table[case_key(L, lay, ids)] = encode(execute(info, L, cfg))
             except (sglang_exec.PatternMoved, modelopt_exec.PatternMoved) as e:
-                raise SystemExit(f"conformance: {engine} {version} {family} ({runner}): the capture code moved: {e}. "
-                                 "Read the new source and teach conformance/*_exec.py its pattern.") from None
+                raise SystemExit(
+                    f"conformance: {engine} {version} {family} ({runner}): the capture code moved: {e}. "
+                    "Read the new source and teach conformance/*_exec.py its pattern."
+                ) from None
             n_cases += 1
         oid = hashlib.sha256(json.dumps(table, sort_keys=True).encode()).hexdigest()[:10]
         outcomes.setdefault(oid, table)
-        row = {"id": f"{engine}/{family}/{runner}/{key}", "engine": engine, "family": family, "runner": runner,
-               "code_hash": key, "executed_from": version, "releases": [version], "sources": sources(info),
-               "pattern": info.get("pattern"), "outcome": oid}
+        row = {
+            "id": f"{engine}/{family}/{runner}/{key}",
+            "engine": engine,
+            "family": family,
+            "runner": runner,
+            "code_hash": key,
+            "executed_from": version,
+            "releases": [version],
+            "sources": sources(info),
+            "pattern": info.get("pattern"),
+            "outcome": oid,
+        }
         rows.append(row)
         release_rows.setdefault(engine, {}).setdefault(version, {})[f"{family}/{runner}"] = row["id"]
 
@@ -152,14 +163,20 @@ def main() -> int:
         try:
             info = rel.code()
         except modelopt_exec.PatternMoved as e:
-            raise SystemExit(f"conformance: nvidia-modelopt {v}: the capture code moved: {e}. "
-                             "Read the new source and teach conformance/modelopt_exec.py its shape.") from None
+            raise SystemExit(
+                f"conformance: nvidia-modelopt {v}: the capture code moved: {e}. "
+                "Read the new source and teach conformance/modelopt_exec.py its shape."
+            ) from None
         add("modelopt", "all", "hf", v, info, rel.key(info), rel.run, modelopt_cases)
     table = {
         "about": "Executed EAGLE-3 capture behaviour of every covered sglang/vllm release; written by `make conformance` "
-                 "(conformance/run.py). Result strings: comma-separated capture points, or '!<when>: <error> @ <file:line>'.",
-        "grid": {"L": list(LS), "ids_per_L": len(id_lists(8)), "layouts": ["none", *layouts([]).keys()],
-                 "modelopt": {"L": list(MODELOPT_LS), "layouts": ["none", "nested"]}},
+        "(conformance/run.py). Result strings: comma-separated capture points, or '!<when>: <error> @ <file:line>'.",
+        "grid": {
+            "L": list(LS),
+            "ids_per_L": len(id_lists(8)),
+            "layouts": ["none", *layouts([]).keys()],
+            "modelopt": {"L": list(MODELOPT_LS), "layouts": ["none", "nested"]},
+        },
         "releases": {("modelopt" if e == "nvidia-modelopt" else e): list(vs) for e, vs in RELEASES.items()},
         "release_rows": release_rows,
         "rows": rows,
@@ -168,8 +185,10 @@ def main() -> int:
     out = HERE / "table.json"
     out.write_text(json.dumps(table, indent=1, sort_keys=False) + "\n")
     n_rel = sum(len(v) for v in RELEASES.values())
-    print(f"conformance: {n_rel} releases, {len(rows)} rows, {len(outcomes)} distinct outcomes, {n_cases} cases executed "
-          f"(fetch {t_fetch:.0f} s, total {time.time() - t0:.0f} s) -> {out.relative_to(HERE.parent)}")
+    print(
+        f"conformance: {n_rel} releases, {len(rows)} rows, {len(outcomes)} distinct outcomes, {n_cases} cases executed "
+        f"(fetch {t_fetch:.0f} s, total {time.time() - t0:.0f} s) -> {out.relative_to(HERE.parent)}"
+    )
     return 0
 
 

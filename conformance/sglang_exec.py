@@ -110,27 +110,34 @@ def inner_model_class(classes: _Classes, file: str, cls: str, attr: str = "model
     init = find_method(classes, file, cls, "__init__")
     if not init:
         return None
-    if not any(isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Attribute) and n.targets[0].attr == attr
-               for n in ast.walk(init[2])):
+    if not any(
+        isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Attribute) and n.targets[0].attr == attr
+        for n in ast.walk(init[2])
+    ):
         # this __init__ only calls super().__init__: the assignment sits in a base class
         hit = classes.resolve(init[1], init[0])
-        for b in (hit[1].bases if hit else []):
+        for b in hit[1].bases if hit else []:
             bname = getattr(b, "id", None)
             base = bname and find_method(classes, hit[0], bname, "__init__")
             if base:
                 init = base
                 break
     for node in ast.walk(init[2]):
-        if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute)
-                and node.targets[0].attr == attr and isinstance(node.value, ast.Call)):
+        if not (
+            isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Attribute)
+            and node.targets[0].attr == attr
+            and isinstance(node.value, ast.Call)
+        ):
             continue
         func = node.value.func
         name = getattr(func, "id", None) or getattr(func, "attr", None)
         if name == "model_cls":  # class attribute `model_cls = DeepseekV2Model`, through bases
             hit = classes.resolve(cls, file)
             while hit:
-                vals = [a.value for a in hit[1].body if isinstance(a, ast.Assign)
-                        and getattr(a.targets[0], "id", None) == "model_cls"]
+                vals = [
+                    a.value for a in hit[1].body if isinstance(a, ast.Assign) and getattr(a.targets[0], "id", None) == "model_cls"
+                ]
                 if vals:
                     name = getattr(vals[0], "id", None)
                     break
@@ -154,7 +161,7 @@ def real_forward(classes: _Classes, file: str, cls: str) -> tuple[str, str, ast.
     while fwd and depth < 6 and "super().forward(" in ast.unparse(fwd[2]) and "aux_hidden" not in ast.unparse(fwd[2]):
         hit = classes.resolve(fwd[1], fwd[0])
         nxt = None
-        for b in (hit[1].bases if hit else []):
+        for b in hit[1].bases if hit else []:
             bname = getattr(b, "id", None)
             nxt = bname and find_method(classes, hit[0], bname, "forward")
             if nxt:
@@ -184,13 +191,16 @@ def loop_pattern(src: str) -> dict:
     """Classify the decoder loop of an inner model's forward. Raises PatternMoved."""
     pat: dict = {}
     if re.search(r"if\s+self\.start_layer\s+in\s+self\.layers_to_capture", src) and re.search(
-            r"if\s+i\s*\+\s*1\s+in\s+self\.layers_to_capture", src):
+        r"if\s+i\s*\+\s*1\s+in\s+self\.layers_to_capture", src
+    ):
         pat["kind"] = "after"  # id k = state after layer k-1; k=start_layer is the embeddings
         pat["guard0"] = True
-    elif re.search(r"if\s+i\s+in\s+self\.layers_to_capture\s*:\s*\n(\s*(if|else).*\n(.*\n){0,3}?)?\s*aux_hidden_states\.append\(", src):
+    elif re.search(
+        r"if\s+i\s+in\s+self\.layers_to_capture\s*:\s*\n(\s*(if|else).*\n(.*\n){0,3}?)?\s*aux_hidden_states\.append\(", src
+    ):
         pat["kind"] = "before"
         # the appended expression(s) inside the membership branch: guarded iff residual None is handled
-        block = src[src.index("in self.layers_to_capture"):]
+        block = src[src.index("in self.layers_to_capture") :]
         block = block[: block.index("layer = self.layers[i]")] if "layer = self.layers[i]" in block else block[:600]
         pat["guard0"] = "residual is not None" in block or "residual is None" in block
         if re.search(r"aux_hidden_states\.append\(\s*hidden_states\s*\)", block):
@@ -200,7 +210,10 @@ def loop_pattern(src: str) -> dict:
                 # ...but a layer that keeps the residual apart returns only its MLP branch: the capture is
                 # that branch (post_feedforward_layernorm output), not the residual stream
                 pat["branch"] = True
-    elif re.search(r"(capture_output|captured_last_layer_outputs)\s*=\s*\(?\s*aux_hidden_states(\.capture)?\s*if\s+i\s+in\s+self\.layers_to_capture", src):
+    elif re.search(
+        r"(capture_output|captured_last_layer_outputs)\s*=\s*\(?\s*aux_hidden_states(\.capture)?\s*if\s+i\s+in\s+self\.layers_to_capture",
+        src,
+    ):
         pat["kind"] = "before"
         pat["guard0"] = True  # captured inside the layer's input boundary, which handles residual None
         pat["in_layer"] = True
@@ -229,8 +242,9 @@ def simulate(pat: dict, ltc: list[int], L: int) -> list[str]:
         if i in ltc:
             if i == 0:
                 if not pat["guard0"]:
-                    raise RuntimeError("TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType' "
-                                       "(residual is None before layer 0)")
+                    raise RuntimeError(
+                        "TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType' (residual is None before layer 0)"
+                    )
                 out.append("embed")
             else:
                 out.append(f"mlp_branch[{i - 1}]" if pat.get("branch") else f"layer_out[{i - 1}]")
@@ -273,8 +287,13 @@ class Release:
                 except PatternMoved as e:
                     out["pattern"] = {"moved": str(e)}
                 out["forward"]["capture_lines"] = [
-                    ln for ln in src.splitlines() if "layers_to_capture" in ln or "aux_hidden_states.append" in ln
-                    or "_is_layer_to_capture" in ln or "AuxHiddenStatePacker" in ln]
+                    ln
+                    for ln in src.splitlines()
+                    if "layers_to_capture" in ln
+                    or "aux_hidden_states.append" in ln
+                    or "_is_layer_to_capture" in ln
+                    or "AuxHiddenStatePacker" in ln
+                ]
         return out
 
     def family_code(self, family: str) -> dict:
@@ -336,8 +355,11 @@ class Release:
         """One case: the capture points (list of names) or the engine's error."""
         if info.get("absent"):
             cls = FAMILIES[info["family"]][1]
-            return {"error": f"ValueError: Model architectures ['{cls}'] are not supported for now",
-                    "at": "sglang/srt/models/registry.py", "when": "start-up"}
+            return {
+                "error": f"ValueError: Model architectures ['{cls}'] are not supported for now",
+                "at": "sglang/srt/models/registry.py",
+                "when": "start-up",
+            }
         try:
             ids, use = self.read_ids(hf_config)
         except Exception as e:  # the reader itself raised outside its try
@@ -346,25 +368,47 @@ class Release:
             return {"points": [], "note": "use_aux_hidden_state false: capture off"}
         if info.get("setter") is None:
             cls = FAMILIES[info["family"]][1]
-            return {"error": f"AttributeError: '{cls}' object has no attribute 'set_eagle3_layers_to_capture'",
-                    "at": (info["reader"] or {}).get("file", "model_runner.py"), "when": "start-up"}
-        model = Obj(layers_to_capture=[], layers=[Obj() for _ in range(L)], start_layer=0, end_layer=L,
-                    config=Obj(num_hidden_layers=L), pp_group=Obj(is_last_rank=True, is_first_rank=True))
+            return {
+                "error": f"AttributeError: '{cls}' object has no attribute 'set_eagle3_layers_to_capture'",
+                "at": (info["reader"] or {}).get("file", "model_runner.py"),
+                "when": "start-up",
+            }
+        model = Obj(
+            layers_to_capture=[],
+            layers=[Obj() for _ in range(L)],
+            start_layer=0,
+            end_layer=L,
+            config=Obj(num_hidden_layers=L),
+            pp_group=Obj(is_last_rank=True, is_first_rank=True),
+        )
         if info.get("model_setter"):
             model.bind("set_eagle3_layers_to_capture", info["model_setter"]["src"])
-        target = Obj(config=Obj(num_hidden_layers=L), model=model, capture_aux_hidden_states=False,
-                     pp_group=Obj(is_last_rank=True, is_first_rank=True))
+        target = Obj(
+            config=Obj(num_hidden_layers=L),
+            model=model,
+            capture_aux_hidden_states=False,
+            pp_group=Obj(is_last_rank=True, is_first_rank=True),
+        )
         d = info.get("delegate")
         if d is not None:
             # the wrapper's own setter runs on the wrapper; the language model gets the real layers
-            lm = Obj(config=Obj(num_hidden_layers=L), model=model, capture_aux_hidden_states=False,
-                     pp_group=Obj(is_last_rank=True, is_first_rank=True))
+            lm = Obj(
+                config=Obj(num_hidden_layers=L),
+                model=model,
+                capture_aux_hidden_states=False,
+                pp_group=Obj(is_last_rank=True, is_first_rank=True),
+            )
             if d.get("setter"):
                 lm.bind("set_eagle3_layers_to_capture", d["setter"]["src"])
             if d.get("model_setter"):
                 model.bind("set_eagle3_layers_to_capture", d["model_setter"]["src"])
-            target = Obj(config=Obj(text_config=Obj(num_hidden_layers=L)), model=Obj(), language_model=lm,
-                         capture_aux_hidden_states=False, pp_group=Obj(is_last_rank=True, is_first_rank=True))
+            target = Obj(
+                config=Obj(text_config=Obj(num_hidden_layers=L)),
+                model=Obj(),
+                language_model=lm,
+                capture_aux_hidden_states=False,
+                pp_group=Obj(is_last_rank=True, is_first_rank=True),
+            )
         nargs = len(ast.parse(info["setter"]["src"]).body[0].args.args)
         try:
             if nargs >= 2:
@@ -372,8 +416,11 @@ class Release:
             else:
                 exec_function(info["setter"]["src"], target)  # this release's setter takes no ids
         except Exception as e:
-            return {"error": f"{type(e).__name__}: {e}", "at": f"{info['setter']['file']}:{info['setter']['line']}",
-                    "when": "start-up"}
+            return {
+                "error": f"{type(e).__name__}: {e}",
+                "at": f"{info['setter']['file']}:{info['setter']['line']}",
+                "when": "start-up",
+            }
         ltc = list(model.layers_to_capture)
         pat = info.get("pattern") or {"moved": "no inner model forward found"}
         if "moved" in pat:
@@ -381,8 +428,12 @@ class Release:
         try:
             pts = simulate(pat, ltc, L)
         except RuntimeError as e:
-            return {"error": str(e), "at": f"{info['forward']['file']}:{info['forward']['line']}",
-                    "when": "first forward", "internal": ltc}
+            return {
+                "error": str(e),
+                "at": f"{info['forward']['file']}:{info['forward']['line']}",
+                "when": "first forward",
+                "internal": ltc,
+            }
         res = {"points": pts, "internal": ltc}
         if nargs < 2 and ids is not None:
             res["note"] = "setter takes no ids: configured ids unused"

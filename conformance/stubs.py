@@ -100,10 +100,14 @@ def exec_function(src: str, *args, given: dict | None = None):
 
 def exec_try_block(node: ast.Try, names: dict) -> dict:
     """Run one `try:` statement lifted from a method body with the given locals; return the locals."""
-    fn = ast.FunctionDef(name="_block", args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
-                                                           kw_defaults=[], kwarg=None, defaults=[]),
-                         body=[node, ast.Return(ast.Call(ast.Name("locals", ast.Load()), [], []))],
-                         decorator_list=[], returns=None, type_params=[])
+    fn = ast.FunctionDef(
+        name="_block",
+        args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+        body=[node, ast.Return(ast.Call(ast.Name("locals", ast.Load()), [], []))],
+        decorator_list=[],
+        returns=None,
+        type_params=[],
+    )
     mod = ast.fix_missing_locations(ast.Module([fn], []))
     g = _globals_for(fn, names)
     exec(compile(mod, "<engine>", "exec"), g)

@@ -94,8 +94,12 @@ def language_model_class(classes: _Classes, root: Path, file: str, cls: str) -> 
     if init is None:
         return None
     for node in ast.walk(init[2]):
-        if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute)
-                and node.targets[0].attr == "language_model" and isinstance(node.value, ast.Call)):
+        if not (
+            isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Attribute)
+            and node.targets[0].attr == "language_model"
+            and isinstance(node.value, ast.Call)
+        ):
             continue
         for kw in node.value.keywords:
             if kw.arg == "model_class" and isinstance(kw.value, ast.Name) and classes.resolve(kw.value.id, init[0]):
@@ -119,10 +123,18 @@ def _support_check(root: Path):
             if not isinstance(fn, ast.FunctionDef):
                 continue
             for i, st in enumerate(fn.body):
-                if isinstance(st, ast.If) and "hf_text_config.model_type" in ast.unparse(st.test) and (
-                        "eagle3" in ast.unparse(st.test)):
-                    pre = [s for s in fn.body[max(0, i - 1):i] if isinstance(s, ast.Assign)
-                           and isinstance(s.value, ast.List) and all(isinstance(e, ast.Constant) for e in s.value.elts)]
+                if (
+                    isinstance(st, ast.If)
+                    and "hf_text_config.model_type" in ast.unparse(st.test)
+                    and ("eagle3" in ast.unparse(st.test))
+                ):
+                    pre = [
+                        s
+                        for s in fn.body[max(0, i - 1) : i]
+                        if isinstance(s, ast.Assign)
+                        and isinstance(s.value, ast.List)
+                        and all(isinstance(e, ast.Constant) for e in s.value.elts)
+                    ]
                     body = pre + [st]
                     src = "def _check(self):\n" + "\n".join("    " + ln for s in body for ln in ast.unparse(s).splitlines())
                     return rel, st.lineno, src
@@ -134,10 +146,12 @@ def loop_pattern(src: str) -> dict:
     if re.search(r"_maybe_add_hidden_state\([^)]*,\s*(idx|i|layer_idx)\s*\+\s*1\s*,", src):
         pat["kind"] = "after"
         pat["guard0"] = True  # interfaces.py _maybe_add_hidden_state: residual None -> hidden_states
-        pat["embed"] = bool(re.search(r"_maybe_add_hidden_state\(\s*(\[\]|aux_hidden_states)\s*,\s*(0|self\.start_layer)\s*,", src))
+        pat["embed"] = bool(
+            re.search(r"_maybe_add_hidden_state\(\s*(\[\]|aux_hidden_states)\s*,\s*(0|self\.start_layer)\s*,", src)
+        )
     elif re.search(r"if\s+(idx|i|layer_idx)\s+in\s+self\.aux_hidden_state_layers\s*:", src):
         pat["kind"] = "before"
-        block = src[src.index("in self.aux_hidden_state_layers"):][:700]
+        block = src[src.index("in self.aux_hidden_state_layers") :][:700]
         pat["guard0"] = "residual is not None" in block or "residual is None" in block
         pat["end"] = bool(re.search(r"if\s+self\.end_layer\s+in\s+self\.aux_hidden_state_layers", src))
     else:
@@ -158,8 +172,9 @@ def simulate(pat: dict, layers: tuple, L: int) -> list[str]:
         if idx in layers:
             if idx == 0:
                 if not pat["guard0"]:
-                    raise RuntimeError("TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType' "
-                                       "(residual is None before layer 0)")
+                    raise RuntimeError(
+                        "TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType' (residual is None before layer 0)"
+                    )
                 out.append("embed")
             else:
                 out.append(f"layer_out[{idx - 1}]")
@@ -173,7 +188,9 @@ class Release:
         self.root, self.version = root, version
         self.classes = _Classes(root, MODELS)
         self.check = _support_check(root)
-        self.v1_reader = _find_def(root, "vllm/v1/worker/gpu_model_runner.py", "_get_eagle3_aux_layers_from_config", "GPUModelRunner")
+        self.v1_reader = _find_def(
+            root, "vllm/v1/worker/gpu_model_runner.py", "_get_eagle3_aux_layers_from_config", "GPUModelRunner"
+        )
         self.v2_reader = _find_def(root, "vllm/v1/worker/gpu/**/*.py", "get_eagle3_aux_layers_from_config")
         runner = root / "vllm/v1/worker/gpu_model_runner.py"
         rsrc = runner.read_text() if runner.exists() else ""
@@ -182,8 +199,10 @@ class Release:
         # releases before the SupportsEagle3 interface call the model's methods directly
         self.iface_checked = "supports_eagle3(" in rsrc
         # the runner must fall back to the default when the reader finds nothing
-        self.v1_uses_reader = bool(self.v1_reader and re.search(
-            r"aux_layers\s*=\s*self\._get_eagle3_aux_layers_from_config\(\)\s*\n\s*if aux_layers:", rsrc))
+        self.v1_uses_reader = bool(
+            self.v1_reader
+            and re.search(r"aux_layers\s*=\s*self\._get_eagle3_aux_layers_from_config\(\)\s*\n\s*if aux_layers:", rsrc)
+        )
         if self.v1_reader and not self.v1_uses_reader:
             raise PatternMoved(f"{version}: gpu_model_runner.py no longer calls the reader as `if aux_layers:`")
 
@@ -228,13 +247,21 @@ class Release:
                     hit = _find_def(self.root, f"{MODELS}/interfaces.py", self.default_name, "SupportsEagle3")
                     ld = hit and (hit[0].rsplit("/", 1)[1], "SupportsEagle3", hit[1])
                 if ld:
-                    info["language_model"]["default"] = {"name": name, "file": f"{MODELS}/{ld[0]}", "line": ld[2].lineno,
-                                                         "src": ast.unparse(ld[2])}
+                    info["language_model"]["default"] = {
+                        "name": name,
+                        "file": f"{MODELS}/{ld[0]}",
+                        "line": ld[2].lineno,
+                        "src": ast.unparse(ld[2]),
+                    }
         fwd = inner and real_forward(self.classes, inner[0], inner[1])
         if fwd:
             src = ast.unparse(fwd[2])
-            info["forward"] = {"file": f"{MODELS}/{fwd[0]}", "class": fwd[1], "line": fwd[2].lineno,
-                               "capture_lines": [ln for ln in src.splitlines() if "aux_hidden_state" in ln]}
+            info["forward"] = {
+                "file": f"{MODELS}/{fwd[0]}",
+                "class": fwd[1],
+                "line": fwd[2].lineno,
+                "capture_lines": [ln for ln in src.splitlines() if "aux_hidden_state" in ln],
+            }
             try:
                 info["pattern"] = loop_pattern(src)
             except PatternMoved as e:
@@ -259,21 +286,29 @@ class Release:
 
     def run(self, info: dict, L: int, hf_config: dict) -> dict:
         if info.get("absent"):
-            return {"error": f"ValueError: Model architectures ['{info['class']}'] are not supported for now",
-                    "at": "vllm/model_executor/models/registry.py", "when": "start-up"}
+            return {
+                "error": f"ValueError: Model architectures ['{info['class']}'] are not supported for now",
+                "at": "vllm/model_executor/models/registry.py",
+                "when": "start-up",
+            }
         if info.get("elsewhere"):
-            return {"error": f"{info['class']} is registered from {info['elsewhere']}: capture not executed by the harness",
-                    "at": "vllm/model_executor/models/registry.py", "when": "not modelled"}
+            return {
+                "error": f"{info['class']} is registered from {info['elsewhere']}: capture not executed by the harness",
+                "at": "vllm/model_executor/models/registry.py",
+                "when": "not modelled",
+            }
         if info.get("check"):
             target = Obj(method="eagle3", target_model_config=Obj(hf_text_config=Obj(model_type=info["model_type"])))
             try:
                 exec_function(info["check"]["src"], target)
             except ValueError as e:
-                return {"error": f"ValueError: {e}", "at": f"{info['check']['file']}:{info['check']['line']}",
-                        "when": "start-up"}
+                return {"error": f"ValueError: {e}", "at": f"{info['check']['file']}:{info['check']['line']}", "when": "start-up"}
         if not info["supports_eagle3"] and (self.iface_checked or not info.get("default")):
-            return {"error": "RuntimeError: Model does not support EAGLE3 interface but aux_hidden_state_outputs "
-                             "was requested", "at": "vllm/v1/worker/gpu_model_runner.py", "when": "start-up"}
+            return {
+                "error": "RuntimeError: Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested",
+                "at": "vllm/v1/worker/gpu_model_runner.py",
+                "when": "start-up",
+            }
         ids = None
         if info.get("reader"):
             hf = Obj(**hf_config)
@@ -299,6 +334,10 @@ class Release:
         try:
             pts = simulate(pat, layers, L)
         except RuntimeError as e:
-            return {"error": str(e), "at": f"{info['forward']['file']}:{info['forward']['line']}",
-                    "when": "first forward", "internal": list(layers)}
+            return {
+                "error": str(e),
+                "at": f"{info['forward']['file']}:{info['forward']['line']}",
+                "when": "first forward",
+                "internal": list(layers),
+            }
         return {"points": pts, "internal": list(layers)}

@@ -202,8 +202,14 @@ def unroll_outcomes(
     return StepOutputs(match, valid, hit, alpha, ranks)
 
 
-def _expected_alpha(draft: Eagle3Draft, logits: torch.Tensor, prop: torch.Tensor,
-                    target_chunks: Iterable[tuple[slice, torch.Tensor]], temperature: float, mode: str) -> torch.Tensor:
+def _expected_alpha(
+    draft: Eagle3Draft,
+    logits: torch.Tensor,
+    prop: torch.Tensor,
+    target_chunks: Iterable[tuple[slice, torch.Tensor]],
+    temperature: float,
+    mode: str,
+) -> torch.Tensor:
     """Acceptance probability at every flattened position [B*T], a chunk of positions at a time: the
     target's and the draft's distributions over the target vocabulary never exist for all [B, T] at once."""
     lg = logits.reshape(-1, logits.shape[-1])  # [B*T, Vd]
@@ -319,7 +325,8 @@ class PathAccumulator:
             "chain": metrics_from_passes(self.passes_acc, self.passes_drf, K),
             "step1_by_position": [
                 {"from": b * self.bucket, "to": (b + 1) * self.bucket - 1, "acc": h / n, "n": n}
-                for b, (h, n) in sorted(self.pos_hits.items()) if n
+                for b, (h, n) in sorted(self.pos_hits.items())
+                if n
             ],
         }
         lengths = [r["mean_acceptance_length"] for r in self.per_request]
@@ -402,21 +409,29 @@ def triage(path: dict[str, Any], dtype: str) -> list[str]:
     rates = chain.get("per_position_rate") or []
     cond = chain.get("conditional_rate") or []
     if length is not None and length <= 1.1:
-        hints.append(f"mean acceptance length {length:.2f} (about 1): the draft proposes almost nothing the target takes; "
-                     "suspect the weights or the vocabulary: missing/untrained lm_head, d2t/t2d, embeddings, tokenizer "
-                     "(run eagle3-doctor inspect)")
+        hints.append(
+            f"mean acceptance length {length:.2f} (about 1): the draft proposes almost nothing the target takes; "
+            "suspect the weights or the vocabulary: missing/untrained lm_head, d2t/t2d, embeddings, tokenizer "
+            "(run eagle3-doctor inspect)"
+        )
     elif len(rates) >= 2 and 0.15 <= rates[0] <= 0.6 and len(cond) >= 2 and cond[1] < 0.3:
-        hints.append(f"first position moderate ({rates[0]:.2f}) then near zero (P(2nd | 1st) = {cond[1]:.2f}): the "
-                     "draft's own later steps fail: typical of wrong capture points or RoPE settings "
-                     "(run eagle3-doctor compare-hidden; inspect CFG003/CFG004)")
+        hints.append(
+            f"first position moderate ({rates[0]:.2f}) then near zero (P(2nd | 1st) = {cond[1]:.2f}): the "
+            "draft's own later steps fail: typical of wrong capture points or RoPE settings "
+            "(run eagle3-doctor compare-hidden; inspect CFG003/CFG004)"
+        )
     buckets = [b for b in path.get("step1_by_position", []) if b["n"] >= 50]
     if len(buckets) >= 3 and buckets[0]["acc"] - buckets[-1]["acc"] > 0.15:
-        hints.append(f"step-1 accuracy falls with context ({buckets[0]['acc']:.2f} at positions {buckets[0]['from']}-"
-                     f"{buckets[0]['to']}, {buckets[-1]['acc']:.2f} at {buckets[-1]['from']}-{buckets[-1]['to']}): "
-                     "suspect positions: rope_scaling, max_position_embeddings or the position base")
+        hints.append(
+            f"step-1 accuracy falls with context ({buckets[0]['acc']:.2f} at positions {buckets[0]['from']}-"
+            f"{buckets[0]['to']}, {buckets[-1]['acc']:.2f} at {buckets[-1]['from']}-{buckets[-1]['to']}): "
+            "suspect positions: rope_scaling, max_position_embeddings or the position base"
+        )
     if dtype in ("bfloat16", "float16") and rates and rates[0] < 0.5:
-        hints.append(f"measured in {dtype}: rerun with --dtype float32; a large gap between the two points at numerics "
-                     "(draft dtype, fp16 overflow) rather than wiring")
+        hints.append(
+            f"measured in {dtype}: rerun with --dtype float32; a large gap between the two points at numerics "
+            "(draft dtype, fp16 overflow) rather than wiring"
+        )
     return hints
 
 
@@ -456,8 +471,9 @@ class AcceptanceOptions:
             raise BadInput("--num-steps must be at least 1", "use e.g. --num-steps 7")
 
 
-def options_from_serve(serve: Any, num_steps: int | None, topk: int | None,
-                       num_draft_tokens: int | None) -> tuple[int, int, int | None]:
+def options_from_serve(
+    serve: Any, num_steps: int | None, topk: int | None, num_draft_tokens: int | None
+) -> tuple[int, int, int | None]:
     """(num_steps, topk, num_draft_tokens): explicit values win, then the launch command's, then 7 / 1 / None."""
     if num_steps is None:
         num_steps = serve.num_steps if serve is not None and serve.num_steps else 7
@@ -478,9 +494,15 @@ class AcceptanceRun:
     scan: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "settings": self.settings, "paths": self.paths,
-                "findings": [f.to_dict() for f in self.findings], "reference": self.reference,
-                "scan": self.scan, "notes": self.notes}
+        return {
+            "schema": SCHEMA,
+            "settings": self.settings,
+            "paths": self.paths,
+            "findings": [f.to_dict() for f in self.findings],
+            "reference": self.reference,
+            "scan": self.scan,
+            "notes": self.notes,
+        }
 
 
 @dataclass
@@ -509,11 +531,17 @@ def acceptance_sequences(setup: Setup, src: Sources, opts: AcceptanceOptions, pr
         for p in src.prompts:
             check_seq_len(tgt, len(p.ids) + opts.max_new_tokens)
         try:
-            seqs = greedy_continue(tgt, src.sequences, opts.max_new_tokens, opts.batch_size,
-                                   progress=lambda d, n: progress("greedy continuation (tokens x batches)", d, n))
+            seqs = greedy_continue(
+                tgt,
+                src.sequences,
+                opts.max_new_tokens,
+                opts.batch_size,
+                progress=lambda d, n: progress("greedy continuation (tokens x batches)", d, n),
+            )
         except torch.cuda.OutOfMemoryError:
-            raise ResourceError("CUDA out of memory while generating continuations",
-                                f"retry with --batch-size {max(1, opts.batch_size // 2)}") from None
+            raise ResourceError(
+                "CUDA out of memory while generating continuations", f"retry with --batch-size {max(1, opts.batch_size // 2)}"
+            ) from None
         starts = [len(p.ids) - 1 for p in src.prompts]
     else:
         seqs, starts = src.sequences, [0] * len(src.prompts)
@@ -547,6 +575,7 @@ def _labels_fn(rb: ReplayBatch, amax: torch.Tensor, greedy: bool) -> Callable[[i
         if greedy:
             return torch.roll(tokens, -(1 + k), dims=1)  # x_{t+1+k}: the target's own greedy tokens
         return torch.roll(amax, -k, dims=1)  # a_{t+k}: the target's choice along the given text
+
     return labels
 
 
@@ -556,14 +585,21 @@ def _target_logits_fn(tgt: Target, last: torch.Tensor) -> Callable[[int], Iterab
 
     def tl(k: int) -> Iterable[tuple[slice, torch.Tensor]]:
         return head_chunks(tgt, torch.roll(last, -k, dims=1))
+
     return tl
 
 
 class Measurement:
     """Per-path estimator counts and the scan's step-1 hits, over the replayed batches."""
 
-    def __init__(self, setup: Setup, rep: Replay, paths: dict[str, FeatureSpec | None], tree: dict[str, Any] | None,
-                 drafts: dict[str, Eagle3Draft]):
+    def __init__(
+        self,
+        setup: Setup,
+        rep: Replay,
+        paths: dict[str, FeatureSpec | None],
+        tree: dict[str, Any] | None,
+        drafts: dict[str, Eagle3Draft],
+    ):
         self.setup, self.rep, self.paths, self.tree = setup, rep, paths, tree
         self.drafts = drafts  # per path: the draft as trained, or a copy as the engine runs it (as_served)
         opts = rep.opts
@@ -595,9 +631,19 @@ class Measurement:
         lens, st = rb.batch.lengths, [self.rep.starts[i] for i in rb.index]
         for name, spec in self.paths.items():
             aux, d = self._aux(rb, spec), self.drafts[name]
-            out = unroll_outcomes(d, aux, rb.tokens, labels, lens, opts.num_steps, topk=1 if tree else opts.topk,
-                                  temperature=opts.temperature, target_logits=tl, temp_mode=opts.temp_mode,
-                                  rank_width=tree["width"] if tree and tree["kind"] == "static" else 0)
+            out = unroll_outcomes(
+                d,
+                aux,
+                rb.tokens,
+                labels,
+                lens,
+                opts.num_steps,
+                topk=1 if tree else opts.topk,
+                temperature=opts.temperature,
+                target_logits=tl,
+                temp_mode=opts.temp_mode,
+                rank_width=tree["width"] if tree and tree["kind"] == "static" else 0,
+            )
             if tree is not None:
                 out.tree_accepted = _tree_accepted(tree, d, aux, rb.tokens, labels, lens, opts.num_steps, out)
             self.accs[name].add(out, st, lens, walk=greedy)
@@ -622,11 +668,18 @@ class Measurement:
         # which candidates the prompts cannot tell apart from the best one (paired interval reaching 0)
         best = int(np.nanargmax([o.point for o in own])) if any(o.point == o.point for o in own) else 0
         _, vs_best = paired(counts, ratio(0, 1), best)
-        rows = [{"spec": [str(p) for p in c], "step1_acc": o.point, "n": int(k[:, 1].sum()),
-                 "step1_acc_ci": [o.lo, o.hi], "configured": c == cur,
-                 "diff_to_configured": d.to_dict() if ref is not None else None,
-                 "tied_with_best": not b.excludes_zero()}
-                for c, k, o, d, b in zip(self.cands, counts, own, diff, vs_best)]
+        rows = [
+            {
+                "spec": [str(p) for p in c],
+                "step1_acc": o.point,
+                "n": int(k[:, 1].sum()),
+                "step1_acc_ci": [o.lo, o.hi],
+                "configured": c == cur,
+                "diff_to_configured": d.to_dict() if ref is not None else None,
+                "tied_with_best": not b.excludes_zero(),
+            }
+            for c, k, o, d, b in zip(self.cands, counts, own, diff, vs_best)
+        ]
         return sorted(rows, key=lambda r: -r["step1_acc"] if r["step1_acc"] == r["step1_acc"] else 1.0)
 
 
@@ -660,8 +713,9 @@ def add_intervals(res: dict[str, Any], order: Sequence[int], num_steps: int) -> 
 
     by_prompt = _to_prompt_order(res["acc_k_by_request"], order)
     res["acc_k_by_request"] = by_prompt
-    counts = acceptance_counts(res["accepted_lengths"], [r["hits"] for r in by_prompt],
-                               [r["positions"] for r in by_prompt], num_steps)
+    counts = acceptance_counts(
+        res["accepted_lengths"], [r["hits"] for r in by_prompt], [r["positions"] for r in by_prompt], num_steps
+    )
     res["intervals"] = acceptance_intervals(counts, num_steps)
 
 
@@ -673,18 +727,22 @@ def _target_step_fn(tgt: Target, spec: FeatureSpec) -> Callable[[list[int]], tup
         got, last = capture(tgt, batch, spec, want_logits=True)
         aux = torch.cat([got[p] for p in spec], dim=-1)
         return aux, target_argmax(tgt, last)[0]
+
     return step
 
 
-def _reference_tree(setup: Setup, rep: Replay, tree: dict[str, Any], step: Callable, progress: Progress) -> tuple[list, list, bool]:
+def _reference_tree(
+    setup: Setup, rep: Replay, tree: dict[str, Any], step: Callable, progress: Progress
+) -> tuple[list, list, bool]:
     from .tree import sglang_tree_reference_loop, static_tree_reference_loop
 
     opts, prompts = rep.opts, rep.src.prompts
     t_acc, t_drf, same = [], [], True
     for i, p in enumerate(prompts):
         if tree["kind"] == "sglang":
-            toks, a, d = sglang_tree_reference_loop(step, setup.draft, list(p.ids), len(rep.seqs[i]), opts.num_steps,
-                                                    opts.topk, tree["num_draft_tokens"])
+            toks, a, d = sglang_tree_reference_loop(
+                step, setup.draft, list(p.ids), len(rep.seqs[i]), opts.num_steps, opts.topk, tree["num_draft_tokens"]
+            )
         else:
             toks, a, d = static_tree_reference_loop(step, setup.draft, list(p.ids), len(rep.seqs[i]), tree["paths"])
         same &= toks == rep.seqs[i]
@@ -694,8 +752,9 @@ def _reference_tree(setup: Setup, rep: Replay, tree: dict[str, Any], step: Calla
     return t_acc, t_drf, same
 
 
-def run_reference(setup: Setup, rep: Replay, results: dict[str, dict[str, Any]], tree: dict[str, Any] | None,
-                  progress: Progress) -> dict[str, Any]:
+def run_reference(
+    setup: Setup, rep: Replay, results: dict[str, dict[str, Any]], tree: dict[str, Any] | None, progress: Progress
+) -> dict[str, Any]:
     """The plain sequential loop over every prompt, and whether the estimator agrees with it."""
     if rep.opts.continuation != "greedy":
         raise BadInput("--reference-loop needs --continuation greedy", "drop --continuation text")
@@ -733,12 +792,23 @@ def run_settings(setup: Setup, rep: Replay, tree: dict[str, Any] | None, train_d
     """The run's settings as written to JSON (schemas/acceptance.schema.json)."""
     tgt, serving, o, seqs = setup.target, setup.serving, rep.opts, rep.seqs
     settings = {
-        "target": tgt.name, "draft": setup.draft_summary(), "engine": serving.label, "num_steps": o.num_steps,
-        "continuation": o.continuation, "max_new_tokens": o.max_new_tokens if o.continuation == "greedy" else None,
-        "temperature": o.temperature, "temperature_mode": o.temp_mode if o.temperature > 0 else None, "topk": o.topk,
-        "num_draft_tokens": o.num_draft_tokens, "dtype": str(tgt.dtype).replace("torch.", ""), "device": str(tgt.device),
-        "compiled": setup.compiled, "sequences": len(seqs), "tokens": sum(len(s) for s in seqs),
-        "serving_spec": [str(p) for p in serving.spec], "serving_source": serving.source,
+        "target": tgt.name,
+        "draft": setup.draft_summary(),
+        "engine": serving.label,
+        "num_steps": o.num_steps,
+        "continuation": o.continuation,
+        "max_new_tokens": o.max_new_tokens if o.continuation == "greedy" else None,
+        "temperature": o.temperature,
+        "temperature_mode": o.temp_mode if o.temperature > 0 else None,
+        "topk": o.topk,
+        "num_draft_tokens": o.num_draft_tokens,
+        "dtype": str(tgt.dtype).replace("torch.", ""),
+        "device": str(tgt.device),
+        "compiled": setup.compiled,
+        "sequences": len(seqs),
+        "tokens": sum(len(s) for s in seqs),
+        "serving_spec": [str(p) for p in serving.spec],
+        "serving_source": serving.source,
         "training_spec": [str(p) for p in setup.train_spec] if setup.train_spec else None,
         "training_source": setup.train_source if rep.src.dump is None else f"dump {train_dump}",
     }
@@ -749,9 +819,15 @@ def run_settings(setup: Setup, rep: Replay, tree: dict[str, Any] | None, train_d
 
 
 @torch.inference_mode()
-def measure_acceptance(setup: Setup, opts: AcceptanceOptions, *, prompts_path: str | None = None,
-                       train_dump: str | None = None, prompt_ids: Sequence[Sequence[int]] | None = None,
-                       progress: Progress = _no_progress) -> AcceptanceRun:
+def measure_acceptance(
+    setup: Setup,
+    opts: AcceptanceOptions,
+    *,
+    prompts_path: str | None = None,
+    train_dump: str | None = None,
+    prompt_ids: Sequence[Sequence[int]] | None = None,
+    progress: Progress = _no_progress,
+) -> AcceptanceRun:
     """Acceptance of ``setup.draft`` on each feature path (see :func:`doctor.acceptance` for the fields)."""
     if setup.draft is None:
         raise BadInput("acceptance needs a draft", "pass --draft DIR")
@@ -771,8 +847,14 @@ def measure_acceptance(setup: Setup, opts: AcceptanceOptions, *, prompts_path: s
         for n, d in served.drafts.items():
             paths[n], drafts[n] = setup.serving.spec, d
     m = Measurement(setup, rep, paths, tree, drafts)
-    for rb in iter_captures(setup.target, rep.seqs, m.points, batch_size=opts.batch_size, want_logits=True,
-                            progress=lambda d, n: progress("acceptance", d, n)):
+    for rb in iter_captures(
+        setup.target,
+        rep.seqs,
+        m.points,
+        batch_size=opts.batch_size,
+        want_logits=True,
+        progress=lambda d, n: progress("acceptance", d, n),
+    ):
         m.add(rb)
     results = path_results(m)
     ref = run_reference(setup, rep, results, tree, progress) if opts.reference else None
@@ -808,14 +890,21 @@ def scan_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
     return cands
 
 
-def tree_plan(engine: str, num_steps: int, topk: int, num_draft_tokens: int | None,
-              token_tree: Sequence[Sequence[int]] | None) -> dict[str, Any] | None:
+def tree_plan(
+    engine: str, num_steps: int, topk: int, num_draft_tokens: int | None, token_tree: Sequence[Sequence[int]] | None
+) -> dict[str, Any] | None:
     """Which tree the engine builds for these settings (exact acceptance for it: tree.py)."""
     if token_tree:
         paths = [list(p) for p in token_tree]
         depth, width = max(len(p) for p in paths), max(p[-1] for p in paths) + 1
-        return {"kind": "static", "paths": paths, "depth": depth, "width": width, "num_draft_tokens": len(paths) + 1,
-                "label": f"exact greedy acceptance of the vLLM speculative_token_tree ({len(paths)} nodes, depth {depth})"}
+        return {
+            "kind": "static",
+            "paths": paths,
+            "depth": depth,
+            "width": width,
+            "num_draft_tokens": len(paths) + 1,
+            "label": f"exact greedy acceptance of the vLLM speculative_token_tree ({len(paths)} nodes, depth {depth})",
+        }
     if topk <= 1:
         return None
     if engine == "vllm":
@@ -828,10 +917,18 @@ def _full_static_tree(num_steps: int, topk: int) -> dict[str, Any]:
 
     paths = [list(p) for d in range(1, num_steps + 1) for p in itertools.product(range(topk), repeat=d)]
     if len(paths) > 20000:
-        raise BadInput(f"a full top-{topk} tree of depth {num_steps} has {len(paths)} nodes",
-                       "pass the server's speculative_token_tree (--serve-cmd) or a smaller --topk/--num-steps")
-    return {"kind": "static", "paths": paths, "depth": num_steps, "width": topk, "num_draft_tokens": len(paths) + 1,
-            "label": f"exact greedy acceptance of a full top-{topk} static tree of depth {num_steps} ({len(paths)} nodes)"}
+        raise BadInput(
+            f"a full top-{topk} tree of depth {num_steps} has {len(paths)} nodes",
+            "pass the server's speculative_token_tree (--serve-cmd) or a smaller --topk/--num-steps",
+        )
+    return {
+        "kind": "static",
+        "paths": paths,
+        "depth": num_steps,
+        "width": topk,
+        "num_draft_tokens": len(paths) + 1,
+        "label": f"exact greedy acceptance of a full top-{topk} static tree of depth {num_steps} ({len(paths)} nodes)",
+    }
 
 
 def _sglang_tree(num_steps: int, topk: int, num_draft_tokens: int | None) -> dict[str, Any]:
@@ -839,16 +936,25 @@ def _sglang_tree(num_steps: int, topk: int, num_draft_tokens: int | None) -> dic
 
     ndt = num_draft_tokens if num_draft_tokens is not None else full_candidates(topk, num_steps) + 1
     check_tree_settings(topk, num_steps, ndt)
-    label = (f"exact greedy acceptance of SGLang's tree: topk {topk}, {num_steps} steps, {ndt} draft tokens "
-             f"(best {ndt - 1} of {full_candidates(topk, num_steps)} scored candidates)")
+    label = (
+        f"exact greedy acceptance of SGLang's tree: topk {topk}, {num_steps} steps, {ndt} draft tokens "
+        f"(best {ndt - 1} of {full_candidates(topk, num_steps)} scored candidates)"
+    )
     if num_draft_tokens is None:
         label += "; --num-draft-tokens not given: every candidate kept"
     return {"kind": "sglang", "topk": topk, "depth": num_steps, "num_draft_tokens": ndt, "label": label}
 
 
-def _tree_accepted(tree: dict[str, Any], draft: Eagle3Draft, aux: torch.Tensor, tokens: torch.Tensor,
-                   labels: Callable[[int], torch.Tensor], lens: Sequence[int], num_steps: int,
-                   out: StepOutputs) -> torch.Tensor:
+def _tree_accepted(
+    tree: dict[str, Any],
+    draft: Eagle3Draft,
+    aux: torch.Tensor,
+    tokens: torch.Tensor,
+    labels: Callable[[int], torch.Tensor],
+    lens: Sequence[int],
+    num_steps: int,
+    out: StepOutputs,
+) -> torch.Tensor:
     from .tree import sglang_tree_accepted, static_tree_accepted
 
     if tree["kind"] == "sglang":
@@ -874,8 +980,7 @@ def _spec_text(spec: Any) -> str:
     return ", ".join(spec) if isinstance(spec, list) else spec
 
 
-def acceptance_findings(results: dict[str, dict[str, Any]], scan_res: list[dict[str, Any]] | None,
-                        setup: Setup) -> list[Finding]:
+def acceptance_findings(results: dict[str, dict[str, Any]], scan_res: list[dict[str, Any]] | None, setup: Setup) -> list[Finding]:
     """ACC001 (serving features cost accuracy), ACC002 (low even on the best path), ACC004 (scan found better)."""
     out: list[Finding] = []
     s, t = results.get("serving"), results.get("training")
@@ -883,22 +988,29 @@ def acceptance_findings(results: dict[str, dict[str, Any]], scan_res: list[dict[
         ds, dt = s["acc_k"][0], t["acc_k"][0]
         ls, lt = s["chain"].get("mean_acceptance_length", float("nan")), t["chain"].get("mean_acceptance_length", float("nan"))
         if dt - ds > 0.05:
-            out.append(Finding(
-                "ACC001",
-                f"the serving features cost {100 * (dt - ds):.1f} points of step-1 accuracy "
-                f"({ds:.3f} served vs {dt:.3f} trained)",
-                [f"step-1 accuracy: serving {ds:.3f}, training {dt:.3f}",
-                 f"mean acceptance length: serving {ls:.2f}, training {lt:.2f}",
-                 f"serving feeds {_spec_text(s['spec'])}; trained on {_spec_text(t['spec'])}"],
-                acc_fix(setup),
-            ))
+            out.append(
+                Finding(
+                    "ACC001",
+                    f"the serving features cost {100 * (dt - ds):.1f} points of step-1 accuracy "
+                    f"({ds:.3f} served vs {dt:.3f} trained)",
+                    [
+                        f"step-1 accuracy: serving {ds:.3f}, training {dt:.3f}",
+                        f"mean acceptance length: serving {ls:.2f}, training {lt:.2f}",
+                        f"serving feeds {_spec_text(s['spec'])}; trained on {_spec_text(t['spec'])}",
+                    ],
+                    acc_fix(setup),
+                )
+            )
     ref = t or s
     if ref and ref["acc_k"] and ref["acc_k"][0] < 0.3:
-        out.append(Finding(
-            "ACC002", f"step-1 accuracy is {ref['acc_k'][0]:.3f} even on the {ref['name']} features",
-            [f"acc_k: {', '.join(f'{a:.3f}' for a in ref['acc_k'])}"],
-            "check the draft itself: lm_head, d2t/t2d, embeddings, chat template and that it was trained for this target",
-        ))
+        out.append(
+            Finding(
+                "ACC002",
+                f"step-1 accuracy is {ref['acc_k'][0]:.3f} even on the {ref['name']} features",
+                [f"acc_k: {', '.join(f'{a:.3f}' for a in ref['acc_k'])}"],
+                "check the draft itself: lm_head, d2t/t2d, embeddings, chat template and that it was trained for this target",
+            )
+        )
     return out + _scan_finding(scan_res, setup)
 
 
@@ -914,30 +1026,46 @@ def _scan_finding(scan_res: list[dict[str, Any]] | None, setup: Setup) -> list[F
     # candidate whose interval reaches 0 is not reported (the scan table shows it with its interval)
     if not (cur_row and not best["configured"] and d is not None and d["lo"] > 0 and d["n"] >= MIN_PROMPTS):
         return []
-    evidence = [f"step-1 accuracy {best['step1_acc']:.3f} vs {cur_row['step1_acc']:.3f}; difference "
-                f"{d['point']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] (95%, paired bootstrap over {d['n']} prompts)"]
+    evidence = [
+        f"step-1 accuracy {best['step1_acc']:.3f} vs {cur_row['step1_acc']:.3f}; difference "
+        f"{d['point']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] (95%, paired bootstrap over {d['n']} prompts)"
+    ]
     tied = [", ".join(r["spec"]) for r in scan_res[1:] if r["tied_with_best"] and not r["configured"]]
     fix = "the draft was probably trained on those capture points: set the training recipe accordingly and re-run compare-hidden"
     if tied:  # the best one is not singled out: say which, and what can tell them apart
         evidence.append(f"not separated from it on these prompts (paired 95% interval reaching 0): {'; '.join(tied)}")
-        fix = ("the draft was probably trained on one of these capture points: `eagle3-doctor fingerprint` tells them "
-               "apart; then set the training recipe accordingly and re-run compare-hidden")
-    return [Finding("ACC004", f"{', '.join(best['spec'])} fits the draft better than {', '.join(cur_row['spec'])}",
-                    evidence, fix)]
+        fix = (
+            "the draft was probably trained on one of these capture points: `eagle3-doctor fingerprint` tells them "
+            "apart; then set the training recipe accordingly and re-run compare-hidden"
+        )
+    return [
+        Finding("ACC004", f"{', '.join(best['spec'])} fits the draft better than {', '.join(cur_row['spec'])}", evidence, fix)
+    ]
 
 
-def threshold_findings(paths: dict[str, dict[str, Any]], min_accept_rate: float | None,
-                       min_tau: float | None) -> list[Finding]:
+def threshold_findings(paths: dict[str, dict[str, Any]], min_accept_rate: float | None, min_tau: float | None) -> list[Finding]:
     """ACC003: the serving path below --min-accept-rate (first position) or --min-tau."""
     out = []
     serving = paths.get("serving", {})
     rates = serving.get("chain", {}).get("per_position_rate")
     rate1 = (rates or [float("nan")])[0]
     if min_accept_rate is not None and not rate1 >= min_accept_rate:
-        out.append(Finding("ACC003", f"first-position acceptance {rate1:.3f} is below --min-accept-rate {min_accept_rate}",
-                           [f"serving path per-position rates: {rates}"], "fix the findings above, or retrain the draft"))
+        out.append(
+            Finding(
+                "ACC003",
+                f"first-position acceptance {rate1:.3f} is below --min-accept-rate {min_accept_rate}",
+                [f"serving path per-position rates: {rates}"],
+                "fix the findings above, or retrain the draft",
+            )
+        )
     tau = serving.get("tau", float("nan"))
     if min_tau is not None and not tau >= min_tau:
-        out.append(Finding("ACC003", f"tau {tau:.3f} is below --min-tau {min_tau}",
-                           [f"acc_k: {serving.get('acc_k')}"], "fix the findings above, or retrain the draft"))
+        out.append(
+            Finding(
+                "ACC003",
+                f"tau {tau:.3f} is below --min-tau {min_tau}",
+                [f"acc_k: {serving.get('acc_k')}"],
+                "fix the findings above, or retrain the draft",
+            )
+        )
     return out

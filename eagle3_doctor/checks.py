@@ -58,8 +58,14 @@ def kind(path: str | os.PathLike) -> str:
     return "special file"
 
 
-_WHAT = {"fifo": "a named pipe (FIFO)", "device": "a device", "socket": "a socket", "special file": "a special file",
-         "broken link": "a broken symbolic link", "unreadable": "not accessible"}
+_WHAT = {
+    "fifo": "a named pipe (FIFO)",
+    "device": "a device",
+    "socket": "a socket",
+    "special file": "a special file",
+    "broken link": "a broken symbolic link",
+    "unreadable": "not accessible",
+}
 
 
 def _under_a_file(p: Path) -> Path | None:
@@ -123,6 +129,8 @@ def read_json(path: Path, what: str, fix: str, max_bytes: int = 64 << 20) -> Any
         raise BadInput(f"{what} {path} nests too deeply to be a config", fix) from None
     except OSError as e:
         raise BadInput(f"{what} {path} cannot be read ({e.strerror})", fix) from None
+
+
 # ----------------------------------------------------------------------------- safetensors headers
 
 
@@ -154,6 +162,7 @@ def _weight_names(d: Path) -> tuple[list[Path], dict[str, dict[str, Any]]]:
         names.update({k: v for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)})
     return files, names
 
+
 # ----------------------------------------------------------------------------- targets
 
 
@@ -175,7 +184,9 @@ def _cfg_int(cfg: dict[str, Any], key: str, where: str, lo: int, hi: int, requir
         return None
     v = cfg[key]
     if not isinstance(v, int) or isinstance(v, bool):
-        raise BadInput(f"{where}: {key} is {json.dumps(v)[:40]}, expected an integer", "restore config.json from the original checkpoint")
+        raise BadInput(
+            f"{where}: {key} is {json.dumps(v)[:40]}, expected an integer", "restore config.json from the original checkpoint"
+        )
     if not lo <= v <= hi:
         raise BadInput(f"{where}: {key} = {v} is out of range ({lo}..{hi})", "restore config.json from the original checkpoint")
     return v
@@ -188,15 +199,24 @@ def check_target_config(cfg: dict[str, Any], where: str, weight_names: Iterable[
     src = cfg if top else cfg["text_config"]
     key = "n_layer" if "n_layer" in src and "num_hidden_layers" not in src else "num_hidden_layers"
     L = _cfg_int(src, key, where, 1, MAX_LAYERS, required=True)
-    for k, hi in (("hidden_size", MAX_HIDDEN), ("intermediate_size", 8 * MAX_HIDDEN), ("num_attention_heads", MAX_HIDDEN),
-                  ("num_key_value_heads", MAX_HIDDEN), ("head_dim", MAX_HIDDEN), ("vocab_size", MAX_VOCAB),
-                  ("max_position_embeddings", MAX_POSITIONS), ("n_embd", MAX_HIDDEN)):
+    for k, hi in (
+        ("hidden_size", MAX_HIDDEN),
+        ("intermediate_size", 8 * MAX_HIDDEN),
+        ("num_attention_heads", MAX_HIDDEN),
+        ("num_key_value_heads", MAX_HIDDEN),
+        ("head_dim", MAX_HIDDEN),
+        ("vocab_size", MAX_VOCAB),
+        ("max_position_embeddings", MAX_POSITIONS),
+        ("n_embd", MAX_HIDDEN),
+    ):
         _cfg_int(src, k, where, 1, hi)
     if weight_names is not None:
         idx = {int(m.group(1)) for n in weight_names for m in [_LAYER_INDEX.search(n)] if m}
         if idx and L is not None and L > max(idx) + 1:
-            raise BadInput(f"{where}: {key} = {L} but the weights hold {max(idx) + 1} layers",
-                           f"set {key} to {max(idx) + 1} (or restore config.json from the original checkpoint)")
+            raise BadInput(
+                f"{where}: {key} = {L} but the weights hold {max(idx) + 1} layers",
+                f"set {key} to {max(idx) + 1} (or restore config.json from the original checkpoint)",
+            )
 
 
 def check_target(name: str) -> None:
@@ -207,14 +227,22 @@ def check_target(name: str) -> None:
     if kind(name) == "missing" and not looks_local(name):
         return  # a hub id; the loader looks it up (and fails in one line offline)
     d = require_dir(name, "target directory" if kind(name) in ("missing", "dir") else "--target", fix)
-    cfg = read_json(d / "config.json", "target config", "point --target at a Hugging Face model directory (config.json + weights)")
+    cfg = read_json(
+        d / "config.json", "target config", "point --target at a Hugging Face model directory (config.json + weights)"
+    )
     if not isinstance(cfg, dict):
-        raise BadInput(f"{d / 'config.json'} holds a JSON {type(cfg).__name__}, not an object", "restore config.json from the original checkpoint")
+        raise BadInput(
+            f"{d / 'config.json'} holds a JSON {type(cfg).__name__}, not an object",
+            "restore config.json from the original checkpoint",
+        )
     for f in d.iterdir():
         if f.name.endswith((".safetensors", ".bin", ".pt", ".pth", ".json", ".model")) and kind(f) not in ("file", "dir"):
-            raise BadInput(f"{f} is {_WHAT.get(kind(f), kind(f))}, not a regular file", "replace it with the real file from the checkpoint")
+            raise BadInput(
+                f"{f} is {_WHAT.get(kind(f), kind(f))}, not a regular file", "replace it with the real file from the checkpoint"
+            )
     files, names = _weight_names(d)
     check_target_config(cfg, str(d / "config.json"), names if names else None)
+
 
 # ----------------------------------------------------------------------------- drafts
 
@@ -230,8 +258,12 @@ def check_draft_layer_ids(cfg: dict[str, Any], where: str) -> None:
         for key in ("eagle_aux_hidden_state_layer_ids", "aux_hidden_state_layer_ids", "eagle3_layers_to_capture"):
             v = holder.get(key)
             if v is not None and not _ids_list(v):
-                raise BadInput(f"{where}: {prefix}{key} is {json.dumps(v, default=str)[:60]}, expected a list of integers",
-                               f'write e.g. "{key}": [1, 3, 4]')
+                raise BadInput(
+                    f"{where}: {prefix}{key} is {json.dumps(v, default=str)[:60]}, expected a list of integers",
+                    f'write e.g. "{key}": [1, 3, 4]',
+                )
             if v is not None and any(abs(x) > MAX_LAYERS for x in v):
-                raise BadInput(f"{where}: {prefix}{key} = {v} holds ids beyond any model's depth",
-                               "write the layer ids the draft was trained on, e.g. [1, 3, 4]")
+                raise BadInput(
+                    f"{where}: {prefix}{key} = {v} holds ids beyond any model's depth",
+                    "write the layer ids the draft was trained on, e.g. [1, 3, 4]",
+                )

@@ -35,8 +35,9 @@ class _OneLineGroup(typer.core.TyperGroup):
     on stderr and an exit code: 0 ok, 1 findings, 2 bad input, 3 a bug, 130/143 interrupted.
     """
 
-    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(
+        self, args: Any = None, prog_name: Any = None, complete_var: Any = None, standalone_mode: bool = True, **extra: Any
+    ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         cx = _click_exceptions()
@@ -96,36 +97,119 @@ FORMAT_CHOICES = ("eagle", "sglang", "speculators")
 DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
 Target = Annotated[str, typer.Option("--target", "-t", help="Target model: local directory or hub id.")]
 Draft = Annotated[Optional[str], typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
-DraftFormat = Annotated[Optional[str], typer.Option("--draft-format", metavar="[" + "|".join(FORMAT_CHOICES) + "]", help="Force the draft format: eagle, sglang or speculators (default: detect).")]
-Engine = Annotated[str, typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine: sglang, vllm, trtllm, modelopt or eagle.")]
-EngineVersion = Annotated[Optional[str], typer.Option("--engine-version", metavar="VERSION", help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; modelopt any release from 0.35.0; trtllm 1.2|1.2-two-model.")]
+DraftFormat = Annotated[
+    Optional[str],
+    typer.Option(
+        "--draft-format",
+        metavar="[" + "|".join(FORMAT_CHOICES) + "]",
+        help="Force the draft format: eagle, sglang or speculators (default: detect).",
+    ),
+]
+Engine = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        "-e",
+        metavar="[" + "|".join(ENGINE_CHOICES) + "]",
+        help="Serving engine: sglang, vllm, trtllm, modelopt or eagle.",
+    ),
+]
+EngineVersion = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engine-version",
+        metavar="VERSION",
+        help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; modelopt any release from 0.35.0; trtllm 1.2|1.2-two-model.",
+    ),
+]
 RequiredDraft = Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
-LayerIds = Annotated[Optional[str], typer.Option("--layer-ids", help="Try these serving ids (as the engine's key would hold them) without editing files, e.g. 1,3,4.")]
-TrainRecipe = Annotated[Optional[str], typer.Option("--train-recipe", help="How training features were made: hf-hidden-states:I,J,K | eagle-default | specforge[:ids] | speculators[:ids] | modelopt[:ids] | spec:POINTS. Default: what the draft config declares.")]
-TrainDump = Annotated[Optional[str], typer.Option("--train-dump", help="Training feature dump: SpecForge rows_*/data_*.ckpt(.gz) directory, or safetensors files.")]
-Prompts = Annotated[Optional[str], typer.Option("--prompts", help="JSONL chat messages ({\"messages\": [...]}) or plain text, one prompt per line. Default: built-in prompts.")]
+LayerIds = Annotated[
+    Optional[str],
+    typer.Option(
+        "--layer-ids", help="Try these serving ids (as the engine's key would hold them) without editing files, e.g. 1,3,4."
+    ),
+]
+TrainRecipe = Annotated[
+    Optional[str],
+    typer.Option(
+        "--train-recipe",
+        help="How training features were made: hf-hidden-states:I,J,K | eagle-default | specforge[:ids] | speculators[:ids] | modelopt[:ids] | spec:POINTS. Default: what the draft config declares.",
+    ),
+]
+TrainDump = Annotated[
+    Optional[str],
+    typer.Option(
+        "--train-dump", help="Training feature dump: SpecForge rows_*/data_*.ckpt(.gz) directory, or safetensors files."
+    ),
+]
+Prompts = Annotated[
+    Optional[str],
+    typer.Option(
+        "--prompts",
+        help='JSONL chat messages ({"messages": [...]}) or plain text, one prompt per line. Default: built-in prompts.',
+    ),
+]
 MaxTokens = Annotated[int, typer.Option("--max-tokens", help="Truncate each prompt or dump sequence to this many tokens.")]
 BatchSize = Annotated[str, typer.Option("--batch-size", help="Sequences per forward, or 'auto' (sized from free GPU memory).")]
 Limit = Annotated[Optional[int], typer.Option("--limit", help="Use only the first N prompts or dump files.")]
-Dtype = Annotated[str, typer.Option("--dtype", metavar="[" + "|".join(DTYPE_CHOICES) + "]", help="auto, bfloat16, float16 or float32.")]
+Dtype = Annotated[
+    str, typer.Option("--dtype", metavar="[" + "|".join(DTYPE_CHOICES) + "]", help="auto, bfloat16, float16 or float32.")
+]
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
-DeviceMap = Annotated[Optional[str], typer.Option("--device-map", help="Shard the target: auto, balanced or a JSON device map (needs accelerate).")]
-MaxMemory = Annotated[Optional[str], typer.Option("--max-memory", help="With --device-map: memory per device, e.g. 0=70GiB,1=70GiB,cpu=200GiB.")]
-TrustRemote = Annotated[bool, typer.Option("--trust-remote-code", help="Allow the target's own modelling code to run (off unless you ask).")]
+DeviceMap = Annotated[
+    Optional[str], typer.Option("--device-map", help="Shard the target: auto, balanced or a JSON device map (needs accelerate).")
+]
+MaxMemory = Annotated[
+    Optional[str], typer.Option("--max-memory", help="With --device-map: memory per device, e.g. 0=70GiB,1=70GiB,cpu=200GiB.")
+]
+TrustRemote = Annotated[
+    bool, typer.Option("--trust-remote-code", help="Allow the target's own modelling code to run (off unless you ask).")
+]
 JsonOut = Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to this path.")]
-ReportDir = Annotated[Optional[str], typer.Option("--report", help="Write a Markdown report (with PNG plots if matplotlib is installed) into this directory.")]
+ReportDir = Annotated[
+    Optional[str],
+    typer.Option("--report", help="Write a Markdown report (with PNG plots if matplotlib is installed) into this directory."),
+]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 # serving evidence (issue 16): what the live server counted
-ServerMetrics = Annotated[Optional[str], typer.Option("--server-metrics", help="The server's Prometheus scrape (vLLM or SGLang /metrics) as a file or http(s) URL, taken after the workload.")]
-ServerMetricsBefore = Annotated[Optional[str], typer.Option("--server-metrics-before", help="A scrape taken before the workload: figures become after minus before.")]
-ServerLog = Annotated[Optional[str], typer.Option("--server-log", help="SGLang server log: its 'Decode batch ... accept len' lines.")]
-ServerModel = Annotated[Optional[str], typer.Option("--server-model", help="model_name label to read when a scrape holds several models.")]
+ServerMetrics = Annotated[
+    Optional[str],
+    typer.Option(
+        "--server-metrics",
+        help="The server's Prometheus scrape (vLLM or SGLang /metrics) as a file or http(s) URL, taken after the workload.",
+    ),
+]
+ServerMetricsBefore = Annotated[
+    Optional[str],
+    typer.Option("--server-metrics-before", help="A scrape taken before the workload: figures become after minus before."),
+]
+ServerLog = Annotated[
+    Optional[str], typer.Option("--server-log", help="SGLang server log: its 'Decode batch ... accept len' lines.")
+]
+ServerModel = Annotated[
+    Optional[str], typer.Option("--server-model", help="model_name label to read when a scrape holds several models.")
+]
 # i17: serving config in (the user's own launch command sets engine, draft, steps, topk, budget, dtype)
-OptTarget = Annotated[Optional[str], typer.Option("--target", "-t", help="Target model: local directory or hub id (default: the model of --serve-cmd).")]
-ServeCmd = Annotated[Optional[str], typer.Option("--serve-cmd", help="Your server launch command (python -m sglang.launch_server ... | vllm serve MODEL --speculative-config '{...}'): engine, draft, steps, topk, draft-token budget and dtype are read from it; explicit options win.")]
+OptTarget = Annotated[
+    Optional[str],
+    typer.Option("--target", "-t", help="Target model: local directory or hub id (default: the model of --serve-cmd)."),
+]
+ServeCmd = Annotated[
+    Optional[str],
+    typer.Option(
+        "--serve-cmd",
+        help="Your server launch command (python -m sglang.launch_server ... | vllm serve MODEL --speculative-config '{...}'): engine, draft, steps, topk, draft-token budget and dtype are read from it; explicit options win.",
+    ),
+]
 Revision = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit) of a hub-id --target.")]
 DraftRevision = Annotated[Optional[str], typer.Option("--draft-revision", help="Hub revision of a hub-id --draft.")]
-ServeConfigFile = Annotated[Optional[str], typer.Option("--serve-config", help="File with the launch command, or a JSON/YAML of SGLang server args, vLLM engine args or vLLM's speculative config.")]
+ServeConfigFile = Annotated[
+    Optional[str],
+    typer.Option(
+        "--serve-config",
+        help="File with the launch command, or a JSON/YAML of SGLang server args, vLLM engine args or vLLM's speculative config.",
+    ),
+]
 
 
 def _console(stderr: bool = False):
@@ -178,8 +262,9 @@ def _report_bug(exc: BaseException) -> str:
     import time
     import traceback
 
-    text = (f"eagle3-doctor {__version__}, Python {sys.version.split()[0]}, {sys.platform}\n"
-            f"argv: {sys.argv!r}\n\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    text = f"eagle3-doctor {__version__}, Python {sys.version.split()[0]}, {sys.platform}\nargv: {sys.argv!r}\n\n" + "".join(
+        traceback.format_exception(type(exc), exc, exc.__traceback__)
+    )
     try:
         fd, path = tempfile.mkstemp(prefix=f"eagle3-doctor-bug-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".txt")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -222,16 +307,20 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
             raise  # usage errors raised inside a command get click's one-line form from _OneLineGroup
         except BrokenPipeError:
             _silence_stdout()
-            _fail("error: standard output was closed before the results were written -- fix: keep the reader "
-                  "open (e.g. pipe into `less`, not `head`) or write --json FILE")
+            _fail(
+                "error: standard output was closed before the results were written -- fix: keep the reader "
+                "open (e.g. pipe into `less`, not `head`) or write --json FILE"
+            )
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except Exception as e:
             if type(e).__name__ == "OutOfMemoryError":  # torch.cuda.OutOfMemoryError, without importing torch
                 _fail("error: CUDA out of memory -- fix: halve --batch-size (or use --batch-size auto)")
                 raise typer.Exit(EXIT_BAD_INPUT) from None
             where = _report_bug(e)
-            _fail(f"bug: {type(e).__name__}: {str(e)[:200]} (eagle3-doctor {__version__}); this is a bug in "
-                  f"eagle3-doctor, not in your input; full traceback in {where}; please report it with that file")
+            _fail(
+                f"bug: {type(e).__name__}: {str(e)[:200]} (eagle3-doctor {__version__}); this is a bug in "
+                f"eagle3-doctor, not in your input; full traceback in {where}; please report it with that file"
+            )
             raise typer.Exit(EXIT_BUG) from None
         finally:
             if old is not None:
@@ -276,8 +365,16 @@ def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TextColumn("eta"), TimeRemainingColumn(), console=_console(stderr=True), transient=True)
+    prog = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=_console(stderr=True),
+        transient=True,
+    )
     tasks: dict[str, Any] = {}
 
     def cb(label: str, done: int, total: int) -> None:
@@ -322,9 +419,18 @@ def _missing_option(flag: str, what: str) -> None:
     raise _click_exceptions().UsageError(f"Missing option '{flag}' (or a --serve-cmd that names {what})", ctx=ctx)
 
 
-def _resolve_serve(serve_cmd: Optional[str], serve_config: Optional[str], target: Optional[str], draft: Optional[str],
-                   engine: Optional[str], engine_version: Optional[str], dtype: str, need_draft: bool = False,
-                   revision: Optional[str] = None, draft_revision: Optional[str] = None) -> _Resolved:
+def _resolve_serve(
+    serve_cmd: Optional[str],
+    serve_config: Optional[str],
+    target: Optional[str],
+    draft: Optional[str],
+    engine: Optional[str],
+    engine_version: Optional[str],
+    dtype: str,
+    need_draft: bool = False,
+    revision: Optional[str] = None,
+    draft_revision: Optional[str] = None,
+) -> _Resolved:
     """Merge --serve-cmd/--serve-config with explicit options (explicit wins) and say what was derived."""
     from .servecmd import load
 
@@ -363,17 +469,39 @@ def _resolve_serve(serve_cmd: Optional[str], serve_config: Optional[str], target
     return _Resolved(target_dir, draft_dir, eng, ver, dtype, sc, paths)
 
 
-def _setup(target: str, draft: Optional[str], draft_format: Optional[str], engine: str, engine_version: Optional[str],
-           layer_ids: Optional[str], train_recipe: Optional[str], dtype: str, device: str, trust_remote_code: bool,
-           device_map: Optional[str], max_memory: Optional[str], quiet: bool = False):
+def _setup(
+    target: str,
+    draft: Optional[str],
+    draft_format: Optional[str],
+    engine: str,
+    engine_version: Optional[str],
+    layer_ids: Optional[str],
+    train_recipe: Optional[str],
+    dtype: str,
+    device: str,
+    trust_remote_code: bool,
+    device_map: Optional[str],
+    max_memory: Optional[str],
+    quiet: bool = False,
+):
     with _status(f"loading target {target}" + (f" and draft {draft}" if draft else "") + " ...", quiet):
         from .doctor import load_setup
         from .validate import parse_layer_ids
 
-        return load_setup(target=target, draft=draft, draft_format=draft_format, engine=engine,
-                          engine_version=engine_version, layer_ids=parse_layer_ids(layer_ids), train_recipe=train_recipe, dtype=dtype,
-                          device=device, trust_remote_code=trust_remote_code, device_map=_device_map(device_map),
-                          max_memory=_max_memory(max_memory))
+        return load_setup(
+            target=target,
+            draft=draft,
+            draft_format=draft_format,
+            engine=engine,
+            engine_version=engine_version,
+            layer_ids=parse_layer_ids(layer_ids),
+            train_recipe=train_recipe,
+            dtype=dtype,
+            device=device,
+            trust_remote_code=trust_remote_code,
+            device_map=_device_map(device_map),
+            max_memory=_max_memory(max_memory),
+        )
 
 
 def _tool() -> dict:
@@ -456,15 +584,25 @@ def inspect_cmd(
     draft_revision: DraftRevision = None,
     json_out: JsonOut = None,
     report: ReportDir = None,
-) -> int:
+) -> int:  # fmt: skip
     """Audit the draft checkpoint and config against the target and engine. No forward pass."""
-    _preflight(target=target, draft=draft, draft_format=draft_format, json_out=json_out, report=report)
+    _preflight(**locals())  # every option as given, checked before anything loads
     from .inspect_draft import inspect
     from .report import render_inspect
     from .safeio import write_json
 
-    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, "auto", need_draft=True,
-                       revision=revision, draft_revision=draft_revision)
+    r = _resolve_serve(
+        serve_cmd,
+        serve_config,
+        target,
+        draft,
+        engine,
+        engine_version,
+        "auto",
+        need_draft=True,
+        revision=revision,
+        draft_revision=draft_revision,
+    )
     res = inspect(r.target, r.draft, engine=r.engine, engine_version=r.engine_version, draft_format=draft_format)
     locate(res.findings, r.paths)
     render_inspect(_console(stderr=json_out == "-"), res)
@@ -508,26 +646,57 @@ def compare_hidden_cmd(
     quiet: Quiet = False,
     engine_dump: Annotated[Optional[str], typer.Option("--engine-dump", help="Hidden states the engine captured itself: SGLang debug-dumper directory or vLLM hidden-states safetensors. Without --target: diffed against --train-dump.")] = None,
     num_layers: Annotated[Optional[int], typer.Option("--num-layers", help="Without --target: the target's number of decoder layers (for the layer ids in the fix).")] = None,
-) -> int:
+) -> int:  # fmt: skip
     """Training features vs what the serving engine captures: slot by slot, with the exact fix."""
-    _preflight(target=target, draft=draft, draft_format=draft_format,
-               layer_ids=layer_ids, train_recipe=train_recipe, train_dump=train_dump, prompts=prompts,
-               max_tokens=max_tokens, batch_size=batch_size, limit=limit, plot=plot, dtype=dtype, device=device,
-               device_map=device_map, max_memory=max_memory, json_out=json_out, report=report)
+    _preflight(**locals())  # every option as given, checked before anything loads
     from .doctor import compare_hidden
     from .report import render_compare
 
     if engine_dump is not None or (target is None and serve_cmd is None and serve_config is None):
-        return _compare_dumps(target, draft, draft_format, engine, engine_version, train_recipe, train_dump, engine_dump,
-                              num_layers, max_tokens, limit, json_out)
-    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, dtype,
-                       revision=revision, draft_revision=draft_revision)
-    setup = _setup(r.target, r.draft, draft_format, r.engine, r.engine_version, layer_ids, train_recipe, r.dtype, device,
-                   trust_remote_code, device_map, max_memory, quiet)
+        return _compare_dumps(
+            target,
+            draft,
+            draft_format,
+            engine,
+            engine_version,
+            train_recipe,
+            train_dump,
+            engine_dump,
+            num_layers,
+            max_tokens,
+            limit,
+            json_out,
+        )
+    r = _resolve_serve(
+        serve_cmd, serve_config, target, draft, engine, engine_version, dtype, revision=revision, draft_revision=draft_revision
+    )
+    setup = _setup(
+        r.target,
+        r.draft,
+        draft_format,
+        r.engine,
+        r.engine_version,
+        layer_ids,
+        train_recipe,
+        r.dtype,
+        device,
+        trust_remote_code,
+        device_map,
+        max_memory,
+        quiet,
+    )
     bs = _batch_size(batch_size, setup, max_tokens)
     with _progress(quiet) as cb:
-        res = compare_hidden(setup, prompts_path=prompts, train_dump=train_dump, max_tokens=max_tokens, batch_size=bs,
-                             matrix=matrix or plot is not None or report is not None, limit=limit, progress=cb)
+        res = compare_hidden(
+            setup,
+            prompts_path=prompts,
+            train_dump=train_dump,
+            max_tokens=max_tokens,
+            batch_size=bs,
+            matrix=matrix or plot is not None or report is not None,
+            limit=limit,
+            progress=cb,
+        )
     locate(res.findings, r.paths)
     render_compare(_console(stderr=json_out == "-"), res)  # `--json -` owns stdout
     _write_json(json_out, {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})}, trust_remote_code)
@@ -538,10 +707,20 @@ def compare_hidden_cmd(
     return exit_code(res.findings, "warning")
 
 
-def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Optional[str], engine: Optional[str],
-                   engine_version: Optional[str], train_recipe: Optional[str], train_dump: Optional[str],
-                   engine_dump: Optional[str], num_layers: Optional[int], max_tokens: int, limit: Optional[int],
-                   json_out: Optional[str]) -> int:
+def _compare_dumps(
+    target: Optional[str],
+    draft: Optional[str],
+    draft_format: Optional[str],
+    engine: Optional[str],
+    engine_version: Optional[str],
+    train_recipe: Optional[str],
+    train_dump: Optional[str],
+    engine_dump: Optional[str],
+    num_layers: Optional[int],
+    max_tokens: int,
+    limit: Optional[int],
+    json_out: Optional[str],
+) -> int:
     """Dump vs dump (issue 16): the engine did the forward; the target is never loaded."""
     from .errors import BadInput
 
@@ -549,10 +728,15 @@ def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Op
         raise BadInput("--engine-dump is compared with --train-dump without the target", "drop --target (or drop --engine-dump)")
     if not engine_dump or not train_dump:
         # worded as click's own usage error: --target is only optional for dump vs dump
-        raise BadInput("Missing option '--target' (or --engine-dump with --train-dump: dump vs dump, no target)",
-                       "see `eagle3-doctor compare-hidden --help`")
+        raise BadInput(
+            "Missing option '--target' (or --engine-dump with --train-dump: dump vs dump, no target)",
+            "see `eagle3-doctor compare-hidden --help`",
+        )
     if num_layers is None or num_layers < 1:
-        raise BadInput("dump vs dump needs the target's layer count for the fix", "pass --num-layers N (num_hidden_layers of the target's config.json)")
+        raise BadInput(
+            "dump vs dump needs the target's layer count for the fix",
+            "pass --num-layers N (num_hidden_layers of the target's config.json)",
+        )
     from .engines import check_engine, training_spec
 
     engine = (engine or "sglang").lower()  # as with a target: any case, sglang by default
@@ -566,15 +750,27 @@ def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Op
         _, info = read_draft(draft, fmt=draft_format, device="cpu", dtype=None)
         tspec, tsrc = spec_from_info(info, num_layers)
     else:
-        raise BadInput("dump vs dump needs to know what the training dump's slots are", "pass --draft DIR (its config's ids) or --train-recipe")
+        raise BadInput(
+            "dump vs dump needs to know what the training dump's slots are",
+            "pass --draft DIR (its config's ids) or --train-recipe",
+        )
     for p in tspec:
         p.check_range(num_layers)
     from .engine_dump import compare_dumps
     from .hub import role_paths
     from .report import render_compare
 
-    res = compare_dumps(engine_dump, train_dump, train_spec=tspec, train_source=tsrc, engine=engine, engine_version=engine_version,
-                        num_layers=num_layers, limit=limit, max_tokens=max_tokens)
+    res = compare_dumps(
+        engine_dump,
+        train_dump,
+        train_spec=tspec,
+        train_source=tsrc,
+        engine=engine,
+        engine_version=engine_version,
+        num_layers=num_layers,
+        limit=limit,
+        max_tokens=max_tokens,
+    )
     locate(res.findings, role_paths(draft=draft))
     render_compare(_console(), res)
     _write_json(json_out, res.to_dict(), False)
@@ -582,24 +778,104 @@ def _compare_dumps(target: Optional[str], draft: Optional[str], draft_format: Op
 
 
 # acceptance's own options (one line each in the command's signature below)
-OptEngine = Annotated[Optional[str], typer.Option("--engine", "-e", metavar="[" + "|".join(ENGINE_CHOICES) + "]", help="Serving engine, any case (default: from --serve-cmd, else sglang).")]
-NumSteps = Annotated[Optional[int], typer.Option("--num-steps", "-k", help="Draft steps K per verify pass (SGLang --speculative-num-steps, vLLM num_speculative_tokens). Default: from --serve-cmd, else 7.")]
-Continuation = Annotated[str, typer.Option("--continuation", metavar="[greedy|text]", help="greedy: the target's own greedy continuation (KV cache); text: the text as given.")]
-MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", help="Tokens the target generates per prompt (greedy continuation).")]
-Temperature = Annotated[float, typer.Option("--temperature", help="> 0: expected acceptance from the distributions (no sampling noise).")]
-TemperatureMode = Annotated[str, typer.Option("--temperature-mode", metavar="[sampled|argmax]", help="sampled: draft samples, sum min(p,q); argmax: draft proposes argmax (vLLM V1), p(token).")]
-TopK = Annotated[Optional[int], typer.Option("--topk", help="Tree drafting: children per node (SGLang --speculative-eagle-topk). Default: from --serve-cmd, else 1.")]
-NumDraftTokens = Annotated[Optional[int], typer.Option("--num-draft-tokens", help="Tree node budget incl. the root (SGLang --speculative-num-draft-tokens). Default: from --serve-cmd.")]
-ReferenceLoop = Annotated[bool, typer.Option("--reference-loop", help="Also run a plain sequential speculative-decoding loop and check the estimator against it.")]
-Scan = Annotated[bool, typer.Option("--scan", help="Rank candidate capture-point triples around the configured one by step-1 accuracy.")]
-CompileDraft = Annotated[bool, typer.Option("--compile", help="torch.compile the draft's step pieces: on a GPU acceptance runs at 1.34x a bare target forward instead of 1.40x (bench/RESULTS.md); the first batch pays the compilation; no gain on CPU.")]
-MinAcceptRate = Annotated[Optional[float], typer.Option("--min-accept-rate", help="Gate: exit 1 if the serving path's first-position acceptance is below this.")]
+OptEngine = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engine",
+        "-e",
+        metavar="[" + "|".join(ENGINE_CHOICES) + "]",
+        help="Serving engine, any case (default: from --serve-cmd, else sglang).",
+    ),
+]
+NumSteps = Annotated[
+    Optional[int],
+    typer.Option(
+        "--num-steps",
+        "-k",
+        help="Draft steps K per verify pass (SGLang --speculative-num-steps, vLLM num_speculative_tokens). Default: from --serve-cmd, else 7.",
+    ),
+]
+Continuation = Annotated[
+    str,
+    typer.Option(
+        "--continuation",
+        metavar="[greedy|text]",
+        help="greedy: the target's own greedy continuation (KV cache); text: the text as given.",
+    ),
+]
+MaxNewTokens = Annotated[
+    int, typer.Option("--max-new-tokens", help="Tokens the target generates per prompt (greedy continuation).")
+]
+Temperature = Annotated[
+    float, typer.Option("--temperature", help="> 0: expected acceptance from the distributions (no sampling noise).")
+]
+TemperatureMode = Annotated[
+    str,
+    typer.Option(
+        "--temperature-mode",
+        metavar="[sampled|argmax]",
+        help="sampled: draft samples, sum min(p,q); argmax: draft proposes argmax (vLLM V1), p(token).",
+    ),
+]
+TopK = Annotated[
+    Optional[int],
+    typer.Option(
+        "--topk", help="Tree drafting: children per node (SGLang --speculative-eagle-topk). Default: from --serve-cmd, else 1."
+    ),
+]
+NumDraftTokens = Annotated[
+    Optional[int],
+    typer.Option(
+        "--num-draft-tokens",
+        help="Tree node budget incl. the root (SGLang --speculative-num-draft-tokens). Default: from --serve-cmd.",
+    ),
+]
+ReferenceLoop = Annotated[
+    bool,
+    typer.Option(
+        "--reference-loop", help="Also run a plain sequential speculative-decoding loop and check the estimator against it."
+    ),
+]
+Scan = Annotated[
+    bool, typer.Option("--scan", help="Rank candidate capture-point triples around the configured one by step-1 accuracy.")
+]
+CompileDraft = Annotated[
+    bool,
+    typer.Option(
+        "--compile",
+        help="torch.compile the draft's step pieces: on a GPU acceptance runs at 1.34x a bare target forward instead of 1.40x (bench/RESULTS.md); the first batch pays the compilation; no gain on CPU.",
+    ),
+]
+MinAcceptRate = Annotated[
+    Optional[float],
+    typer.Option("--min-accept-rate", help="Gate: exit 1 if the serving path's first-position acceptance is below this."),
+]
 MinTau = Annotated[Optional[float], typer.Option("--min-tau", help="Gate: exit 1 if the serving path's tau is below this.")]
 AccPlot = Annotated[Optional[str], typer.Option("--plot", help="Write per-position acceptance bars as PNG here.")]
-FmtTrainTemplate = Annotated[Optional[str], typer.Option("--train-template", help="With --serve-template: replay the --prompts/--requests conversations rendered the training way and the serving way, side by side (target, a .jinja file or a tokenizer directory).")]
-FmtServeTemplate = Annotated[Optional[str], typer.Option("--serve-template", help="The chat template the server renders with: target, or the file passed to the server's --chat-template.")]
-FmtTrainSystemPrompt = Annotated[Optional[str], typer.Option("--train-system-prompt", help="System prompt the training recipe inserted into conversations without one.")]
-FmtRequests = Annotated[Optional[str], typer.Option("--requests", help="With the template options: serving requests (OpenAI chat-completions JSON) to replay in both formats.")]
+FmtTrainTemplate = Annotated[
+    Optional[str],
+    typer.Option(
+        "--train-template",
+        help="With --serve-template: replay the --prompts/--requests conversations rendered the training way and the serving way, side by side (target, a .jinja file or a tokenizer directory).",
+    ),
+]
+FmtServeTemplate = Annotated[
+    Optional[str],
+    typer.Option(
+        "--serve-template",
+        help="The chat template the server renders with: target, or the file passed to the server's --chat-template.",
+    ),
+]
+FmtTrainSystemPrompt = Annotated[
+    Optional[str],
+    typer.Option("--train-system-prompt", help="System prompt the training recipe inserted into conversations without one."),
+]
+FmtRequests = Annotated[
+    Optional[str],
+    typer.Option(
+        "--requests", help="With the template options: serving requests (OpenAI chat-completions JSON) to replay in both formats."
+    ),
+]
 FmtSeed = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap interval over prompts (prompt-format comparison).")]
 
 
@@ -621,36 +897,75 @@ def acceptance_cmd(
     trust_remote_code: TrustRemote = False, json_out: JsonOut = None, report: ReportDir = None, quiet: Quiet = False,
     train_template: FmtTrainTemplate = None, serve_template: FmtServeTemplate = None,
     train_system_prompt: FmtTrainSystemPrompt = None, requests: FmtRequests = None, seed: FmtSeed = 0,
-) -> int:
+) -> int:  # fmt: skip
     """Per-position acceptance and draft accuracy under the serving and the training features."""
-    _preflight(target=target, draft=draft, draft_format=draft_format,
-               layer_ids=layer_ids, train_recipe=train_recipe, train_dump=train_dump, prompts=prompts,
-               num_steps=num_steps, continuation=continuation, max_new_tokens=max_new_tokens, max_tokens=max_tokens,
-               batch_size=batch_size, limit=limit, temperature=temperature, temperature_mode=temperature_mode, topk=topk,
-               num_draft_tokens=num_draft_tokens, min_accept_rate=min_accept_rate, min_tau=min_tau, plot=plot,
-               dtype=dtype, device=device, device_map=device_map, max_memory=max_memory, json_out=json_out, report=report)
+    _preflight(**locals())  # every option as given, checked before anything loads
     from .doctor import AcceptanceOptions, FormatRequest, acceptance_report, options_from_serve
 
     # read (and reject) server evidence before the model loads
     measured = _server_evidence(server_metrics, server_metrics_before, server_log, server_model)
-    r = _resolve_serve(serve_cmd, serve_config, target, draft, engine, engine_version, dtype, need_draft=True,
-                       revision=revision, draft_revision=draft_revision)
+    r = _resolve_serve(
+        serve_cmd,
+        serve_config,
+        target,
+        draft,
+        engine,
+        engine_version,
+        dtype,
+        need_draft=True,
+        revision=revision,
+        draft_revision=draft_revision,
+    )
     num_steps, topk, num_draft_tokens = options_from_serve(r.serve, num_steps, topk, num_draft_tokens)
-    setup = _setup(r.target, r.draft, draft_format, r.engine, r.engine_version, layer_ids, train_recipe, r.dtype, device,
-                   trust_remote_code, device_map, max_memory, quiet)
+    setup = _setup(
+        r.target,
+        r.draft,
+        draft_format,
+        r.engine,
+        r.engine_version,
+        layer_ids,
+        train_recipe,
+        r.dtype,
+        device,
+        trust_remote_code,
+        device_map,
+        max_memory,
+        quiet,
+    )
     if compile_draft:
         setup.compile_draft()
     bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
-    opts = AcceptanceOptions(num_steps=num_steps, continuation=continuation, max_new_tokens=max_new_tokens,
-                             max_tokens=max_tokens, batch_size=bs, temperature=temperature, temp_mode=temperature_mode,
-                             topk=topk, num_draft_tokens=num_draft_tokens, reference=reference_loop, scan=scan, limit=limit,
-                             token_tree=r.serve.token_tree if r.serve is not None else None)
+    opts = AcceptanceOptions(
+        num_steps=num_steps,
+        continuation=continuation,
+        max_new_tokens=max_new_tokens,
+        max_tokens=max_tokens,
+        batch_size=bs,
+        temperature=temperature,
+        temp_mode=temperature_mode,
+        topk=topk,
+        num_draft_tokens=num_draft_tokens,
+        reference=reference_loop,
+        scan=scan,
+        limit=limit,
+        token_tree=r.serve.token_tree if r.serve is not None else None,
+    )
     fmt = None
     if train_template or serve_template or train_system_prompt is not None or requests:
         fmt = FormatRequest(prompts, requests, train_template, serve_template, train_system_prompt, seed)
     with _progress(quiet) as cb:
-        rep = acceptance_report(setup, opts, prompts_path=prompts, train_dump=train_dump, formats=fmt, serve=r.serve,
-                                measured=measured, min_accept_rate=min_accept_rate, min_tau=min_tau, progress=cb)
+        rep = acceptance_report(
+            setup,
+            opts,
+            prompts_path=prompts,
+            train_dump=train_dump,
+            formats=fmt,
+            serve=r.serve,
+            measured=measured,
+            min_accept_rate=min_accept_rate,
+            min_tau=min_tau,
+            progress=cb,
+        )
     locate(rep.run.findings, r.paths)
     _render_acceptance(rep, json_out, report, plot, trust_remote_code)
     return exit_code(rep.run.findings, "error")  # an ACC003 threshold the user set fails too
@@ -664,8 +979,9 @@ def _server_evidence(metrics: Optional[str], before: Optional[str], log: Optiona
     return load_measured(metrics, before, log, engine=None, model=model)
 
 
-def _render_acceptance(rep: Any, json_out: Optional[str], report: Optional[str], plot: Optional[str],
-                       trust_remote_code: bool) -> None:
+def _render_acceptance(
+    rep: Any, json_out: Optional[str], report: Optional[str], plot: Optional[str], trust_remote_code: bool
+) -> None:
     from .report import render_acceptance
 
     run = rep.run
@@ -692,7 +1008,7 @@ def _render_acceptance(rep: Any, json_out: Optional[str], report: Optional[str],
 @guarded
 def explain_cmd(
     code: Annotated[str, typer.Argument(help="A finding code, e.g. CAP002 (any case).")],
-) -> int:
+) -> int:  # fmt: skip
     """The long form of a finding code: what it means, why acceptance drops, how to confirm it."""
     from .explanations import explain
 
@@ -710,7 +1026,7 @@ def server_metrics_cmd(
     engine: Annotated[str, typer.Option("--engine", "-e", help="auto, vllm or sglang (checked against the scrape).")] = "auto",
     model: ServerModel = None,
     json_out: JsonOut = None,
-) -> int:
+) -> int:  # fmt: skip
     """What the live server measured: acceptance from its spec-decode counters. No model is loaded."""
     from .serving import load_measured, render_measured
 
@@ -738,24 +1054,41 @@ def gate_cmd(
     limit: Limit = None, dtype: Dtype = "auto", device: Device = "auto", trust_remote_code: TrustRemote = False,
     json_out: JsonOut = None,
     summary: Annotated[Optional[str], typer.Option("--summary", help="Write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).")] = None,
-) -> int:
+) -> int:  # fmt: skip
     """CI gate: inspect + compare-hidden + acceptance under one policy. Exit 0 pass, 1 fail, 2 bad input."""
-    _preflight(target=target, draft=draft, draft_format=draft_format, engine=engine, engine_version=engine_version,
-               policy=policy, baseline=baseline, prompts=prompts, min_cosine=min_cosine,
-               min_step1_accuracy=min_step1_accuracy, min_tau=min_tau, max_regression=max_regression, fail_on=fail_on,
-               limit=limit, dtype=dtype, device=device, json_out=json_out, summary=summary)
+    _preflight(**locals())  # every option as given, checked before anything loads
     from .gate import Policy, markdown, run_gate, write_summary
     from .hub import role_paths
     from .report import render_gate
     from .validate import check_policy_values
 
-    pol = Policy.load(policy, {"engine": engine.lower() if engine else engine, "engine_version": engine_version, "min_cosine": min_cosine,
-                               "min_step1_accuracy": min_step1_accuracy, "min_tau": min_tau,
-                               "max_regression": max_regression, "fail_on": fail_on, "limit": limit})
+    pol = Policy.load(
+        policy,
+        {
+            "engine": engine.lower() if engine else engine,
+            "engine_version": engine_version,
+            "min_cosine": min_cosine,
+            "min_step1_accuracy": min_step1_accuracy,
+            "min_tau": min_tau,
+            "max_regression": max_regression,
+            "fail_on": fail_on,
+            "limit": limit,
+        },
+    )
     check_policy_values(pol, f"policy file {policy}" if policy else "gate options")
-    res = run_gate(target=target, draft=draft, policy=pol, prompts=prompts, baseline=baseline, dtype=dtype,
-                   device=device, draft_format=draft_format, trust_remote_code=trust_remote_code,
-                   train_recipe=train_recipe, train_dump=train_dump)
+    res = run_gate(
+        target=target,
+        draft=draft,
+        policy=pol,
+        prompts=prompts,
+        baseline=baseline,
+        dtype=dtype,
+        device=device,
+        draft_format=draft_format,
+        trust_remote_code=trust_remote_code,
+        train_recipe=train_recipe,
+        train_dump=train_dump,
+    )
     locate(res.findings, role_paths(target, draft))
     text = markdown(res, draft)
     con = _console(stderr=json_out == "-")
@@ -789,15 +1122,17 @@ def fingerprint_cmd(
     trust_remote_code: TrustRemote = False,
     json_out: JsonOut = None,
     quiet: Quiet = False,
-) -> int:
+) -> int:  # fmt: skip
     """Which capture points was the draft trained on? Ranked from the draft's weights and the target alone."""
     from .fingerprint import fingerprint, render_fingerprint
 
-    setup = _setup(target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device,
-                   trust_remote_code, None, None)
+    setup = _setup(
+        target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device, trust_remote_code, None, None
+    )
     with _progress(quiet) as cb:
-        fp = fingerprint(setup, prompts_path=prompts, num_steps=num_steps, max_new_tokens=max_new_tokens, limit=limit,
-                         progress=cb)
+        fp = fingerprint(
+            setup, prompts_path=prompts, num_steps=num_steps, max_new_tokens=max_new_tokens, limit=limit, progress=cb
+        )
     render_fingerprint(_console(), fp)
     _write_json(json_out, fp.to_dict(), trust_remote_code)
     from .gate import fingerprint_findings
@@ -807,12 +1142,44 @@ def fingerprint_cmd(
 
 
 # ----------------------------------------------------------------------------- prompt format (issue 15)
-TrainTemplate = Annotated[Optional[str], typer.Option("--train-template", help="Chat template the draft's training data was rendered with: target (the target tokenizer's own), a .jinja file, a tokenizer_config.json or a tokenizer directory. Default: target.")]
-ServeTemplate = Annotated[Optional[str], typer.Option("--serve-template", help="Chat template the server renders with: target, or the file passed to the server's --chat-template. Default: target.")]
-TrainSystemPrompt = Annotated[Optional[str], typer.Option("--train-system-prompt", help="System prompt the training recipe inserted into conversations without one (SpecForge's --chat-template NAME does).")]
-TrainAddSpecial = Annotated[bool, typer.Option("--train-add-special-tokens", help="Training tokenized the rendered text with add_special_tokens=True (a BOS on top of the template's).")]
-TrainKwargs = Annotated[Optional[str], typer.Option("--train-template-kwargs", help="JSON template variables training rendered with, e.g. '{\"enable_thinking\": false}'.")]
-ServeKwargs = Annotated[Optional[str], typer.Option("--serve-template-kwargs", help="JSON template variables the server renders with (chat_template_kwargs).")]
+TrainTemplate = Annotated[
+    Optional[str],
+    typer.Option(
+        "--train-template",
+        help="Chat template the draft's training data was rendered with: target (the target tokenizer's own), a .jinja file, a tokenizer_config.json or a tokenizer directory. Default: target.",
+    ),
+]
+ServeTemplate = Annotated[
+    Optional[str],
+    typer.Option(
+        "--serve-template",
+        help="Chat template the server renders with: target, or the file passed to the server's --chat-template. Default: target.",
+    ),
+]
+TrainSystemPrompt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--train-system-prompt",
+        help="System prompt the training recipe inserted into conversations without one (SpecForge's --chat-template NAME does).",
+    ),
+]
+TrainAddSpecial = Annotated[
+    bool,
+    typer.Option(
+        "--train-add-special-tokens",
+        help="Training tokenized the rendered text with add_special_tokens=True (a BOS on top of the template's).",
+    ),
+]
+TrainKwargs = Annotated[
+    Optional[str],
+    typer.Option(
+        "--train-template-kwargs", help="JSON template variables training rendered with, e.g. '{\"enable_thinking\": false}'."
+    ),
+]
+ServeKwargs = Annotated[
+    Optional[str],
+    typer.Option("--serve-template-kwargs", help="JSON template variables the server renders with (chat_template_kwargs)."),
+]
 
 
 @app.command("template-diff")
@@ -832,15 +1199,24 @@ def template_diff_cmd(
     train_tokenizer: Annotated[Optional[str], typer.Option("--train-tokenizer", help="Tokenizer directory the draft's training data was made with: compared with the target's (vocabulary hash, special and added tokens, BOS/EOS).")] = None,
     write_template: Annotated[Optional[str], typer.Option("--write-template", help="Write the training chat template to this file (to pass to the server's --chat-template).")] = None,
     json_out: JsonOut = None,
-) -> int:
+) -> int:  # fmt: skip
     """Render the same conversations the training way and the serving way; report the first differing tokens."""
     from .templates import parse_kwargs, render_template_diff, template_diff
 
-    res = template_diff(target, train_template=train_template, serve_template=serve_template,
-                        train_system_prompt=train_system_prompt, train_add_special_tokens=train_add_special_tokens,
-                        train_kwargs=parse_kwargs(train_template_kwargs, "--train-template-kwargs"),
-                        serve_kwargs=parse_kwargs(serve_template_kwargs, "--serve-template-kwargs"),
-                        train_data=train_data, requests=requests, prompts=prompts, limit=limit, train_tokenizer=train_tokenizer)
+    res = template_diff(
+        target,
+        train_template=train_template,
+        serve_template=serve_template,
+        train_system_prompt=train_system_prompt,
+        train_add_special_tokens=train_add_special_tokens,
+        train_kwargs=parse_kwargs(train_template_kwargs, "--train-template-kwargs"),
+        serve_kwargs=parse_kwargs(serve_template_kwargs, "--serve-template-kwargs"),
+        train_data=train_data,
+        requests=requests,
+        prompts=prompts,
+        limit=limit,
+        train_tokenizer=train_tokenizer,
+    )
     if write_template:
         from .safeio import write_output
 

@@ -73,8 +73,11 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
     f = serving.failure
     assert f is not None
     code = {"start-up": "ENG001", "serving": "ENG003"}.get(f.when, "ENG002")
-    evidence = [f"engine error: {f.message}", f"raised by: {serving.engine} {f.source} (engine table, executed by make conformance)",
-                f"ids in effect: {serving.source}"]
+    evidence = [
+        f"engine error: {f.message}",
+        f"raised by: {serving.engine} {f.source} (engine table, executed by make conformance)",
+        f"ids in effect: {serving.source}",
+    ]
     if f.internal is not None:
         evidence.append(f"the engine's own index list after its rule: {f.internal}")
     fix_text, ids = fix_for(serving, tuple(train))
@@ -82,19 +85,30 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
         from .engines import earlier_working_rows
 
         if serving.engine == "trtllm":
-            fix_text = (f"write ids that each name an existing layer once (0..{serving.num_layers - 1}, or -1 for the "
-                        "final state) in eagle3_layers_to_capture")
+            fix_text = (
+                f"write ids that each name an existing layer once (0..{serving.num_layers - 1}, or -1 for the "
+                "final state) in eagle3_layers_to_capture"
+            )
         else:
             old = earlier_working_rows(serving.engine, serving.family, serving.version.split("-")[0])
-            fix_text = ((f"serve with {serving.engine} >= {old[0]} and < {old[1]}, which captures the residual stream "
-                         f"for this target, or with another engine" if old else "serve this target with another engine")
-                        + f"; in {serving.engine} itself the fix is to capture `hidden_states + residual` in {f.source}")
+            fix_text = (
+                f"serve with {serving.engine} >= {old[0]} and < {old[1]}, which captures the residual stream "
+                f"for this target, or with another engine"
+                if old
+                else "serve this target with another engine"
+            ) + f"; in {serving.engine} itself the fix is to capture `hidden_states + residual` in {f.source}"
     if not fix_text:
         nxt = first_working_release(serving.engine, serving.family, serving.version.split("-")[0])
-        fix_text = (f"use {serving.engine} {nxt[0]} or newer, whose {nxt[1]} supports EAGLE-3 for this target" if nxt else
-                    f"serve this target with another engine: no {serving.engine} release covered by the engine table runs it")
-    what = {"ENG001": "refuses to start", "ENG002": "crashes on the first forward",
-            "ENG003": "feeds the draft a tensor that is not a residual-stream capture point"}[code]
+        fix_text = (
+            f"use {serving.engine} {nxt[0]} or newer, whose {nxt[1]} supports EAGLE-3 for this target"
+            if nxt
+            else f"serve this target with another engine: no {serving.engine} release covered by the engine table runs it"
+        )
+    what = {
+        "ENG001": "refuses to start",
+        "ENG002": "crashes on the first forward",
+        "ENG003": "feeds the draft a tensor that is not a residual-stream capture point",
+    }[code]
     title = f"{serving.label} {what}: {f.message.split(' (')[0]}"
     # trtllm's ENG003 fix is a rewrite of its id list: point at it even where no single list is printed
     where = ids_location(serving) if code == "ENG003" and serving.engine == "trtllm" else None
@@ -110,20 +124,33 @@ def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> l
     harmless = S == T
     fix_text, ids = fix_for(serving, T)
     for key, key_ids in serving.ignored.items():
-        found.append(Finding(
-            "CAP007", f"{serving.label} does not read layer ids from {key}"
-            + (" (harmless here: its default is what was trained)" if harmless else ""),
-            [f"{key} = {key_ids} is ignored; {serving.engine} uses: {serving.source}"],
-            fix_text or f"move the ids to the key {serving.engine} reads",
-            severity="info" if harmless else None, location=ids_location(serving),
-        ))
+        found.append(
+            Finding(
+                "CAP007",
+                f"{serving.label} does not read layer ids from {key}"
+                + (" (harmless here: its default is what was trained)" if harmless else ""),
+                [f"{key} = {key_ids} is ignored; {serving.engine} uses: {serving.source}"],
+                fix_text or f"move the ids to the key {serving.engine} reads",
+                severity="info" if harmless else None,
+                location=ids_location(serving),
+            )
+        )
     for note in serving.notes:
         code = "CAP008" if "CUDA graph" in note else "CAP010" if "sort" in note else "CAP011"
-        fix = {"CAP008": "upgrade SGLang past PR #22836, or run with --disable-cuda-graph",
-               "CAP010": "write the ids in ascending order so every engine concatenates them the same way",
-               "CAP011": "write ids with this rule in mind; the fix lines above already do"}[code]
-        found.append(Finding(code, note, [f"ids in effect: {serving.source}"], fix,
-                             location=ids_location(serving) if code == "CAP010" else None))
+        fix = {
+            "CAP008": "upgrade SGLang past PR #22836, or run with --disable-cuda-graph",
+            "CAP010": "write the ids in ascending order so every engine concatenates them the same way",
+            "CAP011": "write ids with this rule in mind; the fix lines above already do",
+        }[code]
+        found.append(
+            Finding(
+                code,
+                note,
+                [f"ids in effect: {serving.source}"],
+                fix,
+                location=ids_location(serving) if code == "CAP010" else None,
+            )
+        )
     if harmless:
         return found
     evidence = _slot_lines(T, S) + [f"training side: {train_source}", f"serving side: {serving.source}"]
@@ -131,16 +158,25 @@ def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> l
     data: dict[str, Any] = {"trained": [str(p) for p in T], "served": [str(p) for p in S], "fix_ids": ids}
     code, title = _mismatch(S, T, serving.label, data)
     if ids is None:
-        fix_text = (f"no layer-id list makes {serving.label} feed {format_spec(T)}: retrain the draft on capture "
-                    "points this engine can serve, or serve it with an engine that captures them")
+        fix_text = (
+            f"no layer-id list makes {serving.label} feed {format_spec(T)}: retrain the draft on capture "
+            "points this engine can serve, or serve it with an engine that captures them"
+        )
     found.append(Finding(code, title, evidence, fix_text, data=data))
     if ids is None:
-        found.append(Finding(
-            "CAP009", f"{serving.label} cannot feed {format_spec(T)} with any layer-id list",
-            [f"trained: {format_spec(T)}", "SGLang's Llama path captures embed..layer_out[L-2]; vLLM, TensorRT-LLM "
-             "and ModelOpt sort ids; only TensorRT-LLM's -1 reaches final_norm"],
-            "retrain on capture points the engine can serve (e.g. the engine's default)", data={"trained": data["trained"]},
-        ))
+        found.append(
+            Finding(
+                "CAP009",
+                f"{serving.label} cannot feed {format_spec(T)} with any layer-id list",
+                [
+                    f"trained: {format_spec(T)}",
+                    "SGLang's Llama path captures embed..layer_out[L-2]; vLLM, TensorRT-LLM "
+                    "and ModelOpt sort ids; only TensorRT-LLM's -1 reaches final_norm",
+                ],
+                "retrain on capture points the engine can serve (e.g. the engine's default)",
+                data={"trained": data["trained"]},
+            )
+        )
     return found
 
 
@@ -165,8 +201,11 @@ def _mismatch(S: FeatureSpec, T: FeatureSpec, label: str, data: dict[str, Any]) 
     elif any((s.kind == "final_norm") != (t.kind == "final_norm") for s, t in zip(S, T)):
         i = next(i for i, (s, t) in enumerate(zip(S, T)) if (s.kind == "final_norm") != (t.kind == "final_norm"))
         code = "CAP003"
-        title = (f"slot {i} is fed final_norm but was trained on the pre-norm {T[i]}" if S[i].kind == "final_norm"
-                 else f"slot {i} is fed the pre-norm {S[i]} but was trained on final_norm")
+        title = (
+            f"slot {i} is fed final_norm but was trained on the pre-norm {T[i]}"
+            if S[i].kind == "final_norm"
+            else f"slot {i} is fed the pre-norm {S[i]} but was trained on final_norm"
+        )
     else:
         code, title = "CAP006", f"{sum(s != t for s, t in zip(S, T))} slot(s) are fed other capture points than trained"
     return code, title
@@ -215,7 +254,9 @@ class SlotAccumulator:
         self.maxabs: list[torch.Tensor] = []
         self.where: list[tuple[int, int, int]] = []  # (sequence, position, token)
 
-    def add(self, served: torch.Tensor, ref: torch.Tensor, seq_ids: Sequence[int], tokens: torch.Tensor, mask: torch.Tensor) -> None:
+    def add(
+        self, served: torch.Tensor, ref: torch.Tensor, seq_ids: Sequence[int], tokens: torch.Tensor, mask: torch.Tensor
+    ) -> None:
         m = position_metrics(served, ref)
         sel = mask.bool()
         for k, store in (("cos", self.cos), ("rel", self.rel), ("maxabs", self.maxabs)):
@@ -232,11 +273,21 @@ class SlotAccumulator:
         for i in order:
             s, t, tok = self.where[i]
             text = tokenizer.decode([tok]) if tokenizer is not None else str(tok)
-            w.append({"sequence": s, "position": t, "token": text, "cos": round(float(cos[i]), 6), "rel_l2": round(float(rel[i]), 6)})
+            w.append(
+                {"sequence": s, "position": t, "token": text, "cos": round(float(cos[i]), 6), "rel_l2": round(float(rel[i]), 6)}
+            )
         return SlotStats(
-            self.slot, self.trained, self.served, int(cos.numel()),
-            float(cos.mean()), float(cos.min()), float(torch.quantile(cos, 0.05)),
-            float(rel.mean()), float(torch.quantile(rel, 0.95)), float(mx.max()), w,
+            self.slot,
+            self.trained,
+            self.served,
+            int(cos.numel()),
+            float(cos.mean()),
+            float(cos.min()),
+            float(torch.quantile(cos, 0.05)),
+            float(rel.mean()),
+            float(torch.quantile(rel, 0.95)),
+            float(mx.max()),
+            w,
         )
 
 
@@ -264,9 +315,17 @@ class MatrixAccumulator:
         for i, name in enumerate(self.rows):
             order = torch.argsort(rel[i]).tolist()
             b, s = order[0], order[1] if len(order) > 1 else order[0]
-            best.append({"row": name, "best": str(self.cols[b]), "rel_l2": float(rel[i, b]), "cos": float(cos[i, b]),
-                         "runner_up": str(self.cols[s]), "runner_up_rel_l2": float(rel[i, s]),
-                         "margin": float(rel[i, s] - rel[i, b])})
+            best.append(
+                {
+                    "row": name,
+                    "best": str(self.cols[b]),
+                    "rel_l2": float(rel[i, b]),
+                    "cos": float(cos[i, b]),
+                    "runner_up": str(self.cols[s]),
+                    "runner_up_rel_l2": float(rel[i, s]),
+                    "margin": float(rel[i, s] - rel[i, b]),
+                }
+            )
         return {"rows": self.rows, "cols": [str(c) for c in self.cols], "rel_l2": rel.tolist(), "cos": cos.tolist(), "best": best}
 
 
@@ -300,9 +359,17 @@ class CompareResult:
             "target": self.target,
             "num_layers": self.num_layers,
             "draft": self.draft,
-            "serving": {"engine": s.engine, "version": s.version, "family": s.family, "ids": s.ids,
-                        "source": s.source, "spec": [str(p) for p in s.spec], "ignored": s.ignored,
-                        "dropped": [list(d) for d in s.dropped], "notes": s.notes},
+            "serving": {
+                "engine": s.engine,
+                "version": s.version,
+                "family": s.family,
+                "ids": s.ids,
+                "source": s.source,
+                "spec": [str(p) for p in s.spec],
+                "ignored": s.ignored,
+                "dropped": [list(d) for d in s.dropped],
+                "notes": s.notes,
+            },
             "training": {"spec": [str(p) for p in self.train_spec], "source": self.train_source},
             "consistent": self.consistent,
             "findings": [f.to_dict() for f in self.findings],
@@ -325,25 +392,34 @@ def numeric_findings(slots: list[SlotStats], matrix: dict[str, Any] | None, symb
             continue
         b = best.get(f"train slot {st.slot}")
         if b is not None and b["best"] != st.served:
-            out.append(Finding(
-                "NUM002", f"slot {st.slot}: the training features best match {b['best']}, not {st.served}",
-                [f"rel L2 to {st.served}: {st.rel_mean:.4f}; to {b['best']}: {b['rel_l2']:.4f} (cos {b['cos']:.4f})"],
-                "check how the training features were produced (layer ids, norm, model revision)",
-            ))
+            out.append(
+                Finding(
+                    "NUM002",
+                    f"slot {st.slot}: the training features best match {b['best']}, not {st.served}",
+                    [f"rel L2 to {st.served}: {st.rel_mean:.4f}; to {b['best']}: {b['rel_l2']:.4f} (cos {b['cos']:.4f})"],
+                    "check how the training features were produced (layer ids, norm, model revision)",
+                )
+            )
         else:
             drifting.append(st)
     if drifting:
         worst = max(s.rel_mean for s in drifting)
-        out.append(Finding(
-            "NUM001", "the capture points match but their values drift: " + ", ".join(
-                f"slot {s.slot} rel L2 {s.rel_mean:.4f} (cos {s.cos_mean:.5f})" for s in drifting),
-            [f"slot {s.slot} ({s.served}): mean rel L2 {s.rel_mean:.4f}, p95 {s.rel_p95:.4f}, min cos {s.cos_min:.5f}, "
-             f"max |diff| {s.maxabs:.4g}" for s in drifting]
-            + [f"reported above mean relative L2 {DRIFT_REL}; a warning above {WARN_REL} (bf16 rounding alone stays below)"],
-            "make the training features and the serving target agree: same checkpoint revision, dtype "
-            "(--dtype) and quantisation; a bf16-vs-fp32 gap alone is usually harmless, check acceptance",
-            severity="warning" if worst > WARN_REL else "info",
-        ))
+        out.append(
+            Finding(
+                "NUM001",
+                "the capture points match but their values drift: "
+                + ", ".join(f"slot {s.slot} rel L2 {s.rel_mean:.4f} (cos {s.cos_mean:.5f})" for s in drifting),
+                [
+                    f"slot {s.slot} ({s.served}): mean rel L2 {s.rel_mean:.4f}, p95 {s.rel_p95:.4f}, min cos {s.cos_min:.5f}, "
+                    f"max |diff| {s.maxabs:.4g}"
+                    for s in drifting
+                ]
+                + [f"reported above mean relative L2 {DRIFT_REL}; a warning above {WARN_REL} (bf16 rounding alone stays below)"],
+                "make the training features and the serving target agree: same checkpoint revision, dtype "
+                "(--dtype) and quantisation; a bf16-vs-fp32 gap alone is usually harmless, check acceptance",
+                severity="warning" if worst > WARN_REL else "info",
+            )
+        )
     return out
 
 
@@ -357,8 +433,15 @@ class HiddenComparison:
     (``dump``), whose slots are then identified numerically against every capture point.
     """
 
-    def __init__(self, serving: Serving, train_spec: FeatureSpec | None, dump: Sequence[Any] | None,
-                 num_layers: int, hidden: int, matrix: bool):
+    def __init__(
+        self,
+        serving: Serving,
+        train_spec: FeatureSpec | None,
+        dump: Sequence[Any] | None,
+        num_layers: int,
+        hidden: int,
+        matrix: bool,
+    ):
         from .taps import all_points
 
         self.serving, self.train_spec, self.dump = serving, train_spec, dump
@@ -416,8 +499,9 @@ class DumpIdentity:
     findings: list[Finding]
 
 
-def identify_dump(path: str, files: int, n_slots: int, num_layers: int, matrix: dict[str, Any],
-                  hs_mat: MatrixAccumulator | None) -> DumpIdentity:
+def identify_dump(
+    path: str, files: int, n_slots: int, num_layers: int, matrix: dict[str, Any], hs_mat: MatrixAccumulator | None
+) -> DumpIdentity:
     """NUM004 for slots that match nothing, NUM003 for a hidden_state that is not final_norm."""
     from .taps import all_points, final_norm
 
@@ -425,26 +509,37 @@ def identify_dump(path: str, files: int, n_slots: int, num_layers: int, matrix: 
     by_name = {str(p): p for p in all_points(num_layers)}
     spec = tuple(by_name[best[j]["best"]] for j in range(n_slots))
     unmatched = [j for j in range(n_slots) if best[j]["rel_l2"] > MATCH_REL]
-    info: dict[str, Any] = {"path": path, "files": files, "slots": n_slots, "inferred_spec": [str(p) for p in spec],
-                            "best": best[:n_slots]}
+    info: dict[str, Any] = {
+        "path": path,
+        "files": files,
+        "slots": n_slots,
+        "inferred_spec": [str(p) for p in spec],
+        "best": best[:n_slots],
+    }
     findings = []
     if unmatched:
-        findings.append(Finding(
-            "NUM004", f"dump slot(s) {unmatched} match no capture point of this target",
-            [f"slot {j}: best {best[j]['best']} at rel L2 {best[j]['rel_l2']:.3f}" for j in unmatched],
-            "the dump was made with another model, revision or tokenizer; pass that target",
-        ))
+        findings.append(
+            Finding(
+                "NUM004",
+                f"dump slot(s) {unmatched} match no capture point of this target",
+                [f"slot {j}: best {best[j]['best']} at rel L2 {best[j]['rel_l2']:.3f}" for j in unmatched],
+                "the dump was made with another model, revision or tokenizer; pass that target",
+            )
+        )
     if hs_mat is not None and hs_mat.n:
         hb = hs_mat.result()
         rel = hb["rel_l2"][0][hb["cols"].index(str(final_norm()))]
         hbest = hb["best"][0]
         info["hidden_state"] = {"rel_l2_to_final_norm": rel, "best": hbest["best"], "best_rel_l2": hbest["rel_l2"]}
         if rel > 0.05:
-            findings.append(Finding(
-                "NUM003", f"the dump's hidden_state is not final_norm (rel L2 {rel:.3f}); it best matches {hbest['best']}",
-                [f"rel L2 to final_norm {rel:.4f}; to {hbest['best']} {hbest['rel_l2']:.4f}"],
-                "SpecForge trains against target logits computed from hidden_state: re-dump it after the final norm",
-            ))
+            findings.append(
+                Finding(
+                    "NUM003",
+                    f"the dump's hidden_state is not final_norm (rel L2 {rel:.3f}); it best matches {hbest['best']}",
+                    [f"rel L2 to final_norm {rel:.4f}; to {hbest['best']} {hbest['rel_l2']:.4f}"],
+                    "SpecForge trains against target logits computed from hidden_state: re-dump it after the final norm",
+                )
+            )
     source = f"dump {path}: slots identified numerically as {format_spec(spec)}"
     return DumpIdentity(spec, source, info, findings)
 
@@ -464,14 +559,26 @@ def comparison_result(cmp: HiddenComparison, setup: Any, src: Any, train_dump: s
         if setup.info is not None:
             declared, where = spec_from_info(setup.info, L, setup.family)
             if tuple(declared) != train_spec:
-                notes.append(f"the draft config declares {format_spec(declared)} ({where}) but the dump holds {format_spec(train_spec)}")
+                notes.append(
+                    f"the draft config declares {format_spec(declared)} ({where}) but the dump holds {format_spec(train_spec)}"
+                )
     findings = diagnose_specs(train_spec, train_source, serving) + findings
     slots = [a.finish(tgt.tokenizer) for a in cmp.slot_acc]
     same = [i < len(train_spec) and i < len(serving.spec) and train_spec[i] == serving.spec[i] for i in range(len(slots))]
     findings += numeric_findings(slots, matrix_res if cmp.dump is not None else None, same)
     seqs = src.sequences
     return CompareResult(
-        target=tgt.name, num_layers=L, draft=setup.draft_summary(), serving=serving, train_spec=train_spec,
-        train_source=train_source, findings=findings, slots=slots, matrix=matrix_res, dump=dump_info,
-        n_sequences=len(seqs), n_tokens=sum(len(s) for s in seqs), notes=notes,
+        target=tgt.name,
+        num_layers=L,
+        draft=setup.draft_summary(),
+        serving=serving,
+        train_spec=train_spec,
+        train_source=train_source,
+        findings=findings,
+        slots=slots,
+        matrix=matrix_res,
+        dump=dump_info,
+        n_sequences=len(seqs),
+        n_tokens=sum(len(s) for s in seqs),
+        notes=notes,
     )

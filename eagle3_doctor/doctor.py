@@ -65,8 +65,7 @@ def compare_hidden(
     for s in seqs:
         check_seq_len(tgt, len(s))
     cmp = HiddenComparison(setup.serving, setup.train_spec, src.dump, tgt.num_layers, tgt.hidden_size, matrix)
-    for rb in iter_captures(tgt, seqs, cmp.points, batch_size=batch_size,
-                            progress=lambda d, n: progress("compare-hidden", d, n)):
+    for rb in iter_captures(tgt, seqs, cmp.points, batch_size=batch_size, progress=lambda d, n: progress("compare-hidden", d, n)):
         cmp.add(rb)
     return comparison_result(cmp, setup, src, train_dump)
 
@@ -102,12 +101,24 @@ def acceptance(
     sequential loop's figures and whether they agree, with reference=True) and ``scan`` (candidate
     capture points ranked by step-1 accuracy, with scan=True).
     """
-    opts = AcceptanceOptions(num_steps=num_steps, continuation=continuation, max_new_tokens=max_new_tokens,
-                             max_tokens=max_tokens, batch_size=batch_size, temperature=temperature, temp_mode=temp_mode,
-                             topk=topk, num_draft_tokens=num_draft_tokens, token_tree=token_tree, reference=reference,
-                             scan=scan, limit=limit)
-    return measure_acceptance(setup, opts, prompts_path=prompts_path, train_dump=train_dump, prompt_ids=prompt_ids,
-                              progress=progress)
+    opts = AcceptanceOptions(
+        num_steps=num_steps,
+        continuation=continuation,
+        max_new_tokens=max_new_tokens,
+        max_tokens=max_tokens,
+        batch_size=batch_size,
+        temperature=temperature,
+        temp_mode=temp_mode,
+        topk=topk,
+        num_draft_tokens=num_draft_tokens,
+        token_tree=token_tree,
+        reference=reference,
+        scan=scan,
+        limit=limit,
+    )
+    return measure_acceptance(
+        setup, opts, prompts_path=prompts_path, train_dump=train_dump, prompt_ids=prompt_ids, progress=progress
+    )
 
 
 @dataclass
@@ -139,13 +150,14 @@ class AcceptanceReport:
         return doc
 
 
-def format_acceptance(setup: Setup, req: FormatRequest, opts: AcceptanceOptions,
-                      progress: Progress = _no_progress) -> Any:
+def format_acceptance(setup: Setup, req: FormatRequest, opts: AcceptanceOptions, progress: Progress = _no_progress) -> Any:
     """Acceptance with the same conversations in both prompt formats (templates.acceptance_by_format)."""
     from .templates import acceptance_by_format, load_dataset, load_requests, load_template
 
     if not (req.prompts or req.requests):
-        raise BadInput("the prompt-format comparison needs conversations", "pass --prompts FILE or --requests FILE (chat messages)")
+        raise BadInput(
+            "the prompt-format comparison needs conversations", "pass --prompts FILE or --requests FILE (chat messages)"
+        )
     convs = load_requests(req.requests) if req.requests else load_dataset(req.prompts, "prompts file").conversations
     if not convs:
         raise BadInput("no chat conversations to render in two formats", "pass --prompts or --requests with messages")
@@ -156,10 +168,19 @@ def format_acceptance(setup: Setup, req: FormatRequest, opts: AcceptanceOptions,
     return acceptance_by_format(setup, convs, train, serve, opts, seed=req.seed, progress=progress)
 
 
-def acceptance_report(setup: Setup, opts: AcceptanceOptions, *, prompts_path: str | None = None,
-                      train_dump: str | None = None, formats: FormatRequest | None = None, serve: Any = None,
-                      measured: Any = None, min_accept_rate: float | None = None, min_tau: float | None = None,
-                      progress: Progress = _no_progress) -> AcceptanceReport:
+def acceptance_report(
+    setup: Setup,
+    opts: AcceptanceOptions,
+    *,
+    prompts_path: str | None = None,
+    train_dump: str | None = None,
+    formats: FormatRequest | None = None,
+    serve: Any = None,
+    measured: Any = None,
+    min_accept_rate: float | None = None,
+    min_tau: float | None = None,
+    progress: Progress = _no_progress,
+) -> AcceptanceReport:
     """The acceptance command: the run (or both prompt formats), threshold checks (ACC003), the
     launch command's settings, and the server's own figures against the prediction."""
     fmt = None
@@ -176,11 +197,24 @@ def acceptance_report(setup: Setup, opts: AcceptanceOptions, *, prompts_path: st
     if measured is not None:
         from .serving import compare_to_prediction
 
-        server, srv_findings = compare_to_prediction(measured, run.paths, run.settings,
-                                                     acc_fix(setup) if "training" in run.paths else None)
+        server, srv_findings = compare_to_prediction(
+            measured, run.paths, run.settings, acc_fix(setup) if "training" in run.paths else None
+        )
         run.findings.extend(srv_findings)
     return AcceptanceReport(run, server, fmt)
 
 
-__all__ = ["AcceptanceOptions", "AcceptanceReport", "AcceptanceRun", "CompareResult", "Finding", "FormatRequest", "Setup",
-           "acceptance", "acceptance_report", "compare_hidden", "load_setup", "options_from_serve"]
+__all__ = [
+    "AcceptanceOptions",
+    "AcceptanceReport",
+    "AcceptanceRun",
+    "CompareResult",
+    "Finding",
+    "FormatRequest",
+    "Setup",
+    "acceptance",
+    "acceptance_report",
+    "compare_hidden",
+    "load_setup",
+    "options_from_serve",
+]

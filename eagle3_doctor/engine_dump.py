@@ -80,23 +80,34 @@ def _load_sglang(files: list[Path], root: str) -> EngineDump:
             continue
         idf = next((names[n] for n in SGL_IDS if n in names), None)
         if idf is None:
-            raise BadInput(f"{root}: step {step} has {SGL_AUX} but no input ids ({' or '.join(SGL_IDS)})",
-                           "dump with DUMPER_NON_INTRUSIVE_MODE=all and a DUMPER_FILTER that keeps embed_tokens inputs")
+            raise BadInput(
+                f"{root}: step {step} has {SGL_AUX} but no input ids ({' or '.join(SGL_IDS)})",
+                "dump with DUMPER_NON_INTRUSIVE_MODE=all and a DUMPER_FILTER that keeps embed_tokens inputs",
+            )
         vals = []
         for f in (names[SGL_AUX], idf):
             d = load_pickle(f)
             if not isinstance(d, dict) or not isinstance(d.get("value"), torch.Tensor):
-                raise BadInput(f"{f} is not an SGLang dumper file ({{'value': tensor, 'meta': ...}})", "pass the dumper's output directory")
+                raise BadInput(
+                    f"{f} is not an SGLang dumper file ({{'value': tensor, 'meta': ...}})", "pass the dumper's output directory"
+                )
             vals.append(d["value"])
         aux, ids = vals
         if aux.dim() != 2 or ids.dim() != 1 or aux.shape[0] != ids.shape[0] or ids.is_floating_point():
-            raise BadInput(f"{root}: step {step}: fc input {tuple(aux.shape)} and input ids {tuple(ids.shape)} do not pair up "
-                           "([T, n*H] and [T])", "dump one extend (prefill) step per file set, unedited")
+            raise BadInput(
+                f"{root}: step {step}: fc input {tuple(aux.shape)} and input ids {tuple(ids.shape)} do not pair up "
+                "([T, n*H] and [T])",
+                "dump one extend (prefill) step per file set, unedited",
+            )
         seqs.append(EngineSeq(f"{root} step {step}", ids.long(), aux, 1))
     if not seqs:
-        raise BadInput(f"{root} has SGLang dumper files but none named {SGL_AUX}",
-                       "run the draft with DUMPER_ENABLE=1 DUMPER_NON_INTRUSIVE_MODE=all (the fc input is the fed features)")
-    notes = [f"SGLang dumper: {len(seqs)} extend step(s) of rank {rank}; draft input ids are shifted left by one (token t+1 at t)"]
+        raise BadInput(
+            f"{root} has SGLang dumper files but none named {SGL_AUX}",
+            "run the draft with DUMPER_ENABLE=1 DUMPER_NON_INTRUSIVE_MODE=all (the fc input is the fed features)",
+        )
+    notes = [
+        f"SGLang dumper: {len(seqs)} extend step(s) of rank {rank}; draft input ids are shifted left by one (token t+1 at t)"
+    ]
     if len(ranks) > 1:
         notes.append(f"ranks {', '.join(ranks)} present: rank {rank} read (the aux states are replicated across TP ranks)")
     return EngineDump("sglang-dumper", root, seqs, None, notes)
@@ -109,12 +120,16 @@ def _load_vllm(files: list[Path], root: str) -> EngineDump:
     for f in files:
         d = load_file(f)
         if "hidden_states" not in d or "token_ids" not in d:
-            raise BadInput(f"{f} has no hidden_states/token_ids (keys: {', '.join(d)})",
-                           "pass the files vLLM's hidden-states extraction wrote (speculators data generation)")
+            raise BadInput(
+                f"{f} has no hidden_states/token_ids (keys: {', '.join(d)})",
+                "pass the files vLLM's hidden-states extraction wrote (speculators data generation)",
+            )
         hs, ids = d["hidden_states"], d["token_ids"]
         if hs.dim() != 3 or ids.dim() != 1 or hs.shape[0] != ids.shape[0] or ids.is_floating_point():
-            raise BadInput(f"{f}: hidden_states {tuple(hs.shape)} / token_ids {tuple(ids.shape)}, expected [T, n, H] and [T]",
-                           "pass the files unedited")
+            raise BadInput(
+                f"{f}: hidden_states {tuple(hs.shape)} / token_ids {tuple(ids.shape)}, expected [T, n, H] and [T]",
+                "pass the files unedited",
+            )
         if H is not None and hs.shape[2] != H:
             raise BadInput(f"{f}: hidden size {hs.shape[2]} differs from the other files' {H}", "use files from one run")
         H = int(hs.shape[2])
@@ -133,8 +148,10 @@ def load_engine_dump(path: str) -> EngineDump:
         return _load_sglang(pt, path)
     if st:
         return _load_vllm(sorted(st, key=lambda f: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", f.name)]), path)
-    raise BadInput(f"{path} holds neither SGLang dumper files (step=..___name=...pt) nor vLLM hidden-states safetensors",
-                   "pass the directory the engine wrote")
+    raise BadInput(
+        f"{path} holds neither SGLang dumper files (step=..___name=...pt) nor vLLM hidden-states safetensors",
+        "pass the directory the engine wrote",
+    )
 
 
 # --------------------------------------------------------------------------- alignment
@@ -188,12 +205,16 @@ def pair_dumps(engine: EngineDump, train: list[Any]) -> DumpPair:
     for i, e in enumerate(engine.seqs):
         al = _align(e, tids)
         if al is None:
-            raise BadInput(f"{e.source}: its tokens match no training dump sequence (first ids {e.ids[:6].tolist()})",
-                           "dump the engine on the same tokens as the training dump (replay its input_ids as the prompts)")
+            raise BadInput(
+                f"{e.source}: its tokens match no training dump sequence (first ids {e.ids[:6].tolist()})",
+                "dump the engine on the same tokens as the training dump (replay its input_ids as the prompts)",
+            )
         j, n, _ = al
         if e.aux.shape[1] != train[j].aux.shape[1]:
-            raise BadInput(f"{e.source}: width {e.aux.shape[1]} differs from the training dump's {train[j].aux.shape[1]}",
-                           "compare dumps of the same target with the same number of aux states")
+            raise BadInput(
+                f"{e.source}: width {e.aux.shape[1]} differs from the training dump's {train[j].aux.shape[1]}",
+                "compare dumps of the same target with the same number of aux states",
+            )
         rows_t.append(train[j].aux[:n].float())
         rows_e.append(e.aux[:n].float())
         toks.append(tids[j][:n])
@@ -211,8 +232,12 @@ def compare_dumps(
     *,
     train_spec: Any,
     train_source: str,
-    engine: str, engine_version: str | None, num_layers: int,
-    family: str = "llama", limit: int | None = None, max_tokens: int | None = None,
+    engine: str,
+    engine_version: str | None,
+    num_layers: int,
+    family: str = "llama",
+    limit: int | None = None,
+    max_tokens: int | None = None,
 ) -> Any:
     """A training dump against an engine dump of the same tokens: no target is loaded.
 
@@ -235,49 +260,80 @@ def compare_dumps(
     T, E = pair.train.split(H, dim=-1), pair.engine.split(H, dim=-1)
     rel = [[float(position_metrics(E[j], T[i])["rel"].mean()) for i in range(n)] for j in range(len(E))]
     cos = [[float(position_metrics(E[j], T[i])["cos"].mean()) for i in range(n)] for j in range(len(E))]
-    notes = list(ed.notes) + [f"training slots as declared ({train_source}); without the target they are not identified numerically"]
+    notes = list(ed.notes) + [
+        f"training slots as declared ({train_source}); without the target they are not identified numerically"
+    ]
     served, unknown, emb_scores = _identify_engine_slots(E, pair.token_ids, rel, train_spec)
     matrix = _slot_matrix(rel, cos, train_spec)
     findings: list[Finding] = []
     spec = tuple(p if p is not None else train_spec[j] for j, p in enumerate(served))
     if unknown:
-        findings.append(Finding(
-            "SRV010", f"engine dump slot(s) {unknown} match no training slot and are not the embeddings",
-            [f"engine slot {j}: closest train slot {min(range(n), key=lambda k: rel[j][k])} at rel L2 "
-             f"{min(rel[j]):.3f}; repeated-token spread {emb_scores.get(j)}" for j in unknown],
-            "the engine captures other layers (or another model/revision) than the training dump: load the target "
-            "(compare-hidden --target ... --matrix) to name them",
-        ))
+        findings.append(
+            Finding(
+                "SRV010",
+                f"engine dump slot(s) {unknown} match no training slot and are not the embeddings",
+                [
+                    f"engine slot {j}: closest train slot {min(range(n), key=lambda k: rel[j][k])} at rel L2 "
+                    f"{min(rel[j]):.3f}; repeated-token spread {emb_scores.get(j)}"
+                    for j in unknown
+                ],
+                "the engine captures other layers (or another model/revision) than the training dump: load the target "
+                "(compare-hidden --target ... --matrix) to name them",
+            )
+        )
     source = f"engine dump {engine_path} ({ed.format}): slots identified numerically as " + ", ".join(
-        str(p) if p is not None else "?" for p in served)
+        str(p) if p is not None else "?" for p in served
+    )
     serving = Serving(engine, version, family, num_layers, spec, None, source)
     if not unknown:
         findings = diagnose_specs(tuple(train_spec), train_source, serving) + findings
     slots = _slot_stats(E, T, pair, train_spec, served)
     same = [served[i] is not None and served[i] == train_spec[i] for i in range(len(slots))]
     findings += numeric_findings(slots, None, same)
-    info = {"engine_dump": engine_path, "format": ed.format, "sequences": pair.n_seqs, "positions": int(pair.token_ids.numel()),
-            "served_spec": [str(p) if p is not None else None for p in served], "embed_spread": emb_scores}
-    return CompareResult(target="(not loaded: dump vs dump)", num_layers=num_layers, draft=None, serving=serving,
-                         train_spec=tuple(train_spec), train_source=f"dump {train_dump} ({train_source})", findings=findings,
-                         slots=slots, matrix=matrix, dump=info, n_sequences=pair.n_seqs, n_tokens=int(pair.token_ids.numel()),
-                         notes=notes)
+    info = {
+        "engine_dump": engine_path,
+        "format": ed.format,
+        "sequences": pair.n_seqs,
+        "positions": int(pair.token_ids.numel()),
+        "served_spec": [str(p) if p is not None else None for p in served],
+        "embed_spread": emb_scores,
+    }
+    return CompareResult(
+        target="(not loaded: dump vs dump)",
+        num_layers=num_layers,
+        draft=None,
+        serving=serving,
+        train_spec=tuple(train_spec),
+        train_source=f"dump {train_dump} ({train_source})",
+        findings=findings,
+        slots=slots,
+        matrix=matrix,
+        dump=info,
+        n_sequences=pair.n_seqs,
+        n_tokens=int(pair.token_ids.numel()),
+        notes=notes,
+    )
 
 
 def _slot_width(width: int, n: int, engine_hidden: int | None, train_source: str) -> int:
     """The hidden size both dumps share: the training dump's width over its declared slots."""
     if width % n:
-        raise BadInput(f"the training dump's width {width} is not {n} slots of equal size (as {train_source} declares)",
-                       "pass the draft (or --train-recipe) the dump was made for")
+        raise BadInput(
+            f"the training dump's width {width} is not {n} slots of equal size (as {train_source} declares)",
+            "pass the draft (or --train-recipe) the dump was made for",
+        )
     H = width // n
     if engine_hidden is not None and engine_hidden != H:
-        raise BadInput(f"the engine dump's hidden size {engine_hidden} differs from the training dump's {H}",
-                       "compare dumps of the same target")
+        raise BadInput(
+            f"the engine dump's hidden size {engine_hidden} differs from the training dump's {H}",
+            "compare dumps of the same target",
+        )
     return H
 
 
-def _identify_engine_slots(E: Sequence[torch.Tensor], token_ids: torch.Tensor, rel: list[list[float]],
-                           train_spec: Any) -> tuple[list[Any], list[int], dict[int, Any]]:
+def _identify_engine_slots(
+    E: Sequence[torch.Tensor], token_ids: torch.Tensor, rel: list[list[float]], train_spec: Any
+) -> tuple[list[Any], list[int], dict[int, Any]]:
     """Each engine slot as the training slot it matches, or the embeddings, or None (unknown)."""
     from .taps import embed
 
@@ -307,14 +363,27 @@ def _slot_matrix(rel: list[list[float]], cos: list[list[float]], train_spec: Any
     for j in range(len(rel)):
         order = sorted(range(n), key=lambda k: rel[j][k])
         b, s = order[0], order[1] if n > 1 else order[0]
-        best.append({"row": f"engine slot {j}", "best": f"train slot {b} ({train_spec[b]})", "rel_l2": rel[j][b], "cos": cos[j][b],
-                     "runner_up": f"train slot {s} ({train_spec[s]})", "runner_up_rel_l2": rel[j][s], "margin": rel[j][s] - rel[j][b]})
-    return {"rows": [f"engine slot {j}" for j in range(len(rel))], "cols": [f"train {i}: {p}" for i, p in enumerate(train_spec)],
-            "rel_l2": rel, "cos": cos, "best": best}
+        best.append(
+            {
+                "row": f"engine slot {j}",
+                "best": f"train slot {b} ({train_spec[b]})",
+                "rel_l2": rel[j][b],
+                "cos": cos[j][b],
+                "runner_up": f"train slot {s} ({train_spec[s]})",
+                "runner_up_rel_l2": rel[j][s],
+                "margin": rel[j][s] - rel[j][b],
+            }
+        )
+    return {
+        "rows": [f"engine slot {j}" for j in range(len(rel))],
+        "cols": [f"train {i}: {p}" for i, p in enumerate(train_spec)],
+        "rel_l2": rel,
+        "cos": cos,
+        "best": best,
+    }
 
 
-def _slot_stats(E: Sequence[torch.Tensor], T: Sequence[torch.Tensor], pair: Any, train_spec: Any,
-                served: list[Any]) -> list[Any]:
+def _slot_stats(E: Sequence[torch.Tensor], T: Sequence[torch.Tensor], pair: Any, train_spec: Any, served: list[Any]) -> list[Any]:
     """Per-slot similarity, sequence by sequence (the worst positions name their tokens)."""
     from .compare import SlotAccumulator
 
@@ -324,6 +393,12 @@ def _slot_stats(E: Sequence[torch.Tensor], T: Sequence[torch.Tensor], pair: Any,
         for s in range(pair.n_seqs):
             sel = pair.seq == s
             if bool(sel.any()):
-                acc.add(E[i][sel][None], T[i][sel][None], [s], pair.token_ids[sel][None], torch.ones(1, int(sel.sum()), dtype=torch.bool))
+                acc.add(
+                    E[i][sel][None],
+                    T[i][sel][None],
+                    [s],
+                    pair.token_ids[sel][None],
+                    torch.ones(1, int(sel.sum()), dtype=torch.bool),
+                )
         slots.append(acc.finish())
     return slots

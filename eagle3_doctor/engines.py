@@ -98,11 +98,19 @@ def _sglang(version: str, family: str, L: int, ids: list[int] | None) -> Capture
     c = run_row("sglang", version, family, L, ids)
     row = engine_row("sglang", version, family)
     if ids is not None and row.rule in ("first1", "maxL") and c.failure is None:
-        c.note = {"first1": "SGLang DeepSeek rule: +1 only when the first id is 1, otherwise ids are used raw",
-                  "maxL": "SGLang GPT-OSS rule: ids used raw when the largest equals L, otherwise +1"}[row.rule]
-    if ids is not None and c.failure is None and c.internal is not None and list(dict.fromkeys(sorted(set(c.internal)))) != list(c.internal):
+        c.note = {
+            "first1": "SGLang DeepSeek rule: +1 only when the first id is 1, otherwise ids are used raw",
+            "maxL": "SGLang GPT-OSS rule: ids used raw when the largest equals L, otherwise +1",
+        }[row.rule]
+    if (
+        ids is not None
+        and c.failure is None
+        and c.internal is not None
+        and list(dict.fromkeys(sorted(set(c.internal)))) != list(c.internal)
+    ):
         c.note = (c.note + "; " if c.note else "") + (
-            f"SGLang captures in layer order and once per layer (membership test in the decoder loop): ids {list(ids)}")
+            f"SGLang captures in layer order and once per layer (membership test in the decoder loop): ids {list(ids)}"
+        )
     return c
 
 
@@ -143,9 +151,16 @@ def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Capture
     # (the final state) takes the first slot; the two-model path (Eagle3SpecMetadata) moves it last.
     if ids is None and L <= 5:
         # Eagle3SpecMetadata / Eagle3OneModelSpecMetadata.__post_init__ (l.109-111 @001e6700): default ids only
-        return Captured((), [], None, failure=Failure(
-            "start-up", "ValueError: Not enough hidden layers for default EAGLE3 capture",
-            f"{TRT_SRC} (__post_init__: num_layers <= 5 with no eagle3_layers_to_capture)"))
+        return Captured(
+            (),
+            [],
+            None,
+            failure=Failure(
+                "start-up",
+                "ValueError: Not enough hidden layers for default EAGLE3 capture",
+                f"{TRT_SRC} (__post_init__: num_layers <= 5 with no eagle3_layers_to_capture)",
+            ),
+        )
     # the default is a tuple, not a set: for L = 6 it is (1, 2, 2)
     use = [1, L // 2 - 1, L - 4] if ids is None else sorted(set(ids))
     c = _after_layer_sorted(L, use, final_norm(), minus_one_last=version.endswith("two-model"))
@@ -158,10 +173,13 @@ def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Capture
     unwritten = [(i, k) for i, k in enumerate(order) if not (k == -1 or 0 <= k < L) or k in order[:i]]
     if unwritten:
         c.failure = Failure(
-            "serving", "slot(s) " + ", ".join(f"{i} (id {k})" for i, k in unwritten) + " are never written: no decoder "
+            "serving",
+            "slot(s) " + ", ".join(f"{i} (id {k})" for i, k in unwritten) + " are never written: no decoder "
             f"layer of a {L}-layer target has that id (or an earlier slot took it), and the capture buffer is torch.empty, "
-            "so the draft reads uninitialized memory there", f"{TRT_SRC} (maybe_capture_hidden_states; torch.empty buffer)",
-            order)
+            "so the draft reads uninitialized memory there",
+            f"{TRT_SRC} (maybe_capture_hidden_states; torch.empty buffer)",
+            order,
+        )
         c.spec, c.dropped = (), []
     return c
 
@@ -185,10 +203,18 @@ def _modelopt(version: str, family: str, L: int, ids: list[int] | None) -> Captu
     use = modelopt_default_ids(L) if not ids else list(ids)
     hooked = [k for k in range(L) if k in use]
     if len(hooked) != len(use):
-        return Captured((), [], use, failure=Failure(
-            "first forward", f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (the draft fc takes {len(use)} x "
-            f"hidden inputs, forward hooks captured {len(hooked)} states: one hook per layer 0..{L - 1})",
-            "modelopt/torch/speculative/plugins/hf_eagle.py (modify: register_forward_hook) + modeling_eagle.py (fc)", use))
+        return Captured(
+            (),
+            [],
+            use,
+            failure=Failure(
+                "first forward",
+                f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (the draft fc takes {len(use)} x "
+                f"hidden inputs, forward hooks captured {len(hooked)} states: one hook per layer 0..{L - 1})",
+                "modelopt/torch/speculative/plugins/hf_eagle.py (modify: register_forward_hook) + modeling_eagle.py (fc)",
+                use,
+            ),
+        )
     c = Captured(tuple(layer_out(k) for k in hooked), [], hooked)
     if ids and list(ids) != hooked:
         c.note = f"ids are sorted: ModelOpt's forward hooks fire in layer order: {list(ids)} -> {hooked}"
@@ -201,7 +227,11 @@ def _eagle(version: str, family: str, L: int, ids: list[int] | None) -> Captured
 
 
 RULES: dict[str, Callable[[str, str, int, list[int] | None], Captured]] = {
-    "sglang": _sglang, "vllm": _vllm, "trtllm": _trtllm, "modelopt": _modelopt, "eagle": _eagle,
+    "sglang": _sglang,
+    "vllm": _vllm,
+    "trtllm": _trtllm,
+    "modelopt": _modelopt,
+    "eagle": _eagle,
 }
 
 
@@ -245,12 +275,22 @@ class Row:
 
 _SG_NOSETTER = "{cls} defines no set_eagle3_layers_to_capture, which the model runner calls at start-up"
 _SG_ABSENT = "ValueError: Model architectures ['{cls}'] are not supported for now (sglang/srt/models/registry.py)"
-_SG_CLS = {"llama": "LlamaForCausalLM", "qwen": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
-           "deepseek": "DeepseekV2ForCausalLM", "gpt_oss": "GptOssForCausalLM", "mistral": "LlamaForCausalLM",
-           "glm4_moe": "Glm4MoeForCausalLM", "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
-           "minimax_m2": "MiniMaxM2ForCausalLM", "kimi_linear": "KimiLinearForCausalLM",
-           "kimi_k25": "KimiK25ForConditionalGeneration", "llama4": "Llama4ForConditionalGeneration",
-           "gemma3": "Gemma3ForConditionalGeneration", "gemma3_text": "Gemma3ForCausalLM"}
+_SG_CLS = {
+    "llama": "LlamaForCausalLM",
+    "qwen": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "deepseek": "DeepseekV2ForCausalLM",
+    "gpt_oss": "GptOssForCausalLM",
+    "mistral": "LlamaForCausalLM",
+    "glm4_moe": "Glm4MoeForCausalLM",
+    "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
+    "minimax_m2": "MiniMaxM2ForCausalLM",
+    "kimi_linear": "KimiLinearForCausalLM",
+    "kimi_k25": "KimiK25ForConditionalGeneration",
+    "llama4": "Llama4ForConditionalGeneration",
+    "gemma3": "Gemma3ForConditionalGeneration",
+    "gemma3_text": "Gemma3ForCausalLM",
+}
 
 # sglang: model files srt/models/<family>.py (setter), reader srt/model_executor/model_runner.py
 SGLANG_ROWS: dict[str, list[Row]] = {
@@ -270,7 +310,13 @@ SGLANG_ROWS: dict[str, list[Row]] = {
         Row("0.0", "unsupported", "srt/models/qwen3_moe.py", message=_SG_NOSETTER),
         Row("0.4.9", "plus1", "srt/models/qwen3_moe.py"),
         Row("0.5.4.post2", "plus1", "srt/models/qwen2_moe.py (Qwen2MoeModel.set_eagle3_layers_to_capture)", index_check=True),
-        Row("0.5.8", "plus1", "srt/models/qwen2_moe.py (Qwen2MoeModel.set_eagle3_layers_to_capture)", index_check=True, aux_flag=True),
+        Row(
+            "0.5.8",
+            "plus1",
+            "srt/models/qwen2_moe.py (Qwen2MoeModel.set_eagle3_layers_to_capture)",
+            index_check=True,
+            aux_flag=True,
+        ),
     ],
     "deepseek": [
         Row("0.0", "unsupported", "srt/models/deepseek_v2.py", message=_SG_NOSETTER),
@@ -293,66 +339,83 @@ SGLANG_ROWS["mistral"] = SGLANG_ROWS["llama"]  # sglang serves Mistral through l
 # was executed by make conformance (conformance/sglang_exec.py FAMILIES) from its first release; `absent`
 # rows are releases whose model registry does not know the architecture at all.
 _GEMMA_SRC = "srt/models/gemma3_causal.py (Gemma3TextModel.forward)"
-SGLANG_ROWS.update({
-    "glm4_moe": [
-        Row("0.0", "absent", "srt/models/glm4_moe.py", message=_SG_ABSENT),
-        Row("0.4.9.post5", "unsupported", "srt/models/glm4_moe.py", message=_SG_NOSETTER),
-        Row("0.5.5", "plus1", "srt/models/glm4_moe.py", guard0=False),
-        Row("0.5.8", "plus1", "srt/models/glm4_moe.py", guard0=False, aux_flag=True),
-        Row("0.5.21", "plus1", "srt/models/glm4_moe.py", aux_flag=True),
-    ],
-    "glm4_moe_lite": [
-        Row("0.0", "absent", "srt/models/glm4_moe_lite.py", message=_SG_ABSENT),
-        # Glm4MoeLiteForCausalLM(DeepseekV2ForCausalLM): the DeepSeek setter of that release
-        Row("0.5.8", "plus1", "srt/models/glm4_moe_lite.py -> deepseek_v2.py", guard0=False, aux_flag=True),
-        Row("0.5.13", "first1", "srt/models/glm4_moe_lite.py", guard0=False, aux_flag=True),
-        Row("0.5.21", "first1", "srt/models/glm4_moe_lite.py", aux_flag=True),
-    ],
-    "minimax_m2": [
-        Row("0.0", "absent", "srt/models/minimax_m2.py", message=_SG_ABSENT),
-        Row("0.5.4.post1", "unsupported", "srt/models/minimax_m2.py", message=_SG_NOSETTER),
-        Row("0.5.5.post1", "plus1", "srt/models/minimax_m2.py", guard0=False),
-        Row("0.5.8", "plus1", "srt/models/minimax_m2.py", guard0=False, aux_flag=True),
-        Row("0.5.11", "plus1", "srt/models/minimax_m2.py", aux_flag=True),
-    ],
-    "kimi_linear": [  # no release defines set_eagle3_layers_to_capture for KimiLinearForCausalLM
-        Row("0.0", "absent", "srt/models/kimi_linear.py", message=_SG_ABSENT),
-        Row("0.5.4.post2", "unsupported", "srt/models/kimi_linear.py", message=_SG_NOSETTER),
-    ],
-    "kimi_k25": [  # KimiK25ForConditionalGeneration delegates to its DeepseekV3ForCausalLM language model
-        Row("0.0", "absent", "srt/models/kimi_k25.py", message=_SG_ABSENT),
-        Row("0.5.9", "unsupported", "srt/models/kimi_k25.py", message=_SG_NOSETTER),
-        Row("0.5.10", "plus1", "srt/models/kimi_k25.py -> deepseek_v2.py", guard0=False, aux_flag=True),
-        Row("0.5.13", "first1", "srt/models/kimi_k25.py -> deepseek_v2.py", guard0=False, aux_flag=True),
-        Row("0.5.14", "first1", "srt/models/kimi_k25.py -> deepseek_v2.py", aux_flag=True),
-        Row("0.5.17", "first1", "srt/models/kimi_k25.py -> deepseek_v2.py + srt/layers/aux_hidden_states.py",
-            aux_flag=True, packer=True),
-    ],
-    "llama4": [  # mllama4.py Llama4ForConditionalGeneration delegates to llama4.py Llama4ForCausalLM (llama.py's setter)
-        Row("0.0", "absent", "srt/models/mllama4.py", message=_SG_ABSENT),
-        Row("0.4.5", "unsupported", "srt/models/mllama4.py", message=_SG_NOSETTER),
-        Row("0.4.9", "plus1", "srt/models/mllama4.py -> llama4.py", guard0=False),
-        Row("0.5.8", "plus1", "srt/models/mllama4.py -> llama4.py", guard0=False, aux_flag=True),
-        Row("0.5.21", "plus1", "srt/models/mllama4.py -> llama4.py", aux_flag=True),
-    ],
-    "gemma3_text": [
-        Row("0.0", "absent", "srt/models/gemma3_causal.py", message=_SG_ABSENT),
-        Row("0.4.4.post2", "unsupported", "srt/models/gemma3_causal.py", message=_SG_NOSETTER),
-        Row("0.5.12", "plus1", _GEMMA_SRC, end=True, aux_flag=True),
-        # the decoder layer keeps the residual apart from 0.5.17 ("Keep the residual live across layers"),
-        # but the loop still appends the bare hidden_states: the MLP branch, not the residual stream
-        Row("0.5.17", "plus1", _GEMMA_SRC, end=True, aux_flag=True, branch=True),
-    ],
-})
+SGLANG_ROWS.update(
+    {
+        "glm4_moe": [
+            Row("0.0", "absent", "srt/models/glm4_moe.py", message=_SG_ABSENT),
+            Row("0.4.9.post5", "unsupported", "srt/models/glm4_moe.py", message=_SG_NOSETTER),
+            Row("0.5.5", "plus1", "srt/models/glm4_moe.py", guard0=False),
+            Row("0.5.8", "plus1", "srt/models/glm4_moe.py", guard0=False, aux_flag=True),
+            Row("0.5.21", "plus1", "srt/models/glm4_moe.py", aux_flag=True),
+        ],
+        "glm4_moe_lite": [
+            Row("0.0", "absent", "srt/models/glm4_moe_lite.py", message=_SG_ABSENT),
+            # Glm4MoeLiteForCausalLM(DeepseekV2ForCausalLM): the DeepSeek setter of that release
+            Row("0.5.8", "plus1", "srt/models/glm4_moe_lite.py -> deepseek_v2.py", guard0=False, aux_flag=True),
+            Row("0.5.13", "first1", "srt/models/glm4_moe_lite.py", guard0=False, aux_flag=True),
+            Row("0.5.21", "first1", "srt/models/glm4_moe_lite.py", aux_flag=True),
+        ],
+        "minimax_m2": [
+            Row("0.0", "absent", "srt/models/minimax_m2.py", message=_SG_ABSENT),
+            Row("0.5.4.post1", "unsupported", "srt/models/minimax_m2.py", message=_SG_NOSETTER),
+            Row("0.5.5.post1", "plus1", "srt/models/minimax_m2.py", guard0=False),
+            Row("0.5.8", "plus1", "srt/models/minimax_m2.py", guard0=False, aux_flag=True),
+            Row("0.5.11", "plus1", "srt/models/minimax_m2.py", aux_flag=True),
+        ],
+        "kimi_linear": [  # no release defines set_eagle3_layers_to_capture for KimiLinearForCausalLM
+            Row("0.0", "absent", "srt/models/kimi_linear.py", message=_SG_ABSENT),
+            Row("0.5.4.post2", "unsupported", "srt/models/kimi_linear.py", message=_SG_NOSETTER),
+        ],
+        "kimi_k25": [  # KimiK25ForConditionalGeneration delegates to its DeepseekV3ForCausalLM language model
+            Row("0.0", "absent", "srt/models/kimi_k25.py", message=_SG_ABSENT),
+            Row("0.5.9", "unsupported", "srt/models/kimi_k25.py", message=_SG_NOSETTER),
+            Row("0.5.10", "plus1", "srt/models/kimi_k25.py -> deepseek_v2.py", guard0=False, aux_flag=True),
+            Row("0.5.13", "first1", "srt/models/kimi_k25.py -> deepseek_v2.py", guard0=False, aux_flag=True),
+            Row("0.5.14", "first1", "srt/models/kimi_k25.py -> deepseek_v2.py", aux_flag=True),
+            Row(
+                "0.5.17",
+                "first1",
+                "srt/models/kimi_k25.py -> deepseek_v2.py + srt/layers/aux_hidden_states.py",
+                aux_flag=True,
+                packer=True,
+            ),
+        ],
+        "llama4": [  # mllama4.py Llama4ForConditionalGeneration delegates to llama4.py Llama4ForCausalLM (llama.py's setter)
+            Row("0.0", "absent", "srt/models/mllama4.py", message=_SG_ABSENT),
+            Row("0.4.5", "unsupported", "srt/models/mllama4.py", message=_SG_NOSETTER),
+            Row("0.4.9", "plus1", "srt/models/mllama4.py -> llama4.py", guard0=False),
+            Row("0.5.8", "plus1", "srt/models/mllama4.py -> llama4.py", guard0=False, aux_flag=True),
+            Row("0.5.21", "plus1", "srt/models/mllama4.py -> llama4.py", aux_flag=True),
+        ],
+        "gemma3_text": [
+            Row("0.0", "absent", "srt/models/gemma3_causal.py", message=_SG_ABSENT),
+            Row("0.4.4.post2", "unsupported", "srt/models/gemma3_causal.py", message=_SG_NOSETTER),
+            Row("0.5.12", "plus1", _GEMMA_SRC, end=True, aux_flag=True),
+            # the decoder layer keeps the residual apart from 0.5.17 ("Keep the residual live across layers"),
+            # but the loop still appends the bare hidden_states: the MLP branch, not the residual stream
+            Row("0.5.17", "plus1", _GEMMA_SRC, end=True, aux_flag=True, branch=True),
+        ],
+    }
+)
 SGLANG_ROWS["gemma3"] = [  # gemma3_mm.py Gemma3ForConditionalGeneration delegates to Gemma3ForCausalLM
-    Row(r.first, r.rule, r.src if r.first == "0.0" else r.src.replace("srt/models/", "srt/models/gemma3_mm.py -> ", 1),
-        guard0=r.guard0, end=r.end, aux_flag=r.aux_flag, branch=r.branch, message=r.message)
-    for r in SGLANG_ROWS["gemma3_text"]]
+    Row(
+        r.first,
+        r.rule,
+        r.src if r.first == "0.0" else r.src.replace("srt/models/", "srt/models/gemma3_mm.py -> ", 1),
+        guard0=r.guard0,
+        end=r.end,
+        aux_flag=r.aux_flag,
+        branch=r.branch,
+        message=r.message,
+    )
+    for r in SGLANG_ROWS["gemma3_text"]
+]
 
-_VL_CHECK = ("ValueError: Eagle3 is only supported for {supported} models. "
-             "Got model_type={mt!r}")
-_VL_NOIFACE = ("v1/worker/gpu_model_runner.py: Model does not support EAGLE3 interface but "
-               "aux_hidden_state_outputs was requested ({cls} does not implement SupportsEagle3)")
+_VL_CHECK = "ValueError: Eagle3 is only supported for {supported} models. Got model_type={mt!r}"
+_VL_NOIFACE = (
+    "v1/worker/gpu_model_runner.py: Model does not support EAGLE3 interface but "
+    "aux_hidden_state_outputs was requested ({cls} does not implement SupportsEagle3)"
+)
 # the substrings vllm's check accepts, by first release (config/__init__.py, later config/speculative.py)
 VLLM_CHECK: list[tuple[str, tuple[str, ...] | None]] = [
     ("0.0", None),
@@ -361,20 +424,81 @@ VLLM_CHECK: list[tuple[str, tuple[str, ...] | None]] = [
     ("0.11.0", ("llama", "qwen", "minicpm", "gpt_oss")),
     ("0.16.0", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe")),
     ("0.17.0", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe", "nemotron_h")),
-    ("0.18.0", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe", "nemotron_h",
-                "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25")),
-    ("0.19.1", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe", "nemotron_h",
-                "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "minimax_m2", "gemma4")),
-    ("0.21.0", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe", "nemotron_h",
-                "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "minimax_m2", "gemma4", "laguna")),
+    (
+        "0.18.0",
+        (
+            "llama",
+            "qwen",
+            "minicpm",
+            "gpt_oss",
+            "hunyuan_vl",
+            "hunyuan_v1_dense",
+            "afmoe",
+            "nemotron_h",
+            "deepseek_v2",
+            "deepseek_v3",
+            "kimi_k2",
+            "kimi_k25",
+        ),
+    ),
+    (
+        "0.19.1",
+        (
+            "llama",
+            "qwen",
+            "minicpm",
+            "gpt_oss",
+            "hunyuan_vl",
+            "hunyuan_v1_dense",
+            "afmoe",
+            "nemotron_h",
+            "deepseek_v2",
+            "deepseek_v3",
+            "kimi_k2",
+            "kimi_k25",
+            "minimax_m2",
+            "gemma4",
+        ),
+    ),
+    (
+        "0.21.0",
+        (
+            "llama",
+            "qwen",
+            "minicpm",
+            "gpt_oss",
+            "hunyuan_vl",
+            "hunyuan_v1_dense",
+            "afmoe",
+            "nemotron_h",
+            "deepseek_v2",
+            "deepseek_v3",
+            "kimi_k2",
+            "kimi_k25",
+            "minimax_m2",
+            "gemma4",
+            "laguna",
+        ),
+    ),
     ("0.22.0", None),  # the check is gone: SupportsEagle3 on the model class decides
 ]
-VLLM_MODEL_TYPE = {"llama": "llama", "mistral": "mistral", "qwen": "qwen3", "qwen3_moe": "qwen3_moe",
-                   "deepseek": "deepseek_v3", "gpt_oss": "gpt_oss",
-                   # hf_text_config.model_type of the families SGLang gives their own setter (issue 12)
-                   "glm4_moe": "glm4_moe", "glm4_moe_lite": "glm4_moe_lite", "minimax_m2": "minimax_m2",
-                   "kimi_linear": "kimi_linear", "kimi_k25": "kimi_k25", "llama4": "llama4_text",
-                   "gemma3": "gemma3_text", "gemma3_text": "gemma3_text"}
+VLLM_MODEL_TYPE = {
+    "llama": "llama",
+    "mistral": "mistral",
+    "qwen": "qwen3",
+    "qwen3_moe": "qwen3_moe",
+    "deepseek": "deepseek_v3",
+    "gpt_oss": "gpt_oss",
+    # hf_text_config.model_type of the families SGLang gives their own setter (issue 12)
+    "glm4_moe": "glm4_moe",
+    "glm4_moe_lite": "glm4_moe_lite",
+    "minimax_m2": "minimax_m2",
+    "kimi_linear": "kimi_linear",
+    "kimi_k25": "kimi_k25",
+    "llama4": "llama4_text",
+    "gemma3": "gemma3_text",
+    "gemma3_text": "gemma3_text",
+}
 # V1 runner: which draft-config keys it reads (v1/worker/gpu_model_runner.py _get_eagle3_aux_layers_from_config)
 VLLM_V1_READS: list[tuple[str, str]] = [("0.0", "none"), ("0.11.1", "top"), ("0.22.0", "top,nested")]
 VLLM_V2_FIRST = "0.17.0"  # Model Runner V2 (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py): top-level key only
@@ -394,7 +518,9 @@ VLLM_ROWS: dict[str, list[Row]] = {
     "qwen3_moe": [
         Row("0.0", "unsupported", "model_executor/models/qwen3_moe.py", message=_VL_NOIFACE),
         Row("0.11.1", "raw", "model_executor/models/qwen3_moe.py"),
-        Row("0.18.0", "raw", "model_executor/models/qwen3_moe.py + interfaces.py _maybe_add_hidden_state", loop="after", end=True),
+        Row(
+            "0.18.0", "raw", "model_executor/models/qwen3_moe.py + interfaces.py _maybe_add_hidden_state", loop="after", end=True
+        ),
     ],
     "deepseek": [
         Row("0.0", "unsupported", "model_executor/models/deepseek_v2.py", message=_VL_NOIFACE),
@@ -416,46 +542,65 @@ VLLM_ROWS: dict[str, list[Row]] = {
 _VL_ABSENT = "ValueError: Model architectures ['{cls}'] are not supported for now (model_executor/models/registry.py)"
 # executed by make conformance (conformance/vllm_exec.py FAMILIES): the wrappers (mllama4, gemma3_mm, kimi_k25)
 # are followed into the language model vLLM builds for them (model_class= / architectures=[...])
-VLLM_ROWS.update({
-    "glm4_moe": [  # never SupportsEagle3: refused by the target check, then (0.22+) at load
-        Row("0.0", "absent", "model_executor/models/glm4_moe.py", message=_VL_ABSENT),
-        Row("0.10.0", "unsupported", "model_executor/models/glm4_moe.py", message=_VL_NOIFACE),
-    ],
-    "glm4_moe_lite": [
-        Row("0.0", "absent", "model_executor/models/glm4_moe_lite.py", message=_VL_ABSENT),
-        Row("0.15.0", "unsupported", "model_executor/models/glm4_moe_lite.py", message=_VL_NOIFACE),
-    ],
-    "minimax_m2": [
-        Row("0.0", "absent", "model_executor/models/minimax_m2.py", message=_VL_ABSENT),
-        Row("0.11.1", "unsupported", "model_executor/models/minimax_m2.py", message=_VL_NOIFACE),
-        Row("0.20.0", "raw", "model_executor/models/minimax_m2.py + interfaces.py _maybe_add_hidden_state", loop="after", end=True),
-    ],
-    "kimi_linear": [
-        Row("0.0", "absent", "model_executor/models/kimi_linear.py", message=_VL_ABSENT),
-        Row("0.11.1", "unsupported", "model_executor/models/kimi_linear.py", message=_VL_NOIFACE),
-        # from 0.27 registered from vllm/models/kimi_k3 (SupportsEagle3, its own _capture_aux_hidden_stream):
-        # recorded by the harness, not executed, so the doctor refuses to guess
-        Row("0.27.0", "unmodelled", "vllm/models/kimi_k3 (nvidia/model.py KimiLinearForCausalLM)"),
-    ],
-    "kimi_k25": [  # KimiK25ForConditionalGeneration -> DeepseekV2ForCausalLM: the deepseek rows
-        Row("0.0", "absent", "model_executor/models/kimi_k25.py", message=_VL_ABSENT),
-        Row("0.15.0", "unsupported", "model_executor/models/kimi_k25.py", message=_VL_NOIFACE),
-        Row("0.18.0", "raw", "model_executor/models/kimi_k25.py -> deepseek_v2.py (DeepseekV2Model.forward)", guard0=False),
-        Row("0.25.0", "raw", "model_executor/models/kimi_k25.py -> deepseek_v2.py (DeepseekV2Model.forward)", guard0=False, end=True),
-    ],
-    "llama4": [  # mllama4.py Llama4ForConditionalGeneration -> llama4.py Llama4ForCausalLM (llama.py's loop)
-        Row("0.0", "unsupported", "model_executor/models/mllama4.py", message=_VL_NOIFACE),
-        Row("0.11.1", "raw", "model_executor/models/mllama4.py -> llama4.py / llama.py", guard0=False),
-        Row("0.18.0", "raw", "model_executor/models/mllama4.py -> llama.py + interfaces.py _maybe_add_hidden_state",
-            loop="after", end=True),
-    ],
-    "gemma3": [  # no release implements SupportsEagle3 for Gemma-3
-        Row("0.0", "unsupported", "model_executor/models/gemma3_mm.py", message=_VL_NOIFACE),
-    ],
-    "gemma3_text": [
-        Row("0.0", "unsupported", "model_executor/models/gemma3.py", message=_VL_NOIFACE),
-    ],
-})
+VLLM_ROWS.update(
+    {
+        "glm4_moe": [  # never SupportsEagle3: refused by the target check, then (0.22+) at load
+            Row("0.0", "absent", "model_executor/models/glm4_moe.py", message=_VL_ABSENT),
+            Row("0.10.0", "unsupported", "model_executor/models/glm4_moe.py", message=_VL_NOIFACE),
+        ],
+        "glm4_moe_lite": [
+            Row("0.0", "absent", "model_executor/models/glm4_moe_lite.py", message=_VL_ABSENT),
+            Row("0.15.0", "unsupported", "model_executor/models/glm4_moe_lite.py", message=_VL_NOIFACE),
+        ],
+        "minimax_m2": [
+            Row("0.0", "absent", "model_executor/models/minimax_m2.py", message=_VL_ABSENT),
+            Row("0.11.1", "unsupported", "model_executor/models/minimax_m2.py", message=_VL_NOIFACE),
+            Row(
+                "0.20.0",
+                "raw",
+                "model_executor/models/minimax_m2.py + interfaces.py _maybe_add_hidden_state",
+                loop="after",
+                end=True,
+            ),
+        ],
+        "kimi_linear": [
+            Row("0.0", "absent", "model_executor/models/kimi_linear.py", message=_VL_ABSENT),
+            Row("0.11.1", "unsupported", "model_executor/models/kimi_linear.py", message=_VL_NOIFACE),
+            # from 0.27 registered from vllm/models/kimi_k3 (SupportsEagle3, its own _capture_aux_hidden_stream):
+            # recorded by the harness, not executed, so the doctor refuses to guess
+            Row("0.27.0", "unmodelled", "vllm/models/kimi_k3 (nvidia/model.py KimiLinearForCausalLM)"),
+        ],
+        "kimi_k25": [  # KimiK25ForConditionalGeneration -> DeepseekV2ForCausalLM: the deepseek rows
+            Row("0.0", "absent", "model_executor/models/kimi_k25.py", message=_VL_ABSENT),
+            Row("0.15.0", "unsupported", "model_executor/models/kimi_k25.py", message=_VL_NOIFACE),
+            Row("0.18.0", "raw", "model_executor/models/kimi_k25.py -> deepseek_v2.py (DeepseekV2Model.forward)", guard0=False),
+            Row(
+                "0.25.0",
+                "raw",
+                "model_executor/models/kimi_k25.py -> deepseek_v2.py (DeepseekV2Model.forward)",
+                guard0=False,
+                end=True,
+            ),
+        ],
+        "llama4": [  # mllama4.py Llama4ForConditionalGeneration -> llama4.py Llama4ForCausalLM (llama.py's loop)
+            Row("0.0", "unsupported", "model_executor/models/mllama4.py", message=_VL_NOIFACE),
+            Row("0.11.1", "raw", "model_executor/models/mllama4.py -> llama4.py / llama.py", guard0=False),
+            Row(
+                "0.18.0",
+                "raw",
+                "model_executor/models/mllama4.py -> llama.py + interfaces.py _maybe_add_hidden_state",
+                loop="after",
+                end=True,
+            ),
+        ],
+        "gemma3": [  # no release implements SupportsEagle3 for Gemma-3
+            Row("0.0", "unsupported", "model_executor/models/gemma3_mm.py", message=_VL_NOIFACE),
+        ],
+        "gemma3_text": [
+            Row("0.0", "unsupported", "model_executor/models/gemma3.py", message=_VL_NOIFACE),
+        ],
+    }
+)
 
 NEWEST = {"sglang": "0.5.23", "vllm": "0.33.0"}  # newest release conformance/table.json was executed on
 
@@ -507,17 +652,38 @@ def _loop(row: Row, internal: Sequence[int], L: int) -> tuple[list[CapturePoint]
         for i in range(L):
             if i in members:
                 if i == 0 and not row.guard0:
-                    return [], Failure("first forward", "TypeError: unsupported operand type(s) for +: 'Tensor' and "
-                                       "'NoneType' (the residual is None before layer 0)", row.src, list(internal)), []
+                    return (
+                        [],
+                        Failure(
+                            "first forward",
+                            "TypeError: unsupported operand type(s) for +: 'Tensor' and "
+                            "'NoneType' (the residual is None before layer 0)",
+                            row.src,
+                            list(internal),
+                        ),
+                        [],
+                    )
                 spec.append(embed() if i == 0 else layer_out(i - 1))
         if row.end and L in members:
             spec.append(layer_out(L - 1))
     hi = L if (row.end or row.loop == "after") else L - 1
-    dropped = [(i, f"index {i} matches no capture point of a {L}-layer target (the loop tests indices 0..{hi})")
-               for i in dict.fromkeys(internal) if not 0 <= i <= hi]
+    dropped = [
+        (i, f"index {i} matches no capture point of a {L}-layer target (the loop tests indices 0..{hi})")
+        for i in dict.fromkeys(internal)
+        if not 0 <= i <= hi
+    ]
     if row.packer and len(spec) != len(internal):
-        return [], Failure("first forward", f"AssertionError: captured {len(spec)} of {len(internal)} aux hidden states "
-                           "(srt/layers/aux_hidden_states.py AuxHiddenStatePacker)", row.src, list(internal)), dropped
+        return (
+            [],
+            Failure(
+                "first forward",
+                f"AssertionError: captured {len(spec)} of {len(internal)} aux hidden states "
+                "(srt/layers/aux_hidden_states.py AuxHiddenStatePacker)",
+                row.src,
+                list(internal),
+            ),
+            dropped,
+        )
     return spec, None, dropped
 
 
@@ -538,11 +704,20 @@ def run_row(engine: str, version: str, family: str, L: int, ids: list[int] | Non
         supported = _pick(VLLM_CHECK, version)[1]
         mt = VLLM_MODEL_TYPE.get(family, "llama")
         if supported is not None and not any(s in mt for s in supported):
-            return Captured((), failure=Failure("start-up", _VL_CHECK.format(supported=list(supported), mt=mt),
-                                                "config/speculative.py (config/__init__.py before 0.11)"))
+            return Captured(
+                (),
+                failure=Failure(
+                    "start-up",
+                    _VL_CHECK.format(supported=list(supported), mt=mt),
+                    "config/speculative.py (config/__init__.py before 0.11)",
+                ),
+            )
     if row.rule == "unmodelled":
-        raise BadInput(f"{engine} {version} serves the {family} family from {row.src}, whose EAGLE-3 capture the engine "
-                       "table does not model yet", "name an earlier --engine-version, or extend conformance/vllm_exec.py")
+        raise BadInput(
+            f"{engine} {version} serves the {family} family from {row.src}, whose EAGLE-3 capture the engine "
+            "table does not model yet",
+            "name an earlier --engine-version, or extend conformance/vllm_exec.py",
+        )
     if row.rule in ("unsupported", "absent"):
         if engine == "sglang":
             msg = row.message.format(cls=_SG_CLS.get(family, "LlamaForCausalLM"))
@@ -561,16 +736,27 @@ def run_row(engine: str, version: str, family: str, L: int, ids: list[int] | Non
             return rest
         internal = _sglang_internal(row, L, ids)
         if row.index_check and any(i >= L for i in internal):
-            return Captured((), failure=Failure("start-up", "IndexError: list index out of range (the setter marks "
-                                                f"self.layers[{max(internal)}] of a {L}-layer model)", row.src, internal))
+            return Captured(
+                (),
+                failure=Failure(
+                    "start-up",
+                    f"IndexError: list index out of range (the setter marks self.layers[{max(internal)}] of a {L}-layer model)",
+                    row.src,
+                    internal,
+                ),
+            )
     spec, fail, dropped = _loop(row, internal, L)
     if row.branch and fail is None and any(p.kind == "layer_out" for p in spec):
         # gemma3_causal.py from 0.5.17: `aux_hidden_states.append(hidden_states)` where the layer returns
         # (mlp branch, residual): the draft gets post_feedforward_layernorm(mlp(...)), not the stream
         n = [str(p).replace("layer_out", "mlp_branch") for p in spec]
-        fail = Failure("serving", f"the capture is the decoder layer's MLP branch, not the residual stream: "
-                       f"{', '.join(n)} (the loop appends hidden_states, and the layer keeps the residual apart)",
-                       row.src, internal)
+        fail = Failure(
+            "serving",
+            f"the capture is the decoder layer's MLP branch, not the residual stream: "
+            f"{', '.join(n)} (the loop appends hidden_states, and the layer keeps the residual apart)",
+            row.src,
+            internal,
+        )
         return Captured((), dropped, internal, failure=fail)
     c = Captured(tuple(spec), dropped, internal, failure=fail)
     return c
@@ -603,9 +789,13 @@ def key_rule(engine: str, version: str) -> KeyRule:
             return KeyRule((), f"nowhere: SGLang {version} never reads layer ids (the setter takes none)", _json_nested)
         return KeyRule((NESTED,), "the draft's config.json", _json_nested)
     if engine == "vllm":
-        reads = "top" if vllm_runner(version) == "v2" and _vkey(version) >= _vkey(VLLM_V2_FIRST) else _pick(VLLM_V1_READS, version)[1]
+        reads = (
+            "top" if vllm_runner(version) == "v2" and _vkey(version) >= _vkey(VLLM_V2_FIRST) else _pick(VLLM_V1_READS, version)[1]
+        )
         if reads == "none":
-            return KeyRule((), f"nowhere: vLLM {version} always uses its default (reading ids came with vLLM PR #25961)", _json_top)
+            return KeyRule(
+                (), f"nowhere: vLLM {version} always uses its default (reading ids came with vLLM PR #25961)", _json_top
+            )
         keys = (IDS, NESTED) if reads == "top,nested" else (IDS,)
         return KeyRule(keys, "the draft's config.json", _json_top, "at the top level of the draft's config.json")
     if engine == "trtllm":
@@ -633,20 +823,28 @@ def check_engine(engine: str, version: str | None) -> str:
         # newer releases of the same or the next minor series take the newest row; anything further out is
         # not a release this table can speak for
         if k[:2] > (newest[0], newest[1] + 1):
-            raise BadInput(f"--engine-version {version} is newer than any {engine} release the engine table covers "
-                           f"(newest executed: {NEWEST[engine]})",
-                           "add it to conformance/releases.py and run make conformance, or name the closest release")
+            raise BadInput(
+                f"--engine-version {version} is newer than any {engine} release the engine table covers "
+                f"(newest executed: {NEWEST[engine]})",
+                "add it to conformance/releases.py and run make conformance, or name the closest release",
+            )
         if engine == "vllm" and "-" in version and vllm_runner(version) not in ("v1", "v2"):
             raise BadInput(f"--engine-version {version}: unknown runner suffix", "use e.g. 0.33.0, 0.33.0-v1 or 0.33.0-v2")
         return version
     if engine == "modelopt":
         k = _vkey(version)
         if k < _vkey(MODELOPT_FIRST):
-            raise BadInput(f"--engine-version {version}: ModelOpt before {MODELOPT_FIRST} captured without forward hooks, "
-                           "which the engine table does not model", f"use {MODELOPT_FIRST} or newer (e.g. 0.47)")
+            raise BadInput(
+                f"--engine-version {version}: ModelOpt before {MODELOPT_FIRST} captured without forward hooks, "
+                "which the engine table does not model",
+                f"use {MODELOPT_FIRST} or newer (e.g. 0.47)",
+            )
         if k[:2] > (_vkey(MODELOPT_NEWEST)[0], _vkey(MODELOPT_NEWEST)[1] + 1):
-            raise BadInput(f"--engine-version {version} is newer than any ModelOpt release the engine table covers "
-                           f"(newest executed: {MODELOPT_NEWEST})", "add it to conformance/releases.py and run make conformance")
+            raise BadInput(
+                f"--engine-version {version} is newer than any ModelOpt release the engine table covers "
+                f"(newest executed: {MODELOPT_NEWEST})",
+                "add it to conformance/releases.py and run make conformance",
+            )
         return version
     if version not in versions:
         raise BadInput(
@@ -731,12 +929,27 @@ def resolve_serving(
         return Serving(engine, version, family, num_layers, (), ids, source, ignored, [], [], cap.failure)
     if engine == "sglang" and not use_aux_hidden_state and _pick(SGLANG_ROWS["llama"], version).aux_flag:
         # sglang model_runner: eagle_config.use_aux_hidden_state false skips set_eagle3_layers_to_capture
-        return Serving(engine, version, family, num_layers, (), ids, "eagle_config.use_aux_hidden_state = false",
-                       ignored, [], ["SGLang reads eagle_config.use_aux_hidden_state = false and captures nothing"])
+        return Serving(
+            engine,
+            version,
+            family,
+            num_layers,
+            (),
+            ids,
+            "eagle_config.use_aux_hidden_state = false",
+            ignored,
+            [],
+            ["SGLang reads eagle_config.use_aux_hidden_state = false and captures nothing"],
+        )
     cap = RULES[engine](version, family, num_layers, ids)
     notes = [cap.note] if cap.note else []
-    if (engine == "sglang" and _vkey("0.4.9") <= _vkey(version) < _vkey("0.5.3") and ids is not None
-            and cap.failure is None and cap.spec != default_spec_llama(num_layers)):
+    if (
+        engine == "sglang"
+        and _vkey("0.4.9") <= _vkey(version) < _vkey("0.5.3")
+        and ids is not None
+        and cap.failure is None
+        and cap.spec != default_spec_llama(num_layers)
+    ):
         notes.append(
             "SGLang 0.5.2 captured its CUDA graphs for decode/verify with the DEFAULT ids while eager "
             "prefill used the configured ones (fixed by SGLang PR #22836)"
@@ -812,7 +1025,7 @@ def earlier_working_rows(engine: str, family: str, before: str) -> tuple[str, st
     cur = _pick(rows, before)
     for i in range(rows.index(cur) - 1, -1, -1):
         if rows[i].rule not in ("unsupported", "absent", "unmodelled") and not rows[i].branch:
-            end = next((r.first for r in rows[i + 1:] if r.branch or r.rule in ("unsupported", "absent")), cur.first)
+            end = next((r.first for r in rows[i + 1 :] if r.branch or r.rule in ("unsupported", "absent")), cur.first)
             return rows[i].first, end
     return None
 
@@ -824,6 +1037,7 @@ def fix_snippet(engine: str, version: str | None, ids: list[int]) -> str:
 
 
 # --------------------------------------------------------------------------- training recipes
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -838,21 +1052,46 @@ class Recipe:
     explain: str = ""  # str.format(ids=..., L=...)
 
 
-RECIPE_TABLE: dict[str, Recipe] = {r.name: r for r in (
-    Recipe("hf-hidden-states", ":I,J,K", explain="output_hidden_states{ids}: hs[0]=embed, hs[i]=layer_out[i-1], hs[{L}]=final_norm"),
-    Recipe("eagle-default", "", "eagle", "eagle3",
-           explain="EAGLE reference: idx {{2, L//2, L-3}} before the layer (SafeAILab/EAGLE modeling_llama_kv.py)"),
-    # SpecForge eagle3_target_model.py: [1, L//2-1, L-4], captured through SGLang's setter (+1)
-    Recipe("specforge", "[:ids]", "sglang", NEWEST["sglang"], lambda L: [1, L // 2 - 1, L - 4],
-           "SpecForge aux_hidden_states_layers {ids} (SGLang ids: layer_out[k])"),
-    # speculators' data generation is vLLM extract_hidden_states: vLLM numbering
-    Recipe("speculators", "[:ids]", "vllm", NEWEST["vllm"], lambda L: [2, L // 2, L - 3],
-           "speculators (vLLM extract_hidden_states) ids {ids}: layer_out[k-1]"),
-    Recipe("modelopt", "[:ids]", "modelopt", MODELOPT_NEWEST, None,
-           "ModelOpt ids {ids}: forward hooks on layers[k], layer order"),
-    Recipe("spec", ":POINTS", explain="capture points given explicitly"),
-    Recipe("draft-config", "", explain="the ids the draft config declares"),
-)}
+RECIPE_TABLE: dict[str, Recipe] = {
+    r.name: r
+    for r in (
+        Recipe(
+            "hf-hidden-states",
+            ":I,J,K",
+            explain="output_hidden_states{ids}: hs[0]=embed, hs[i]=layer_out[i-1], hs[{L}]=final_norm",
+        ),
+        Recipe(
+            "eagle-default",
+            "",
+            "eagle",
+            "eagle3",
+            explain="EAGLE reference: idx {{2, L//2, L-3}} before the layer (SafeAILab/EAGLE modeling_llama_kv.py)",
+        ),
+        # SpecForge eagle3_target_model.py: [1, L//2-1, L-4], captured through SGLang's setter (+1)
+        Recipe(
+            "specforge",
+            "[:ids]",
+            "sglang",
+            NEWEST["sglang"],
+            lambda L: [1, L // 2 - 1, L - 4],
+            "SpecForge aux_hidden_states_layers {ids} (SGLang ids: layer_out[k])",
+        ),
+        # speculators' data generation is vLLM extract_hidden_states: vLLM numbering
+        Recipe(
+            "speculators",
+            "[:ids]",
+            "vllm",
+            NEWEST["vllm"],
+            lambda L: [2, L // 2, L - 3],
+            "speculators (vLLM extract_hidden_states) ids {ids}: layer_out[k-1]",
+        ),
+        Recipe(
+            "modelopt", "[:ids]", "modelopt", MODELOPT_NEWEST, None, "ModelOpt ids {ids}: forward hooks on layers[k], layer order"
+        ),
+        Recipe("spec", ":POINTS", explain="capture points given explicitly"),
+        Recipe("draft-config", "", explain="the ids the draft config declares"),
+    )
+}
 RECIPE_ALIASES = {"hf": "hf-hidden-states", "output_hidden_states": "hf-hidden-states"}
 RECIPES = tuple(r.name + r.usage for r in RECIPE_TABLE.values())
 
@@ -885,15 +1124,24 @@ def training_spec(recipe: str, num_layers: int) -> tuple[FeatureSpec, str]:
     ids = _ids(arg, recipe) if arg else (r.default(L) if r.default else None)
     got = RULES[r.engine](r.version, "llama", L, ids)
     if got.failure is not None:
-        raise BadInput(f"--train-recipe {recipe!r}: {r.engine} {r.version} fails on these ids: {got.failure.message}",
-                       "use distinct ids inside the target's depth, one per layer")
+        raise BadInput(
+            f"--train-recipe {recipe!r}: {r.engine} {r.version} fails on these ids: {got.failure.message}",
+            "use distinct ids inside the target's depth, one per layer",
+        )
     shown = ids if ids is not None else got.internal
     return got.spec, r.explain.format(ids=shown, L=L)
 
 
 __all__ = [
-    "ENGINES", "ENGINE_VERSIONS", "Serving", "arch_family", "default_spec_llama", "fix_snippet",
-    "ids_to_serve", "resolve_serving", "training_spec",
+    "ENGINES",
+    "ENGINE_VERSIONS",
+    "Serving",
+    "arch_family",
+    "default_spec_llama",
+    "fix_snippet",
+    "ids_to_serve",
+    "resolve_serving",
+    "training_spec",
 ]
 
 
@@ -905,17 +1153,21 @@ def _row_meaning(engine: str, r: Row) -> tuple[str, str]:
     if r.rule == "unmodelled":
         return "not modelled (the doctor refuses to guess)", "-"
     if r.rule in ("unsupported", "absent"):
-        what = ("no `set_eagle3_layers_to_capture`" if engine == "sglang" else "no `SupportsEagle3`")
-        return (f"start-up: {what} (ENG001)" if r.rule == "unsupported"
-                else "start-up: architecture not registered (ENG001)"), "-"
+        what = "no `set_eagle3_layers_to_capture`" if engine == "sglang" else "no `SupportsEagle3`"
+        return (
+            f"start-up: {what} (ENG001)" if r.rule == "unsupported" else "start-up: architecture not registered (ENG001)"
+        ), "-"
     if engine == "vllm":
         k = "`layer_out[k-1]` (0 = embed)"
         zero = "embed" if r.guard0 or r.loop == "after" else "crash (residual None)"
         end = "`layer_out[L-1]` (pre-norm)" if r.end or r.loop == "after" else "dropped"
         return k, f"-1 dropped; 0 {zero}; L {end}"
-    k = {"default_only": "ids not read: default", "plus1": "`layer_out[k]` (+1)",
-         "first1": "`layer_out[k]` if ids[0]==1 else `layer_out[k-1]`",
-         "maxL": "raw if max(ids)==L else +1"}[r.rule]
+    k = {
+        "default_only": "ids not read: default",
+        "plus1": "`layer_out[k]` (+1)",
+        "first1": "`layer_out[k]` if ids[0]==1 else `layer_out[k-1]`",
+        "maxL": "raw if max(ids)==L else +1",
+    }[r.rule]
     m1 = "embed" if r.guard0 else "crash (residual None)"
     if r.rule == "first1":
         m1 = "matches no layer (dropped)"
@@ -928,8 +1180,10 @@ def _row_meaning(engine: str, r: Row) -> tuple[str, str]:
 
 def engine_table_markdown() -> str:
     """The README/docs engine table, generated from SGLANG_ROWS / VLLM_ROWS (tests keep docs in sync)."""
-    lines = ["| engine | from release | target family | id k captures | -1 / 0 / L | keys read | order | source |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| engine | from release | target family | id k captures | -1 / 0 / L | keys read | order | source |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for engine, table in (("sglang", SGLANG_ROWS), ("vllm", VLLM_ROWS)):
         for fam, rows in table.items():
             if engine == "sglang" and fam == "mistral":
@@ -948,17 +1202,24 @@ def engine_table_markdown() -> str:
                 order = "layer order, duplicates collapse"
                 lines.append(f"| {engine} | {r.first} | {fam} | {k} | {special} | {keys} | {order} | `{r.src}` |")
     lines.append("")
-    lines.append("vLLM V1 runner reads: " + "; ".join(f"from {v}: {k}" for v, k in VLLM_V1_READS)
-                 + f"; Model Runner V2 (from {VLLM_V2_FIRST}): top-level key only; default runner V2 from {VLLM_V2_DEFAULT_FROM} (hand-read).")
+    lines.append(
+        "vLLM V1 runner reads: "
+        + "; ".join(f"from {v}: {k}" for v, k in VLLM_V1_READS)
+        + f"; Model Runner V2 (from {VLLM_V2_FIRST}): top-level key only; default runner V2 from {VLLM_V2_DEFAULT_FROM} (hand-read)."
+    )
     lines.append("")
     lines.append("| engine | from release | target family | id k captures | -1 / 0 / L | keys read | order | source |")
     lines.append("|---|---|---|---|---|---|---|---|")
-    lines.append("| trtllm (hand-read) | 1.2 | all | `layer_out[k]`; -1 = `final_norm` | one-model: sorted, -1 first; "
-                 "two-model: -1 last; id L (no such layer): slot never written, uninitialized memory (ENG003); no ids "
-                 "and L <= 5: start-up ValueError (ENG001) | `eagle3_layers_to_capture` | sorted set "
-                 "| `tensorrt_llm/_torch/speculative/eagle3.py` |")
-    lines.append(f"| modelopt (executed) | {MODELOPT_FIRST} | all | `layer_out[k]` (forward hook on layers[k]); default "
-                 "{1, max(0, L//2-1), max(0, L-4)}: fewer than 3 states for L < 7 | 0..L-1; a duplicate, -1 or L: fc shape "
-                 "error on the first forward (ENG002) | `eagle_config.eagle_aux_hidden_state_layer_ids` "
-                 "| layer order | `modelopt/torch/speculative/plugins/hf_eagle.py` |")
+    lines.append(
+        "| trtllm (hand-read) | 1.2 | all | `layer_out[k]`; -1 = `final_norm` | one-model: sorted, -1 first; "
+        "two-model: -1 last; id L (no such layer): slot never written, uninitialized memory (ENG003); no ids "
+        "and L <= 5: start-up ValueError (ENG001) | `eagle3_layers_to_capture` | sorted set "
+        "| `tensorrt_llm/_torch/speculative/eagle3.py` |"
+    )
+    lines.append(
+        f"| modelopt (executed) | {MODELOPT_FIRST} | all | `layer_out[k]` (forward hook on layers[k]); default "
+        "{1, max(0, L//2-1), max(0, L-4)}: fewer than 3 states for L < 7 | 0..L-1; a duplicate, -1 or L: fc shape "
+        "error on the first forward (ENG002) | `eagle_config.eagle_aux_hidden_state_layer_ids` "
+        "| layer order | `modelopt/torch/speculative/plugins/hf_eagle.py` |"
+    )
     return "\n".join(lines) + "\n"

@@ -17,8 +17,10 @@ class Explanation:
     confirm: str  # how the user checks it for themselves
 
 
-_CAP_CONFIRM = ("run `eagle3-doctor compare-hidden` with the same --engine/--engine-version: the slot table shows what "
-                "each slot is fed; `acceptance` then measures the cost on replayed prompts")
+_CAP_CONFIRM = (
+    "run `eagle3-doctor compare-hidden` with the same --engine/--engine-version: the slot table shows what "
+    "each slot is fed; `acceptance` then measures the cost on replayed prompts"
+)
 
 EXPLANATIONS: dict[str, Explanation] = {
     # --- capture points
@@ -30,202 +32,238 @@ EXPLANATIONS: dict[str, Explanation] = {
         "Adjacent layer outputs are similar but not interchangeable (cosine 0.90-0.98 on the fixtures): the draft's fc "
         "was fitted to specific layers, so its input moves off the trained distribution and step-1 accuracy falls "
         "while nothing crashes.",
-        _CAP_CONFIRM),
+        _CAP_CONFIRM,
+    ),
     "CAP002": Explanation(
         "A slot trained on a layer output is fed the token embeddings. Typically an id of -1 or 0 that the engine maps "
         "to the embeddings, which also pushes the remaining trained points one slot later (the seed incident: "
         "[-1, 2, 30] instead of [2, 30, 58]).",
         "The embeddings carry no context at all, so the draft loses one third of its features and the other slots are "
         "permuted: acceptance per token fell from about 75% to about 30% in the seed case.",
-        _CAP_CONFIRM),
+        _CAP_CONFIRM,
+    ),
     "CAP003": Explanation(
         "A slot trained on the pre-norm output of the last decoder layer is fed final_norm (the normalised state "
         "output_hidden_states returns last), or the reverse. vLLM id L and SGLang's GPT-OSS boundary are pre-norm; "
         "hs[L] in Hugging Face and TensorRT-LLM's -1 are post-norm.",
         "The two states differ in scale far more than their cosine (about 0.999) suggests; feeding final_norm for "
         "layer_out[L-1] cost 8 points of step-1 accuracy on the fixtures.",
-        _CAP_CONFIRM + " (relative L2, not cosine, separates the two)"),
+        _CAP_CONFIRM + " (relative L2, not cosine, separates the two)",
+    ),
     "CAP004": Explanation(
         "The engine feeds exactly the trained capture points but in another order. SGLang concatenates in the listed "
         "order; vLLM, TensorRT-LLM and ModelOpt sort the ids.",
         "The fc weight columns are tied to slot positions: a permutation feeds each block of fc the wrong layer.",
-        _CAP_CONFIRM),
+        _CAP_CONFIRM,
+    ),
     "CAP005": Explanation(
         "The engine feeds a different number of slots than the draft's fc was trained on, e.g. an id dropped because "
         "it is past the last layer the engine can capture, or duplicates removed by an engine that de-duplicates.",
         "The fc input width no longer matches: the engine either refuses the checkpoint or feeds a truncated input.",
-        _CAP_CONFIRM),
+        _CAP_CONFIRM,
+    ),
     "CAP006": Explanation(
         "Serving slots differ from the training slots in a way that is not a uniform shift, an embeddings slot, a "
         "norm swap or a permutation.",
         "Any slot fed another capture point moves the draft's input off the distribution it was trained on.",
-        _CAP_CONFIRM),
+        _CAP_CONFIRM,
+    ),
     "CAP007": Explanation(
         "The draft config holds layer ids in a key this engine version never reads (SGLang reads only the nested "
         "eagle_config key; vLLM's Model Runner V2 only the top-level key). The engine uses its default or another key.",
         "Harmless when the default is what was trained (then reported as info); otherwise the configured ids have no "
         "effect and the engine silently serves its default.",
-        "check which key the engine reads (docs/engines.md) and run `eagle3-doctor inspect` with --engine-version"),
+        "check which key the engine reads (docs/engines.md) and run `eagle3-doctor inspect` with --engine-version",
+    ),
     "CAP008": Explanation(
         "The engine version captures with different ids in CUDA-graph decode than in eager prefill (SGLang before PR "
         "#22836 captured the decode/verify graphs with the default ids).",
         "Prefill is right and every decode step is fed other layers, so acceptance drops only with CUDA graphs on.",
-        "run the server with --disable-cuda-graph: if acceptance recovers, this is the cause"),
+        "run the server with --disable-cuda-graph: if acceptance recovers, this is the cause",
+    ),
     "CAP009": Explanation(
         "No id list makes this engine capture what the draft was trained on (e.g. SGLang's Llama path never captures "
         "past layer_out[L-2]; only TensorRT-LLM's -1 reaches final_norm).",
         "Whatever ids are written, at least one slot is fed another capture point.",
-        "compare the trained capture points with the engine's reachable range in docs/engines.md"),
+        "compare the trained capture points with the engine's reachable range in docs/engines.md",
+    ),
     "CAP010": Explanation(
         "The engine sorts or de-duplicates the configured ids before capturing (vLLM, TensorRT-LLM, ModelOpt).",
         "Only matters when the ids are not written in ascending order: then this engine and an order-keeping one "
         "(SGLang) feed the fc different permutations.",
-        "write the ids sorted and compare the slot tables of two engines with `compare-hidden`"),
+        "write the ids sorted and compare the slot tables of two engines with `compare-hidden`",
+    ),
     "CAP011": Explanation(
         "An architecture- or version-specific rule decided what the ids capture (SGLang DeepSeek adds +1 only when "
         "ids[0] == 1; GPT-OSS uses ids raw when max(ids) == L).",
         "Informational: the doctor applied the rule; ids written without it in mind capture other layers.",
-        "the engine table row cited in the finding names the source file of the rule"),
+        "the engine table row cited in the finding names the source file of the rule",
+    ),
     "NUM001": Explanation(
         "Each slot is fed the right capture point, but the values differ from the training features beyond bf16 "
         "rounding: another checkpoint revision, dtype, quantisation or chat template.",
         "The draft sees slightly other inputs than in training; the cost ranges from nothing (a dtype gap) to several "
         "points (another revision).",
         "run `acceptance` with training and serving features side by side; the worst positions in `compare-hidden` "
-        "show where the values drift"),
+        "show where the values drift",
+    ),
     "NUM002": Explanation(
         "Numerically, a training slot best matches another capture point of this target than the one the draft "
         "config declares: the declared recipe is not what produced the training features.",
         "The serving side is configured from a declaration that is wrong, so fixing ids by it serves the wrong layer.",
-        "`compare-hidden --train-dump DIR --matrix` prints the best-matching capture point per slot"),
+        "`compare-hidden --train-dump DIR --matrix` prints the best-matching capture point per slot",
+    ),
     "NUM003": Explanation(
         "A SpecForge training dump's hidden_state is not the target's final_norm output.",
         "SpecForge computes the target logits the draft is trained to match from hidden_state; a pre-norm state gives "
         "wrong targets, so the draft learned another distribution than the target samples from.",
-        "`compare-hidden --train-dump DIR` reports the relative L2 of hidden_state to final_norm"),
+        "`compare-hidden --train-dump DIR` reports the relative L2 of hidden_state to final_norm",
+    ),
     "NUM004": Explanation(
         "A slot of the training dump matches no capture point of this target (relative L2 above the match threshold "
         "for every candidate).",
         "The dump was made with another model, revision or tokenizer: the draft was trained on features this target "
         "never produces.",
-        "check the dump's model revision and tokenizer; `compare-hidden --train-dump DIR --matrix` shows the distances"),
+        "check the dump's model revision and tokenizer; `compare-hidden --train-dump DIR --matrix` shows the distances",
+    ),
     # --- draft checkpoint and config
     "DRF001": Explanation(
         "The draft checkpoint has no lm_head weight.",
         "Loaders warn about unexpected keys, not missing ones: SGLang keeps a random head, so the accept length is "
         "1.00 (sgl#27908).",
-        "list the checkpoint's tensors (`eagle3-doctor inspect`); a healthy draft has lm_head.weight [draft_vocab, H]"),
+        "list the checkpoint's tensors (`eagle3-doctor inspect`); a healthy draft has lm_head.weight [draft_vocab, H]",
+    ),
     "DRF002": Explanation(
-        "The draft vocabulary is smaller than the target's and the checkpoint has no d2t table mapping draft ids to "
-        "target ids.",
+        "The draft vocabulary is smaller than the target's and the checkpoint has no d2t table mapping draft ids to target ids.",
         "vLLM then maps draft id i to target id i and SGLang builds hot_token_id from a missing table: the draft "
         "proposes the wrong tokens.",
-        "`eagle3-doctor inspect` shows draft_vocab_size and whether d2t is present"),
+        "`eagle3-doctor inspect` shows draft_vocab_size and whether d2t is present",
+    ),
     "DRF003": Explanation(
         "d2t maps draft ids outside the target vocabulary, or holds absolute target ids instead of offsets "
         "(target_id - draft_id).",
         "Engines compute target id = draft id + d2t[draft id]; wrong offsets propose tokens the target never accepts.",
-        "`eagle3-doctor inspect` prints the first draft ids that map out of range"),
+        "`eagle3-doctor inspect` prints the first draft ids that map out of range",
+    ),
     "DRF004": Explanation(
         "t2d (the target-vocabulary mask of draft tokens) disagrees with d2t.",
         "SGLang ignores t2d, but training tools that select targets with it trained the draft on another vocabulary "
         "than d2t serves.",
-        "`eagle3-doctor inspect` counts the target ids where the two disagree"),
+        "`eagle3-doctor inspect` counts the target ids where the two disagree",
+    ),
     "DRF005": Explanation(
         "The fc input width is not the number of aux states times the target hidden size.",
         "The engine cannot feed the concatenated features: it refuses the checkpoint, or the draft was trained for "
         "another target.",
-        "compare fc.weight's shape with the target's hidden_size in `eagle3-doctor inspect`"),
+        "compare fc.weight's shape with the target's hidden_size in `eagle3-doctor inspect`",
+    ),
     "DRF006": Explanation(
         "The draft's lm_head weight statistics look like a fresh initialisation, not a trained head.",
         "An untrained head proposes near-random tokens: acceptance close to zero.",
-        "compare the head's weight statistics with the training checkpoint's"),
+        "compare the head's weight statistics with the training checkpoint's",
+    ),
     "DRF007": Explanation(
         "The draft ships its own embed_tokens and they differ from the target's.",
         "SGLang always uses the target's embeddings, vLLM keeps the draft's when they differ: the same checkpoint "
         "runs with different embeddings per engine.",
-        "`eagle3-doctor inspect` compares the two tables"),
+        "`eagle3-doctor inspect` compares the two tables",
+    ),
     "DRF008": Explanation(
         "Draft and target hidden or vocabulary sizes disagree.",
         "The draft was trained for another target: its features or token ids do not line up with this one.",
-        "compare hidden_size and vocab_size of the two config.json files"),
+        "compare hidden_size and vocab_size of the two config.json files",
+    ),
     "DRF009": Explanation(
         "Draft weights hold NaN or Inf.",
         "One non-finite weight makes every proposal NaN: nothing is accepted.",
-        "`eagle3-doctor inspect` names the tensors"),
+        "`eagle3-doctor inspect` names the tensors",
+    ),
     "DRF010": Explanation(
         "The draft checkpoint has weights its format does not use.",
         "Loaders drop them with a warning: often a sign that the export renamed tensors (a layer the draft needs "
         "then loads as random).",
-        "read the loader warnings of your engine, or the list in `eagle3-doctor inspect`"),
+        "read the loader warnings of your engine, or the list in `eagle3-doctor inspect`",
+    ),
     "CFG001": Explanation(
         "Configured layer ids are outside the range the engine accepts for this target's depth.",
         "The engine refuses them, crashes, or captures nothing for that slot.",
-        "the finding names the valid range for the engine's numbering"),
+        "the finding names the valid range for the engine's numbering",
+    ),
     "CFG002": Explanation(
         "The layer ids are not in ascending order.",
         "SGLang concatenates in the listed order while vLLM, TensorRT-LLM and ModelOpt sort: the fc input is permuted "
         "in one engine and not in the other.",
-        "compare the slot tables of `compare-hidden --engine sglang` and `--engine vllm`"),
+        "compare the slot tables of `compare-hidden --engine sglang` and `--engine vllm`",
+    ),
     "CFG003": Explanation(
         "rope_theta differs between draft and target.",
         "The draft attends with other rotary frequencies than it was trained with when a converter changed the value.",
-        "compare rope_theta in the two config.json files"),
+        "compare rope_theta in the two config.json files",
+    ),
     "CFG004": Explanation(
         "rope_scaling, partial_rotary_factor or max_position_embeddings differ between draft and target (compared on "
         "the inverse frequencies transformers computes).",
         "Converters drop or shorten these; scaled RoPE types then rotate positions differently from training, worst "
         "on long prompts.",
-        "compare the RoPE sections of the two config.json files"),
+        "compare the RoPE sections of the two config.json files",
+    ),
     "CFG005": Explanation(
         "Draft weights and target are stored in different dtypes.",
         "An fp16 draft against a bf16 target overflows and rounds differently from training.",
-        "run `acceptance --dtype` with each dtype and compare"),
+        "run `acceptance --dtype` with each dtype and compare",
+    ),
     "CFG006": Explanation(
-        "A forward-changing flag (norm_output, norm_before_residual) means different things in different engines and "
-        "trainers.",
+        "A forward-changing flag (norm_output, norm_before_residual) means different things in different engines and trainers.",
         "The engine may run the draft with another norm placement than training used.",
-        "check how the engine reads the flag (docs/draft-forward.md)"),
+        "check how the engine reads the flag (docs/draft-forward.md)",
+    ),
     "CFG007": Explanation(
         "The draft config's architecture is not one the engine registers for EAGLE-3.",
         "The engine refuses the draft or loads it as another model class.",
-        "the finding lists the architectures the engine registers"),
+        "the finding lists the architectures the engine registers",
+    ),
     # --- the draft as the engine runs it
     "FWD001": Explanation(
         "The engine runs a forward flag (norm placement: norm_before_fc, fc_norm, norm_before_residual, norm_output, "
         "the norm before lm_head) differently from how the draft was trained, e.g. the flag sits in a key this engine "
         "never reads.",
-        "The draft's forward differs from training at every step: its hidden states and logits move off what it "
-        "learned.",
-        "`eagle3-doctor inspect` lists the flags the engine runs; `acceptance` runs the draft the engine's way"),
+        "The draft's forward differs from training at every step: its hidden states and logits move off what it learned.",
+        "`eagle3-doctor inspect` lists the flags the engine runs; `acceptance` runs the draft the engine's way",
+    ),
     "FWD002": Explanation(
         "It is not pinned to a source whether this engine version applies a flag the draft was trained with.",
         "If it does not, the forward differs from training as in FWD001.",
-        "check the engine's logs or code for the flag, or name a modelled version with --engine-version"),
+        "check the engine's logs or code for the flag, or name a modelled version with --engine-version",
+    ),
     "FWD003": Explanation(
         "The engine replaces the draft's own lm_head or embed_tokens with the target's.",
         "The draft was trained with its own tables; the target's differ, so proposals change.",
-        "`eagle3-doctor inspect` compares the tables; an engine release with the fix keeps the draft's"),
+        "`eagle3-doctor inspect` compares the tables; an engine release with the fix keeps the draft's",
+    ),
     "FWD004": Explanation(
         "tie_word_embeddings: true makes the engine use embed_tokens as the draft's lm_head.",
         "The trained lm_head is ignored: the draft proposes from its embedding table.",
-        "look for tie_word_embeddings in the draft's config.json"),
+        "look for tie_word_embeddings in the draft's config.json",
+    ),
     "FWD005": Explanation(
         "The draft has both norm_before_fc and fc_norm, a pair speculators rejects as mutually exclusive.",
         "Engines that accept the pair may apply them in another order than training.",
-        "check which of the two the training run used"),
+        "check which of the two the training run used",
+    ),
     "FWD006": Explanation(
         "The engine applies RoPE in another layout than the draft was trained with: NeoX (rotate-half) versus "
         "GPT-J-interleaved pairs, decided by rope_is_neox_style or the engine's own default for the architecture.",
         "Each q/k pair is rotated by another frequency than in training, so attention loses its positions: "
         "TensorRT-LLM PR #19036 reports an acceptance length of 1.01.",
-        "`eagle3-doctor inspect` names the layout each side uses and where it was read"),
+        "`eagle3-doctor inspect` names the layout each side uses and where it was read",
+    ),
     "FWD007": Explanation(
         "Nothing says which RoPE layout the draft was trained with (a Llama 4 target rotates GPT-J-interleaved pairs "
         "while SpecForge and speculators train NeoX) and the draft config names none.",
         "If training and the engine disagree, acceptance collapses as in FWD006.",
         "`eagle3-doctor acceptance` runs the draft under both layouts and names the one its weights fit; or ask the "
-        "training run which layout it used and write rope_is_neox_style into the draft's config.json"),
+        "training run which layout it used and write rope_is_neox_style into the draft's config.json",
+    ),
     "FWD008": Explanation(
         "The draft's attention was trained with Qwen3's q_norm/k_norm (speculators drafts with a Qwen3 layer when "
         "transformer_layer_config.model_type is qwen3) and the engine runs it without them: SGLang's "
@@ -233,139 +271,165 @@ EXPLANATIONS: dict[str, Explanation] = {
         "draft only from 0.33.",
         "Every query and key reaches RoPE and the dot product at another scale than in training.",
         "`eagle3-doctor inspect` names the layer config and weights; `acceptance` measures the draft with and "
-        "without the norms (the as_served column)"),
+        "without the norms (the as_served column)",
+    ),
     # --- acceptance
     "ACC001": Explanation(
         "Replayed through the target, the draft's step-1 accuracy under the features the engine feeds is far below "
         "its accuracy under the features it was trained on.",
         "This is the measured cost of a capture mismatch: the fix of the CAP finding removes it.",
-        "`eagle3-doctor acceptance` prints both paths side by side with intervals over prompts"),
+        "`eagle3-doctor acceptance` prints both paths side by side with intervals over prompts",
+    ),
     "ACC002": Explanation(
         "Step-1 accuracy is low even on the training features.",
         "The wiring is not the (only) problem: the draft itself is weak or broken (lm_head, d2t, embeddings, chat "
         "template, another target).",
-        "run `eagle3-doctor inspect` and `template-diff`"),
+        "run `eagle3-doctor inspect` and `template-diff`",
+    ),
     "ACC003": Explanation(
         "A measured acceptance figure is below a threshold you set (--min-accept-rate, --min-tau, the gate's policy).",
         "It states the threshold, not a cause: the other findings name the cause.",
-        "rerun with more prompts if the interval is wide"),
+        "rerun with more prompts if the interval is wide",
+    ),
     "ACC004": Explanation(
         "A scan over capture-point triples found features that fit the draft better than the configured ones: "
         "the paired 95% interval over prompts of the step-1 accuracy difference lies above 0, on at least 5 prompts "
         "(with fewer, or an interval reaching 0, the scan table shows the gap and no finding is made). Candidates "
         "the prompts cannot separate from the best one are listed with it.",
         "The draft was probably trained on those points: the declared training recipe is wrong.",
-        "`eagle3-doctor fingerprint` ranks candidates from the draft's weights"),
+        "`eagle3-doctor fingerprint` ranks candidates from the draft's weights",
+    ),
     "GATE001": Explanation(
         "A metric regressed against the baseline gate JSON beyond the allowed margin.",
         "The new checkpoint accepts fewer tokens than the old one on the same prompts.",
-        "compare the two training runs; the finding states how the drop was decided"),
+        "compare the two training runs; the finding states how the drop was decided",
+    ),
     # --- serving evidence
     "SRV001": Explanation(
         "The live server accepts well below the doctor's prediction for its own capture points.",
-        "The wiring and the draft predict more: the engine's runtime (CUDA graphs, batching, kernels) loses "
-        "acceptance.",
-        "rerun the workload eagerly (vLLM --enforce-eager, SGLang --disable-cuda-graph) and one request at a time"),
+        "The wiring and the draft predict more: the engine's runtime (CUDA graphs, batching, kernels) loses acceptance.",
+        "rerun the workload eagerly (vLLM --enforce-eager, SGLang --disable-cuda-graph) and one request at a time",
+    ),
     "SRV002": Explanation(
         "The server's acceptance matches the prediction under the serving features, and the training features "
         "would give clearly more.",
         "The capture mismatch explains the gap between training and serving.",
-        "`compare-hidden` names the ids to write"),
+        "`compare-hidden` names the ids to write",
+    ),
     "SRV003": Explanation(
         "The server matches the prediction and the draft is weak even on its training features.",
         "Neither wiring nor engine: the draft itself needs work.",
-        "`inspect` and `template-diff` check the draft and the data"),
+        "`inspect` and `template-diff` check the draft and the data",
+    ),
     "SRV004": Explanation(
         "The server's figures and the prediction neither separate nor agree (or the server measures more).",
         "No verdict is supported by the data; the workloads probably differ.",
-        "replay the server's own prompts with its settings and scrape before and after exactly that workload"),
+        "replay the server's own prompts with its settings and scrape before and after exactly that workload",
+    ),
     "SRV010": Explanation(
         "A slot of the engine's own dump matches no slot of the training dump and is not the embeddings.",
         "The engine captures other layers (or another model) than training did.",
-        "`compare-hidden --target ... --matrix` names the capture points"),
+        "`compare-hidden --target ... --matrix` names the capture points",
+    ),
     # --- the CI gate's evidence
     "GATE002": Explanation(
-        "The gate's only training-side truth is the config the engine reads, so training and serving agree by "
-        "construction.",
+        "The gate's only training-side truth is the config the engine reads, so training and serving agree by construction.",
         "A wrong id in that config is invisible to the gate: it would pass a mis-wired draft.",
-        "name the training side in the policy's [training] table, or pass --train-recipe / --train-dump"),
+        "name the training side in the policy's [training] table, or pass --train-recipe / --train-dump",
+    ),
     "FPR001": Explanation(
         "The draft's own weights fit other capture points better than those the engine feeds (a paired difference "
         "over prompts, excluding zero).",
         "The draft was trained on other layers than the engine serves.",
-        "`eagle3-doctor fingerprint` ranks the candidates with intervals"),
+        "`eagle3-doctor fingerprint` ranks the candidates with intervals",
+    ),
     "FPR002": Explanation(
         "The draft's weights fit other capture points better than the declared training side.",
         "The training record (recipe, ids, config) disagrees with the checkpoint: one of them is wrong.",
-        "`eagle3-doctor fingerprint`"),
+        "`eagle3-doctor fingerprint`",
+    ),
     "FPR003": Explanation(
-        "The fingerprint cannot tell the candidate capture points apart (ties within noise, or no better than "
-        "chance).",
+        "The fingerprint cannot tell the candidate capture points apart (ties within noise, or no better than chance).",
         "Nothing is concluded from it.",
-        "replay more prompts or tokens"),
+        "replay more prompts or tokens",
+    ),
     # --- engine failures
     "ENG001": Explanation(
         "The engine refuses to start with this target, draft config or ids (its own error, from the engine table "
         "that executes the engines' code).",
         "No draft runs at all.",
-        "the finding cites the engine file that raises"),
+        "the finding cites the engine file that raises",
+    ),
     "ENG002": Explanation(
         "The engine starts but crashes on the first forward with these ids.",
         "No draft runs at all.",
-        "the finding cites the engine file that raises"),
+        "the finding cites the engine file that raises",
+    ),
     "ENG003": Explanation(
         "The engine runs, but a slot it feeds the draft is no residual-stream capture point: a layer's MLP branch "
         "instead of hidden_states + residual, or a slot the engine never writes (an id past the last layer).",
         "The draft gets a tensor it was never trained on in that slot, with no error anywhere.",
-        "the finding cites the engine file that captures the wrong tensor (engine table, executed by make conformance)"),
+        "the finding cites the engine file that captures the wrong tensor (engine table, executed by make conformance)",
+    ),
     # --- prompt format
     "TPL001": Explanation(
         "The serving chat template renders role tags or the turn layout differently from the training template.",
         "The draft was trained on features of other tokens than it sees in serving, and the tokens it must predict "
         "follow another layout.",
-        "`eagle3-doctor template-diff` prints the first differing tokens"),
+        "`eagle3-doctor template-diff` prints the first differing tokens",
+    ),
     "TPL002": Explanation(
         "BOS handling differs: a BOS missing on one side, or two (the template's plus the tokenizer's).",
         "Every position is shifted by one token relative to training.",
-        "`template-diff` shows the first tokens of both renderings"),
+        "`template-diff` shows the first tokens of both renderings",
+    ),
     "TPL003": Explanation(
         "A system prompt is present on one side only (e.g. the training recipe inserted one).",
         "The context the draft conditions on differs from training.",
-        "`template-diff` shows the system section"),
+        "`template-diff` shows the system section",
+    ),
     "TPL004": Explanation(
         "The generation prompt (the assistant header the draft continues from) differs.",
         "The draft's first proposals follow another prefix than in training.",
-        "`template-diff` shows the end of both renderings"),
+        "`template-diff` shows the end of both renderings",
+    ),
     "TPL005": Explanation(
         "Training and serving renderings differ only in whitespace.",
         "Usually small, but whitespace tokens shift positions and change the features.",
-        "`template-diff`, then `acceptance` to measure it"),
+        "`template-diff`, then `acceptance` to measure it",
+    ),
     "TPL006": Explanation(
         "The thinking section is rendered on one side only (enable_thinking or template kwargs differ).",
         "The draft predicts inside a section it never saw in training, or misses one it did.",
-        "`template-diff` with --train-template-kwargs / --serve-template-kwargs"),
+        "`template-diff` with --train-template-kwargs / --serve-template-kwargs",
+    ),
     "TPL007": Explanation(
         "The tool section differs between training and serving.",
         "Tool-calling prompts carry other tokens than in training.",
-        "`template-diff` on requests with tools"),
+        "`template-diff` on requests with tools",
+    ),
     "TPL008": Explanation(
         "Acceptance is significantly lower with prompts rendered the serving way than the training way "
         "(a paired bootstrap interval over prompts below zero).",
         "The measured cost of the template differences above.",
-        "`acceptance` with --train-template / --serve-template prints the table"),
+        "`acceptance` with --train-template / --serve-template prints the table",
+    ),
     "TPL009": Explanation(
         "The draft was trained with another tokenizer (vocabulary) than the target's.",
         "Token ids mean different tokens: the draft's proposals and features do not line up.",
-        "`template-diff --train-tokenizer DIR` compares vocabulary hashes"),
+        "`template-diff --train-tokenizer DIR` compares vocabulary hashes",
+    ),
     "TPL010": Explanation(
         "Special tokens, added tokens or BOS/EOS handling differ between the training tokenizer and the target's.",
         "Prompts tokenize differently at the special tokens.",
-        "`template-diff --train-tokenizer DIR`"),
+        "`template-diff --train-tokenizer DIR`",
+    ),
     "TPL011": Explanation(
         "The training loss mask does not match what serving drafts for: it misses the assistant replies, or also "
         "trains on other roles.",
         "The draft learned to predict other tokens than it proposes in serving.",
-        "`template-diff --train-data FILE` counts trained tokens by role"),
+        "`template-diff --train-data FILE` counts trained tokens by role",
+    ),
 }
 
 
@@ -397,12 +461,21 @@ def explain(code: str) -> str:
     c = code.strip().upper()
     if c not in CODES:
         near = closest_codes(code)
-        raise BadInput(f"unknown finding code {code!r}",
-                       (f"did you mean {', '.join(near)}? " if near else "") + "every code is listed in docs/findings.md")
+        raise BadInput(
+            f"unknown finding code {code!r}",
+            (f"did you mean {', '.join(near)}? " if near else "") + "every code is listed in docs/findings.md",
+        )
     sev, title = CODES[c]
     e = EXPLANATIONS[c]
+
     def para(head: str, text: str) -> str:
         return head + "\n" + textwrap.fill(text, width=100, initial_indent="  ", subsequent_indent="  ") + "\n"
 
-    return "\n".join([f"{c} ({sev}): {title}\n", para("What it means", e.meaning),
-                      para("Why acceptance drops", e.why), para("How to confirm", e.confirm)])
+    return "\n".join(
+        [
+            f"{c} ({sev}): {title}\n",
+            para("What it means", e.meaning),
+            para("Why acceptance drops", e.why),
+            para("How to confirm", e.confirm),
+        ]
+    )

@@ -68,8 +68,10 @@ def load_dump_file(f: Path, *, vocab_size: int | None = None, hidden_size: int |
         raise BadInput(f"{f} holds a {type(data).__name__}, expected a dict of tensors", "re-create the dump")
     for k in ("input_ids", "aux_hidden_state"):
         if k not in data or not isinstance(data[k], torch.Tensor):
-            raise BadInput(f"{f} has no tensor {k!r} (keys: {', '.join(map(str, data))})",
-                           "the dump needs input_ids and aux_hidden_state (SpecForge prepare_hidden_states.py layout)")
+            raise BadInput(
+                f"{f} has no tensor {k!r} (keys: {', '.join(map(str, data))})",
+                "the dump needs input_ids and aux_hidden_state (SpecForge prepare_hidden_states.py layout)",
+            )
     ids = data["input_ids"]
     if ids.dim() == 2 and ids.shape[0] == 1:
         ids = ids[0]
@@ -82,11 +84,15 @@ def load_dump_file(f: Path, *, vocab_size: int | None = None, hidden_size: int |
     if aux.shape[0] != ids.shape[0]:
         raise BadInput(f"{f}: aux_hidden_state has {aux.shape[0]} positions, input_ids {ids.shape[0]}", "re-create the dump")
     if not aux.is_floating_point() or not bool(aux.isfinite().all()):
-        raise BadInput(f"{f}: aux_hidden_state holds NaN or Inf (or is not floating point)",
-                       "drop this sample (SpecForge skips NaN samples) or re-create the dump")
+        raise BadInput(
+            f"{f}: aux_hidden_state holds NaN or Inf (or is not floating point)",
+            "drop this sample (SpecForge skips NaN samples) or re-create the dump",
+        )
     if hidden_size and aux.shape[1] % hidden_size:
-        raise BadInput(f"{f}: aux_hidden_state width {aux.shape[1]} is not a multiple of the target hidden size {hidden_size}",
-                       "the dump comes from another model; pass the target it was made with")
+        raise BadInput(
+            f"{f}: aux_hidden_state width {aux.shape[1]} is not a multiple of the target hidden size {hidden_size}",
+            "the dump comes from another model; pass the target it was made with",
+        )
     if vocab_size is not None and ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
         raise BadInput(
             f"{f}: input_ids range {int(ids.min())}..{int(ids.max())} does not fit the target vocabulary of {vocab_size}",
@@ -106,8 +112,14 @@ def load_dump_file(f: Path, *, vocab_size: int | None = None, hidden_size: int |
     return DumpSequence(str(f), ids, aux, hs, lm)
 
 
-def load_dump(path: str | Path, *, vocab_size: int | None = None, hidden_size: int | None = None,
-              limit: int | None = None, max_tokens: int | None = None) -> list[DumpSequence]:
+def load_dump(
+    path: str | Path,
+    *,
+    vocab_size: int | None = None,
+    hidden_size: int | None = None,
+    limit: int | None = None,
+    max_tokens: int | None = None,
+) -> list[DumpSequence]:
     files = list_dump_files(path)
     if limit:
         files = files[:limit]
@@ -115,9 +127,13 @@ def load_dump(path: str | Path, *, vocab_size: int | None = None, hidden_size: i
     for f in files:
         s = load_dump_file(f, vocab_size=vocab_size, hidden_size=hidden_size)
         if max_tokens and s.input_ids.numel() > max_tokens:
-            s = DumpSequence(s.path, s.input_ids[:max_tokens], s.aux[:max_tokens],
-                             None if s.hidden_state is None else s.hidden_state[:max_tokens],
-                             None if s.loss_mask is None else s.loss_mask[:max_tokens])
+            s = DumpSequence(
+                s.path,
+                s.input_ids[:max_tokens],
+                s.aux[:max_tokens],
+                None if s.hidden_state is None else s.hidden_state[:max_tokens],
+                None if s.loss_mask is None else s.loss_mask[:max_tokens],
+            )
         seqs.append(s)
     widths = {s.aux.shape[1] for s in seqs}
     if len(widths) > 1:

@@ -90,7 +90,10 @@ CODES: dict[str, tuple[str, str]] = {
     "TPL007": (WARNING, "the tool section differs between training and serving"),
     "TPL008": (ERROR, "acceptance is significantly lower with prompts in the serving format than in the training format"),
     "TPL009": (ERROR, "the draft was trained with another tokenizer (vocabulary) than the target's"),
-    "TPL010": (WARNING, "special tokens, added tokens or BOS/EOS handling differ between the training tokenizer and the target's"),
+    "TPL010": (
+        WARNING,
+        "special tokens, added tokens or BOS/EOS handling differ between the training tokenizer and the target's",
+    ),
     "TPL011": (ERROR, "the training loss mask does not match what serving drafts for (assistant replies)"),
 }
 
@@ -148,8 +151,17 @@ class Fix(str):
     op: str
     path: str | None
 
-    def __new__(cls, text: str, *, file: str, key: str | None = None, value: Any = None,
-                snippet: str | None = None, op: str = "set", path: str | None = None) -> Fix:
+    def __new__(
+        cls,
+        text: str,
+        *,
+        file: str,
+        key: str | None = None,
+        value: Any = None,
+        snippet: str | None = None,
+        op: str = "set",
+        path: str | None = None,
+    ) -> Fix:
         if op not in FIX_OPS:
             raise ValueError(f"unknown fix op {op!r}")
         obj = super().__new__(cls, text)
@@ -164,12 +176,17 @@ class Fix(str):
         return Location(self.file, self.key, self.path)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "key": self.key, "op": self.op, "value": self.value, "snippet": self.snippet,
-                "path": self.path}
+        return {
+            "file": self.file,
+            "key": self.key,
+            "op": self.op,
+            "value": self.value,
+            "snippet": self.snippet,
+            "path": self.path,
+        }
 
 
-def _make_fix(text: str, file: str, key: str | None, value: Any, snippet: str | None, op: str,
-              path: str | None = None) -> Fix:
+def _make_fix(text: str, file: str, key: str | None, value: Any, snippet: str | None, op: str, path: str | None = None) -> Fix:
     return Fix(text, file=file, key=key, value=value, snippet=snippet, op=op, path=path)
 
 
@@ -216,10 +233,17 @@ class Finding:
         return self.fix if isinstance(self.fix, Fix) else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "severity": self.severity, "title": self.title, "evidence": self.evidence,
-                "fix": None if self.fix is None else str(self.fix), "data": self.data,
-                "edit": self.edit.to_dict() if self.edit is not None else None, "help": self.help,
-                "location": self.location.to_dict() if self.location is not None else None}
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "title": self.title,
+            "evidence": self.evidence,
+            "fix": None if self.fix is None else str(self.fix),
+            "data": self.data,
+            "edit": self.edit.to_dict() if self.edit is not None else None,
+            "help": self.help,
+            "location": self.location.to_dict() if self.location is not None else None,
+        }
 
 
 def locate(findings: Iterable[Finding], paths: Mapping[str, str]) -> None:

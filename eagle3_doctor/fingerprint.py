@@ -94,8 +94,16 @@ class FingerprintResult:
         return next((r for r in self.rows if r["spec"] == key), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "verdict": self.verdict, "best": self.best, "tied": self.tied, "statistic": self.statistic,
-                "settings": self.settings, "seconds": self.seconds, "rows": self.rows}
+        return {
+            "schema": SCHEMA,
+            "verdict": self.verdict,
+            "best": self.best,
+            "tied": self.tied,
+            "statistic": self.statistic,
+            "settings": self.settings,
+            "seconds": self.seconds,
+            "rows": self.rows,
+        }
 
 
 STEP_WEIGHT = 0.8  # EAGLE-3 / SpecForge weight the TTT loss of step k by 0.8**(k-1)
@@ -156,11 +164,20 @@ def fingerprint(
     best = rows[0]["spec"] if rows else None
     informative = bool(chance and chance["above_chance"])
     verdict = UNDETERMINED if (not rows or tied or not informative) else ", ".join(best)  # type: ignore[arg-type]
-    settings = {"candidates": len(cands), "prompts": len(seqs), "tokens": int(sum(len(s) for s in seqs)),
-                "num_steps": num_steps, "max_new_tokens": max_new_tokens, "bootstrap_seed": seed,
-                "anchors": [format_spec(a) for a in anchors], "chance": chance}
-    stat = (f"mean log-likelihood per position of the target's next-token distribution under the draft (soft "
-            f"cross-entropy, the EAGLE-3 training loss), steps 1..{num_steps} weighted {STEP_WEIGHT}^(k-1)")
+    settings = {
+        "candidates": len(cands),
+        "prompts": len(seqs),
+        "tokens": int(sum(len(s) for s in seqs)),
+        "num_steps": num_steps,
+        "max_new_tokens": max_new_tokens,
+        "bootstrap_seed": seed,
+        "anchors": [format_spec(a) for a in anchors],
+        "chance": chance,
+    }
+    stat = (
+        f"mean log-likelihood per position of the target's next-token distribution under the draft (soft "
+        f"cross-entropy, the EAGLE-3 training loss), steps 1..{num_steps} weighted {STEP_WEIGHT}^(k-1)"
+    )
     return FingerprintResult(rows, verdict, best, tied, stat, settings, time.perf_counter() - t0)
 
 
@@ -181,7 +198,7 @@ def _score_batch(tgt: Any, draft: Any, rb: Any, cands: Sequence[FeatureSpec], K:
 
     tid = (torch.arange(draft.d2t.numel(), device=draft.d2t.device) + draft.d2t).clamp(0, tgt.vocab_size - 1)
     log_vd = float(np.log(tid.numel()))
-    w = [STEP_WEIGHT ** k for k in range(K)]
+    w = [STEP_WEIGHT**k for k in range(K)]
     got, last, batch, idx = rb.captured, rb.last, rb.batch, rb.index
     B, T = batch.input_ids.shape
     # target next-token distribution restricted to the draft vocabulary: [B, T, Vd]
@@ -215,8 +232,9 @@ def _mean_ll(s: np.ndarray) -> np.ndarray:
     return s[..., 0] / s[..., 1]
 
 
-def _ranking(counts: np.ndarray, cands: Sequence[FeatureSpec], setup: Any,
-             seed: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def _ranking(
+    counts: np.ndarray, cands: Sequence[FeatureSpec], setup: Any, seed: int
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Candidates ranked by log-likelihood with paired intervals over prompts, and the best one against chance."""
     from .stats import paired
 
@@ -228,16 +246,28 @@ def _ranking(counts: np.ndarray, cands: Sequence[FeatureSpec], setup: Any,
     rows = []
     for j, ci in enumerate(rank):
         spec = [str(p) for p in cands[ci]]
-        rows.append({"rank": j + 1, "spec": spec, "log_lik": own[j].to_dict(), "diff_to_best": diff[j].to_dict(),
-                     "separated": j == 0 or diff[j].hi < 0, "configured": spec == configured, "trained": spec == trained})
+        rows.append(
+            {
+                "rank": j + 1,
+                "spec": spec,
+                "log_lik": own[j].to_dict(),
+                "diff_to_best": diff[j].to_dict(),
+                "separated": j == 0 or diff[j].hi < 0,
+                "configured": spec == configured,
+                "trained": spec == trained,
+            }
+        )
     # a draft whose best fit is no better than a uniform guess carries no trained fingerprint (random
     # weights, a wrong target): its ranking is an artefact of feature magnitudes, so name no winner
     chance = None
     if cands:
         with np.errstate(divide="ignore", invalid="ignore"):
             _, cd = paired([counts[rank[0]][:, [2, 1]], counts[rank[0]][:, :2]], _mean_ll, ref=0, seed=seed)
-        chance = {"log_lik": float(_mean_ll(counts[rank[0]][:, [2, 1]].sum(0))), "best_minus_chance": cd[1].to_dict(),
-                  "above_chance": bool(cd[1].lo > 0)}
+        chance = {
+            "log_lik": float(_mean_ll(counts[rank[0]][:, [2, 1]].sum(0))),
+            "best_minus_chance": cd[1].to_dict(),
+            "above_chance": bool(cd[1].lo > 0),
+        }
     return rows, chance
 
 
@@ -253,27 +283,46 @@ def render_fingerprint(console: Any, fp: FingerprintResult, top: int = 12) -> No
         t.add_column(col, justify="right" if col in ("rank", "log-lik") else "left")
     for r in fp.rows[:top]:
         ll, d = r["log_lik"], r["diff_to_best"]
-        t.add_row(str(r["rank"]), ", ".join(r["spec"]), f"{ll['point']:.4f} [{ll['lo']:.4f}, {ll['hi']:.4f}]",
-                  "-" if r["rank"] == 1 else f"{d['point']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]",
-                  "" if r["rank"] == 1 else ("separated" if r["separated"] else "within noise"), _mark(r),
-                  style="bold" if r["configured"] or r["trained"] else None)
+        t.add_row(
+            str(r["rank"]),
+            ", ".join(r["spec"]),
+            f"{ll['point']:.4f} [{ll['lo']:.4f}, {ll['hi']:.4f}]",
+            "-" if r["rank"] == 1 else f"{d['point']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]",
+            "" if r["rank"] == 1 else ("separated" if r["separated"] else "within noise"),
+            _mark(r),
+            style="bold" if r["configured"] or r["trained"] else None,
+        )
     console.print(t)
     s = fp.settings
-    console.print(f"statistic: {fp.statistic}; {s['candidates']} candidates, {s['prompts']} prompts / {s['tokens']} tokens, "
-                  f"one target forward shared by all; {fp.seconds:.1f} s", markup=False, soft_wrap=True)
+    console.print(
+        f"statistic: {fp.statistic}; {s['candidates']} candidates, {s['prompts']} prompts / {s['tokens']} tokens, "
+        f"one target forward shared by all; {fp.seconds:.1f} s",
+        markup=False,
+        soft_wrap=True,
+    )
     ch = s.get("chance")
     if ch:
         d = ch["best_minus_chance"]
-        console.print(f"uniform guess over the draft vocabulary: log-lik {ch['log_lik']:.4f}; best minus that "
-                      f"{d['point']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]", markup=False, soft_wrap=True)
+        console.print(
+            f"uniform guess over the draft vocabulary: log-lik {ch['log_lik']:.4f}; best minus that "
+            f"{d['point']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]",
+            markup=False,
+            soft_wrap=True,
+        )
     console.print(f"fingerprint: {fp.verdict}", markup=False, style="bold")
 
 
 def fingerprint_markdown(fp: FingerprintResult, top: int = 8) -> str:
-    lines = [f"fingerprint: **{fp.verdict}** ({fp.settings['candidates']} candidates, {fp.settings['prompts']} prompts)", "",
-             "| rank | features | log-lik [95%] | diff to best [95%, paired] | row |", "|---|---|---|---|---|"]
+    lines = [
+        f"fingerprint: **{fp.verdict}** ({fp.settings['candidates']} candidates, {fp.settings['prompts']} prompts)",
+        "",
+        "| rank | features | log-lik [95%] | diff to best [95%, paired] | row |",
+        "|---|---|---|---|---|",
+    ]
     for r in fp.rows[:top]:
         ll, d = r["log_lik"], r["diff_to_best"]
         diff = "-" if r["rank"] == 1 else f"{d['point']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]"
-        lines.append(f"| {r['rank']} | {', '.join(r['spec'])} | {ll['point']:.4f} [{ll['lo']:.4f}, {ll['hi']:.4f}] | {diff} | {_mark(r)} |")
+        lines.append(
+            f"| {r['rank']} | {', '.join(r['spec'])} | {ll['point']:.4f} [{ll['lo']:.4f}, {ll['hi']:.4f}] | {diff} | {_mark(r)} |"
+        )
     return "\n".join(lines)

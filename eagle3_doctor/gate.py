@@ -52,8 +52,8 @@ class Policy:
     max_new_tokens: int = 64
     limit: int | None = 16
     training_from_config: str = "warning"
-    decide_on: str = "lower_bound"   # thresholds and baselines decide on the interval's lower bound, or "point"
-    fingerprint: bool = True         # recover the trained capture points from the draft's weights
+    decide_on: str = "lower_bound"  # thresholds and baselines decide on the interval's lower bound, or "point"
+    fingerprint: bool = True  # recover the trained capture points from the draft's weights
     fingerprint_steps: int = 3
     training: dict[str, Any] = field(default_factory=dict)
 
@@ -103,14 +103,25 @@ TRAINING_KEYS = ("recipe", "ids", "dump")
 
 def _training_table(t: Any, path: Path) -> dict[str, Any]:
     if not isinstance(t, dict):
-        raise BadInput(f"policy file {path}: [training] must be a table", 'write [training] with recipe = "specforge" and ids = [...]')
+        raise BadInput(
+            f"policy file {path}: [training] must be a table", 'write [training] with recipe = "specforge" and ids = [...]'
+        )
     unknown = sorted(set(t) - set(TRAINING_KEYS))
     if unknown:
-        raise BadInput(f"policy file {path}: unknown key(s) {', '.join(unknown)} in [training]", f"use only {', '.join(TRAINING_KEYS)}")
-    if "ids" in t and (not isinstance(t["ids"], list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in t["ids"])):
-        raise BadInput(f"policy file {path}: [training] ids = {t['ids']!r} is not a list of integers", "write e.g. ids = [1, 3, 4]")
+        raise BadInput(
+            f"policy file {path}: unknown key(s) {', '.join(unknown)} in [training]", f"use only {', '.join(TRAINING_KEYS)}"
+        )
+    if "ids" in t and (
+        not isinstance(t["ids"], list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in t["ids"])
+    ):
+        raise BadInput(
+            f"policy file {path}: [training] ids = {t['ids']!r} is not a list of integers", "write e.g. ids = [1, 3, 4]"
+        )
     if "ids" in t and "recipe" not in t:
-        raise BadInput(f"policy file {path}: [training] ids without a recipe", 'add recipe = "specforge" (or speculators, modelopt, hf-hidden-states)')
+        raise BadInput(
+            f"policy file {path}: [training] ids without a recipe",
+            'add recipe = "specforge" (or speculators, modelopt, hf-hidden-states)',
+        )
     if "recipe" in t and "dump" in t:
         raise BadInput(f"policy file {path}: [training] has both recipe and dump", "keep one: the dump is the stronger evidence")
     for k in ("recipe", "dump"):
@@ -141,10 +152,15 @@ class GateResult:
         return all(c.passed for c in self.checks)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "passed": self.passed, "policy": self.policy.__dict__,
-                "checks": [c.__dict__ for c in self.checks], "metrics": self.metrics,
-                "fingerprint": self.sections.get("fingerprint"),
-                "findings": [f.to_dict() for f in self.findings]}
+        return {
+            "schema": SCHEMA,
+            "passed": self.passed,
+            "policy": self.policy.__dict__,
+            "checks": [c.__dict__ for c in self.checks],
+            "metrics": self.metrics,
+            "fingerprint": self.sections.get("fingerprint"),
+            "findings": [f.to_dict() for f in self.findings],
+        }
 
 
 def _metric(run_paths: dict[str, Any], num_steps: int) -> dict[str, Any]:
@@ -152,16 +168,29 @@ def _metric(run_paths: dict[str, Any], num_steps: int) -> dict[str, Any]:
 
     s = run_paths.get("serving", {})
     iv = s.get("intervals") or {}
-    m = {"step1_accuracy": s.get("acc_k", [float("nan")])[0], "tau": s.get("tau", float("nan")),
-         "mean_acceptance_length": s.get("chain", {}).get("mean_acceptance_length", float("nan")),
-         "per_position_rate": s.get("chain", {}).get("per_position_rate", [])}
+    m = {
+        "step1_accuracy": s.get("acc_k", [float("nan")])[0],
+        "tau": s.get("tau", float("nan")),
+        "mean_acceptance_length": s.get("chain", {}).get("mean_acceptance_length", float("nan")),
+        "per_position_rate": s.get("chain", {}).get("per_position_rate", []),
+    }
     if iv:
-        m["intervals"] = {"step1_accuracy": iv["acc_k"][0], "tau": iv["tau"], "mean_acceptance_length": iv["mean_acceptance_length"],
-                          "per_position_rate": iv["per_position_rate"], "acc_k": iv["acc_k"], "method": iv["method"]}
+        m["intervals"] = {
+            "step1_accuracy": iv["acc_k"][0],
+            "tau": iv["tau"],
+            "mean_acceptance_length": iv["mean_acceptance_length"],
+            "per_position_rate": iv["per_position_rate"],
+            "acc_k": iv["acc_k"],
+            "method": iv["method"],
+        }
         # per-prompt counts: the next run's baseline comparison resamples them (paired over prompts)
         by = s.get("acc_k_by_request") or []
-        m["samples"] = {"num_steps": num_steps, "counts": acceptance_counts(
-            s["accepted_lengths"], [r["hits"] for r in by], [r["positions"] for r in by], num_steps).tolist()}
+        m["samples"] = {
+            "num_steps": num_steps,
+            "counts": acceptance_counts(
+                s["accepted_lengths"], [r["hits"] for r in by], [r["positions"] for r in by], num_steps
+            ).tolist(),
+        }
     return m
 
 
@@ -182,7 +211,9 @@ def _decided(m: dict[str, Any], key: str, policy: Policy) -> tuple[float, str]:
     if policy.decide_on == "point" or not iv or math.isnan(iv.get("lo", float("nan"))):
         why = "" if policy.decide_on == "point" else " (no interval)"
         return point, f"decided on the point estimate{why}"
-    return iv["lo"], f"decided on the lower bound of the 95% interval {point:.4f} [{iv['lo']:.4f}, {iv['hi']:.4f}] over {iv['n']} prompts"
+    return iv[
+        "lo"
+    ], f"decided on the lower bound of the 95% interval {point:.4f} [{iv['lo']:.4f}, {iv['hi']:.4f}] over {iv['n']} prompts"
 
 
 def fingerprint_findings(fp: Any, setup: Any) -> list[Finding]:
@@ -196,46 +227,68 @@ def fingerprint_findings(fp: Any, setup: Any) -> list[Finding]:
         return out
     top = rows[0]
     if not fp.determined:
-        why = ("the best fit is no better than a uniform guess: the weights carry no trained fingerprint"
-               if fp.settings.get("chance") and not fp.settings["chance"]["above_chance"]
-               else f"{len(fp.tied)} candidate(s) within noise of the best")
-        out.append(Finding("FPR003", f"the draft's fingerprint is undetermined: {why}",
-                           [f"best {', '.join(top['spec'])}: log-lik {top['log_lik']['point']:.4f}"]
-                           + [f"tied: {', '.join(t)}" for t in fp.tied[:4]],
-                           "replay more prompts (policy limit / max_new_tokens) or name the training side in the policy's [training] table"))
+        why = (
+            "the best fit is no better than a uniform guess: the weights carry no trained fingerprint"
+            if fp.settings.get("chance") and not fp.settings["chance"]["above_chance"]
+            else f"{len(fp.tied)} candidate(s) within noise of the best"
+        )
+        out.append(
+            Finding(
+                "FPR003",
+                f"the draft's fingerprint is undetermined: {why}",
+                [f"best {', '.join(top['spec'])}: log-lik {top['log_lik']['point']:.4f}"]
+                + [f"tied: {', '.join(t)}" for t in fp.tied[:4]],
+                "replay more prompts (policy limit / max_new_tokens) or name the training side in the policy's [training] table",
+            )
+        )
         return out
     best = parse_spec(",".join(top["spec"]))
     conf = next((r for r in rows if r["configured"]), None)
     if conf is not None and conf["rank"] != 1:
         text, _ = fix_for(setup.serving, best)
         d = conf["diff_to_best"]
-        out.append(Finding(
-            "FPR001", f"the draft's weights fit {', '.join(top['spec'])} best, but the engine feeds {', '.join(conf['spec'])}",
-            [f"{', '.join(conf['spec'])} (configured): log-lik {conf['log_lik']['point']:.4f}, "
-             f"paired difference to the best {d['point']:.4f} [{d['lo']:.4f}, {d['hi']:.4f}] (95%, over prompts)",
-             f"serving side: {setup.serving.source}", fp.statistic],
-            text or f"{setup.serving.label} cannot feed {', '.join(top['spec'])}: see eagle3-doctor compare-hidden",
-            data={"best": top["spec"], "configured": conf["spec"]},
-        ))
+        out.append(
+            Finding(
+                "FPR001",
+                f"the draft's weights fit {', '.join(top['spec'])} best, but the engine feeds {', '.join(conf['spec'])}",
+                [
+                    f"{', '.join(conf['spec'])} (configured): log-lik {conf['log_lik']['point']:.4f}, "
+                    f"paired difference to the best {d['point']:.4f} [{d['lo']:.4f}, {d['hi']:.4f}] (95%, over prompts)",
+                    f"serving side: {setup.serving.source}",
+                    fp.statistic,
+                ],
+                text or f"{setup.serving.label} cannot feed {', '.join(top['spec'])}: see eagle3-doctor compare-hidden",
+                data={"best": top["spec"], "configured": conf["spec"]},
+            )
+        )
     trained = next((r for r in rows if r["trained"]), None)
     if trained is not None and trained["rank"] != 1 and not (conf is not None and conf["spec"] == trained["spec"]):
         d = trained["diff_to_best"]
-        out.append(Finding(
-            "FPR002", f"the draft's weights fit {', '.join(top['spec'])} better than the declared training side {', '.join(trained['spec'])}",
-            [f"paired difference to the best {d['point']:.4f} [{d['lo']:.4f}, {d['hi']:.4f}]", f"training side: {setup.train_source}"],
-            "check the training record (recipe, ids, the run's config) against the checkpoint: one of them is not what was trained",
-            data={"best": top["spec"], "trained": trained["spec"]},
-        ))
+        out.append(
+            Finding(
+                "FPR002",
+                f"the draft's weights fit {', '.join(top['spec'])} better than the declared training side {', '.join(trained['spec'])}",
+                [
+                    f"paired difference to the best {d['point']:.4f} [{d['lo']:.4f}, {d['hi']:.4f}]",
+                    f"training side: {setup.train_source}",
+                ],
+                "check the training record (recipe, ids, the run's config) against the checkpoint: one of them is not what was trained",
+                data={"best": top["spec"], "trained": trained["spec"]},
+            )
+        )
     return out
 
 
 def training_side_finding(setup: Any, policy: Policy) -> Finding:
     """GATE002: the training side is read from the same config the engine reads, so they agree by construction."""
     return Finding(
-        "GATE002", "the only training-side truth is the config the engine reads: wiring errors in this config are "
-        "invisible to this gate",
-        [f"training side: {setup.train_source}", f"serving side: {setup.serving.source}",
-         "both come from the same file, so serving equals training by construction"],
+        "GATE002",
+        "the only training-side truth is the config the engine reads: wiring errors in this config are invisible to this gate",
+        [
+            f"training side: {setup.train_source}",
+            f"serving side: {setup.serving.source}",
+            "both come from the same file, so serving equals training by construction",
+        ],
         'name what the draft was trained on: a [training] table in the policy (recipe = "specforge", ids = [...], '
         "or dump = DIR), or --train-recipe / --train-dump",
         severity=policy.training_from_config,
@@ -243,22 +296,41 @@ def training_side_finding(setup: Any, policy: Policy) -> Finding:
     )
 
 
-def run_gate(*, target: str, draft: str, policy: Policy, prompts: str | None, baseline: str | None,
-             dtype: str = "auto", device: str = "auto", draft_format: str | None = None,
-             trust_remote_code: bool = False, train_recipe: str | None = None,
-             train_dump: str | None = None) -> GateResult:
+def run_gate(
+    *,
+    target: str,
+    draft: str,
+    policy: Policy,
+    prompts: str | None,
+    baseline: str | None,
+    dtype: str = "auto",
+    device: str = "auto",
+    draft_format: str | None = None,
+    trust_remote_code: bool = False,
+    train_recipe: str | None = None,
+    train_dump: str | None = None,
+) -> GateResult:
     """train_recipe / train_dump override the policy's [training] table (a flag names one side, so it replaces both)."""
     from .doctor import acceptance, compare_hidden, load_setup
     from .inspect_draft import inspect
 
     train_recipe, train_dump = _training_side(policy, train_recipe, train_dump)
     ins = inspect(target, draft, engine=policy.engine, engine_version=policy.engine_version, draft_format=draft_format)
-    setup = load_setup(target=target, draft=draft, draft_format=draft_format, engine=policy.engine,
-                       engine_version=policy.engine_version, train_recipe=train_recipe, dtype=dtype, device=device,
-                       trust_remote_code=trust_remote_code)
+    setup = load_setup(
+        target=target,
+        draft=draft,
+        draft_format=draft_format,
+        engine=policy.engine,
+        engine_version=policy.engine_version,
+        train_recipe=train_recipe,
+        dtype=dtype,
+        device=device,
+        trust_remote_code=trust_remote_code,
+    )
     cmp = compare_hidden(setup, prompts_path=prompts, train_dump=train_dump, limit=policy.limit)
-    acc = acceptance(setup, prompts_path=prompts, num_steps=policy.num_steps, max_new_tokens=policy.max_new_tokens,
-                     limit=policy.limit)
+    acc = acceptance(
+        setup, prompts_path=prompts, num_steps=policy.num_steps, max_new_tokens=policy.max_new_tokens, limit=policy.limit
+    )
     fp, fp_findings = _gate_fingerprint(setup, policy, prompts)
     independent = bool(train_recipe or train_dump or (fp is not None and fp.determined))
     own = [] if independent else [training_side_finding(setup, policy)]
@@ -272,8 +344,12 @@ def run_gate(*, target: str, draft: str, policy: Policy, prompts: str | None, ba
     # the severity check is made after GATE001 joins, so a policy failing on warnings sees everything
     checks[0] = _severity_check(findings, policy)
     m["training_source"] = cmp.train_source
-    sections = {"inspect": ins.to_dict(), "compare": cmp.to_dict(), "acceptance": acc.to_dict(),
-                "fingerprint": fp.to_dict() if fp is not None else None}
+    sections = {
+        "inspect": ins.to_dict(),
+        "compare": cmp.to_dict(),
+        "acceptance": acc.to_dict(),
+        "fingerprint": fp.to_dict() if fp is not None else None,
+    }
     return GateResult(policy, checks, findings, m, sections)
 
 
@@ -284,7 +360,10 @@ def _training_side(policy: Policy, train_recipe: str | None, train_dump: str | N
     if not train_recipe and not train_dump:
         train_recipe, train_dump = policy.train_recipe(), policy.training.get("dump")
     if train_dump and not Path(train_dump).exists():
-        raise BadInput(f"training dump {train_dump} not found", "pass the SpecForge dump directory (relative paths: from the working directory)")
+        raise BadInput(
+            f"training dump {train_dump} not found",
+            "pass the SpecForge dump directory (relative paths: from the working directory)",
+        )
     return train_recipe, train_dump
 
 
@@ -294,8 +373,9 @@ def _gate_fingerprint(setup: Any, policy: Policy, prompts: str | None) -> tuple[
         return None, []
     from .fingerprint import fingerprint
 
-    fp = fingerprint(setup, prompts_path=prompts, num_steps=policy.fingerprint_steps,
-                     max_new_tokens=policy.max_new_tokens, limit=policy.limit)
+    fp = fingerprint(
+        setup, prompts_path=prompts, num_steps=policy.fingerprint_steps, max_new_tokens=policy.max_new_tokens, limit=policy.limit
+    )
     return fp, fingerprint_findings(fp, setup)
 
 
@@ -311,8 +391,9 @@ def _unique(findings: list[Finding]) -> list[Finding]:
 
 def _severity_check(findings: list[Finding], policy: Policy) -> Check:
     blocking = at_or_above(findings, policy.fail_on)
-    return Check(f"no findings at or above {policy.fail_on}", float(len(blocking)), 0.0, not blocking,
-                 ", ".join(f.code for f in blocking))
+    return Check(
+        f"no findings at or above {policy.fail_on}", float(len(blocking)), 0.0, not blocking, ", ".join(f.code for f in blocking)
+    )
 
 
 def _threshold_checks(m: dict[str, Any], policy: Policy, acc: Any, findings: list[Finding]) -> list[Check]:
@@ -328,10 +409,16 @@ def _threshold_checks(m: dict[str, Any], policy: Policy, acc: Any, findings: lis
         ok = v >= thr
         checks.append(Check(name, v, thr, ok, how))
         if not ok:
-            findings.append(Finding("ACC003", f"{name} {v:.4f} is below the gate's threshold {thr} ({how.split(' over ')[0]})",
-                                    [how, "serving features: " + ", ".join(acc.settings.get("serving_spec") or [])],
-                                    "find the cause with the findings above (eagle3-doctor acceptance); "
-                                    "replay more prompts if the interval is wide", data={"decided_on": policy.decide_on}))
+            findings.append(
+                Finding(
+                    "ACC003",
+                    f"{name} {v:.4f} is below the gate's threshold {thr} ({how.split(' over ')[0]})",
+                    [how, "serving features: " + ", ".join(acc.settings.get("serving_spec") or [])],
+                    "find the cause with the findings above (eagle3-doctor acceptance); "
+                    "replay more prompts if the interval is wide",
+                    data={"decided_on": policy.decide_on},
+                )
+            )
     return checks
 
 
@@ -348,8 +435,9 @@ def _load_baseline(baseline: str) -> dict[str, Any]:
         raise BadInput(f"baseline {p} is not a gate JSON (no 'metrics')", "pass the JSON written by `gate --json`") from None
 
 
-def _baseline_checks(m: dict[str, Any], base: dict[str, Any], baseline: str, policy: Policy,
-                     findings: list[Finding]) -> list[Check]:
+def _baseline_checks(
+    m: dict[str, Any], base: dict[str, Any], baseline: str, policy: Policy, findings: list[Finding]
+) -> list[Check]:
     """Regression against the baseline within policy.max_regression; a regression adds GATE001 to findings."""
     p = Path(baseline)
     checks = []
@@ -359,12 +447,19 @@ def _baseline_checks(m: dict[str, Any], base: dict[str, Any], baseline: str, pol
             continue
         drop, how = _drop(m, base, key, policy)
         ok = drop <= tol
-        checks.append(Check(f"{key} vs baseline", m[key], base[key] - tol, ok, f"baseline {base[key]:.4f}, drop {drop:+.4f}, {how}"))
+        checks.append(
+            Check(f"{key} vs baseline", m[key], base[key] - tol, ok, f"baseline {base[key]:.4f}, drop {drop:+.4f}, {how}")
+        )
         if not ok:
-            findings.append(Finding("GATE001", f"{key} regressed by {drop:.4f} (allowed {tol}; {how.split(':')[0]})",
-                                    [f"baseline {base[key]:.4f} ({p}), now {m[key]:.4f}", how],
-                                    "compare the new checkpoint's training run with the baseline's",
-                                    data={"decided_on": policy.decide_on}))
+            findings.append(
+                Finding(
+                    "GATE001",
+                    f"{key} regressed by {drop:.4f} (allowed {tol}; {how.split(':')[0]})",
+                    [f"baseline {base[key]:.4f} ({p}), now {m[key]:.4f}", how],
+                    "compare the new checkpoint's training run with the baseline's",
+                    data={"decided_on": policy.decide_on},
+                )
+            )
     return checks
 
 
@@ -382,12 +477,15 @@ def _drop(m: dict[str, Any], base: dict[str, Any], key: str, policy: Policy) -> 
         K = int(cur["num_steps"])
         iv, pairing = difference_interval(np.asarray(cur["counts"]), np.asarray(old["counts"]), _stat(key, K))
         # the drop is -(now - baseline): its pessimistic end is the lower bound of the change
-        return -iv.lo, (f"decided on the lower bound of the change's 95% interval {iv.point:+.4f} [{iv.lo:+.4f}, "
-                        f"{iv.hi:+.4f}], {pairing}")
+        return -iv.lo, (
+            f"decided on the lower bound of the change's 95% interval {iv.point:+.4f} [{iv.lo:+.4f}, {iv.hi:+.4f}], {pairing}"
+        )
     iv = (m.get("intervals") or {}).get(key)
     if iv and not math.isnan(iv.get("lo", float("nan"))):
-        return base[key] - iv["lo"], (f"decided on the lower bound of this run's 95% interval [{iv['lo']:.4f}, {iv['hi']:.4f}] "
-                                      "(the baseline has no per-prompt samples)")
+        return base[key] - iv["lo"], (
+            f"decided on the lower bound of this run's 95% interval [{iv['lo']:.4f}, {iv['hi']:.4f}] "
+            "(the baseline has no per-prompt samples)"
+        )
     return point, "decided on the point estimate (no interval)"
 
 
@@ -395,8 +493,14 @@ def markdown(res: GateResult, draft: str) -> str:
     from .report import findings_markdown
 
     head = "PASS" if res.passed else "FAIL"
-    lines = [f"## eagle3-doctor gate: {head}", "", f"draft `{draft}`, engine {res.policy.engine}", "",
-             "| check | value | threshold | result |", "|---|---|---|---|"]
+    lines = [
+        f"## eagle3-doctor gate: {head}",
+        "",
+        f"draft `{draft}`, engine {res.policy.engine}",
+        "",
+        "| check | value | threshold | result |",
+        "|---|---|---|---|",
+    ]
     for c in res.checks:
         v = "-" if c.value is None else f"{c.value:.4f}"
         t = "-" if c.threshold is None else f"{c.threshold:.4f}"
@@ -404,12 +508,20 @@ def markdown(res: GateResult, draft: str) -> str:
     from .stats import interval_lines
 
     iv = res.sections.get("acceptance", {}).get("paths", {}).get("serving", {}).get("intervals")
-    lines += [""] + ([f"- {x}" for x in interval_lines(iv)] or [f"mean acceptance length {res.metrics['mean_acceptance_length']:.3f}, tau {res.metrics['tau']:.3f}"])
+    lines += [""] + (
+        [f"- {x}" for x in interval_lines(iv)]
+        or [f"mean acceptance length {res.metrics['mean_acceptance_length']:.3f}, tau {res.metrics['tau']:.3f}"]
+    )
     fp = res.sections.get("fingerprint")
     if fp:
         from .fingerprint import FingerprintResult, fingerprint_markdown
 
-        lines += ["", fingerprint_markdown(FingerprintResult(**{k: fp[k] for k in ("rows", "verdict", "best", "tied", "statistic", "settings", "seconds")}))]
+        lines += [
+            "",
+            fingerprint_markdown(
+                FingerprintResult(**{k: fp[k] for k in ("rows", "verdict", "best", "tied", "statistic", "settings", "seconds")})
+            ),
+        ]
     lines += ["", "### Findings", "", findings_markdown(res.findings)]
     return "\n".join(lines)
 

@@ -42,8 +42,11 @@ def resolve(name: str, revision: str | None = None, what: str = "model") -> str:
         if revision:
             import sys
 
-            print(f"eagle3-doctor: note: {what} {name} is a local directory; revision {revision} not applied",
-                  file=sys.stderr, flush=True)
+            print(
+                f"eagle3-doctor: note: {what} {name} is a local directory; revision {revision} not applied",
+                file=sys.stderr,
+                flush=True,
+            )
         return str(p)
     if looks_local(name):
         raise BadInput(f"{what} directory {name} does not exist", "pass an existing directory or a hub id like org/name")
@@ -51,8 +54,10 @@ def resolve(name: str, revision: str | None = None, what: str = "model") -> str:
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
     except ImportError:  # pragma: no cover - transformers depends on huggingface_hub
-        raise BadInput(f"{name} is not a local directory and huggingface_hub is not installed",
-                       "pip install huggingface_hub, or pass a local directory") from None
+        raise BadInput(
+            f"{name} is not a local directory and huggingface_hub is not installed",
+            "pip install huggingface_hub, or pass a local directory",
+        ) from None
     try:
         local = snapshot_download(name, revision=revision, allow_patterns=_PATTERNS)
         if not any(Path(local).glob("*.safetensors")):
@@ -61,16 +66,21 @@ def resolve(name: str, revision: str | None = None, what: str = "model") -> str:
     except RevisionNotFoundError:
         raise BadInput(f"revision {revision!r} of {name} does not exist on the hub", "pass a branch, tag or commit") from None
     except RepositoryNotFoundError:
-        raise BadInput(f"hub repository {name} not found (or private without a token)",
-                       "check the id, or set HF_TOKEN / run huggingface-cli login") from None
+        raise BadInput(
+            f"hub repository {name} not found (or private without a token)",
+            "check the id, or set HF_TOKEN / run huggingface-cli login",
+        ) from None
     except LocalEntryNotFoundError:
-        raise BadInput(f"{name} is not in the local Hugging Face cache and the hub cannot be reached "
-                       f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')})",
-                       "download it once with network access, or pass a local directory") from None
+        raise BadInput(
+            f"{name} is not in the local Hugging Face cache and the hub cannot be reached "
+            f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')})",
+            "download it once with network access, or pass a local directory",
+        ) from None
     except Exception as e:  # network stacks differ by huggingface_hub version (requests, httpx): one line for all
         first = (str(e).splitlines() or [type(e).__name__])[0][:160]
-        raise BadInput(f"cannot download {name} from the hub ({first})",
-                       "check network access and the id, or pass a local directory") from None
+        raise BadInput(
+            f"cannot download {name} from the hub ({first})", "check network access and the id, or pass a local directory"
+        ) from None
     return local
 
 
@@ -95,8 +105,11 @@ def weight_files(directory: Path) -> list[Path]:
     """The files a load of ``directory`` reads: the index's safetensors shards, else every *.safetensors,
     else the pickled .bin shards (never training_args.bin); empty when there are none."""
     files = _index_files(directory, "model.safetensors.index.json") or sorted(directory.glob("*.safetensors"))
-    return files or _index_files(directory, "pytorch_model.bin.index.json") or sorted(
-        f for f in directory.glob("*.bin") if f.name != "training_args.bin")
+    return (
+        files
+        or _index_files(directory, "pytorch_model.bin.index.json")
+        or sorted(f for f in directory.glob("*.bin") if f.name != "training_args.bin")
+    )
 
 
 def load_weights_dir(directory: Path) -> dict[str, Any]:
@@ -105,8 +118,9 @@ def load_weights_dir(directory: Path) -> dict[str, Any]:
 
     files = weight_files(directory)
     if not files:
-        raise BadInput(f"no *.safetensors or pytorch_model.bin in {directory}",
-                       "point --draft at the directory holding the draft's weights")
+        raise BadInput(
+            f"no *.safetensors or pytorch_model.bin in {directory}", "point --draft at the directory holding the draft's weights"
+        )
     out: dict[str, Any] = {}
     for f in files:
         if f.suffix == ".safetensors":
@@ -121,8 +135,14 @@ def load_weights_dir(directory: Path) -> dict[str, Any]:
     return out
 
 
-def role_paths(target: str | None = None, draft: str | None = None, *, target_dir: str | None = None,
-               draft_dir: str | None = None, serve_config: str | None = None) -> dict[str, str]:
+def role_paths(
+    target: str | None = None,
+    draft: str | None = None,
+    *,
+    target_dir: str | None = None,
+    draft_dir: str | None = None,
+    serve_config: str | None = None,
+) -> dict[str, str]:
     """The files behind the roles findings name (``findings.Location.file``), as this run used them.
 
     ``target`` and ``draft`` are the names as given, ``*_dir`` the local directory each was loaded

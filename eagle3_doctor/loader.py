@@ -53,15 +53,32 @@ class Setup:
         if self.info is None:
             return None
         i = self.info
-        return {"path": i.path, "format": i.format, "format_reason": i.format_reason, "layer_ids": i.layer_ids,
-                "layer_ids_key": i.layer_ids_key, "other_layer_id_keys": i.other_layer_id_keys, "dtype": i.weight_dtype}
+        return {
+            "path": i.path,
+            "format": i.format,
+            "format_reason": i.format_reason,
+            "layer_ids": i.layer_ids,
+            "layer_ids_key": i.layer_ids_key,
+            "other_layer_id_keys": i.other_layer_id_keys,
+            "dtype": i.weight_dtype,
+        }
 
     @classmethod
-    def from_model(cls, model: Any, draft: Eagle3Draft | None = None, tokenizer: Any = None, *,
-                   engine: str = "sglang", engine_version: str | None = None, layer_ids: Sequence[int] | None = None,
-                   train_spec: FeatureSpec | None = None, train_source: str | None = None,
-                   name: str = "in-memory target", device: torch.device | str | None = None,
-                   capture_device: torch.device | str | None = None) -> Setup:
+    def from_model(
+        cls,
+        model: Any,
+        draft: Eagle3Draft | None = None,
+        tokenizer: Any = None,
+        *,
+        engine: str = "sglang",
+        engine_version: str | None = None,
+        layer_ids: Sequence[int] | None = None,
+        train_spec: FeatureSpec | None = None,
+        train_source: str | None = None,
+        name: str = "in-memory target",
+        device: torch.device | str | None = None,
+        capture_device: torch.device | str | None = None,
+    ) -> Setup:
         """A Setup around a causal LM (and draft) already in memory, e.g. built at random for a benchmark.
 
         ``tokenizer`` None: prompts must come as token ids (``prompt_ids=``); pad id 0, no EOS.
@@ -73,11 +90,13 @@ class Setup:
         p = next(model.parameters())
         dev = torch.device(device) if device is not None else p.device
         cap = torch.device(capture_device) if capture_device is not None else None
-        tgt = Target(model, tokenizer if tokenizer is not None else _IdsOnlyTokenizer(), config, name, dev, p.dtype,
-                     capture_device=cap)
+        tgt = Target(
+            model, tokenizer if tokenizer is not None else _IdsOnlyTokenizer(), config, name, dev, p.dtype, capture_device=cap
+        )
         family = arch_family(config)
-        serving = resolve_serving(engine, engine_version, family, tgt.num_layers, {},
-                                  list(layer_ids) if layer_ids is not None else None)
+        serving = resolve_serving(
+            engine, engine_version, family, tgt.num_layers, {}, list(layer_ids) if layer_ids is not None else None
+        )
         tspec = tuple(train_spec) if train_spec else None
         source = train_source or ("given" if tspec is not None else "unknown (no train_spec given)")
         return cls(tgt, draft, None, serving, tspec, source, family)
@@ -98,8 +117,10 @@ def _check_finite_target(tgt: Target) -> None:
     """NaN/Inf in target weights poison every comparison silently: refuse them up front."""
     for name, p in tgt.model.named_parameters():
         if p.device.type != "meta" and p.is_floating_point() and not bool(torch.isfinite(p).all()):
-            raise BadInput(f"target weight {name} in {tgt.name} holds NaN or Inf",
-                           "re-download the checkpoint (or load it in a wider --dtype if it overflowed on conversion)")
+            raise BadInput(
+                f"target weight {name} in {tgt.name} holds NaN or Inf",
+                "re-download the checkpoint (or load it in a wider --dtype if it overflowed on conversion)",
+            )
 
 
 def _load_draft(tgt: Target, draft: str, draft_format: str | None) -> tuple[Eagle3Draft, DraftInfo, list[str]]:
@@ -110,14 +131,18 @@ def _load_draft(tgt: Target, draft: str, draft_format: str | None) -> tuple[Eagl
     notes = []
     tdt = str(tgt.dtype).replace("torch.", "")
     if info.weight_dtype and info.weight_dtype != tdt:
-        notes.append(f"draft weights are {info.weight_dtype}, target runs in {tdt}: "
-                     "the draft is run in the target's dtype here (see inspect CFG005)")
+        notes.append(
+            f"draft weights are {info.weight_dtype}, target runs in {tdt}: "
+            "the draft is run in the target's dtype here (see inspect CFG005)"
+        )
     from .draft.formats import is_finite_state
 
     bad = is_finite_state(d)
     if bad:
-        raise BadInput(f"draft weights in {draft} hold NaN or Inf ({', '.join(bad[:3])})",
-                       "re-export the draft from a healthy training checkpoint")
+        raise BadInput(
+            f"draft weights in {draft} hold NaN or Inf ({', '.join(bad[:3])})",
+            "re-export the draft from a healthy training checkpoint",
+        )
     fc_in, hidden = d.config.fc_in_features, tgt.hidden_size
     if fc_in % hidden:
         raise BadInput(
@@ -155,8 +180,9 @@ def load_setup(
     max_memory: dict | None = None,
 ) -> Setup:
     """Load target and draft and resolve both feature paths; ``layer_ids`` overrides the draft config's ids."""
-    tgt = load_target(target, dtype=dtype, device=device, trust_remote_code=trust_remote_code, device_map=device_map,
-                      max_memory=max_memory)
+    tgt = load_target(
+        target, dtype=dtype, device=device, trust_remote_code=trust_remote_code, device_map=device_map, max_memory=max_memory
+    )
     _check_finite_target(tgt)
     L = tgt.num_layers
     family = arch_family(tgt.config)
@@ -166,8 +192,7 @@ def load_setup(
         if info.layer_ids_key:
             config_ids[info.layer_ids_key] = info.layer_ids
         config_ids.update(info.other_layer_id_keys)
-    serving = resolve_serving(engine, engine_version, family, L, config_ids,
-                              list(layer_ids) if layer_ids is not None else None)
+    serving = resolve_serving(engine, engine_version, family, L, config_ids, list(layer_ids) if layer_ids is not None else None)
     for p in serving.spec:
         p.check_range(L)
     tspec, tsrc = _training_side(train_recipe, info, L, family)

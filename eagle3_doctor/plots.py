@@ -29,8 +29,9 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def heatmap_png(matrix: dict[str, Any], title: str = "feature slot x capture point",
-                marks: dict[str, dict[int, str]] | None = None) -> bytes:
+def heatmap_png(
+    matrix: dict[str, Any], title: str = "feature slot x capture point", marks: dict[str, dict[int, str]] | None = None
+) -> bytes:
     """marks: {"trained"|"configured": {row index: capture point}} drawn as boxes (the cells to compare)."""
     plt = _plt()
     import numpy as np
@@ -52,8 +53,18 @@ def heatmap_png(matrix: dict[str, Any], title: str = "feature slot x capture poi
         for i, point in cells.items():
             if point in matrix["cols"] and 0 <= i < rel.shape[0]:
                 j = matrix["cols"].index(point)
-                ax.add_patch(Rectangle((j - 0.45, i - 0.45), 0.9, 0.9, fill=False, edgecolor=color, linestyle=ls,
-                                       linewidth=2, label=None if kind in shown else label))
+                ax.add_patch(
+                    Rectangle(
+                        (j - 0.45, i - 0.45),
+                        0.9,
+                        0.9,
+                        fill=False,
+                        edgecolor=color,
+                        linestyle=ls,
+                        linewidth=2,
+                        label=None if kind in shown else label,
+                    )
+                )
                 shown.add(kind)
     if shown:
         ax.legend(loc="upper left", bbox_to_anchor=(1.25, 1.0), fontsize=8)
@@ -73,8 +84,12 @@ def acceptance_png(paths: dict[str, dict[str, Any]], title: str = "per-position 
     w = 0.8 / max(len(names), 1)
     for i, n in enumerate(names):
         r = paths[n]["chain"].get("per_position_rate", [])
-        ax.bar(np.arange(1, len(r) + 1) + (i - (len(names) - 1) / 2) * w, r, width=w,
-               label=f"{n} (mean length {paths[n]['chain'].get('mean_acceptance_length', float('nan')):.2f})")
+        ax.bar(
+            np.arange(1, len(r) + 1) + (i - (len(names) - 1) / 2) * w,
+            r,
+            width=w,
+            label=f"{n} (mean length {paths[n]['chain'].get('mean_acceptance_length', float('nan')):.2f})",
+        )
     ax.set_xlabel("draft position")
     ax.set_ylabel("acceptance rate (vLLM convention)")
     ax.set_xticks(range(1, K + 1))
@@ -104,8 +119,10 @@ def _compare_marks(res: Any) -> tuple[dict[str, dict[int, str]], str]:
                 marks["configured"][i] = served[slot]
             if slot < len(trained):
                 marks["trained"][i] = trained[slot]
-    title = (f"{res.target}: slot x capture point ({res.serving.label})\n"
-             f"trained {', '.join(trained) or '?'} | configured {', '.join(served)}")
+    title = (
+        f"{res.target}: slot x capture point ({res.serving.label})\n"
+        f"trained {', '.join(trained) or '?'} | configured {', '.join(served)}"
+    )
     return marks, title
 
 
@@ -122,6 +139,7 @@ def _acceptance_title(run: Any) -> str:
 
     s = run.settings
     tree = f", {s['tree_note']}" if s.get("tree_note") else ""
-    full = (f"{s['target']} ({s['engine']}, K={s['num_steps']}{tree})\n"
-            f"served {', '.join(s['serving_spec'])}" + (f" | trained {', '.join(s['training_spec'])}" if s.get("training_spec") else ""))
+    full = f"{s['target']} ({s['engine']}, K={s['num_steps']}{tree})\nserved {', '.join(s['serving_spec'])}" + (
+        f" | trained {', '.join(s['training_spec'])}" if s.get("training_spec") else ""
+    )
     return "\n".join(textwrap.shorten(x, 110) for x in full.split("\n"))

@@ -45,9 +45,13 @@ def _parse_jsonl_line(obj: Any, path: Path, lineno: int) -> list[dict[str, str]]
         return obj
     else:
         raise BadInput(f"{path} line {lineno}: expected a JSON object", 'write {"messages": [...]} per line')
-    if not isinstance(msgs, list) or not msgs or not all(
-        isinstance(m, dict) and isinstance(m.get("content"), str) and isinstance(m.get("role", m.get("from")), str)
-        for m in msgs
+    if (
+        not isinstance(msgs, list)
+        or not msgs
+        or not all(
+            isinstance(m, dict) and isinstance(m.get("content"), str) and isinstance(m.get("role", m.get("from")), str)
+            for m in msgs
+        )
     ):
         raise BadInput(
             f"{path} line {lineno}: messages must be a non-empty list of {{role, content}} objects",

@@ -33,30 +33,44 @@ class Sources:
         return [p.ids for p in self.prompts] if self.dump is None else [d.input_ids.tolist() for d in self.dump]
 
 
-def load_sources(target: Target, prompts_path: str | None, train_dump: str | None, max_tokens: int | None,
-                 limit: int | None, prompt_ids: Sequence[Sequence[int]] | None) -> Sources:
+def load_sources(
+    target: Target,
+    prompts_path: str | None,
+    train_dump: str | None,
+    max_tokens: int | None,
+    limit: int | None,
+    prompt_ids: Sequence[Sequence[int]] | None,
+) -> Sources:
     if train_dump:
-        dump = load_dump(train_dump, vocab_size=target.vocab_size, hidden_size=target.hidden_size, limit=limit,
-                         max_tokens=max_tokens)
+        dump = load_dump(
+            train_dump, vocab_size=target.vocab_size, hidden_size=target.hidden_size, limit=limit, max_tokens=max_tokens
+        )
         return Sources([], dump, [])
     prompts, notes = prompts_from(target, prompts_path, max_tokens, limit, prompt_ids)
     return Sources(prompts, None, notes)
 
 
-def prompt_sequences(target: Target, prompts_path: str | None, max_tokens: int | None,
-                     limit: int | None = None) -> tuple[list[Prompt], list[str]]:
-    prompts = load_prompts(target.tokenizer, prompts_path, max_tokens=max_tokens, max_positions=target.max_positions,
-                           limit=limit)
+def prompt_sequences(
+    target: Target, prompts_path: str | None, max_tokens: int | None, limit: int | None = None
+) -> tuple[list[Prompt], list[str]]:
+    prompts = load_prompts(target.tokenizer, prompts_path, max_tokens=max_tokens, max_positions=target.max_positions, limit=limit)
     notes = []
     cut = [p for p in prompts if p.truncated_from]
     if cut:
-        notes.append(f"{len(cut)} prompt(s) truncated to --max-tokens {max_tokens} "
-                     f"(longest had {max(p.truncated_from for p in cut)} tokens)")
+        notes.append(
+            f"{len(cut)} prompt(s) truncated to --max-tokens {max_tokens} "
+            f"(longest had {max(p.truncated_from for p in cut)} tokens)"
+        )
     return prompts, notes
 
 
-def prompts_from(target: Target, prompts_path: str | None, max_tokens: int | None, limit: int | None,
-                 prompt_ids: Sequence[Sequence[int]] | None) -> tuple[list[Prompt], list[str]]:
+def prompts_from(
+    target: Target,
+    prompts_path: str | None,
+    max_tokens: int | None,
+    limit: int | None,
+    prompt_ids: Sequence[Sequence[int]] | None,
+) -> tuple[list[Prompt], list[str]]:
     """Prompts from ids (library use; they win) or from a prompts file / the built-in prompts."""
     if prompt_ids is None:
         return prompt_sequences(target, prompts_path, max_tokens, limit)
@@ -69,8 +83,9 @@ def prompts_from(target: Target, prompts_path: str | None, max_tokens: int | Non
 def check_seq_len(target: Target, n: int) -> None:
     mp = target.max_positions
     if mp and n > mp:
-        raise BadInput(f"a sequence of {n} tokens exceeds the target's {mp} positions",
-                       f"pass --max-tokens {mp} or fewer new tokens")
+        raise BadInput(
+            f"a sequence of {n} tokens exceeds the target's {mp} positions", f"pass --max-tokens {mp} or fewer new tokens"
+        )
 
 
 def replay_order(seqs: Sequence[Sequence[int]]) -> list[int]:
@@ -94,8 +109,15 @@ class ReplayBatch:
         return self.batch.input_ids  # [B, T]
 
 
-def iter_captures(target: Target, seqs: Sequence[Sequence[int]], points: Iterable[CapturePoint], *, batch_size: int,
-                  want_logits: bool = False, progress: Callable[[int, int], None] | None = None) -> Iterator[ReplayBatch]:
+def iter_captures(
+    target: Target,
+    seqs: Sequence[Sequence[int]],
+    points: Iterable[CapturePoint],
+    *,
+    batch_size: int,
+    want_logits: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[ReplayBatch]:
     """Batches of ``seqs`` through the target with taps on ``points``; progress(done, total) after each batch."""
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else 0
     pts = set(points)
@@ -109,8 +131,9 @@ def iter_captures(target: Target, seqs: Sequence[Sequence[int]], points: Iterabl
             progress(done, len(seqs))
 
 
-def dump_slots(dump: Sequence[DumpSequence], rb: ReplayBatch, width: int, dtype: torch.dtype,
-               hidden: bool = False) -> torch.Tensor | None:
+def dump_slots(
+    dump: Sequence[DumpSequence], rb: ReplayBatch, width: int, dtype: torch.dtype, hidden: bool = False
+) -> torch.Tensor | None:
     """The dump's aux tensors (or, hidden=True, its hidden_state) for one batch, zero-padded to [B, T, width].
 
     None when ``hidden`` and a sequence of the batch has no hidden_state.

@@ -24,7 +24,9 @@ def render_findings(console: Console, findings: list[Finding], ok_text: str) -> 
         return
     # soft_wrap: a fix is copied into a config file, so it must never be broken across lines
     for f in by_severity(findings):
-        console.print(Text.assemble((f"{f.severity}[{f.code}]", SEV_STYLE[f.severity or "info"]), (f": {f.title}", "bold")), soft_wrap=True)
+        console.print(
+            Text.assemble((f"{f.severity}[{f.code}]", SEV_STYLE[f.severity or "info"]), (f": {f.title}", "bold")), soft_wrap=True
+        )
         if f.location is not None:
             console.print(Text.assemble((" --> ", "bold blue"), (_where(f.location), "")), soft_wrap=True)
         for line in f.evidence:
@@ -61,7 +63,9 @@ def render_compare(console: Console, res: Any) -> None:
     console.print(f"[bold]target[/bold] {escape(str(d['target']))} ({d['num_layers']} layers)")
     if d["draft"]:
         dr = d["draft"]
-        console.print(f"[bold]draft[/bold]  {escape(str(dr['path']))}  format {dr['format']} ({escape(str(dr['format_reason']))})")
+        console.print(
+            f"[bold]draft[/bold]  {escape(str(dr['path']))}  format {dr['format']} ({escape(str(dr['format_reason']))})"
+        )
     console.print(f"[bold]serving[/bold] {escape(str(res.serving.label))}: {escape(str(s['source']))}")
     console.print(f"[bold]training[/bold] {escape(str(d['training']['source']))}")
     t = Table(title="feature slots", show_lines=False)
@@ -84,23 +88,45 @@ def render_compare(console: Console, res: Any) -> None:
         st = stats.get(i)
         style = "" if tr == sv else "red"
         row = [str(i), tr, sv]
-        vals = dict(zip(cols[3:], [_fmt(st["cos_mean"], 5), _fmt(st["cos_min"], 5), _fmt(st["cos_p05"], 5),
-                                   _fmt(st["rel_l2_mean"] if "rel_l2_mean" in st else st["rel_mean"], 4),
-                                   _fmt(st["rel_p95"], 4), _fmt(st["maxabs"], 4)])) if st else {}
+        vals = (
+            dict(
+                zip(
+                    cols[3:],
+                    [
+                        _fmt(st["cos_mean"], 5),
+                        _fmt(st["cos_min"], 5),
+                        _fmt(st["cos_p05"], 5),
+                        _fmt(st["rel_l2_mean"] if "rel_l2_mean" in st else st["rel_mean"], 4),
+                        _fmt(st["rel_p95"], 4),
+                        _fmt(st["maxabs"], 4),
+                    ],
+                )
+            )
+            if st
+            else {}
+        )
         row += [vals.get(c, "-") for c in keep[3:]]
         t.add_row(*row, style=style)
     console.print(t)
     if d["slots"]:
         worst = [(x["slot"], w) for x in d["slots"] for w in x["worst"][:1] if x["rel_mean"] > 0]
         if worst:
-            console.print("worst positions: " + "; ".join(
-                f"slot {i} seq {w['sequence']} pos {w['position']} token {w['token']!r} cos {w['cos']:.4f} rel {w['rel_l2']:.4f}"
-                for i, w in worst), markup=False, highlight=False)
+            console.print(
+                "worst positions: "
+                + "; ".join(
+                    f"slot {i} seq {w['sequence']} pos {w['position']} token {w['token']!r} cos {w['cos']:.4f} rel {w['rel_l2']:.4f}"
+                    for i, w in worst
+                ),
+                markup=False,
+                highlight=False,
+            )
     if d["matrix"]:
         render_matrix(console, d["matrix"])
     if d["dump"] and d["dump"].get("hidden_state"):
         h = d["dump"]["hidden_state"]
-        console.print(f"dump hidden_state: rel L2 to final_norm {h['rel_l2_to_final_norm']:.4f} (best match {h['best']})", markup=False)
+        console.print(
+            f"dump hidden_state: rel L2 to final_norm {h['rel_l2_to_final_norm']:.4f} (best match {h['best']})", markup=False
+        )
     for note in d["notes"]:
         console.print(f"note: {note}", style="dim", markup=False)
     console.print(f"{d['n_sequences']} sequences, {d['n_tokens']} tokens replayed")
@@ -113,7 +139,15 @@ def render_matrix(console: Console, m: dict[str, Any]) -> None:
     for col in ("row", "best match", "rel L2", "cos", "runner-up", "rel L2 ", "margin"):
         t.add_column(col, no_wrap=col in ("best match", "runner-up"))
     for b in m["best"]:
-        t.add_row(b["row"], b["best"], f"{b['rel_l2']:.4f}", f"{b['cos']:.4f}", b["runner_up"], f"{b['runner_up_rel_l2']:.4f}", f"{b['margin']:.4f}")
+        t.add_row(
+            b["row"],
+            b["best"],
+            f"{b['rel_l2']:.4f}",
+            f"{b['cos']:.4f}",
+            b["runner_up"],
+            f"{b['runner_up_rel_l2']:.4f}",
+            f"{b['margin']:.4f}",
+        )
     console.print(t)
     cols = m["cols"]
     short = [c.replace("layer_out[", "L").replace("]", "").replace("final_norm", "fn").replace("embed", "emb") for c in cols]
@@ -147,8 +181,10 @@ def render_acceptance(console: Console, run: Any) -> None:
 
 def _acceptance_settings(console: Console, s: dict[str, Any]) -> None:
     """What was replayed: target, engine, K, data size, and the two feature sets."""
-    console.print(f"[bold]target[/bold] {escape(str(s['target']))}  [bold]engine[/bold] {escape(str(s['engine']))}  K={s['num_steps']}  "
-                  f"continuation={s['continuation']}  {s['sequences']} sequences / {s['tokens']} tokens  {s['dtype']} on {s['device']}")
+    console.print(
+        f"[bold]target[/bold] {escape(str(s['target']))}  [bold]engine[/bold] {escape(str(s['engine']))}  K={s['num_steps']}  "
+        f"continuation={s['continuation']}  {s['sequences']} sequences / {s['tokens']} tokens  {s['dtype']} on {s['device']}"
+    )
     console.print(f"serving features: {', '.join(s['serving_spec'])}  ({s['serving_source']})", markup=False)
     if s.get("training_spec"):
         console.print(f"training features: {', '.join(s['training_spec'])}  ({s['training_source']})", markup=False)
@@ -167,7 +203,10 @@ def _acceptance_table(run: Any) -> Table:
     def row(label: str, fn) -> None:
         t.add_row(label, *[fn(run.paths[n]) for n in names])
 
-    row("mean acceptance length (vLLM, SGLang accept_len; bonus in)", lambda p: _fmt(p["chain"].get("mean_acceptance_length", float("nan")), 3))
+    row(
+        "mean acceptance length (vLLM, SGLang accept_len; bonus in)",
+        lambda p: _fmt(p["chain"].get("mean_acceptance_length", float("nan")), 3),
+    )
     row("accepted per pass (bonus out)", lambda p: _fmt(p["chain"].get("mean_accepted_without_bonus", float("nan")), 3))
     row("per-request mean acceptance length", lambda p: _fmt(p["per_request_mean_acceptance_length"], 3))
     row("draft acceptance rate (vLLM)", lambda p: _fmt(p["chain"].get("draft_acceptance_rate", float("nan")), 3))
@@ -175,18 +214,35 @@ def _acceptance_table(run: Any) -> Table:
     row("tau = 1 + sum prod acc_k", lambda p: _fmt(p["tau"], 3))
     row("verify passes", lambda p: str(p["chain"].get("passes", 0)))
     for k in range(K):
-        row(f"position {k + 1}: rate (vLLM) | acc_{k + 1} (SpecForge)",
-            lambda p, k=k: f"{_fmt(p['chain']['per_position_rate'][k]) if 'per_position_rate' in p['chain'] else '-'} | {_fmt(p['acc_k'][k])}")
+        row(
+            f"position {k + 1}: rate (vLLM) | acc_{k + 1} (SpecForge)",
+            lambda p, k=k: (
+                f"{_fmt(p['chain']['per_position_rate'][k]) if 'per_position_rate' in p['chain'] else '-'} | {_fmt(p['acc_k'][k])}"
+            ),
+        )
     if any("tree" in run.paths[n] for n in names):
         tr = s.get("tree") or {}
-        what = (f"SGLang tree topk {tr.get('topk')}, {tr.get('num_draft_tokens')} tokens" if tr.get("kind") == "sglang"
-                else f"static tree, {tr.get('num_draft_tokens', '?')} tokens" if tr else f"tree top-{s['topk']}")
-        row(f"{what}: mean acceptance length (exact)", lambda p: _fmt(p.get("tree", {}).get("mean_acceptance_length", float("nan"))))
+        what = (
+            f"SGLang tree topk {tr.get('topk')}, {tr.get('num_draft_tokens')} tokens"
+            if tr.get("kind") == "sglang"
+            else f"static tree, {tr.get('num_draft_tokens', '?')} tokens"
+            if tr
+            else f"tree top-{s['topk']}"
+        )
+        row(
+            f"{what}: mean acceptance length (exact)",
+            lambda p: _fmt(p.get("tree", {}).get("mean_acceptance_length", float("nan"))),
+        )
         for k in range(K):
-            row(f"  tree position {k + 1}: rate (vLLM)",
-                lambda p, k=k: _fmt(p["tree"]["per_position_rate"][k]) if "per_position_rate" in p.get("tree", {}) else "-")
+            row(
+                f"  tree position {k + 1}: rate (vLLM)",
+                lambda p, k=k: _fmt(p["tree"]["per_position_rate"][k]) if "per_position_rate" in p.get("tree", {}) else "-",
+            )
     if any("temperature" in run.paths[n] for n in names):
-        row(f"T={s['temperature']} ({s['temperature_mode']}): expected length", lambda p: _fmt(p.get("temperature", {}).get("expected_mean_acceptance_length", float("nan"))))
+        row(
+            f"T={s['temperature']} ({s['temperature_mode']}): expected length",
+            lambda p: _fmt(p.get("temperature", {}).get("expected_mean_acceptance_length", float("nan"))),
+        )
     return t
 
 
@@ -216,13 +272,17 @@ def _acceptance_reference(console: Console, run: Any) -> None:
         return
     r = run.reference
     verdict = "[green]agrees exactly[/green]" if r["agrees_with_estimator"] else "[red]DISAGREES[/red]"
-    console.print(f"reference sequential loop: mean acceptance length {r['chain'].get('mean_acceptance_length', float('nan')):.3f}; "
-                  f"per-prompt accepted lengths {verdict} with the estimator")
+    console.print(
+        f"reference sequential loop: mean acceptance length {r['chain'].get('mean_acceptance_length', float('nan')):.3f}; "
+        f"per-prompt accepted lengths {verdict} with the estimator"
+    )
     if r.get("tree"):
         tv = "[green]agrees exactly[/green]" if r["tree"]["agrees_with_estimator"] else "[red]DISAGREES[/red]"
-        console.print(f"reference tree-verify loop: mean acceptance length "
-                      f"{r['tree']['metrics'].get('mean_acceptance_length', float('nan')):.3f}; per-pass accepted depths {tv} "
-                      "with the tree estimator")
+        console.print(
+            f"reference tree-verify loop: mean acceptance length "
+            f"{r['tree']['metrics'].get('mean_acceptance_length', float('nan')):.3f}; per-pass accepted depths {tv} "
+            "with the tree estimator"
+        )
 
 
 def _acceptance_scan(console: Console, scan: list[dict[str, Any]]) -> None:
@@ -256,7 +316,11 @@ def findings_markdown(findings: list[Finding]) -> str:
         if f.fix:
             out.append(f"  - fix: `{f.fix}`")
         if f.edit is not None and f.edit.snippet:
-            out.append(f"  - paste into `{f.edit.path or f.edit.file}`:\n\n    ```\n" + "\n".join("    " + x for x in f.edit.snippet.splitlines()) + "\n    ```")
+            out.append(
+                f"  - paste into `{f.edit.path or f.edit.file}`:\n\n    ```\n"
+                + "\n".join("    " + x for x in f.edit.snippet.splitlines())
+                + "\n    ```"
+            )
         if f.help:
             out.append(f"  - help: {f.help}")
     return "\n".join(out) + "\n"
@@ -268,13 +332,22 @@ def render_gate(console: Console, res: Any) -> None:
     for col in ("check", "value", "threshold", "result"):
         t.add_column(col)
     for c in res.checks:
-        t.add_row(c.name, "-" if c.value is None else f"{c.value:.4f}", "-" if c.threshold is None else f"{c.threshold:.4f}",
-                  ("pass " if c.passed else "FAIL ") + c.detail, style=None if c.passed else "red")
+        t.add_row(
+            c.name,
+            "-" if c.value is None else f"{c.value:.4f}",
+            "-" if c.threshold is None else f"{c.threshold:.4f}",
+            ("pass " if c.passed else "FAIL ") + c.detail,
+            style=None if c.passed else "red",
+        )
     console.print(t)
     fp = res.sections.get("fingerprint")
     if fp:
-        console.print(f"fingerprint: {fp['verdict']} ({fp['settings']['candidates']} candidates, {fp['seconds']:.1f} s; "
-                      "eagle3-doctor fingerprint shows the ranking)", markup=False, soft_wrap=True)
+        console.print(
+            f"fingerprint: {fp['verdict']} ({fp['settings']['candidates']} candidates, {fp['seconds']:.1f} s; "
+            "eagle3-doctor fingerprint shows the ranking)",
+            markup=False,
+            soft_wrap=True,
+        )
     render_findings(console, res.findings, "no findings")
 
 
@@ -291,9 +364,16 @@ def render_inspect(console: Console, res: Any) -> None:
 
 def compare_markdown(res: Any, heatmap: bool) -> str:
     data = res.to_dict()
-    lines = ["# eagle3-doctor compare-hidden", "", f"- target: `{data['target']}` ({data['num_layers']} layers)",
-             f"- serving: {res.serving.label}: {data['serving']['source']}", f"- training: {data['training']['source']}", "",
-             "| slot | trained | served | cos mean | rel L2 mean |", "|---|---|---|---|---|"]
+    lines = [
+        "# eagle3-doctor compare-hidden",
+        "",
+        f"- target: `{data['target']}` ({data['num_layers']} layers)",
+        f"- serving: {res.serving.label}: {data['serving']['source']}",
+        f"- training: {data['training']['source']}",
+        "",
+        "| slot | trained | served | cos mean | rel L2 mean |",
+        "|---|---|---|---|---|",
+    ]
     for s in data["slots"]:
         lines.append(f"| {s['slot']} | {s['trained']} | {s['served']} | {s['cos_mean']:.5f} | {s['rel_mean']:.4f} |")
     lines += ["", "## Findings", "", findings_markdown(res.findings)]
@@ -306,18 +386,36 @@ def acceptance_markdown(run: Any) -> str:
     from .stats import interval_lines
 
     s = run.settings
-    lines = ["# eagle3-doctor acceptance", "", f"- target: `{s['target']}`, engine {s['engine']}, K={s['num_steps']}, "
-             f"{s['sequences']} sequences", "", "| path | mean acceptance length | tau | acc_1 |", "|---|---|---|---|"]
+    lines = [
+        "# eagle3-doctor acceptance",
+        "",
+        f"- target: `{s['target']}`, engine {s['engine']}, K={s['num_steps']}, {s['sequences']} sequences",
+        "",
+        "| path | mean acceptance length | tau | acc_1 |",
+        "|---|---|---|---|",
+    ]
     for n, p in run.paths.items():
-        lines.append(f"| {n} | {p['chain'].get('mean_acceptance_length', float('nan')):.3f} | {p['tau']:.3f} | {p['acc_k'][0]:.3f} |")
+        lines.append(
+            f"| {n} | {p['chain'].get('mean_acceptance_length', float('nan')):.3f} | {p['tau']:.3f} | {p['acc_k'][0]:.3f} |"
+        )
     for n, p in run.paths.items():
         lines += ["", f"**{n}**", ""] + [f"- {x}" for x in interval_lines(p.get("intervals"))]
     hints = [f"- {n}: {h}" for n, p in run.paths.items() for h in p.get("triage", [])]
     # no hints is not "healthy" when a finding says otherwise: the two must never contradict
     bad = [f.code for f in run.findings if f.severity in ("error", "warning")]
     none_text = f"No pattern hint; see the findings below ({', '.join(bad)})." if bad else "None: the pattern looks healthy."
-    lines += ["", "![per-position acceptance](acceptance.png)", "", "## Triage hints", "", *(hints or [none_text]),
-              "", "## Findings", "", findings_markdown(run.findings)]
+    lines += [
+        "",
+        "![per-position acceptance](acceptance.png)",
+        "",
+        "## Triage hints",
+        "",
+        *(hints or [none_text]),
+        "",
+        "## Findings",
+        "",
+        findings_markdown(run.findings),
+    ]
     return "\n".join(lines)
 
 

@@ -28,7 +28,9 @@ def read_json_object(path: Path, missing_fix: str) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BadInput(f"{path} is not valid JSON ({e})", "restore the file from the original checkpoint") from None
     if not isinstance(data, dict):
-        raise BadInput(f"{path} holds a JSON {type(data).__name__}, not an object", "restore the file from the original checkpoint")
+        raise BadInput(
+            f"{path} holds a JSON {type(data).__name__}, not an object", "restore the file from the original checkpoint"
+        )
     return data
 
 
@@ -104,8 +106,10 @@ def load_pickle(path: str | os.PathLike) -> Any:
             return torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-        first = next((ln for ln in lines if "Unsupported global" in ln or "unsupported" in ln.lower()),
-                     lines[0] if lines else "unpickling refused")
+        first = next(
+            (ln for ln in lines if "Unsupported global" in ln or "unsupported" in ln.lower()),
+            lines[0] if lines else "unpickling refused",
+        )
         raise BadInput(
             f"{p} was refused by the safe loader (weights_only=True): {first[:160]}",
             "only plain tensors and containers are loaded; re-save the dump with torch.save of tensors, or as safetensors",
@@ -194,7 +198,7 @@ def _write_into_own_stream_or_kernel_file(p: Path, st: os.stat_result, data: byt
                 stream.flush()
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             return True
     if os.path.realpath(p).startswith(("/proc/", "/dev/")):
         st = os.stat(p)  # a kernel-provided path is written into, never renamed over
@@ -279,7 +283,9 @@ class OutputSet:
         except (FileExistsError, NotADirectoryError):
             raise BadInput(f"--report {self.dir} cannot be created: a parent is a file", "pass a directory path") from None
         except OSError as e:
-            raise BadInput(f"cannot write the report into {self.dir} ({e.strerror})", "pass a writable --report directory") from None
+            raise BadInput(
+                f"cannot write the report into {self.dir} ({e.strerror})", "pass a writable --report directory"
+            ) from None
         self._names: list[str] = []
 
     def add(self, name: str, data: bytes) -> None:

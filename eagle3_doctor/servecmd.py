@@ -80,9 +80,11 @@ class ServeConfig:
 
     def summary(self) -> str:
         tree = f", tree {self.token_tree}" if self.token_tree else ""
-        return (f"{self.engine} {self.engine_version}: target {self.target}, draft {self.draft}, steps {self.num_steps}, "
-                f"topk {self.topk}, draft tokens {self.num_draft_tokens}{tree}, dtype {self.dtype}, tp {self.tp_size}, "
-                f"pp {self.pp_size}")
+        return (
+            f"{self.engine} {self.engine_version}: target {self.target}, draft {self.draft}, steps {self.num_steps}, "
+            f"topk {self.topk}, draft tokens {self.num_draft_tokens}{tree}, dtype {self.dtype}, tp {self.tp_size}, "
+            f"pp {self.pp_size}"
+        )
 
 
 # --------------------------------------------------------------------------- tokenising
@@ -93,8 +95,9 @@ def _tokens(text: str) -> list[str]:
     try:
         return shlex.split(text, comments=True)
     except ValueError as e:
-        raise BadInput(f"--serve-cmd cannot be split into shell words ({e})",
-                       "paste the command exactly as you run it, quotes balanced") from None
+        raise BadInput(
+            f"--serve-cmd cannot be split into shell words ({e})", "paste the command exactly as you run it, quotes balanced"
+        ) from None
 
 
 def _find_entry(toks: list[str]) -> tuple[str, int]:
@@ -109,8 +112,10 @@ def _find_entry(toks: list[str]) -> tuple[str, int]:
             return "vllm", i + 1
         if base == "vllm" and i + 1 < len(toks) and toks[i + 1] == "serve":
             return "vllm", i + 2
-    raise BadInput("--serve-cmd names no SGLang or vLLM server",
-                   "pass the launch command: python -m sglang.launch_server ... or vllm serve MODEL ...")
+    raise BadInput(
+        "--serve-cmd names no SGLang or vLLM server",
+        "pass the launch command: python -m sglang.launch_server ... or vllm serve MODEL ...",
+    )
 
 
 def _take_value(name: str, kind: str, inline: str | None, args: list[str], i: int) -> tuple[Any, int]:
@@ -206,9 +211,19 @@ def _int(value: Any, what: str) -> int:
 
 
 _RELEVANT_SGLANG = {
-    "model_path", "revision", "speculative_algorithm", "speculative_draft_model_path", "speculative_draft_model_revision",
-    "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "dtype", "chat_template",
-    "tp_size", "pp_size", "trust_remote_code",
+    "model_path",
+    "revision",
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "speculative_draft_model_revision",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "dtype",
+    "chat_template",
+    "tp_size",
+    "pp_size",
+    "trust_remote_code",
 }
 
 
@@ -228,8 +243,11 @@ def _sglang(values: dict[str, Any], unknown: list[str], positional: list[str], a
     sc.pp_size = _int(values.get("pp_size", 1), "--pp-size")
     sc.trust_remote_code = bool(values.get("trust_remote_code", False))
     for k in ("num_steps", "topk", "num_draft_tokens"):
-        flag = {"num_steps": "speculative_num_steps", "topk": "speculative_eagle_topk",
-                "num_draft_tokens": "speculative_num_draft_tokens"}[k]
+        flag = {
+            "num_steps": "speculative_num_steps",
+            "topk": "speculative_eagle_topk",
+            "num_draft_tokens": "speculative_num_draft_tokens",
+        }[k]
         if values.get(flag) is not None:
             setattr(sc, k, _int(values[flag], "--" + flag.replace("_", "-")))
             src[k] = "--" + flag.replace("_", "-")
@@ -241,11 +259,15 @@ def _sglang(values: dict[str, Any], unknown: list[str], positional: list[str], a
         sc.notes.append(f"--speculative-algorithm {sc.algorithm}: eagle3-doctor measures EAGLE-3 drafts")
     if sc.num_steps is None:
         if sc.topk is not None or sc.num_draft_tokens is not None:
-            sc.notes.append("SGLang asserts that --speculative-eagle-topk and --speculative-num-draft-tokens are unset "
-                            f"when --speculative-num-steps is ({_SGLANG_SRC}:1159): set all three")
+            sc.notes.append(
+                "SGLang asserts that --speculative-eagle-topk and --speculative-num-draft-tokens are unset "
+                f"when --speculative-num-steps is ({_SGLANG_SRC}:1159): set all three"
+            )
         if arch is None:
-            sc.notes.append("SGLang picks steps/topk/draft tokens from the target's architecture "
-                            f"({_SGLANG_SRC}:1430); the target config was not readable here")
+            sc.notes.append(
+                "SGLang picks steps/topk/draft tokens from the target's architecture "
+                f"({_SGLANG_SRC}:1430); the target config was not readable here"
+            )
         else:
             steps, topk, ndt = (5, 4, 8) if arch in _SGLANG_AUTO_548 else (3, 1, 4)
             sc.num_steps, sc.topk, sc.num_draft_tokens = steps, topk, ndt
@@ -257,8 +279,10 @@ def _sglang(values: dict[str, Any], unknown: list[str], positional: list[str], a
         sc.notes.append(src["topk"])
     if sc.topk == 1 and sc.num_steps is not None and sc.num_draft_tokens != sc.num_steps + 1:
         if sc.num_draft_tokens is not None:
-            sc.notes.append(f"SGLang sets --speculative-num-draft-tokens to steps + 1 = {sc.num_steps + 1} when topk is 1 "
-                            f"(was {sc.num_draft_tokens}; {_SGLANG_SRC}:1255-1267)")
+            sc.notes.append(
+                f"SGLang sets --speculative-num-draft-tokens to steps + 1 = {sc.num_steps + 1} when topk is 1 "
+                f"(was {sc.num_draft_tokens}; {_SGLANG_SRC}:1255-1267)"
+            )
         sc.num_draft_tokens = sc.num_steps + 1
         src["num_draft_tokens"] = f"steps + 1 with topk 1 ({_SGLANG_SRC}:1255-1267)"
     if sc.draft is None and sc.algorithm and sc.algorithm.upper() == "EAGLE3":
@@ -268,10 +292,25 @@ def _sglang(values: dict[str, Any], unknown: list[str], positional: list[str], a
 
 
 def _vllm_spec(spec: dict[str, Any], sc: ServeConfig) -> None:
-    known = {"method", "model", "num_speculative_tokens", "revision", "draft_tensor_parallel_size",
-             "speculative_token_tree", "max_model_len", "quantization", "enforce_eager", "code_revision",
-             "disable_padded_drafter_batch", "parallel_drafting", "attention_backend", "kv_cache_dtype",
-             "moe_backend", "draft_sample_method", "rejection_sample_method"}
+    known = {
+        "method",
+        "model",
+        "num_speculative_tokens",
+        "revision",
+        "draft_tensor_parallel_size",
+        "speculative_token_tree",
+        "max_model_len",
+        "quantization",
+        "enforce_eager",
+        "code_revision",
+        "disable_padded_drafter_batch",
+        "parallel_drafting",
+        "attention_backend",
+        "kv_cache_dtype",
+        "moe_backend",
+        "draft_sample_method",
+        "rejection_sample_method",
+    }
     for k in spec:
         if k not in known:
             sc.notes.append(f"speculative-config key {k!r} is not read by eagle3-doctor")
@@ -295,8 +334,9 @@ def parse_token_tree(tree: Any) -> list[list[int]]:
         paths = ast.literal_eval(tree) if isinstance(tree, str) else tree
         out = sorted({tuple(int(x) for x in p) for p in paths}, key=lambda p: (len(p), p))
     except (ValueError, SyntaxError, TypeError):
-        raise BadInput(f"speculative_token_tree {tree!r} is not a list of tuples",
-                       'write it as vLLM does, e.g. "[(0,), (1,), (0, 0)]"') from None
+        raise BadInput(
+            f"speculative_token_tree {tree!r} is not a list of tuples", 'write it as vLLM does, e.g. "[(0,), (1,), (0, 0)]"'
+        ) from None
     for p in out:
         if not p or min(p) < 0 or (len(p) > 1 and p[:-1] not in set(out)):
             raise BadInput(f"speculative_token_tree path {p} has no parent in the tree", "list every prefix of every path")
@@ -334,9 +374,21 @@ def _vllm(values: dict[str, Any], unknown: list[str], positional: list[str], dot
             except json.JSONDecodeError:
                 spec[sub] = val
     _finish_vllm(sc, spec)
-    sc.ignored_flags = sorted(k for k in values if k not in {
-        "model", "revision", "dtype", "chat_template", "tensor_parallel_size", "pipeline_parallel_size",
-        "trust_remote_code", "speculative_config"})
+    sc.ignored_flags = sorted(
+        k
+        for k in values
+        if k
+        not in {
+            "model",
+            "revision",
+            "dtype",
+            "chat_template",
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "trust_remote_code",
+            "speculative_config",
+        }
+    )
     return sc
 
 
@@ -350,8 +402,9 @@ def _finish_vllm(sc: ServeConfig, spec: dict[str, Any]) -> None:
     if sc.algorithm is not None and str(sc.algorithm).lower() != "eagle3":
         sc.notes.append(f"speculative method {sc.algorithm}: eagle3-doctor measures EAGLE-3 drafts")
     if sc.num_steps is None and spec:
-        sc.notes.append(f"num_speculative_tokens unset: vLLM takes the draft config's n_predict or refuses to start "
-                        f"({_VLLM_SRC}:1601-1617)")
+        sc.notes.append(
+            f"num_speculative_tokens unset: vLLM takes the draft config's n_predict or refuses to start ({_VLLM_SRC}:1601-1617)"
+        )
     if sc.token_tree:
         sc.topk = max(p[-1] for p in sc.token_tree) + 1
         sc.num_draft_tokens = len(sc.token_tree) + 1
@@ -368,8 +421,10 @@ def _json_obj(text: str, what: str) -> dict[str, Any]:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
-        raise BadInput(f"{what} is not valid JSON ({e.msg} at column {e.colno})",
-                       'quote it for the shell: --speculative-config \'{"method": "eagle3", ...}\'') from None
+        raise BadInput(
+            f"{what} is not valid JSON ({e.msg} at column {e.colno})",
+            'quote it for the shell: --speculative-config \'{"method": "eagle3", ...}\'',
+        ) from None
     if not isinstance(obj, dict):
         raise BadInput(f"{what} is JSON but not an object", 'write {"method": "eagle3", "model": ..., ...}')
     return obj
@@ -446,9 +501,10 @@ def parse_serve_config(path: str, arch: str | None = None) -> ServeConfig:
         _vllm_engine_args(sc, obj, lambda dest: dest)
         _finish_vllm(sc, spec)
         return sc
-    raise BadInput(f"--serve-config {path}: cannot tell which engine this configures",
-                   "use SGLang server-arg names (model_path, speculative_algorithm, ...) or vLLM's "
-                   "(model, speculative_config)")
+    raise BadInput(
+        f"--serve-config {path}: cannot tell which engine this configures",
+        "use SGLang server-arg names (model_path, speculative_algorithm, ...) or vLLM's (model, speculative_config)",
+    )
 
 
 def load(serve_cmd: str | None, serve_config: str | None) -> ServeConfig | None:

@@ -76,11 +76,15 @@ def read_source(src: str, what: str = "metrics") -> str:
             with urllib.request.urlopen(src, timeout=30) as r:  # noqa: S310 (the user's own server)
                 return r.read().decode("utf-8", errors="replace")
         except (urllib.error.URLError, OSError, ValueError) as e:
-            raise BadInput(f"cannot read {what} from {src} ({e})",
-                           "check the server address and port (vLLM and SGLang serve /metrics on the API port)") from None
+            raise BadInput(
+                f"cannot read {what} from {src} ({e})",
+                "check the server address and port (vLLM and SGLang serve /metrics on the API port)",
+            ) from None
     p = Path(src)
     if not p.is_file():
-        raise BadInput(f"{what} file {src} does not exist", "pass a saved scrape (curl -s http://HOST:PORT/metrics > FILE) or the URL")
+        raise BadInput(
+            f"{what} file {src} does not exist", "pass a saved scrape (curl -s http://HOST:PORT/metrics > FILE) or the URL"
+        )
     try:
         return p.read_text(encoding="utf-8")
     except (UnicodeDecodeError, OSError) as e:
@@ -100,8 +104,10 @@ def parse_prometheus(text: str, src: str) -> Samples:
                 key = (s.name, tuple(sorted(s.labels.items())))
                 out[key] = float(s.value)
     except (ValueError, TypeError, IndexError, KeyError) as e:
-        raise BadInput(f"{src} is not Prometheus text exposition format ({str(e).splitlines()[0][:120]})",
-                       "save the raw /metrics response (curl -s http://HOST:PORT/metrics > FILE)") from None
+        raise BadInput(
+            f"{src} is not Prometheus text exposition format ({str(e).splitlines()[0][:120]})",
+            "save the raw /metrics response (curl -s http://HOST:PORT/metrics > FILE)",
+        ) from None
     return out
 
 
@@ -140,13 +146,19 @@ def detect_engine(samples: Samples, src: str) -> str:
     if SGL_VERIFY in names or any(n.startswith("sglang:spec_") for n in names):
         return "sglang"
     if any(n.startswith("vllm:") for n in names):
-        raise BadInput(f"{src} has vLLM metrics but no vllm:spec_decode_* counters",
-                       "start vLLM with --speculative-config (and without --disable-log-stats), then scrape /metrics")
+        raise BadInput(
+            f"{src} has vLLM metrics but no vllm:spec_decode_* counters",
+            "start vLLM with --speculative-config (and without --disable-log-stats), then scrape /metrics",
+        )
     if any(n.startswith("sglang:") for n in names):
-        raise BadInput(f"{src} has SGLang metrics but no speculative counters (sglang:spec_verify_calls_total)",
-                       "start SGLang with --enable-metrics and --speculative-algorithm EAGLE3, then scrape /metrics")
-    raise BadInput(f"{src} holds no vLLM or SGLang speculative-decoding metrics",
-                   "scrape the serving engine's own /metrics endpoint (vLLM, or SGLang with --enable-metrics)")
+        raise BadInput(
+            f"{src} has SGLang metrics but no speculative counters (sglang:spec_verify_calls_total)",
+            "start SGLang with --enable-metrics and --speculative-algorithm EAGLE3, then scrape /metrics",
+        )
+    raise BadInput(
+        f"{src} holds no vLLM or SGLang speculative-decoding metrics",
+        "scrape the serving engine's own /metrics endpoint (vLLM, or SGLang with --enable-metrics)",
+    )
 
 
 def counters_from_text(text: str, src: str, engine: str | None = None, model: str | None = None) -> Counters:
@@ -157,17 +169,22 @@ def counters_from_text(text: str, src: str, engine: str | None = None, model: st
     prefix = "vllm:spec_decode_" if found == "vllm" else "sglang:"
     models = _models(samples, prefix) - {""}
     if model is None and len(models) > 1:
-        raise BadInput(f"{src} holds metrics of several models ({', '.join(sorted(models))})",
-                       "pass --server-model NAME to pick one")
+        raise BadInput(
+            f"{src} holds metrics of several models ({', '.join(sorted(models))})", "pass --server-model NAME to pick one"
+        )
     if model is not None and model not in models:
-        raise BadInput(f"{src} has no metrics labelled model_name={model!r} (found: {', '.join(sorted(models)) or 'none'})",
-                       "pass the served model name exactly as the server reports it")
+        raise BadInput(
+            f"{src} has no metrics labelled model_name={model!r} (found: {', '.join(sorted(models)) or 'none'})",
+            "pass the served model name exactly as the server reports it",
+        )
     if found == "vllm":
         vals = {}
         for key in (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED):
             v = _sum(samples, key, model)
             if v is None:
-                raise BadInput(f"{src} lacks {key}", "save the complete /metrics response of a vLLM server with speculative decoding")
+                raise BadInput(
+                    f"{src} lacks {key}", "save the complete /metrics response of a vLLM server with speculative decoding"
+                )
             vals[key] = v
         pos: dict[int, float] = {}
         for lab, v in _select(samples, VLLM_PER_POS, model).items():
@@ -175,11 +192,15 @@ def counters_from_text(text: str, src: str, engine: str | None = None, model: st
             try:
                 k = int(d["position"])
             except (KeyError, ValueError):
-                raise BadInput(f"{src}: {VLLM_PER_POS} has a sample without an integer position label",
-                               "save the raw /metrics response unchanged") from None
+                raise BadInput(
+                    f"{src}: {VLLM_PER_POS} has a sample without an integer position label",
+                    "save the raw /metrics response unchanged",
+                ) from None
             pos[k] = pos.get(k, 0.0) + v
         if pos and sorted(pos) != list(range(len(pos))):
-            raise BadInput(f"{src}: {VLLM_PER_POS} positions {sorted(pos)} are not 0..K-1", "save the raw /metrics response unchanged")
+            raise BadInput(
+                f"{src}: {VLLM_PER_POS} positions {sorted(pos)} are not 0..K-1", "save the raw /metrics response unchanged"
+            )
         per_pos = [pos[k] for k in range(len(pos))] if pos else None
         return Counters("vllm", src, vals, per_pos, model=model)
     vals = {}
@@ -245,12 +266,17 @@ def measure(after: Counters, before: Counters | None = None) -> Measured:
     """The workload's own figures: counters of ``after`` minus ``before`` (when given)."""
     if before is not None:
         if before.engine != after.engine:
-            raise BadInput(f"{before.source} is a {before.engine} scrape but {after.source} is {after.engine}",
-                           "take both scrapes from the same server")
+            raise BadInput(
+                f"{before.source} is a {before.engine} scrape but {after.source} is {after.engine}",
+                "take both scrapes from the same server",
+            )
         if (before.per_pos is None) != (after.per_pos is None) or (
-                before.per_pos is not None and len(before.per_pos) != len(after.per_pos or [])):
-            raise BadInput(f"{before.source} and {after.source} disagree on the number of draft positions",
-                           "take both scrapes from the same server, without a restart in between")
+            before.per_pos is not None and len(before.per_pos) != len(after.per_pos or [])
+        ):
+            raise BadInput(
+                f"{before.source} and {after.source} disagree on the number of draft positions",
+                "take both scrapes from the same server, without a restart in between",
+            )
     vals, per_pos, notes = _difference(after, before)
     src = after.source if before is None else f"{before.source} -> {after.source}"
     if after.engine == "vllm":
@@ -267,14 +293,18 @@ def _difference(after: Counters, before: Counters | None) -> tuple[dict[str, flo
         for k in vals:
             b = before.values.get(k, 0.0)
             if vals[k] < b:
-                raise BadInput(f"counter {k} went down between {before.source} and {after.source} ({b:g} -> {vals[k]:g})",
-                               "the server restarted between the scrapes: scrape again before and after one workload")
+                raise BadInput(
+                    f"counter {k} went down between {before.source} and {after.source} ({b:g} -> {vals[k]:g})",
+                    "the server restarted between the scrapes: scrape again before and after one workload",
+                )
             vals[k] -= b
         if per_pos is not None:
             per_pos = [a - b for a, b in zip(per_pos, before.per_pos or [])]
             if min(per_pos) < 0:
-                raise BadInput(f"per-position counters went down between {before.source} and {after.source}",
-                               "the server restarted between the scrapes: scrape again")
+                raise BadInput(
+                    f"per-position counters went down between {before.source} and {after.source}",
+                    "the server restarted between the scrapes: scrape again",
+                )
         notes.append(f"workload figures: {after.source} minus {before.source}")
     else:
         notes.append("one scrape: figures cover everything since the server started (pass a --before scrape for one workload)")
@@ -284,10 +314,14 @@ def _difference(after: Counters, before: Counters | None) -> tuple[dict[str, flo
 def _vllm_measured(vals: dict[str, float], per_pos: list[float] | None, src: str, notes: list[str]) -> Measured:
     drafts, drafted, acc = vals[VLLM_DRAFTS], vals[VLLM_DRAFT_TOKENS], vals[VLLM_ACCEPTED]
     if drafts <= 0:
-        raise BadInput(f"no speculative drafts were counted in {src}", "run a workload between the scrapes (or check that speculation is on)")
+        raise BadInput(
+            f"no speculative drafts were counted in {src}", "run a workload between the scrapes (or check that speculation is on)"
+        )
     if acc > drafted or (per_pos is not None and any(p > drafts for p in per_pos)):
-        raise BadInput(f"{src}: accepted tokens exceed drafted tokens (or drafts): not one server's counters",
-                       "take the scrapes from one vLLM server, unedited")
+        raise BadInput(
+            f"{src}: accepted tokens exceed drafted tokens (or drafts): not one server's counters",
+            "take the scrapes from one vLLM server, unedited",
+        )
     rates = [p / drafts for p in per_pos] if per_pos is not None else None
     cis = [wilson(p, drafts) for p in per_pos] if per_pos is not None else None
     if per_pos is not None and abs(sum(per_pos) - acc) > 0.5:
@@ -304,27 +338,50 @@ def _vllm_measured(vals: dict[str, float], per_pos: list[float] | None, src: str
         var = sum(h * (j - mean) ** 2 for j, h in enumerate(hist)) / (drafts - 1)
         half = 1.96 * math.sqrt(var / drafts)
         ci = (1.0 + mean - half, 1.0 + mean + half)
-    return Measured("vllm", src, drafts, mal, ci, drafted, acc, acc / drafted if drafted else None, rates, cis,
-                    len(per_pos) if per_pos is not None else None, None, vals, notes)
+    return Measured(
+        "vllm",
+        src,
+        drafts,
+        mal,
+        ci,
+        drafted,
+        acc,
+        acc / drafted if drafted else None,
+        rates,
+        cis,
+        len(per_pos) if per_pos is not None else None,
+        None,
+        vals,
+        notes,
+    )
 
 
 def _sglang_measured(vals: dict[str, float], src: str, notes: list[str], gauges: dict[str, float]) -> Measured:
     verify, gen = vals[SGL_VERIFY], vals[SGL_GEN]
     if verify <= 0:
-        raise BadInput(f"no verify passes were counted in {src} ({SGL_VERIFY})",
-                       "run a workload between the scrapes (with speculative decoding on)")
+        raise BadInput(
+            f"no verify passes were counted in {src} ({SGL_VERIFY})",
+            "run a workload between the scrapes (with speculative decoding on)",
+        )
     reqs = vals.get(SGL_REQS)
     # tokenizer_manager.py:3166: SGLang's own accept_length = completion_tokens / spec_verify_ct
     # (bonus in). Each request's first completion token comes from the prefill, not a verify
     # pass, so tokens per verify pass are (completion - requests) / verify when requests are known.
     own = gen / verify
     mal = (gen - reqs) / verify if reqs else own
-    notes.append(f"SGLang's own accept_length (completion tokens / verify calls) {own:.3f}"
-                 + (f"; without each request's prefill token {mal:.3f} (compared below)" if reqs else
-                    f"; {SGL_REQS} missing, so the prefill token of each request is counted in"))
+    notes.append(
+        f"SGLang's own accept_length (completion tokens / verify calls) {own:.3f}"
+        + (
+            f"; without each request's prefill token {mal:.3f} (compared below)"
+            if reqs
+            else f"; {SGL_REQS} missing, so the prefill token of each request is counted in"
+        )
+    )
     if gauges:
-        notes.append("sglang:spec_accept_length/_rate gauges cover only the last logging interval: "
-                     f"{', '.join(f'{k}={v:.3f}' for k, v in gauges.items())}")
+        notes.append(
+            "sglang:spec_accept_length/_rate gauges cover only the last logging interval: "
+            f"{', '.join(f'{k}={v:.3f}' for k, v in gauges.items())}"
+        )
     return Measured("sglang", src, verify, mal, None, None, None, None, None, None, None, reqs, vals, notes)
 
 
@@ -343,8 +400,10 @@ def measure_sglang_log(text: str, src: str) -> Measured:
     """
     rows = [(int(m.group(1)), float(m.group(2)), float(m.group(3))) for m in _SGL_LINE.finditer(text)]
     if not rows:
-        raise BadInput(f"{src} has no SGLang 'Decode batch ... accept len: ..., accept rate: ...' lines",
-                       "pass the SGLang server's log (speculative decoding on, default --log-level info)")
+        raise BadInput(
+            f"{src} has no SGLang 'Decode batch ... accept len: ..., accept rate: ...' lines",
+            "pass the SGLang server's log (speculative decoding on, default --log-level info)",
+        )
     w = [max(r, 1) for r, _, _ in rows]
     W = float(sum(w))
     mal = sum(wi * a for wi, (_, a, _) in zip(w, rows)) / W
@@ -356,17 +415,23 @@ def measure_sglang_log(text: str, src: str) -> Measured:
         sd = math.sqrt(sum((v - mu) ** 2 for v in vals) / (len(vals) - 1))
         half = 1.96 * sd / math.sqrt(len(vals))
         ci = (mal - half, mal + half)
-    notes = [f"{len(rows)} 'Decode batch' log lines pooled, weighted by #running-req; "
-             f"SGLang accept_rate (correct drafts / (passes x (num_draft_tokens - 1))) {rate:.3f}"]
-    return Measured("sglang", src, float(len(rows)), mal, ci, None, None, rate, None, None, None, None,
-                    {"log_lines": float(len(rows))}, notes)
+    notes = [
+        f"{len(rows)} 'Decode batch' log lines pooled, weighted by #running-req; "
+        f"SGLang accept_rate (correct drafts / (passes x (num_draft_tokens - 1))) {rate:.3f}"
+    ]
+    return Measured(
+        "sglang", src, float(len(rows)), mal, ci, None, None, rate, None, None, None, None, {"log_lines": float(len(rows))}, notes
+    )
 
 
-def load_measured(after: str | None, before: str | None = None, log: str | None = None, engine: str | None = None,
-                  model: str | None = None) -> Measured:
+def load_measured(
+    after: str | None, before: str | None = None, log: str | None = None, engine: str | None = None, model: str | None = None
+) -> Measured:
     """Measured acceptance from a scrape (optionally minus an earlier one) or an SGLang log."""
     if after is None and log is None:
-        raise BadInput("no server evidence given", "pass --server-metrics FILE|URL (and --server-metrics-before) or --server-log FILE")
+        raise BadInput(
+            "no server evidence given", "pass --server-metrics FILE|URL (and --server-metrics-before) or --server-log FILE"
+        )
     if after is None:
         if before is not None:
             raise BadInput("--server-metrics-before needs --server-metrics", "pass the scrape taken after the workload too")
@@ -386,15 +451,16 @@ def load_measured(after: str | None, before: str | None = None, log: str | None 
 # (the cases issue 16 starts from); listed with the engine verdict as leads, not as diagnoses.
 RUNTIME_REPORTS = {
     "vllm": ["vllm PR #20190 (spec-decode runtime fix)", "vllm issue #26191 (acceptance lower than expected)"],
-    "sglang": ["sglang issue #10059 (acceptance lower than expected)",
-               "SGLang 0.5.2: CUDA-graph decode used the default layer ids (PR #22836); run with --disable-cuda-graph to test"],
+    "sglang": [
+        "sglang issue #10059 (acceptance lower than expected)",
+        "SGLang 0.5.2: CUDA-graph decode used the default layer ids (PR #22836); run with --disable-cuda-graph to test",
+    ],
     "trtllm": ["TensorRT-LLM PR #5146 (spec-decode runtime fix)"],
 }
 MIN_GAP = 0.10  # mean acceptance length: smaller gaps are not worth a verdict whatever the intervals
 
 
-def bootstrap_prediction(accepted_lengths: list[list[int]], num_steps: int, n_boot: int = 2000,
-                         seed: int = 0) -> dict[str, Any]:
+def bootstrap_prediction(accepted_lengths: list[list[int]], num_steps: int, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Predicted figures with 95% intervals, resampling prompts (a workload is a set of prompts)."""
     import numpy as np
 
@@ -412,8 +478,10 @@ def bootstrap_prediction(accepted_lengths: list[list[int]], num_steps: int, n_bo
     lo, hi = np.percentile(mal_b, [2.5, 97.5])
     plo, phi = np.percentile(pos_b, [2.5, 97.5], axis=0)
     return {
-        "passes": int(n.sum()), "requests": len(reqs),
-        "mean_acceptance_length": float(1.0 + s.sum() / n.sum()), "mean_acceptance_length_ci": (float(lo), float(hi)),
+        "passes": int(n.sum()),
+        "requests": len(reqs),
+        "mean_acceptance_length": float(1.0 + s.sum() / n.sum()),
+        "mean_acceptance_length_ci": (float(lo), float(hi)),
         "per_position_rate": (ge.sum(axis=0) / n.sum()).tolist(),
         "per_position_ci": [(float(a), float(b)) for a, b in zip(plo, phi)],
     }
@@ -449,12 +517,19 @@ class ServingComparison:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "relation": self.relation, "measured": self.measured.to_dict(),
-                "predicted": self.predicted, "settings": self.settings, "notes": self.notes}
+        return {
+            "verdict": self.verdict,
+            "relation": self.relation,
+            "measured": self.measured.to_dict(),
+            "predicted": self.predicted,
+            "settings": self.settings,
+            "notes": self.notes,
+        }
 
 
-def compare_to_prediction(measured: Measured, paths: dict[str, dict[str, Any]], settings: dict[str, Any],
-                          capture_fix: str | None = None) -> tuple[ServingComparison, list[Any]]:
+def compare_to_prediction(
+    measured: Measured, paths: dict[str, dict[str, Any]], settings: dict[str, Any], capture_fix: str | None = None
+) -> tuple[ServingComparison, list[Any]]:
     """The doctor's predicted acceptance (per feature path) against what the server counted.
 
     paths: the acceptance run's ``paths`` (``serving`` = the engine's own capture points,
@@ -464,21 +539,37 @@ def compare_to_prediction(measured: Measured, paths: dict[str, dict[str, Any]], 
     """
     K = int(settings["num_steps"])
     if measured.num_spec_tokens is not None and measured.num_spec_tokens != K:
-        raise BadInput(f"the server drafted {measured.num_spec_tokens} tokens per pass (per-position counters) but the "
-                       f"prediction used --num-steps {K}", f"rerun with --num-steps {measured.num_spec_tokens}")
+        raise BadInput(
+            f"the server drafted {measured.num_spec_tokens} tokens per pass (per-position counters) but the "
+            f"prediction used --num-steps {K}",
+            f"rerun with --num-steps {measured.num_spec_tokens}",
+        )
     if "serving" not in paths:
         raise BadInput("no serving-path prediction to compare with the server", "fix the slot count first (see notes)")
     pred = {name: bootstrap_prediction(p["accepted_lengths"], K) for name, p in paths.items()}
     ps = pred["serving"]
-    rel = _relation(measured.mean_acceptance_length, measured.mean_acceptance_length_ci, ps["mean_acceptance_length"], ps["mean_acceptance_length_ci"])
-    notes = ["the verdict assumes the server ran the same prompts with the same settings (K, top-k, draft tokens, "
-             "temperature) as this prediction; counters cannot show it"]
+    rel = _relation(
+        measured.mean_acceptance_length,
+        measured.mean_acceptance_length_ci,
+        ps["mean_acceptance_length"],
+        ps["mean_acceptance_length_ci"],
+    )
+    notes = [
+        "the verdict assumes the server ran the same prompts with the same settings (K, top-k, draft tokens, "
+        "temperature) as this prediction; counters cannot show it"
+    ]
     if int(settings.get("topk") or 1) > 1 or float(settings.get("temperature") or 0) > 0:
         notes.append("the prediction is for the tree/temperature settings given; chain figures are compared")
     ev = _evidence(measured, ps, pred.get("training"))
     verdict, findings = _verdict(rel, measured, paths, ps, pred.get("training"), ev, capture_fix)
-    return ServingComparison(verdict, measured, pred, rel, {k: settings.get(k) for k in (
-        "num_steps", "topk", "num_draft_tokens", "temperature", "sequences", "engine")}, notes), findings
+    return ServingComparison(
+        verdict,
+        measured,
+        pred,
+        rel,
+        {k: settings.get(k) for k in ("num_steps", "topk", "num_draft_tokens", "temperature", "sequences", "engine")},
+        notes,
+    ), findings
 
 
 def _fmt(x: float, ci: tuple[float, float] | None) -> str:
@@ -488,10 +579,11 @@ def _fmt(x: float, ci: tuple[float, float] | None) -> str:
 def _evidence(measured: Measured, ps: dict[str, Any], pt: dict[str, Any] | None) -> list[str]:
     """Measured against predicted, overall and per position."""
     m = _fmt(measured.mean_acceptance_length, measured.mean_acceptance_length_ci)
-    ev = [f"server ({measured.engine}, {measured.source}): mean acceptance length {m} "
-          f"over {measured.passes:g} verify passes",
-          f"predicted under the serving features: {_fmt(ps['mean_acceptance_length'], ps['mean_acceptance_length_ci'])} "
-          f"over {ps['passes']} passes / {ps['requests']} prompts"]
+    ev = [
+        f"server ({measured.engine}, {measured.source}): mean acceptance length {m} over {measured.passes:g} verify passes",
+        f"predicted under the serving features: {_fmt(ps['mean_acceptance_length'], ps['mean_acceptance_length_ci'])} "
+        f"over {ps['passes']} passes / {ps['requests']} prompts",
+    ]
     if pt is not None:
         ev.append(f"predicted under the training features: {_fmt(pt['mean_acceptance_length'], pt['mean_acceptance_length_ci'])}")
     if measured.per_position_rate is not None:
@@ -502,8 +594,15 @@ def _evidence(measured: Measured, ps: dict[str, Any], pt: dict[str, Any] | None)
     return ev
 
 
-def _verdict(rel: str, measured: Measured, paths: dict[str, dict[str, Any]], ps: dict[str, Any],
-             pt: dict[str, Any] | None, ev: list[str], capture_fix: str | None) -> tuple[str | None, list[Any]]:
+def _verdict(
+    rel: str,
+    measured: Measured,
+    paths: dict[str, dict[str, Any]],
+    ps: dict[str, Any],
+    pt: dict[str, Any] | None,
+    ev: list[str],
+    capture_fix: str | None,
+) -> tuple[str | None, list[Any]]:
     """engine (SRV001), wiring (SRV002), draft (SRV003), undetermined (SRV004), or None: healthy."""
     from .findings import Finding
 
@@ -512,49 +611,77 @@ def _verdict(rel: str, measured: Measured, paths: dict[str, dict[str, Any]], ps:
     verdict: str | None = None
     serve_step1 = paths["serving"]["acc_k"][0] if paths["serving"].get("acc_k") else float("nan")
     ref_step1 = paths["training"]["acc_k"][0] if "training" in paths and paths["training"].get("acc_k") else serve_step1
-    wiring_gap = pt is not None and pt["mean_acceptance_length_ci"][0] > ps["mean_acceptance_length_ci"][1] \
+    wiring_gap = (
+        pt is not None
+        and pt["mean_acceptance_length_ci"][0] > ps["mean_acceptance_length_ci"][1]
         and pt["mean_acceptance_length"] - ps["mean_acceptance_length"] >= MIN_GAP
+    )
     if rel == "below":
         verdict = "engine"
         reports = RUNTIME_REPORTS.get(measured.engine, [])
-        findings.append(Finding(
-            "SRV001", f"the server accepts less than the doctor predicts for these very capture points: "
-            f"{m:.2f} measured vs {ps['mean_acceptance_length']:.2f} predicted mean acceptance length",
-            ev + [f"known runtime reports for {measured.engine}: " + "; ".join(reports)] if reports else ev,
-            f"suspect the {measured.engine} runtime, not the wiring or the draft: rerun the same prompts eagerly "
-            "(vLLM --enforce-eager; SGLang --disable-cuda-graph) and with one request at a time; if acceptance "
-            "recovers, report it to the engine with these figures",
-            data={"measured": m, "predicted": ps["mean_acceptance_length"], "predicted_ci": ps["mean_acceptance_length_ci"]},
-        ))
+        findings.append(
+            Finding(
+                "SRV001",
+                f"the server accepts less than the doctor predicts for these very capture points: "
+                f"{m:.2f} measured vs {ps['mean_acceptance_length']:.2f} predicted mean acceptance length",
+                ev + [f"known runtime reports for {measured.engine}: " + "; ".join(reports)] if reports else ev,
+                f"suspect the {measured.engine} runtime, not the wiring or the draft: rerun the same prompts eagerly "
+                "(vLLM --enforce-eager; SGLang --disable-cuda-graph) and with one request at a time; if acceptance "
+                "recovers, report it to the engine with these figures",
+                data={"measured": m, "predicted": ps["mean_acceptance_length"], "predicted_ci": ps["mean_acceptance_length_ci"]},
+            )
+        )
     elif rel == "agree" and wiring_gap and _below(measured, pt):
         verdict = "wiring"
-        findings.append(Finding(
-            "SRV002", f"the server's {m:.2f} matches the prediction under the serving features; the training "
-            f"features would give {pt['mean_acceptance_length']:.2f}: the capture mismatch explains the gap",  # type: ignore[index]
-            ev + [f"serving feeds {', '.join(paths['serving'].get('spec') or [])}; "
-                  f"trained on {paths['training'].get('spec') if isinstance(paths['training'].get('spec'), str) else ', '.join(paths['training'].get('spec') or [])}"],
-            capture_fix or "run eagle3-doctor compare-hidden for the exact layer ids to write",
-            data={"measured": m, "predicted_serving": ps["mean_acceptance_length"], "predicted_training": pt["mean_acceptance_length"]},  # type: ignore[index]
-        ))
+        findings.append(
+            Finding(
+                "SRV002",
+                f"the server's {m:.2f} matches the prediction under the serving features; the training "
+                f"features would give {pt['mean_acceptance_length']:.2f}: the capture mismatch explains the gap",  # type: ignore[index]
+                ev
+                + [
+                    f"serving feeds {', '.join(paths['serving'].get('spec') or [])}; "
+                    f"trained on {paths['training'].get('spec') if isinstance(paths['training'].get('spec'), str) else ', '.join(paths['training'].get('spec') or [])}"
+                ],
+                capture_fix or "run eagle3-doctor compare-hidden for the exact layer ids to write",
+                data={
+                    "measured": m,
+                    "predicted_serving": ps["mean_acceptance_length"],
+                    "predicted_training": pt["mean_acceptance_length"],
+                },  # type: ignore[index]
+            )
+        )
     elif rel == "agree" and ref_step1 < 0.3:
         verdict = "draft"
-        findings.append(Finding(
-            "SRV003", f"the server's {m:.2f} matches the prediction, and the draft is weak even on its training "
-            f"features (step-1 accuracy {ref_step1:.3f})",
-            ev, "the draft itself needs work: check lm_head, d2t/t2d, embeddings, chat template, then retrain on "
-            "data like this workload",
-        ))
+        findings.append(
+            Finding(
+                "SRV003",
+                f"the server's {m:.2f} matches the prediction, and the draft is weak even on its training "
+                f"features (step-1 accuracy {ref_step1:.3f})",
+                ev,
+                "the draft itself needs work: check lm_head, d2t/t2d, embeddings, chat template, then retrain on "
+                "data like this workload",
+            )
+        )
     elif rel in ("unclear", "above") or (rel == "agree" and wiring_gap):
         verdict = "undetermined"
-        why = ("the server measured MORE than predicted: the workload or settings probably differ from this prediction"
-               if rel == "above" else "the measured and predicted intervals neither separate nor agree" if rel == "unclear"
-               else "the server agrees with the serving-feature prediction but cannot rule out the training-feature one: "
-                    "measure more verify passes")
-        findings.append(Finding(
-            "SRV004", f"server vs prediction undetermined: {why}", ev,
-            "replay the server's own prompts (--prompts) with its settings (--num-steps, --topk, --num-draft-tokens, "
-            "--temperature), and scrape before and after exactly that workload",
-        ))
+        why = (
+            "the server measured MORE than predicted: the workload or settings probably differ from this prediction"
+            if rel == "above"
+            else "the measured and predicted intervals neither separate nor agree"
+            if rel == "unclear"
+            else "the server agrees with the serving-feature prediction but cannot rule out the training-feature one: "
+            "measure more verify passes"
+        )
+        findings.append(
+            Finding(
+                "SRV004",
+                f"server vs prediction undetermined: {why}",
+                ev,
+                "replay the server's own prompts (--prompts) with its settings (--num-steps, --topk, --num-draft-tokens, "
+                "--temperature), and scrape before and after exactly that workload",
+            )
+        )
     return verdict, findings
 
 
@@ -600,14 +727,22 @@ def render_comparison(console: Any, c: ServingComparison) -> None:
         return f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
     m = c.measured
-    t.add_row("mean acceptance length", f(m.mean_acceptance_length, m.mean_acceptance_length_ci),
-              *[f(p["mean_acceptance_length"], p["mean_acceptance_length_ci"]) for p in c.predicted.values()])
+    t.add_row(
+        "mean acceptance length",
+        f(m.mean_acceptance_length, m.mean_acceptance_length_ci),
+        *[f(p["mean_acceptance_length"], p["mean_acceptance_length_ci"]) for p in c.predicted.values()],
+    )
     K = len(next(iter(c.predicted.values()))["per_position_rate"])
     for k in range(K):
         srv = "-" if m.per_position_rate is None else f(m.per_position_rate[k], (m.per_position_ci or [None] * K)[k])
-        t.add_row(f"position {k + 1} rate", srv, *[f(p["per_position_rate"][k], p["per_position_ci"][k]) for p in c.predicted.values()])
+        t.add_row(
+            f"position {k + 1} rate", srv, *[f(p["per_position_rate"][k], p["per_position_ci"][k]) for p in c.predicted.values()]
+        )
     console.print(t)
-    console.print(f"verdict: {c.verdict or 'none (the server measured what the doctor predicts)'}  "
-                  f"(server vs serving-feature prediction: {c.relation})", markup=False)
+    console.print(
+        f"verdict: {c.verdict or 'none (the server measured what the doctor predicts)'}  "
+        f"(server vs serving-feature prediction: {c.relation})",
+        markup=False,
+    )
     for n in c.notes:
         console.print(f"note: {n}", markup=False, soft_wrap=True)

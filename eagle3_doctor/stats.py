@@ -66,8 +66,15 @@ def _interval(point: float, samples: np.ndarray, level: float, n: int, B: int, s
     return Interval(float(point), float(lo), float(hi), level, n, B, seed)
 
 
-def bootstrap(counts: np.ndarray, stat: Stat, *, B: int = DEFAULT_B, seed: int = DEFAULT_SEED,
-              level: float = DEFAULT_LEVEL, w: np.ndarray | None = None) -> Interval:
+def bootstrap(
+    counts: np.ndarray,
+    stat: Stat,
+    *,
+    B: int = DEFAULT_B,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+    w: np.ndarray | None = None,
+) -> Interval:
     """counts [n, m] per prompt; stat maps summed counts [..., m] to the statistic."""
     c = np.asarray(counts, dtype=np.float64)
     n = c.shape[0]
@@ -80,8 +87,15 @@ def bootstrap(counts: np.ndarray, stat: Stat, *, B: int = DEFAULT_B, seed: int =
     return _interval(point, samples, level, n, B, seed)
 
 
-def paired(counts: Sequence[np.ndarray], stat: Stat, ref: int, *, B: int = DEFAULT_B, seed: int = DEFAULT_SEED,
-           level: float = DEFAULT_LEVEL) -> tuple[list[Interval], list[Interval]]:
+def paired(
+    counts: Sequence[np.ndarray],
+    stat: Stat,
+    ref: int,
+    *,
+    B: int = DEFAULT_B,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+) -> tuple[list[Interval], list[Interval]]:
     """Intervals for several statistics measured on the SAME prompts, and for each one's difference to ``ref``.
 
     The same resampled prompts are used for every candidate, so the shared per-prompt difficulty
@@ -109,8 +123,12 @@ def ratio(num: int = 0, den: int = 1) -> Stat:
 # --------------------------------------------------------------------------- acceptance figures
 
 
-def acceptance_counts(accepted_lengths: Sequence[Sequence[int]], hits: Sequence[Sequence[int]] | None,
-                      totals: Sequence[Sequence[int]] | None, num_steps: int) -> np.ndarray:
+def acceptance_counts(
+    accepted_lengths: Sequence[Sequence[int]],
+    hits: Sequence[Sequence[int]] | None,
+    totals: Sequence[Sequence[int]] | None,
+    num_steps: int,
+) -> np.ndarray:
     """Per prompt: [passes, accepted, #(A>=1..K), acc_k hits (K), acc_k positions (K)] -> [n, 2 + 3K]."""
     K = num_steps
     rows = []
@@ -127,8 +145,9 @@ def _tau(acc: np.ndarray) -> np.ndarray:
     return 1.0 + np.cumprod(np.nan_to_num(acc), axis=-1).sum(axis=-1)
 
 
-def acceptance_intervals(counts: np.ndarray, num_steps: int, *, B: int = DEFAULT_B, seed: int = DEFAULT_SEED,
-                         level: float = DEFAULT_LEVEL) -> dict[str, Any]:
+def acceptance_intervals(
+    counts: np.ndarray, num_steps: int, *, B: int = DEFAULT_B, seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL
+) -> dict[str, Any]:
     """Intervals over prompts for mean acceptance length, per-position rates, acc_k and tau (one shared resample)."""
     K = num_steps
     c = np.asarray(counts, dtype=np.float64)
@@ -151,8 +170,9 @@ def acceptance_intervals(counts: np.ndarray, num_steps: int, *, B: int = DEFAULT
     return out
 
 
-def difference_interval(cur: np.ndarray, base: np.ndarray, stat: Stat, *, B: int = DEFAULT_B, seed: int = DEFAULT_SEED,
-                        level: float = DEFAULT_LEVEL) -> tuple[Interval, str]:
+def difference_interval(
+    cur: np.ndarray, base: np.ndarray, stat: Stat, *, B: int = DEFAULT_B, seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL
+) -> tuple[Interval, str]:
     """Interval of stat(cur) - stat(base): paired over prompts when both ran the same number of prompts
     (the gate replays the same prompt file), otherwise two independent resamples."""
     cur, base = np.asarray(cur, dtype=np.float64), np.asarray(base, dtype=np.float64)
@@ -175,9 +195,12 @@ def interval_lines(intervals: dict[str, Any] | None) -> list[str]:
         return f"{d['point']:.3f} [{d['lo']:.3f}, {d['hi']:.3f}]"
 
     n = intervals["mean_acceptance_length"]["n"]
-    lines = [f"95% intervals over {n} prompts ({intervals['method']}"
-             + ("" if intervals.get("reliable", True) else f"; fewer than {MIN_PROMPTS} prompts: too few to trust") + ")",
-             f"mean acceptance length {t(intervals['mean_acceptance_length'])}; tau {t(intervals['tau'])}",
-             "per-position rate (vLLM): " + ", ".join(t(d) for d in intervals["per_position_rate"]),
-             "acc_k (SpecForge): " + ", ".join(t(d) for d in intervals["acc_k"])]
+    lines = [
+        f"95% intervals over {n} prompts ({intervals['method']}"
+        + ("" if intervals.get("reliable", True) else f"; fewer than {MIN_PROMPTS} prompts: too few to trust")
+        + ")",
+        f"mean acceptance length {t(intervals['mean_acceptance_length'])}; tau {t(intervals['tau'])}",
+        "per-position rate (vLLM): " + ", ".join(t(d) for d in intervals["per_position_rate"]),
+        "acc_k (SpecForge): " + ", ".join(t(d) for d in intervals["acc_k"]),
+    ]
     return lines

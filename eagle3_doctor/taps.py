@@ -216,17 +216,23 @@ class TapRecorder:
     def __enter__(self) -> TapRecorder:
         for p in self.points:
             if p.kind == EMBED:
+
                 def pre(_mod, args, kwargs, p=p):
                     hs = args[0] if args else kwargs["hidden_states"]
                     self._store(p, hs)
+
                 self._handles.append(self.parts.layers[0].register_forward_pre_hook(pre, with_kwargs=True))
             elif p.kind == LAYER_OUT:
+
                 def post(_mod, _args, out, p=p):
                     self._store(p, out[0] if isinstance(out, (tuple, list)) else out)
+
                 self._handles.append(self.parts.layers[p.layer].register_forward_hook(post))
             else:
+
                 def norm_post(_mod, _args, out, p=p):
                     self._store(p, out[0] if isinstance(out, (tuple, list)) else out)
+
                 self._handles.append(self.parts.norm.register_forward_hook(norm_post))
         return self
 

@@ -19,8 +19,14 @@ import torch
 from .errors import BadInput, ResourceError
 from .taps import CapturePoint, DecoderParts, TapRecorder, final_norm
 
-DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
-          "float32": torch.float32, "fp32": torch.float32}
+DTYPES = {
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "float32": torch.float32,
+    "fp32": torch.float32,
+}
 
 
 def resolve_device(device: str) -> torch.device:
@@ -31,9 +37,7 @@ def resolve_device(device: str) -> torch.device:
             raise ResourceError(f"--device {device} was asked for but no CUDA GPU is visible", "use --device cpu or auto")
         dev = torch.device(device)
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ResourceError(
-                f"--device {device}: only {torch.cuda.device_count()} GPU(s) visible", "pick an index below that"
-            )
+            raise ResourceError(f"--device {device}: only {torch.cuda.device_count()} GPU(s) visible", "pick an index below that")
         return dev
     if device in ("cpu", "mps"):
         return torch.device(device)
@@ -149,8 +153,9 @@ def load_target(
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as e:
-        raise BadInput(f"cannot load the target tokenizer {name_or_path!r}: {_first_line(e)}",
-                       "the target directory needs tokenizer files") from None
+        raise BadInput(
+            f"cannot load the target tokenizer {name_or_path!r}: {_first_line(e)}", "the target directory needs tokenizer files"
+        ) from None
     parts = DecoderParts(model)  # fail now, clearly, if the decoder layers cannot be found
     cap_dev = None
     if device_map is not None:
@@ -158,12 +163,21 @@ def load_target(
         # taken from layers on different devices can be concatenated and compared
         cap_dev = _exec_device(parts.norm)
         dev = cap_dev
-    return Target(model=model, tokenizer=tok, config=cfg_dict, name=str(name_or_path), device=dev, dtype=dt,
-                  trust_remote_code=trust_remote_code, capture_device=cap_dev)
+    return Target(
+        model=model,
+        tokenizer=tok,
+        config=cfg_dict,
+        name=str(name_or_path),
+        device=dev,
+        dtype=dt,
+        trust_remote_code=trust_remote_code,
+        capture_device=cap_dev,
+    )
 
 
-def _load_kwargs(dev: torch.device, device_map: str | dict | None, max_memory: dict | None,
-                 trust_remote_code: bool) -> dict[str, Any]:
+def _load_kwargs(
+    dev: torch.device, device_map: str | dict | None, max_memory: dict | None, trust_remote_code: bool
+) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     kwargs["device_map"] = device_map if device_map is not None else str(dev)
     if device_map is not None:
@@ -191,17 +205,22 @@ def _from_pretrained(name_or_path: str, dt: torch.dtype, dev: torch.device, kwar
         except TypeError:  # transformers < 4.56 spells it torch_dtype
             return AutoModelForCausalLM.from_pretrained(name_or_path, torch_dtype=dt, **kwargs)
     except TypeError as e:  # both spellings refused: the model class rejects this checkpoint's config
-        raise BadInput(f"cannot load the target {name_or_path!r}: {_first_line(e)}",
-                       "check the target's config.json against its architecture, or upgrade transformers") from None
+        raise BadInput(
+            f"cannot load the target {name_or_path!r}: {_first_line(e)}",
+            "check the target's config.json against its architecture, or upgrade transformers",
+        ) from None
     except torch.cuda.OutOfMemoryError:
         raise ResourceError(f"the target {name_or_path} does not fit on {dev}", "use --device-map auto across GPUs") from None
     except (OSError, ValueError) as e:
-        raise BadInput(f"cannot load the target {name_or_path!r}: {_first_line(e)}",
-                       "check the checkpoint files (re-download if truncated)") from None
+        raise BadInput(
+            f"cannot load the target {name_or_path!r}: {_first_line(e)}", "check the checkpoint files (re-download if truncated)"
+        ) from None
     except pickle.UnpicklingError as e:  # transformers loads .bin with weights_only=True; a hostile one is refused
-        raise BadInput(f"the target's pickled weights in {name_or_path!r} were refused by the safe loader "
-                       f"(weights_only=True): {_first_line(e)[:120]}",
-                       "convert the checkpoint to safetensors; pickles that run code are never loaded") from None
+        raise BadInput(
+            f"the target's pickled weights in {name_or_path!r} were refused by the safe loader "
+            f"(weights_only=True): {_first_line(e)[:120]}",
+            "convert the checkpoint to safetensors; pickles that run code are never loaded",
+        ) from None
 
 
 def _first_line(e: BaseException) -> str:
@@ -311,8 +330,13 @@ def target_argmax(target: Target, last_hidden: torch.Tensor, chunk: int = 1024) 
 
 
 @torch.inference_mode()
-def greedy_continue(target: Target, prompts: Sequence[Sequence[int]], max_new_tokens: int, batch_size: int,
-                    progress: Callable[[int, int], None] | None = None) -> list[list[int]]:
+def greedy_continue(
+    target: Target,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    batch_size: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[list[int]]:
     """The target's own greedy continuation of each prompt (KV cache, left-padded batches).
 
     Stops at the tokenizer's EOS. Left padding here only: generation appends at the right edge.
@@ -342,12 +366,20 @@ def greedy_continue(target: Target, prompts: Sequence[Sequence[int]], max_new_to
         ids = torch.full((len(chunk), T), pad, dtype=torch.long)
         mask = torch.zeros((len(chunk), T), dtype=torch.long)
         for i, p in enumerate(chunk):
-            ids[i, T - len(p):] = torch.as_tensor(list(p))
-            mask[i, T - len(p):] = 1
+            ids[i, T - len(p) :] = torch.as_tensor(list(p))
+            mask[i, T - len(p) :] = 1
         gen = target.model.generate(
-            input_ids=ids.to(target.device), attention_mask=mask.to(target.device), max_new_tokens=max_new_tokens,
-            do_sample=False, num_beams=1, pad_token_id=pad, eos_token_id=eos,
-            temperature=None, top_p=None, top_k=None, stopping_criteria=StoppingCriteriaList([_Tick()]),
+            input_ids=ids.to(target.device),
+            attention_mask=mask.to(target.device),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            pad_token_id=pad,
+            eos_token_id=eos,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            stopping_criteria=StoppingCriteriaList([_Tick()]),
         )
         for i, p in enumerate(chunk):
             new = gen[i, T:].tolist()

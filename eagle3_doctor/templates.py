@@ -29,11 +29,19 @@ from .findings import REQUEST, SERVER_COMMAND, Finding, Fix
 
 # ShareGPT speaker names -> chat roles (the mapping SpecForge and speculators apply on load)
 SHAREGPT_ROLES = {
-    "human": "user", "user": "user",
-    "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant", "bard": "assistant", "bing": "assistant",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "bard": "assistant",
+    "bing": "assistant",
     "model": "assistant",
     "system": "system",
-    "tool": "tool", "function": "tool", "observation": "tool", "ipython": "tool",
+    "tool": "tool",
+    "function": "tool",
+    "observation": "tool",
+    "ipython": "tool",
 }
 CONV_FIX = 'write one conversation per line: {"messages": [{"role": "user", "content": "..."}, ...]}'
 
@@ -121,16 +129,21 @@ def _content(value: Any, where: str, k: int, role: str, has_calls: bool) -> Any:
         return value
     if value is None and has_calls:
         return None
-    if isinstance(value, list) and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in value):
+    if isinstance(value, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in value
+    ):
         return "".join(p["text"] for p in value)  # OpenAI content parts, text only
-    raise BadInput(f"{where}: message {k} ({role}) content is {type(value).__name__}, not a string or text parts",
-                   'write "content": "..." (images and audio are not rendered)')
+    raise BadInput(
+        f"{where}: message {k} ({role}) content is {type(value).__name__}, not a string or text parts",
+        'write "content": "..." (images and audio are not rendered)',
+    )
 
 
 def _messages(raw: Any, where: str, layout: str) -> list[dict[str, Any]]:
     if not isinstance(raw, list) or not raw:
-        raise BadInput(f"{where}: '{'messages' if layout in ('openai', 'request') else 'conversations'}' must be a non-empty list",
-                       CONV_FIX)
+        raise BadInput(
+            f"{where}: '{'messages' if layout in ('openai', 'request') else 'conversations'}' must be a non-empty list", CONV_FIX
+        )
     out = []
     for k, m in enumerate(raw):
         if not isinstance(m, dict):
@@ -141,8 +154,9 @@ def _messages(raw: Any, where: str, layout: str) -> list[dict[str, Any]]:
                 raise BadInput(f"{where}: message {k} has no 'from' speaker", 'write {"from": "human", "value": "..."}')
             role = SHAREGPT_ROLES.get(who.lower())
             if role is None:
-                raise BadInput(f"{where}: message {k} has unknown speaker {who!r}",
-                               f"use one of {', '.join(sorted(SHAREGPT_ROLES))}")
+                raise BadInput(
+                    f"{where}: message {k} has unknown speaker {who!r}", f"use one of {', '.join(sorted(SHAREGPT_ROLES))}"
+                )
             out.append({"role": role, "content": _content(m.get("value"), where, k, role, False)})
             continue
         role = m.get("role")
@@ -156,7 +170,7 @@ def _messages(raw: Any, where: str, layout: str) -> list[dict[str, Any]]:
 
 def _int_list(v: Any, where: str, name: str) -> list[int]:
     if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        raise BadInput(f"{where}: '{name}' must be a non-empty list of integers", f"write \"{name}\": [1, 2, ...]")
+        raise BadInput(f"{where}: '{name}' must be a non-empty list of integers", f'write "{name}": [1, 2, ...]')
     return v
 
 
@@ -170,10 +184,14 @@ def parse_record(obj: Any, where: str) -> tuple[str, Conversation | TokenizedSam
         if mask is not None:
             mask = _int_list(mask, where, "loss_mask")
             if len(mask) != len(ids) or any(x not in (0, 1) for x in mask):
-                raise BadInput(f"{where}: loss_mask must be 0/1 and as long as input_ids ({len(ids)})", "re-export the tokenized data")
+                raise BadInput(
+                    f"{where}: loss_mask must be 0/1 and as long as input_ids ({len(ids)})", "re-export the tokenized data"
+                )
         return "tokenized", TokenizedSample(ids, mask, where)
     if "messages" in obj:
-        layout = "request" if any(k in obj for k in ("model", "tools", "chat_template_kwargs", "add_generation_prompt")) else "openai"
+        layout = (
+            "request" if any(k in obj for k in ("model", "tools", "chat_template_kwargs", "add_generation_prompt")) else "openai"
+        )
         msgs = _messages(obj["messages"], where, layout)
     elif "conversations" in obj:
         raw = obj["conversations"]
@@ -183,7 +201,9 @@ def parse_record(obj: Any, where: str) -> tuple[str, Conversation | TokenizedSam
         raise BadInput(f"{where}: no 'messages', 'conversations' or 'input_ids'", CONV_FIX)
     kwargs = obj.get("chat_template_kwargs") or {}
     if not isinstance(kwargs, dict):
-        raise BadInput(f"{where}: chat_template_kwargs must be an object", 'write "chat_template_kwargs": {"enable_thinking": false}')
+        raise BadInput(
+            f"{where}: chat_template_kwargs must be an object", 'write "chat_template_kwargs": {"enable_thinking": false}'
+        )
     tools = obj.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise BadInput(f"{where}: tools must be a list", "write the OpenAI tools array")
@@ -212,8 +232,10 @@ def load_requests(path: str | Path) -> list[Conversation]:
     """Serving requests: OpenAI chat-completions bodies (one object, an array, or JSONL)."""
     ds = load_dataset(path, "requests file")
     if ds.tokenized:
-        raise BadInput(f"{ds.tokenized[0].where}: a chat-completions request has 'messages', not input_ids",
-                       'write {"model": "...", "messages": [...]} per request')
+        raise BadInput(
+            f"{ds.tokenized[0].where}: a chat-completions request has 'messages', not input_ids",
+            'write {"model": "...", "messages": [...]} per request',
+        )
     return ds.conversations
 
 
@@ -230,9 +252,16 @@ def _template_from_json(path: Path, data: Any) -> str:
     return ct
 
 
-def load_template(spec: str | None, target_dir: str | None, target_tokenizer: Any, *, side: str,
-                  system_prompt: str | None = None, add_special_tokens: bool = False,
-                  kwargs: dict[str, Any] | None = None) -> Template:
+def load_template(
+    spec: str | None,
+    target_dir: str | None,
+    target_tokenizer: Any,
+    *,
+    side: str,
+    system_prompt: str | None = None,
+    add_special_tokens: bool = False,
+    kwargs: dict[str, Any] | None = None,
+) -> Template:
     """Resolve a template: 'target' (the target tokenizer's own), a Jinja file, a tokenizer_config.json
     or a tokenizer directory. side names the option in error messages (train or serve)."""
     opt = f"--{side}-template"
@@ -253,8 +282,15 @@ def load_template(spec: str | None, target_dir: str | None, target_tokenizer: An
         cfg = p / "tokenizer_config.json"
         if not cfg.is_file():
             raise BadInput(f"{opt} {p} has neither chat_template.jinja nor tokenizer_config.json", f"pass {opt} FILE.jinja")
-        return load_template(str(cfg), target_dir, target_tokenizer, side=side, system_prompt=system_prompt,
-                             add_special_tokens=add_special_tokens, kwargs=kw)
+        return load_template(
+            str(cfg),
+            target_dir,
+            target_tokenizer,
+            side=side,
+            system_prompt=system_prompt,
+            add_special_tokens=add_special_tokens,
+            kwargs=kw,
+        )
     if not p.is_file():
         raise BadInput(f"{opt} {spec!r} is not a file or directory", f"pass {opt} target, a .jinja file or a tokenizer directory")
     text = _read_text(p, "template", f"fix {opt}")
@@ -302,11 +338,14 @@ def render(tokenizer: Any, tpl: Template, conv: Conversation) -> Rendered:
     agp = conv.add_generation_prompt if conv.add_generation_prompt is not None else msgs[-1]["role"] != "assistant"
     kwargs = {**tpl.kwargs, **conv.template_kwargs}
     try:
-        text = tokenizer.apply_chat_template(msgs, chat_template=tpl.text, tools=conv.tools, tokenize=False,
-                                             add_generation_prompt=agp, **kwargs)
+        text = tokenizer.apply_chat_template(
+            msgs, chat_template=tpl.text, tools=conv.tools, tokenize=False, add_generation_prompt=agp, **kwargs
+        )
     except TemplateError as e:
-        raise BadInput(f"{tpl.source} fails on {conv.where}: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-                       "fix the template or that conversation") from None
+        raise BadInput(
+            f"{tpl.source} fails on {conv.where}: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+            "fix the template or that conversation",
+        ) from None
     if not isinstance(text, str):
         raise BadInput(f"{tpl.source} did not render a string", "pass a chat template, not a processor template")
     enc = tokenizer(text, add_special_tokens=tpl.add_special_tokens, return_offsets_mapping=True)
@@ -379,7 +418,7 @@ def _snippet(tokenizer: Any, ids: Sequence[int], limit: int = 60) -> str:
 
 
 def _classify(tokenizer: Any, tr: Rendered, sv: Rendered, a: tuple[int, int], b: tuple[int, int]) -> str:
-    ta, sa = tr.ids[a[0]:a[1]], sv.ids[b[0]:b[1]]
+    ta, sa = tr.ids[a[0] : a[1]], sv.ids[b[0] : b[1]]
     bos = tokenizer.bos_token_id
     if bos is not None and (bos in ta or bos in sa) and min(a[0], b[0]) <= 1:
         return "bos"
@@ -413,15 +452,29 @@ def diff_conversation(tokenizer: Any, train: Template, serve: Template, conv: Co
         kind = _classify(tokenizer, tr, sv, (a0, a1), (b0, b1))
         region = region_of(tr, a0) if a0 < len(tr.ids) else region_of(sv, b0)
         # show a little of both sides even for pure insertions: the neighbour locates the gap
-        spans.append(DiffSpan(kind, region, a0, b0, _tok_strs(tokenizer, tr.ids[a0:max(a1, a0 + 1)]),
-                              _tok_strs(tokenizer, sv.ids[b0:max(b1, b0 + 1)]),
-                              _snippet(tokenizer, tr.ids[a0:a1]), _snippet(tokenizer, sv.ids[b0:b1])))
+        spans.append(
+            DiffSpan(
+                kind,
+                region,
+                a0,
+                b0,
+                _tok_strs(tokenizer, tr.ids[a0 : max(a1, a0 + 1)]),
+                _tok_strs(tokenizer, sv.ids[b0 : max(b1, b0 + 1)]),
+                _snippet(tokenizer, tr.ids[a0:a1]),
+                _snippet(tokenizer, sv.ids[b0:b1]),
+            )
+        )
     return ConvDiff(conv.where, False, len(tr.ids), len(sv.ids), spans)
 
 
 KIND_CODE = {
-    "layout": "TPL001", "bos": "TPL002", "system": "TPL003", "generation_prompt": "TPL004",
-    "whitespace": "TPL005", "thinking": "TPL006", "tools": "TPL007",
+    "layout": "TPL001",
+    "bos": "TPL002",
+    "system": "TPL003",
+    "generation_prompt": "TPL004",
+    "whitespace": "TPL005",
+    "thinking": "TPL006",
+    "tools": "TPL007",
 }
 KIND_TITLE = {
     "layout": "the serving template renders role tags / turn layout differently from training",
@@ -436,42 +489,72 @@ KIND_TITLE = {
 
 def server_template_fix(train: Template, write_hint: str) -> Fix:
     if train.path:
-        return Fix(f"launch the server with --chat-template {train.path} (SGLang and vLLM both take the flag), "
-                   "the template the draft was trained on", file=SERVER_COMMAND, key="--chat-template",
-                   value=str(train.path), snippet=f"--chat-template {train.path}")
-    return Fix(f"write the training template to a file ({write_hint}) and launch the server with "
-               "--chat-template FILE (SGLang and vLLM)", file=SERVER_COMMAND, key="--chat-template",
-               snippet="--chat-template FILE")
+        return Fix(
+            f"launch the server with --chat-template {train.path} (SGLang and vLLM both take the flag), "
+            "the template the draft was trained on",
+            file=SERVER_COMMAND,
+            key="--chat-template",
+            value=str(train.path),
+            snippet=f"--chat-template {train.path}",
+        )
+    return Fix(
+        f"write the training template to a file ({write_hint}) and launch the server with --chat-template FILE (SGLang and vLLM)",
+        file=SERVER_COMMAND,
+        key="--chat-template",
+        snippet="--chat-template FILE",
+    )
 
 
 def written_template_fix(path: str) -> Fix:
     """The fix once `template-diff --write-template PATH` has written the training template there."""
-    return Fix(f"launch the server with --chat-template {path} (SGLang and vLLM), the training template written there",
-               file=SERVER_COMMAND, key="--chat-template", value=path, snippet=f"--chat-template {path}")
+    return Fix(
+        f"launch the server with --chat-template {path} (SGLang and vLLM), the training template written there",
+        file=SERVER_COMMAND,
+        key="--chat-template",
+        value=path,
+        snippet=f"--chat-template {path}",
+    )
 
 
 def _fix_for(kind: str, train: Template, serve: Template, example: ConvDiff, write_hint: str) -> str | Fix:
     if kind == "system" and train.system_prompt is not None and serve.system_prompt is None:
         msg = {"role": "system", "content": train.system_prompt}
-        return Fix(f"the training recipe inserted the system prompt {train.system_prompt!r} into every conversation "
-                   f"without one: send it as the first message of every request "
-                   f'({{"role": "system", "content": {json.dumps(train.system_prompt)}}}), or retrain without it',
-                   file=REQUEST, key="messages[0]", value=msg, snippet=json.dumps(msg))
+        return Fix(
+            f"the training recipe inserted the system prompt {train.system_prompt!r} into every conversation "
+            f"without one: send it as the first message of every request "
+            f'({{"role": "system", "content": {json.dumps(train.system_prompt)}}}), or retrain without it',
+            file=REQUEST,
+            key="messages[0]",
+            value=msg,
+            snippet=json.dumps(msg),
+        )
     if kind == "bos" and train.add_special_tokens != serve.add_special_tokens:
-        return ("the training side tokenized the rendered text with add_special_tokens="
-                f"{train.add_special_tokens}: retrain tokenizing with add_special_tokens=False (the template already "
-                "places BOS), as SpecForge's parser does")
+        return (
+            "the training side tokenized the rendered text with add_special_tokens="
+            f"{train.add_special_tokens}: retrain tokenizing with add_special_tokens=False (the template already "
+            "places BOS), as SpecForge's parser does"
+        )
     if kind == "thinking":
         kw = {k: v for k, v in train.kwargs.items()}
         if kw:
-            return Fix(f"send \"chat_template_kwargs\": {json.dumps(kw)} in every request (the values training rendered with), "
-                       "or " + server_template_fix(train, write_hint), file=REQUEST, key="chat_template_kwargs", value=kw,
-                       snippet=f'"chat_template_kwargs": {json.dumps(kw)}')
+            return Fix(
+                f'send "chat_template_kwargs": {json.dumps(kw)} in every request (the values training rendered with), '
+                "or " + server_template_fix(train, write_hint),
+                file=REQUEST,
+                key="chat_template_kwargs",
+                value=kw,
+                snippet=f'"chat_template_kwargs": {json.dumps(kw)}',
+            )
     return server_template_fix(train, write_hint)
 
 
-def diff_findings(tokenizer: Any, train: Template, serve: Template, diffs: list[ConvDiff],
-                  write_hint: str = "eagle3-doctor template-diff ... --write-template train.jinja") -> list[Finding]:
+def diff_findings(
+    tokenizer: Any,
+    train: Template,
+    serve: Template,
+    diffs: list[ConvDiff],
+    write_hint: str = "eagle3-doctor template-diff ... --write-template train.jinja",
+) -> list[Finding]:
     """One finding per kind of difference, naming the first differing tokens of the first conversation
     that shows it, and how many conversations show it."""
     out: list[Finding] = []
@@ -497,9 +580,15 @@ def diff_findings(tokenizer: Any, train: Template, serve: Template, diffs: list[
             f"regions affected: {', '.join(regions)}",
             f"prompt length: training {d.train_len} tokens, serving {d.serve_len}",
         ]
-        out.append(Finding(KIND_CODE[kind], f"{KIND_TITLE[kind]} ({len(hits)} of {total} prompts)", ev,
-                           _fix_for(kind, train, serve, d, write_hint),
-                           data={"count": len(hits), "total": total, "first": s.__dict__, "where": d.where}))
+        out.append(
+            Finding(
+                KIND_CODE[kind],
+                f"{KIND_TITLE[kind]} ({len(hits)} of {total} prompts)",
+                ev,
+                _fix_for(kind, train, serve, d, write_hint),
+                data={"count": len(hits), "total": total, "first": s.__dict__, "where": d.where},
+            )
+        )
     return out
 
 
@@ -521,16 +610,35 @@ class TemplateDiffResult:
 
     def to_dict(self) -> dict[str, Any]:
         def tpl(t: Template) -> dict[str, Any]:
-            return {"source": t.source, "path": t.path, "system_prompt": t.system_prompt,
-                    "add_special_tokens": t.add_special_tokens, "kwargs": t.kwargs}
+            return {
+                "source": t.source,
+                "path": t.path,
+                "system_prompt": t.system_prompt,
+                "add_special_tokens": t.add_special_tokens,
+                "kwargs": t.kwargs,
+            }
 
         return {
-            "schema": SCHEMA, "target": self.target, "train_template": tpl(self.train),
-            "serve_template": tpl(self.serve), "conversations": self.conversations, "identical": self.identical,
-            "diffs": [{"where": d.where, "identical": d.identical, "train_len": d.train_len, "serve_len": d.serve_len,
-                       "spans": [s.__dict__ for s in d.spans]} for d in self.diffs],
-            "findings": [f.to_dict() for f in self.findings], "data_report": self.data_report,
-            "tokenizer_report": self.tokenizer_report, "notes": self.notes,
+            "schema": SCHEMA,
+            "target": self.target,
+            "train_template": tpl(self.train),
+            "serve_template": tpl(self.serve),
+            "conversations": self.conversations,
+            "identical": self.identical,
+            "diffs": [
+                {
+                    "where": d.where,
+                    "identical": d.identical,
+                    "train_len": d.train_len,
+                    "serve_len": d.serve_len,
+                    "spans": [s.__dict__ for s in d.spans],
+                }
+                for d in self.diffs
+            ],
+            "findings": [f.to_dict() for f in self.findings],
+            "data_report": self.data_report,
+            "tokenizer_report": self.tokenizer_report,
+            "notes": self.notes,
         }
 
 
@@ -545,8 +653,10 @@ def load_tokenizer(path: str, what: str = "--target") -> Any:
     try:
         return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as e:
-        raise BadInput(f"cannot load a tokenizer from {path} ({str(e).splitlines()[0][:160]})",
-                       f"point {what} at a directory with tokenizer.json / tokenizer_config.json") from None
+        raise BadInput(
+            f"cannot load a tokenizer from {path} ({str(e).splitlines()[0][:160]})",
+            f"point {what} at a directory with tokenizer.json / tokenizer_config.json",
+        ) from None
 
 
 def parse_kwargs(text: str | None, opt: str) -> dict[str, Any]:
@@ -579,8 +689,15 @@ def template_diff(
     """Render the same conversations the training way and the serving way; diff token by token.
     train_tokenizer: the tokenizer the draft's data was made with (compared with the target's)."""
     tok = load_tokenizer(target)
-    train = load_template(train_template, target, tok, side="train", system_prompt=train_system_prompt,
-                          add_special_tokens=train_add_special_tokens, kwargs=train_kwargs)
+    train = load_template(
+        train_template,
+        target,
+        tok,
+        side="train",
+        system_prompt=train_system_prompt,
+        add_special_tokens=train_add_special_tokens,
+        kwargs=train_kwargs,
+    )
     serve = load_template(serve_template, target, tok, side="serve", kwargs=serve_kwargs)
     convs: list[Conversation] = []
     notes: list[str] = []
@@ -598,7 +715,12 @@ def template_diff(
         convs = convs[:limit]
     tok_rep, drep = None, None
     pre: list[Finding] = []
-    if train_tokenizer is None and train_template and Path(train_template).is_dir() and (Path(train_template) / "tokenizer_config.json").is_file():
+    if (
+        train_tokenizer is None
+        and train_template
+        and Path(train_template).is_dir()
+        and (Path(train_template) / "tokenizer_config.json").is_file()
+    ):
         train_tokenizer = train_template  # the template came with a tokenizer: compare that one too
     if train_tokenizer:
         tok_rep, tf = tokenizer_findings(tok, load_tokenizer(train_tokenizer, "--train-tokenizer"), train_tokenizer)
@@ -616,18 +738,22 @@ def template_diff(
         raise BadInput("no conversations to render", "pass --requests FILE, --prompts FILE or --train-data FILE with messages")
     diffs = [diff_conversation(tok, train, serve, c) for c in convs]
     findings = pre + diff_findings(tok, train, serve, diffs)
-    return TemplateDiffResult(target, train, serve, len(diffs), sum(d.identical for d in diffs), diffs, findings,
-                              drep, tok_rep, notes)
+    return TemplateDiffResult(
+        target, train, serve, len(diffs), sum(d.identical for d in diffs), diffs, findings, drep, tok_rep, notes
+    )
 
 
 def render_template_diff(console: Any, res: TemplateDiffResult) -> None:
     from .report import render_findings
 
     console.print(f"target: {res.target}", markup=False, highlight=False)
-    console.print(f"training template: {res.train.source}"
-                  + (f"; system prompt {res.train.system_prompt!r} when none is given" if res.train.system_prompt is not None else "")
-                  + ("; tokenized with add_special_tokens=True" if res.train.add_special_tokens else ""),
-                  markup=False, highlight=False)
+    console.print(
+        f"training template: {res.train.source}"
+        + (f"; system prompt {res.train.system_prompt!r} when none is given" if res.train.system_prompt is not None else "")
+        + ("; tokenized with add_special_tokens=True" if res.train.add_special_tokens else ""),
+        markup=False,
+        highlight=False,
+    )
     console.print(f"serving template:  {res.serve.source}", markup=False, highlight=False)
     for n in res.notes:
         console.print(f"note: {n}", markup=False, highlight=False)
@@ -635,19 +761,29 @@ def render_template_diff(console: Any, res: TemplateDiffResult) -> None:
         d = res.data_report
         line = f"training data {d['path']} ({', '.join(d['layouts'])}): {d['conversations']} conversation(s)"
         if d["conversations"]:
-            line += (f", {d['with_system_prompt']} with a system prompt ({100 * d['share_with_system_prompt']:.0f}%), "
-                     f"{d['average_user_turns']:.2f} user turns on average, {d['with_tools']} with tools")
+            line += (
+                f", {d['with_system_prompt']} with a system prompt ({100 * d['share_with_system_prompt']:.0f}%), "
+                f"{d['average_user_turns']:.2f} user turns on average, {d['with_tools']} with tools"
+            )
         if d["tokenized_rows"]:
             line += f"; {d['tokenized_rows']} tokenized row(s)"
         console.print(line, markup=False, highlight=False)
         lm = d.get("loss_mask")
         if lm and lm["with_loss_mask"]:
-            console.print(f"loss mask: {100 * lm['trained_share']:.1f}% of tokens trained; trained tokens by role "
-                          f"{lm['trained_tokens_by_role']}", markup=False, highlight=False)
+            console.print(
+                f"loss mask: {100 * lm['trained_share']:.1f}% of tokens trained; trained tokens by role "
+                f"{lm['trained_tokens_by_role']}",
+                markup=False,
+                highlight=False,
+            )
     if res.tokenizer_report:
         t = res.tokenizer_report
-        console.print(f"tokenizers: target vocab {t['target']['vocab_size']} (hash {t['target']['vocab_hash']}), training "
-                      f"{t['training']['vocab_size']} (hash {t['training']['vocab_hash']})", markup=False, highlight=False)
+        console.print(
+            f"tokenizers: target vocab {t['target']['vocab_size']} (hash {t['target']['vocab_hash']}), training "
+            f"{t['training']['vocab_size']} (hash {t['training']['vocab_hash']})",
+            markup=False,
+            highlight=False,
+        )
     console.print(f"{res.identical} of {res.conversations} prompt(s) render to identical tokens", markup=False, highlight=False)
     console.print()
     render_findings(console, res.findings, "the serving template renders every prompt exactly as training did")
@@ -662,8 +798,16 @@ def iter_roles(convs: Iterable[Conversation]) -> Iterable[str]:
 # --------------------------------------------------------------------------- acceptance under both formats
 
 
-def paired_bootstrap(num_a: Sequence[float], den_a: Sequence[float], num_b: Sequence[float], den_b: Sequence[float],
-                     *, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict[str, float]:
+def paired_bootstrap(
+    num_a: Sequence[float],
+    den_a: Sequence[float],
+    num_b: Sequence[float],
+    den_b: Sequence[float],
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, float]:
     """Interval on ratio_b - ratio_a (ratio = sum(num) / sum(den)), resampling prompts with the same
     indices for both sides (the prompts are paired: one conversation, two renderings). Seeded, so a
     report is reproducible."""
@@ -680,8 +824,15 @@ def paired_bootstrap(num_a: Sequence[float], den_a: Sequence[float], num_b: Sequ
         diffs = nb[idx].sum(1) / db[idx].sum(1) - na[idx].sum(1) / da[idx].sum(1)
     diffs = diffs[np.isfinite(diffs)]
     lo, hi = np.quantile(diffs, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return {"diff": point, "lo": float(lo), "hi": float(hi), "n_prompts": int(n), "n_boot": int(n_boot), "level": level,
-            "seed": seed}
+    return {
+        "diff": point,
+        "lo": float(lo),
+        "hi": float(hi),
+        "n_prompts": int(n),
+        "n_boot": int(n_boot),
+        "level": level,
+        "seed": seed,
+    }
 
 
 def render_prompt_ids(tokenizer: Any, tpl: Template, convs: Sequence[Conversation], max_tokens: int | None) -> list[list[int]]:
@@ -700,8 +851,12 @@ class FormatComparison:
     findings: list[Finding]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "findings": [f.to_dict() for f in self.findings],
-                "training_format_run": self.train.to_dict(), "serving_format_run": self.serve.to_dict()}
+        return {
+            "table": self.table,
+            "findings": [f.to_dict() for f in self.findings],
+            "training_format_run": self.train.to_dict(),
+            "serving_format_run": self.serve.to_dict(),
+        }
 
 
 def _per_prompt(res: dict[str, Any]) -> tuple[list[float], list[float], list[float], list[float]]:
@@ -711,8 +866,17 @@ def _per_prompt(res: dict[str, Any]) -> tuple[list[float], list[float], list[flo
     return acc, passes, [float(h) for h, _ in s1], [float(n) for _, n in s1]
 
 
-def acceptance_by_format(setup: Any, convs: Sequence[Conversation], train: Template, serve: Template, opts: Any, *,
-                         seed: int = 0, n_boot: int = 2000, progress: Any = None) -> FormatComparison:
+def acceptance_by_format(
+    setup: Any,
+    convs: Sequence[Conversation],
+    train: Template,
+    serve: Template,
+    opts: Any,
+    *,
+    seed: int = 0,
+    n_boot: int = 2000,
+    progress: Any = None,
+) -> FormatComparison:
     """Replay the same conversations rendered the training way and the serving way through
     :func:`acceptance.measure_acceptance` with ``opts`` (the serving feature path both times, so only the format
     differs) and compare per-position acceptance and step-1 accuracy, with paired bootstrap intervals over prompts."""
@@ -730,7 +894,9 @@ def acceptance_by_format(setup: Any, convs: Sequence[Conversation], train: Templ
         runs[side] = measure_acceptance(setup, replace(opts, limit=None, token_tree=None), prompt_ids=ids, **kw)
     rt, rs = runs["training"].paths.get("serving"), runs["serving"].paths.get("serving")
     if rt is None or rs is None:
-        raise BadInput("the serving feature path is not measurable with this draft", "fix the slot count first (see acceptance notes)")
+        raise BadInput(
+            "the serving feature path is not measurable with this draft", "fix the slot count first (see acceptance notes)"
+        )
     at, pt, ht, nt = _per_prompt(rt)
     as_, ps, hs, ns = _per_prompt(rs)
     # mean acceptance length = 1 + accepted / passes: the interval of the difference is that of accepted/passes
@@ -739,30 +905,50 @@ def acceptance_by_format(setup: Any, convs: Sequence[Conversation], train: Templ
     table = {
         "prompts": len(convs),
         "identical_prompts": sum(d.identical for d in diffs),
-        "training_format": {"mean_acceptance_length": rt["chain"].get("mean_acceptance_length"),
-                            "per_position_rate": rt["chain"].get("per_position_rate"), "acc_k": rt["acc_k"], "tau": rt["tau"]},
-        "serving_format": {"mean_acceptance_length": rs["chain"].get("mean_acceptance_length"),
-                           "per_position_rate": rs["chain"].get("per_position_rate"), "acc_k": rs["acc_k"], "tau": rs["tau"]},
+        "training_format": {
+            "mean_acceptance_length": rt["chain"].get("mean_acceptance_length"),
+            "per_position_rate": rt["chain"].get("per_position_rate"),
+            "acc_k": rt["acc_k"],
+            "tau": rt["tau"],
+        },
+        "serving_format": {
+            "mean_acceptance_length": rs["chain"].get("mean_acceptance_length"),
+            "per_position_rate": rs["chain"].get("per_position_rate"),
+            "acc_k": rs["acc_k"],
+            "tau": rs["tau"],
+        },
         "mean_acceptance_length_diff": mal,
         "step1_accuracy_diff": s1,
-        "template_train": train.source, "template_serve": serve.source,
+        "template_train": train.source,
+        "template_serve": serve.source,
     }
     findings = diff_findings(tok, train, serve, diffs)
     if mal["hi"] < 0:
-        fix = next((f.fix for f in findings), server_template_fix(train, "eagle3-doctor template-diff ... --write-template train.jinja"))
+        fix = next(
+            (f.fix for f in findings), server_template_fix(train, "eagle3-doctor template-diff ... --write-template train.jinja")
+        )
         ev = [
             f"mean acceptance length: serving format {table['serving_format']['mean_acceptance_length']:.3f}, "
             f"training format {table['training_format']['mean_acceptance_length']:.3f}; difference {mal['diff']:+.3f} "
             f"({int(100 * mal['level'])}% CI {mal['lo']:+.3f} .. {mal['hi']:+.3f}, paired bootstrap over {mal['n_prompts']} prompts, seed {mal['seed']})",
         ]
         if s1 is not None:
-            ev.append(f"step-1 accuracy: serving format {rs['acc_k'][0]:.3f}, training format {rt['acc_k'][0]:.3f}; "
-                      f"difference {s1['diff']:+.3f} (CI {s1['lo']:+.3f} .. {s1['hi']:+.3f})")
+            ev.append(
+                f"step-1 accuracy: serving format {rs['acc_k'][0]:.3f}, training format {rt['acc_k'][0]:.3f}; "
+                f"difference {s1['diff']:+.3f} (CI {s1['lo']:+.3f} .. {s1['hi']:+.3f})"
+            )
         ev.append(f"{table['identical_prompts']} of {len(convs)} prompts render identically both ways")
-        findings.append(Finding("TPL008", f"acceptance is significantly lower with prompts in the serving format "
-                                f"({table['serving_format']['mean_acceptance_length']:.2f} vs "
-                                f"{table['training_format']['mean_acceptance_length']:.2f} mean acceptance length)", ev, fix,
-                                data={"mean_acceptance_length_diff": mal, "step1_accuracy_diff": s1}))
+        findings.append(
+            Finding(
+                "TPL008",
+                f"acceptance is significantly lower with prompts in the serving format "
+                f"({table['serving_format']['mean_acceptance_length']:.2f} vs "
+                f"{table['training_format']['mean_acceptance_length']:.2f} mean acceptance length)",
+                ev,
+                fix,
+                data={"mean_acceptance_length_diff": mal, "step1_accuracy_diff": s1},
+            )
+        )
     return FormatComparison(runs["training"], runs["serving"], table, findings)
 
 
@@ -801,8 +987,12 @@ def tokenizer_facts(tok: Any) -> dict[str, Any]:
     plain = tok(probe, add_special_tokens=False)["input_ids"]
     special = tok(probe)["input_ids"]
     return {
-        "vocab_size": len(tok), "vocab_hash": _vocab_hash(tok),
-        "bos_token": tok.bos_token, "eos_token": tok.eos_token, "pad_token": tok.pad_token, "unk_token": tok.unk_token,
+        "vocab_size": len(tok),
+        "vocab_hash": _vocab_hash(tok),
+        "bos_token": tok.bos_token,
+        "eos_token": tok.eos_token,
+        "pad_token": tok.pad_token,
+        "unk_token": tok.unk_token,
         "added_tokens": sorted(str(t) for t in tok.get_added_vocab()),
         "adds_bos": bool(len(special) > len(plain) and tok.bos_token_id is not None and special[0] == tok.bos_token_id),
         "adds_eos": bool(len(special) > len(plain) and tok.eos_token_id is not None and special[-1] == tok.eos_token_id),
@@ -823,22 +1013,39 @@ def tokenizer_findings(target_tok: Any, draft_tok: Any, draft_src: str) -> tuple
     if t["vocab_hash"] != d["vocab_hash"]:
         tv, dv = target_tok.get_vocab(), draft_tok.get_vocab()
         moved = sorted(k for k in set(tv) & set(dv) if tv[k] != dv[k])
-        ev = [f"target: {t['vocab_size']} tokens, hash {t['vocab_hash']}; draft training tokenizer ({draft_src}): "
-              f"{d['vocab_size']} tokens, hash {d['vocab_hash']}",
-              f"{len(set(tv) - set(dv))} token(s) only in the target, {len(set(dv) - set(tv))} only in the training "
-              f"tokenizer, {len(moved)} with another id" + (f" (first: {moved[:3]})" if moved else "")]
-        out.append(Finding("TPL009", "the draft was trained with another tokenizer than the target's", ev,
-                           "retrain the draft on data tokenized with the target's own tokenizer (ids must mean the same tokens)"))
-    diffs = [f"{k}: target {t[k]!r}, training {d[k]!r}" for k in ("bos_token", "eos_token", "pad_token", "unk_token", "adds_bos", "adds_eos")
-             if t[k] != d[k]]
+        ev = [
+            f"target: {t['vocab_size']} tokens, hash {t['vocab_hash']}; draft training tokenizer ({draft_src}): "
+            f"{d['vocab_size']} tokens, hash {d['vocab_hash']}",
+            f"{len(set(tv) - set(dv))} token(s) only in the target, {len(set(dv) - set(tv))} only in the training "
+            f"tokenizer, {len(moved)} with another id" + (f" (first: {moved[:3]})" if moved else ""),
+        ]
+        out.append(
+            Finding(
+                "TPL009",
+                "the draft was trained with another tokenizer than the target's",
+                ev,
+                "retrain the draft on data tokenized with the target's own tokenizer (ids must mean the same tokens)",
+            )
+        )
+    diffs = [
+        f"{k}: target {t[k]!r}, training {d[k]!r}"
+        for k in ("bos_token", "eos_token", "pad_token", "unk_token", "adds_bos", "adds_eos")
+        if t[k] != d[k]
+    ]
     only_t = sorted(set(t["added_tokens"]) - set(d["added_tokens"]))
     only_d = sorted(set(d["added_tokens"]) - set(t["added_tokens"]))
     if only_t or only_d:
         diffs.append(f"added tokens only in the target: {only_t[:8]}; only in training: {only_d[:8]}")
     if diffs:
-        out.append(Finding("TPL010", "special tokens or BOS/EOS handling differ between the training tokenizer and the target's", diffs,
-                           "tokenize the training data with the target's tokenizer files (tokenizer.json, tokenizer_config.json) "
-                           "and retrain, or serve with the training tokenizer's special tokens"))
+        out.append(
+            Finding(
+                "TPL010",
+                "special tokens or BOS/EOS handling differ between the training tokenizer and the target's",
+                diffs,
+                "tokenize the training data with the target's tokenizer files (tokenizer.json, tokenizer_config.json) "
+                "and retrain, or serve with the training tokenizer's special tokens",
+            )
+        )
     return {"target": t, "training": d, "training_source": draft_src}, out
 
 
@@ -850,7 +1057,11 @@ def role_headers(tokenizer: Any, tpl: Template, roles: Iterable[str]) -> dict[st
     out: dict[str, list[int]] = {}
     for role in roles:
         alone = role in ("user", "system")
-        msgs = [{"role": role, "content": sentinel}] if alone else [{"role": "user", "content": "x"}, {"role": role, "content": sentinel}]
+        msgs = (
+            [{"role": role, "content": sentinel}]
+            if alone
+            else [{"role": "user", "content": "x"}, {"role": role, "content": sentinel}]
+        )
         try:
             text = tokenizer.apply_chat_template(msgs, chat_template=tpl.text, tokenize=False, **tpl.kwargs)
         except Exception:  # a template that refuses the role: it has no header for it
@@ -862,7 +1073,7 @@ def role_headers(tokenizer: Any, tpl: Template, roles: Iterable[str]) -> dict[st
         if not alone:
             prev = tokenizer.apply_chat_template(msgs[:1], chat_template=tpl.text, tokenize=False, **tpl.kwargs)
             if before.startswith(prev):
-                before = before[len(prev):]
+                before = before[len(prev) :]
         ids = tokenizer(before, add_special_tokens=False)["input_ids"]
         if ids and tokenizer.bos_token_id is not None and ids[0] == tokenizer.bos_token_id and len(ids) > 1:
             ids = ids[1:]  # BOS opens the conversation, not the role
@@ -873,7 +1084,7 @@ def role_headers(tokenizer: Any, tpl: Template, roles: Iterable[str]) -> dict[st
 
 def _find_all(seq: list[int], sub: list[int]) -> list[int]:
     n = len(sub)
-    return [i for i in range(len(seq) - n + 1) if seq[i:i + n] == sub] if n else []
+    return [i for i in range(len(seq) - n + 1) if seq[i : i + n] == sub] if n else []
 
 
 def loss_mask_report(tokenizer: Any, tpl: Template, samples: Sequence[TokenizedSample]) -> dict[str, Any]:
@@ -898,10 +1109,13 @@ def loss_mask_report(tokenizer: Any, tpl: Template, samples: Sequence[TokenizedS
             total[r] = total.get(r, 0) + 1
             trained[r] = trained.get(r, 0) + int(m)
     return {
-        "samples": len(samples), "with_loss_mask": len(with_mask),
-        "trained_tokens_by_role": trained, "tokens_by_role": total,
+        "samples": len(samples),
+        "with_loss_mask": len(with_mask),
+        "trained_tokens_by_role": trained,
+        "tokens_by_role": total,
         "trained_share": (sum(trained.values()) / max(sum(total.values()), 1)) if with_mask else None,
-        "duplicated_bos": dup_bos, "role_headers": {r: tokenizer.decode(h) for r, h in headers.items()},
+        "duplicated_bos": dup_bos,
+        "role_headers": {r: tokenizer.decode(h) for r, h in headers.items()},
     }
 
 
@@ -911,18 +1125,34 @@ def loss_mask_findings(rep: dict[str, Any], where: str) -> list[Finding]:
     if rep["with_loss_mask"]:
         other = {r: n for r, n in tr.items() if r != "assistant" and n}
         if not tr.get("assistant"):
-            out.append(Finding("TPL011", "the training loss mask covers no assistant tokens",
-                               [f"{where}: trained tokens by role {tr}"],
-                               "rebuild the loss mask from the assistant turns (SpecForge: --chat-template matching the data's template)"))
+            out.append(
+                Finding(
+                    "TPL011",
+                    "the training loss mask covers no assistant tokens",
+                    [f"{where}: trained tokens by role {tr}"],
+                    "rebuild the loss mask from the assistant turns (SpecForge: --chat-template matching the data's template)",
+                )
+            )
         elif other:
-            out.append(Finding("TPL011", f"the training loss mask also trains on {', '.join(sorted(other))} tokens; serving drafts only assistant replies",
-                               [f"{where}: trained tokens by role {tr} (of {rep['tokens_by_role']})"],
-                               "mask everything but the assistant turns (SpecForge's parser does; check the assistant header "
-                               "in the recipe's template matches the data)", severity="warning"))
+            out.append(
+                Finding(
+                    "TPL011",
+                    f"the training loss mask also trains on {', '.join(sorted(other))} tokens; serving drafts only assistant replies",
+                    [f"{where}: trained tokens by role {tr} (of {rep['tokens_by_role']})"],
+                    "mask everything but the assistant turns (SpecForge's parser does; check the assistant header "
+                    "in the recipe's template matches the data)",
+                    severity="warning",
+                )
+            )
     if rep["duplicated_bos"]:
-        out.append(Finding("TPL002", f"{rep['duplicated_bos']} of {rep['samples']} tokenized training sample(s) start with two BOS tokens",
-                           [f"{where}: the template's BOS plus the tokenizer's own"],
-                           "retrain tokenizing the rendered text with add_special_tokens=False (the template already places BOS)"))
+        out.append(
+            Finding(
+                "TPL002",
+                f"{rep['duplicated_bos']} of {rep['samples']} tokenized training sample(s) start with two BOS tokens",
+                [f"{where}: the template's BOS plus the tokenizer's own"],
+                "retrain tokenizing the rendered text with add_special_tokens=False (the template already places BOS)",
+            )
+        )
     return out
 
 
@@ -937,8 +1167,14 @@ def data_report(ds: Dataset) -> dict[str, Any]:
     systems = [c.messages[0]["content"] for c in convs if c.messages[0]["role"] == "system"]
     common = max(set(systems), key=systems.count) if systems else None
     return {
-        "path": ds.path, "layouts": ds.layouts, "conversations": n, "tokenized_rows": len(ds.tokenized),
-        "with_system_prompt": len(systems), "share_with_system_prompt": (len(systems) / n) if n else None,
-        "most_common_system_prompt": common, "average_user_turns": (sum(turns) / n) if n else None,
-        "messages_by_role": roles, "with_tools": sum(1 for c in convs if c.tools),
+        "path": ds.path,
+        "layouts": ds.layouts,
+        "conversations": n,
+        "tokenized_rows": len(ds.tokenized),
+        "with_system_prompt": len(systems),
+        "share_with_system_prompt": (len(systems) / n) if n else None,
+        "most_common_system_prompt": common,
+        "average_user_turns": (sum(turns) / n) if n else None,
+        "messages_by_role": roles,
+        "with_tools": sum(1 for c in convs if c.tools),
     }

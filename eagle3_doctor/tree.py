@@ -51,16 +51,25 @@ def check_tree_settings(topk: int, num_steps: int, num_draft_tokens: int) -> Non
 
     n = full_candidates(topk, num_steps)
     if num_draft_tokens < 2 or num_draft_tokens - 1 > n:
-        raise BadInput(f"--num-draft-tokens {num_draft_tokens} does not fit topk {topk} and {num_steps} steps "
-                       f"(SGLang picks num_draft_tokens - 1 of {n} candidates)",
-                       f"use a value between 2 and {n + 1}")
+        raise BadInput(
+            f"--num-draft-tokens {num_draft_tokens} does not fit topk {topk} and {num_steps} steps "
+            f"(SGLang picks num_draft_tokens - 1 of {n} candidates)",
+            f"use a value between 2 and {n + 1}",
+        )
 
 
 # --------------------------------------------------------------------------- SGLang: batched estimator
 
 
-def _attend_slots(attn, q: torch.Tensor, k1: torch.Tensor, v1: torch.Tensor, prefix_mask: torch.Tensor,
-                  ek: list[torch.Tensor], ev: list[torch.Tensor]) -> torch.Tensor:
+def _attend_slots(
+    attn,
+    q: torch.Tensor,
+    k1: torch.Tensor,
+    v1: torch.Tensor,
+    prefix_mask: torch.Tensor,
+    ek: list[torch.Tensor],
+    ev: list[torch.Tensor],
+) -> torch.Tensor:
     """q [B,nh,T,S,d]; k1/v1 [B,nkv,T,d] prefix (step-1) keys; prefix_mask [B,1,T,1,T] bool;
     ek/ev: per earlier round, [B,nkv,T,S,d] keys written by each slot. Returns [B,T*S,hidden]."""
     rep = attn.nh // attn.nkv
@@ -189,16 +198,18 @@ def _walk_selected(score_list, token_list, parents_list, labels, lengths, K, S, 
 
 
 @torch.inference_mode()
-def _sglang_pass_candidates(draft: Eagle3Draft, aux: torch.Tensor, seq: list[int], t: int, num_steps: int,
-                            S: int) -> list[tuple[float, int, int]]:
+def _sglang_pass_candidates(
+    draft: Eagle3Draft, aux: torch.Tensor, seq: list[int], t: int, num_steps: int, S: int
+) -> list[tuple[float, int, int]]:
     """One pass of SGLang's tree drafting at base t: every scored candidate (score, target token, parent index).
 
     Each slot keeps its own draft KV cache (prefix + the entries it wrote), as SGLang's kv indices do.
     """
     dev = aux.device
     cache = DraftCache()
-    out = draft.extend(aux[:, : t + 1], torch.tensor([seq[1 : t + 2]], device=dev),
-                       torch.arange(t + 1, device=dev)[None], cache, from_aux=True)
+    out = draft.extend(
+        aux[:, : t + 1], torch.tensor([seq[1 : t + 2]], device=dev), torch.arange(t + 1, device=dev)[None], cache, from_aux=True
+    )
     probs = torch.softmax(draft.logits(out[:, -1]), dim=-1)[0]
     p, i = probs.topk(S)
     tok = draft.to_target_ids(i)
@@ -212,8 +223,9 @@ def _sglang_pass_candidates(draft: Eagle3Draft, aux: torch.Tensor, seq: list[int
         child = []  # per slot: (probs [S], target ids [S], output state)
         for s in range(S):
             tk, hs = slot_in[s]
-            o = draft.extend(hs, torch.tensor([[tk]], device=dev), torch.tensor([[t + 1 + rnd]], device=dev),
-                             slot_cache[s], from_aux=False)
+            o = draft.extend(
+                hs, torch.tensor([[tk]], device=dev), torch.tensor([[t + 1 + rnd]], device=dev), slot_cache[s], from_aux=False
+            )
             pr = torch.softmax(draft.logits(o[:, -1]), dim=-1)[0]
             cp, ci = pr.topk(S)
             child.append((cp, draft.to_target_ids(ci), o))
@@ -233,8 +245,15 @@ def _sglang_pass_candidates(draft: Eagle3Draft, aux: torch.Tensor, seq: list[int
     return cands
 
 
-def greedy_verify(child: Callable[[Any, int], Any], root: Any, seq: list[int], amax: torch.Tensor, t: int,
-                  k_eff: int, target_step: Callable[[list[int]], tuple[torch.Tensor, torch.Tensor]]) -> tuple[int, int]:
+def greedy_verify(
+    child: Callable[[Any, int], Any],
+    root: Any,
+    seq: list[int],
+    amax: torch.Tensor,
+    t: int,
+    k_eff: int,
+    target_step: Callable[[list[int]], tuple[torch.Tensor, torch.Tensor]],
+) -> tuple[int, int]:
     """The tree loops' greedy verify: from ``root``, follow the child (``child(node, token)``, None when
     there is none) holding the target's argmax, one target forward per accepted token, at most ``k_eff``.
     Appends the accepted tokens to ``seq``; returns (accepted, the target's next token: the bonus)."""
@@ -284,8 +303,15 @@ def sglang_tree_reference_loop(
         order = sorted(chosen)  # among equal tokens under one parent, the first selected node
         a, nxt = greedy_verify(
             lambda cur, tok, order=order, cands=cands: next(
-                (x for x in order if cands[x][2] == cur and cands[x][1] == tok), None),
-            -1, seq, amax, t, k_eff, target_step)
+                (x for x in order if cands[x][2] == cur and cands[x][1] == tok), None
+            ),
+            -1,
+            seq,
+            amax,
+            t,
+            k_eff,
+            target_step,
+        )
         accepted.append(a)
         drafted.append(k_eff)
         if len(seq) < total_len:
@@ -348,8 +374,13 @@ def static_tree_reference_loop(
             break
         aux, amax = target_step(seq)
         root_cache = DraftCache()
-        out = draft.extend(aux[:, : t + 1], torch.tensor([seq[1 : t + 2]], device=dev),
-                           torch.arange(t + 1, device=dev)[None], root_cache, from_aux=True)
+        out = draft.extend(
+            aux[:, : t + 1],
+            torch.tensor([seq[1 : t + 2]], device=dev),
+            torch.arange(t + 1, device=dev)[None],
+            root_cache,
+            from_aux=True,
+        )
         state: dict[tuple, tuple[DraftCache, torch.Tensor]] = {(): (root_cache, out[:, -1:])}
         token: dict[tuple, int] = {}
         for node in nodes:
@@ -359,13 +390,21 @@ def static_tree_reference_loop(
             token[node] = int(top[node[-1]])
             if len(node) < depth and any(len(q) == len(node) + 1 and q[:-1] == node for q in nodes):
                 c = DraftCache(pcache.k.clone(), pcache.v.clone())
-                h = draft.extend(ph, torch.tensor([[token[node]]], device=dev), torch.tensor([[t + len(node)]], device=dev),
-                                 c, from_aux=False)
+                h = draft.extend(
+                    ph, torch.tensor([[token[node]]], device=dev), torch.tensor([[t + len(node)]], device=dev), c, from_aux=False
+                )
                 state[node] = (c, h)
         a, nxt = greedy_verify(
             lambda cur, tok, token=token: next(
-                (n for n in nodes if len(n) == len(cur) + 1 and n[:-1] == cur and token[n] == tok), None),
-            (), seq, amax, t, k_eff, target_step)
+                (n for n in nodes if len(n) == len(cur) + 1 and n[:-1] == cur and token[n] == tok), None
+            ),
+            (),
+            seq,
+            amax,
+            t,
+            k_eff,
+            target_step,
+        )
         accepted.append(a)
         drafted.append(k_eff)
         if len(seq) < total_len:

@@ -51,8 +51,6 @@ _SIZE = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$", re.IGNOR
 _FLOAT_DTYPES = {"F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2", "F8_E4M3FN", "F8_E5M2FNUZ", "F8_E4M3FNUZ"}
 
 
-
-
 # ----------------------------------------------------------------------------- output paths
 
 
@@ -114,7 +112,9 @@ def check_output_dir(path: str | None, opt: str) -> None:
     if k == "missing":
         blocker = _under_a_file(p)
         if blocker is not None:
-            raise BadInput(f"{opt} {p} cannot be created: {blocker} is a file, not a directory", f"pass a {opt} path in a directory")
+            raise BadInput(
+                f"{opt} {p} cannot be created: {blocker} is a file, not a directory", f"pass a {opt} path in a directory"
+            )
     anc = p if k == "dir" else _nearest_existing(p)
     _probe_writable(anc, opt)
 
@@ -146,8 +146,10 @@ def parse_layer_ids(text: str | None) -> list[int] | None:
         body = body[1:-1]
     parts = [x.strip() for x in body.split(",")]
     if not body.strip() or any(not re.fullmatch(r"[+-]?\d{1,6}", x) for x in parts):
-        raise BadInput(f"--layer-ids {text!r} is not a comma-separated list of integers",
-                       "write e.g. --layer-ids 1,3,4 (omit the option to use the ids in the draft config)")
+        raise BadInput(
+            f"--layer-ids {text!r} is not a comma-separated list of integers",
+            "write e.g. --layer-ids 1,3,4 (omit the option to use the ids in the draft config)",
+        )
     return [int(x) for x in parts]
 
 
@@ -161,7 +163,9 @@ def parse_max_memory(text: str) -> dict[int | str, str]:
         if not (key.isdigit() or key in ("cpu", "disk", "mps")):
             raise BadInput(f"--max-memory device {key!r} is not a GPU index, cpu or disk", "write e.g. 0=70GiB,cpu=200GiB")
         if not _SIZE.match(val):
-            raise BadInput(f"--max-memory size {val!r} for device {key} is not a size", "write sizes like 70GiB, 500MB or a byte count")
+            raise BadInput(
+                f"--max-memory size {val!r} for device {key} is not a size", "write sizes like 70GiB, 500MB or a byte count"
+            )
         out[int(key) if key.isdigit() else key] = val
     return out
 
@@ -207,7 +211,9 @@ def check_arguments(**kw: Any) -> None:
         from .engines import training_spec
 
         if not g("train_recipe").strip():
-            raise BadInput("--train-recipe is empty", "omit it to use what the draft config declares, or write e.g. specforge:1,3,4")
+            raise BadInput(
+                "--train-recipe is empty", "omit it to use what the draft config declares, or write e.g. specforge:1,3,4"
+            )
         training_spec(g("train_recipe"), MAX_LAYERS)  # syntax only here; ranges are checked against the target later
     if g("max_memory") is not None:
         parse_max_memory(g("max_memory"))
@@ -217,16 +223,16 @@ def check_arguments(**kw: Any) -> None:
             try:
                 m = json.loads(dm)
             except json.JSONDecodeError as e:
-                raise BadInput(f"--device-map is not valid JSON ({e.msg})", 'write e.g. {"model.layers.0": 0, ...} or auto') from None
+                raise BadInput(
+                    f"--device-map is not valid JSON ({e.msg})", 'write e.g. {"model.layers.0": 0, ...} or auto'
+                ) from None
             if not isinstance(m, dict) or not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in m.values()):
-                raise BadInput("--device-map JSON must map module names to a GPU index, 'cpu' or 'disk'",
-                               'write e.g. {"model.embed_tokens": 0, "model.layers.0": 0, ...}')
+                raise BadInput(
+                    "--device-map JSON must map module names to a GPU index, 'cpu' or 'disk'",
+                    'write e.g. {"model.embed_tokens": 0, "model.layers.0": 0, ...}',
+                )
         elif dm not in ("auto", "balanced", "balanced_low_0", "sequential"):
             raise BadInput(f"unknown --device-map {dm!r}", "use auto, balanced, sequential or a JSON device map")
-
-
-
-
 
 
 def check_draft(path: str, fmt: str | None = None) -> None:
@@ -235,30 +241,45 @@ def check_draft(path: str, fmt: str | None = None) -> None:
     d = require_dir(path, "draft directory" if kind(path) in ("missing", "dir") else "--draft", fix)
     cfg = read_json(d / "config.json", "draft config", "point --draft at a directory holding config.json and *.safetensors")
     if not isinstance(cfg, dict):
-        raise BadInput(f"{d / 'config.json'} holds a JSON {type(cfg).__name__}, not an object", "restore config.json from the original checkpoint")
+        raise BadInput(
+            f"{d / 'config.json'} holds a JSON {type(cfg).__name__}, not an object",
+            "restore config.json from the original checkpoint",
+        )
     where = str(d / "config.json")
     check_draft_layer_ids(cfg, where)
     tl = cfg.get("transformer_layer_config")
     src = tl if isinstance(tl, dict) else cfg
     _cfg_int(src, "num_hidden_layers", where, 1, MAX_LAYERS)
-    for k, hi in (("hidden_size", MAX_HIDDEN), ("intermediate_size", 8 * MAX_HIDDEN), ("num_attention_heads", MAX_HIDDEN),
-                  ("num_key_value_heads", MAX_HIDDEN), ("head_dim", MAX_HIDDEN), ("vocab_size", MAX_VOCAB)):
+    for k, hi in (
+        ("hidden_size", MAX_HIDDEN),
+        ("intermediate_size", 8 * MAX_HIDDEN),
+        ("num_attention_heads", MAX_HIDDEN),
+        ("num_key_value_heads", MAX_HIDDEN),
+        ("head_dim", MAX_HIDDEN),
+        ("vocab_size", MAX_VOCAB),
+    ):
         _cfg_int(src, k, where, 1, hi)
     for k, hi in (("draft_vocab_size", MAX_VOCAB), ("target_hidden_size", MAX_HIDDEN)):
         _cfg_int(cfg, k, where, 1, hi)
     for f in d.iterdir():
         if f.name.endswith((".safetensors", ".json")) and kind(f) not in ("file", "dir"):
-            raise BadInput(f"{f} is {_WHAT.get(kind(f), kind(f))}, not a regular file", "replace it with the real file from the checkpoint")
+            raise BadInput(
+                f"{f} is {_WHAT.get(kind(f), kind(f))}, not a regular file", "replace it with the real file from the checkpoint"
+            )
     files, names = _weight_names(d)
     for n, meta in names.items():
         if n.endswith(("d2t", "t2d")):
             continue
         dt = meta.get("dtype")
         if dt not in _FLOAT_DTYPES:
-            raise BadInput(f"draft tensor {n} in {d} has dtype {dt}, not a floating-point type",
-                           "re-export the draft weights in bfloat16, float16 or float32")
+            raise BadInput(
+                f"draft tensor {n} in {d} has dtype {dt}, not a floating-point type",
+                "re-export the draft weights in bfloat16, float16 or float32",
+            )
     if not files:
-        raise BadInput(f"no *.safetensors file in {d}", "save the draft with safetensors (pickled .bin/.pt drafts are not loaded)")
+        raise BadInput(
+            f"no *.safetensors file in {d}", "save the draft with safetensors (pickled .bin/.pt drafts are not loaded)"
+        )
     if files:
         from .draft.formats import FORMATS, config_to_canonical, detect_format
 
@@ -297,7 +318,9 @@ def check_dump(path: str | None) -> None:
     if k == "dir":
         files = [f for f in p.rglob("*") if f.name.endswith(DUMP_SUFFIXES) and kind(f) != "dir"]
         if not files:
-            raise BadInput(f"no .ckpt, .ckpt.gz or .safetensors files under {p}", "point --train-dump at the dump's output directory")
+            raise BadInput(
+                f"no .ckpt, .ckpt.gz or .safetensors files under {p}", "point --train-dump at the dump's output directory"
+            )
     else:
         if k == "missing" and _under_a_file(p) is None:
             raise BadInput(f"training dump {p} does not exist", fix)
@@ -328,7 +351,10 @@ def check_policy_values(pol: Any, where: str) -> None:
         if v is None:
             return
         if not isinstance(v, (int, float)) or isinstance(v, bool):
-            raise BadInput(f"{where}: {key} = {json.dumps(v, default=str)[:40]} is not a number", f"write e.g. {key} = {lo if lo > 0 else 0.5}")
+            raise BadInput(
+                f"{where}: {key} = {json.dumps(v, default=str)[:40]} is not a number",
+                f"write e.g. {key} = {lo if lo > 0 else 0.5}",
+            )
         _float_range(f"{where}: {key}", float(v), lo, hi, f"use a value in [{lo:g}, {hi:g}]")
 
     def integer(key: str, lo: int, hi: int, optional: bool = False) -> None:
@@ -336,12 +362,16 @@ def check_policy_values(pol: Any, where: str) -> None:
         if v is None and optional:
             return
         if not isinstance(v, int) or isinstance(v, bool):
-            raise BadInput(f"{where}: {key} = {json.dumps(v, default=str)[:40]} is not an integer", f"write e.g. {key} = {max(lo, 5)}")
+            raise BadInput(
+                f"{where}: {key} = {json.dumps(v, default=str)[:40]} is not an integer", f"write e.g. {key} = {max(lo, 5)}"
+            )
         _int_range(f"{where}: {key}", v, lo, hi, f"use an integer in [{lo}, {hi}]")
 
     for key in ("engine", "fail_on"):
         if not isinstance(getattr(pol, key), str):
-            raise BadInput(f"{where}: {key} is not a string", f'write e.g. {key} = "{ {"engine": "sglang", "fail_on": "error"}[key]}"')
+            raise BadInput(
+                f"{where}: {key} is not a string", f'write e.g. {key} = "{ {"engine": "sglang", "fail_on": "error"}[key] }"'
+            )
     if pol.engine_version is not None and not isinstance(pol.engine_version, str):
         raise BadInput(f"{where}: engine_version is not a string", 'write it quoted, e.g. engine_version = "0.5.23"')
     num("min_cosine", -1.0, 1.0)
@@ -391,8 +421,10 @@ def check_baseline(path: str | None) -> dict[str, Any] | None:
         raise BadInput(f"baseline {path} is not a gate JSON (no 'metrics')", fix)
     schema = data.get("schema")
     if schema is not None and schema != SCHEMA:  # absent: a hand-written baseline, read by its metrics
-        raise BadInput(f"baseline {path} has schema {schema!r}; this version reads {SCHEMA!r}",
-                       "re-run the gate on the baseline checkpoint with this version and pass its --json")
+        raise BadInput(
+            f"baseline {path} has schema {schema!r}; this version reads {SCHEMA!r}",
+            "re-run the gate on the baseline checkpoint with this version and pass its --json",
+        )
     m = data["metrics"]
     if not isinstance(m, dict):
         raise BadInput(f"baseline {path}: metrics is not an object", fix)
@@ -415,15 +447,23 @@ def preflight(**kw: Any) -> None:
     # where things are, before what they hold: a wrong path is the cheapest thing to fix
     t = kw.get("target")
     if t is not None and t.strip() and not (kind(t) == "missing" and not looks_local(t)):
-        require_dir(t, "target directory" if kind(t) in ("missing", "dir") else "--target",
-                    "pass --target DIR (config.json + weights) or a hub id like org/name")
+        require_dir(
+            t,
+            "target directory" if kind(t) in ("missing", "dir") else "--target",
+            "pass --target DIR (config.json + weights) or a hub id like org/name",
+        )
     if kw.get("draft") is not None:
-        require_dir(kw["draft"], "draft directory" if kind(kw["draft"]) in ("missing", "dir") else "--draft",
-                    "pass --draft DIR with the draft's config.json and *.safetensors")
+        require_dir(
+            kw["draft"],
+            "draft directory" if kind(kw["draft"]) in ("missing", "dir") else "--draft",
+            "pass --draft DIR with the draft's config.json and *.safetensors",
+        )
     if kw.get("prompts") is not None:
         require_file(kw["prompts"], "prompts file", "pass --prompts FILE (JSONL chat messages or text lines)")
-    for key, what, fix in (("policy", "policy file", "pass --policy FILE.toml"),
-                           ("baseline", "baseline", "pass the JSON written by an earlier `eagle3-doctor gate --json`")):
+    for key, what, fix in (
+        ("policy", "policy file", "pass --policy FILE.toml"),
+        ("baseline", "baseline", "pass the JSON written by an earlier `eagle3-doctor gate --json`"),
+    ):
         if kw.get(key) is not None:
             require_file(kw[key], what, fix)
     check_output_file(kw.get("json_out"), "--json")
@@ -439,4 +479,3 @@ def preflight(**kw: Any) -> None:
     check_dump(kw.get("train_dump"))
     check_policy_file(kw.get("policy"))
     check_baseline(kw.get("baseline"))
-

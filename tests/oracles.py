@@ -121,23 +121,41 @@ def specforge_logits(model: torch.nn.Module, aux: torch.Tensor, ids: torch.Tenso
         h = model.project_hidden_states(aux)
         pos = torch.arange(T).unsqueeze(0)
         mask = model.prepare_decoder_attention_mask(
-            attention_mask=torch.ones(B, T, dtype=torch.bool), hidden_states=h, batch_size=B,
-            seq_length=T, past_key_values_length=0,
+            attention_mask=torch.ones(B, T, dtype=torch.bool),
+            hidden_states=h,
+            batch_size=B,
+            seq_length=T,
+            past_key_values_length=0,
         )
         cache: list[list[torch.Tensor]] = [[], []]
         step_ids = ids
         for _ in range(steps):
             emb = model.embed_input_ids(step_ids).to(h.dtype)
-            h = model.backbone(input_embeds=emb, hidden_states=h, cache_hidden=cache, attention_mask=mask,
-                               position_ids=pos, past_key_values=None, use_cache=True)
+            h = model.backbone(
+                input_embeds=emb,
+                hidden_states=h,
+                cache_hidden=cache,
+                attention_mask=mask,
+                position_ids=pos,
+                past_key_values=None,
+                use_cache=True,
+            )
             out.append(model.compute_logits(h))
             # specforge `padding(x, left=False)`: shift left by one, pad the end
             step_ids = torch.cat([step_ids[:, 1:], torch.zeros_like(step_ids[:, :1])], dim=1)
     return out
 
 
-def doctor_logits(path: Path, aux: torch.Tensor, ids: torch.Tensor, steps: int, *, first_position: int,
-                  target_embed: torch.Tensor | None = None, override: dict | None = None) -> list[torch.Tensor]:
+def doctor_logits(
+    path: Path,
+    aux: torch.Tensor,
+    ids: torch.Tensor,
+    steps: int,
+    *,
+    first_position: int,
+    target_embed: torch.Tensor | None = None,
+    override: dict | None = None,
+) -> list[torch.Tensor]:
     from eagle3_doctor.draft.formats import read_draft
 
     d, _ = read_draft(path, device="cpu", dtype=torch.float32, target_embed=target_embed)

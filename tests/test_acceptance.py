@@ -12,14 +12,16 @@ from eagle3_doctor.doctor import acceptance, load_setup
 
 
 def setup_for(layer_ids=None, engine="sglang", draft="sglang"):
-    return load_setup(target=str(TARGET), draft=str(DRAFTS[draft]), engine=engine, layer_ids=layer_ids,
-                      dtype="float32", device="cpu")
+    return load_setup(
+        target=str(TARGET), draft=str(DRAFTS[draft]), engine=engine, layer_ids=layer_ids, dtype="float32", device="cpu"
+    )
 
 
 @pytest.fixture(scope="module")
 def shifted_run():
-    return acceptance(setup_for([-1, 1, 3]), prompts_path=str(PROMPTS), num_steps=5, max_new_tokens=48, limit=8,
-                      reference=True, batch_size=4)
+    return acceptance(
+        setup_for([-1, 1, 3]), prompts_path=str(PROMPTS), num_steps=5, max_new_tokens=48, limit=8, reference=True, batch_size=4
+    )
 
 
 def test_estimator_equals_reference_loop_on_every_prompt(shifted_run):
@@ -31,8 +33,9 @@ def test_estimator_equals_reference_loop_on_every_prompt(shifted_run):
 
 
 def test_estimator_equals_reference_loop_with_correct_features():
-    run = acceptance(setup_for(), prompts_path=str(PROMPTS), num_steps=7, max_new_tokens=64, limit=6,
-                     reference=True, batch_size=3)
+    run = acceptance(
+        setup_for(), prompts_path=str(PROMPTS), num_steps=7, max_new_tokens=64, limit=6, reference=True, batch_size=3
+    )
     assert run.reference["agrees_with_estimator"] and run.reference["same_tokens"]
     lengths = [a for r in run.reference["accepted_lengths"] for a in r]
     assert max(lengths) >= 3, "a trained draft should get several tokens accepted somewhere"
@@ -63,8 +66,9 @@ def test_every_convention_comes_from_the_same_counts(shifted_run):
 
 
 def test_tree_temperature_and_text_modes():
-    run = acceptance(setup_for(), prompts_path=str(PROMPTS), num_steps=4, max_new_tokens=32, limit=4,
-                     topk=3, temperature=0.8, batch_size=4)
+    run = acceptance(
+        setup_for(), prompts_path=str(PROMPTS), num_steps=4, max_new_tokens=32, limit=4, topk=3, temperature=0.8, batch_size=4
+    )
     p = run.paths["serving"]
     assert p["tree"]["mean_acceptance_length"] >= p["chain"]["mean_acceptance_length"]
     e = p["temperature"]["expected_mean_acceptance_length"]
@@ -91,8 +95,9 @@ def test_scan_finding_decides_on_the_paired_interval():
     wrong = "spec:layer_out[2],layer_out[4],layer_out[5]"
 
     def run(limit):
-        s = load_setup(target=str(TARGET), draft=str(DRAFTS["sglang"]), engine="sglang", train_recipe=wrong,
-                       dtype="float32", device="cpu")
+        s = load_setup(
+            target=str(TARGET), draft=str(DRAFTS["sglang"]), engine="sglang", train_recipe=wrong, dtype="float32", device="cpu"
+        )
         return acceptance(s, prompts_path=str(PROMPTS), num_steps=1, max_new_tokens=24, limit=limit, scan=True)
 
     eight = run(8)

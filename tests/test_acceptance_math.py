@@ -100,8 +100,9 @@ class _TableDraft:
 
     def logits(self, k0: int) -> torch.Tensor:
         B, T = self.tokens.shape
-        return torch.stack([torch.stack([self.row(tuple(self.tokens[b, t + 1 : t + 2 + k0].tolist()))
-                                         for t in range(T)]) for b in range(B)])
+        return torch.stack(
+            [torch.stack([self.row(tuple(self.tokens[b, t + 1 : t + 2 + k0].tolist())) for t in range(T)]) for b in range(B)]
+        )
 
     def to_target_ids(self, ids: torch.Tensor) -> torch.Tensor:
         return ids
@@ -155,9 +156,14 @@ def test_triage_hints_name_the_usual_causes():
     assert "weights or the vocabulary" in triage(dead, "float32")[0]
     cliff = {"chain": metrics_from_passes([1] * 40 + [0] * 60 + [2] * 3, [5] * 103, 5), "step1_by_position": []}
     assert "capture points or RoPE" in triage(cliff, "float32")[0]
-    decay = {"chain": metrics_from_passes([3] * 10, [5] * 10, 5), "step1_by_position": [
-        {"from": 0, "to": 63, "acc": 0.8, "n": 100}, {"from": 64, "to": 127, "acc": 0.6, "n": 100},
-        {"from": 128, "to": 191, "acc": 0.4, "n": 100}]}
+    decay = {
+        "chain": metrics_from_passes([3] * 10, [5] * 10, 5),
+        "step1_by_position": [
+            {"from": 0, "to": 63, "acc": 0.8, "n": 100},
+            {"from": 64, "to": 127, "acc": 0.6, "n": 100},
+            {"from": 128, "to": 191, "acc": 0.4, "n": 100},
+        ],
+    }
     assert any("positions" in h for h in triage(decay, "float32"))
     healthy = {"chain": metrics_from_passes([3, 2, 4, 1, 3], [5] * 5, 5), "step1_by_position": []}
     assert triage(healthy, "float32") == []

@@ -96,8 +96,10 @@ def test_norm_output_costs_nothing_at_step_1(tmp_path_factory):
     c = json.loads((d / "config.json").read_text())
     c["norm_output"] = True
     (d / "config.json").write_text(json.dumps(c))
-    run = acceptance(load_setup(target=str(TARGET), draft=str(d), engine="vllm", engine_version="0.10.2",
-                                dtype="float32", device="cpu"), **ARGS)
+    run = acceptance(
+        load_setup(target=str(TARGET), draft=str(d), engine="vllm", engine_version="0.10.2", dtype="float32", device="cpu"),
+        **ARGS,
+    )
     (f,) = [f for f in run.findings if f.code.startswith("FWD")]
     assert f.code == "FWD001" and f.data["flag"] == "norm_output"
     s, a = run.paths["serving"], run.paths["as_served"]

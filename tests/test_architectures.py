@@ -20,18 +20,37 @@ V = 320  # the fixture tokenizer's vocabulary, so saved models load with it
 def tiny(name: str, layers: int = 4):
     from transformers import DeepseekV3Config, GptOssConfig, MistralConfig, Qwen2Config, Qwen3Config
 
-    common = dict(vocab_size=V, hidden_size=64, num_hidden_layers=layers, num_attention_heads=4,
-                  max_position_embeddings=256)
+    common = dict(vocab_size=V, hidden_size=64, num_hidden_layers=layers, num_attention_heads=4, max_position_embeddings=256)
     cfg = {
         "qwen2": lambda: Qwen2Config(intermediate_size=128, num_key_value_heads=2, **common),
         "qwen3": lambda: Qwen3Config(intermediate_size=128, num_key_value_heads=2, head_dim=16, **common),
         "mistral": lambda: MistralConfig(intermediate_size=128, num_key_value_heads=2, **common),
         "deepseek_v3": lambda: DeepseekV3Config(
-            intermediate_size=128, moe_intermediate_size=32, num_key_value_heads=4, n_routed_experts=4,
-            num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=3, q_lora_rank=32, kv_lora_rank=16,
-            qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, n_group=1, topk_group=1, **common),
-        "gpt_oss": lambda: GptOssConfig(intermediate_size=64, num_key_value_heads=2, head_dim=16, num_local_experts=4,
-                                        num_experts_per_tok=2, sliding_window=8, **common),
+            intermediate_size=128,
+            moe_intermediate_size=32,
+            num_key_value_heads=4,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            n_shared_experts=1,
+            first_k_dense_replace=3,
+            q_lora_rank=32,
+            kv_lora_rank=16,
+            qk_rope_head_dim=8,
+            qk_nope_head_dim=8,
+            v_head_dim=16,
+            n_group=1,
+            topk_group=1,
+            **common,
+        ),
+        "gpt_oss": lambda: GptOssConfig(
+            intermediate_size=64,
+            num_key_value_heads=2,
+            head_dim=16,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            sliding_window=8,
+            **common,
+        ),
     }[name]()
     from transformers import AutoModelForCausalLM
 
@@ -63,8 +82,16 @@ def deepseek61(tmp_path_factory):
 
 
 def run61(path, ids, version):
-    setup = load_setup(target=str(path), draft=None, engine="sglang", engine_version=version, layer_ids=ids,
-                       train_recipe="hf-hidden-states:3,31,59", dtype="float32", device="cpu")
+    setup = load_setup(
+        target=str(path),
+        draft=None,
+        engine="sglang",
+        engine_version=version,
+        layer_ids=ids,
+        train_recipe="hf-hidden-states:3,31,59",
+        dtype="float32",
+        device="cpu",
+    )
     return compare_hidden(setup, limit=2, max_tokens=24)
 
 
@@ -97,8 +124,15 @@ def test_draft_with_its_own_hidden_size_and_a_large_vocabulary(tmp_path):
     from eagle3_doctor.draft.formats import read_draft, write_draft
     from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft
 
-    cfg = DraftConfig(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1,
-                      vocab_size=151936, draft_vocab_size=2048, target_hidden_size=64)
+    cfg = DraftConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        vocab_size=151936,
+        draft_vocab_size=2048,
+        target_hidden_size=64,
+    )
     torch.manual_seed(0)
     d = Eagle3Draft(cfg)
     d.d2t.copy_(torch.arange(2048) * 70 - torch.arange(2048))

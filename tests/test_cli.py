@@ -45,7 +45,9 @@ def test_help_does_not_import_torch():
 
 def test_compare_hidden_consistent_exit_0_and_json(tmp_path):
     out = tmp_path / "r.json"
-    r = cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--prompts", PROMPTS, "--limit", 3, "--json", out, "-q")
+    r = cli(
+        "compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--prompts", PROMPTS, "--limit", 3, "--json", out, "-q"
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
     assert data["schema"] == "eagle3-doctor/compare-hidden/1" and data["consistent"] is True
@@ -60,8 +62,28 @@ def test_compare_hidden_seed_case_exit_1_with_fix():
 
 
 def test_acceptance_gate_thresholds(tmp_path):
-    r = cli("acceptance", "--target", TARGET, "--draft", DRAFTS["speculators"], "--engine", "vllm", "--prompts", PROMPTS,
-            "--limit", 2, "--max-new-tokens", 16, "-k", 3, "--min-tau", 99, "--json", tmp_path / "a.json", "-q")
+    r = cli(
+        "acceptance",
+        "--target",
+        TARGET,
+        "--draft",
+        DRAFTS["speculators"],
+        "--engine",
+        "vllm",
+        "--prompts",
+        PROMPTS,
+        "--limit",
+        2,
+        "--max-new-tokens",
+        16,
+        "-k",
+        3,
+        "--min-tau",
+        99,
+        "--json",
+        tmp_path / "a.json",
+        "-q",
+    )
     assert r.returncode == 1 and "ACC003" in r.stdout
     data = json.loads((tmp_path / "a.json").read_text())
     assert data["schema"] == "eagle3-doctor/acceptance/1"
@@ -111,8 +133,10 @@ def test_empty_prompts_file(tmp_path):
 
 
 def test_out_of_range_layer_ids():
-    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--engine", "trtllm",
-                         "--layer-ids", "1,3,40"), "out of range for a 8-layer target under trtllm")
+    assert_bad_input(
+        cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--engine", "trtllm", "--layer-ids", "1,3,40"),
+        "out of range for a 8-layer target under trtllm",
+    )
 
 
 def test_cuda_without_gpu():
@@ -134,7 +158,9 @@ def test_pickle_that_runs_code_is_refused(tmp_path):
     d.mkdir()
     with open(d / "data_0.ckpt", "wb") as f:
         pickle.dump({"input_ids": _Evil()}, f)
-    assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--train-dump", d), "weights_only=True")
+    assert_bad_input(
+        cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--train-dump", d), "weights_only=True"
+    )
     assert not Path("/tmp/eagle3_doctor_pwned").exists()
 
 
@@ -167,13 +193,42 @@ def test_nan_in_dump(tmp_path):
 
 
 def test_reports_and_plots(tmp_path):
-    r = cli("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--layer-ids=-1,1,3", "--limit", 2,
-            "--report", tmp_path / "rep", "-q")
+    r = cli(
+        "compare-hidden",
+        "--target",
+        TARGET,
+        "--draft",
+        DRAFTS["sglang"],
+        "--layer-ids=-1,1,3",
+        "--limit",
+        2,
+        "--report",
+        tmp_path / "rep",
+        "-q",
+    )
     assert r.returncode == 1, r.stderr
     md = (tmp_path / "rep" / "compare-hidden.md").read_text()
     assert "CAP002" in md and (tmp_path / "rep" / "heatmap.png").read_bytes()[:4] == b"\x89PNG"
-    r = cli("acceptance", "--target", TARGET, "--draft", DRAFTS["sglang"], "--prompts", PROMPTS, "--limit", 2,
-            "--max-new-tokens", 16, "-k", 3, "--plot", tmp_path / "acc.png", "--report", tmp_path / "rep2", "-q")
+    r = cli(
+        "acceptance",
+        "--target",
+        TARGET,
+        "--draft",
+        DRAFTS["sglang"],
+        "--prompts",
+        PROMPTS,
+        "--limit",
+        2,
+        "--max-new-tokens",
+        16,
+        "-k",
+        3,
+        "--plot",
+        tmp_path / "acc.png",
+        "--report",
+        tmp_path / "rep2",
+        "-q",
+    )
     assert r.returncode in (0, 1), r.stderr
     assert (tmp_path / "acc.png").read_bytes()[:4] == b"\x89PNG"
     assert "## Triage hints" in (tmp_path / "rep2" / "acceptance.md").read_text()

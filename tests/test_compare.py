@@ -16,8 +16,16 @@ TRAINED = (layer_out(1), layer_out(3), layer_out(4))
 
 
 def run(draft="sglang", engine="sglang", version=None, layer_ids=None, recipe=None, dump=None, matrix=False, target=None):
-    setup = load_setup(target=str(target or TARGET), draft=str(DRAFTS[draft]) if draft else None, engine=engine,
-                       engine_version=version, layer_ids=layer_ids, train_recipe=recipe, dtype="float32", device="cpu")
+    setup = load_setup(
+        target=str(target or TARGET),
+        draft=str(DRAFTS[draft]) if draft else None,
+        engine=engine,
+        engine_version=version,
+        layer_ids=layer_ids,
+        train_recipe=recipe,
+        dtype="float32",
+        device="cpu",
+    )
     return compare_hidden(setup, prompts_path=str(PROMPTS), train_dump=dump, limit=6, matrix=matrix, max_tokens=128)
 
 
@@ -134,7 +142,7 @@ def test_dump_whose_last_slot_is_final_norm_is_caught(tmp_path, target):
         with torch.no_grad(), TapRecorder(target.model, [final_norm()]) as rec:
             target.model(input_ids=d["input_ids"][None])
             fn = rec.take()[final_norm()]
-        d["aux_hidden_state"][..., 2 * H:] = fn
+        d["aux_hidden_state"][..., 2 * H :] = fn
 
     res = run("sglang", "sglang", dump=str(_rewrite_dump(tmp_path, last_to_final_norm)))
     assert res.train_spec == (layer_out(1), layer_out(3), final_norm())
@@ -163,6 +171,7 @@ def test_perturbed_target_weights_are_drift_not_mismatch(tmp_path, target):
         w = t2.model.model.layers[0].mlp.down_proj.weight
         w.add_(torch.randn(w.shape, generator=g) * w.std() * 0.3)
     t2.model.save_pretrained(pert)
+
     # the training dump was made by the perturbed revision; serving runs the original
     def from_perturbed(d):
         with torch.no_grad(), TapRecorder(t2.model, list(TRAINED)) as rec:

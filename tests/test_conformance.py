@@ -33,7 +33,8 @@ def test_every_listed_release_maps_to_an_executed_row():
                 # a row is executed from its first release, and the releases it covers follow it
                 assert RELEASES[engine].index(row["executed_from"]) <= RELEASES[engine].index(v)
     assert sum(len(r["releases"]) for r in TABLE["rows"]) == sum(
-        len(v) for e in ("sglang", "vllm", "modelopt") for v in TABLE["release_rows"][e].values())
+        len(v) for e in ("sglang", "vllm", "modelopt") for v in TABLE["release_rows"][e].values()
+    )
     assert TABLE["releases"]["modelopt"] == RELEASES["nvidia-modelopt"]
 
 
@@ -82,8 +83,12 @@ def _config(layout: str, ids) -> tuple[dict, bool]:
     if layout == "none":
         return {}, True
     other = [1, 2, 3] if ids != [1, 2, 3] else [4, 5, 6]
-    return {"nested": ({NESTED: ids}, True), "top": ({IDS: ids}, True), "both": ({IDS: ids, NESTED: other}, True),
-            "nested_aux_off": ({NESTED: ids}, False)}[layout]
+    return {
+        "nested": ({NESTED: ids}, True),
+        "top": ({IDS: ids}, True),
+        "both": ({IDS: ids, NESTED: other}, True),
+        "nested_aux_off": ({NESTED: ids}, False),
+    }[layout]
 
 
 def predict(engine: str, version: str, family: str, runner: str, key: str) -> str:

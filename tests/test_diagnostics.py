@@ -45,16 +45,23 @@ def test_fix_is_its_text_and_carries_the_edit():
         assert isinstance(other, Fix) and other == fx and other.to_dict() == fx.to_dict()
     f = Finding("CFG003", "t", [], fx)
     assert f.location == Location(DRAFT_CONFIG, "rope_theta") and f.edit is fx
-    assert f.to_dict()["edit"] == {"file": DRAFT_CONFIG, "key": "rope_theta", "op": "set", "value": 10000.0,
-                                   "snippet": '"rope_theta": 10000.0', "path": None}
+    assert f.to_dict()["edit"] == {
+        "file": DRAFT_CONFIG,
+        "key": "rope_theta",
+        "op": "set",
+        "value": 10000.0,
+        "snippet": '"rope_theta": 10000.0',
+        "path": None,
+    }
     assert config_fix("nested", "eagle_config.norm_before_fc", True).snippet == '"eagle_config": {"norm_before_fc": true}'
     with pytest.raises(ValueError):
         Fix("x", file=DRAFT_CONFIG, op="move")
 
 
 def test_location_is_rendered_rustc_style_between_title_and_evidence():
-    f = diagnose_specs((layer_out(1), layer_out(3), layer_out(4)), "trained",
-                       resolve_serving("sglang", None, "llama", L, {}, [-1, 1, 3]))[0]
+    f = diagnose_specs(
+        (layer_out(1), layer_out(3), layer_out(4)), "trained", resolve_serving("sglang", None, "llama", L, {}, [-1, 1, 3])
+    )[0]
     assert f.code == "CAP002"
     lines = _render([f]).splitlines()
     assert lines[0].startswith("error[CAP002]: ")
@@ -178,19 +185,28 @@ def test_role_paths_local_hub_shards_and_roles_without_a_file(tmp_path, monkeypa
     serve.write_text("python -m sglang.launch_server --model-path org/target\n")
     draft = DRAFTS["sglang"]
     p = role_paths("org/target", str(draft), serve_config=str(serve))
-    assert p == {"target/config.json": "org/target:config.json", DRAFT_CONFIG: os.path.abspath(draft / "config.json"),
-                 DRAFT_WEIGHTS: os.path.abspath(draft / "model.safetensors"), SERVER_COMMAND: os.path.abspath(serve)}
+    assert p == {
+        "target/config.json": "org/target:config.json",
+        DRAFT_CONFIG: os.path.abspath(draft / "config.json"),
+        DRAFT_WEIGHTS: os.path.abspath(draft / "model.safetensors"),
+        SERVER_COMMAND: os.path.abspath(serve),
+    }
     # a hub draft, downloaded to a snapshot: the repository's files, not the cache's copies
     assert role_paths(draft="org/draft", draft_dir=str(draft)) == {
-        DRAFT_CONFIG: "org/draft:config.json", DRAFT_WEIGHTS: "org/draft:model.safetensors"}
+        DRAFT_CONFIG: "org/draft:config.json",
+        DRAFT_WEIGHTS: "org/draft:model.safetensors",
+    }
     shards = tmp_path / "sharded"
     shards.mkdir()
     for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
         (shards / name).write_bytes(b"")
     assert role_paths(draft=str(shards))[DRAFT_WEIGHTS] == os.path.join(os.path.abspath(shards), "*.safetensors")
 
-    fs = [Finding("CFG003", "t", [], config_fix("x", "rope_theta", 1.0)),
-          Finding("TPL003", "t", [], Fix("x", file=REQUEST, key="messages[0]")), Finding("CAP006", "t", [], "text")]
+    fs = [
+        Finding("CFG003", "t", [], config_fix("x", "rope_theta", 1.0)),
+        Finding("TPL003", "t", [], Fix("x", file=REQUEST, key="messages[0]")),
+        Finding("CAP006", "t", [], "text"),
+    ]
     locate(fs, role_paths(draft=str(draft)))  # no --serve-config: no file for the launch command or a request
     assert str(fs[0].location) == f"{os.path.abspath(draft / 'config.json')}: rope_theta"
     assert fs[0].edit.path == fs[0].location.path and fs[0].location.file == DRAFT_CONFIG
@@ -235,8 +251,13 @@ def test_explain_unknown_code_is_one_line_naming_the_closest(typo, first):
 
     from conftest import ROOT
 
-    r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "explain", typo], capture_output=True, text=True,
-                       cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [sys.executable, "-m", "eagle3_doctor.cli", "explain", typo],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 2 and r.stdout == ""
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"eagle3-doctor: error: unknown finding code '{typo}'"), r.stderr
@@ -263,8 +284,12 @@ def test_exit_code_is_the_one_policy():
 
 
 def test_findings_are_rendered_errors_first():
-    fs = [Finding("CAP010", "info one"), Finding("CAP001", "error one"), Finding("CAP007", "warning one"),
-          Finding("CAP006", "error two")]
+    fs = [
+        Finding("CAP010", "info one"),
+        Finding("CAP001", "error one"),
+        Finding("CAP007", "warning one"),
+        Finding("CAP006", "error two"),
+    ]
     text = _render(fs)
     heads = [ln.split(":")[0] for ln in text.splitlines() if ln[:1] in "eiw" and "[" in ln]
     assert heads == ["error[CAP001]", "error[CAP006]", "warning[CAP007]", "info[CAP010]"]
@@ -277,9 +302,12 @@ def test_gate_table_is_rendered_by_report():
     from eagle3_doctor.gate import Check, GateResult, Policy
     from eagle3_doctor.report import render_gate
 
-    res = GateResult(Policy(), [Check("no findings at or above error", 1.0, 0.0, False, "CAP001"),
-                                Check("min slot cosine", 0.99, 0.98, True)],
-                     [Finding("CAP001", "shifted", ["e"], "set ids")], {})
+    res = GateResult(
+        Policy(),
+        [Check("no findings at or above error", 1.0, 0.0, False, "CAP001"), Check("min slot cosine", 0.99, 0.98, True)],
+        [Finding("CAP001", "shifted", ["e"], "set ids")],
+        {},
+    )
     con = Console(record=True, width=200, color_system=None)
     render_gate(con, res)
     text = con.export_text()

@@ -84,8 +84,9 @@ def test_matches_speculators_for_every_flag_combination(flags, tmp_path):
 QWEN3 = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}
 
 
-@pytest.mark.parametrize("flags", [SPECULATORS_FLAGS[0], dict(SPECULATORS_FLAGS[-1])],
-                         ids=lambda f: ",".join(k for k, v in f.items() if v) or "plain")
+@pytest.mark.parametrize(
+    "flags", [SPECULATORS_FLAGS[0], dict(SPECULATORS_FLAGS[-1])], ids=lambda f: ",".join(k for k, v in f.items() if v) or "plain"
+)
 def test_matches_speculators_qwen3_draft_layer(flags, tmp_path):
     sp = _speculators()
     model = _speculators_model(sp, flags, QWEN3)
@@ -120,8 +121,7 @@ def test_matches_speculators_on_the_fixture(target):
         model.embed_tokens.weight.copy_(target.embed_weight())
     aux, ids = _inputs(2, model.hidden_size, model.verifier_vocab_size)
     ref = oracles.speculators_logits(model, aux, ids, STEPS)
-    ours = oracles.doctor_logits(DRAFTS["speculators"], aux, ids, STEPS, first_position=1,
-                                 target_embed=target.embed_weight())
+    ours = oracles.doctor_logits(DRAFTS["speculators"], aux, ids, STEPS, first_position=1, target_embed=target.embed_weight())
     assert max(oracles.max_rel_err(ours, ref)) < TOL
 
 
@@ -149,14 +149,22 @@ def test_matches_specforge_for_every_flag_combination(flags, tmp_path):
     model.save_pretrained(tmp_path / "d", state_dict=sd)
     aux, ids = _inputs(4, H, V)
     ref = oracles.specforge_logits(model, aux, ids, STEPS)
-    ours = oracles.doctor_logits(tmp_path / "d", aux, ids, STEPS, first_position=0,
-                                 target_embed=model.embed_tokens.weight.detach())
+    ours = oracles.doctor_logits(
+        tmp_path / "d", aux, ids, STEPS, first_position=0, target_embed=model.embed_tokens.weight.detach()
+    )
     errs = oracles.max_rel_err(ours, ref)
     assert max(errs) < TOL, errs
     for flag, field, value in (("fc_norm", "fc_norm", False), ("norm_output", "norm_before_lm_head", True)):
         if flags[flag] != (flag == "norm_output"):  # the non-default setting must matter
-            other = oracles.doctor_logits(tmp_path / "d", aux, ids, STEPS, first_position=0,
-                                          target_embed=model.embed_tokens.weight.detach(), override={field: value})
+            other = oracles.doctor_logits(
+                tmp_path / "d",
+                aux,
+                ids,
+                STEPS,
+                first_position=0,
+                target_embed=model.embed_tokens.weight.detach(),
+                override={field: value},
+            )
             assert max(oracles.max_rel_err(other, ref)) > 1e-3, flag
 
 

@@ -22,8 +22,15 @@ DUMP = str(FIXTURE_DUMP)
 
 
 def run(engine_dump: str, engine: str = "sglang"):
-    return compare_dumps(str(SRV / engine_dump), DUMP, train_spec=TRAINED, train_source="the fixture draft's ids",
-                         engine=engine, engine_version=None, num_layers=8)
+    return compare_dumps(
+        str(SRV / engine_dump),
+        DUMP,
+        train_spec=TRAINED,
+        train_source="the fixture draft's ids",
+        engine=engine,
+        engine_version=None,
+        num_layers=8,
+    )
 
 
 def test_sglang_dumper_layout_is_read():
@@ -43,10 +50,13 @@ def test_correct_engine_dump_matches_training(dump, engine):
     assert [f.code for f in res.findings] == ["NUM001"] and res.findings[0].severity == "info"
 
 
-@pytest.mark.parametrize("dump, engine, fix", [
-    ("sglang-dump-shifted", "sglang", '"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]}'),
-    ("vllm-hidden-states-shifted", "vllm", '"eagle_aux_hidden_state_layer_ids": [2, 4, 5]'),
-])
+@pytest.mark.parametrize(
+    "dump, engine, fix",
+    [
+        ("sglang-dump-shifted", "sglang", '"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]}'),
+        ("vllm-hidden-states-shifted", "vllm", '"eagle_aux_hidden_state_layer_ids": [2, 4, 5]'),
+    ],
+)
 def test_planted_slot_shift_is_named_with_its_fix(dump, engine, fix):
     res = run(dump, engine)
     assert [str(p) for p in res.serving.spec] == ["embed", "layer_out[1]", "layer_out[3]"]
@@ -67,7 +77,9 @@ def test_embeddings_are_recognised_by_repeated_tokens():
 def test_mismatched_engine_dump_is_one_line_error(tmp_path):
     from safetensors.torch import save_file
 
-    save_file({"hidden_states": torch.zeros(5, 3, 128), "token_ids": torch.tensor([9, 9, 9, 9, 9])}, str(tmp_path / "r.safetensors"))
+    save_file(
+        {"hidden_states": torch.zeros(5, 3, 128), "token_ids": torch.tensor([9, 9, 9, 9, 9])}, str(tmp_path / "r.safetensors")
+    )
     with pytest.raises(BadInput, match="match no training dump sequence"):
         compare_dumps(str(tmp_path), DUMP, train_spec=TRAINED, train_source="x", engine="vllm", engine_version=None, num_layers=8)
     save_file({"hidden_states": torch.zeros(5, 384)}, str(tmp_path / "r.safetensors"))
@@ -79,8 +91,22 @@ def test_mismatched_engine_dump_is_one_line_error(tmp_path):
 
 
 def test_cli_dump_vs_dump_without_target():
-    cmd = [sys.executable, "-m", "eagle3_doctor.cli", "compare-hidden", "--engine-dump", str(SRV / "sglang-dump-shifted"),
-           "--train-dump", DUMP, "--draft", str(DRAFTS["sglang"]), "--engine", "sglang", "--num-layers", "8"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "eagle3_doctor.cli",
+        "compare-hidden",
+        "--engine-dump",
+        str(SRV / "sglang-dump-shifted"),
+        "--train-dump",
+        DUMP,
+        "--draft",
+        str(DRAFTS["sglang"]),
+        "--engine",
+        "sglang",
+        "--num-layers",
+        "8",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1, r.stderr
     assert "not loaded: dump vs dump" in r.stdout and "error[CAP002]" in r.stdout

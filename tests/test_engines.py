@@ -135,9 +135,11 @@ points = st.one_of(st.just(embed()), st.integers(0, L - 1).map(layer_out), st.ju
 
 
 @settings(max_examples=300, deadline=None)
-@given(spec=st.lists(points, min_size=1, max_size=4, unique=True),
-       engine=st.sampled_from(["sglang", "vllm", "trtllm", "modelopt"]),
-       family=st.sampled_from(["llama", "deepseek", "gpt_oss"]))
+@given(
+    spec=st.lists(points, min_size=1, max_size=4, unique=True),
+    engine=st.sampled_from(["sglang", "vllm", "trtllm", "modelopt"]),
+    family=st.sampled_from(["llama", "deepseek", "gpt_oss"]),
+)
 def test_fix_is_the_inverse_of_the_rule(spec, engine, family):
     """Whatever ids the doctor prints, the engine's own rule maps them back onto the trained spec
     (that a fix is found whenever one exists: test_a_fix_is_found_whenever_one_exists)."""
@@ -183,8 +185,11 @@ def test_a_fix_is_found_whenever_one_exists(engine):
                     if ids is not None:
                         assert resolve_serving(engine, version, family, SMALL, {}, ids).spec == spec
                         fixes += 1
-    assert fixes == sum(len({s for s in _reachable(engine, v, f) if s and len(set(s)) == len(s)})
-                        for v in ENGINE_VERSIONS[engine] for f in ("llama", "deepseek", "gpt_oss"))
+    assert fixes == sum(
+        len({s for s in _reachable(engine, v, f) if s and len(set(s)) == len(s)})
+        for v in ENGINE_VERSIONS[engine]
+        for f in ("llama", "deepseek", "gpt_oss")
+    )
     assert fixes > 0
 
 
@@ -192,11 +197,13 @@ def test_a_fix_is_found_whenever_one_exists(engine):
 # Each test names the upstream file it models; the SGLang/vLLM rows are also checked case by case
 # against the executed table in tests/test_conformance.py.
 
+
 def test_class1_sglang_052_has_no_eagle3_for_deepseek():
     # sglang 0.5.2 srt/models/deepseek_v2.py defines no set_eagle3_layers_to_capture; model_runner.py calls it
     s = serve("sglang", [2, 30, 58], version="0.5.2", family="deepseek", n=61)
     assert s.failure and s.failure.when == "start-up" and "set_eagle3_layers_to_capture" in s.failure.message
     from eagle3_doctor.compare import diagnose_specs
+
     f = diagnose_specs((layer_out(2), layer_out(30), layer_out(58)), "t", s)
     assert [x.code for x in f] == ["ENG001"] and "0.5.4.post2" in f[0].fix
 
@@ -220,6 +227,7 @@ def test_class3_seed_minus_one_is_a_first_forward_failure_on_sglang_0523():
     s = serve("sglang", [-1, 2, 30], family="deepseek", n=61)
     assert s.failure and s.failure.when == "first forward" and "captured 2 of 3" in s.failure.message
     from eagle3_doctor.compare import diagnose_specs
+
     f = diagnose_specs((layer_out(2), layer_out(30), layer_out(58)), "t", s)
     assert f[0].code == "ENG002" and "[3, 31, 59]" in f[0].fix
     # a build patched to map -1 to the embeddings: the quiet mismatch, CAP002
@@ -257,6 +265,7 @@ def test_class6_capture_is_in_layer_order_once_per_layer():
 def test_modelopt_default_collapses_below_seven_layers():
     # modelopt 0.47 plugins/hf_eagle.py default_eagle_aux_layer_ids: sorted({1, max(0, L//2-1), max(0, L-4)})
     from eagle3_doctor.engines import modelopt_default_ids
+
     assert {n: modelopt_default_ids(n) for n in (4, 5, 6, 7)} == {4: [0, 1], 5: [1], 6: [1, 2], 7: [1, 2, 3]}
     assert serve("modelopt", n=5).spec == (layer_out(1),)
     assert serve("modelopt", n=6).spec == (layer_out(1), layer_out(2))
@@ -302,12 +311,17 @@ def test_seed_is_consistent_on_plain_plus_one_deepseek_releases_and_one_layer_ea
     for v in ("0.5.5", "0.5.10", "0.5.12.post1"):
         assert serve("sglang", [2, 30, 58], version=v, family="deepseek", n=61).spec == trained
     for v in ("0.5.15", "0.5.23"):
-        assert serve("sglang", [2, 30, 58], version=v, family="deepseek", n=61).spec == (layer_out(1), layer_out(29), layer_out(57))
+        assert serve("sglang", [2, 30, 58], version=v, family="deepseek", n=61).spec == (
+            layer_out(1),
+            layer_out(29),
+            layer_out(57),
+        )
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm", "trtllm", "modelopt"])
 def test_inspect_and_compare_hidden_take_the_same_ids(engine):
     from eagle3_doctor.inspect_draft import _ids_in_range
+
     for n in (8, 24, 61):
         for i in range(-3, n + 3):
             refused = False
@@ -322,6 +336,7 @@ def test_docs_engine_table_is_generated_from_the_engine_table():
     from pathlib import Path
 
     from eagle3_doctor.engines import engine_table_markdown
+
     doc = (Path(__file__).resolve().parents[1] / "docs" / "engine-table.md").read_text()
     inner = doc.split("<!-- engine-table:begin -->\n", 1)[1].split("<!-- engine-table:end -->", 1)[0]
     assert inner == engine_table_markdown(), "docs/engine-table.md is stale: regenerate it (see its header)"
@@ -332,25 +347,31 @@ def test_docs_engine_table_is_generated_from_the_engine_table():
 # Each row below was executed from the release by `make conformance` (conformance/sglang_exec.py FAMILIES);
 # tests/test_conformance.py checks every case, these pin the behaviour a user meets, file by file.
 
-@pytest.mark.parametrize("config,family", [
-    ({"model_type": "glm4_moe_lite", "architectures": ["Glm4MoeLiteForCausalLM"]}, "glm4_moe_lite"),
-    ({"model_type": "glm4_moe", "architectures": ["Glm4MoeForCausalLM"]}, "glm4_moe"),
-    ({"model_type": "minimax_m2", "architectures": ["MiniMaxM2ForCausalLM"]}, "minimax_m2"),
-    ({"model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"]}, "kimi_linear"),
-    ({"model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"]}, "kimi_k25"),
-    ({"model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"]}, "deepseek"),
-    ({"model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"]}, "llama4"),
-    ({"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"]}, "gemma3"),
-    ({"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}, "gemma3_text"),
-    ({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}, "llama"),
-])
+
+@pytest.mark.parametrize(
+    "config,family",
+    [
+        ({"model_type": "glm4_moe_lite", "architectures": ["Glm4MoeLiteForCausalLM"]}, "glm4_moe_lite"),
+        ({"model_type": "glm4_moe", "architectures": ["Glm4MoeForCausalLM"]}, "glm4_moe"),
+        ({"model_type": "minimax_m2", "architectures": ["MiniMaxM2ForCausalLM"]}, "minimax_m2"),
+        ({"model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"]}, "kimi_linear"),
+        ({"model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"]}, "kimi_k25"),
+        ({"model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"]}, "deepseek"),
+        ({"model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"]}, "llama4"),
+        ({"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"]}, "gemma3"),
+        ({"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}, "gemma3_text"),
+        ({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}, "llama"),
+    ],
+)
 def test_arch_family_names_the_sglang_file_that_decides(config, family):
     from eagle3_doctor.engines import arch_family
+
     assert arch_family(config) == family
 
 
 def _codes(s, train):
     from eagle3_doctor.compare import diagnose_specs
+
     return diagnose_specs(tuple(train), "t", s)
 
 
@@ -361,7 +382,10 @@ def test_glm4_moe_lite_uses_the_deepseek_rule():
     assert serve("sglang", [2, 30, 58], family="glm4_moe_lite", n=n).spec == (layer_out(1), layer_out(29), layer_out(57))
     assert serve("sglang", [1, 29, 57], family="glm4_moe_lite", n=n).spec == (layer_out(1), layer_out(29), layer_out(57))
     assert serve("sglang", [2, 30, 58], version="0.5.10", family="glm4_moe_lite", n=n).spec == (
-        layer_out(2), layer_out(30), layer_out(58))
+        layer_out(2),
+        layer_out(30),
+        layer_out(58),
+    )
     # no packer in glm4_moe_lite.py: -1 matches no layer and the capture is quietly two slots
     assert serve("sglang", [-1, 2, 30], family="glm4_moe_lite", n=n).spec == (layer_out(1), layer_out(29))
 
@@ -399,7 +423,10 @@ def test_kimi_k25_delegates_to_its_deepseek_language_model():
     f = _codes(s, (layer_out(2), layer_out(30), layer_out(58)))
     assert [x.code for x in f] == ["ENG001"] and "0.5.10" in f[0].fix
     assert serve("sglang", [2, 30, 58], version="0.5.10", family="kimi_k25", n=61).spec == (
-        layer_out(2), layer_out(30), layer_out(58))
+        layer_out(2),
+        layer_out(30),
+        layer_out(58),
+    )
     # from 0.5.17 the DeepSeek AuxHiddenStatePacker asserts the count: the seed's [-1, 2, 30] crashes
     s = serve("sglang", [-1, 2, 30], family="kimi_k25", n=61)
     assert s.failure.when == "first forward" and "captured 2 of 3" in s.failure.message
@@ -418,7 +445,10 @@ def test_gemma3_sglang_0517_captures_the_mlp_branch_not_the_residual_stream():
     # is the branch. 0.5.12-0.5.16 returned the full stream; id L-1 (+1 = L) captures the last layer's output.
     for fam in ("gemma3", "gemma3_text"):
         assert serve("sglang", [1, 15, L - 1], version="0.5.16", family=fam).spec == (
-            layer_out(1), layer_out(15), layer_out(L - 1))
+            layer_out(1),
+            layer_out(15),
+            layer_out(L - 1),
+        )
         s = serve("sglang", [1, 15, 28], family=fam)
         assert s.failure and s.failure.when == "serving" and "mlp_branch[1]" in s.failure.message
         f = _codes(s, (layer_out(1), layer_out(15), layer_out(28)))
@@ -453,6 +483,7 @@ def test_trtllm_default_needs_six_layers_and_repeats_a_slot_at_six():
 def test_train_recipes_are_rows_of_the_engine_table():
     # one list: --train-recipe, its help and its error text read RECIPE_TABLE, whose recipes run the engine rules
     from eagle3_doctor.engines import MODELOPT_NEWEST, NEWEST, RECIPE_TABLE, RECIPES
+
     assert (RECIPE_TABLE["specforge"].engine, RECIPE_TABLE["specforge"].version) == ("sglang", NEWEST["sglang"])
     assert (RECIPE_TABLE["speculators"].engine, RECIPE_TABLE["speculators"].version) == ("vllm", NEWEST["vllm"])
     assert (RECIPE_TABLE["modelopt"].engine, RECIPE_TABLE["modelopt"].version) == ("modelopt", MODELOPT_NEWEST)
@@ -463,6 +494,7 @@ def test_train_recipes_are_rows_of_the_engine_table():
     assert training_spec("modelopt", 5)[0] == (layer_out(1),)
     assert training_spec("hf:2,16,29", L)[0] == default_spec_llama(L)
     from eagle3_doctor import cli
+
     assert all(r in str(cli.TrainRecipe.__metadata__[0].help) for r in RECIPES if r != "draft-config")
 
 

@@ -20,13 +20,16 @@ def one_stderr_line(r) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["compare-hidden"], "Missing option '--target'"),
-    (["compare-hidden", "-t", "x", "--limit", "two"], "--limit"),
-    (["compare-hidden", "-t", "x", "--no-such-flag"], "No such option: --no-such-flag"),
-    (["no-such-command"], "No such command"),
-    (["acceptance", "-t", "x"], "--draft"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["compare-hidden"], "Missing option '--target'"),
+        (["compare-hidden", "-t", "x", "--limit", "two"], "--limit"),
+        (["compare-hidden", "-t", "x", "--no-such-flag"], "No such option: --no-such-flag"),
+        (["no-such-command"], "No such command"),
+        (["acceptance", "-t", "x"], "--draft"),
+    ],
+)
 def test_click_usage_errors_are_one_line_exit_2(args, needle):
     r = invoke(*args)
     assert r.exit_code == EXIT_BAD_INPUT
@@ -97,19 +100,39 @@ def _run(args, **kw):
 
 
 def test_stdout_closed_is_not_a_crash():
-    r = _run(["compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--limit", 1, "-q"],
-             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-             preexec_fn=lambda: os.close(1))
+    r = _run(
+        ["compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--limit", 1, "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: os.close(1),
+    )
     assert r.returncode in (0, 1), r.stderr
     assert "Traceback" not in r.stderr and "bug" not in r.stderr
 
 
 def test_stdout_reader_gone_is_one_line():
     # a reader that closes the pipe at once: every write after that raises EPIPE
-    p = subprocess.Popen([sys.executable, "-m", "eagle3_doctor.cli", "compare-hidden", "--target", str(TARGET), "--draft",
-                          str(DRAFTS["sglang"]), "--limit", "1", "--matrix", "-q"],
-                         env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "eagle3_doctor.cli",
+            "compare-hidden",
+            "--target",
+            str(TARGET),
+            "--draft",
+            str(DRAFTS["sglang"]),
+            "--limit",
+            "1",
+            "--matrix",
+            "-q",
+        ],
+        env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     p.stdout.close()
     err = p.stderr.read()
     rc = p.wait(timeout=300)
@@ -120,8 +143,22 @@ def test_stdout_reader_gone_is_one_line():
 
 def test_hub_lookups_honour_hf_hub_offline():
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "inspect", "--target", "no-such-org/no-such-model",
-                        "--draft", str(DRAFTS["sglang"])], env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eagle3_doctor.cli",
+            "inspect",
+            "--target",
+            "no-such-org/no-such-model",
+            "--draft",
+            str(DRAFTS["sglang"]),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == EXIT_BAD_INPUT and len(lines) == 1, r.stderr
     assert "no-such-org/no-such-model" in lines[0] and "HF_HUB_OFFLINE" in lines[0]

@@ -71,9 +71,30 @@ def test_cli_names_the_trained_spec_for_the_incident_config(tmp_path, tmp_copy):
     cfg = json.loads((d / "config.json").read_text())
     cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [-1, 1, 3]
     (d / "config.json").write_text(json.dumps(cfg))
-    r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "fingerprint", "--target", str(TARGET), "--draft", str(d),
-                        "--prompts", str(PROMPTS), "--limit", "8", "--max-new-tokens", "48", "-q", "--json", str(tmp_path / "f.json")],
-                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eagle3_doctor.cli",
+            "fingerprint",
+            "--target",
+            str(TARGET),
+            "--draft",
+            str(d),
+            "--prompts",
+            str(PROMPTS),
+            "--limit",
+            "8",
+            "--max-new-tokens",
+            "48",
+            "-q",
+            "--json",
+            str(tmp_path / "f.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"),
+    )
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
     assert "fingerprint: layer_out[1], layer_out[3], layer_out[4]" in r.stdout
     data = json.loads((tmp_path / "f.json").read_text())

@@ -26,8 +26,11 @@ def test_detects_format_and_layer_ids(fmt, target):
     assert info.has_lm_head and info.has_d2t and info.has_t2d
     spec, where = spec_from_info(info, target.num_layers)
     assert spec == TRAINED, where
-    key = {"eagle": None, "sglang": "eagle_config.eagle_aux_hidden_state_layer_ids",
-           "speculators": "eagle_aux_hidden_state_layer_ids"}[fmt]
+    key = {
+        "eagle": None,
+        "sglang": "eagle_config.eagle_aux_hidden_state_layer_ids",
+        "speculators": "eagle_aux_hidden_state_layer_ids",
+    }[fmt]
     assert info.layer_ids_key == key
     if fmt == "sglang":
         assert info.layer_ids == [1, 3, 4]  # SGLang ids: layer_out[k]

@@ -24,7 +24,8 @@ json_values = st.recursive(
     max_leaves=12,
 )
 option_text = st.text(alphabet=string.printable, max_size=24) | st.sampled_from(
-    ["", ",", "-1", "0", "1e3", "nan", "inf", "-inf", "auto", "[1,2]", "{}", "0=1GiB", "cuda:0", "1,3,4"])
+    ["", ",", "-1", "0", "1e3", "nan", "inf", "-inf", "auto", "[1,2]", "{}", "0=1GiB", "cuda:0", "1,3,4"]
+)
 
 
 def _accepts_or_refuses(fn, *a, **k):
@@ -52,24 +53,60 @@ def test_max_memory_parser(text):
 
 int_opts = ["max_tokens", "limit", "num_steps", "max_new_tokens", "topk", "num_draft_tokens"]
 float_opts = ["temperature", "min_accept_rate", "min_tau", "min_cosine", "min_step1_accuracy", "max_regression"]
-text_opts = ["batch_size", "dtype", "device", "draft_format", "layer_ids", "train_recipe", "max_memory", "device_map",
-             "fail_on", "temperature_mode", "continuation", "engine_version"]
+text_opts = [
+    "batch_size",
+    "dtype",
+    "device",
+    "draft_format",
+    "layer_ids",
+    "train_recipe",
+    "max_memory",
+    "device_map",
+    "fail_on",
+    "temperature_mode",
+    "continuation",
+    "engine_version",
+]
 
 
 @FUZZ
-@given(ints=st.dictionaries(st.sampled_from(int_opts), st.integers(-(10**15), 10**15), max_size=3),
-       floats=st.dictionaries(st.sampled_from(float_opts), st.floats(allow_nan=True, allow_infinity=True), max_size=3),
-       texts=st.dictionaries(st.sampled_from(text_opts), option_text, max_size=3),
-       engine=st.sampled_from(["sglang", "vllm", "trtllm", "modelopt", "eagle", "tgi", ""]))
+@given(
+    ints=st.dictionaries(st.sampled_from(int_opts), st.integers(-(10**15), 10**15), max_size=3),
+    floats=st.dictionaries(st.sampled_from(float_opts), st.floats(allow_nan=True, allow_infinity=True), max_size=3),
+    texts=st.dictionaries(st.sampled_from(text_opts), option_text, max_size=3),
+    engine=st.sampled_from(["sglang", "vllm", "trtllm", "modelopt", "eagle", "tgi", ""]),
+)
 def test_every_option_checker(ints, floats, texts, engine):
     _accepts_or_refuses(v.check_arguments, engine=engine, **ints, **floats, **texts)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(opts=st.lists(st.tuples(st.sampled_from(["--max-tokens", "--limit", "--batch-size", "--layer-ids", "--dtype", "--device",
-                                                  "--engine", "--engine-version", "--train-recipe", "--max-memory",
-                                                  "--device-map", "--draft-format", "--bogus"]), option_text),
-                     min_size=1, max_size=4))
+@given(
+    opts=st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "--max-tokens",
+                    "--limit",
+                    "--batch-size",
+                    "--layer-ids",
+                    "--dtype",
+                    "--device",
+                    "--engine",
+                    "--engine-version",
+                    "--train-recipe",
+                    "--max-memory",
+                    "--device-map",
+                    "--draft-format",
+                    "--bogus",
+                ]
+            ),
+            option_text,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_the_command_line_answers_bad_options_in_one_line(monkeypatch, opts):
     """Random option values through the real CLI: exit 2 with one line, or (all valid) on to the model loader."""
     import eagle3_doctor.doctor as doctor
@@ -93,27 +130,76 @@ def test_the_command_line_answers_bad_options_in_one_line(monkeypatch, opts):
 
 
 @FUZZ
-@given(cfg=st.dictionaries(st.sampled_from(["num_hidden_layers", "n_layer", "hidden_size", "vocab_size", "intermediate_size",
-                                            "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
-                                            "text_config", "architectures"]), json_values, max_size=6),
-       names=st.lists(st.sampled_from(["model.layers.0.x", "model.layers.7.y", "model.layers.99.z", "lm_head.weight",
-                                       "transformer.h.3.attn"]), max_size=4))
+@given(
+    cfg=st.dictionaries(
+        st.sampled_from(
+            [
+                "num_hidden_layers",
+                "n_layer",
+                "hidden_size",
+                "vocab_size",
+                "intermediate_size",
+                "num_attention_heads",
+                "num_key_value_heads",
+                "head_dim",
+                "max_position_embeddings",
+                "text_config",
+                "architectures",
+            ]
+        ),
+        json_values,
+        max_size=6,
+    ),
+    names=st.lists(
+        st.sampled_from(["model.layers.0.x", "model.layers.7.y", "model.layers.99.z", "lm_head.weight", "transformer.h.3.attn"]),
+        max_size=4,
+    ),
+)
 def test_target_config_checker(cfg, names):
     _accepts_or_refuses(checks.check_target_config, cfg, "config.json", names or None)
 
 
 @FUZZ
-@given(cfg=st.dictionaries(st.sampled_from(["eagle_config", "eagle_aux_hidden_state_layer_ids", "aux_hidden_state_layer_ids",
-                                            "eagle3_layers_to_capture", "num_hidden_layers", "hidden_size"]),
-                           json_values, max_size=4))
+@given(
+    cfg=st.dictionaries(
+        st.sampled_from(
+            [
+                "eagle_config",
+                "eagle_aux_hidden_state_layer_ids",
+                "aux_hidden_state_layer_ids",
+                "eagle3_layers_to_capture",
+                "num_hidden_layers",
+                "hidden_size",
+            ]
+        ),
+        json_values,
+        max_size=4,
+    )
+)
 def test_draft_layer_id_checker(cfg):
     _accepts_or_refuses(checks.check_draft_layer_ids, cfg, "config.json")
 
 
 @FUZZ
-@given(edits=st.dictionaries(st.sampled_from(["hidden_size", "num_hidden_layers", "draft_vocab_size", "target_hidden_size",
-                                              "eagle_config", "vocab_size", "transformer_layer_config", "architectures"]),
-                             json_values, min_size=1, max_size=3))
+@given(
+    edits=st.dictionaries(
+        st.sampled_from(
+            [
+                "hidden_size",
+                "num_hidden_layers",
+                "draft_vocab_size",
+                "target_hidden_size",
+                "eagle_config",
+                "vocab_size",
+                "transformer_layer_config",
+                "architectures",
+            ]
+        ),
+        json_values,
+        min_size=1,
+        max_size=3,
+    )
+)
 def test_draft_directory_checker(tmp_path_factory, edits):
     d = tmp_path_factory.mktemp("fuzzdraft")
     c = json.loads((DRAFTS["sglang"] / "config.json").read_text())
@@ -140,10 +226,29 @@ def test_baseline_loader(tmp_path_factory, data):
 
 
 @FUZZ
-@given(gate=st.dictionaries(st.sampled_from(["engine", "engine_version", "fail_on", "min_cosine", "min_step1_accuracy",
-                                             "min_tau", "max_regression", "num_steps", "max_new_tokens", "limit"]),
-                            st.booleans() | st.integers(-5, 10**7) | st.floats(allow_nan=False, allow_infinity=False)
-                            | st.text(alphabet=string.ascii_letters + ".", max_size=8), max_size=5))
+@given(
+    gate=st.dictionaries(
+        st.sampled_from(
+            [
+                "engine",
+                "engine_version",
+                "fail_on",
+                "min_cosine",
+                "min_step1_accuracy",
+                "min_tau",
+                "max_regression",
+                "num_steps",
+                "max_new_tokens",
+                "limit",
+            ]
+        ),
+        st.booleans()
+        | st.integers(-5, 10**7)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(alphabet=string.ascii_letters + ".", max_size=8),
+        max_size=5,
+    )
+)
 def test_policy_loader(tmp_path_factory, gate):
     tomllib = pytest.importorskip("tomllib")
     from eagle3_doctor.gate import Policy

@@ -13,8 +13,13 @@ from safetensors.torch import load_file, save_file
 
 
 def gate_sh(draft, tmp_path, baseline=None, summary_env=None):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", PROMPTS=str(PROMPTS),
-               PYTHONPATH=str(ROOT), COLUMNS="200")
+    env = dict(
+        os.environ,
+        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        PROMPTS=str(PROMPTS),
+        PYTHONPATH=str(ROOT),
+        COLUMNS="200",
+    )
     if summary_env:
         env["GITHUB_STEP_SUMMARY"] = str(summary_env)
     args = ["bash", str(ROOT / "examples/ci/gate.sh"), str(TARGET), str(draft)] + ([str(baseline)] if baseline else [])
@@ -62,9 +67,23 @@ def test_regression_against_baseline(tmp_path):
 def test_bad_policy_is_bad_input(tmp_path):
     p = tmp_path / "p.toml"
     p.write_text("[gate]\nmin_cosin = 0.9\n")
-    r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "gate", "--target", str(TARGET), "--draft",
-                        str(DRAFTS["sglang"]), "--policy", str(p)], capture_output=True, text=True,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eagle3_doctor.cli",
+            "gate",
+            "--target",
+            str(TARGET),
+            "--draft",
+            str(DRAFTS["sglang"]),
+            "--policy",
+            str(p),
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert r.returncode == 2 and "unknown key(s) min_cosin" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -103,8 +122,9 @@ def test_each_one_layer_shift_fails_the_shipped_policy(tmp_copy):
     pol = Policy.load(str(SHIPPED_POLICY), {})
     for ids in ONE_LAYER_SHIFTS:
         d = draft_with_ids(tmp_copy, ids, "shift" + "_".join(map(str, ids)))
-        res = run_gate(target=str(TARGET), draft=str(d), policy=pol, prompts=str(PROMPTS), baseline=None,
-                       dtype="float32", device="cpu")
+        res = run_gate(
+            target=str(TARGET), draft=str(d), policy=pol, prompts=str(PROMPTS), baseline=None, dtype="float32", device="cpu"
+        )
         codes = {f.code for f in res.findings if f.severity == "error"}
         assert not res.passed and codes & {"CAP001", "CAP006"}, (ids, codes)
         fix = next(f.fix for f in res.findings if f.code in ("CAP001", "CAP006"))
@@ -118,13 +138,22 @@ def test_without_a_training_table_the_fingerprint_catches_the_incident(tmp_path,
     inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
     p = tmp_path / "p.toml"
     p.write_text(SHIPPED_POLICY.read_text().split("[training]")[0])
-    res = run_gate(target=str(TARGET), draft=str(inc), policy=Policy.load(str(p), {}), prompts=str(PROMPTS),
-                   baseline=None, dtype="float32", device="cpu")
+    res = run_gate(
+        target=str(TARGET),
+        draft=str(inc),
+        policy=Policy.load(str(p), {}),
+        prompts=str(PROMPTS),
+        baseline=None,
+        dtype="float32",
+        device="cpu",
+    )
     fpr = [f for f in res.findings if f.code == "FPR001"]
     assert not res.passed and fpr and '"eagle_aux_hidden_state_layer_ids": [1, 3, 4]' in fpr[0].fix
     assert "GATE002" not in {f.code for f in res.findings}  # the fingerprint is an independent training side
     ann = [a for a in github_annotations(res, str(inc)) if "FPR001" in a]
-    line = next(i + 1 for i, t in enumerate((inc / "config.json").read_text().splitlines()) if "eagle_aux_hidden_state_layer_ids" in t)
+    line = next(
+        i + 1 for i, t in enumerate((inc / "config.json").read_text().splitlines()) if "eagle_aux_hidden_state_layer_ids" in t
+    )
     assert ann and ann[0].startswith(f"::error file={inc / 'config.json'},line={line},title=eagle3-doctor FPR001::")
 
 
@@ -133,15 +162,29 @@ def test_config_as_only_training_truth_is_a_warning_and_policy_can_make_it_an_er
 
     inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
     p = tmp_path / "p.toml"
-    p.write_text('[gate]\nmin_cosine = 0.999\nlimit = 4\nmax_new_tokens = 16\nfingerprint = false\n')
-    res = run_gate(target=str(TARGET), draft=str(inc), policy=Policy.load(str(p), {}), prompts=str(PROMPTS),
-                   baseline=None, dtype="float32", device="cpu")
+    p.write_text("[gate]\nmin_cosine = 0.999\nlimit = 4\nmax_new_tokens = 16\nfingerprint = false\n")
+    res = run_gate(
+        target=str(TARGET),
+        draft=str(inc),
+        policy=Policy.load(str(p), {}),
+        prompts=str(PROMPTS),
+        baseline=None,
+        dtype="float32",
+        device="cpu",
+    )
     g = [f for f in res.findings if f.code == "GATE002"]
     assert g and g[0].severity == "warning" and "invisible to this gate" in g[0].title
     assert "CAP002" not in {f.code for f in res.findings}  # exactly the blind spot GATE002 warns about
     p.write_text('[gate]\nlimit = 4\nmax_new_tokens = 16\nfingerprint = false\ntraining_from_config = "error"\n')
-    res = run_gate(target=str(TARGET), draft=str(DRAFTS["sglang"]), policy=Policy.load(str(p), {}), prompts=str(PROMPTS),
-                   baseline=None, dtype="float32", device="cpu")
+    res = run_gate(
+        target=str(TARGET),
+        draft=str(DRAFTS["sglang"]),
+        policy=Policy.load(str(p), {}),
+        prompts=str(PROMPTS),
+        baseline=None,
+        dtype="float32",
+        device="cpu",
+    )
     assert not res.passed and any(f.code == "GATE002" and f.severity == "error" for f in res.findings)
 
 
@@ -149,10 +192,17 @@ def test_thresholds_decide_on_the_interval_and_say_so(tmp_path):
     from eagle3_doctor.gate import Policy, run_gate
 
     p = tmp_path / "p.toml"
-    p.write_text('[gate]\nlimit = 6\nmax_new_tokens = 24\nfingerprint = false\nmin_step1_accuracy = 0.2\n')
+    p.write_text("[gate]\nlimit = 6\nmax_new_tokens = 24\nfingerprint = false\nmin_step1_accuracy = 0.2\n")
     pol = Policy.load(str(p), {})
-    res = run_gate(target=str(TARGET), draft=str(DRAFTS["sglang"]), policy=pol, prompts=str(PROMPTS),
-                   baseline=None, dtype="float32", device="cpu")
+    res = run_gate(
+        target=str(TARGET),
+        draft=str(DRAFTS["sglang"]),
+        policy=pol,
+        prompts=str(PROMPTS),
+        baseline=None,
+        dtype="float32",
+        device="cpu",
+    )
     iv = res.metrics["intervals"]["step1_accuracy"]
     assert iv["lo"] < res.metrics["step1_accuracy"] < iv["hi"]
     c = next(c for c in res.checks if c.name == "step-1 accuracy")
@@ -160,9 +210,15 @@ def test_thresholds_decide_on_the_interval_and_say_so(tmp_path):
     # a threshold between the lower bound and the point: fails on the interval, passes on the point
     thr = (iv["lo"] + res.metrics["step1_accuracy"]) / 2
     for decide, passed in (("lower_bound", False), ("point", True)):
-        res2 = run_gate(target=str(TARGET), draft=str(DRAFTS["sglang"]),
-                        policy=Policy.load(str(p), {"min_step1_accuracy": thr, "decide_on": decide}), prompts=str(PROMPTS),
-                        baseline=None, dtype="float32", device="cpu")
+        res2 = run_gate(
+            target=str(TARGET),
+            draft=str(DRAFTS["sglang"]),
+            policy=Policy.load(str(p), {"min_step1_accuracy": thr, "decide_on": decide}),
+            prompts=str(PROMPTS),
+            baseline=None,
+            dtype="float32",
+            device="cpu",
+        )
         c = next(c for c in res2.checks if c.name == "step-1 accuracy")
         assert c.passed is passed, (decide, c)
         if not passed:
@@ -173,10 +229,28 @@ def test_thresholds_decide_on_the_interval_and_say_so(tmp_path):
 def test_train_dump_flag_is_an_independent_training_side(tmp_path, tmp_copy):
     inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
     p = tmp_path / "p.toml"
-    p.write_text('[gate]\nlimit = 4\nmax_new_tokens = 16\n')
-    r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "gate", "--target", str(TARGET), "--draft", str(inc),
-                        "--policy", str(p), "--train-dump", str(ROOT / "fixtures/specforge-dump"), "--json",
-                        str(tmp_path / "g.json")], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    p.write_text("[gate]\nlimit = 4\nmax_new_tokens = 16\n")
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eagle3_doctor.cli",
+            "gate",
+            "--target",
+            str(TARGET),
+            "--draft",
+            str(inc),
+            "--policy",
+            str(p),
+            "--train-dump",
+            str(ROOT / "fixtures/specforge-dump"),
+            "--json",
+            str(tmp_path / "g.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
     codes = {f["code"] for f in json.loads((tmp_path / "g.json").read_text())["findings"]}
     assert "CAP002" in codes and "GATE002" not in codes
@@ -184,12 +258,28 @@ def test_train_dump_flag_is_an_independent_training_side(tmp_path, tmp_copy):
 
 def test_bad_training_table_is_bad_input(tmp_path):
     p = tmp_path / "p.toml"
-    for body, needle in [("[training]\nids = [1, 3, 4]\n", "ids without a recipe"),
-                         ('[training]\nrecipe = "specforge"\nids = "1,3,4"\n', "not a list of integers"),
-                         ('[training]\nrecipe = "specforge"\nlayers = [1]\n', "unknown key(s) layers in [training]"),
-                         ('[gate]\ntraining_from_config = "fatal"\n', "training_from_config")]:
+    for body, needle in [
+        ("[training]\nids = [1, 3, 4]\n", "ids without a recipe"),
+        ('[training]\nrecipe = "specforge"\nids = "1,3,4"\n', "not a list of integers"),
+        ('[training]\nrecipe = "specforge"\nlayers = [1]\n', "unknown key(s) layers in [training]"),
+        ('[gate]\ntraining_from_config = "fatal"\n', "training_from_config"),
+    ]:
         p.write_text(body)
-        r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "gate", "--target", str(TARGET), "--draft",
-                            str(DRAFTS["sglang"]), "--policy", str(p)], capture_output=True, text=True,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "eagle3_doctor.cli",
+                "gate",
+                "--target",
+                str(TARGET),
+                "--draft",
+                str(DRAFTS["sglang"]),
+                "--policy",
+                str(p),
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, (body, r.stderr)

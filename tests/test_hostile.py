@@ -77,7 +77,9 @@ class Hostile:
                 shutil.copy(f, d / f.name)
         return d
 
-    def target(self, name: str, edit: Callable[[dict], None] | None = None, link: tuple[str, ...] = ("model.safetensors",)) -> Path:
+    def target(
+        self, name: str, edit: Callable[[dict], None] | None = None, link: tuple[str, ...] = ("model.safetensors",)
+    ) -> Path:
         d = self._copy(TARGET, name, link)
         if edit:
             c = json.loads((d / "config.json").read_text())
@@ -85,7 +87,9 @@ class Hostile:
             (d / "config.json").write_text(json.dumps(c))
         return d
 
-    def draft(self, name: str, edit: Callable[[dict], None] | None = None, link: tuple[str, ...] = ("model.safetensors",)) -> Path:
+    def draft(
+        self, name: str, edit: Callable[[dict], None] | None = None, link: tuple[str, ...] = ("model.safetensors",)
+    ) -> Path:
         d = self._copy(D, name, link)
         if edit:
             c = json.loads((d / "config.json").read_text())
@@ -109,6 +113,7 @@ class Hostile:
 def _set(**kv):
     def edit(c: dict) -> None:
         c.update(kv)
+
     return edit
 
 
@@ -116,6 +121,7 @@ def _del(*keys):
     def edit(c: dict) -> None:
         for k in keys:
             c.pop(k, None)
+
     return edit
 
 
@@ -157,7 +163,9 @@ def build(root: Path) -> Hostile:
     f = t / "model.safetensors"
     f.write_bytes((2**62).to_bytes(8, "little") + f.read_bytes()[8:])
     t = h.target("t-shard-missing")
-    (t / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"lm_head.weight": "model-00002-of-00002.safetensors"}}))
+    (t / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"lm_head.weight": "model-00002-of-00002.safetensors"}})
+    )
     t = h.target("t-index-bad")
     (t / "model.safetensors.index.json").write_text("{oops")
     t = h.target("t-index-list")
@@ -345,7 +353,11 @@ CASES = [
     Case("target-missing-dotslash", lambda h: [CH, "--target", "./no-such-model", "--draft", D], "does not exist"),
     Case("target-missing-under-existing-dir", lambda h: [CH, "--target", f"{FIX}/no-such-model", "--draft", D], "does not exist"),
     Case("target-missing-typo-of-local-dir", lambda h: [CH, "--target", "fixtures/targt", "--draft", D], "does not exist"),
-    Case("target-missing-absolute", lambda h: [CH, "--target", "/nonexistent/models/llama", "--draft", D], "/nonexistent/models/llama does not exist"),
+    Case(
+        "target-missing-absolute",
+        lambda h: [CH, "--target", "/nonexistent/models/llama", "--draft", D],
+        "/nonexistent/models/llama does not exist",
+    ),
     Case("target-is-a-file", lambda h: [CH, "--target", PROMPTS, "--draft", D], "is a file, not a directory"),
     Case("target-newline-in-path", lambda h: [CH, "--target", "/nonexistent/a\nb", "--draft", D], "a\\nb"),
     Case("target-fifo", lambda h: [CH, "--target", h.p("p-fifo.txt"), "--draft", D], "named pipe"),
@@ -502,6 +514,7 @@ def run_case(args: list, *, pre: bool, timeout: int, monkeypatch=None):
     import eagle3_doctor.target as target
 
     if pre and monkeypatch is not None:
+
         def refuse(*a, **k):
             raise _ModelLoaded("a model was loaded before the input was refused")
 
@@ -568,8 +581,14 @@ def _timing_main() -> None:
             args = [str(a) for a in c.args(h)]
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
-            r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", *args], capture_output=True, text=True,
-                               env=dict(os.environ, PYTHONPATH=str(root)), timeout=120, cwd=root)
+            r = subprocess.run(
+                [sys.executable, "-m", "eagle3_doctor.cli", *args],
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, PYTHONPATH=str(root)),
+                timeout=120,
+                cwd=root,
+            )
             walls.append((time.perf_counter() - t0, c.id))
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpus.append((r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime, c.id))
@@ -578,9 +597,13 @@ def _timing_main() -> None:
 
         def summary(xs):
             v = sorted(t for t, _ in xs)
-            return f"median {statistics.median(v):.3f} s, p90 {v[int(0.9 * (len(v) - 1))]:.3f} s, worst {v[-1]:.3f} s ({max(xs)[1]})"
+            return (
+                f"median {statistics.median(v):.3f} s, p90 {v[int(0.9 * (len(v) - 1))]:.3f} s, worst {v[-1]:.3f} s ({max(xs)[1]})"
+            )
 
-        print(f"{len(walls)} pre-load rejections as real processes (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+        print(
+            f"{len(walls)} pre-load rejections as real processes (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        )
         print(f"  wall: {summary(walls)}")
         print(f"  CPU:  {summary(cpus)}")
         print(f"  not one line / wrong code: {bad or 'none'}")

@@ -82,6 +82,7 @@ def test_pytorch_model_bin_draft_loads_weights_only(tmp_path):
     a, _ = read_draft(src)
     b, _ = read_draft(dst)
     torch.testing.assert_close(_logits(a), _logits(b), rtol=0, atol=0)
+
     # a pickle that is more than tensors is refused, not executed
     class Evil:
         def __reduce__(self):
@@ -105,8 +106,9 @@ def test_sharded_safetensors_index(tmp_path):
     parts = {"model-00001-of-00002.safetensors": names[:half], "model-00002-of-00002.safetensors": names[half:]}
     for fname, keys in parts.items():
         save_file({k: sd[k].contiguous() for k in keys}, dst / fname)
-    (dst / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {}, "weight_map": {k: f for f, ks in parts.items() for k in ks}}))
+    (dst / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": {k: f for f, ks in parts.items() for k in ks}})
+    )
     # a stale file the index does not name is not read
     save_file({"lm_head.weight": torch.zeros_like(sd["lm_head.weight"])}, dst / "zz-stale.safetensors")
     a, _ = read_draft(src)

@@ -17,7 +17,9 @@ def codes(res, at_least="warning"):
     return sorted({f.code for f in res.findings if f.severity in keep})
 
 
-@pytest.mark.parametrize("fmt,engine", [("sglang", "sglang"), ("speculators", "vllm"), ("eagle", "eagle"), ("sglang", "modelopt")])
+@pytest.mark.parametrize(
+    "fmt,engine", [("sglang", "sglang"), ("speculators", "vllm"), ("eagle", "eagle"), ("sglang", "modelopt")]
+)
 def test_clean_fixtures_have_no_findings(fmt, engine):
     res = inspect(str(TARGET), str(DRAFTS[fmt]), engine=engine)
     assert codes(res) == [], [f.to_dict() for f in res.findings]

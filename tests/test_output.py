@@ -55,7 +55,9 @@ def test_greedy_continuation_reports_per_token(target):
 
 def test_tables_fit_80_columns_without_cutting_capture_points(monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    r = invoke("compare-hidden", "-t", TARGET, "-d", DRAFTS["sglang"], "--layer-ids=-1,1,3", "--prompts", PROMPTS, "--limit", "2", "-q")
+    r = invoke(
+        "compare-hidden", "-t", TARGET, "-d", DRAFTS["sglang"], "--layer-ids=-1,1,3", "--prompts", PROMPTS, "--limit", "2", "-q"
+    )
     assert r.exit_code == 1, r.output
     table = [ln for ln in r.output.splitlines() if ln.startswith(("┃", "│", "┏", "┡", "└"))]
     assert table and all(len(ln) <= 80 for ln in table), "\n".join(table)
@@ -68,9 +70,15 @@ def _run(findings, hints):
     chain = {"mean_acceptance_length": 1.5, "per_position_rate": [0.4, 0.1]}
     return SimpleNamespace(
         paths={"serving": {"chain": chain, "tau": 1.4, "acc_k": [0.4, 0.2], "triage": hints}},
-        settings={"target": "fixtures/target", "engine": "sglang 0.5.23", "num_steps": 2, "sequences": 2,
-                  "serving_spec": ["embed", "layer_out[1]", "layer_out[3]"],
-                  "training_spec": ["layer_out[1]", "layer_out[3]", "layer_out[4]"], "tree_note": None},
+        settings={
+            "target": "fixtures/target",
+            "engine": "sglang 0.5.23",
+            "num_steps": 2,
+            "sequences": 2,
+            "serving_spec": ["embed", "layer_out[1]", "layer_out[3]"],
+            "training_spec": ["layer_out[1]", "layer_out[3]", "layer_out[4]"],
+            "tree_note": None,
+        },
         findings=findings,
     )
 

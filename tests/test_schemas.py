@@ -29,26 +29,65 @@ def _schema(doc_id: str) -> dict:
 
 def test_every_document_kind_has_a_schema():
     ids = _schema_ids_in_code()
-    assert {"eagle3-doctor/inspect/1", "eagle3-doctor/compare-hidden/1", "eagle3-doctor/acceptance/1",
-            "eagle3-doctor/server-metrics/1", "eagle3-doctor/fingerprint/1", "eagle3-doctor/template-diff/1",
-            "eagle3-doctor/gate/1"} <= ids
+    assert {
+        "eagle3-doctor/inspect/1",
+        "eagle3-doctor/compare-hidden/1",
+        "eagle3-doctor/acceptance/1",
+        "eagle3-doctor/server-metrics/1",
+        "eagle3-doctor/fingerprint/1",
+        "eagle3-doctor/template-diff/1",
+        "eagle3-doctor/gate/1",
+    } <= ids
     for doc_id in ids:
         sch = _schema(doc_id)
         jsonschema.Draft202012Validator.check_schema(sch)
         assert sch["$id"] == doc_id and sch["properties"]["schema"]["const"] == doc_id
 
 
-@pytest.mark.parametrize("args", [
-    ["inspect", "-t", str(TARGET), "-d", str(DRAFTS["sglang"])],
-    ["compare-hidden", "-t", str(TARGET), "-d", str(DRAFTS["sglang"]), "--prompts", str(PROMPTS), "--limit", "2", "-q"],
-    ["acceptance", "-t", str(TARGET), "-d", str(DRAFTS["sglang"]), "--prompts", str(PROMPTS), "--limit", "1",
-     "--max-new-tokens", "8", "-k", "3", "--topk", "2", "--num-draft-tokens", "5", "-q"],
-    ["server-metrics", "--metrics", str(ROOT / "fixtures/serving/vllm-after-healthy.prom"),
-     "--before", str(ROOT / "fixtures/serving/vllm-before.prom")],
-    ["fingerprint", "-t", str(TARGET), "-d", str(DRAFTS["sglang"]), "--limit", "1", "--max-new-tokens", "4", "-q"],
-    ["template-diff", "-t", str(TARGET), "--serve-template", str(ROOT / "fixtures/templates/chatml.jinja"),
-     "--requests", str(ROOT / "fixtures/conversations/requests.jsonl")],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["inspect", "-t", str(TARGET), "-d", str(DRAFTS["sglang"])],
+        ["compare-hidden", "-t", str(TARGET), "-d", str(DRAFTS["sglang"]), "--prompts", str(PROMPTS), "--limit", "2", "-q"],
+        [
+            "acceptance",
+            "-t",
+            str(TARGET),
+            "-d",
+            str(DRAFTS["sglang"]),
+            "--prompts",
+            str(PROMPTS),
+            "--limit",
+            "1",
+            "--max-new-tokens",
+            "8",
+            "-k",
+            "3",
+            "--topk",
+            "2",
+            "--num-draft-tokens",
+            "5",
+            "-q",
+        ],
+        [
+            "server-metrics",
+            "--metrics",
+            str(ROOT / "fixtures/serving/vllm-after-healthy.prom"),
+            "--before",
+            str(ROOT / "fixtures/serving/vllm-before.prom"),
+        ],
+        ["fingerprint", "-t", str(TARGET), "-d", str(DRAFTS["sglang"]), "--limit", "1", "--max-new-tokens", "4", "-q"],
+        [
+            "template-diff",
+            "-t",
+            str(TARGET),
+            "--serve-template",
+            str(ROOT / "fixtures/templates/chatml.jinja"),
+            "--requests",
+            str(ROOT / "fixtures/conversations/requests.jsonl"),
+        ],
+    ],
+)
 def test_cli_documents_validate(args, tmp_path):
     out = tmp_path / "doc.json"
     r = invoke(*args, "--json", out)

@@ -59,20 +59,24 @@ def test_sglang_defaults_follow_the_engine(tmp_path):
         d = tmp_path / arch
         d.mkdir()
         (d / "config.json").write_text(json.dumps({"architectures": [arch]}))
-        sc = parse_serve_cmd(f"python -m sglang.launch_server --model-path {d} --speculative-algorithm EAGLE3 "
-                             "--speculative-draft-model-path /d")
+        sc = parse_serve_cmd(
+            f"python -m sglang.launch_server --model-path {d} --speculative-algorithm EAGLE3 --speculative-draft-model-path /d"
+        )
         assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == want, arch
         assert "1430" in sc.sources["num_steps"]
     # a hub id with no local config: undetermined, said so
-    sc = parse_serve_cmd("python -m sglang.launch_server --model-path org/model --speculative-algorithm EAGLE3 "
-                         "--speculative-draft-model-path /d")
+    sc = parse_serve_cmd(
+        "python -m sglang.launch_server --model-path org/model --speculative-algorithm EAGLE3 --speculative-draft-model-path /d"
+    )
     assert sc.num_steps is None and any("architecture" in n for n in sc.notes)
 
 
 def test_sglang_topk1_forces_budget():
-    sc = parse_serve_cmd("python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE3 "
-                         "--speculative-draft-model-path d --speculative-num-steps 4 --speculative-eagle-topk 1 "
-                         "--speculative-num-draft-tokens 16")
+    sc = parse_serve_cmd(
+        "python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE3 "
+        "--speculative-draft-model-path d --speculative-num-steps 4 --speculative-eagle-topk 1 "
+        "--speculative-num-draft-tokens 16"
+    )
     assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == (4, 1, 5)
     assert any("steps + 1" in n for n in sc.notes)
 
@@ -97,8 +101,10 @@ def test_vllm_serve_with_json_speculative_config():
 
 
 def test_vllm_dotted_form_and_method_detection():
-    sc = parse_serve_cmd("python -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B "
-                         "--speculative-config.model AngelSlim/Qwen3-8B_eagle3 --speculative-config.num_speculative_tokens 3")
+    sc = parse_serve_cmd(
+        "python -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B "
+        "--speculative-config.model AngelSlim/Qwen3-8B_eagle3 --speculative-config.num_speculative_tokens 3"
+    )
     assert sc.target == "Qwen/Qwen3-8B" and sc.draft == "AngelSlim/Qwen3-8B_eagle3"
     assert sc.algorithm == "eagle3" and "1447" in sc.sources["algorithm"]
     assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == (3, 1, 4)
@@ -106,8 +112,11 @@ def test_vllm_dotted_form_and_method_detection():
 
 def test_vllm_token_tree():
     tree = "[(0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]"
-    sc = parse_serve_cmd("vllm serve m --speculative-config '" + json.dumps(
-        {"method": "eagle3", "model": "d", "num_speculative_tokens": 3, "speculative_token_tree": tree}) + "'")
+    sc = parse_serve_cmd(
+        "vllm serve m --speculative-config '"
+        + json.dumps({"method": "eagle3", "model": "d", "num_speculative_tokens": 3, "speculative_token_tree": tree})
+        + "'"
+    )
     assert sc.token_tree == [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
     assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == (3, 2, 7)
     with pytest.raises(BadInput):
@@ -120,14 +129,26 @@ def test_serve_config_files(tmp_path):
     sc = parse_serve_config(str(f))
     assert (sc.engine, sc.draft, sc.num_steps, sc.target) == ("vllm", "/d", 4, None)
     f = tmp_path / "engine.yaml"
-    f.write_text("model: org/t\ntensor-parallel-size: 2\nspeculative_config:\n  method: eagle3\n  model: /d\n"
-                 "  num_speculative_tokens: 2\nbogus_key: 1\n")
+    f.write_text(
+        "model: org/t\ntensor-parallel-size: 2\nspeculative_config:\n  method: eagle3\n  model: /d\n"
+        "  num_speculative_tokens: 2\nbogus_key: 1\n"
+    )
     sc = parse_serve_config(str(f))
     assert (sc.engine, sc.target, sc.tp_size, sc.num_steps, sc.num_draft_tokens) == ("vllm", "org/t", 2, 2, 3)
     assert sc.unknown_flags == ["bogus_key (not a vLLM 0.33.0 engine arg)"]
     f = tmp_path / "sglang.json"
-    f.write_text(json.dumps({"model_path": "m", "speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/d",
-                             "speculative_num_steps": 2, "speculative_eagle_topk": 2, "speculative_num_draft_tokens": 5}))
+    f.write_text(
+        json.dumps(
+            {
+                "model_path": "m",
+                "speculative_algorithm": "EAGLE3",
+                "speculative_draft_model_path": "/d",
+                "speculative_num_steps": 2,
+                "speculative_eagle_topk": 2,
+                "speculative_num_draft_tokens": 5,
+            }
+        )
+    )
     sc = parse_serve_config(str(f))
     assert (sc.engine, sc.num_steps, sc.topk, sc.num_draft_tokens) == ("sglang", 2, 2, 5)
     f = tmp_path / "launch.sh"
@@ -135,8 +156,14 @@ def test_serve_config_files(tmp_path):
     assert parse_serve_config(str(f)).num_steps == 3
 
 
-@pytest.mark.parametrize("cmd", ["python serve.py --model x", "vllm serve m --speculative-config '{bad json'",
-                                 "python -m sglang.launch_server --model-path 'unbalanced"])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "python serve.py --model x",
+        "vllm serve m --speculative-config '{bad json'",
+        "python -m sglang.launch_server --model-path 'unbalanced",
+    ],
+)
 def test_bad_commands_are_bad_input(cmd):
     with pytest.raises(BadInput):
         parse_serve_cmd(cmd)
@@ -155,9 +182,11 @@ def test_flag_table_cites_the_engine_files():
 
 def test_cli_serve_cmd_drives_acceptance(tmp_path):
     out = tmp_path / "a.json"
-    cmd = ("python -m sglang.launch_server --model-path fixtures/target --speculative-algorithm EAGLE3 "
-           "--speculative-draft-model-path fixtures/draft-sglang --speculative-num-steps 3 --speculative-eagle-topk 1 "
-           "--speculative-num-draft-tokens 4 --dtype float32 --weird-flag")
+    cmd = (
+        "python -m sglang.launch_server --model-path fixtures/target --speculative-algorithm EAGLE3 "
+        "--speculative-draft-model-path fixtures/draft-sglang --speculative-num-steps 3 --speculative-eagle-topk 1 "
+        "--speculative-num-draft-tokens 4 --dtype float32 --weird-flag"
+    )
     r = invoke("acceptance", "--serve-cmd", cmd, "--limit", "1", "--max-new-tokens", "8", "-q", "--json", out)
     assert r.exit_code in (0, 1), r.output
     s = json.loads(out.read_text())["settings"]
@@ -165,13 +194,27 @@ def test_cli_serve_cmd_drives_acceptance(tmp_path):
     assert s["serve"]["unknown_flags"] == ["--weird-flag"]
     assert s["engine"].startswith("sglang")
     # explicit options win over the command
-    r = invoke("acceptance", "--serve-cmd", cmd, "-k", "2", "--engine", "VLLM", "--limit", "1",
-               "--max-new-tokens", "8", "-q", "--json", out)
+    r = invoke(
+        "acceptance",
+        "--serve-cmd",
+        cmd,
+        "-k",
+        "2",
+        "--engine",
+        "VLLM",
+        "--limit",
+        "1",
+        "--max-new-tokens",
+        "8",
+        "-q",
+        "--json",
+        out,
+    )
     assert r.exit_code in (0, 1), r.output
     s = json.loads(out.read_text())["settings"]
     assert s["num_steps"] == 2 and s["engine"].startswith("vllm")
 
 
 def test_cli_serve_cmd_needs_a_model():
-    r = invoke("inspect", "--serve-cmd", "vllm serve --speculative-config '{\"model\": \"d\"}'")
+    r = invoke("inspect", "--serve-cmd", 'vllm serve --speculative-config \'{"model": "d"}\'')
     assert r.exit_code == 2

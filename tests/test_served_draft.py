@@ -34,12 +34,14 @@ def apply_fix(d, fix: str) -> None:
     c = json.loads((d / "config.json").read_text())
     m = re.match(r'set (".+) in the draft\'s config\.json', fix)
     if m:
+
         def merge(dst, src):
             for k, v in src.items():
                 if isinstance(v, dict) and isinstance(dst.get(k), dict):
                     merge(dst[k], v)
                 else:
                     dst[k] = v
+
         merge(c, json.loads("{" + m.group(1) + "}"))
     else:
         m = re.match(r'delete "([^"]+)" from', fix)
@@ -51,8 +53,11 @@ def apply_fix(d, fix: str) -> None:
 def test_flag_in_a_key_the_engine_never_reads(tmp_copy):
     # trained with input_norm (its weight is in the checkpoint), flag nested where vLLM's speculators path never looks
     d = tmp_copy(DRAFTS["speculators"])
-    _edit(d, cfg=lambda c: (c.pop("norm_before_fc"), c.update(eagle_config={"norm_before_fc": True})),
-          weights=lambda sd: sd.update({"input_norm.weight": 1.5 * torch.ones(384)}))
+    _edit(
+        d,
+        cfg=lambda c: (c.pop("norm_before_fc"), c.update(eagle_config={"norm_before_fc": True})),
+        weights=lambda sd: sd.update({"input_norm.weight": 1.5 * torch.ones(384)}),
+    )
     res = inspect(str(TARGET), str(d), engine="vllm", engine_version="0.33.0")
     (f,) = fwd(res)
     assert f.code == "FWD001" and f.data["flag"] == "norm_before_fc" and f.data["served"] is False
@@ -105,11 +110,13 @@ def test_speculators_missing_norm_before_residual_gets_vllms_true(tmp_copy):
 
 def _same_vocab_draft(d):
     """A speculators draft whose vocabulary is the target's, with its own (trained) head."""
+
     def w(sd):
         g = torch.Generator().manual_seed(0)
         sd["lm_head.weight"] = torch.randn(320, 128, generator=g) * 0.05
         sd["d2t"] = torch.zeros(320, dtype=torch.long)
         sd["t2d"] = torch.ones(320, dtype=torch.bool)
+
     _edit(d, cfg=lambda c: c.update(draft_vocab_size=320), weights=w)
 
 
@@ -133,9 +140,13 @@ def test_tied_embeddings(tmp_copy):
 
 def test_both_fc_norms_reported(tmp_copy):
     d = tmp_copy(DRAFTS["speculators"])
-    _edit(d, cfg=lambda c: c.update(norm_before_fc=True, fc_norm=True),
-          weights=lambda sd: sd.update({"input_norm.weight": torch.ones(384),
-                                        **{f"fc_norm.{i}.weight": torch.ones(128) for i in range(3)}}))
+    _edit(
+        d,
+        cfg=lambda c: c.update(norm_before_fc=True, fc_norm=True),
+        weights=lambda sd: sd.update(
+            {"input_norm.weight": torch.ones(384), **{f"fc_norm.{i}.weight": torch.ones(128) for i in range(3)}}
+        ),
+    )
     codes = {f.code for f in fwd(inspect(str(TARGET), str(d), engine="vllm"))}
     assert codes == {"FWD005"}
 
@@ -215,34 +226,61 @@ def test_yarn_draft_loads_and_rotates_as_transformers_does(tmp_copy):
     draft, _ = read_draft(d)
     attn = draft.midlayer.self_attn
     assert attn.rope_scale > 1  # yarn's attention factor
-    hf = LlamaConfig(hidden_size=128, num_attention_heads=4, head_dim=32, max_position_embeddings=1024,
-                     rope_parameters={"rope_theta": 10000.0, **YARN})
+    hf = LlamaConfig(
+        hidden_size=128,
+        num_attention_heads=4,
+        head_dim=32,
+        max_position_embeddings=1024,
+        rope_parameters={"rope_theta": 10000.0, **YARN},
+    )
     x, pos = torch.randn(1, 4, 40, 32), torch.arange(40)[None]
     cos, sin = LlamaRotaryEmbedding(hf)(x, pos)
     ref, _ = apply_rotary_pos_emb(x, x, cos, sin)
     torch.testing.assert_close(apply_rope(x, pos, draft.inv_freq, attn.rope_scale), ref, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("rope", [None, {"rope_type": "linear", "factor": 2.0}, {"type": "dynamic", "factor": 2.0},
-                                  {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                   "original_max_position_embeddings": 256},
-                                  {"rope_type": "longrope", "short_factor": [1.0] * 16, "long_factor": [2.0] * 16,
-                                   "original_max_position_embeddings": 256}])
+@pytest.mark.parametrize(
+    "rope",
+    [
+        None,
+        {"rope_type": "linear", "factor": 2.0},
+        {"type": "dynamic", "factor": 2.0},
+        {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 256,
+        },
+        {"rope_type": "longrope", "short_factor": [1.0] * 16, "long_factor": [2.0] * 16, "original_max_position_embeddings": 256},
+    ],
+)
 def test_every_rope_type_matches_transformers(rope):
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
     from eagle3_doctor.draft.model import DraftConfig, rope_tables
 
-    cfg = DraftConfig(hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=2, vocab_size=8,
-                      draft_vocab_size=8, head_dim=32, rope_theta=5e4, rope_scaling=rope, max_position_embeddings=1024)
+    cfg = DraftConfig(
+        hidden_size=128,
+        intermediate_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=8,
+        draft_vocab_size=8,
+        head_dim=32,
+        rope_theta=5e4,
+        rope_scaling=rope,
+        max_position_embeddings=1024,
+    )
     inv, scale = rope_tables(cfg)
     rp = {**(rope or {}), "rope_theta": 5e4}
     if "type" in rp:
         rp["rope_type"] = rp.pop("type")
     rp.setdefault("rope_type", "default")
-    emb = LlamaRotaryEmbedding(LlamaConfig(hidden_size=128, num_attention_heads=4, head_dim=32,
-                                           max_position_embeddings=1024, rope_parameters=rp))
+    emb = LlamaRotaryEmbedding(
+        LlamaConfig(hidden_size=128, num_attention_heads=4, head_dim=32, max_position_embeddings=1024, rope_parameters=rp)
+    )
     torch.testing.assert_close(inv, emb.inv_freq.float(), rtol=0, atol=0)
     assert scale == pytest.approx(emb.attention_scaling)
 
@@ -254,17 +292,19 @@ def _gptj_rows(w: torch.Tensor, n: int, d: int) -> torch.Tensor:
     """NeoX-ordered q/k rows -> the GPT-J order a draft trained interleaved holds (the inverse of
     the doctor's printed fix): row 2j <- j, row 2j+1 <- j + d/2, per head."""
     x = w.reshape(n, d, -1)
-    return torch.stack([x[:, : d // 2], x[:, d // 2:]], dim=2).reshape(w.shape)
+    return torch.stack([x[:, : d // 2], x[:, d // 2 :]], dim=2).reshape(w.shape)
 
 
 def _interleaved_draft(tmp_copy, fmt="sglang", key=True):
     """The fixture draft turned into the same function trained under GPT-J RoPE: q/k rows permuted,
     and (key=True) the layout declared with SGLang's key."""
     d = tmp_copy(DRAFTS[fmt], f"{fmt}-gptj")
+
     def w(sd):
         for k in list(sd):
             if ".q_proj." in k or ".k_proj." in k:
                 sd[k] = _gptj_rows(sd[k], 4 if ".q_proj." in k else 2, 32)
+
     _edit(d, cfg=(lambda c: c.update(rope_is_neox_style=False)) if key else None, weights=w)
     return d
 
@@ -290,9 +330,17 @@ def test_interleaved_rope_is_transformers_gptj_rotation(partial):
 
     from eagle3_doctor.draft.model import DraftConfig, apply_rope, neox_order, rope_tables
 
-    cfg = DraftConfig(hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=4,
-                      vocab_size=8, draft_vocab_size=8, head_dim=32, rope_interleaved=True,
-                      extra={"partial_rotary_factor": partial} if partial < 1 else {})
+    cfg = DraftConfig(
+        hidden_size=128,
+        intermediate_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        vocab_size=8,
+        draft_vocab_size=8,
+        head_dim=32,
+        rope_interleaved=True,
+        extra={"partial_rotary_factor": partial} if partial < 1 else {},
+    )
     inv, scale = rope_tables(cfg)
     rot = 2 * inv.numel()
     g = torch.Generator().manual_seed(0)
@@ -376,12 +424,17 @@ def _qwen3_draft(tmp_copy, fmt="speculators"):
     d = tmp_copy(DRAFTS[fmt], f"{fmt}-qwen3")
     pre = "layers.0.self_attn." if fmt == "speculators" else "midlayer.self_attn."
     g = torch.Generator().manual_seed(0)
-    _edit(d, cfg=(lambda c: c["transformer_layer_config"].update(model_type="qwen3")) if fmt == "speculators" else None,
-          weights=lambda sd: sd.update({pre + "q_norm.weight": 1 + 0.3 * torch.randn(32, generator=g),
-                                        pre + "k_norm.weight": 1 + 0.3 * torch.randn(32, generator=g)}))
+    _edit(
+        d,
+        cfg=(lambda c: c["transformer_layer_config"].update(model_type="qwen3")) if fmt == "speculators" else None,
+        weights=lambda sd: sd.update(
+            {
+                pre + "q_norm.weight": 1 + 0.3 * torch.randn(32, generator=g),
+                pre + "k_norm.weight": 1 + 0.3 * torch.randn(32, generator=g),
+            }
+        ),
+    )
     return d
-
-
 
 
 def test_qwen3_layer_served_by_vllm_033_is_quiet(tmp_copy):

@@ -80,13 +80,16 @@ def test_sglang_log_lines_are_pooled(tmp_path):
     assert load_measured(None, log=str(f)).mean_acceptance_length == pytest.approx(m.mean_acceptance_length)
 
 
-@pytest.mark.parametrize("text, match", [
-    ("this is not prometheus {{{\n", "not Prometheus"),
-    ("# HELP x y\n# TYPE x counter\nx_total 3\n", "no vLLM or SGLang"),
-    ('vllm:num_requests_running{model_name="m"} 1\n', "no vllm:spec_decode"),
-    ('vllm:spec_decode_num_drafts_total{model_name="m",engine="0"} 5\n', "lacks vllm:spec_decode_num_draft_tokens_total"),
-    ('sglang:spec_accept_length{model_name="m"} 2.0\n', "lacks sglang:spec_verify_calls_total"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("this is not prometheus {{{\n", "not Prometheus"),
+        ("# HELP x y\n# TYPE x counter\nx_total 3\n", "no vLLM or SGLang"),
+        ('vllm:num_requests_running{model_name="m"} 1\n', "no vllm:spec_decode"),
+        ('vllm:spec_decode_num_drafts_total{model_name="m",engine="0"} 5\n', "lacks vllm:spec_decode_num_draft_tokens_total"),
+        ('sglang:spec_accept_length{model_name="m"} 2.0\n', "lacks sglang:spec_verify_calls_total"),
+    ],
+)
 def test_malformed_scrapes_are_one_line_errors(tmp_path, text, match):
     f = tmp_path / "m.prom"
     f.write_text(text)
@@ -122,13 +125,41 @@ def test_wilson_interval():
 
 def test_cli_server_metrics(tmp_path):
     out = tmp_path / "m.json"
-    r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "server-metrics", "--metrics", prom("vllm-after-healthy.prom"),
-                        "--before", prom("vllm-before.prom"), "--json", str(out)], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eagle3_doctor.cli",
+            "server-metrics",
+            "--metrics",
+            prom("vllm-after-healthy.prom"),
+            "--before",
+            prom("vllm-before.prom"),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr
     assert "position 5 rate" in r.stdout
     assert json.loads(out.read_text())["schema"] == "eagle3-doctor/server-metrics/1"
-    r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "server-metrics", "--metrics", prom("vllm-before.prom"),
-                        "--before", prom("vllm-after-healthy.prom")], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eagle3_doctor.cli",
+            "server-metrics",
+            "--metrics",
+            prom("vllm-before.prom"),
+            "--before",
+            prom("vllm-after-healthy.prom"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.startswith("eagle3-doctor: error:") and r.stderr.count("\n") == 1
 
@@ -144,10 +175,21 @@ def predictions():
 
     out = {}
     for name, ids in (("correct", None), ("fault", WIRING_IDS)):
-        setup = load_setup(target=str(TARGET), draft=str(DRAFTS["speculators"]), engine="vllm",
-                           layer_ids=parse_layer_ids(ids), dtype="float32", device="cpu")
-        run = acceptance(setup, prompts_path=str(ROOT / SETTINGS["prompts"]), num_steps=SETTINGS["num_steps"],
-                         max_new_tokens=SETTINGS["max_new_tokens"], limit=SETTINGS["limit"])
+        setup = load_setup(
+            target=str(TARGET),
+            draft=str(DRAFTS["speculators"]),
+            engine="vllm",
+            layer_ids=parse_layer_ids(ids),
+            dtype="float32",
+            device="cpu",
+        )
+        run = acceptance(
+            setup,
+            prompts_path=str(ROOT / SETTINGS["prompts"]),
+            num_steps=SETTINGS["num_steps"],
+            max_new_tokens=SETTINGS["max_new_tokens"],
+            limit=SETTINGS["limit"],
+        )
         out[name] = (run, acc_fix(setup))
     return out
 

@@ -10,8 +10,13 @@ from eagle3_doctor.doctor import acceptance, compare_hidden, load_setup
 
 pytest.importorskip("accelerate")
 
-SPLIT = {"model.embed_tokens": "cpu", "model.rotary_emb": "cpu", "model.norm": "cpu", "lm_head": "cpu",
-         **{f"model.layers.{i}": ("cpu" if i < 4 else "disk") for i in range(8)}}
+SPLIT = {
+    "model.embed_tokens": "cpu",
+    "model.rotary_emb": "cpu",
+    "model.norm": "cpu",
+    "lm_head": "cpu",
+    **{f"model.layers.{i}": ("cpu" if i < 4 else "disk") for i in range(8)},
+}
 
 
 # the embeddings and final norm offloaded too: the draft then borrows embeddings that exist only

@@ -43,7 +43,9 @@ def test_no_function_over_60_lines():
     too_long = {n: ln for n, ln in funcs if ln > MAX_LINES}
     new = {n: ln for n, ln in too_long.items() if n not in LONG}
     fits = sorted(n for n in LONG if n not in too_long)
-    assert not new, "functions over 60 lines (def line to last line): " + ", ".join(f"{n} ({ln})" for n, ln in sorted(new.items()))
+    assert not new, "functions over 60 lines (def line to last line): " + ", ".join(
+        f"{n} ({ln})" for n, ln in sorted(new.items())
+    )
     assert not fits, f"now at most 60 lines, take them off LONG: {', '.join(fits)}"
 
 
@@ -52,7 +54,8 @@ def test_the_walk_measures_def_to_last_line(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "m.py").write_text(
         "def f(a,\n      b):\n    return a\n\n\nclass C:\n    @staticmethod\n    def m():\n"
-        "        def inner():\n            pass\n        return inner\n")
+        "        def inner():\n            pass\n        return inner\n"
+    )
     assert sorted(_functions(tmp_path)) == [("sub/m.C.m", 4), ("sub/m.C.m.inner", 2), ("sub/m.f", 3)]
 
 
@@ -80,7 +83,7 @@ def _import_graph(root: Path = PKG, package: str = "eagle3_doctor") -> tuple[dic
         if node.level:
             here = mod.split(".") if mod else []
             here = here if is_pkg else here[:-1]
-            base = [package] + here[:len(here) - (node.level - 1)]
+            base = [package] + here[: len(here) - (node.level - 1)]
         else:
             base = []
         m = ".".join(base + ([node.module] if node.module else []))
@@ -94,7 +97,7 @@ def _import_graph(root: Path = PKG, package: str = "eagle3_doctor") -> tuple[dic
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, (ast.Import, ast.ImportFrom)):
                     for t in targets(child, mod, is_pkg):
-                        name = "" if t == package else t[len(package) + 1:] if t.startswith(package + ".") else None
+                        name = "" if t == package else t[len(package) + 1 :] if t.startswith(package + ".") else None
                         if name is not None and name in files and name != mod:
                             every[mod].add(name)
                             if not lazy:
@@ -113,7 +116,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(v)
         for w in sorted(graph[v]):
             if state.get(w) == 1:
-                return path[path.index(w):] + [w]
+                return path[path.index(w) :] + [w]
             if w not in state and (found := visit(w)):
                 return found
         path.pop()

@@ -58,12 +58,22 @@ def test_requests_load_as_chat_completions(tmp_path):
     reqs = load_requests(CONV / "requests.jsonl")
     assert len(reqs) == 16 and all(r.messages[-1]["role"] == "user" for r in reqs)
     one = tmp_path / "one.json"
-    one.write_text(json.dumps({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
-                               "chat_template_kwargs": {"enable_thinking": False}, "tools": []}))
+    one.write_text(
+        json.dumps(
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                "chat_template_kwargs": {"enable_thinking": False},
+                "tools": [],
+            }
+        )
+    )
     (r,) = load_requests(one)
     assert r.messages == [{"role": "user", "content": "hi"}] and r.template_kwargs == {"enable_thinking": False}
     arr = tmp_path / "arr.json"
-    arr.write_text(json.dumps([{"messages": [{"role": "user", "content": "a"}]}, {"messages": [{"role": "user", "content": "b"}]}]))
+    arr.write_text(
+        json.dumps([{"messages": [{"role": "user", "content": "a"}]}, {"messages": [{"role": "user", "content": "b"}]}])
+    )
     assert [c.messages[0]["content"] for c in load_requests(arr)] == ["a", "b"]
 
 
@@ -75,12 +85,15 @@ MALFORMED = {
     "messages not a list": ('{"messages": "hi"}', "must be a non-empty list"),
     "message not an object": ('{"messages": ["hi"]}', "message 0 is a str"),
     "no known key": ('{"text_only": "x"}', "no 'messages', 'conversations' or 'input_ids'"),
-    "not an object": ('[1, 2]', "expected a JSON object"),
+    "not an object": ("[1, 2]", "expected a JSON object"),
     "bad JSON line": ('{"messages": []}\n{oops', "line 2 is not valid JSON"),
     "input_ids wrong type": ('{"input_ids": [1, "a"]}', "'input_ids' must be a non-empty list of integers"),
     "loss_mask length": ('{"input_ids": [1, 2, 3], "loss_mask": [0, 1]}', "loss_mask must be 0/1 and as long"),
     "loss_mask values": ('{"input_ids": [1, 2], "loss_mask": [0, 2]}', "loss_mask must be 0/1"),
-    "kwargs wrong type": ('{"messages": [{"role": "user", "content": "a"}], "chat_template_kwargs": [1]}', "chat_template_kwargs must be an object"),
+    "kwargs wrong type": (
+        '{"messages": [{"role": "user", "content": "a"}], "chat_template_kwargs": [1]}',
+        "chat_template_kwargs must be an object",
+    ),
     "tools wrong type": ('{"messages": [{"role": "user", "content": "a"}], "tools": "x"}', "tools must be a list"),
     "empty": ("  \n", "is empty"),
 }
@@ -177,7 +190,12 @@ def test_recipe_system_prompt_fix_is_the_request_message(tmp_path):
     # following the fix: the requests carry that system prompt
     reqs = [json.loads(ln) for ln in (CONV / "requests.jsonl").read_text().splitlines()]
     fixed = tmp_path / "fixed-requests.jsonl"
-    fixed.write_text("".join(json.dumps({**r, "messages": [{"role": "system", "content": "You are a helpful assistant."}] + r["messages"]}) + "\n" for r in reqs))
+    fixed.write_text(
+        "".join(
+            json.dumps({**r, "messages": [{"role": "system", "content": "You are a helpful assistant."}] + r["messages"]}) + "\n"
+            for r in reqs
+        )
+    )
     assert template_diff(str(TARGET), train_system_prompt="You are a helpful assistant.", requests=str(fixed)).findings == []
 
 
@@ -186,13 +204,21 @@ def test_bos_whitespace_and_thinking_differences(tmp_path, tok):
     cases = {
         "bos": ("{{ bos_token }}" + base, "TPL002"),
         "ws": (base.replace("<|assistant|>\n{% endif %}", "<|assistant|>\n\n{% endif %}"), "TPL005"),
-        "think": (base.replace("<|assistant|>\n{% endif %}", "<|assistant|>\n{% if enable_thinking %}<think>\n{% endif %}{% endif %}"), "TPL006"),
+        "think": (
+            base.replace("<|assistant|>\n{% endif %}", "<|assistant|>\n{% if enable_thinking %}<think>\n{% endif %}{% endif %}"),
+            "TPL006",
+        ),
     }
     for name, (text, code) in cases.items():
         f = tmp_path / f"{name}.jinja"
         f.write_text(text)
-        res = template_diff(str(TARGET), serve_template=str(f), serve_kwargs={"enable_thinking": True},
-                            requests=str(CONV / "requests.jsonl"), limit=3)
+        res = template_diff(
+            str(TARGET),
+            serve_template=str(f),
+            serve_kwargs={"enable_thinking": True},
+            requests=str(CONV / "requests.jsonl"),
+            limit=3,
+        )
         assert codes(res) == [code], (name, [x.title for x in res.findings])
 
 
@@ -200,8 +226,10 @@ def test_training_conversations_are_cut_before_the_last_assistant_turn(tok):
     ds = load_dataset(CONV / "openai.jsonl")
     train = load_template(None, str(TARGET), tok, side="train")
     d = diff_conversation(tok, train, train, ds.conversations[-1])
-    full = tok(tok.apply_chat_template(ds.conversations[-1].messages[:3], tokenize=False, add_generation_prompt=True),
-               add_special_tokens=False)["input_ids"]
+    full = tok(
+        tok.apply_chat_template(ds.conversations[-1].messages[:3], tokenize=False, add_generation_prompt=True),
+        add_special_tokens=False,
+    )["input_ids"]
     assert d.identical and d.train_len == len(full)
 
 
@@ -213,9 +241,28 @@ def test_cli_template_diff(tmp_path):
     env = dict(os.environ, COLUMNS="200", PYTHONPATH=str(ROOT))
     out = tmp_path / "r.json"
     wt = tmp_path / "train.jinja"
-    r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "template-diff", "-t", str(TARGET), "--serve-template",
-                        str(TPL / "chatml.jinja"), "--requests", str(CONV / "requests.jsonl"), "--json", str(out),
-                        "--write-template", str(wt)], capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eagle3_doctor.cli",
+            "template-diff",
+            "-t",
+            str(TARGET),
+            "--serve-template",
+            str(TPL / "chatml.jinja"),
+            "--requests",
+            str(CONV / "requests.jsonl"),
+            "--json",
+            str(out),
+            "--write-template",
+            str(wt),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 1, r.stderr
     assert "error[TPL001]" in r.stdout and "--chat-template" in r.stdout
     assert wt.read_text() == (TARGET / "chat_template.jinja").read_text()
@@ -223,8 +270,13 @@ def test_cli_template_diff(tmp_path):
     assert data["schema"] == "eagle3-doctor/template-diff/1" and data["findings"][0]["code"] == "TPL001"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"messages": [{"content": "x"}]}')
-    r = subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "template-diff", "-t", str(TARGET), "--requests", str(bad)],
-                       capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "eagle3_doctor.cli", "template-diff", "-t", str(TARGET), "--requests", str(bad)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("eagle3-doctor: error: ") and "has no 'role'" in lines[0]
@@ -239,8 +291,12 @@ def test_data_only_fixture_step_reproduces_the_committed_files(tmp_path):
     for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         shutil.copy(TARGET / f, out / "target" / f)
     shutil.copy(FIX / "prompts.jsonl", out / "prompts.jsonl")
-    r = subprocess.run([sys.executable, str(FIX / "build.py"), "--prompt-format-data", "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(FIX / "build.py"), "--prompt-format-data", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     for sub in ("templates", "conversations"):
         for f in sorted((FIX / sub).iterdir()):

@@ -11,14 +11,24 @@ from eagle3_doctor.errors import BadInput
 
 
 def _setup(engine: str = "sglang", layer_ids: str | None = None):
-    return load_setup(target=str(TARGET), draft=str(DRAFTS["sglang"]), engine=engine, layer_ids=layer_ids,
-                      dtype="float32", device="cpu")
+    return load_setup(
+        target=str(TARGET), draft=str(DRAFTS["sglang"]), engine=engine, layer_ids=layer_ids, dtype="float32", device="cpu"
+    )
 
 
 @pytest.mark.parametrize(("steps", "topk", "ndt"), [(5, 4, 8), (3, 2, 6), (4, 3, None)])
 def test_sglang_tree_estimator_equals_tree_loop(steps, topk, ndt):
-    run = acceptance(_setup(), prompts_path=str(PROMPTS), num_steps=steps, topk=topk, num_draft_tokens=ndt,
-                     max_new_tokens=24, limit=2, reference=True, batch_size=2)
+    run = acceptance(
+        _setup(),
+        prompts_path=str(PROMPTS),
+        num_steps=steps,
+        topk=topk,
+        num_draft_tokens=ndt,
+        max_new_tokens=24,
+        limit=2,
+        reference=True,
+        batch_size=2,
+    )
     ref, tree = run.reference["tree"], run.paths["serving"]["tree"]
     assert run.reference["same_tokens"]
     assert ref["accepted_lengths"] == tree["accepted_lengths"], "estimator and loop must agree pass by pass"
@@ -29,18 +39,38 @@ def test_sglang_tree_estimator_equals_tree_loop(steps, topk, ndt):
 
 
 def test_sglang_tree_with_the_seed_shift_still_matches_the_loop():
-    run = acceptance(_setup(layer_ids=[-1, 1, 3]), prompts_path=str(PROMPTS), num_steps=4, topk=4, num_draft_tokens=8,
-                     max_new_tokens=24, limit=2, reference=True, batch_size=2)
+    run = acceptance(
+        _setup(layer_ids=[-1, 1, 3]),
+        prompts_path=str(PROMPTS),
+        num_steps=4,
+        topk=4,
+        num_draft_tokens=8,
+        max_new_tokens=24,
+        limit=2,
+        reference=True,
+        batch_size=2,
+    )
     assert run.reference["tree"]["agrees_with_estimator"]
 
 
-@pytest.mark.parametrize("paths", [
-    [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0], [0, 0, 1]],
-    [[0], [1], [2], [0, 0], [1, 0], [0, 0, 0], [0, 0, 0, 0]],
-])
+@pytest.mark.parametrize(
+    "paths",
+    [
+        [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0], [0, 0, 1]],
+        [[0], [1], [2], [0, 0], [1, 0], [0, 0, 0], [0, 0, 0, 0]],
+    ],
+)
 def test_vllm_static_tree_estimator_equals_tree_loop(paths):
-    run = acceptance(_setup("vllm"), prompts_path=str(PROMPTS), num_steps=7, token_tree=paths, max_new_tokens=24,
-                     limit=2, reference=True, batch_size=2)
+    run = acceptance(
+        _setup("vllm"),
+        prompts_path=str(PROMPTS),
+        num_steps=7,
+        token_tree=paths,
+        max_new_tokens=24,
+        limit=2,
+        reference=True,
+        batch_size=2,
+    )
     assert run.settings["num_steps"] == max(len(p) for p in paths)
     assert run.reference["tree"]["accepted_lengths"] == run.paths["serving"]["tree"]["accepted_lengths"]
     assert run.reference["tree"]["agrees_with_estimator"]

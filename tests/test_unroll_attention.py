@@ -34,8 +34,9 @@ def masked_unroll(draft: Eagle3Draft, aux, ids, num_steps, key_mask=None):
 
 
 def make(nh, nkv, seed=0):
-    cfg = DraftConfig(hidden_size=64, intermediate_size=96, num_attention_heads=nh, num_key_value_heads=nkv,
-                      vocab_size=100, draft_vocab_size=50)
+    cfg = DraftConfig(
+        hidden_size=64, intermediate_size=96, num_attention_heads=nh, num_key_value_heads=nkv, vocab_size=100, draft_vocab_size=50
+    )
     torch.manual_seed(seed)
     d = Eagle3Draft(cfg).double().float().eval()
     for p in d.parameters():
@@ -107,8 +108,23 @@ def test_acceptance_compile_flag_runs_the_compiled_draft_with_identical_results(
     from eagle3_doctor import doctor
     from eagle3_doctor.cli import app
 
-    args = ["acceptance", "-t", str(TARGET), "-d", str(DRAFTS["sglang"]), "--prompts", str(PROMPTS), "--limit", "2",
-            "-k", "3", "--max-new-tokens", "12", "-q", "--json"]
+    args = [
+        "acceptance",
+        "-t",
+        str(TARGET),
+        "-d",
+        str(DRAFTS["sglang"]),
+        "--prompts",
+        str(PROMPTS),
+        "--limit",
+        "2",
+        "-k",
+        "3",
+        "--max-new-tokens",
+        "12",
+        "-q",
+        "--json",
+    ]
     docs = {}
     for name, extra in (("eager", []), ("cpu-skip", ["--compile"])):
         r = CliRunner().invoke(app, [*args, str(tmp_path / f"{name}.json"), *extra])

@@ -130,7 +130,9 @@ def test_an_interrupted_report_leaves_no_report_and_no_temp_files(tmp_path, monk
         raise KeyboardInterrupt
 
     monkeypatch.setattr(plots, "heatmap_png", interrupted)
-    r = invoke("compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--limit", 1, "--report", tmp_path / "rep", "-q")
+    r = invoke(
+        "compare-hidden", "--target", TARGET, "--draft", DRAFTS["sglang"], "--limit", 1, "--report", tmp_path / "rep", "-q"
+    )
     assert r.exit_code == 130
     assert list(tmp_path.iterdir()) == []
 
@@ -143,10 +145,13 @@ def test_json_to_dev_stdout_redirected_to_a_file_appends_and_keeps_the_link(tmp_
     from conftest import ROOT
 
     out = tmp_path / "out.txt"
-    code = ("import sys; from eagle3_doctor.safeio import write_output; print('report line', flush=True); "
-            "write_output('/dev/stdout', b'{\"a\": 1}\\n')")
+    code = (
+        "import sys; from eagle3_doctor.safeio import write_output; print('report line', flush=True); "
+        "write_output('/dev/stdout', b'{\"a\": 1}\\n')"
+    )
     with open(out, "wb") as f:
-        subprocess.run([sys.executable, "-c", code], stdout=f, check=True, timeout=120,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        subprocess.run(
+            [sys.executable, "-c", code], stdout=f, check=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT))
+        )
     assert out.read_text() == 'report line\n{"a": 1}\n'
     assert os.path.islink("/dev/stdout")

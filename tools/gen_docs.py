@@ -1,7 +1,7 @@
 """Regenerate the reference pages under docs/ that are derived from the code.
 
-    python tools/gen_docs.py          # rewrite docs/findings.md (the table and every code's explanation)
-    python tools/gen_docs.py --check  # exit 1 if it is stale (tests/test_findings.py does this)
+python tools/gen_docs.py          # rewrite docs/findings.md (the table and every code's explanation)
+python tools/gen_docs.py --check  # exit 1 if it is stale (tests/test_findings.py does this)
 """
 
 from __future__ import annotations
@@ -46,8 +46,16 @@ def findings_md() -> str:
     long = []
     for code, (sev, meaning) in CODES.items():
         e = EXPLANATIONS[code]
-        long += [f"### {code}", "", f"**{sev}**: {meaning}", "", f"- **What it means.** {e.meaning}",
-                 f"- **Why acceptance drops.** {e.why}", f"- **How to confirm.** {e.confirm}", ""]
+        long += [
+            f"### {code}",
+            "",
+            f"**{sev}**: {meaning}",
+            "",
+            f"- **What it means.** {e.meaning}",
+            f"- **Why acceptance drops.** {e.why}",
+            f"- **How to confirm.** {e.confirm}",
+            "",
+        ]
     return HEADER + "\n".join(rows) + "\n\n## Every code in full\n\n" + "\n".join(long)
 
 

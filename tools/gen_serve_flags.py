@@ -32,7 +32,9 @@ def _add_argument_calls(tree: ast.AST):
     for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
         if getattr(call.func, "attr", None) != "add_argument":
             continue
-        names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")]
+        names = [
+            a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")
+        ]
         if names:
             yield call, names, {k.arg: k.value for k in call.keywords}
 
@@ -87,8 +89,7 @@ def sglang_flags(z: zipfile.ZipFile) -> tuple[dict, list[str]]:
                 kind = _value_kind(_ann_text(typ))
                 if action and "store_true" in action:
                     kind = "none"
-                entry = {"dest": field, "value": kind, "default": _literal(st.value),
-                         "source": f"{name}:{st.lineno}"}
+                entry = {"dest": field, "value": kind, "default": _literal(st.value), "source": f"{name}:{st.lineno}"}
                 for n in [cli] + aliases:
                     flags[n] = entry
     # hand-added arguments in server_args.py
@@ -97,8 +98,12 @@ def sglang_flags(z: zipfile.ZipFile) -> tuple[dict, list[str]]:
     for call, names, kw in _add_argument_calls(tree):
         act = ast.unparse(kw["action"]) if "action" in kw else ""
         kind = "none" if ("store_true" in act or "store_false" in act) else ("many" if "nargs" in kw else "one")
-        entry = {"dest": names[0].lstrip("-").replace("-", "_"), "value": kind, "default": _literal(kw.get("default")),
-                 "source": f"{sa}:{call.lineno}"}
+        entry = {
+            "dest": names[0].lstrip("-").replace("-", "_"),
+            "value": kind,
+            "default": _literal(kw.get("default")),
+            "source": f"{sa}:{call.lineno}",
+        }
         for n in names:
             flags.setdefault(n, entry)
     return flags, files + [sa]
@@ -151,8 +156,7 @@ def main(sglang_whl: str, vllm_whl: str, out: str = "eagle3_doctor/data/serve_fl
     for engine, whl, fn in (("sglang", sglang_whl, sglang_flags), ("vllm", vllm_whl, vllm_flags)):
         version = Path(whl).name.split("-")[1]
         flags, files = fn(zipfile.ZipFile(whl))
-        data[engine] = {"version": version, "wheel": Path(whl).name, "files": files,
-                        "flags": dict(sorted(flags.items()))}
+        data[engine] = {"version": version, "wheel": Path(whl).name, "files": files, "flags": dict(sorted(flags.items()))}
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
     print(f"{out}: " + ", ".join(f"{e} {d['version']}: {len(d['flags'])} flags" for e, d in data.items()))

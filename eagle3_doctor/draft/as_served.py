@@ -46,8 +46,16 @@ def served_paths(setup: Any) -> ServedPaths:
     head = tgt.model.get_output_embeddings()
     t_head = head.weight.detach() if head is not None else None
     t_embed = tgt.embed_weight().detach()
-    findings, sf = diagnose(draft, info, setup.serving.engine, setup.serving.version, target_vocab=tgt.vocab_size,
-                            target_head=t_head, target_embed=t_embed, target_config=tgt.config)
+    findings, sf = diagnose(
+        draft,
+        info,
+        setup.serving.engine,
+        setup.serving.version,
+        target_vocab=tgt.vocab_size,
+        target_head=t_head,
+        target_embed=t_embed,
+        target_config=tgt.config,
+    )
     out = ServedPaths(findings)
     if sf is None:
         return out
@@ -100,8 +108,10 @@ def _apply(served: Any, cfg: Any, f: Any, t_head: torch.Tensor | None, t_embed: 
         return "the target's embed_tokens"
     if f.code == "FWD004":
         if cfg.draft_vocab_size != t_embed.shape[0]:
-            return (f"not measured: embed_tokens has {t_embed.shape[0]} rows, the draft vocabulary "
-                    f"{cfg.draft_vocab_size}: the tied head does not map onto draft ids")
+            return (
+                f"not measured: embed_tokens has {t_embed.shape[0]} rows, the draft vocabulary "
+                f"{cfg.draft_vocab_size}: the tied head does not map onto draft ids"
+            )
         served.lm_head.weight.data = t_embed.to(served.lm_head.weight).clone()
         return "lm_head = the target's embed_tokens (tie_word_embeddings)"
     if f.code == "FWD006":
@@ -127,8 +137,9 @@ def _iv(d: dict[str, Any]) -> str:
     return f"{d['point']:.3f} [{d['lo']:.3f}, {d['hi']:.3f}]"
 
 
-def compare_line(results: dict[str, dict[str, Any]], base: str, other: str, K: int,
-                 names: tuple[str, str] = ("as trained", "as served")) -> tuple[str, float, float, float, float]:
+def compare_line(
+    results: dict[str, dict[str, Any]], base: str, other: str, K: int, names: tuple[str, str] = ("as trained", "as served")
+) -> tuple[str, float, float, float, float]:
     """One evidence line: step-1 accuracy and mean acceptance length on two paths with their 95%
     intervals over prompts, and their paired differences (other - base). Returns (line, point, lo,
     hi) of the step-1 difference and the lower bound of the acceptance-length difference."""
@@ -140,11 +151,13 @@ def compare_line(results: dict[str, dict[str, Any]], base: str, other: str, K: i
     diff, how = difference_interval(_counts(b, K), _counts(a, K), acc1)
     dlen, _ = difference_interval(_counts(b, K), _counts(a, K), mal)
     ia, ib = a["intervals"], b["intervals"]
-    line = (f"measured on {ia['mean_acceptance_length']['n']} prompts, serving features: step-1 accuracy "
-            f"{_iv(ia['acc_k'][0])} {names[0]} -> {_iv(ib['acc_k'][0])} {names[1]} "
-            f"(difference {diff.point:+.3f} [{diff.lo:+.3f}, {diff.hi:+.3f}], {how}); mean acceptance length "
-            f"{_iv(ia['mean_acceptance_length'])} -> {_iv(ib['mean_acceptance_length'])} "
-            f"(difference {dlen.point:+.3f} [{dlen.lo:+.3f}, {dlen.hi:+.3f}])")
+    line = (
+        f"measured on {ia['mean_acceptance_length']['n']} prompts, serving features: step-1 accuracy "
+        f"{_iv(ia['acc_k'][0])} {names[0]} -> {_iv(ib['acc_k'][0])} {names[1]} "
+        f"(difference {diff.point:+.3f} [{diff.lo:+.3f}, {diff.hi:+.3f}], {how}); mean acceptance length "
+        f"{_iv(ia['mean_acceptance_length'])} -> {_iv(ib['mean_acceptance_length'])} "
+        f"(difference {dlen.point:+.3f} [{dlen.lo:+.3f}, {dlen.hi:+.3f}])"
+    )
     return line, diff.point, diff.lo, diff.hi, dlen.lo
 
 
@@ -157,12 +170,15 @@ def measured_findings(sp: ServedPaths, results: dict[str, dict[str, Any]], K: in
         f = copy.copy(f)
         f.evidence = list(f.evidence)
         if f.code in MEASURED and cost is not None:
-            f.evidence.append(cost[0] + (f"; all served differences at once ({'; '.join(sp.applied)})"
-                                         if len(sp.applied) > 1 else ""))
+            f.evidence.append(
+                cost[0] + (f"; all served differences at once ({'; '.join(sp.applied)})" if len(sp.applied) > 1 else "")
+            )
             f.data = {**(f.data or {}), "measured_step1_difference": [cost[1], cost[2], cost[3]]}
             if cost[2] > 0 or cost[4] > 0:
-                f.evidence.append("the draft does better as served than as its config says it was trained: check that "
-                                  "the config describes training (the weights fit the engine's forward)")
+                f.evidence.append(
+                    "the draft does better as served than as its config says it was trained: check that "
+                    "the config describes training (the weights fit the engine's forward)"
+                )
         elif f.code in MEASURED:
             f.evidence.append(next((w for w in sp.not_measured if w.startswith(f.code)), "not measured"))
         if f.code == "FWD007" and other is not None and "serving" in results:
@@ -174,8 +190,9 @@ def measured_findings(sp: ServedPaths, results: dict[str, dict[str, Any]], K: in
             if fit is None:
                 f.evidence.append("the two layouts are within the noise over prompts: still undetermined")
             else:  # one layout fits the weights beyond the noise over prompts: that is how they were trained
-                f.evidence.append(f"the weights fit {fit} RoPE: write \"rope_is_neox_style\": "
-                                  f"{'true' if fit == 'NeoX' else 'false'}")
+                f.evidence.append(
+                    f'the weights fit {fit} RoPE: write "rope_is_neox_style": {"true" if fit == "NeoX" else "false"}'
+                )
                 f.data = {**(f.data or {}), "measured_fit": fit}
         out.append(f)
     return out

@@ -72,8 +72,7 @@ def detect_format(config: dict[str, Any], weight_keys: list[str]) -> tuple[str, 
     if any(k.startswith("layers.0.") for k in weight_keys) and "fc.weight" in weight_keys:
         return "speculators", "weights named layers.0.* with an fc (speculators layout)"
     raise BadInput(
-        "cannot tell which EAGLE-3 draft format this is (no Eagle3 architecture, no midlayer.* or "
-        "layers.0.* weights with an fc)",
+        "cannot tell which EAGLE-3 draft format this is (no Eagle3 architecture, no midlayer.* or layers.0.* weights with an fc)",
         "pass --draft-format eagle|sglang|speculators",
     )
 
@@ -82,13 +81,33 @@ def detect_format(config: dict[str, Any], weight_keys: list[str]) -> tuple[str, 
 
 
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "hidden_size": (int,), "intermediate_size": (int,), "num_attention_heads": (int,), "num_key_value_heads": (int,),
-    "head_dim": (int,), "rms_norm_eps": (int, float), "rope_theta": (int, float), "rope_scaling": (dict,),
-    "max_position_embeddings": (int,), "hidden_act": (str,), "attention_bias": (bool,), "vocab_size": (int,),
-    "torch_dtype": (str,), "draft_vocab_size": (int,), "target_hidden_size": (int,),
+    "hidden_size": (int,),
+    "intermediate_size": (int,),
+    "num_attention_heads": (int,),
+    "num_key_value_heads": (int,),
+    "head_dim": (int,),
+    "rms_norm_eps": (int, float),
+    "rope_theta": (int, float),
+    "rope_scaling": (dict,),
+    "max_position_embeddings": (int,),
+    "hidden_act": (str,),
+    "attention_bias": (bool,),
+    "vocab_size": (int,),
+    "torch_dtype": (str,),
+    "draft_vocab_size": (int,),
+    "target_hidden_size": (int,),
 }
-_POSITIVE = {"hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-             "vocab_size", "draft_vocab_size", "target_hidden_size", "max_position_embeddings"}
+_POSITIVE = {
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "draft_vocab_size",
+    "target_hidden_size",
+    "max_position_embeddings",
+}
 
 
 def _checked(c: dict[str, Any], key: str, where: str = "config.json") -> Any:
@@ -96,8 +115,10 @@ def _checked(c: dict[str, Any], key: str, where: str = "config.json") -> Any:
     v = c[key]
     types = _FIELD_TYPES.get(key)
     if types and (not isinstance(v, types) or (isinstance(v, bool) and bool not in types)):
-        raise BadInput(f"{where}: {key} is {json.dumps(v)[:40]}, expected {' or '.join(t.__name__ for t in types)}",
-                       "restore config.json from the original checkpoint")
+        raise BadInput(
+            f"{where}: {key} is {json.dumps(v)[:40]}, expected {' or '.join(t.__name__ for t in types)}",
+            "restore config.json from the original checkpoint",
+        )
     if key in _POSITIVE and v <= 0:
         raise BadInput(f"{where}: {key} = {v} must be positive", "restore config.json from the original checkpoint")
     return v
@@ -105,9 +126,19 @@ def _checked(c: dict[str, Any], key: str, where: str = "config.json") -> Any:
 
 def _llama_fields(c: dict[str, Any]) -> dict[str, Any]:
     keys = (
-        "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-        "rms_norm_eps", "rope_theta", "rope_scaling", "max_position_embeddings", "hidden_act",
-        "attention_bias", "vocab_size", "torch_dtype",
+        "hidden_size",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "rms_norm_eps",
+        "rope_theta",
+        "rope_scaling",
+        "max_position_embeddings",
+        "hidden_act",
+        "attention_bias",
+        "vocab_size",
+        "torch_dtype",
     )
     out = {k: _checked(c, k) for k in keys if k in c and c[k] is not None}
     if "rope_theta" not in out and isinstance(c.get("rope_parameters"), dict):
@@ -220,16 +251,16 @@ def spec_to_ids(convention: str, spec: FeatureSpec, num_layers: int, family: str
 def native_to_canonical_name(name: str) -> str:
     for pre in ("model.",):
         if name.startswith(pre) and not name.startswith("model.layers.0.") and not name.startswith("model.midlayer."):
-            name = name[len(pre):]
+            name = name[len(pre) :]
     for pre in _LAYER_PREFIXES:
         if name.startswith(pre):
-            return "midlayer." + name[len(pre):]
+            return "midlayer." + name[len(pre) :]
     return name
 
 
 def canonical_to_native_name(fmt: str, name: str) -> str:
     if fmt == "speculators" and name.startswith("midlayer."):
-        return "layers.0." + name[len("midlayer."):]
+        return "layers.0." + name[len("midlayer.") :]
     return name
 
 
@@ -279,10 +310,20 @@ def read_draft(
     ids = all_ids.get(native) if native else None
     others = {k: v for k, v in all_ids.items() if k != native}
     info = DraftInfo(
-        path=str(d), format=fmt, format_reason=why, config=cfg_raw,
-        layer_ids=ids, layer_ids_key=native if ids is not None else None,
-        other_layer_id_keys=others, weight_keys=keys, missing=missing, unexpected=unexpected,
-        has_lm_head="lm_head.weight" in canon, has_embed=has_embed, has_d2t="d2t" in canon, has_t2d="t2d" in canon,
+        path=str(d),
+        format=fmt,
+        format_reason=why,
+        config=cfg_raw,
+        layer_ids=ids,
+        layer_ids_key=native if ids is not None else None,
+        other_layer_id_keys=others,
+        weight_keys=keys,
+        missing=missing,
+        unexpected=unexpected,
+        has_lm_head="lm_head.weight" in canon,
+        has_embed=has_embed,
+        has_d2t="d2t" in canon,
+        has_t2d="t2d" in canon,
         weight_dtype=str(weight_dtype).replace("torch.", ""),
     )
     draft.eval()
@@ -344,8 +385,10 @@ def _meta_draft(d: Path, canon_fields: dict[str, Any]) -> tuple[Any, Any]:
         with torch.device("meta"):
             draft = Eagle3Draft(cfg)
     except Exception as e:  # any failure to build the module from this config means the config is unusable
-        raise BadInput(f"draft config in {d} is not usable: {type(e).__name__}: {str(e)[:160]}",
-                       "check config.json against the checkpoint format") from None
+        raise BadInput(
+            f"draft config in {d} is not usable: {type(e).__name__}: {str(e)[:160]}",
+            "check config.json against the checkpoint format",
+        ) from None
     return cfg, draft
 
 
@@ -353,9 +396,7 @@ def _check_weights(d: Path, fmt: str, draft: Any, canon: dict[str, Any]) -> tupl
     """(missing, unexpected) weight names; a shape mismatch or a missing layer weight is refused."""
     expected = {k: v for k, v in draft.state_dict().items()}
     missing = sorted(k for k in expected if k not in canon and k not in ("d2t", "t2d", "lm_head.weight"))
-    unexpected = sorted(
-        k for k in canon if k not in expected and k != "embed_tokens.weight"
-    )
+    unexpected = sorted(k for k in canon if k not in expected and k != "embed_tokens.weight")
     for k, want in expected.items():
         if k in canon and tuple(canon[k].shape) != tuple(want.shape):
             raise BadInput(
@@ -364,8 +405,7 @@ def _check_weights(d: Path, fmt: str, draft: Any, canon: dict[str, Any]) -> tupl
             )
     if missing:
         raise BadInput(
-            f"draft in {d} ({fmt} format) lacks weights: {', '.join(missing[:4])}"
-            + (" ..." if len(missing) > 4 else ""),
+            f"draft in {d} ({fmt} format) lacks weights: {', '.join(missing[:4])}" + (" ..." if len(missing) > 4 else ""),
             "re-export the draft; if the names differ, pass the right --draft-format",
         )
     return missing, unexpected
@@ -401,8 +441,7 @@ def _materialise(draft: Any, cfg: Any, canon: dict[str, Any], device: str, targe
     return draft
 
 
-def _attach_embeddings(draft: Any, cfg: Any, canon: dict[str, Any], target_embed: Any, device: str,
-                       target_dtype: Any) -> bool:
+def _attach_embeddings(draft: Any, cfg: Any, canon: dict[str, Any], target_embed: Any, device: str, target_dtype: Any) -> bool:
     """Whether the draft ships its own embed_tokens; without them the target's are attached, if given."""
     has_embed = "embed_tokens.weight" in canon
     if has_embed:
@@ -453,8 +492,10 @@ def native_config(
         c.update(architectures=["LlamaForCausalLM"], draft_vocab_size=cfg.draft_vocab_size)
         return c
     if cfg.qk_norm and fmt != "speculators":
-        raise BadInput(f"the {fmt} format has no draft layer with q_norm/k_norm (SGLang and SpecForge draft with "
-                       "a Llama layer)", "write the speculators format instead")
+        raise BadInput(
+            f"the {fmt} format has no draft layer with q_norm/k_norm (SGLang and SpecForge draft with a Llama layer)",
+            "write the speculators format instead",
+        )
     if fmt == "sglang":
         return _sglang_config(cfg, spec, num_layers)
     if fmt == "speculators":
@@ -468,12 +509,16 @@ def _sglang_config(cfg: Any, spec: FeatureSpec | None, num_layers: int | None) -
     if spec is not None:
         ec[IDS_KEY] = spec_to_ids("sglang", spec, _need_layers(num_layers))
     if cfg.norm_output:
-        raise BadInput("the sglang (SpecForge 0.2.0) format cannot record norm_output in the "
-                       "feed-the-normed-state sense: SpecForge reads that key as 'norm before lm_head'",
-                       "write the speculators format instead")
+        raise BadInput(
+            "the sglang (SpecForge 0.2.0) format cannot record norm_output in the "
+            "feed-the-normed-state sense: SpecForge reads that key as 'norm before lm_head'",
+            "write the speculators format instead",
+        )
     c.update(
-        architectures=["LlamaForCausalLMEagle3"], draft_vocab_size=cfg.draft_vocab_size,
-        target_hidden_size=cfg.target_hidden_size, eagle_config=ec,
+        architectures=["LlamaForCausalLMEagle3"],
+        draft_vocab_size=cfg.draft_vocab_size,
+        target_hidden_size=cfg.target_hidden_size,
+        eagle_config=ec,
     )
     if cfg.fc_norm:
         c["fc_norm"] = True
@@ -484,12 +529,15 @@ def _sglang_config(cfg: Any, spec: FeatureSpec | None, num_layers: int | None) -
     return c
 
 
-def _speculators_config(cfg: Any, spec: FeatureSpec | None, num_layers: int | None, verifier: str | None,
-                        num_steps: int) -> dict[str, Any]:
+def _speculators_config(
+    cfg: Any, spec: FeatureSpec | None, num_layers: int | None, verifier: str | None, num_steps: int
+) -> dict[str, Any]:
     if not cfg.norm_before_lm_head:
-        raise BadInput("the speculators format always norms before lm_head (core.py:302-306); this draft "
-                       "was trained without that norm (SpecForge norm_output=false)",
-                       "write the sglang format instead")
+        raise BadInput(
+            "the speculators format always norms before lm_head (core.py:302-306); this draft "
+            "was trained without that norm (SpecForge norm_output=false)",
+            "write the sglang format instead",
+        )
     tl = _llama_config(cfg)
     tl["architectures"] = ["LlamaForCausalLM"]
     if cfg.qk_norm:  # speculators' Qwen3 draft layer (model_definitions.py:136-143)
@@ -573,8 +621,12 @@ def write_draft(
 
 
 # the id convention a key implies when a draft keeps its ids somewhere its format does not
-KEY_CONVENTION = {IDS_KEY: "vllm", f"eagle_config.{IDS_KEY}": "sglang", "aux_hidden_state_layer_ids": "sglang",
-                  "eagle3_layers_to_capture": "trtllm"}
+KEY_CONVENTION = {
+    IDS_KEY: "vllm",
+    f"eagle_config.{IDS_KEY}": "sglang",
+    "aux_hidden_state_layer_ids": "sglang",
+    "eagle3_layers_to_capture": "trtllm",
+}
 
 
 def spec_from_info(info: DraftInfo, num_layers: int, family: str = "llama") -> tuple[FeatureSpec, str]:
@@ -588,8 +640,9 @@ def spec_from_info(info: DraftInfo, num_layers: int, family: str = "llama") -> t
         conv = KEY_CONVENTION.get(key)
         if conv:
             spec = ids_to_spec(conv, ids, num_layers, family)
-            return spec, (f"{key} = {ids} in {info.path}/config.json, a key the {info.format} format does not use "
-                          f"(read as {conv} ids)")
+            return spec, (
+                f"{key} = {ids} in {info.path}/config.json, a key the {info.format} format does not use (read as {conv} ids)"
+            )
     where = {"eagle": "EAGLE reference default (the format records no ids)"}.get(
         info.format, f"{info.format} default (no {_native_ids_key(info.format)} in config.json)"
     )
@@ -603,4 +656,3 @@ def is_finite_state(draft) -> list[str]:
         if v.is_floating_point() and not bool(v.isfinite().all()):
             bad.append(k)
     return bad
-

@@ -146,14 +146,22 @@ def rope_tables(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
 
     rp = rope_parameters(cfg)
     kind = rp["rope_type"]
-    common = dict(hidden_size=cfg.hidden_size, num_attention_heads=cfg.num_attention_heads, head_dim=cfg.head_dim,
-                  max_position_embeddings=cfg.max_position_embeddings)
+    common = dict(
+        hidden_size=cfg.hidden_size,
+        num_attention_heads=cfg.num_attention_heads,
+        head_dim=cfg.head_dim,
+        max_position_embeddings=cfg.max_position_embeddings,
+    )
     if hasattr(LlamaConfig(), "rope_parameters"):  # transformers 5
         hf = LlamaConfig(rope_parameters=rp, **common)
     else:  # transformers 4: rope_theta at the top level, the rest in rope_scaling
         scaling = {k: v for k, v in rp.items() if k not in ("rope_theta", "partial_rotary_factor")}
-        hf = LlamaConfig(rope_theta=rp["rope_theta"], rope_scaling=None if kind == "default" else scaling,
-                         partial_rotary_factor=rp.get("partial_rotary_factor", 1.0), **common)
+        hf = LlamaConfig(
+            rope_theta=rp["rope_theta"],
+            rope_scaling=None if kind == "default" else scaling,
+            partial_rotary_factor=rp.get("partial_rotary_factor", 1.0),
+            **common,
+        )
     if kind in ROPE_INIT_FUNCTIONS:
         fn = ROPE_INIT_FUNCTIONS[kind]
     elif kind == "default":
@@ -161,8 +169,9 @@ def rope_tables(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
 
         fn = LlamaRotaryEmbedding.compute_default_rope_parameters
     else:
-        raise NotImplementedError(f"rope_type {kind!r} is not one transformers {_tf_version()} knows "
-                                  f"({', '.join(sorted(ROPE_INIT_FUNCTIONS))})")
+        raise NotImplementedError(
+            f"rope_type {kind!r} is not one transformers {_tf_version()} knows ({', '.join(sorted(ROPE_INIT_FUNCTIONS))})"
+        )
     # read_draft builds the module under torch.device("meta"); the device context (not a device=
     # argument, deprecated for the default rope in transformers 5.17 and dropped from its signature
     # later) puts the frequencies on the CPU
@@ -367,7 +376,8 @@ class Eagle3Draft(nn.Module):
             self.input_norm = RMSNorm(cfg.fc_in_features, cfg.rms_norm_eps)
         if cfg.fc_norm:
             self.fc_norm = nn.ModuleList(
-                RMSNorm(int(cfg.target_hidden_size), cfg.rms_norm_eps) for _ in range(cfg.num_aux_states)  # type: ignore[arg-type]
+                RMSNorm(int(cfg.target_hidden_size), cfg.rms_norm_eps)
+                for _ in range(cfg.num_aux_states)  # type: ignore[arg-type]
             )
         self.fc = nn.Linear(cfg.fc_in_features, cfg.hidden_size, bias=False)
         self.midlayer = DraftLayer(cfg)

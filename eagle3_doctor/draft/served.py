@@ -93,8 +93,11 @@ class DraftServing:
 _V_MODEL = "vllm llama_eagle3.py @00bd149"
 _V_ALGOS = "vllm transformers_utils/configs/speculators/algos.py @cfb173a"
 _SG = "sglang srt/models/llama_eagle3.py @03d5a77/@d737979"
-_NORM_HEAD = FlagRule((), True, "every engine norms before lm_head (vllm llama_eagle3.py LlamaModel.forward; "
-                      "sglang llama_eagle3.py LlamaModel.forward)")
+_NORM_HEAD = FlagRule(
+    (),
+    True,
+    "every engine norms before lm_head (vllm llama_eagle3.py LlamaModel.forward; sglang llama_eagle3.py LlamaModel.forward)",
+)
 _UNREAD = "not read"
 
 
@@ -108,8 +111,11 @@ def _vllm(version: str, fmt: str) -> DraftServing:
         embed="target-if-same-shape" if old_weights else "own",
         lm_head="target-if-same-shape" if old_weights else "own",
         ties_head_to_embed=False,
-        weights_source=("vLLM before PR #28549 replaced the draft's lm_head / embed_tokens with the target's"
-                        if old_weights else "vLLM PR #28549: the draft keeps its own lm_head / embed_tokens"),
+        weights_source=(
+            "vLLM before PR #28549 replaced the draft's lm_head / embed_tokens with the target's"
+            if old_weights
+            else "vLLM PR #28549: the draft keeps its own lm_head / embed_tokens"
+        ),
         weights_fixed_by="vLLM PR #28549 (merged 2025-11-12)" if old_weights else None,
     )
     new = version in ("0.33.0", "0.33.0-v2")
@@ -136,8 +142,11 @@ def _vllm(version: str, fmt: str) -> DraftServing:
         if new:
             flags = {
                 "norm_before_residual": nbr,
-                "norm_before_fc": FlagRule(("eagle_config.norm_before_fc", "norm_before_fc"), False,
-                                           "vLLM PR #42143: eagle_config first, then the top level"),
+                "norm_before_fc": FlagRule(
+                    ("eagle_config.norm_before_fc", "norm_before_fc"),
+                    False,
+                    "vLLM PR #42143: eagle_config first, then the top level",
+                ),
                 "fc_norm": FlagRule(("fc_norm",), False, "vllm llama_eagle3.py getattr(config, 'fc_norm', False)"),
                 "norm_output": FlagRule(("norm_output",), False, "vllm llama_eagle3.py getattr(config, 'norm_output', False)"),
             }
@@ -152,12 +161,25 @@ def _vllm(version: str, fmt: str) -> DraftServing:
             flags = {"norm_before_residual": nbr, "norm_before_fc": None, "fc_norm": None, "norm_output": None}
     flags["norm_before_lm_head"] = _NORM_HEAD
     line = {"0.10.2": 223, "0.18.0": 240}.get(version, 241)
-    rope = FlagRule((), True, f"vllm model_executor/models/llama.py:{line} ({version}): is_neox_style = True, "
-                              "no config key; only its Llama 4 models permute interleaved q/k rows at load")
-    qk = ("qwen3", "vllm 0.33.0 speculators/algos.py:39-46 (model_type qwen3 -> Eagle3Qwen3ForCausalLM), "
-                   "registry.py:705 (architectures Eagle3Qwen3ForCausalLM)") if new else \
-        ("never", f"vllm {version} registry.py registers no Qwen3 EAGLE-3 draft (0.18.0 registry.py:553: "
-                  "Eagle3Qwen3vl -> the Llama draft, llama_eagle3.py, no q/k norm)")
+    rope = FlagRule(
+        (),
+        True,
+        f"vllm model_executor/models/llama.py:{line} ({version}): is_neox_style = True, "
+        "no config key; only its Llama 4 models permute interleaved q/k rows at load",
+    )
+    qk = (
+        (
+            "qwen3",
+            "vllm 0.33.0 speculators/algos.py:39-46 (model_type qwen3 -> Eagle3Qwen3ForCausalLM), "
+            "registry.py:705 (architectures Eagle3Qwen3ForCausalLM)",
+        )
+        if new
+        else (
+            "never",
+            f"vllm {version} registry.py registers no Qwen3 EAGLE-3 draft (0.18.0 registry.py:553: "
+            "Eagle3Qwen3vl -> the Llama draft, llama_eagle3.py, no q/k norm)",
+        )
+    )
     return DraftServing("vllm", version, fmt, flags, **weights, rope_neox=rope, qk_norm=qk[0], qk_norm_source=qk[1])
 
 
@@ -169,21 +191,37 @@ def _sglang(version: str, fmt: str) -> DraftServing:
         }
     else:
         flags = {
-            "norm_before_residual": None, "norm_before_fc": None, "fc_norm": None,
-            "norm_output": FlagRule(("norm_output",), False,
-                                    "sglang llama_eagle3.py @9d18277 (SpecForge PR #879): top level, default False, "
-                                    "True feeds the normed state"),
+            "norm_before_residual": None,
+            "norm_before_fc": None,
+            "fc_norm": None,
+            "norm_output": FlagRule(
+                ("norm_output",),
+                False,
+                "sglang llama_eagle3.py @9d18277 (SpecForge PR #879): top level, default False, True feeds the normed state",
+            ),
         }
     flags["norm_before_lm_head"] = _NORM_HEAD
     line = {"0.5.2": 220}.get(version, 335)
-    rope = FlagRule(("rope_is_neox_style",), True,
-                    f"sglang srt/models/llama.py:{line} ({version}): getattr(config, 'rope_is_neox_style', True), "
-                    "in the decoder layer llama_eagle3.py's draft layer subclasses")
-    return DraftServing("sglang", version, fmt, flags, embed="target", lm_head="own", ties_head_to_embed=True,
-                        weights_source=f"{_SG}: embed_tokens from the target; tie_word_embeddings -> lm_head = embed_tokens",
-                        rope_neox=rope, qk_norm="never",
-                        qk_norm_source=f"sglang {version} runs Llama/Qwen EAGLE-3 drafts as LlamaForCausalLMEagle3 (llama_eagle3.py "
-                                       "EntryClass), which has no q_norm/k_norm; load_weights skips them silently")
+    rope = FlagRule(
+        ("rope_is_neox_style",),
+        True,
+        f"sglang srt/models/llama.py:{line} ({version}): getattr(config, 'rope_is_neox_style', True), "
+        "in the decoder layer llama_eagle3.py's draft layer subclasses",
+    )
+    return DraftServing(
+        "sglang",
+        version,
+        fmt,
+        flags,
+        embed="target",
+        lm_head="own",
+        ties_head_to_embed=True,
+        weights_source=f"{_SG}: embed_tokens from the target; tie_word_embeddings -> lm_head = embed_tokens",
+        rope_neox=rope,
+        qk_norm="never",
+        qk_norm_source=f"sglang {version} runs Llama/Qwen EAGLE-3 drafts as LlamaForCausalLMEagle3 (llama_eagle3.py "
+        "EntryClass), which has no q_norm/k_norm; load_weights skips them silently",
+    )
 
 
 def draft_serving(engine: str, version: str, fmt: str) -> DraftServing | None:
@@ -243,8 +281,12 @@ def _trained_where(flag: str, info: Any) -> str:
         bits.append(f"weights hold {w}")
     if info.format == "sglang" and flag in ("norm_before_lm_head", "norm_output"):
         no = info.config.get("norm_output")
-        bits = [f"SpecForge 0.2.0 reads norm_output = {json_bool(no)} as 'norm before lm_head' and always feeds back "
-                "the pre-norm state" if no is not None else "SpecForge 0.2.0 default"]
+        bits = [
+            f"SpecForge 0.2.0 reads norm_output = {json_bool(no)} as 'norm before lm_head' and always feeds back "
+            "the pre-norm state"
+            if no is not None
+            else "SpecForge 0.2.0 default"
+        ]
     return ", ".join(bits) or "format default"
 
 
@@ -260,8 +302,9 @@ class ServedForward:
     head_is_embed: bool = False
 
 
-def served_forward(info: Any, engine: str, version: str, *, target_vocab: int | None = None,
-                   target_has_head: bool = True) -> ServedForward | None:
+def served_forward(
+    info: Any, engine: str, version: str, *, target_vocab: int | None = None, target_has_head: bool = True
+) -> ServedForward | None:
     row = draft_serving(engine, version, info.format)
     if row is None:
         return None
@@ -297,9 +340,11 @@ def _newest(engine: str) -> str:
 
 # --------------------------------------------------------------------------- RoPE layout
 
-_TRAINERS = {"speculators": "speculators 0.9.0 (transformers' Llama/Qwen3 attention, rotate-half)",
-             "sglang": "SpecForge 0.2.0 (llama3_eagle.py:126-141, rotate-half)",
-             "eagle": "EAGLE (eagle/model/cnets.py, rotate-half)"}
+_TRAINERS = {
+    "speculators": "speculators 0.9.0 (transformers' Llama/Qwen3 attention, rotate-half)",
+    "sglang": "SpecForge 0.2.0 (llama3_eagle.py:126-141, rotate-half)",
+    "eagle": "EAGLE (eagle/model/cnets.py, rotate-half)",
+}
 _LLAMA4 = ("llama4", "llama4_text")
 
 
@@ -318,13 +363,17 @@ def trained_rope_interleaved(info: Any, target_config: dict[str, Any] | None = N
         if isinstance(v, bool):
             return (not v), f"{key} = {json_bool(v)}"
     tc = target_config or {}
-    llama4 = {str(c.get("model_type", "")).lower(), str(tl.get("model_type", "")).lower(),
-              str(tc.get("model_type", "")).lower()} & set(_LLAMA4) or \
-        any("llama4" in str(a).lower() for a in (tc.get("architectures") or []))
+    llama4 = {
+        str(c.get("model_type", "")).lower(),
+        str(tl.get("model_type", "")).lower(),
+        str(tc.get("model_type", "")).lower(),
+    } & set(_LLAMA4) or any("llama4" in str(a).lower() for a in (tc.get("architectures") or []))
     if llama4:
-        return None, ("Llama 4: its transformers model rotates GPT-J-interleaved pairs (modeling_llama4.py:225-231) and "
-                      "TensorRT-LLM PR #19036 reports a Llama 4 drafter trained that way, while SpecForge and "
-                      "speculators train NeoX; the draft config names no layout (rope_is_neox_style)")
+        return None, (
+            "Llama 4: its transformers model rotates GPT-J-interleaved pairs (modeling_llama4.py:225-231) and "
+            "TensorRT-LLM PR #19036 reports a Llama 4 drafter trained that way, while SpecForge and "
+            "speculators train NeoX; the draft config names no layout (rope_is_neox_style)"
+        )
     trainer = _TRAINERS.get(info.format, "every EAGLE-3 trainer the doctor models")
     return False, f"no rope_is_neox_style: NeoX, the only layout {trainer} trains"
 
@@ -338,18 +387,24 @@ def neox_fix(cfg: Any, key: str = "rope_is_neox_style") -> Any:
 
     d, r = int(cfg.head_dim), 2 * int(rope_inv_freq(cfg).numel())
     nq, nkv = cfg.num_attention_heads, cfg.num_key_value_heads
-    code = ("import torch; from safetensors.torch import load_file, save_file; sd = load_file(p); "
-            f"f = lambda w, n: (lambda x: torch.cat([x[:, 0:{r}:2], x[:, 1:{r}:2], x[:, {r}:]], 1).reshape(w.shape))"
-            f"(w.reshape(n, {d}, -1)); "
-            f"sd = {{k: f(v, {nq} if 'q_proj' in k else {nkv}) if ('q_proj' in k or 'k_proj' in k) else v "
-            "for k, v in sd.items()}; save_file(sd, p)")
-    return Fix(f"rewrite q_proj/k_proj (weights and any bias) in NeoX order, then set {json_snippet(key, True)} in the "
-               f"draft's config.json (python, for each *.safetensors file p: {code})",
-               file=DRAFT_WEIGHTS, key="q_proj, k_proj", op="rewrite", snippet=code)
+    code = (
+        "import torch; from safetensors.torch import load_file, save_file; sd = load_file(p); "
+        f"f = lambda w, n: (lambda x: torch.cat([x[:, 0:{r}:2], x[:, 1:{r}:2], x[:, {r}:]], 1).reshape(w.shape))"
+        f"(w.reshape(n, {d}, -1)); "
+        f"sd = {{k: f(v, {nq} if 'q_proj' in k else {nkv}) if ('q_proj' in k or 'k_proj' in k) else v "
+        "for k, v in sd.items()}; save_file(sd, p)"
+    )
+    return Fix(
+        f"rewrite q_proj/k_proj (weights and any bias) in NeoX order, then set {json_snippet(key, True)} in the "
+        f"draft's config.json (python, for each *.safetensors file p: {code})",
+        file=DRAFT_WEIGHTS,
+        key="q_proj, k_proj",
+        op="rewrite",
+        snippet=code,
+    )
 
 
-def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str,
-                  target_config: dict[str, Any] | None) -> list[Any]:
+def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str, target_config: dict[str, Any] | None) -> list[Any]:
     """FWD006 where the engine rotates in another layout than training; FWD007 where the trained
     layout is undetermined."""
     from ..findings import DRAFT_CONFIG, Finding, Location, config_fix, json_snippet
@@ -362,32 +417,59 @@ def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str,
     name = lambda inter: "GPT-J-interleaved" if inter else "NeoX (rotate-half)"  # noqa: E731
     served_ev = f"served by {label}: {name(not neox)}: {why}"
     if trained is None:
-        return [Finding("FWD007", f"undetermined whether the draft was trained with NeoX or GPT-J-interleaved RoPE; "
-                                  f"{label} runs it {name(not neox)}",
-                        [f"trained: undetermined: {twhy}", served_ev],
-                        'write the layout training used into the draft\'s config.json: "rope_is_neox_style": true '
-                        "(NeoX: SpecForge, speculators) or false (GPT-J); `eagle3-doctor acceptance` measures the "
-                        "draft under both and names the one its weights fit",
-                        data={"trained": None, "served_interleaved": not neox},
-                        location=Location(DRAFT_CONFIG, "rope_is_neox_style"))]
+        return [
+            Finding(
+                "FWD007",
+                f"undetermined whether the draft was trained with NeoX or GPT-J-interleaved RoPE; "
+                f"{label} runs it {name(not neox)}",
+                [f"trained: undetermined: {twhy}", served_ev],
+                'write the layout training used into the draft\'s config.json: "rope_is_neox_style": true '
+                "(NeoX: SpecForge, speculators) or false (GPT-J); `eagle3-doctor acceptance` measures the "
+                "draft under both and names the one its weights fit",
+                data={"trained": None, "served_interleaved": not neox},
+                location=Location(DRAFT_CONFIG, "rope_is_neox_style"),
+            )
+        ]
     if trained == (not neox):
         return []
-    ev = [f"trained: {name(trained)} ({twhy})", served_ev,
-          "each q/k pair is rotated by another frequency than in training: attention scores lose their positions "
-          "(TensorRT-LLM PR #19036: acceptance length 1.01)"]
+    ev = [
+        f"trained: {name(trained)} ({twhy})",
+        served_ev,
+        "each q/k pair is rotated by another frequency than in training: attention scores lose their positions "
+        "(TensorRT-LLM PR #19036: acceptance length 1.01)",
+    ]
     if rule.keys:
         fix = config_fix(f"set {json_snippet(rule.keys[0], not trained)} in the draft's config.json", rule.keys[0], not trained)
-        moved = [k for k in ("transformer_layer_config.rope_is_neox_style",) if lookup(info.config, k) is not None
-                 and k not in rule.keys]
+        moved = [
+            k
+            for k in ("transformer_layer_config.rope_is_neox_style",)
+            if lookup(info.config, k) is not None and k not in rule.keys
+        ]
         if moved:
             ev.append(f"{label} never reads {', '.join(moved)}")
     elif trained:
-        fix = neox_fix(cfg, next((k for k in ("rope_is_neox_style", "transformer_layer_config.rope_is_neox_style")
-                                  if isinstance(lookup(info.config, k), bool)), "rope_is_neox_style"))
+        fix = neox_fix(
+            cfg,
+            next(
+                (
+                    k
+                    for k in ("rope_is_neox_style", "transformer_layer_config.rope_is_neox_style")
+                    if isinstance(lookup(info.config, k), bool)
+                ),
+                "rope_is_neox_style",
+            ),
+        )
     else:  # trained NeoX, engine GPT-J: no modelled engine does this
         fix = f"{label} cannot rotate NeoX-style: serve with an engine that does"
-    return [Finding("FWD006", f"{label} rotates the draft's RoPE {name(not neox)}, it was trained {name(trained)}",
-                    ev, fix, data={"trained_interleaved": trained, "served_interleaved": not neox})]
+    return [
+        Finding(
+            "FWD006",
+            f"{label} rotates the draft's RoPE {name(not neox)}, it was trained {name(trained)}",
+            ev,
+            fix,
+            data={"trained_interleaved": trained, "served_interleaved": not neox},
+        )
+    ]
 
 
 def served_qk_norm(row: DraftServing, info: Any) -> bool:
@@ -396,8 +478,10 @@ def served_qk_norm(row: DraftServing, info: Any) -> bool:
         return False
     if info.format == "speculators":
         return _layer_config(info.config).get("model_type") == "qwen3"
-    return any("Qwen3ForCausalLM" in str(a) and "Eagle3" in str(a) or str(a) == "PeagleQwen3ForCausalLM"
-               for a in info.config.get("architectures") or [])
+    return any(
+        "Qwen3ForCausalLM" in str(a) and "Eagle3" in str(a) or str(a) == "PeagleQwen3ForCausalLM"
+        for a in info.config.get("architectures") or []
+    )
 
 
 def qk_norm_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str) -> list[Any]:
@@ -408,41 +492,77 @@ def qk_norm_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str) 
     if sf is None or not cfg.qk_norm or served_qk_norm(sf.serving, info):
         return []
     row = sf.serving
-    trained = ["trained: q_norm/k_norm over head_dim before RoPE (" + ", ".join(
-        b for b in (f"transformer_layer_config.model_type = {_layer_config(info.config).get('model_type')!r}"
-                    if _layer_config(info.config).get("model_type") else "",
-                    "weights hold self_attn.q_norm.weight / k_norm.weight"
-                    if any(k.endswith("q_norm.weight") for k in info.weight_keys) else "") if b) + ")",
-               f"served by {label}: no q/k norm ({row.qk_norm_source})"]
+    trained = [
+        "trained: q_norm/k_norm over head_dim before RoPE ("
+        + ", ".join(
+            b
+            for b in (
+                f"transformer_layer_config.model_type = {_layer_config(info.config).get('model_type')!r}"
+                if _layer_config(info.config).get("model_type")
+                else "",
+                "weights hold self_attn.q_norm.weight / k_norm.weight"
+                if any(k.endswith("q_norm.weight") for k in info.weight_keys)
+                else "",
+            )
+            if b
+        )
+        + ")",
+        f"served by {label}: no q/k norm ({row.qk_norm_source})",
+    ]
     if row.engine == "vllm" and row.qk_norm == "never":
         fix = f"{label} has no Qwen3 EAGLE-3 draft: upgrade to vLLM 0.33.0 or later (--engine-version 0.33.0 models it)"
     elif row.engine == "vllm" and row.qk_norm == "qwen3":
-        trained.append(f"{label} runs q/k norms for architectures Eagle3Qwen3ForCausalLM (registry.py:705) or a "
-                       "speculators config whose transformer_layer_config.model_type is qwen3")
+        trained.append(
+            f"{label} runs q/k norms for architectures Eagle3Qwen3ForCausalLM (registry.py:705) or a "
+            "speculators config whose transformer_layer_config.model_type is qwen3"
+        )
         fix = 'set "architectures": ["Eagle3Qwen3ForCausalLM"] in the draft\'s config.json'
     else:
-        fix = (f"{label} cannot run a Qwen3 draft layer: serve with vLLM 0.33.0 or later (speculators format, "
-               "transformer_layer_config.model_type \"qwen3\"), or retrain the draft with a Llama layer")
-    return [Finding("FWD008", f"{label} runs the draft's attention without the q_norm/k_norm it was trained with",
-                    trained, fix, data={"weight": "q_norm/k_norm"})]
+        fix = (
+            f"{label} cannot run a Qwen3 draft layer: serve with vLLM 0.33.0 or later (speculators format, "
+            'transformer_layer_config.model_type "qwen3"), or retrain the draft with a Llama layer'
+        )
+    return [
+        Finding(
+            "FWD008",
+            f"{label} runs the draft's attention without the q_norm/k_norm it was trained with",
+            trained,
+            fix,
+            data={"weight": "q_norm/k_norm"},
+        )
+    ]
 
 
-def diagnose(draft: Any, info: Any, engine: str, version: str, *, target_vocab: int | None,
-             target_head: Any = None, target_embed: Any = None,
-             target_config: dict[str, Any] | None = None) -> tuple[list[Any], ServedForward | None]:
+def diagnose(
+    draft: Any,
+    info: Any,
+    engine: str,
+    version: str,
+    *,
+    target_vocab: int | None,
+    target_head: Any = None,
+    target_embed: Any = None,
+    target_config: dict[str, Any] | None = None,
+) -> tuple[list[Any], ServedForward | None]:
     """Findings where the engine runs the draft differently from how it was trained (no forward)."""
     from ..findings import DRAFT_CONFIG, Finding, Location
 
     out: list[Any] = []
     cfg = draft.config
     if cfg.norm_before_fc and cfg.fc_norm:
-        out.append(Finding(
-            "FWD005", "the draft has both norm_before_fc (input_norm) and fc_norm",
-            [f"norm_before_fc: {_trained_where('norm_before_fc', info)}; fc_norm: {_trained_where('fc_norm', info)}",
-             "speculators 0.9.0 rejects the pair (models/eagle3/config.py:89-96: 'mutually exclusive'); "
-             "the doctor runs input_norm first, then fc_norm, as speculators' forward would (core.py:236-243)"],
-            "keep the one training used: delete the other flag and its weights (input_norm.weight or fc_norm.*)",
-            location=Location(DRAFT_CONFIG)))
+        out.append(
+            Finding(
+                "FWD005",
+                "the draft has both norm_before_fc (input_norm) and fc_norm",
+                [
+                    f"norm_before_fc: {_trained_where('norm_before_fc', info)}; fc_norm: {_trained_where('fc_norm', info)}",
+                    "speculators 0.9.0 rejects the pair (models/eagle3/config.py:89-96: 'mutually exclusive'); "
+                    "the doctor runs input_norm first, then fc_norm, as speculators' forward would (core.py:236-243)",
+                ],
+                "keep the one training used: delete the other flag and its weights (input_norm.weight or fc_norm.*)",
+                location=Location(DRAFT_CONFIG),
+            )
+        )
     sf = served_forward(info, engine, version, target_vocab=target_vocab, target_has_head=target_head is not None)
     if sf is None:
         return out, None
@@ -466,16 +586,26 @@ def _flag_findings(cfg: Any, info: Any, sf: ServedForward, engine: str, version:
             continue
         rule = sf.serving.flags[flag]
         assert rule is not None
-        ev = [f"trained: {flag} = {json_bool(trained)} ({_trained_where(flag, info)})",
-              f"served by {label}: {flag} = {json_bool(value)}: {why}"]
+        ev = [
+            f"trained: {flag} = {json_bool(trained)} ({_trained_where(flag, info)})",
+            f"served by {label}: {flag} = {json_bool(value)}: {why}",
+        ]
         if flag == "norm_before_lm_head":
-            fix = ("no engine runs lm_head without the final norm: retrain with it (SpecForge: drop "
-                   '"norm_output": false; SpecForge after PR #879 always norms before lm_head)')
+            fix = (
+                "no engine runs lm_head without the final norm: retrain with it (SpecForge: drop "
+                '"norm_output": false; SpecForge after PR #879 always norms before lm_head)'
+            )
         elif flag == "norm_output" and info.format == "sglang":
-            ev.append("SpecForge 0.2.0 trained norm_output as 'norm before lm_head' and fed back the pre-norm state "
-                      "(llama3_eagle.py:1690, 1773-1778); the engine reads the key as 'feed the normed state'")
-            fix = config_fix('delete "norm_output" from the draft\'s config.json: SpecForge 0.2.0\'s default (norm before '
-                             f"lm_head, pre-norm state fed back) is what {label} runs when the key is absent", "norm_output", op="delete")
+            ev.append(
+                "SpecForge 0.2.0 trained norm_output as 'norm before lm_head' and fed back the pre-norm state "
+                "(llama3_eagle.py:1690, 1773-1778); the engine reads the key as 'feed the normed state'"
+            )
+            fix = config_fix(
+                "delete \"norm_output\" from the draft's config.json: SpecForge 0.2.0's default (norm before "
+                f"lm_head, pre-norm state fed back) is what {label} runs when the key is absent",
+                "norm_output",
+                op="delete",
+            )
         elif rule.keys:
             fix = config_fix(f"set {json_snippet(rule.keys[0], trained)} in the draft's config.json", rule.keys[0], trained)
             moved = [k for k in flag_keys_present(info.config, flag) if k not in rule.keys]
@@ -483,11 +613,20 @@ def _flag_findings(cfg: Any, info: Any, sf: ServedForward, engine: str, version:
                 ev.append(f"{label} never reads {', '.join(moved)}")
         else:
             newest = _newest(engine)
-            fix = (f"{label} cannot run this flag: upgrade to a release with {rule.fixed_by}"
-                   + (f" (--engine-version {newest} models one)" if newest != version else "")
-                   + (f", or retrain without {flag}" if flag != "norm_before_lm_head" else ""))
-        out.append(Finding("FWD001", f"{label} runs the draft with {flag} = {json_bool(value)}, it was trained with "
-                                     f"{json_bool(trained)}", ev, fix, data={"flag": flag, "trained": trained, "served": value}))
+            fix = (
+                f"{label} cannot run this flag: upgrade to a release with {rule.fixed_by}"
+                + (f" (--engine-version {newest} models one)" if newest != version else "")
+                + (f", or retrain without {flag}" if flag != "norm_before_lm_head" else "")
+            )
+        out.append(
+            Finding(
+                "FWD001",
+                f"{label} runs the draft with {flag} = {json_bool(value)}, it was trained with {json_bool(trained)}",
+                ev,
+                fix,
+                data={"flag": flag, "trained": trained, "served": value},
+            )
+        )
     return out
 
 
@@ -499,15 +638,23 @@ def _undetermined_findings(cfg: Any, info: Any, sf: ServedForward, label: str) -
         trained = bool(getattr(cfg, flag))
         if trained == (flag == "norm_before_lm_head"):
             continue  # the flag is at its plain EAGLE-3 value: every version runs that
-        out.append(Finding("FWD002", f"undetermined whether {label} runs the draft with {flag} = {json_bool(trained)}",
-                           [f"trained: {flag} = {json_bool(trained)} ({_trained_where(flag, info)})",
-                            f"which key {label} reads for {flag} is not pinned to a source (see draft/served.py)"],
-                           f"check that the engine logs or applies {flag}, or name a modelled version with --engine-version"))
+        out.append(
+            Finding(
+                "FWD002",
+                f"undetermined whether {label} runs the draft with {flag} = {json_bool(trained)}",
+                [
+                    f"trained: {flag} = {json_bool(trained)} ({_trained_where(flag, info)})",
+                    f"which key {label} reads for {flag} is not pinned to a source (see draft/served.py)",
+                ],
+                f"check that the engine logs or applies {flag}, or name a modelled version with --engine-version",
+            )
+        )
     return out
 
 
-def _weight_source_findings(draft: Any, cfg: Any, sf: ServedForward, engine: str, version: str, label: str,
-                            target_head: Any, target_embed: Any) -> list[Any]:
+def _weight_source_findings(
+    draft: Any, cfg: Any, sf: ServedForward, engine: str, version: str, label: str, target_head: Any, target_embed: Any
+) -> list[Any]:
     """FWD003/FWD004: trained weights the engine swaps for the target's or for embed_tokens."""
     from ..findings import Finding, config_fix
 
@@ -515,27 +662,54 @@ def _weight_source_findings(draft: Any, cfg: Any, sf: ServedForward, engine: str
     row = sf.serving
     newest = _newest(engine)
     up = f"upgrade to a release with {row.weights_fixed_by}" + (
-        f" (--engine-version {newest} models one)" if newest != version else "")
-    if sf.embed_from_target and draft.embed_tokens is not None and target_embed is not None and \
-            row.embed == "target-if-same-shape" and tuple(target_embed.shape) == tuple(draft.embed_tokens.weight.shape):
+        f" (--engine-version {newest} models one)" if newest != version else ""
+    )
+    if (
+        sf.embed_from_target
+        and draft.embed_tokens is not None
+        and target_embed is not None
+        and row.embed == "target-if-same-shape"
+        and tuple(target_embed.shape) == tuple(draft.embed_tokens.weight.shape)
+    ):
         diff = float((target_embed.float().cpu() - draft.embed_tokens.weight.detach().float().cpu()).abs().max())
         if diff > 1e-3:
-            out.append(Finding("FWD003", f"{label} replaces the draft's own embed_tokens with the target's",
-                               [f"draft and target embed_tokens differ by up to {diff:.4g}", row.weights_source],
-                               up, data={"weight": "embed_tokens"}))
-    if sf.head_from_target and target_head is not None and \
-            tuple(target_head.shape) == tuple(draft.lm_head.weight.shape):
+            out.append(
+                Finding(
+                    "FWD003",
+                    f"{label} replaces the draft's own embed_tokens with the target's",
+                    [f"draft and target embed_tokens differ by up to {diff:.4g}", row.weights_source],
+                    up,
+                    data={"weight": "embed_tokens"},
+                )
+            )
+    if sf.head_from_target and target_head is not None and tuple(target_head.shape) == tuple(draft.lm_head.weight.shape):
         diff = float((target_head.float().cpu() - draft.lm_head.weight.detach().float().cpu()).abs().max())
         if diff > 1e-3:
-            out.append(Finding("FWD003", f"{label} replaces the draft's own lm_head with the target's",
-                               [f"draft and target lm_head differ by up to {diff:.4g}", row.weights_source],
-                               up, data={"weight": "lm_head"}))
+            out.append(
+                Finding(
+                    "FWD003",
+                    f"{label} replaces the draft's own lm_head with the target's",
+                    [f"draft and target lm_head differ by up to {diff:.4g}", row.weights_source],
+                    up,
+                    data={"weight": "lm_head"},
+                )
+            )
     if sf.head_is_embed:
         shape_ok = draft.embed_tokens is not None and draft.embed_tokens.weight.shape[0] == cfg.draft_vocab_size
-        out.append(Finding("FWD004", f"tie_word_embeddings: true makes {label} use embed_tokens as the draft's lm_head",
-                           [f"{row.weights_source}",
-                            f"the trained lm_head.weight [{cfg.draft_vocab_size}, {cfg.hidden_size}] is ignored"
-                            + ("" if shape_ok else f"; embed_tokens has {cfg.vocab_size} rows, the draft vocabulary "
-                                                   f"{cfg.draft_vocab_size}")],
-                           config_fix('set "tie_word_embeddings": false in the draft\'s config.json', "tie_word_embeddings", False)))
+        out.append(
+            Finding(
+                "FWD004",
+                f"tie_word_embeddings: true makes {label} use embed_tokens as the draft's lm_head",
+                [
+                    f"{row.weights_source}",
+                    f"the trained lm_head.weight [{cfg.draft_vocab_size}, {cfg.hidden_size}] is ignored"
+                    + (
+                        ""
+                        if shape_ok
+                        else f"; embed_tokens has {cfg.vocab_size} rows, the draft vocabulary {cfg.draft_vocab_size}"
+                    ),
+                ],
+                config_fix('set "tie_word_embeddings": false in the draft\'s config.json', "tie_word_embeddings", False),
+            )
+        )
     return out
