@@ -11,6 +11,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Annotated, Any, Optional
 
 import typer
@@ -419,22 +420,19 @@ def _missing_option(flag: str, what: str) -> None:
     raise _click_exceptions().UsageError(f"Missing option '{flag}' (or a --serve-cmd that names {what})", ctx=ctx)
 
 
-def _resolve_serve(
-    serve_cmd: Optional[str],
-    serve_config: Optional[str],
-    target: Optional[str],
-    draft: Optional[str],
-    engine: Optional[str],
-    engine_version: Optional[str],
-    dtype: str,
-    need_draft: bool = False,
-    revision: Optional[str] = None,
-    draft_revision: Optional[str] = None,
-) -> _Resolved:
-    """Merge --serve-cmd/--serve-config with explicit options (explicit wins) and say what was derived."""
+def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
+    """Merge --serve-cmd/--serve-config with explicit options (explicit wins) and say what was derived.
+
+    ``a``: the command's options by name (its locals on entry); absent ones count as not given."""
     from .servecmd import load
 
-    sc = load(serve_cmd, serve_config)
+    target, draft, engine, engine_version = a.target, getattr(a, "draft", None), a.engine, a.engine_version
+    revision, draft_revision, dtype = (
+        getattr(a, "revision", None),
+        getattr(a, "draft_revision", None),
+        getattr(a, "dtype", "auto"),
+    )
+    sc = load(getattr(a, "serve_cmd", None), getattr(a, "serve_config", None))
     if sc is not None:
         msg = f"serving config: {sc.summary()}"
         if sc.unknown_flags:
@@ -465,42 +463,30 @@ def _resolve_serve(
         draft_revision = sc.draft_revision
     target_dir = resolve(target, revision, "target")
     draft_dir = resolve(draft, draft_revision, "draft") if draft else None
-    paths = role_paths(target, draft, target_dir=target_dir, draft_dir=draft_dir, serve_config=serve_config)
+    paths = role_paths(target, draft, target_dir=target_dir, draft_dir=draft_dir, serve_config=getattr(a, "serve_config", None))
     return _Resolved(target_dir, draft_dir, eng, ver, dtype, sc, paths)
 
 
-def _setup(
-    target: str,
-    draft: Optional[str],
-    draft_format: Optional[str],
-    engine: str,
-    engine_version: Optional[str],
-    layer_ids: Optional[str],
-    train_recipe: Optional[str],
-    dtype: str,
-    device: str,
-    trust_remote_code: bool,
-    device_map: Optional[str],
-    max_memory: Optional[str],
-    quiet: bool = False,
-):
-    with _status(f"loading target {target}" + (f" and draft {draft}" if draft else "") + " ...", quiet):
+def _setup(a: SimpleNamespace, r: _Resolved) -> Any:
+    """Target and draft loaded as ``r`` resolved them, with the command's loading options ``a``."""
+    g = functools.partial(getattr, a)
+    with _status(f"loading target {r.target}" + (f" and draft {r.draft}" if r.draft else "") + " ...", g("quiet", False)):
         from .doctor import load_setup
         from .validate import parse_layer_ids
 
         return load_setup(
-            target=target,
-            draft=draft,
-            draft_format=draft_format,
-            engine=engine,
-            engine_version=engine_version,
-            layer_ids=parse_layer_ids(layer_ids),
-            train_recipe=train_recipe,
-            dtype=dtype,
-            device=device,
-            trust_remote_code=trust_remote_code,
-            device_map=_device_map(device_map),
-            max_memory=_max_memory(max_memory),
+            target=r.target,
+            draft=r.draft,
+            draft_format=g("draft_format", None),
+            engine=r.engine,
+            engine_version=r.engine_version,
+            layer_ids=parse_layer_ids(g("layer_ids", None)),
+            train_recipe=g("train_recipe", None),
+            dtype=r.dtype,
+            device=a.device,
+            trust_remote_code=a.trust_remote_code,
+            device_map=_device_map(g("device_map", None)),
+            max_memory=_max_memory(g("max_memory", None)),
         )
 
 
@@ -509,15 +495,20 @@ def _tool() -> dict:
     return {"name": "eagle3-doctor", "version": __version__, "command": ["eagle3-doctor", *sys.argv[1:]]}
 
 
-def _preflight(**kw: Any) -> None:
-    """Every argument, path and input file, checked before torch is imported or a model is loaded.
+# checked where they are resolved (``_resolve_serve``, ``_dump_training_spec``), not in the preflight
+RESOLVED_LATER = ("engine", "engine_version")
 
-    Commands that take --serve-cmd leave --engine/--engine-version out: the engine is checked once,
-    where it is resolved (``_resolve_serve``, ``_compare_dumps``), on the value the run uses, still
-    before any download or load."""
+
+def _preflight(a: SimpleNamespace, skip: tuple[str, ...] = ()) -> None:
+    """Every option a command was given (``a``: its locals on entry), checked before torch is imported
+    or a model is loaded.
+
+    Commands that resolve the engine through ``_resolve_serve`` skip --engine/--engine-version
+    (``RESOLVED_LATER``): the engine is checked once, on the value the run uses (--serve-cmd merged),
+    still before any download or load."""
     from .validate import preflight
 
-    preflight(**kw)
+    preflight(**{k: v for k, v in vars(a).items() if k not in skip})
 
 
 def _write_json(path: Optional[str], data: dict, trust_remote_code: bool) -> None:
@@ -586,23 +577,13 @@ def inspect_cmd(
     report: ReportDir = None,
 ) -> int:  # fmt: skip
     """Audit the draft checkpoint and config against the target and engine. No forward pass."""
-    _preflight(**locals())  # every option as given, checked before anything loads
+    a = SimpleNamespace(**locals())  # the options by name, as given
+    _preflight(a, skip=RESOLVED_LATER)
     from .inspect_draft import inspect
     from .report import render_inspect
     from .safeio import write_json
 
-    r = _resolve_serve(
-        serve_cmd,
-        serve_config,
-        target,
-        draft,
-        engine,
-        engine_version,
-        "auto",
-        need_draft=True,
-        revision=revision,
-        draft_revision=draft_revision,
-    )
+    r = _resolve_serve(a, need_draft=True)
     res = inspect(r.target, r.draft, engine=r.engine, engine_version=r.engine_version, draft_format=draft_format)
     locate(res.findings, r.paths)
     render_inspect(_console(stderr=json_out == "-"), res)
@@ -648,43 +629,15 @@ def compare_hidden_cmd(
     num_layers: Annotated[Optional[int], typer.Option("--num-layers", help="Without --target: the target's number of decoder layers (for the layer ids in the fix).")] = None,
 ) -> int:  # fmt: skip
     """Training features vs what the serving engine captures: slot by slot, with the exact fix."""
-    _preflight(**locals())  # every option as given, checked before anything loads
+    a = SimpleNamespace(**locals())  # the options by name, as given
+    _preflight(a, skip=RESOLVED_LATER)
     from .doctor import compare_hidden
     from .report import render_compare
 
     if engine_dump is not None or (target is None and serve_cmd is None and serve_config is None):
-        return _compare_dumps(
-            target,
-            draft,
-            draft_format,
-            engine,
-            engine_version,
-            train_recipe,
-            train_dump,
-            engine_dump,
-            num_layers,
-            max_tokens,
-            limit,
-            json_out,
-        )
-    r = _resolve_serve(
-        serve_cmd, serve_config, target, draft, engine, engine_version, dtype, revision=revision, draft_revision=draft_revision
-    )
-    setup = _setup(
-        r.target,
-        r.draft,
-        draft_format,
-        r.engine,
-        r.engine_version,
-        layer_ids,
-        train_recipe,
-        r.dtype,
-        device,
-        trust_remote_code,
-        device_map,
-        max_memory,
-        quiet,
-    )
+        return _compare_dumps(a)
+    r = _resolve_serve(a)
+    setup = _setup(a, r)
     bs = _batch_size(batch_size, setup, max_tokens)
     with _progress(quiet) as cb:
         res = compare_hidden(
@@ -707,23 +660,37 @@ def compare_hidden_cmd(
     return exit_code(res.findings, "warning")
 
 
-def _compare_dumps(
-    target: Optional[str],
-    draft: Optional[str],
-    draft_format: Optional[str],
-    engine: Optional[str],
-    engine_version: Optional[str],
-    train_recipe: Optional[str],
-    train_dump: Optional[str],
-    engine_dump: Optional[str],
-    num_layers: Optional[int],
-    max_tokens: int,
-    limit: Optional[int],
-    json_out: Optional[str],
-) -> int:
+def _compare_dumps(a: SimpleNamespace) -> int:
     """Dump vs dump (issue 16): the engine did the forward; the target is never loaded."""
+    from .engine_dump import compare_dumps
+    from .hub import role_paths
+    from .report import render_compare
+
+    tspec, tsrc, engine = _dump_training_spec(a)
+    res = compare_dumps(
+        a.engine_dump,
+        a.train_dump,
+        train_spec=tspec,
+        train_source=tsrc,
+        engine=engine,
+        engine_version=a.engine_version,
+        num_layers=a.num_layers,
+        limit=a.limit,
+        max_tokens=a.max_tokens,
+    )
+    locate(res.findings, role_paths(draft=a.draft))
+    render_compare(_console(), res)
+    _write_json(a.json_out, res.to_dict(), False)
+    return exit_code(res.findings, "warning")
+
+
+def _dump_training_spec(a: SimpleNamespace) -> tuple[Any, str, str]:
+    """What the training dump's slots are, from --train-recipe or the draft's config, for a target never
+    loaded; and the engine, resolved and checked before the draft is read."""
     from .errors import BadInput
 
+    target, engine_dump, train_dump, num_layers = a.target, a.engine_dump, a.train_dump, a.num_layers
+    train_recipe, draft, engine, engine_version = a.train_recipe, a.draft, a.engine, a.engine_version
     if target is not None:
         raise BadInput("--engine-dump is compared with --train-dump without the target", "drop --target (or drop --engine-dump)")
     if not engine_dump or not train_dump:
@@ -747,7 +714,7 @@ def _compare_dumps(
     elif draft:
         from .draft.formats import read_draft, spec_from_info
 
-        _, info = read_draft(draft, fmt=draft_format, device="cpu", dtype=None)
+        _, info = read_draft(draft, fmt=a.draft_format, device="cpu", dtype=None)
         tspec, tsrc = spec_from_info(info, num_layers)
     else:
         raise BadInput(
@@ -756,25 +723,7 @@ def _compare_dumps(
         )
     for p in tspec:
         p.check_range(num_layers)
-    from .engine_dump import compare_dumps
-    from .hub import role_paths
-    from .report import render_compare
-
-    res = compare_dumps(
-        engine_dump,
-        train_dump,
-        train_spec=tspec,
-        train_source=tsrc,
-        engine=engine,
-        engine_version=engine_version,
-        num_layers=num_layers,
-        limit=limit,
-        max_tokens=max_tokens,
-    )
-    locate(res.findings, role_paths(draft=draft))
-    render_compare(_console(), res)
-    _write_json(json_out, res.to_dict(), False)
-    return exit_code(res.findings, "warning")
+    return tspec, tsrc, engine
 
 
 # acceptance's own options (one line each in the command's signature below)
@@ -899,57 +848,17 @@ def acceptance_cmd(
     train_system_prompt: FmtTrainSystemPrompt = None, requests: FmtRequests = None, seed: FmtSeed = 0,
 ) -> int:  # fmt: skip
     """Per-position acceptance and draft accuracy under the serving and the training features."""
-    _preflight(**locals())  # every option as given, checked before anything loads
-    from .doctor import AcceptanceOptions, FormatRequest, acceptance_report, options_from_serve
+    a = SimpleNamespace(**locals())  # the options by name, as given
+    _preflight(a, skip=RESOLVED_LATER)
+    from .doctor import FormatRequest, acceptance_report
 
     # read (and reject) server evidence before the model loads
     measured = _server_evidence(server_metrics, server_metrics_before, server_log, server_model)
-    r = _resolve_serve(
-        serve_cmd,
-        serve_config,
-        target,
-        draft,
-        engine,
-        engine_version,
-        dtype,
-        need_draft=True,
-        revision=revision,
-        draft_revision=draft_revision,
-    )
-    num_steps, topk, num_draft_tokens = options_from_serve(r.serve, num_steps, topk, num_draft_tokens)
-    setup = _setup(
-        r.target,
-        r.draft,
-        draft_format,
-        r.engine,
-        r.engine_version,
-        layer_ids,
-        train_recipe,
-        r.dtype,
-        device,
-        trust_remote_code,
-        device_map,
-        max_memory,
-        quiet,
-    )
+    r = _resolve_serve(a, need_draft=True)
+    setup = _setup(a, r)
     if compile_draft:
         setup.compile_draft()
-    bs = _batch_size(batch_size, setup, max_tokens + max_new_tokens)
-    opts = AcceptanceOptions(
-        num_steps=num_steps,
-        continuation=continuation,
-        max_new_tokens=max_new_tokens,
-        max_tokens=max_tokens,
-        batch_size=bs,
-        temperature=temperature,
-        temp_mode=temperature_mode,
-        topk=topk,
-        num_draft_tokens=num_draft_tokens,
-        reference=reference_loop,
-        scan=scan,
-        limit=limit,
-        token_tree=r.serve.token_tree if r.serve is not None else None,
-    )
+    opts = _acceptance_options(a, r, setup)
     fmt = None
     if train_template or serve_template or train_system_prompt is not None or requests:
         fmt = FormatRequest(prompts, requests, train_template, serve_template, train_system_prompt, seed)
@@ -969,6 +878,28 @@ def acceptance_cmd(
     locate(rep.run.findings, r.paths)
     _render_acceptance(rep, json_out, report, plot, trust_remote_code)
     return exit_code(rep.run.findings, "error")  # an ACC003 threshold the user set fails too
+
+
+def _acceptance_options(a: SimpleNamespace, r: _Resolved, setup: Any) -> Any:
+    """How to measure: explicit options first, then the launch command's speculative settings."""
+    from .doctor import AcceptanceOptions, options_from_serve
+
+    num_steps, topk, num_draft_tokens = options_from_serve(r.serve, a.num_steps, a.topk, a.num_draft_tokens)
+    return AcceptanceOptions(
+        num_steps=num_steps,
+        continuation=a.continuation,
+        max_new_tokens=a.max_new_tokens,
+        max_tokens=a.max_tokens,
+        batch_size=_batch_size(a.batch_size, setup, a.max_tokens + a.max_new_tokens),
+        temperature=a.temperature,
+        temp_mode=a.temperature_mode,
+        topk=topk,
+        num_draft_tokens=num_draft_tokens,
+        reference=a.reference_loop,
+        scan=a.scan,
+        limit=a.limit,
+        token_tree=r.serve.token_tree if r.serve is not None else None,
+    )
 
 
 def _server_evidence(metrics: Optional[str], before: Optional[str], log: Optional[str], model: Optional[str]) -> Any:
@@ -1056,25 +987,15 @@ def gate_cmd(
     summary: Annotated[Optional[str], typer.Option("--summary", help="Write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).")] = None,
 ) -> int:  # fmt: skip
     """CI gate: inspect + compare-hidden + acceptance under one policy. Exit 0 pass, 1 fail, 2 bad input."""
-    _preflight(**locals())  # every option as given, checked before anything loads
+    a = SimpleNamespace(**locals())  # the options by name, as given
+    _preflight(a)
     from .gate import Policy, markdown, run_gate, write_summary
     from .hub import role_paths
     from .report import render_gate
     from .validate import check_policy_values
 
-    pol = Policy.load(
-        policy,
-        {
-            "engine": engine.lower() if engine else engine,
-            "engine_version": engine_version,
-            "min_cosine": min_cosine,
-            "min_step1_accuracy": min_step1_accuracy,
-            "min_tau": min_tau,
-            "max_regression": max_regression,
-            "fail_on": fail_on,
-            "limit": limit,
-        },
-    )
+    flags = {k: getattr(a, k) for k in ("engine_version", "min_cosine", "min_step1_accuracy", "min_tau", "max_regression")}
+    pol = Policy.load(policy, {"engine": engine.lower() if engine else engine, **flags, "fail_on": fail_on, "limit": limit})
     check_policy_values(pol, f"policy file {policy}" if policy else "gate options")
     res = run_gate(
         target=target,
@@ -1124,11 +1045,11 @@ def fingerprint_cmd(
     quiet: Quiet = False,
 ) -> int:  # fmt: skip
     """Which capture points was the draft trained on? Ranked from the draft's weights and the target alone."""
+    a = SimpleNamespace(**locals())  # the options by name, as given
+    _preflight(a, skip=RESOLVED_LATER)
     from .fingerprint import fingerprint, render_fingerprint
 
-    setup = _setup(
-        target, draft, draft_format, engine, engine_version, layer_ids, train_recipe, dtype, device, trust_remote_code, None, None
-    )
+    setup = _setup(a, _resolve_serve(a, need_draft=True))
     with _progress(quiet) as cb:
         fp = fingerprint(
             setup, prompts_path=prompts, num_steps=num_steps, max_new_tokens=max_new_tokens, limit=limit, progress=cb

@@ -115,14 +115,10 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
     return Finding(code, title, evidence, fix_text, data={"when": f.when, "fix_ids": ids, "source": f.source}, location=where)
 
 
-def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> list[Finding]:
-    """Name the mismatch between what was trained and what the engine feeds, with the fix."""
+def _engine_notes(serving: Serving, fix_text: str | None, harmless: bool) -> list[Finding]:
+    """CAP007 (an ids key the engine ignores) and the engine's notes (CAP008/CAP010/CAP011), raised
+    whether or not the capture points match: they hold for the next draft too."""
     found: list[Finding] = []
-    if serving.failure is not None:
-        return [engine_failure_finding(serving, train)]
-    S, T = tuple(serving.spec), tuple(train)
-    harmless = S == T
-    fix_text, ids = fix_for(serving, T)
     for key, key_ids in serving.ignored.items():
         found.append(
             Finding(
@@ -151,6 +147,17 @@ def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> l
                 location=ids_location(serving) if code == "CAP010" else None,
             )
         )
+    return found
+
+
+def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> list[Finding]:
+    """Name the mismatch between what was trained and what the engine feeds, with the fix."""
+    if serving.failure is not None:
+        return [engine_failure_finding(serving, train)]
+    S, T = tuple(serving.spec), tuple(train)
+    harmless = S == T
+    fix_text, ids = fix_for(serving, T)
+    found = _engine_notes(serving, fix_text, harmless)
     if harmless:
         return found
     evidence = _slot_lines(T, S) + [f"training side: {train_source}", f"serving side: {serving.source}"]

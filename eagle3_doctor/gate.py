@@ -218,49 +218,16 @@ def _decided(m: dict[str, Any], key: str, policy: Policy) -> tuple[float, str]:
 
 def fingerprint_findings(fp: Any, setup: Any) -> list[Finding]:
     """What the draft's own fingerprint says about the configured and the declared training wiring."""
-    from .compare import fix_for
-    from .taps import parse_spec
-
-    out: list[Finding] = []
     rows = fp.rows
     if not rows:
-        return out
-    top = rows[0]
+        return []
     if not fp.determined:
-        why = (
-            "the best fit is no better than a uniform guess: the weights carry no trained fingerprint"
-            if fp.settings.get("chance") and not fp.settings["chance"]["above_chance"]
-            else f"{len(fp.tied)} candidate(s) within noise of the best"
-        )
-        out.append(
-            Finding(
-                "FPR003",
-                f"the draft's fingerprint is undetermined: {why}",
-                [f"best {', '.join(top['spec'])}: log-lik {top['log_lik']['point']:.4f}"]
-                + [f"tied: {', '.join(t)}" for t in fp.tied[:4]],
-                "replay more prompts (policy limit / max_new_tokens) or name the training side in the policy's [training] table",
-            )
-        )
-        return out
-    best = parse_spec(",".join(top["spec"]))
+        return [_undetermined_fingerprint(fp)]
+    out: list[Finding] = []
+    top = rows[0]
     conf = next((r for r in rows if r["configured"]), None)
     if conf is not None and conf["rank"] != 1:
-        text, _ = fix_for(setup.serving, best)
-        d = conf["diff_to_best"]
-        out.append(
-            Finding(
-                "FPR001",
-                f"the draft's weights fit {', '.join(top['spec'])} best, but the engine feeds {', '.join(conf['spec'])}",
-                [
-                    f"{', '.join(conf['spec'])} (configured): log-lik {conf['log_lik']['point']:.4f}, "
-                    f"paired difference to the best {d['point']:.4f} [{d['lo']:.4f}, {d['hi']:.4f}] (95%, over prompts)",
-                    f"serving side: {setup.serving.source}",
-                    fp.statistic,
-                ],
-                text or f"{setup.serving.label} cannot feed {', '.join(top['spec'])}: see eagle3-doctor compare-hidden",
-                data={"best": top["spec"], "configured": conf["spec"]},
-            )
-        )
+        out.append(_configured_not_best(fp, setup, top, conf))
     trained = next((r for r in rows if r["trained"]), None)
     if trained is not None and trained["rank"] != 1 and not (conf is not None and conf["spec"] == trained["spec"]):
         d = trained["diff_to_best"]
@@ -277,6 +244,44 @@ def fingerprint_findings(fp: Any, setup: Any) -> list[Finding]:
             )
         )
     return out
+
+
+def _undetermined_fingerprint(fp: Any) -> Finding:
+    """FPR003: no candidate stands out (no fingerprint at all, or several within noise of the best)."""
+    top = fp.rows[0]
+    why = (
+        "the best fit is no better than a uniform guess: the weights carry no trained fingerprint"
+        if fp.settings.get("chance") and not fp.settings["chance"]["above_chance"]
+        else f"{len(fp.tied)} candidate(s) within noise of the best"
+    )
+    return Finding(
+        "FPR003",
+        f"the draft's fingerprint is undetermined: {why}",
+        [f"best {', '.join(top['spec'])}: log-lik {top['log_lik']['point']:.4f}"]
+        + [f"tied: {', '.join(t)}" for t in fp.tied[:4]],
+        "replay more prompts (policy limit / max_new_tokens) or name the training side in the policy's [training] table",
+    )
+
+
+def _configured_not_best(fp: Any, setup: Any, top: dict[str, Any], conf: dict[str, Any]) -> Finding:
+    """FPR001: the weights fit another wiring better than the one the engine feeds, with the ids that serve it."""
+    from .compare import fix_for
+    from .taps import parse_spec
+
+    text, _ = fix_for(setup.serving, parse_spec(",".join(top["spec"])))
+    d = conf["diff_to_best"]
+    return Finding(
+        "FPR001",
+        f"the draft's weights fit {', '.join(top['spec'])} best, but the engine feeds {', '.join(conf['spec'])}",
+        [
+            f"{', '.join(conf['spec'])} (configured): log-lik {conf['log_lik']['point']:.4f}, "
+            f"paired difference to the best {d['point']:.4f} [{d['lo']:.4f}, {d['hi']:.4f}] (95%, over prompts)",
+            f"serving side: {setup.serving.source}",
+            fp.statistic,
+        ],
+        text or f"{setup.serving.label} cannot feed {', '.join(top['spec'])}: see eagle3-doctor compare-hidden",
+        data={"best": top["spec"], "configured": conf["spec"]},
+    )
 
 
 def training_side_finding(setup: Any, policy: Policy) -> Finding:

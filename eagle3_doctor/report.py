@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,6 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from .findings import Finding, Location, by_severity
+
+if TYPE_CHECKING:
+    from .compare import CompareResult, SlotStats
+    from .taps import FeatureSpec
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -56,82 +60,67 @@ def _fmt(x: Any, nd: int = 3) -> str:
     return str(x)
 
 
-def render_compare(console: Console, res: Any) -> None:
-    d = res.to_dict()
-    s = d["serving"]
+def render_compare(console: Console, res: CompareResult) -> None:
     # paths and sources are user text: escaped, so a path like run[1]/model is never read as markup
-    console.print(f"[bold]target[/bold] {escape(str(d['target']))} ({d['num_layers']} layers)")
-    if d["draft"]:
-        dr = d["draft"]
+    console.print(f"[bold]target[/bold] {escape(str(res.target))} ({res.num_layers} layers)")
+    if res.draft:
+        dr = res.draft
         console.print(
             f"[bold]draft[/bold]  {escape(str(dr['path']))}  format {dr['format']} ({escape(str(dr['format_reason']))})"
         )
-    console.print(f"[bold]serving[/bold] {escape(str(res.serving.label))}: {escape(str(s['source']))}")
-    console.print(f"[bold]training[/bold] {escape(str(d['training']['source']))}")
+    console.print(f"[bold]serving[/bold] {escape(str(res.serving.label))}: {escape(str(res.serving.source))}")
+    console.print(f"[bold]training[/bold] {escape(str(res.train_source))}")
+    console.print(_slot_table(console.width < 110, res.train_spec, res.serving.spec, res.slots))
+    worst = [(x.slot, x.worst[0]) for x in res.slots if x.worst and x.rel_mean > 0]
+    if worst:
+        console.print(
+            "worst positions: "
+            + "; ".join(
+                f"slot {i} seq {w['sequence']} pos {w['position']} token {w['token']!r} cos {w['cos']:.4f} rel {w['rel_l2']:.4f}"
+                for i, w in worst
+            ),
+            markup=False,
+            highlight=False,
+        )
+    if res.matrix:
+        render_matrix(console, res.matrix)
+    if res.dump and res.dump.get("hidden_state"):
+        h = res.dump["hidden_state"]
+        console.print(
+            f"dump hidden_state: rel L2 to final_norm {h['rel_l2_to_final_norm']:.4f} (best match {h['best']})", markup=False
+        )
+    for note in res.notes:
+        console.print(f"note: {note}", style="dim", markup=False)
+    console.print(f"{res.n_sequences} sequences, {res.n_tokens} tokens replayed")
+    console.print()
+    render_findings(console, res.findings, "the serving engine feeds the draft the capture points it was trained on")
+
+
+def _slot_table(narrow: bool, trained: FeatureSpec, served: FeatureSpec, slots: list[SlotStats]) -> Table:
+    """Slot by slot: what was trained, what is served, how close; mismatched slots in red."""
     t = Table(title="feature slots", show_lines=False)
     # capture points are never cut: their columns do not wrap; on narrow terminals the least
     # important numeric columns go (the JSON keeps them all)
-    narrow = console.width < 110
     cols = ("slot", "trained", "served", "cos mean", "cos min", "cos p5", "rel L2 mean", "rel L2 p95", "max |diff|")
     keep = [c for c in cols if not (narrow and c in ("cos p5", "max |diff|"))]
-    cp_width = max([len(str(x)) for x in list(d["training"]["spec"]) + list(s["spec"])] + [len("- (not fed)")])
+    cp_width = max([len(str(x)) for x in list(trained) + list(served)] + [len("- (not fed)")])
     for col in keep:
         if col in ("trained", "served"):
             t.add_column(col, no_wrap=True, min_width=cp_width)
         else:
             t.add_column(col.replace("rel L2 ", "relL2 ") if narrow else col, justify="right")
-    stats = {x["slot"]: x for x in d["slots"]}
-    n = max(len(d["training"]["spec"]), len(s["spec"]))
-    for i in range(n):
-        tr = d["training"]["spec"][i] if i < len(d["training"]["spec"]) else "-"
-        sv = s["spec"][i] if i < len(s["spec"]) else "- (not fed)"
+    stats = {x.slot: x for x in slots}
+    for i in range(max(len(trained), len(served))):
+        tr = trained[i] if i < len(trained) else None
+        sv = served[i] if i < len(served) else None
+        row = [str(i), str(tr) if tr is not None else "-", str(sv) if sv is not None else "- (not fed)"]
         st = stats.get(i)
-        style = "" if tr == sv else "red"
-        row = [str(i), tr, sv]
-        vals = (
-            dict(
-                zip(
-                    cols[3:],
-                    [
-                        _fmt(st["cos_mean"], 5),
-                        _fmt(st["cos_min"], 5),
-                        _fmt(st["cos_p05"], 5),
-                        _fmt(st["rel_l2_mean"] if "rel_l2_mean" in st else st["rel_mean"], 4),
-                        _fmt(st["rel_p95"], 4),
-                        _fmt(st["maxabs"], 4),
-                    ],
-                )
-            )
-            if st
-            else {}
-        )
-        row += [vals.get(c, "-") for c in keep[3:]]
-        t.add_row(*row, style=style)
-    console.print(t)
-    if d["slots"]:
-        worst = [(x["slot"], w) for x in d["slots"] for w in x["worst"][:1] if x["rel_mean"] > 0]
-        if worst:
-            console.print(
-                "worst positions: "
-                + "; ".join(
-                    f"slot {i} seq {w['sequence']} pos {w['position']} token {w['token']!r} cos {w['cos']:.4f} rel {w['rel_l2']:.4f}"
-                    for i, w in worst
-                ),
-                markup=False,
-                highlight=False,
-            )
-    if d["matrix"]:
-        render_matrix(console, d["matrix"])
-    if d["dump"] and d["dump"].get("hidden_state"):
-        h = d["dump"]["hidden_state"]
-        console.print(
-            f"dump hidden_state: rel L2 to final_norm {h['rel_l2_to_final_norm']:.4f} (best match {h['best']})", markup=False
-        )
-    for note in d["notes"]:
-        console.print(f"note: {note}", style="dim", markup=False)
-    console.print(f"{d['n_sequences']} sequences, {d['n_tokens']} tokens replayed")
-    console.print()
-    render_findings(console, res.findings, "the serving engine feeds the draft the capture points it was trained on")
+        vals = (st.cos_mean, st.cos_min, st.cos_p05, st.rel_mean, st.rel_p95, st.maxabs) if st else ()
+        nd = dict(zip(cols[3:], (5, 5, 5, 4, 4, 4)))
+        shown = {c: _fmt(v, nd[c]) for c, v in zip(cols[3:], vals)}
+        row += [shown.get(c, "-") for c in keep[3:]]
+        t.add_row(*row, style="" if tr == sv else "red")
+    return t
 
 
 def render_matrix(console: Console, m: dict[str, Any]) -> None:

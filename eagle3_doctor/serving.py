@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadInput
+from .findings import Finding
 
 SCHEMA = "eagle3-doctor/server-metrics/1"
 
@@ -604,11 +605,6 @@ def _verdict(
     capture_fix: str | None,
 ) -> tuple[str | None, list[Any]]:
     """engine (SRV001), wiring (SRV002), draft (SRV003), undetermined (SRV004), or None: healthy."""
-    from .findings import Finding
-
-    m = measured.mean_acceptance_length
-    findings: list[Finding] = []
-    verdict: str | None = None
     serve_step1 = paths["serving"]["acc_k"][0] if paths["serving"].get("acc_k") else float("nan")
     ref_step1 = paths["training"]["acc_k"][0] if "training" in paths and paths["training"].get("acc_k") else serve_step1
     wiring_gap = (
@@ -617,72 +613,86 @@ def _verdict(
         and pt["mean_acceptance_length"] - ps["mean_acceptance_length"] >= MIN_GAP
     )
     if rel == "below":
-        verdict = "engine"
-        reports = RUNTIME_REPORTS.get(measured.engine, [])
-        findings.append(
-            Finding(
-                "SRV001",
-                f"the server accepts less than the doctor predicts for these very capture points: "
-                f"{m:.2f} measured vs {ps['mean_acceptance_length']:.2f} predicted mean acceptance length",
-                ev + [f"known runtime reports for {measured.engine}: " + "; ".join(reports)] if reports else ev,
-                f"suspect the {measured.engine} runtime, not the wiring or the draft: rerun the same prompts eagerly "
-                "(vLLM --enforce-eager; SGLang --disable-cuda-graph) and with one request at a time; if acceptance "
-                "recovers, report it to the engine with these figures",
-                data={"measured": m, "predicted": ps["mean_acceptance_length"], "predicted_ci": ps["mean_acceptance_length_ci"]},
-            )
-        )
-    elif rel == "agree" and wiring_gap and _below(measured, pt):
-        verdict = "wiring"
-        findings.append(
-            Finding(
-                "SRV002",
-                f"the server's {m:.2f} matches the prediction under the serving features; the training "
-                f"features would give {pt['mean_acceptance_length']:.2f}: the capture mismatch explains the gap",  # type: ignore[index]
-                ev
-                + [
-                    f"serving feeds {', '.join(paths['serving'].get('spec') or [])}; "
-                    f"trained on {paths['training'].get('spec') if isinstance(paths['training'].get('spec'), str) else ', '.join(paths['training'].get('spec') or [])}"
-                ],
-                capture_fix or "run eagle3-doctor compare-hidden for the exact layer ids to write",
-                data={
-                    "measured": m,
-                    "predicted_serving": ps["mean_acceptance_length"],
-                    "predicted_training": pt["mean_acceptance_length"],
-                },  # type: ignore[index]
-            )
-        )
-    elif rel == "agree" and ref_step1 < 0.3:
-        verdict = "draft"
-        findings.append(
-            Finding(
-                "SRV003",
-                f"the server's {m:.2f} matches the prediction, and the draft is weak even on its training "
-                f"features (step-1 accuracy {ref_step1:.3f})",
-                ev,
-                "the draft itself needs work: check lm_head, d2t/t2d, embeddings, chat template, then retrain on "
-                "data like this workload",
-            )
-        )
-    elif rel in ("unclear", "above") or (rel == "agree" and wiring_gap):
-        verdict = "undetermined"
-        why = (
-            "the server measured MORE than predicted: the workload or settings probably differ from this prediction"
-            if rel == "above"
-            else "the measured and predicted intervals neither separate nor agree"
-            if rel == "unclear"
-            else "the server agrees with the serving-feature prediction but cannot rule out the training-feature one: "
-            "measure more verify passes"
-        )
-        findings.append(
-            Finding(
-                "SRV004",
-                f"server vs prediction undetermined: {why}",
-                ev,
-                "replay the server's own prompts (--prompts) with its settings (--num-steps, --topk, --num-draft-tokens, "
-                "--temperature), and scrape before and after exactly that workload",
-            )
-        )
-    return verdict, findings
+        return "engine", [_engine_finding(measured, ps, ev)]
+    if rel == "agree" and wiring_gap and _below(measured, pt):
+        return "wiring", [_wiring_finding(measured, paths, ps, pt, ev, capture_fix)]  # type: ignore[arg-type]
+    if rel == "agree" and ref_step1 < 0.3:
+        return "draft", [_draft_finding(measured, ref_step1, ev)]
+    if rel in ("unclear", "above") or (rel == "agree" and wiring_gap):
+        return "undetermined", [_undetermined_finding(rel, ev)]
+    return None, []
+
+
+def _engine_finding(measured: Measured, ps: dict[str, Any], ev: list[str]) -> Finding:
+    """SRV001: below the prediction for the very capture points the server uses: the runtime."""
+    m = measured.mean_acceptance_length
+    reports = RUNTIME_REPORTS.get(measured.engine, [])
+    return Finding(
+        "SRV001",
+        f"the server accepts less than the doctor predicts for these very capture points: "
+        f"{m:.2f} measured vs {ps['mean_acceptance_length']:.2f} predicted mean acceptance length",
+        ev + [f"known runtime reports for {measured.engine}: " + "; ".join(reports)] if reports else ev,
+        f"suspect the {measured.engine} runtime, not the wiring or the draft: rerun the same prompts eagerly "
+        "(vLLM --enforce-eager; SGLang --disable-cuda-graph) and with one request at a time; if acceptance "
+        "recovers, report it to the engine with these figures",
+        data={"measured": m, "predicted": ps["mean_acceptance_length"], "predicted_ci": ps["mean_acceptance_length_ci"]},
+    )
+
+
+def _wiring_finding(
+    measured: Measured,
+    paths: dict[str, dict[str, Any]],
+    ps: dict[str, Any],
+    pt: dict[str, Any],
+    ev: list[str],
+    capture_fix: str | None,
+) -> Finding:
+    """SRV002: the server agrees with the serving-feature prediction, and the training features would do better."""
+    m = measured.mean_acceptance_length
+    tspec = paths["training"].get("spec")
+    trained = tspec if isinstance(tspec, str) else ", ".join(tspec or [])
+    return Finding(
+        "SRV002",
+        f"the server's {m:.2f} matches the prediction under the serving features; the training "
+        f"features would give {pt['mean_acceptance_length']:.2f}: the capture mismatch explains the gap",
+        ev + [f"serving feeds {', '.join(paths['serving'].get('spec') or [])}; trained on {trained}"],
+        capture_fix or "run eagle3-doctor compare-hidden for the exact layer ids to write",
+        data={
+            "measured": m,
+            "predicted_serving": ps["mean_acceptance_length"],
+            "predicted_training": pt["mean_acceptance_length"],
+        },
+    )
+
+
+def _draft_finding(measured: Measured, ref_step1: float, ev: list[str]) -> Finding:
+    """SRV003: the server agrees with the prediction and the draft is weak on its own features."""
+    return Finding(
+        "SRV003",
+        f"the server's {measured.mean_acceptance_length:.2f} matches the prediction, and the draft is weak even on its "
+        f"training features (step-1 accuracy {ref_step1:.3f})",
+        ev,
+        "the draft itself needs work: check lm_head, d2t/t2d, embeddings, chat template, then retrain on data like this workload",
+    )
+
+
+def _undetermined_finding(rel: str, ev: list[str]) -> Finding:
+    """SRV004: the figures cannot say which of engine, wiring or draft is at fault."""
+    why = (
+        "the server measured MORE than predicted: the workload or settings probably differ from this prediction"
+        if rel == "above"
+        else "the measured and predicted intervals neither separate nor agree"
+        if rel == "unclear"
+        else "the server agrees with the serving-feature prediction but cannot rule out the training-feature one: "
+        "measure more verify passes"
+    )
+    return Finding(
+        "SRV004",
+        f"server vs prediction undetermined: {why}",
+        ev,
+        "replay the server's own prompts (--prompts) with its settings (--num-steps, --topk, --num-draft-tokens, "
+        "--temperature), and scrape before and after exactly that workload",
+    )
 
 
 # --------------------------------------------------------------------------- rendering

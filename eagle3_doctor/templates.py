@@ -671,6 +671,24 @@ def parse_kwargs(text: str | None, opt: str) -> dict[str, Any]:
     return v
 
 
+def _conversations(
+    requests: str | None, prompts: str | None, ds: Any, train_data: str | None, limit: int | None
+) -> tuple[list[Conversation], list[str]]:
+    """The conversations to render both ways: the server's requests, else the prompts, else the training data's."""
+    convs: list[Conversation] = []
+    notes: list[str] = []
+    if requests:
+        convs = load_requests(requests)
+        notes.append(f"conversations: {len(convs)} serving request(s) from {requests}")
+    elif prompts:
+        convs = load_dataset(prompts, "prompts file").conversations
+        notes.append(f"conversations: {len(convs)} from {prompts}")
+    elif ds is not None and ds.conversations:
+        convs = ds.conversations
+        notes.append(f"conversations: {len(convs)} from the training data {train_data}, each cut before its last assistant turn")
+    return (convs[:limit] if limit else convs), notes
+
+
 def template_diff(
     target: str,
     *,
@@ -699,20 +717,8 @@ def template_diff(
         kwargs=train_kwargs,
     )
     serve = load_template(serve_template, target, tok, side="serve", kwargs=serve_kwargs)
-    convs: list[Conversation] = []
-    notes: list[str] = []
     ds = load_dataset(train_data) if train_data else None
-    if requests:
-        convs = load_requests(requests)
-        notes.append(f"conversations: {len(convs)} serving request(s) from {requests}")
-    elif prompts:
-        convs = load_dataset(prompts, "prompts file").conversations
-        notes.append(f"conversations: {len(convs)} from {prompts}")
-    elif ds is not None and ds.conversations:
-        convs = ds.conversations
-        notes.append(f"conversations: {len(convs)} from the training data {train_data}, each cut before its last assistant turn")
-    if limit:
-        convs = convs[:limit]
+    convs, notes = _conversations(requests, prompts, ds, train_data, limit)
     tok_rep, drep = None, None
     pre: list[Finding] = []
     if (
@@ -905,18 +911,8 @@ def acceptance_by_format(
     table = {
         "prompts": len(convs),
         "identical_prompts": sum(d.identical for d in diffs),
-        "training_format": {
-            "mean_acceptance_length": rt["chain"].get("mean_acceptance_length"),
-            "per_position_rate": rt["chain"].get("per_position_rate"),
-            "acc_k": rt["acc_k"],
-            "tau": rt["tau"],
-        },
-        "serving_format": {
-            "mean_acceptance_length": rs["chain"].get("mean_acceptance_length"),
-            "per_position_rate": rs["chain"].get("per_position_rate"),
-            "acc_k": rs["acc_k"],
-            "tau": rs["tau"],
-        },
+        "training_format": _format_figures(rt),
+        "serving_format": _format_figures(rs),
         "mean_acceptance_length_diff": mal,
         "step1_accuracy_diff": s1,
         "template_train": train.source,
@@ -927,29 +923,43 @@ def acceptance_by_format(
         fix = next(
             (f.fix for f in findings), server_template_fix(train, "eagle3-doctor template-diff ... --write-template train.jinja")
         )
-        ev = [
-            f"mean acceptance length: serving format {table['serving_format']['mean_acceptance_length']:.3f}, "
-            f"training format {table['training_format']['mean_acceptance_length']:.3f}; difference {mal['diff']:+.3f} "
-            f"({int(100 * mal['level'])}% CI {mal['lo']:+.3f} .. {mal['hi']:+.3f}, paired bootstrap over {mal['n_prompts']} prompts, seed {mal['seed']})",
-        ]
-        if s1 is not None:
-            ev.append(
-                f"step-1 accuracy: serving format {rs['acc_k'][0]:.3f}, training format {rt['acc_k'][0]:.3f}; "
-                f"difference {s1['diff']:+.3f} (CI {s1['lo']:+.3f} .. {s1['hi']:+.3f})"
-            )
-        ev.append(f"{table['identical_prompts']} of {len(convs)} prompts render identically both ways")
-        findings.append(
-            Finding(
-                "TPL008",
-                f"acceptance is significantly lower with prompts in the serving format "
-                f"({table['serving_format']['mean_acceptance_length']:.2f} vs "
-                f"{table['training_format']['mean_acceptance_length']:.2f} mean acceptance length)",
-                ev,
-                fix,
-                data={"mean_acceptance_length_diff": mal, "step1_accuracy_diff": s1},
-            )
-        )
+        findings.append(_format_cost_finding(table, len(convs), fix))
     return FormatComparison(runs["training"], runs["serving"], table, findings)
+
+
+def _format_figures(path: dict[str, Any]) -> dict[str, Any]:
+    """One format's row of the comparison: the serving path's figures with prompts in that format."""
+    return {
+        "mean_acceptance_length": path["chain"].get("mean_acceptance_length"),
+        "per_position_rate": path["chain"].get("per_position_rate"),
+        "acc_k": path["acc_k"],
+        "tau": path["tau"],
+    }
+
+
+def _format_cost_finding(table: dict[str, Any], n_convs: int, fix: str | None) -> Finding:
+    """TPL008: the serving format costs acceptance, with both paired intervals over prompts."""
+    mal, s1 = table["mean_acceptance_length_diff"], table["step1_accuracy_diff"]
+    serving, training = table["serving_format"], table["training_format"]
+    ev = [
+        f"mean acceptance length: serving format {serving['mean_acceptance_length']:.3f}, "
+        f"training format {training['mean_acceptance_length']:.3f}; difference {mal['diff']:+.3f} "
+        f"({int(100 * mal['level'])}% CI {mal['lo']:+.3f} .. {mal['hi']:+.3f}, paired bootstrap over {mal['n_prompts']} prompts, seed {mal['seed']})",
+    ]
+    if s1 is not None:
+        ev.append(
+            f"step-1 accuracy: serving format {serving['acc_k'][0]:.3f}, training format {training['acc_k'][0]:.3f}; "
+            f"difference {s1['diff']:+.3f} (CI {s1['lo']:+.3f} .. {s1['hi']:+.3f})"
+        )
+    ev.append(f"{table['identical_prompts']} of {n_convs} prompts render identically both ways")
+    return Finding(
+        "TPL008",
+        f"acceptance is significantly lower with prompts in the serving format "
+        f"({serving['mean_acceptance_length']:.2f} vs {training['mean_acceptance_length']:.2f} mean acceptance length)",
+        ev,
+        fix,
+        data={"mean_acceptance_length_diff": mal, "step1_accuracy_diff": s1},
+    )
 
 
 def render_format_table(console: Any, cmp: FormatComparison) -> None:

@@ -272,7 +272,7 @@ def test_engine_is_checked_once_on_the_resolved_value_before_any_load(monkeypatc
 
     monkeypatch.setattr(doctor, "load_setup", loader)
     monkeypatch.setattr(inspect_draft, "inspect", loader)
-    serve = f"vllm serve {TARGET} --speculative-config '{{\"method\": \"eagle3\", \"model\": \"{DRAFTS['speculators']}\"}}'"
+    serve = f'vllm serve {TARGET} --speculative-config \'{{"method": "eagle3", "model": "{DRAFTS["speculators"]}"}}\''
     args = [command, "--serve-cmd", serve, "--engine", "VLLM", "--engine-version", "0.33.0-v1"]
     with pytest.raises(Loaded) as e:
         invoke(*args, catch_exceptions=False)

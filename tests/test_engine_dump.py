@@ -122,8 +122,17 @@ def test_dump_vs_dump_takes_the_engine_like_the_other_paths(engine, monkeypatch)
 
     import eagle3_doctor.draft.formats as formats
 
-    args = ["compare-hidden", "--engine-dump", SRV / "sglang-dump-shifted", "--train-dump", DUMP, "--draft", DRAFTS["sglang"],
-            "--num-layers", "8"]
+    args = [
+        "compare-hidden",
+        "--engine-dump",
+        SRV / "sglang-dump-shifted",
+        "--train-dump",
+        DUMP,
+        "--draft",
+        DRAFTS["sglang"],
+        "--num-layers",
+        "8",
+    ]
     r = invoke(*args, *engine)
     assert r.exit_code == 1 and "error[CAP002]" in r.stdout, (r.exit_code, r.output)
 
