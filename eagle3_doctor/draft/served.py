@@ -105,6 +105,54 @@ def _never(source: str, fixed_by: str | None = None) -> FlagRule:
     return FlagRule((), False, source, fixed_by)
 
 
+def _vllm_speculators_flags(version: str, new: bool) -> dict[str, FlagRule | None]:
+    """The flags vLLM passes on from a speculators config (its own translation, algos.py)."""
+    nbr = FlagRule(("norm_before_residual",), True, f"{_V_ALGOS}: default True when missing")
+    if new:
+        flags: dict[str, FlagRule | None] = {
+            "norm_before_residual": nbr,
+            "norm_before_fc": FlagRule(("norm_before_fc",), False, "vLLM PR #38111 (speculators path, top level)"),
+            "fc_norm": FlagRule(("fc_norm",), False, "vLLM PR #46488 (speculators path, top level)"),
+            "norm_output": FlagRule(("norm_output",), False, "vLLM PR #46488 (speculators path, top level)"),
+        }
+    elif version == "0.10.2":
+        flags = {
+            "norm_before_residual": nbr,
+            "norm_before_fc": _never(f"{_V_ALGOS}: not passed to the model", "vLLM PR #38111 (merged 2026-03-25)"),
+            "fc_norm": _never(f"{_V_ALGOS}: not passed to the model", "vLLM PR #46488 (merged 2026-06-23)"),
+            "norm_output": _never(f"{_V_ALGOS}: not passed to the model", "vLLM PR #46488 (merged 2026-06-23)"),
+        }
+    else:  # 0.18.0: which of PRs #38111/#46488 it contains is not pinned to a source here
+        flags = {"norm_before_residual": nbr, "norm_before_fc": None, "fc_norm": None, "norm_output": None}
+    return flags
+
+
+def _vllm_config_flags(version: str, new: bool) -> dict[str, FlagRule | None]:
+    """The flags vLLM's draft model reads from any other config, as written."""
+    nbr = FlagRule(("norm_before_residual",), False, f"{_V_MODEL}: getattr(config, 'norm_before_residual', False)")
+    if new:
+        flags: dict[str, FlagRule | None] = {
+            "norm_before_residual": nbr,
+            "norm_before_fc": FlagRule(
+                ("eagle_config.norm_before_fc", "norm_before_fc"),
+                False,
+                "vLLM PR #42143: eagle_config first, then the top level",
+            ),
+            "fc_norm": FlagRule(("fc_norm",), False, "vllm llama_eagle3.py getattr(config, 'fc_norm', False)"),
+            "norm_output": FlagRule(("norm_output",), False, "vllm llama_eagle3.py getattr(config, 'norm_output', False)"),
+        }
+    elif version == "0.10.2":
+        flags = {
+            "norm_before_residual": nbr,
+            "norm_before_fc": _never("vLLM 0.10.2 has no norm_before_fc", "vLLM PR #42143 (merged 2026-05-09)"),
+            "fc_norm": _never("vLLM 0.10.2 has no fc_norm", "vLLM PR #46488 (merged 2026-06-23)"),
+            "norm_output": _never("vLLM 0.10.2 has no norm_output", "vLLM PR #46488 (merged 2026-06-23)"),
+        }
+    else:
+        flags = {"norm_before_residual": nbr, "norm_before_fc": None, "fc_norm": None, "norm_output": None}
+    return flags
+
+
 def _vllm(version: str, fmt: str) -> DraftServing:
     old_weights = version == "0.10.2"
     weights = dict(
@@ -119,46 +167,7 @@ def _vllm(version: str, fmt: str) -> DraftServing:
         weights_fixed_by="vLLM PR #28549 (merged 2025-11-12)" if old_weights else None,
     )
     new = version in ("0.33.0", "0.33.0-v2")
-    if fmt == "speculators":
-        nbr = FlagRule(("norm_before_residual",), True, f"{_V_ALGOS}: default True when missing")
-        if new:
-            flags: dict[str, FlagRule | None] = {
-                "norm_before_residual": nbr,
-                "norm_before_fc": FlagRule(("norm_before_fc",), False, "vLLM PR #38111 (speculators path, top level)"),
-                "fc_norm": FlagRule(("fc_norm",), False, "vLLM PR #46488 (speculators path, top level)"),
-                "norm_output": FlagRule(("norm_output",), False, "vLLM PR #46488 (speculators path, top level)"),
-            }
-        elif version == "0.10.2":
-            flags = {
-                "norm_before_residual": nbr,
-                "norm_before_fc": _never(f"{_V_ALGOS}: not passed to the model", "vLLM PR #38111 (merged 2026-03-25)"),
-                "fc_norm": _never(f"{_V_ALGOS}: not passed to the model", "vLLM PR #46488 (merged 2026-06-23)"),
-                "norm_output": _never(f"{_V_ALGOS}: not passed to the model", "vLLM PR #46488 (merged 2026-06-23)"),
-            }
-        else:  # 0.18.0: which of PRs #38111/#46488 it contains is not pinned to a source here
-            flags = {"norm_before_residual": nbr, "norm_before_fc": None, "fc_norm": None, "norm_output": None}
-    else:
-        nbr = FlagRule(("norm_before_residual",), False, f"{_V_MODEL}: getattr(config, 'norm_before_residual', False)")
-        if new:
-            flags = {
-                "norm_before_residual": nbr,
-                "norm_before_fc": FlagRule(
-                    ("eagle_config.norm_before_fc", "norm_before_fc"),
-                    False,
-                    "vLLM PR #42143: eagle_config first, then the top level",
-                ),
-                "fc_norm": FlagRule(("fc_norm",), False, "vllm llama_eagle3.py getattr(config, 'fc_norm', False)"),
-                "norm_output": FlagRule(("norm_output",), False, "vllm llama_eagle3.py getattr(config, 'norm_output', False)"),
-            }
-        elif version == "0.10.2":
-            flags = {
-                "norm_before_residual": nbr,
-                "norm_before_fc": _never("vLLM 0.10.2 has no norm_before_fc", "vLLM PR #42143 (merged 2026-05-09)"),
-                "fc_norm": _never("vLLM 0.10.2 has no fc_norm", "vLLM PR #46488 (merged 2026-06-23)"),
-                "norm_output": _never("vLLM 0.10.2 has no norm_output", "vLLM PR #46488 (merged 2026-06-23)"),
-            }
-        else:
-            flags = {"norm_before_residual": nbr, "norm_before_fc": None, "fc_norm": None, "norm_output": None}
+    flags = _vllm_speculators_flags(version, new) if fmt == "speculators" else _vllm_config_flags(version, new)
     flags["norm_before_lm_head"] = _NORM_HEAD
     line = {"0.10.2": 223, "0.18.0": 240}.get(version, 241)
     rope = FlagRule(
@@ -404,40 +413,66 @@ def neox_fix(cfg: Any, key: str = "rope_is_neox_style") -> Any:
     )
 
 
+def _rope_name(interleaved: bool) -> str:
+    return "GPT-J-interleaved" if interleaved else "NeoX (rotate-half)"
+
+
 def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str, target_config: dict[str, Any] | None) -> list[Any]:
     """FWD006 where the engine rotates in another layout than training; FWD007 where the trained
     layout is undetermined."""
-    from ..findings import DRAFT_CONFIG, Finding, Location, config_fix, json_snippet
+    from ..findings import Finding
 
     if sf is None or sf.serving.rope_neox is None:
         return []
     rule = sf.serving.rope_neox
     neox, why = served_flag(rule, info.config)
     trained, twhy = trained_rope_interleaved(info, target_config)
-    name = lambda inter: "GPT-J-interleaved" if inter else "NeoX (rotate-half)"  # noqa: E731
-    served_ev = f"served by {label}: {name(not neox)}: {why}"
+    served_ev = f"served by {label}: {_rope_name(not neox)}: {why}"
     if trained is None:
-        return [
-            Finding(
-                "FWD007",
-                f"undetermined whether the draft was trained with NeoX or GPT-J-interleaved RoPE; "
-                f"{label} runs it {name(not neox)}",
-                [f"trained: undetermined: {twhy}", served_ev],
-                'write the layout training used into the draft\'s config.json: "rope_is_neox_style": true '
-                "(NeoX: SpecForge, speculators) or false (GPT-J); `eagle3-doctor acceptance` measures the "
-                "draft under both and names the one its weights fit",
-                data={"trained": None, "served_interleaved": not neox},
-                location=Location(DRAFT_CONFIG, "rope_is_neox_style"),
-            )
-        ]
+        return [_rope_undetermined_finding(label, neox, twhy, served_ev)]
     if trained == (not neox):
         return []
     ev = [
-        f"trained: {name(trained)} ({twhy})",
+        f"trained: {_rope_name(trained)} ({twhy})",
         served_ev,
         "each q/k pair is rotated by another frequency than in training: attention scores lose their positions "
         "(TensorRT-LLM PR #19036: acceptance length 1.01)",
     ]
+    fix, unread = _rope_fix(rule, info, cfg, trained, label)
+    ev += unread
+    return [
+        Finding(
+            "FWD006",
+            f"{label} rotates the draft's RoPE {_rope_name(not neox)}, it was trained {_rope_name(trained)}",
+            ev,
+            fix,
+            data={"trained_interleaved": trained, "served_interleaved": not neox},
+        )
+    ]
+
+
+def _rope_undetermined_finding(label: str, neox: bool, twhy: str, served_ev: str) -> Any:
+    """FWD007: only the user knows the layout training used; the config key settles it for the engines that read it."""
+    from ..findings import DRAFT_CONFIG, Finding, Location
+
+    return Finding(
+        "FWD007",
+        f"undetermined whether the draft was trained with NeoX or GPT-J-interleaved RoPE; {label} runs it {_rope_name(not neox)}",
+        [f"trained: undetermined: {twhy}", served_ev],
+        'write the layout training used into the draft\'s config.json: "rope_is_neox_style": true '
+        "(NeoX: SpecForge, speculators) or false (GPT-J); `eagle3-doctor acceptance` measures the "
+        "draft under both and names the one its weights fit",
+        data={"trained": None, "served_interleaved": not neox},
+        location=Location(DRAFT_CONFIG, "rope_is_neox_style"),
+    )
+
+
+def _rope_fix(rule: FlagRule, info: Any, cfg: Any, trained: bool, label: str) -> tuple[Any, list[str]]:
+    """(fix, evidence about keys the engine ignores) for FWD006: an engine that reads the layout
+    gets the key; one that always rotates NeoX needs the weights permuted instead."""
+    from ..findings import config_fix, json_snippet
+
+    unread: list[str] = []
     if rule.keys:
         fix = config_fix(f"set {json_snippet(rule.keys[0], not trained)} in the draft's config.json", rule.keys[0], not trained)
         moved = [
@@ -446,7 +481,7 @@ def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str, tar
             if lookup(info.config, k) is not None and k not in rule.keys
         ]
         if moved:
-            ev.append(f"{label} never reads {', '.join(moved)}")
+            unread.append(f"{label} never reads {', '.join(moved)}")
     elif trained:
         fix = neox_fix(
             cfg,
@@ -461,15 +496,7 @@ def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str, tar
         )
     else:  # trained NeoX, engine GPT-J: no modelled engine does this
         fix = f"{label} cannot rotate NeoX-style: serve with an engine that does"
-    return [
-        Finding(
-            "FWD006",
-            f"{label} rotates the draft's RoPE {name(not neox)}, it was trained {name(trained)}",
-            ev,
-            fix,
-            data={"trained_interleaved": trained, "served_interleaved": not neox},
-        )
-    ]
+    return fix, unread
 
 
 def served_qk_norm(row: DraftServing, info: Any) -> bool:
@@ -656,8 +683,6 @@ def _weight_source_findings(
     draft: Any, cfg: Any, sf: ServedForward, engine: str, version: str, label: str, target_head: Any, target_embed: Any
 ) -> list[Any]:
     """FWD003/FWD004: trained weights the engine swaps for the target's or for embed_tokens."""
-    from ..findings import Finding, config_fix
-
     out: list[Any] = []
     row = sf.serving
     newest = _newest(engine)
@@ -671,45 +696,45 @@ def _weight_source_findings(
         and row.embed == "target-if-same-shape"
         and tuple(target_embed.shape) == tuple(draft.embed_tokens.weight.shape)
     ):
-        diff = float((target_embed.float().cpu() - draft.embed_tokens.weight.detach().float().cpu()).abs().max())
-        if diff > 1e-3:
-            out.append(
-                Finding(
-                    "FWD003",
-                    f"{label} replaces the draft's own embed_tokens with the target's",
-                    [f"draft and target embed_tokens differ by up to {diff:.4g}", row.weights_source],
-                    up,
-                    data={"weight": "embed_tokens"},
-                )
-            )
+        out += _replaced_weight_findings("embed_tokens", target_embed, draft.embed_tokens.weight, row, label, up)
     if sf.head_from_target and target_head is not None and tuple(target_head.shape) == tuple(draft.lm_head.weight.shape):
-        diff = float((target_head.float().cpu() - draft.lm_head.weight.detach().float().cpu()).abs().max())
-        if diff > 1e-3:
-            out.append(
-                Finding(
-                    "FWD003",
-                    f"{label} replaces the draft's own lm_head with the target's",
-                    [f"draft and target lm_head differ by up to {diff:.4g}", row.weights_source],
-                    up,
-                    data={"weight": "lm_head"},
-                )
-            )
+        out += _replaced_weight_findings("lm_head", target_head, draft.lm_head.weight, row, label, up)
     if sf.head_is_embed:
-        shape_ok = draft.embed_tokens is not None and draft.embed_tokens.weight.shape[0] == cfg.draft_vocab_size
-        out.append(
-            Finding(
-                "FWD004",
-                f"tie_word_embeddings: true makes {label} use embed_tokens as the draft's lm_head",
-                [
-                    f"{row.weights_source}",
-                    f"the trained lm_head.weight [{cfg.draft_vocab_size}, {cfg.hidden_size}] is ignored"
-                    + (
-                        ""
-                        if shape_ok
-                        else f"; embed_tokens has {cfg.vocab_size} rows, the draft vocabulary {cfg.draft_vocab_size}"
-                    ),
-                ],
-                config_fix('set "tie_word_embeddings": false in the draft\'s config.json', "tie_word_embeddings", False),
-            )
-        )
+        out.append(_tied_head_finding(draft, cfg, row, label))
     return out
+
+
+def _replaced_weight_findings(weight: str, target: Any, own: Any, row: DraftServing, label: str, up: str) -> list[Any]:
+    """FWD003 for one weight, only where the target's copy differs from the draft's (a draft trained
+    with the target's frozen weights loses nothing by the swap)."""
+    from ..findings import Finding
+
+    diff = float((target.float().cpu() - own.detach().float().cpu()).abs().max())
+    if diff > 1e-3:
+        return [
+            Finding(
+                "FWD003",
+                f"{label} replaces the draft's own {weight} with the target's",
+                [f"draft and target {weight} differ by up to {diff:.4g}", row.weights_source],
+                up,
+                data={"weight": weight},
+            )
+        ]
+    return []
+
+
+def _tied_head_finding(draft: Any, cfg: Any, row: DraftServing, label: str) -> Any:
+    """FWD004: tie_word_embeddings makes the engine drop the trained lm_head for embed_tokens."""
+    from ..findings import Finding, config_fix
+
+    shape_ok = draft.embed_tokens is not None and draft.embed_tokens.weight.shape[0] == cfg.draft_vocab_size
+    return Finding(
+        "FWD004",
+        f"tie_word_embeddings: true makes {label} use embed_tokens as the draft's lm_head",
+        [
+            f"{row.weights_source}",
+            f"the trained lm_head.weight [{cfg.draft_vocab_size}, {cfg.hidden_size}] is ignored"
+            + ("" if shape_ok else f"; embed_tokens has {cfg.vocab_size} rows, the draft vocabulary {cfg.draft_vocab_size}"),
+        ],
+        config_fix('set "tie_word_embeddings": false in the draft\'s config.json', "tie_word_embeddings", False),
+    )
