@@ -177,15 +177,36 @@ def normalised_rope(c: dict[str, Any]) -> dict[str, Any]:
 def rope_findings(cfg: Any, dl: dict[str, Any], tcfg: dict[str, Any], nested: str | None) -> list[Finding]:
     """CFG004 when draft and target RoPE differ once both layouts are normalised; decided on the
     frequencies transformers computes for each (rope_theta is CFG003's, so both use the draft's)."""
-    from dataclasses import replace
-
-    from .draft.model import rope_tables
-
     dn, tn = normalised_rope(dl), normalised_rope(tcfg)
     strip = lambda d: {k: v for k, v in d.items() if k != "rope_theta"}  # noqa: E731
     if strip(dn) == strip(tn):
         return []
     theta = dn["rope_theta"]
+    if _same_rope_frequencies(cfg, dn, tn, theta):
+        return []
+    fix = _rope_fix(dl, dn, tn, theta, nested)
+    diff = sorted(k for k in set(strip(dn)) | set(strip(tn)) if dn.get(k) != tn.get(k))
+    return [
+        Finding(
+            "CFG004",
+            f"RoPE differs between draft and target: {', '.join(diff)}",
+            [
+                f"draft  (normalised): {json.dumps(strip(dn), sort_keys=True)}",
+                f"target (normalised): {json.dumps(strip(tn), sort_keys=True)}",
+                "compared on the inverse frequencies and attention factor transformers computes for each",
+            ],
+            fix,
+        )
+    ]
+
+
+def _same_rope_frequencies(cfg: Any, dn: dict[str, Any], tn: dict[str, Any], theta: float) -> bool:
+    """Whether the two normalised RoPE dicts give the same inverse frequencies and attention factor:
+    dicts that differ in spelling only (e.g. an explicit default) rotate identically."""
+    from dataclasses import replace
+
+    from .draft.model import rope_tables
+
     same = False
     try:
         a = rope_tables(replace(cfg, rope_scaling={**dn, "rope_theta": theta}, extra={}))
@@ -193,8 +214,11 @@ def rope_findings(cfg: Any, dl: dict[str, Any], tcfg: dict[str, Any], nested: st
         same = a[0].shape == b[0].shape and bool(torch.allclose(a[0], b[0], rtol=1e-6, atol=0)) and abs(a[1] - b[1]) < 1e-9
     except Exception:  # a rope the installed transformers cannot build: compare the dicts only
         same = False
-    if same:
-        return []
+    return same
+
+
+def _rope_fix(dl: dict[str, Any], dn: dict[str, Any], tn: dict[str, Any], theta: float, nested: str | None) -> Fix:
+    """CFG004's edit, in the layout the draft config already uses (transformers 5 or 4)."""
     prefix = f"{nested}." if nested else ""
     if isinstance(dl.get("rope_parameters"), dict):  # the draft speaks transformers 5: one dict
         want = {**{k: v for k, v in tn.items() if not (k == "partial_rotary_factor" and v == 1.0)}, "rope_theta": theta}
@@ -225,19 +249,7 @@ def rope_findings(cfg: Any, dl: dict[str, Any], tcfg: dict[str, Any], nested: st
                 )
             )
         )
-    diff = sorted(k for k in set(strip(dn)) | set(strip(tn)) if dn.get(k) != tn.get(k))
-    return [
-        Finding(
-            "CFG004",
-            f"RoPE differs between draft and target: {', '.join(diff)}",
-            [
-                f"draft  (normalised): {json.dumps(strip(dn), sort_keys=True)}",
-                f"target (normalised): {json.dumps(strip(tn), sort_keys=True)}",
-                "compared on the inverse frequencies and attention factor transformers computes for each",
-            ],
-            fix,
-        )
-    ]
+    return fix
 
 
 def inspect(
@@ -321,27 +333,7 @@ def _weight_findings(d: Any, info: DraftInfo, target: str, tH: int, tV: int) -> 
             )
         )
     out += _vocab_map_findings(d, info)
-    cfg = d.config
-    n_aux = len(info.layer_ids) if info.layer_ids else 3  # engines feed one state per configured id, 3 by default
-    if tH and cfg.fc_in_features != n_aux * tH:
-        out.append(
-            Finding(
-                "DRF005",
-                f"fc takes {cfg.fc_in_features} inputs, the engine feeds {n_aux} aux states x target hidden {tH} = {n_aux * tH}",
-                [f"fc.weight {[cfg.hidden_size, cfg.fc_in_features]}, target hidden_size {tH}, layer ids {info.layer_ids}"],
-                "this draft was trained for another target, or its fc was cut; re-export the trained fc",
-            )
-        )
-    if (tV and cfg.vocab_size != tV) or (tH and cfg.hidden_size != tH and not info.config.get("target_hidden_size")):
-        out.append(
-            Finding(
-                "DRF008",
-                "draft and target sizes disagree",
-                [f"vocab: draft config {cfg.vocab_size}, target {tV}; hidden: draft {cfg.hidden_size}, target {tH}"],
-                "use the draft trained for this target, or set vocab_size / target_hidden_size to the target's",
-                location=Location(DRAFT_CONFIG, "vocab_size" if tV and cfg.vocab_size != tV else "target_hidden_size"),
-            )
-        )
+    out += _size_findings(d.config, info, tH, tV)
     if info.has_lm_head:
         untrained, why = looks_untrained(d.lm_head.weight.detach())
         if untrained:
@@ -378,6 +370,32 @@ def _weight_findings(d: Any, info: DraftInfo, target: str, tH: int, tV: int) -> 
     return out
 
 
+def _size_findings(cfg: Any, info: DraftInfo, tH: int, tV: int) -> list[Finding]:
+    """DRF005/DRF008: shapes the engine cannot feed this draft (fc width, vocabulary, hidden size)."""
+    out: list[Finding] = []
+    n_aux = len(info.layer_ids) if info.layer_ids else 3  # engines feed one state per configured id, 3 by default
+    if tH and cfg.fc_in_features != n_aux * tH:
+        out.append(
+            Finding(
+                "DRF005",
+                f"fc takes {cfg.fc_in_features} inputs, the engine feeds {n_aux} aux states x target hidden {tH} = {n_aux * tH}",
+                [f"fc.weight {[cfg.hidden_size, cfg.fc_in_features]}, target hidden_size {tH}, layer ids {info.layer_ids}"],
+                "this draft was trained for another target, or its fc was cut; re-export the trained fc",
+            )
+        )
+    if (tV and cfg.vocab_size != tV) or (tH and cfg.hidden_size != tH and not info.config.get("target_hidden_size")):
+        out.append(
+            Finding(
+                "DRF008",
+                "draft and target sizes disagree",
+                [f"vocab: draft config {cfg.vocab_size}, target {tV}; hidden: draft {cfg.hidden_size}, target {tH}"],
+                "use the draft trained for this target, or set vocab_size / target_hidden_size to the target's",
+                location=Location(DRAFT_CONFIG, "vocab_size" if tV and cfg.vocab_size != tV else "target_hidden_size"),
+            )
+        )
+    return out
+
+
 def _vocab_map_findings(d: Any, info: DraftInfo) -> list[Finding]:
     """DRF002-DRF004: d2t/t2d, the draft-to-target vocabulary map every engine trusts as is."""
     cfg = d.config
@@ -400,15 +418,7 @@ def _vocab_map_findings(d: Any, info: DraftInfo) -> list[Finding]:
     if bad.numel():
         ev = [f"draft ids {bad[:5].tolist()} -> target ids {tgt_ids[bad[:5]].tolist()} (vocab {cfg.vocab_size})"]
         if absolute:
-            out.append(
-                Finding(
-                    "DRF003",
-                    "d2t holds absolute target ids, not offsets (target_id - draft_id)",
-                    ev + [absolute],
-                    ABSOLUTE_D2T_FIX,
-                    data={"absolute_d2t": True},
-                )
-            )
+            out.append(_absolute_d2t_finding(ev + [absolute]))
         else:
             out.append(
                 Finding(
@@ -420,40 +430,47 @@ def _vocab_map_findings(d: Any, info: DraftInfo) -> list[Finding]:
                 )
             )
     elif absolute and info.has_t2d:
-        out.append(
-            Finding(
-                "DRF003",
-                "d2t holds absolute target ids, not offsets (target_id - draft_id)",
-                [absolute],
-                ABSOLUTE_D2T_FIX,
-                data={"absolute_d2t": True},
-            )
-        )
+        out.append(_absolute_d2t_finding([absolute]))
     elif info.has_t2d:
-        t2d = d.t2d.cpu()
-        from_d2t = torch.zeros_like(t2d)
-        from_d2t[tgt_ids] = True
-        if not torch.equal(t2d, from_d2t) or int(t2d.sum()) != cfg.draft_vocab_size:
-            diff = (t2d != from_d2t).nonzero().flatten()
-            out.append(
-                Finding(
-                    "DRF004",
-                    f"t2d disagrees with d2t at {diff.numel()} target id(s)",
-                    [
-                        f"t2d marks {int(t2d.sum())} ids, d2t reaches {int(from_d2t.sum())}; first differences {diff[:5].tolist()}",
-                        "SGLang ignores t2d; tools that use it to pick training targets see another vocabulary",
-                    ],
-                    Fix(
-                        "rebuild t2d from d2t: t2d[arange(draft_vocab) + d2t] = True",
-                        file=DRAFT_WEIGHTS,
-                        key="t2d",
-                        op="rewrite",
-                        snippet="t2d = torch.zeros(vocab_size, dtype=torch.bool); "
-                        "t2d[torch.arange(draft_vocab_size) + d2t] = True",
-                    ),
-                )
-            )
+        out += _t2d_findings(d.t2d.cpu(), tgt_ids, cfg.draft_vocab_size)
     return out
+
+
+def _absolute_d2t_finding(ev: list[str]) -> Finding:
+    """DRF003 for a d2t written as target ids: one finding whether or not some ids also overflow the vocabulary."""
+    return Finding(
+        "DRF003",
+        "d2t holds absolute target ids, not offsets (target_id - draft_id)",
+        ev,
+        ABSOLUTE_D2T_FIX,
+        data={"absolute_d2t": True},
+    )
+
+
+def _t2d_findings(t2d: torch.Tensor, tgt_ids: torch.Tensor, draft_vocab: int) -> list[Finding]:
+    """DRF004: t2d must mark exactly the target ids d2t reaches."""
+    from_d2t = torch.zeros_like(t2d)
+    from_d2t[tgt_ids] = True
+    if torch.equal(t2d, from_d2t) and int(t2d.sum()) == draft_vocab:
+        return []
+    diff = (t2d != from_d2t).nonzero().flatten()
+    return [
+        Finding(
+            "DRF004",
+            f"t2d disagrees with d2t at {diff.numel()} target id(s)",
+            [
+                f"t2d marks {int(t2d.sum())} ids, d2t reaches {int(from_d2t.sum())}; first differences {diff[:5].tolist()}",
+                "SGLang ignores t2d; tools that use it to pick training targets see another vocabulary",
+            ],
+            Fix(
+                "rebuild t2d from d2t: t2d[arange(draft_vocab) + d2t] = True",
+                file=DRAFT_WEIGHTS,
+                key="t2d",
+                op="rewrite",
+                snippet="t2d = torch.zeros(vocab_size, dtype=torch.bool); t2d[torch.arange(draft_vocab_size) + d2t] = True",
+            ),
+        )
+    ]
 
 
 def _embedding_findings(d: Any, info: DraftInfo, target: str) -> list[Finding]:
