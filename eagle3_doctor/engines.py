@@ -697,21 +697,30 @@ def _sglang_internal(row: Row, L: int, ids: list[int] | None) -> list[int]:
     return [v + 1 for v in ids]
 
 
+def _vllm_type_check(version: str, family: str) -> Captured | None:
+    """vLLM's config/speculative.py checks the target type before the model is built: a refusal there
+    is a start-up failure, whatever the ids."""
+    supported = _pick(VLLM_CHECK, version)[1]
+    mt = VLLM_MODEL_TYPE.get(family, "llama")
+    if supported is not None and not any(s in mt for s in supported):
+        return Captured(
+            (),
+            failure=Failure(
+                "start-up",
+                _VL_CHECK.format(supported=list(supported), mt=mt),
+                "config/speculative.py (config/__init__.py before 0.11)",
+            ),
+        )
+    return None
+
+
 def run_row(engine: str, version: str, family: str, L: int, ids: list[int] | None) -> Captured:
     """What the engine captures for ids already read from the config (None = its default)."""
     row = engine_row(engine, version, family)
-    if engine == "vllm":  # config/speculative.py checks the target type before the model is built
-        supported = _pick(VLLM_CHECK, version)[1]
-        mt = VLLM_MODEL_TYPE.get(family, "llama")
-        if supported is not None and not any(s in mt for s in supported):
-            return Captured(
-                (),
-                failure=Failure(
-                    "start-up",
-                    _VL_CHECK.format(supported=list(supported), mt=mt),
-                    "config/speculative.py (config/__init__.py before 0.11)",
-                ),
-            )
+    if engine == "vllm":
+        refused = _vllm_type_check(version, family)
+        if refused is not None:
+            return refused
     if row.rule == "unmodelled":
         raise BadInput(
             f"{engine} {version} serves the {family} family from {row.src}, whose EAGLE-3 capture the engine "
@@ -884,21 +893,11 @@ class Serving:
         return f"{self.engine} {self.version}" + ("" if self.family == "llama" else f" ({self.family})")
 
 
-def resolve_serving(
-    engine: str,
-    version: str | None,
-    family: str,
-    num_layers: int,
-    config_ids: dict[str, list[int]],
-    override: list[int] | None = None,
-    use_aux_hidden_state: bool = True,
-) -> Serving:
-    """Which capture points ``engine`` feeds the draft.
-
-    config_ids: every layer-id list found in the draft config, by dotted key; override: ids the
-    user passes with ``--layer-ids`` (taken as written in the key this engine reads).
-    """
-    version = check_engine(engine, version)
+def _read_ids(
+    engine: str, version: str, config_ids: dict[str, list[int]], override: list[int] | None
+) -> tuple[list[int] | None, str, dict[str, list[int]]]:
+    """(ids, where they came from, ids the engine never reads): the first key this engine reads that
+    holds ids, or the --layer-ids override taken as if written there."""
     kr = key_rule(engine, version)
     ids, source, ignored = None, "", {}
     if override is not None and kr.keys and engine != "eagle":
@@ -915,15 +914,38 @@ def resolve_serving(
             source = f"{engine} default (no ids where it reads them: {kr.where})"
         if override is not None:
             ignored["--layer-ids"] = list(override)
+    return ids, source, ignored
+
+
+def _check_id_range(engine: str, num_layers: int, ids: list[int], source: str) -> None:
+    lo, hi = id_range(engine, num_layers)
+    bad = [i for i in ids if not lo <= i <= hi]
+    if bad:
+        raise BadInput(
+            f"layer id(s) {bad} in {source.split(' (')[0]} are out of range for a {num_layers}-layer target under "
+            f"{engine} (valid ids: {lo}..{hi})",
+            "use ids inside the target's depth, in this engine's numbering",
+        )
+
+
+def resolve_serving(
+    engine: str,
+    version: str | None,
+    family: str,
+    num_layers: int,
+    config_ids: dict[str, list[int]],
+    override: list[int] | None = None,
+    use_aux_hidden_state: bool = True,
+) -> Serving:
+    """Which capture points ``engine`` feeds the draft.
+
+    config_ids: every layer-id list found in the draft config, by dotted key; override: ids the
+    user passes with ``--layer-ids`` (taken as written in the key this engine reads).
+    """
+    version = check_engine(engine, version)
+    ids, source, ignored = _read_ids(engine, version, config_ids, override)
     if ids is not None:
-        lo, hi = id_range(engine, num_layers)
-        bad = [i for i in ids if not lo <= i <= hi]
-        if bad:
-            raise BadInput(
-                f"layer id(s) {bad} in {source.split(' (')[0]} are out of range for a {num_layers}-layer target under "
-                f"{engine} (valid ids: {lo}..{hi})",
-                "use ids inside the target's depth, in this engine's numbering",
-            )
+        _check_id_range(engine, num_layers, ids, source)
     if engine == "sglang" and engine_row(engine, version, family).rule == "absent":
         cap = RULES[engine](version, family, num_layers, ids)  # the model registry refuses before any capture
         return Serving(engine, version, family, num_layers, (), ids, source, ignored, [], [], cap.failure)
