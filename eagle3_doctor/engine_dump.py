@@ -246,58 +246,29 @@ def compare_dumps(
     being the embeddings. The engine's identified spec then goes through the same symbolic
     diagnosis as compare-hidden, so a slot shift is named with the exact ids to write.
     """
-    from .compare import CompareResult, diagnose_specs, numeric_findings, position_metrics
-    from .engines import Serving, check_engine
-    from .features import load_dump
+    from .compare import CompareResult, diagnose_specs, numeric_findings
+    from .engines import check_engine
     from .findings import Finding
 
     version = check_engine(engine, engine_version)
-    ed = load_engine_dump(engine_path)
     n = len(train_spec)
-    train = load_dump(train_dump, limit=limit, max_tokens=max_tokens)
-    H = _slot_width(train[0].aux.shape[1], n, ed.hidden_size, train_source)
-    pair = pair_dumps(ed, train)
-    T, E = pair.train.split(H, dim=-1), pair.engine.split(H, dim=-1)
-    rel = [[float(position_metrics(E[j], T[i])["rel"].mean()) for i in range(n)] for j in range(len(E))]
-    cos = [[float(position_metrics(E[j], T[i])["cos"].mean()) for i in range(n)] for j in range(len(E))]
+    ed, pair, T, E = _load_pair(engine_path, train_dump, n, train_source, limit, max_tokens)
+    rel, cos = _slot_distances(E, T, n)
     notes = list(ed.notes) + [
         f"training slots as declared ({train_source}); without the target they are not identified numerically"
     ]
     served, unknown, emb_scores = _identify_engine_slots(E, pair.token_ids, rel, train_spec)
     matrix = _slot_matrix(rel, cos, train_spec)
     findings: list[Finding] = []
-    spec = tuple(p if p is not None else train_spec[j] for j, p in enumerate(served))
     if unknown:
-        findings.append(
-            Finding(
-                "SRV010",
-                f"engine dump slot(s) {unknown} match no training slot and are not the embeddings",
-                [
-                    f"engine slot {j}: closest train slot {min(range(n), key=lambda k: rel[j][k])} at rel L2 "
-                    f"{min(rel[j]):.3f}; repeated-token spread {emb_scores.get(j)}"
-                    for j in unknown
-                ],
-                "the engine captures other layers (or another model/revision) than the training dump: load the target "
-                "(compare-hidden --target ... --matrix) to name them",
-            )
-        )
-    source = f"engine dump {engine_path} ({ed.format}): slots identified numerically as " + ", ".join(
-        str(p) if p is not None else "?" for p in served
-    )
-    serving = Serving(engine, version, family, num_layers, spec, None, source)
+        findings.append(_unmatched_slots_finding(unknown, n, rel, emb_scores))
+    serving = _identified_serving(engine, version, family, num_layers, f"{engine_path} ({ed.format})", served, train_spec)
     if not unknown:
         findings = diagnose_specs(tuple(train_spec), train_source, serving) + findings
     slots = _slot_stats(E, T, pair, train_spec, served)
     same = [served[i] is not None and served[i] == train_spec[i] for i in range(len(slots))]
     findings += numeric_findings(slots, None, same)
-    info = {
-        "engine_dump": engine_path,
-        "format": ed.format,
-        "sequences": pair.n_seqs,
-        "positions": int(pair.token_ids.numel()),
-        "served_spec": [str(p) if p is not None else None for p in served],
-        "embed_spread": emb_scores,
-    }
+    info = _dump_info(engine_path, ed, pair, served, emb_scores)
     return CompareResult(
         target="(not loaded: dump vs dump)",
         num_layers=num_layers,
@@ -313,6 +284,68 @@ def compare_dumps(
         n_tokens=int(pair.token_ids.numel()),
         notes=notes,
     )
+
+
+def _load_pair(
+    engine_path: str, train_dump: str, n: int, train_source: str, limit: int | None, max_tokens: int | None
+) -> tuple[EngineDump, DumpPair, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """Both dumps, paired by tokens and cut into their n slots: (engine dump, pair, training slots, engine slots)."""
+    from .features import load_dump
+
+    ed = load_engine_dump(engine_path)
+    train = load_dump(train_dump, limit=limit, max_tokens=max_tokens)
+    H = _slot_width(train[0].aux.shape[1], n, ed.hidden_size, train_source)
+    pair = pair_dumps(ed, train)
+    return ed, pair, pair.train.split(H, dim=-1), pair.engine.split(H, dim=-1)
+
+
+def _identified_serving(
+    engine: str, version: str, family: str, num_layers: int, dump: str, served: Sequence[Any], train_spec: Any
+) -> Any:
+    """The engine's feed as the dump shows it; an unidentified slot (SRV010 reports it) keeps the
+    training slot's place so the spec stays one entry per slot."""
+    from .engines import Serving
+
+    spec = tuple(p if p is not None else train_spec[j] for j, p in enumerate(served))
+    source = f"engine dump {dump}: slots identified numerically as " + ", ".join(str(p) if p is not None else "?" for p in served)
+    return Serving(engine, version, family, num_layers, spec, None, source)
+
+
+def _slot_distances(E: Sequence[torch.Tensor], T: Sequence[torch.Tensor], n: int) -> tuple[list[list[float]], list[list[float]]]:
+    """(rel L2, cosine) of every engine slot j against each of the n training slots, means over positions."""
+    from .compare import position_metrics
+
+    rel = [[float(position_metrics(E[j], T[i])["rel"].mean()) for i in range(n)] for j in range(len(E))]
+    cos = [[float(position_metrics(E[j], T[i])["cos"].mean()) for i in range(n)] for j in range(len(E))]
+    return rel, cos
+
+
+def _unmatched_slots_finding(unknown: list[int], n: int, rel: list[list[float]], emb_scores: dict[int, Any]) -> Any:
+    """SRV010: engine slots that are neither a training slot nor the embeddings can only be named with the target."""
+    from .findings import Finding
+
+    return Finding(
+        "SRV010",
+        f"engine dump slot(s) {unknown} match no training slot and are not the embeddings",
+        [
+            f"engine slot {j}: closest train slot {min(range(n), key=lambda k: rel[j][k])} at rel L2 "
+            f"{min(rel[j]):.3f}; repeated-token spread {emb_scores.get(j)}"
+            for j in unknown
+        ],
+        "the engine captures other layers (or another model/revision) than the training dump: load the target "
+        "(compare-hidden --target ... --matrix) to name them",
+    )
+
+
+def _dump_info(engine_path: str, ed: Any, pair: Any, served: Sequence[Any], emb_scores: dict[int, Any]) -> dict[str, Any]:
+    return {
+        "engine_dump": engine_path,
+        "format": ed.format,
+        "sequences": pair.n_seqs,
+        "positions": int(pair.token_ids.numel()),
+        "served_spec": [str(p) if p is not None else None for p in served],
+        "embed_spread": emb_scores,
+    }
 
 
 def _slot_width(width: int, n: int, engine_hidden: int | None, train_source: str) -> int:
