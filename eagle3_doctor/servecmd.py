@@ -257,6 +257,17 @@ def _sglang(values: dict[str, Any], unknown: list[str], positional: list[str], a
         sc.notes.append("no --speculative-algorithm: this server runs without speculative decoding")
     elif sc.algorithm.upper() != "EAGLE3":
         sc.notes.append(f"--speculative-algorithm {sc.algorithm}: eagle3-doctor measures EAGLE-3 drafts")
+    _sglang_tree_shape(sc, arch)
+    if sc.draft is None and sc.algorithm and sc.algorithm.upper() == "EAGLE3":
+        sc.notes.append("EAGLE3 without --speculative-draft-model-path: SGLang refuses to start without a draft")
+    sc.ignored_flags = sorted(k for k in values if k not in _RELEVANT_SGLANG)
+    return sc
+
+
+def _sglang_tree_shape(sc: ServeConfig, arch: str | None) -> None:
+    """Steps/topk/draft tokens as SGLang's server_args resolves them from what the command left unset
+    (architecture defaults, topk 1 alone, draft tokens forced to steps + 1 under topk 1)."""
+    src = sc.sources
     if sc.num_steps is None:
         if sc.topk is not None or sc.num_draft_tokens is not None:
             sc.notes.append(
@@ -285,10 +296,6 @@ def _sglang(values: dict[str, Any], unknown: list[str], positional: list[str], a
             )
         sc.num_draft_tokens = sc.num_steps + 1
         src["num_draft_tokens"] = f"steps + 1 with topk 1 ({_SGLANG_SRC}:1255-1267)"
-    if sc.draft is None and sc.algorithm and sc.algorithm.upper() == "EAGLE3":
-        sc.notes.append("EAGLE3 without --speculative-draft-model-path: SGLang refuses to start without a draft")
-    sc.ignored_flags = sorted(k for k in values if k not in _RELEVANT_SGLANG)
-    return sc
 
 
 def _vllm_spec(spec: dict[str, Any], sc: ServeConfig) -> None:
