@@ -170,32 +170,39 @@ def parse_max_memory(text: str) -> dict[int | str, str]:
     return out
 
 
+# (option, low, high, fix); the keyword is the option's name in snake case
+_INT_OPTIONS: tuple[tuple[str, int, int, str], ...] = (
+    ("--max-tokens", 1, 1 << 24, "use a positive token count, e.g. --max-tokens 512"),
+    ("--limit", 1, 1 << 31, "use a positive count, or omit --limit for all prompts"),
+    ("--num-steps", 1, MAX_NUM_STEPS, "use the engine's draft length, e.g. --num-steps 5"),
+    ("--max-new-tokens", 0, MAX_NEW_TOKENS, "use e.g. --max-new-tokens 128"),
+    ("--topk", 1, MAX_TOPK, "use 1 for chain drafting, or the engine's --speculative-eagle-topk"),
+    ("--num-draft-tokens", 1, 1 << 16, "use the engine's --speculative-num-draft-tokens"),
+)
+_FLOAT_OPTIONS: tuple[tuple[str, float, float, str], ...] = (
+    ("--temperature", 0.0, 100.0, "use 0 for greedy, or the sampling temperature served"),
+    ("--min-accept-rate", 0.0, 1.0, "use a rate between 0 and 1, e.g. 0.6"),
+    ("--min-tau", 0.0, 1e6, "use a positive tau, e.g. --min-tau 2.5"),
+    ("--min-cosine", -1.0, 1.0, "use a cosine in [-1, 1], e.g. 0.999"),
+    ("--min-step1-accuracy", 0.0, 1.0, "use an accuracy in [0, 1], e.g. 0.5"),
+    ("--max-regression", 0.0, 1e6, "use a non-negative drop, e.g. 0.02"),
+)
+
+
 def check_arguments(**kw: Any) -> None:
     """Options whose validity needs no file and no model. Unknown keys are ignored (other commands' options)."""
     g = kw.get
-    _int_range("--max-tokens", g("max_tokens"), 1, 1 << 24, "use a positive token count, e.g. --max-tokens 512")
-    _int_range("--limit", g("limit"), 1, 1 << 31, "use a positive count, or omit --limit for all prompts")
-    _int_range("--num-steps", g("num_steps"), 1, MAX_NUM_STEPS, "use the engine's draft length, e.g. --num-steps 5")
-    _int_range("--max-new-tokens", g("max_new_tokens"), 0, MAX_NEW_TOKENS, "use e.g. --max-new-tokens 128")
-    _int_range("--topk", g("topk"), 1, MAX_TOPK, "use 1 for chain drafting, or the engine's --speculative-eagle-topk")
-    _int_range("--num-draft-tokens", g("num_draft_tokens"), 1, 1 << 16, "use the engine's --speculative-num-draft-tokens")
-    _float_range("--temperature", g("temperature"), 0.0, 100.0, "use 0 for greedy, or the sampling temperature served")
-    _float_range("--min-accept-rate", g("min_accept_rate"), 0.0, 1.0, "use a rate between 0 and 1, e.g. 0.6")
-    _float_range("--min-tau", g("min_tau"), 0.0, 1e6, "use a positive tau, e.g. --min-tau 2.5")
-    _float_range("--min-cosine", g("min_cosine"), -1.0, 1.0, "use a cosine in [-1, 1], e.g. 0.999")
-    _float_range("--min-step1-accuracy", g("min_step1_accuracy"), 0.0, 1.0, "use an accuracy in [0, 1], e.g. 0.5")
-    _float_range("--max-regression", g("max_regression"), 0.0, 1e6, "use a non-negative drop, e.g. 0.02")
+    for opt, lo, hi, fix in _INT_OPTIONS:
+        _int_range(opt, g(opt[2:].replace("-", "_")), lo, hi, fix)
+    for opt, flo, fhi, fix in _FLOAT_OPTIONS:
+        _float_range(opt, g(opt[2:].replace("-", "_")), flo, fhi, fix)
     if g("fail_on") is not None and g("fail_on") not in ("error", "warning", "info"):
         raise BadInput(f"--fail-on {g('fail_on')!r} is not a severity", "use error, warning or info")
     if g("temperature_mode") is not None and g("temperature_mode") not in ("sampled", "argmax"):
         raise BadInput(f"unknown --temperature-mode {g('temperature_mode')!r}", "use sampled or argmax")
     if g("continuation") is not None and g("continuation") not in ("greedy", "text"):
         raise BadInput(f"unknown --continuation {g('continuation')!r}", "use greedy or text")
-    bs = g("batch_size")
-    if bs is not None and bs != "auto":
-        if not re.fullmatch(r"\d{1,9}", str(bs).strip()):
-            raise BadInput(f"--batch-size {bs!r} is not a number", "use a positive integer or auto")
-        _int_range("--batch-size", int(bs), 1, MAX_BATCH, "use a positive integer or auto")
+    _check_batch_size(g("batch_size"))
     if g("dtype") is not None and g("dtype") not in DTYPES:
         raise BadInput(f"unknown --dtype {g('dtype')!r}", "use auto, bfloat16, float16 or float32")
     if g("device") is not None and not _DEVICE.match(g("device")):
@@ -217,7 +224,18 @@ def check_arguments(**kw: Any) -> None:
         training_spec(g("train_recipe"), MAX_LAYERS)  # syntax only here; ranges are checked against the target later
     if g("max_memory") is not None:
         parse_max_memory(g("max_memory"))
-    dm = g("device_map")
+    _check_device_map(g("device_map"))
+
+
+def _check_batch_size(bs: Any) -> None:
+    if bs is not None and bs != "auto":
+        if not re.fullmatch(r"\d{1,9}", str(bs).strip()):
+            raise BadInput(f"--batch-size {bs!r} is not a number", "use a positive integer or auto")
+        _int_range("--batch-size", int(bs), 1, MAX_BATCH, "use a positive integer or auto")
+
+
+def _check_device_map(dm: str | None) -> None:
+    """A named accelerate strategy, or a JSON map whose values accelerate can place (a GPU index, 'cpu', 'disk')."""
     if dm is not None:
         if dm.strip().startswith("{"):
             try:
