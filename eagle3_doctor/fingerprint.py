@@ -135,8 +135,7 @@ def fingerprint(
     """
     import time
 
-    from .replay import check_seq_len, iter_captures, prompts_from
-    from .target import greedy_continue
+    from .replay import iter_captures
 
     t0 = time.perf_counter()
     tgt, draft = setup.target, setup.draft
@@ -147,12 +146,7 @@ def fingerprint(
     L = tgt.num_layers
     anchors = _anchors(setup, draft.config.num_aux_states, extra)
     cands = candidates(anchors, L)
-    prompts, _ = prompts_from(tgt, prompts_path, max_tokens, limit, prompt_ids)
-    seqs = [p.ids for p in prompts]
-    for s in seqs:
-        check_seq_len(tgt, len(s) + max_new_tokens)
-    if max_new_tokens:
-        seqs = greedy_continue(tgt, seqs, max_new_tokens, batch_size)
+    seqs = _sequences(tgt, prompts_path, max_tokens, limit, prompt_ids, max_new_tokens, batch_size)
     # per candidate, per prompt: [weighted sum of log-likelihood, weighted scored positions,
     # weighted log-likelihood of a uniform guess over the draft vocabulary (the no-information line)]
     counts = np.zeros((len(cands), len(seqs), 3), dtype=np.float64)
@@ -164,7 +158,46 @@ def fingerprint(
     best = rows[0]["spec"] if rows else None
     informative = bool(chance and chance["above_chance"])
     verdict = UNDETERMINED if (not rows or tied or not informative) else ", ".join(best)  # type: ignore[arg-type]
-    settings = {
+    settings = _settings(cands, seqs, num_steps, max_new_tokens, seed, anchors, chance)
+    stat = (
+        f"mean log-likelihood per position of the target's next-token distribution under the draft (soft "
+        f"cross-entropy, the EAGLE-3 training loss), steps 1..{num_steps} weighted {STEP_WEIGHT}^(k-1)"
+    )
+    return FingerprintResult(rows, verdict, best, tied, stat, settings, time.perf_counter() - t0)
+
+
+def _sequences(
+    tgt: Any,
+    prompts_path: str | None,
+    max_tokens: int | None,
+    limit: int | None,
+    prompt_ids: Sequence[Sequence[int]] | None,
+    max_new_tokens: int,
+    batch_size: int,
+) -> list[Any]:
+    """The prompts plus the target's greedy continuation: the tokens a draft sees in serving."""
+    from .replay import check_seq_len, prompts_from
+    from .target import greedy_continue
+
+    prompts, _ = prompts_from(tgt, prompts_path, max_tokens, limit, prompt_ids)
+    seqs = [p.ids for p in prompts]
+    for s in seqs:
+        check_seq_len(tgt, len(s) + max_new_tokens)
+    if max_new_tokens:
+        seqs = greedy_continue(tgt, seqs, max_new_tokens, batch_size)
+    return seqs
+
+
+def _settings(
+    cands: Sequence[Any],
+    seqs: Sequence[Any],
+    num_steps: int,
+    max_new_tokens: int,
+    seed: int,
+    anchors: Sequence[FeatureSpec],
+    chance: Any,
+) -> dict[str, Any]:
+    return {
         "candidates": len(cands),
         "prompts": len(seqs),
         "tokens": int(sum(len(s) for s in seqs)),
@@ -174,11 +207,6 @@ def fingerprint(
         "anchors": [format_spec(a) for a in anchors],
         "chance": chance,
     }
-    stat = (
-        f"mean log-likelihood per position of the target's next-token distribution under the draft (soft "
-        f"cross-entropy, the EAGLE-3 training loss), steps 1..{num_steps} weighted {STEP_WEIGHT}^(k-1)"
-    )
-    return FingerprintResult(rows, verdict, best, tied, stat, settings, time.perf_counter() - t0)
 
 
 def _anchors(setup: Any, n_aux: int, extra: Sequence[FeatureSpec]) -> list[FeatureSpec]:
