@@ -242,7 +242,7 @@ def main() -> None:
     c2 = compare_hidden(s2, prompt_ids=seqs, max_tokens=None, batch_size=args.batch)
     a2 = acceptance(s2, prompt_ids=seqs, max_tokens=None, batch_size=args.batch, num_steps=7, continuation="text")
     same_findings = [f.code for f in c1.findings] == [f.code for f in c2.findings]
-    same_len = a1.paths["serving"]["accepted_lengths"] == a2.paths["serving"]["accepted_lengths"]
+    same_len = a1.paths["serving"].accepted_lengths == a2.paths["serving"].accepted_lengths
     max_rel = max(abs(x.rel_mean - y.rel_mean) for x, y in zip(c1.slots, c2.slots))
     where = sorted({str(v) for v in dmap.values()})
     lines += [

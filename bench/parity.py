@@ -32,8 +32,8 @@ def disagreement(acc) -> dict:
     tokens, a pass whose accepted length differs is a draft-side disagreement (the parallel unroll
     vs the loop's KV-cached draft steps).
     """
-    ref, est = acc.reference["accepted_lengths"], acc.paths["serving"]["accepted_lengths"]
-    same = acc.reference["same_tokens_per_prompt"]
+    ref, est = acc.reference.accepted_lengths, acc.paths["serving"].accepted_lengths
+    same = acc.reference.same_tokens_per_prompt
     compared = disagreeing = 0
     for r, e, s in zip(ref, est, same):
         if not s:
@@ -78,11 +78,11 @@ def main() -> None:
         out["scenarios"][name] = {
             "compare_findings": sorted(f"{f.code}:{f.severity}" for f in cmp.findings),
             "acceptance_findings": sorted(f"{f.code}:{f.severity}" for f in acc.findings),
-            "step1_accuracy": s["acc_k"][0],
-            "mean_acceptance_length": s["chain"]["mean_acceptance_length"],
-            "per_position_rate": [round(r, 4) for r in s["chain"]["per_position_rate"]],
-            "reference_agrees": acc.reference["agrees_with_estimator"],
-            "reference_same_tokens": acc.reference["same_tokens"],
+            "step1_accuracy": s.acc_k[0],
+            "mean_acceptance_length": s.chain.mean_acceptance_length,
+            "per_position_rate": [round(r, 4) for r in s.chain.per_position_rate],
+            "reference_agrees": acc.reference.agrees_with_estimator,
+            "reference_same_tokens": acc.reference.same_tokens,
             **disagreement(acc),
         }
     setup = load_setup(target=str(F / "target"), draft=str(F / "draft-sglang"), dtype=args.dtype, device=args.device)
@@ -92,9 +92,9 @@ def main() -> None:
     s = text.paths["serving"]
     out["scenarios"]["text mode on the dump's tokens"] = {
         "acceptance_findings": sorted(f.code for f in text.findings),
-        "step1_accuracy": s["acc_k"][0],
-        "acc_k": [round(a, 4) for a in s["acc_k"]],
-        "mean_acceptance_length": s["chain"]["mean_acceptance_length"],
+        "step1_accuracy": s.acc_k[0],
+        "acc_k": [round(a, 4) for a in s.acc_k],
+        "mean_acceptance_length": s.chain.mean_acceptance_length,
     }
     d = compare_hidden(setup, train_dump=str(F / "specforge-dump"))
     out["scenarios"]["training dump"] = {

@@ -25,19 +25,34 @@ from .draft.model import DraftCache, Eagle3Draft
 from .errors import BadInput, ResourceError
 from .findings import Finding
 from .replay import ReplayBatch, Sources, check_seq_len, iter_captures, load_sources, replay_order
+from .results import (
+    SCHEMA,
+    AcceptanceRun,
+    ChainMetrics,
+    PathResult,
+    PositionBucket,
+    ReferenceResult,
+    RequestCounts,
+    RunSettings,
+    ScanRow,
+    TemperatureFigures,
+    TreePlan,
+    TreeReference,
+    spec_label,
+)
 from .taps import CapturePoint, FeatureSpec
 
 if TYPE_CHECKING:
     from .loader import Setup
     from .target import Target
 
-SCHEMA = "eagle3-doctor/acceptance/1"
+__all__ = ["SCHEMA", "AcceptanceRun"]  # the run's result types live in results.py
 
 
 # --------------------------------------------------------------------------- reporting conventions
 
 
-def metrics_from_passes(accepted: Sequence[int], drafted: Sequence[int], num_steps: int) -> dict[str, Any]:
+def metrics_from_passes(accepted: Sequence[int], drafted: Sequence[int], num_steps: int) -> ChainMetrics:
     """Every engine's acceptance numbers from one list of verify passes.
 
     accepted[i]: draft tokens accepted in pass i (bonus excluded); drafted[i]: tokens proposed.
@@ -50,7 +65,7 @@ def metrics_from_passes(accepted: Sequence[int], drafted: Sequence[int], num_ste
     drf = np.asarray(drafted, dtype=np.int64)
     n = int(acc.size)
     if n == 0:
-        return {"passes": 0}
+        return ChainMetrics()
     total = int(acc.sum())
     per_pos = [float((acc >= k).sum() / n) for k in range(1, num_steps + 1)]
     cond = []
@@ -58,19 +73,19 @@ def metrics_from_passes(accepted: Sequence[int], drafted: Sequence[int], num_ste
         reach = int((acc >= k - 1).sum() if k > 1 else n)
         cond.append(float((acc >= k).sum() / reach) if reach else float("nan"))
     hist = np.bincount(acc, minlength=num_steps + 1).tolist()
-    return {
-        "passes": n,
-        "accepted_tokens": total,
-        "drafted_tokens": int(drf.sum()),
-        "mean_acceptance_length": 1.0 + total / n,  # vLLM and SGLang accept_length: bonus included
-        "mean_accepted_without_bonus": total / n,
-        "draft_acceptance_rate": total / max(int(drf.sum()), 1),  # vLLM
-        "sglang_accept_length": (total + n) / n,
-        "sglang_accept_rate": total / (n * num_steps),
-        "per_position_rate": per_pos,  # vLLM, unconditional
-        "conditional_rate": cond,  # P(A >= k | A >= k-1)
-        "accepted_length_histogram": hist,
-    }
+    return ChainMetrics(
+        passes=n,
+        accepted_tokens=total,
+        drafted_tokens=int(drf.sum()),
+        mean_acceptance_length=1.0 + total / n,
+        mean_accepted_without_bonus=total / n,
+        draft_acceptance_rate=total / max(int(drf.sum()), 1),
+        sglang_accept_length=(total + n) / n,
+        sglang_accept_rate=total / (n * num_steps),
+        per_position_rate=per_pos,
+        conditional_rate=cond,
+        accepted_length_histogram=hist,
+    )
 
 
 def tau_from_acc(acc_k: Sequence[float]) -> float:
@@ -234,7 +249,7 @@ class PathAccumulator:
     bucket: int = 64
     passes_acc: list[int] = field(default_factory=list)
     passes_drf: list[int] = field(default_factory=list)
-    per_request: list[dict[str, float]] = field(default_factory=list)
+    per_request: list[float] = field(default_factory=list)  # mean acceptance length of each sequence
     per_request_passes: list[tuple[list[int], list[int]]] = field(default_factory=list)
     per_request_step1: list[tuple[int, int]] = field(default_factory=list)  # (hits, positions) per sequence
     hits: np.ndarray | None = None
@@ -290,7 +305,7 @@ class PathAccumulator:
             self.passes_drf += drf
             self.per_request_passes.append((acc, drf))
             if acc:
-                self.per_request.append({"mean_acceptance_length": 1 + sum(acc) / len(acc)})
+                self.per_request.append(1 + sum(acc) / len(acc))
         if out.alpha is not None:
             al = out.alpha.cpu().double().numpy()  # [B, K, T]
             prod = np.cumprod(al, axis=1)  # P(first k accepted) along the teacher-forced path
@@ -314,34 +329,37 @@ class PathAccumulator:
                 cur[0] += int(hh)
                 cur[1] += nn
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> PathResult:
+        """The path's figures, per-prompt lists still in replay order (see :func:`path_results`)."""
         K = self.num_steps
-        acc_k = [float(h / n) if n else float("nan") for h, n in zip(self.hits, self.totals)] if self.hits is not None else []
-        res: dict[str, Any] = {
-            "name": self.name,
-            "acc_k": acc_k,  # SpecForge/EAGLE: teacher-forced token accuracy per TTT step
-            "acc_k_positions": [int(n) for n in (self.totals if self.totals is not None else [])],
-            "tau": tau_from_acc(acc_k),
-            "chain": metrics_from_passes(self.passes_acc, self.passes_drf, K),
-            "step1_by_position": [
-                {"from": b * self.bucket, "to": (b + 1) * self.bucket - 1, "acc": h / n, "n": n}
+        hits, totals = (self.hits, self.totals) if self.hits is not None and self.totals is not None else ([], [])
+        acc_k = [float(h / n) if n else float("nan") for h, n in zip(hits, totals)]
+        tree = None
+        if self.tree_acc:
+            tree = metrics_from_passes(self.tree_acc, self.tree_drf, K)
+            tree.accepted_lengths = self.tree_per_request or None
+        temperature = None
+        if self.alpha_prod_sum is not None and self.alpha_n:
+            rates = (self.alpha_prod_sum / self.alpha_n).tolist()
+            temperature = TemperatureFigures(rates, 1 + float(sum(rates)))
+        return PathResult(
+            name=self.name,
+            acc_k=acc_k,
+            acc_k_positions=[int(n) for n in totals],
+            tau=tau_from_acc(acc_k),
+            chain=metrics_from_passes(self.passes_acc, self.passes_drf, K),
+            step1_by_position=[
+                PositionBucket(b * self.bucket, (b + 1) * self.bucket - 1, h / n, n)
                 for b, (h, n) in sorted(self.pos_hits.items())
                 if n
             ],
-        }
-        lengths = [r["mean_acceptance_length"] for r in self.per_request]
-        res["per_request_mean_acceptance_length"] = float(np.mean(lengths)) if lengths else float("nan")
-        res["accepted_lengths"] = [a for a, _ in self.per_request_passes]
-        res["acc_k_by_request"] = [{"hits": h, "positions": n} for h, n in self.per_request_hits]
-        res["step1_counts"] = [list(x) for x in self.per_request_step1]  # per sequence: a paired bootstrap resamples these
-        if self.tree_acc:
-            res["tree"] = metrics_from_passes(self.tree_acc, self.tree_drf, K)
-            if self.tree_per_request:
-                res["tree"]["accepted_lengths"] = self.tree_per_request
-        if self.alpha_prod_sum is not None and self.alpha_n:
-            rates = (self.alpha_prod_sum / self.alpha_n).tolist()
-            res["temperature"] = {"expected_per_position_rate": rates, "expected_mean_acceptance_length": 1 + float(sum(rates))}
-        return res
+            per_request_mean_acceptance_length=float(np.mean(self.per_request)) if self.per_request else float("nan"),
+            accepted_lengths=[a for a, _ in self.per_request_passes],
+            acc_k_by_request=[RequestCounts(h, n) for h, n in self.per_request_hits],
+            step1_counts=[list(x) for x in self.per_request_step1],
+            tree=tree,
+            temperature=temperature,
+        )
 
 
 # --------------------------------------------------------------------------- reference loop
@@ -401,14 +419,11 @@ def reference_loop(
 # --------------------------------------------------------------------------- triage
 
 
-def triage(path: dict[str, Any], dtype: str) -> list[str]:
+def triage(path: PathResult, dtype: str) -> list[str]:
     """What an acceptance pattern usually means (hints for the report, not findings)."""
     hints: list[str] = []
-    chain = path.get("chain", {})
-    length = chain.get("mean_acceptance_length")
-    rates = chain.get("per_position_rate") or []
-    cond = chain.get("conditional_rate") or []
-    if length is not None and length <= 1.1:
+    length, rates, cond = path.chain.mean_acceptance_length, path.chain.per_position_rate, path.chain.conditional_rate
+    if length <= 1.1:
         hints.append(
             f"mean acceptance length {length:.2f} (about 1): the draft proposes almost nothing the target takes; "
             "suspect the weights or the vocabulary: missing/untrained lm_head, d2t/t2d, embeddings, tokenizer "
@@ -420,11 +435,12 @@ def triage(path: dict[str, Any], dtype: str) -> list[str]:
             "draft's own later steps fail: typical of wrong capture points or RoPE settings "
             "(run eagle3-doctor compare-hidden; inspect CFG003/CFG004)"
         )
-    buckets = [b for b in path.get("step1_by_position", []) if b["n"] >= 50]
-    if len(buckets) >= 3 and buckets[0]["acc"] - buckets[-1]["acc"] > 0.15:
+    buckets = [b for b in path.step1_by_position if b.n >= 50]
+    if len(buckets) >= 3 and buckets[0].acc - buckets[-1].acc > 0.15:
+        first, last = buckets[0], buckets[-1]
         hints.append(
-            f"step-1 accuracy falls with context ({buckets[0]['acc']:.2f} at positions {buckets[0]['from']}-"
-            f"{buckets[0]['to']}, {buckets[-1]['acc']:.2f} at {buckets[-1]['from']}-{buckets[-1]['to']}): "
+            f"step-1 accuracy falls with context ({first.acc:.2f} at positions {first.start}-"
+            f"{first.end}, {last.acc:.2f} at {last.start}-{last.end}): "
             "suspect positions: rope_scaling, max_position_embeddings or the position base"
         )
     if dtype in ("bfloat16", "float16") and rates and rates[0] < 0.5:
@@ -482,27 +498,6 @@ def options_from_serve(
     if num_draft_tokens is None and serve is not None and topk == serve.topk:
         num_draft_tokens = serve.num_draft_tokens
     return num_steps, topk, num_draft_tokens
-
-
-@dataclass
-class AcceptanceRun:
-    paths: dict[str, dict[str, Any]]
-    settings: dict[str, Any]
-    findings: list[Finding]
-    notes: list[str]
-    reference: dict[str, Any] | None = None
-    scan: list[dict[str, Any]] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "settings": self.settings,
-            "paths": self.paths,
-            "findings": [f.to_dict() for f in self.findings],
-            "reference": self.reference,
-            "scan": self.scan,
-            "notes": self.notes,
-        }
 
 
 @dataclass
@@ -597,7 +592,7 @@ class Measurement:
         setup: Setup,
         rep: Replay,
         paths: dict[str, FeatureSpec | None],
-        tree: dict[str, Any] | None,
+        tree: TreePlan | None,
         drafts: dict[str, Eagle3Draft],
     ):
         self.setup, self.rep, self.paths, self.tree = setup, rep, paths, tree
@@ -642,7 +637,7 @@ class Measurement:
                 temperature=opts.temperature,
                 target_logits=tl,
                 temp_mode=opts.temp_mode,
-                rank_width=tree["width"] if tree and tree["kind"] == "static" else 0,
+                rank_width=tree.width or 0 if tree is not None and tree.kind == "static" else 0,
             )
             if tree is not None:
                 out.tree_accepted = _tree_accepted(tree, d, aux, rb.tokens, labels, lens, opts.num_steps, out)
@@ -654,7 +649,7 @@ class Measurement:
             hits, valid = (out.match[:, 0] & region).sum(dim=1), (out.valid[:, 0] & region).sum(dim=1)
             self.scan_hits[c].extend(zip(hits.tolist(), valid.tolist()))
 
-    def scan_result(self) -> list[dict[str, Any]] | None:
+    def scan_result(self) -> list[ScanRow] | None:
         """Candidates by step-1 accuracy, each with its interval over prompts and, paired on the same
         prompts, its difference to the configured capture points (what ACC004 decides on)."""
         if not self.rep.opts.scan:
@@ -669,18 +664,10 @@ class Measurement:
         best = int(np.nanargmax([o.point for o in own])) if any(o.point == o.point for o in own) else 0
         _, vs_best = paired(counts, ratio(0, 1), best)
         rows = [
-            {
-                "spec": [str(p) for p in c],
-                "step1_acc": o.point,
-                "n": int(k[:, 1].sum()),
-                "step1_acc_ci": [o.lo, o.hi],
-                "configured": c == cur,
-                "diff_to_configured": d.to_dict() if ref is not None else None,
-                "tied_with_best": not b.excludes_zero(),
-            }
+            ScanRow(c, o.point, int(k[:, 1].sum()), o, c == cur, d if ref is not None else None, not b.excludes_zero())
             for c, k, o, d, b in zip(self.cands, counts, own, diff, vs_best)
         ]
-        return sorted(rows, key=lambda r: -r["step1_acc"] if r["step1_acc"] == r["step1_acc"] else 1.0)
+        return sorted(rows, key=lambda r: -r.step1_acc if r.step1_acc == r.step1_acc else 1.0)
 
 
 def _to_prompt_order(values: list[Any], order: Sequence[int]) -> list[Any]:
@@ -691,32 +678,21 @@ def _to_prompt_order(values: list[Any], order: Sequence[int]) -> list[Any]:
     return out
 
 
-def path_results(m: Measurement) -> dict[str, dict[str, Any]]:
-    """Each path's metrics, per-prompt lists in prompt order, with intervals over prompts."""
+def path_results(m: Measurement) -> dict[str, PathResult]:
+    """Each path's metrics, per-prompt lists in prompt order, with intervals over prompts (issue 14)."""
+    from .stats import acceptance_intervals
+
     order, K = replay_order(m.rep.seqs), m.rep.opts.num_steps
     results = {n: a.result() for n, a in m.accs.items()}
-    for n, spec in m.paths.items():
-        results[n]["spec"] = [str(p) for p in spec] if spec is not None else "dump"
-    for res in results.values():
-        res["accepted_lengths"] = _to_prompt_order(res["accepted_lengths"], order)
-        add_intervals(res, order, K)
-        if "accepted_lengths" in res.get("tree", {}):
-            res["tree"]["accepted_lengths"] = _to_prompt_order(res["tree"]["accepted_lengths"], order)
-        if "step1_counts" in res:
-            res["step1_counts"] = _to_prompt_order(res["step1_counts"], order)
+    for n, res in results.items():
+        res.spec = m.paths[n]
+        res.accepted_lengths = _to_prompt_order(res.accepted_lengths, order)
+        res.acc_k_by_request = _to_prompt_order(res.acc_k_by_request, order)
+        res.step1_counts = _to_prompt_order(res.step1_counts, order)
+        if res.tree is not None and res.tree.accepted_lengths is not None:
+            res.tree.accepted_lengths = _to_prompt_order(res.tree.accepted_lengths, order)
+        res.intervals = acceptance_intervals(res.counts(K), K)
     return results
-
-
-def add_intervals(res: dict[str, Any], order: Sequence[int], num_steps: int) -> None:
-    """Per-request acc_k counts into prompt order, then bootstrap intervals over prompts (issue 14)."""
-    from .stats import acceptance_counts, acceptance_intervals
-
-    by_prompt = _to_prompt_order(res["acc_k_by_request"], order)
-    res["acc_k_by_request"] = by_prompt
-    counts = acceptance_counts(
-        res["accepted_lengths"], [r["hits"] for r in by_prompt], [r["positions"] for r in by_prompt], num_steps
-    )
-    res["intervals"] = acceptance_intervals(counts, num_steps)
 
 
 def _target_step_fn(tgt: Target, spec: FeatureSpec) -> Callable[[list[int]], tuple[torch.Tensor, torch.Tensor]]:
@@ -731,20 +707,18 @@ def _target_step_fn(tgt: Target, spec: FeatureSpec) -> Callable[[list[int]], tup
     return step
 
 
-def _reference_tree(
-    setup: Setup, rep: Replay, tree: dict[str, Any], step: Callable, progress: Progress
-) -> tuple[list, list, bool]:
+def _reference_tree(setup: Setup, rep: Replay, tree: TreePlan, step: Callable, progress: Progress) -> tuple[list, list, bool]:
     from .tree import sglang_tree_reference_loop, static_tree_reference_loop
 
     opts, prompts = rep.opts, rep.src.prompts
     t_acc, t_drf, same = [], [], True
     for i, p in enumerate(prompts):
-        if tree["kind"] == "sglang":
+        if tree.kind == "sglang":
             toks, a, d = sglang_tree_reference_loop(
-                step, setup.draft, list(p.ids), len(rep.seqs[i]), opts.num_steps, opts.topk, tree["num_draft_tokens"]
+                step, setup.draft, list(p.ids), len(rep.seqs[i]), opts.num_steps, opts.topk, tree.num_draft_tokens
             )
         else:
-            toks, a, d = static_tree_reference_loop(step, setup.draft, list(p.ids), len(rep.seqs[i]), tree["paths"])
+            toks, a, d = static_tree_reference_loop(step, setup.draft, list(p.ids), len(rep.seqs[i]), tree.paths)
         same &= toks == rep.seqs[i]
         t_acc.append(a)
         t_drf.append(d)
@@ -753,8 +727,8 @@ def _reference_tree(
 
 
 def run_reference(
-    setup: Setup, rep: Replay, results: dict[str, dict[str, Any]], tree: dict[str, Any] | None, progress: Progress
-) -> dict[str, Any]:
+    setup: Setup, rep: Replay, results: dict[str, PathResult], tree: TreePlan | None, progress: Progress
+) -> ReferenceResult:
     """The plain sequential loop over every prompt, and whether the estimator agrees with it."""
     if rep.opts.continuation != "greedy":
         raise BadInput("--reference-loop needs --continuation greedy", "drop --continuation text")
@@ -769,53 +743,49 @@ def run_reference(
         ref_acc.append(a)
         ref_drf.append(d)
         progress("reference loop", i + 1, len(prompts))
-    ref = {
-        "accepted_lengths": ref_acc,
-        "chain": metrics_from_passes([x for r in ref_acc for x in r], [x for r in ref_drf for x in r], K),
-        "agrees_with_estimator": ref_acc == results["serving"]["accepted_lengths"],
-        "same_tokens": all(same_each),
-        "same_tokens_per_prompt": same_each,  # False: the loop's full-prefix target forwards chose other tokens
-    }
+    serving = results["serving"]
+    ref = ReferenceResult(
+        accepted_lengths=ref_acc,
+        chain=metrics_from_passes([x for r in ref_acc for x in r], [x for r in ref_drf for x in r], K),
+        agrees_with_estimator=ref_acc == serving.accepted_lengths,
+        same_tokens=all(same_each),
+        same_tokens_per_prompt=same_each,
+    )
     if tree is not None:
         t_acc, t_drf, same = _reference_tree(setup, rep, tree, step, progress)
-        ref["tree"] = {
-            "accepted_lengths": t_acc,
-            "metrics": metrics_from_passes([x for r in t_acc for x in r], [x for r in t_drf for x in r], K),
-            "agrees_with_estimator": t_acc == results["serving"].get("tree", {}).get("accepted_lengths"),
-        }
-        ref["same_tokens"] = ref["same_tokens"] and same
-        ref["agrees_with_estimator"] = ref["agrees_with_estimator"] and ref["tree"]["agrees_with_estimator"]
+        est = serving.tree.accepted_lengths if serving.tree is not None else None
+        metrics = metrics_from_passes([x for r in t_acc for x in r], [x for r in t_drf for x in r], K)
+        ref.tree = TreeReference(t_acc, metrics, t_acc == est)
+        ref.same_tokens = ref.same_tokens and same
+        ref.agrees_with_estimator = ref.agrees_with_estimator and ref.tree.agrees_with_estimator
     return ref
 
 
-def run_settings(setup: Setup, rep: Replay, tree: dict[str, Any] | None, train_dump: str | None) -> dict[str, Any]:
-    """The run's settings as written to JSON (schemas/acceptance.schema.json)."""
+def run_settings(setup: Setup, rep: Replay, tree: TreePlan | None, train_dump: str | None) -> RunSettings:
+    """What was measured and how."""
     tgt, serving, o, seqs = setup.target, setup.serving, rep.opts, rep.seqs
-    settings = {
-        "target": tgt.name,
-        "draft": setup.draft_summary(),
-        "engine": serving.label,
-        "num_steps": o.num_steps,
-        "continuation": o.continuation,
-        "max_new_tokens": o.max_new_tokens if o.continuation == "greedy" else None,
-        "temperature": o.temperature,
-        "temperature_mode": o.temp_mode if o.temperature > 0 else None,
-        "topk": o.topk,
-        "num_draft_tokens": o.num_draft_tokens,
-        "dtype": str(tgt.dtype).replace("torch.", ""),
-        "device": str(tgt.device),
-        "compiled": setup.compiled,
-        "sequences": len(seqs),
-        "tokens": sum(len(s) for s in seqs),
-        "serving_spec": [str(p) for p in serving.spec],
-        "serving_source": serving.source,
-        "training_spec": [str(p) for p in setup.train_spec] if setup.train_spec else None,
-        "training_source": setup.train_source if rep.src.dump is None else f"dump {train_dump}",
-    }
-    if tree is not None:
-        settings["tree"] = {k: v for k, v in tree.items() if k != "paths" or tree["kind"] == "static"}
-        settings["tree_note"] = tree["label"]
-    return settings
+    return RunSettings(
+        target=tgt.name,
+        draft=setup.draft_summary(),
+        engine=serving.label,
+        num_steps=o.num_steps,
+        continuation=o.continuation,
+        max_new_tokens=o.max_new_tokens if o.continuation == "greedy" else None,
+        temperature=o.temperature,
+        temperature_mode=o.temp_mode if o.temperature > 0 else None,
+        topk=o.topk,
+        num_draft_tokens=o.num_draft_tokens,
+        dtype=str(tgt.dtype).replace("torch.", ""),
+        device=str(tgt.device),
+        compiled=setup.compiled,
+        sequences=len(seqs),
+        tokens=sum(len(s) for s in seqs),
+        serving_spec=tuple(serving.spec),
+        serving_source=serving.source,
+        training_spec=tuple(setup.train_spec) if setup.train_spec else None,
+        training_source=setup.train_source if rep.src.dump is None else f"dump {train_dump}",
+        tree=tree,
+    )
 
 
 @torch.inference_mode()
@@ -833,8 +803,8 @@ def measure_acceptance(
         raise BadInput("acceptance needs a draft", "pass --draft DIR")
     opts.check()
     tree = tree_plan(setup.serving.engine, opts.num_steps, opts.topk, opts.num_draft_tokens, opts.token_tree)
-    if tree is not None and tree["kind"] == "static":
-        opts = replace(opts, num_steps=tree["depth"])
+    if tree is not None and tree.kind == "static":
+        opts = replace(opts, num_steps=tree.depth)
     src = load_sources(setup.target, prompts_path, train_dump, opts.max_tokens, opts.limit, prompt_ids)
     rep = acceptance_sequences(setup, src, opts, progress)
     paths = feature_paths(setup, src.dump is not None, setup.draft.config.num_aux_states, rep.notes)
@@ -862,7 +832,7 @@ def measure_acceptance(
     settings = run_settings(setup, rep, tree, train_dump)
     findings = acceptance_findings(results, scan_res, setup) + measured_findings(served, results, rep.opts.num_steps)
     for res in results.values():
-        res["triage"] = triage(res, settings["dtype"])
+        res.triage = triage(res, settings.dtype)
     return AcceptanceRun(results, settings, findings, rep.notes, ref, scan_res)
 
 
@@ -874,7 +844,7 @@ def scan_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
 
     def around(p: CapturePoint, slot: int) -> list[CapturePoint]:
         opts = [p]
-        if p.kind == "layer_out":
+        if p.is_layer_out():
             opts += [layer_out(i) for i in (p.layer - 1, p.layer + 1) if 0 <= i < num_layers]  # type: ignore[operator]
         if slot == 0:
             opts.append(embed())
@@ -892,19 +862,13 @@ def scan_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
 
 def tree_plan(
     engine: str, num_steps: int, topk: int, num_draft_tokens: int | None, token_tree: Sequence[Sequence[int]] | None
-) -> dict[str, Any] | None:
+) -> TreePlan | None:
     """Which tree the engine builds for these settings (exact acceptance for it: tree.py)."""
     if token_tree:
         paths = [list(p) for p in token_tree]
         depth, width = max(len(p) for p in paths), max(p[-1] for p in paths) + 1
-        return {
-            "kind": "static",
-            "paths": paths,
-            "depth": depth,
-            "width": width,
-            "num_draft_tokens": len(paths) + 1,
-            "label": f"exact greedy acceptance of the vLLM speculative_token_tree ({len(paths)} nodes, depth {depth})",
-        }
+        label = f"exact greedy acceptance of the vLLM speculative_token_tree ({len(paths)} nodes, depth {depth})"
+        return TreePlan("static", depth, len(paths) + 1, label, paths=paths, width=width)
     if topk <= 1:
         return None
     if engine == "vllm":
@@ -912,7 +876,7 @@ def tree_plan(
     return _sglang_tree(num_steps, topk, num_draft_tokens)
 
 
-def _full_static_tree(num_steps: int, topk: int) -> dict[str, Any]:
+def _full_static_tree(num_steps: int, topk: int) -> TreePlan:
     import itertools
 
     paths = [list(p) for d in range(1, num_steps + 1) for p in itertools.product(range(topk), repeat=d)]
@@ -921,17 +885,11 @@ def _full_static_tree(num_steps: int, topk: int) -> dict[str, Any]:
             f"a full top-{topk} tree of depth {num_steps} has {len(paths)} nodes",
             "pass the server's speculative_token_tree (--serve-cmd) or a smaller --topk/--num-steps",
         )
-    return {
-        "kind": "static",
-        "paths": paths,
-        "depth": num_steps,
-        "width": topk,
-        "num_draft_tokens": len(paths) + 1,
-        "label": f"exact greedy acceptance of a full top-{topk} static tree of depth {num_steps} ({len(paths)} nodes)",
-    }
+    label = f"exact greedy acceptance of a full top-{topk} static tree of depth {num_steps} ({len(paths)} nodes)"
+    return TreePlan("static", num_steps, len(paths) + 1, label, paths=paths, width=topk)
 
 
-def _sglang_tree(num_steps: int, topk: int, num_draft_tokens: int | None) -> dict[str, Any]:
+def _sglang_tree(num_steps: int, topk: int, num_draft_tokens: int | None) -> TreePlan:
     from .tree import check_tree_settings, full_candidates
 
     ndt = num_draft_tokens if num_draft_tokens is not None else full_candidates(topk, num_steps) + 1
@@ -942,11 +900,11 @@ def _sglang_tree(num_steps: int, topk: int, num_draft_tokens: int | None) -> dic
     )
     if num_draft_tokens is None:
         label += "; --num-draft-tokens not given: every candidate kept"
-    return {"kind": "sglang", "topk": topk, "depth": num_steps, "num_draft_tokens": ndt, "label": label}
+    return TreePlan("sglang", num_steps, ndt, label, topk=topk)
 
 
 def _tree_accepted(
-    tree: dict[str, Any],
+    tree: TreePlan,
     draft: Eagle3Draft,
     aux: torch.Tensor,
     tokens: torch.Tensor,
@@ -957,10 +915,10 @@ def _tree_accepted(
 ) -> torch.Tensor:
     from .tree import sglang_tree_accepted, static_tree_accepted
 
-    if tree["kind"] == "sglang":
-        acc, _ = sglang_tree_accepted(draft, aux, tokens, labels, lens, num_steps, tree["topk"], tree["num_draft_tokens"])
+    if tree.kind == "sglang":
+        acc, _ = sglang_tree_accepted(draft, aux, tokens, labels, lens, num_steps, tree.topk, tree.num_draft_tokens)
         return acc
-    return static_tree_accepted(out.ranks, out.valid, tree["paths"])
+    return static_tree_accepted(out.ranks, out.valid, tree.paths)
 
 
 # --------------------------------------------------------------------------- findings
@@ -976,17 +934,13 @@ def acc_fix(setup: Setup) -> str:
     return text or f"{setup.serving.label} cannot feed what was trained: see eagle3-doctor compare-hidden"
 
 
-def _spec_text(spec: Any) -> str:
-    return ", ".join(spec) if isinstance(spec, list) else spec
-
-
-def acceptance_findings(results: dict[str, dict[str, Any]], scan_res: list[dict[str, Any]] | None, setup: Setup) -> list[Finding]:
+def acceptance_findings(results: dict[str, PathResult], scan_res: list[ScanRow] | None, setup: Setup) -> list[Finding]:
     """ACC001 (serving features cost accuracy), ACC002 (low even on the best path), ACC004 (scan found better)."""
     out: list[Finding] = []
     s, t = results.get("serving"), results.get("training")
-    if s and t and s["acc_k"] and t["acc_k"]:
-        ds, dt = s["acc_k"][0], t["acc_k"][0]
-        ls, lt = s["chain"].get("mean_acceptance_length", float("nan")), t["chain"].get("mean_acceptance_length", float("nan"))
+    if s and t and s.acc_k and t.acc_k:
+        ds, dt = s.step1, t.step1
+        ls, lt = s.chain.mean_acceptance_length, t.chain.mean_acceptance_length
         if dt - ds > 0.05:
             out.append(
                 Finding(
@@ -996,41 +950,41 @@ def acceptance_findings(results: dict[str, dict[str, Any]], scan_res: list[dict[
                     [
                         f"step-1 accuracy: serving {ds:.3f}, training {dt:.3f}",
                         f"mean acceptance length: serving {ls:.2f}, training {lt:.2f}",
-                        f"serving feeds {_spec_text(s['spec'])}; trained on {_spec_text(t['spec'])}",
+                        f"serving feeds {spec_label(s.spec)}; trained on {spec_label(t.spec)}",
                     ],
                     acc_fix(setup),
                 )
             )
     ref = t or s
-    if ref and ref["acc_k"] and ref["acc_k"][0] < 0.3:
+    if ref and ref.acc_k and ref.step1 < 0.3:
         out.append(
             Finding(
                 "ACC002",
-                f"step-1 accuracy is {ref['acc_k'][0]:.3f} even on the {ref['name']} features",
-                [f"acc_k: {', '.join(f'{a:.3f}' for a in ref['acc_k'])}"],
+                f"step-1 accuracy is {ref.step1:.3f} even on the {ref.name} features",
+                [f"acc_k: {', '.join(f'{a:.3f}' for a in ref.acc_k)}"],
                 "check the draft itself: lm_head, d2t/t2d, embeddings, chat template and that it was trained for this target",
             )
         )
     return out + _scan_finding(scan_res, setup)
 
 
-def _scan_finding(scan_res: list[dict[str, Any]] | None, setup: Setup) -> list[Finding]:
+def _scan_finding(scan_res: list[ScanRow] | None, setup: Setup) -> list[Finding]:
     from .stats import MIN_PROMPTS
 
     if not scan_res:
         return []
     best = scan_res[0]
-    cur_row = next((r for r in scan_res if r["configured"]), None)
-    d = best.get("diff_to_configured")
+    cur_row = next((r for r in scan_res if r.configured), None)
+    d = best.diff_to_configured
     # decided on the paired interval over prompts, not on the point estimate: a better-looking
     # candidate whose interval reaches 0 is not reported (the scan table shows it with its interval)
-    if not (cur_row and not best["configured"] and d is not None and d["lo"] > 0 and d["n"] >= MIN_PROMPTS):
+    if not (cur_row and not best.configured and d is not None and d.lo > 0 and d.n >= MIN_PROMPTS):
         return []
     evidence = [
-        f"step-1 accuracy {best['step1_acc']:.3f} vs {cur_row['step1_acc']:.3f}; difference "
-        f"{d['point']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] (95%, paired bootstrap over {d['n']} prompts)"
+        f"step-1 accuracy {best.step1_acc:.3f} vs {cur_row.step1_acc:.3f}; difference "
+        f"{d.point:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}] (95%, paired bootstrap over {d.n} prompts)"
     ]
-    tied = [", ".join(r["spec"]) for r in scan_res[1:] if r["tied_with_best"] and not r["configured"]]
+    tied = [spec_label(r.spec) for r in scan_res[1:] if r.tied_with_best and not r.configured]
     fix = "the draft was probably trained on those capture points: set the training recipe accordingly and re-run compare-hidden"
     if tied:  # the best one is not singled out: say which, and what can tell them apart
         evidence.append(f"not separated from it on these prompts (paired 95% interval reaching 0): {'; '.join(tied)}")
@@ -1038,16 +992,14 @@ def _scan_finding(scan_res: list[dict[str, Any]] | None, setup: Setup) -> list[F
             "the draft was probably trained on one of these capture points: `eagle3-doctor fingerprint` tells them "
             "apart; then set the training recipe accordingly and re-run compare-hidden"
         )
-    return [
-        Finding("ACC004", f"{', '.join(best['spec'])} fits the draft better than {', '.join(cur_row['spec'])}", evidence, fix)
-    ]
+    return [Finding("ACC004", f"{spec_label(best.spec)} fits the draft better than {spec_label(cur_row.spec)}", evidence, fix)]
 
 
-def threshold_findings(paths: dict[str, dict[str, Any]], min_accept_rate: float | None, min_tau: float | None) -> list[Finding]:
+def threshold_findings(paths: dict[str, PathResult], min_accept_rate: float | None, min_tau: float | None) -> list[Finding]:
     """ACC003: the serving path below --min-accept-rate (first position) or --min-tau."""
     out = []
-    serving = paths.get("serving", {})
-    rates = serving.get("chain", {}).get("per_position_rate")
+    serving = paths.get("serving")
+    rates = (serving.chain.per_position_rate or None) if serving is not None else None
     rate1 = (rates or [float("nan")])[0]
     if min_accept_rate is not None and not rate1 >= min_accept_rate:
         out.append(
@@ -1058,13 +1010,13 @@ def threshold_findings(paths: dict[str, dict[str, Any]], min_accept_rate: float 
                 "fix the findings above, or retrain the draft",
             )
         )
-    tau = serving.get("tau", float("nan"))
+    tau = serving.tau if serving is not None else float("nan")
     if min_tau is not None and not tau >= min_tau:
         out.append(
             Finding(
                 "ACC003",
                 f"tau {tau:.3f} is below --min-tau {min_tau}",
-                [f"acc_k: {serving.get('acc_k')}"],
+                [f"acc_k: {serving.acc_k if serving is not None else None}"],
                 "fix the findings above, or retrain the draft",
             )
         )

@@ -931,7 +931,7 @@ def _render_acceptance(
         from .report import write_acceptance_report
 
         write_acceptance_report(run, report, plot)
-    if run.reference is not None and not run.reference["agrees_with_estimator"]:
+    if run.reference is not None and not run.reference.agrees_with_estimator:
         _console(stderr=True).print("warning: the estimator and the reference loop disagree (see JSON 'reference')", markup=False)
 
 

@@ -193,24 +193,24 @@ def _mismatch(S: FeatureSpec, T: FeatureSpec, label: str, data: dict[str, Any]) 
         code, title = "CAP005", f"{label} feeds {len(S)} slot(s), the draft was trained on {len(T)}"
     elif sorted(S, key=str) == sorted(T, key=str):
         code, title = "CAP004", f"{label} feeds the trained capture points in another order"
-    elif all(p.kind == "layer_out" for p in S + T) and len({s.layer - t.layer for s, t in zip(S, T)}) == 1:  # type: ignore[operator]
+    elif all(p.is_layer_out() for p in S + T) and len({s.layer - t.layer for s, t in zip(S, T)}) == 1:  # type: ignore[operator]
         d = S[0].layer - T[0].layer  # type: ignore[operator]
         way = "later" if d > 0 else "earlier"
         code, title = "CAP001", f"every slot is {abs(d)} layer(s) {way} than trained"
         data["shift"] = d
-    elif any(s.kind == "embed" and t.kind != "embed" for s, t in zip(S, T)):
-        slots = [i for i, (s, t) in enumerate(zip(S, T)) if s.kind == "embed" and t.kind != "embed"]
+    elif any(s.is_embed() and not t.is_embed() for s, t in zip(S, T)):
+        slots = [i for i, (s, t) in enumerate(zip(S, T)) if s.is_embed() and not t.is_embed()]
         shifted = [i for i in range(1, len(S)) if S[i] == T[i - 1]]
         title = f"slot {slots[0]} is fed the embeddings"
         if shifted:
             title += f" and slot(s) {', '.join(map(str, shifted))} get the capture point trained one slot earlier"
         code = "CAP002"
-    elif any((s.kind == "final_norm") != (t.kind == "final_norm") for s, t in zip(S, T)):
-        i = next(i for i, (s, t) in enumerate(zip(S, T)) if (s.kind == "final_norm") != (t.kind == "final_norm"))
+    elif any(s.is_final_norm() != t.is_final_norm() for s, t in zip(S, T)):
+        i = next(i for i, (s, t) in enumerate(zip(S, T)) if s.is_final_norm() != t.is_final_norm())
         code = "CAP003"
         title = (
             f"slot {i} is fed final_norm but was trained on the pre-norm {T[i]}"
-            if S[i].kind == "final_norm"
+            if S[i].is_final_norm()
             else f"slot {i} is fed the pre-norm {S[i]} but was trained on final_norm"
         )
     else:

@@ -21,7 +21,6 @@ from .acceptance import (  # noqa: F401  (re-exported: the library's acceptance 
     _no_progress,
     acc_fix,
     acceptance_findings,
-    add_intervals,
     measure_acceptance,
     options_from_serve,
     scan_candidates,
@@ -192,7 +191,7 @@ def acceptance_report(
         run = measure_acceptance(setup, opts, prompts_path=prompts_path, train_dump=train_dump, progress=progress)
     run.findings += threshold_findings(run.paths, min_accept_rate, min_tau)
     if serve is not None:
-        run.settings["serve"] = serve.to_dict()
+        run.settings.serve = serve.to_dict()
     server = None
     if measured is not None:
         from .serving import compare_to_prediction

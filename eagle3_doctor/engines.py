@@ -755,7 +755,7 @@ def run_row(engine: str, version: str, family: str, L: int, ids: list[int] | Non
                 ),
             )
     spec, fail, dropped = _loop(row, internal, L)
-    if row.branch and fail is None and any(p.kind == "layer_out" for p in spec):
+    if row.branch and fail is None and any(p.is_layer_out() for p in spec):
         # gemma3_causal.py from 0.5.17: `aux_hidden_states.append(hidden_states)` where the layer returns
         # (mlp branch, residual): the draft gets post_feedforward_layernorm(mlp(...)), not the stream
         n = [str(p).replace("layer_out", "mlp_branch") for p in spec]
@@ -992,9 +992,9 @@ def ids_to_serve(engine: str, version: str | None, family: str, num_layers: int,
         return list(dflt.internal or []) if dflt.spec == tuple(want) else None
 
     def num(p: CapturePoint, base: int) -> int | None:
-        if p.kind == "final_norm":
+        if p.is_final_norm():
             return -1 if engine == "trtllm" else None
-        return (-1 if p.kind == "embed" else int(p.layer)) + base  # type: ignore[arg-type]
+        return (-1 if p.is_embed() else int(p.layer)) + base  # type: ignore[arg-type]
 
     cands: list[list[int] | None] = []
     for base in (0, 1):

@@ -31,10 +31,16 @@ import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput
 from .findings import Finding, at_or_above
+from .taps import format_spec
+
+if TYPE_CHECKING:
+    from .compare import CompareResult
+    from .fingerprint import FingerprintResult
+    from .results import AcceptanceRun, PathResult
 
 SCHEMA = "eagle3-doctor/gate/1"
 
@@ -145,7 +151,11 @@ class GateResult:
     checks: list[Check]
     findings: list[Finding]
     metrics: dict[str, Any]
-    sections: dict[str, Any] = field(default_factory=dict)
+    # the runs the gate made: the Markdown summary and the annotations read them; only the fingerprint is written
+    inspect: Any = None  # inspect_draft.InspectResult
+    compare: CompareResult | None = None
+    acceptance: AcceptanceRun | None = None
+    fingerprint: FingerprintResult | None = None
 
     @property
     def passed(self) -> bool:
@@ -158,39 +168,35 @@ class GateResult:
             "policy": self.policy.__dict__,
             "checks": [c.__dict__ for c in self.checks],
             "metrics": self.metrics,
-            "fingerprint": self.sections.get("fingerprint"),
+            "fingerprint": self.fingerprint.to_dict() if self.fingerprint is not None else None,
             "findings": [f.to_dict() for f in self.findings],
         }
 
 
-def _metric(run_paths: dict[str, Any], num_steps: int) -> dict[str, Any]:
-    from .stats import acceptance_counts
-
-    s = run_paths.get("serving", {})
-    iv = s.get("intervals") or {}
-    m = {
-        "step1_accuracy": s.get("acc_k", [float("nan")])[0],
-        "tau": s.get("tau", float("nan")),
-        "mean_acceptance_length": s.get("chain", {}).get("mean_acceptance_length", float("nan")),
-        "per_position_rate": s.get("chain", {}).get("per_position_rate", []),
+def _metric(run_paths: dict[str, PathResult], num_steps: int) -> dict[str, Any]:
+    """The serving path's figures the policy decides on, as written to the gate JSON (the next run's baseline)."""
+    nan = float("nan")
+    s = run_paths.get("serving")
+    if s is None:
+        return {"step1_accuracy": nan, "tau": nan, "mean_acceptance_length": nan, "per_position_rate": []}
+    m: dict[str, Any] = {
+        "step1_accuracy": s.step1,
+        "tau": s.tau,
+        "mean_acceptance_length": s.chain.mean_acceptance_length,
+        "per_position_rate": s.chain.per_position_rate,
     }
-    if iv:
+    iv = s.intervals
+    if iv is not None:
         m["intervals"] = {
-            "step1_accuracy": iv["acc_k"][0],
-            "tau": iv["tau"],
-            "mean_acceptance_length": iv["mean_acceptance_length"],
-            "per_position_rate": iv["per_position_rate"],
-            "acc_k": iv["acc_k"],
-            "method": iv["method"],
+            "step1_accuracy": iv.acc_k[0].to_dict(),
+            "tau": iv.tau.to_dict(),
+            "mean_acceptance_length": iv.mean_acceptance_length.to_dict(),
+            "per_position_rate": [i.to_dict() for i in iv.per_position_rate],
+            "acc_k": [i.to_dict() for i in iv.acc_k],
+            "method": iv.method,
         }
         # per-prompt counts: the next run's baseline comparison resamples them (paired over prompts)
-        by = s.get("acc_k_by_request") or []
-        m["samples"] = {
-            "num_steps": num_steps,
-            "counts": acceptance_counts(
-                s["accepted_lengths"], [r["hits"] for r in by], [r["positions"] for r in by], num_steps
-            ).tolist(),
-        }
+        m["samples"] = {"num_steps": num_steps, "counts": s.counts(num_steps).tolist()}
     return m
 
 
@@ -349,13 +355,7 @@ def run_gate(
     # the severity check is made after GATE001 joins, so a policy failing on warnings sees everything
     checks[0] = _severity_check(findings, policy)
     m["training_source"] = cmp.train_source
-    sections = {
-        "inspect": ins.to_dict(),
-        "compare": cmp.to_dict(),
-        "acceptance": acc.to_dict(),
-        "fingerprint": fp.to_dict() if fp is not None else None,
-    }
-    return GateResult(policy, checks, findings, m, sections)
+    return GateResult(policy, checks, findings, m, ins, cmp, acc, fp)
 
 
 def _training_side(policy: Policy, train_recipe: str | None, train_dump: str | None) -> tuple[str | None, str | None]:
@@ -418,7 +418,7 @@ def _threshold_checks(m: dict[str, Any], policy: Policy, acc: Any, findings: lis
                 Finding(
                     "ACC003",
                     f"{name} {v:.4f} is below the gate's threshold {thr} ({how.split(' over ')[0]})",
-                    [how, "serving features: " + ", ".join(acc.settings.get("serving_spec") or [])],
+                    [how, "serving features: " + format_spec(acc.settings.serving_spec)],
                     "find the cause with the findings above (eagle3-doctor acceptance); "
                     "replay more prompts if the interval is wide",
                     data={"decided_on": policy.decide_on},
@@ -510,23 +510,17 @@ def markdown(res: GateResult, draft: str) -> str:
         v = "-" if c.value is None else f"{c.value:.4f}"
         t = "-" if c.threshold is None else f"{c.threshold:.4f}"
         lines.append(f"| {c.name} | {v} | {t} | {'pass' if c.passed else '**fail**'} {c.detail} |")
-    from .stats import interval_lines
-
-    iv = res.sections.get("acceptance", {}).get("paths", {}).get("serving", {}).get("intervals")
+    serving = res.acceptance.paths.get("serving") if res.acceptance is not None else None
+    iv = serving.intervals if serving is not None else None
     lines += [""] + (
-        [f"- {x}" for x in interval_lines(iv)]
-        or [f"mean acceptance length {res.metrics['mean_acceptance_length']:.3f}, tau {res.metrics['tau']:.3f}"]
+        [f"- {x}" for x in iv.lines()]
+        if iv is not None
+        else [f"mean acceptance length {res.metrics['mean_acceptance_length']:.3f}, tau {res.metrics['tau']:.3f}"]
     )
-    fp = res.sections.get("fingerprint")
-    if fp:
-        from .fingerprint import FingerprintResult, fingerprint_markdown
+    if res.fingerprint is not None:
+        from .fingerprint import fingerprint_markdown
 
-        lines += [
-            "",
-            fingerprint_markdown(
-                FingerprintResult(**{k: fp[k] for k in ("rows", "verdict", "best", "tied", "statistic", "settings", "seconds")})
-            ),
-        ]
+        lines += ["", fingerprint_markdown(res.fingerprint)]
     lines += ["", "### Findings", "", findings_markdown(res.findings)]
     return "\n".join(lines)
 
@@ -556,7 +550,7 @@ def github_annotations(res: GateResult, draft: str) -> list[str]:
     """`::error file=...,line=...::` workflow commands, one per finding, at the config key to change."""
     cfg = Path(draft) / "config.json"
     key = None
-    dr = (res.sections.get("compare") or {}).get("draft") or {}
+    dr = (res.compare.draft if res.compare is not None else None) or {}
     if dr.get("layer_ids_key"):
         key = str(dr["layer_ids_key"]).split(".")[-1]
     line = None

@@ -4,9 +4,12 @@ writes the files."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput
+
+if TYPE_CHECKING:
+    from .results import AcceptanceRun, PathResult
 
 
 def _plt():
@@ -74,21 +77,21 @@ def heatmap_png(
     return _png(fig)
 
 
-def acceptance_png(paths: dict[str, dict[str, Any]], title: str = "per-position acceptance") -> bytes:
+def acceptance_png(paths: dict[str, PathResult], title: str = "per-position acceptance") -> bytes:
     plt = _plt()
     import numpy as np
 
     names = list(paths)
-    K = max(len(p["chain"].get("per_position_rate", [])) for p in paths.values())
+    K = max(len(p.chain.per_position_rate) for p in paths.values())
     fig, ax = plt.subplots(figsize=(7, 3.5))
     w = 0.8 / max(len(names), 1)
-    for i, n in enumerate(names):
-        r = paths[n]["chain"].get("per_position_rate", [])
+    for i, (n, p) in enumerate(paths.items()):
+        r = p.chain.per_position_rate
         ax.bar(
             np.arange(1, len(r) + 1) + (i - (len(names) - 1) / 2) * w,
             r,
             width=w,
-            label=f"{n} (mean length {paths[n]['chain'].get('mean_acceptance_length', float('nan')):.2f})",
+            label=f"{n} (mean length {p.chain.mean_acceptance_length:.2f})",
         )
     ax.set_xlabel("draft position")
     ax.set_ylabel("acceptance rate (vLLM convention)")
@@ -133,13 +136,15 @@ def _row_slot(row: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _acceptance_title(run: Any) -> str:
+def _acceptance_title(run: AcceptanceRun) -> str:
     """Two lines naming the target, engine, K and the served and trained features (shortened to fit)."""
     import textwrap
 
+    from .taps import format_spec
+
     s = run.settings
-    tree = f", {s['tree_note']}" if s.get("tree_note") else ""
-    full = f"{s['target']} ({s['engine']}, K={s['num_steps']}{tree})\nserved {', '.join(s['serving_spec'])}" + (
-        f" | trained {', '.join(s['training_spec'])}" if s.get("training_spec") else ""
+    tree = f", {s.tree.label}" if s.tree is not None else ""
+    full = f"{s.target} ({s.engine}, K={s.num_steps}{tree})\nserved {format_spec(s.serving_spec)}" + (
+        f" | trained {format_spec(s.training_spec)}" if s.training_spec else ""
     )
     return "\n".join(textwrap.shorten(x, 110) for x in full.split("\n"))

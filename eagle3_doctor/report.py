@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -14,9 +15,11 @@ from rich.table import Table
 from rich.text import Text
 
 from .findings import Finding, Location, by_severity
+from .taps import format_spec
 
 if TYPE_CHECKING:
     from .compare import CompareResult, SlotStats
+    from .results import AcceptanceRun, PathResult, RunSettings, ScanRow
     from .taps import FeatureSpec
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -155,7 +158,7 @@ def _bar(x: float, width: int = 30) -> str:
     return "#" * n + "." * (width - n)
 
 
-def render_acceptance(console: Console, run: Any) -> None:
+def render_acceptance(console: Console, run: AcceptanceRun) -> None:
     _acceptance_settings(console, run.settings)
     console.print(_acceptance_table(run))
     _acceptance_per_path(console, run)
@@ -168,113 +171,102 @@ def render_acceptance(console: Console, run: Any) -> None:
     render_findings(console, run.findings, "acceptance under the serving features matches the training features")
 
 
-def _acceptance_settings(console: Console, s: dict[str, Any]) -> None:
+def _acceptance_settings(console: Console, s: RunSettings) -> None:
     """What was replayed: target, engine, K, data size, and the two feature sets."""
     console.print(
-        f"[bold]target[/bold] {escape(str(s['target']))}  [bold]engine[/bold] {escape(str(s['engine']))}  K={s['num_steps']}  "
-        f"continuation={s['continuation']}  {s['sequences']} sequences / {s['tokens']} tokens  {s['dtype']} on {s['device']}"
+        f"[bold]target[/bold] {escape(str(s.target))}  [bold]engine[/bold] {escape(str(s.engine))}  K={s.num_steps}  "
+        f"continuation={s.continuation}  {s.sequences} sequences / {s.tokens} tokens  {s.dtype} on {s.device}"
     )
-    console.print(f"serving features: {', '.join(s['serving_spec'])}  ({s['serving_source']})", markup=False)
-    if s.get("training_spec"):
-        console.print(f"training features: {', '.join(s['training_spec'])}  ({s['training_source']})", markup=False)
+    console.print(f"serving features: {format_spec(s.serving_spec)}  ({s.serving_source})", markup=False)
+    if s.training_spec:
+        console.print(f"training features: {format_spec(s.training_spec)}  ({s.training_source})", markup=False)
 
 
-def _acceptance_table(run: Any) -> Table:
+def _at(values: list[float], k: int) -> str:
+    """The k-th figure, or "-" where the list is shorter (no verify pass reached that far)."""
+    return _fmt(values[k]) if k < len(values) else "-"
+
+
+def _acceptance_table(run: AcceptanceRun) -> Table:
     """One column per feature path, one row per metric in each engine's convention."""
     s = run.settings
     t = Table(title="acceptance by feature path")
     t.add_column("metric", overflow="fold")
-    names = list(run.paths)
-    for n in names:
+    paths = list(run.paths.values())
+    for n in run.paths:
         t.add_column(n, justify="right")
-    K = s["num_steps"]
 
-    def row(label: str, fn) -> None:
-        t.add_row(label, *[fn(run.paths[n]) for n in names])
+    def row(label: str, fn: Callable[[PathResult], str]) -> None:
+        t.add_row(label, *[fn(p) for p in paths])
 
-    row(
-        "mean acceptance length (vLLM, SGLang accept_len; bonus in)",
-        lambda p: _fmt(p["chain"].get("mean_acceptance_length", float("nan")), 3),
-    )
-    row("accepted per pass (bonus out)", lambda p: _fmt(p["chain"].get("mean_accepted_without_bonus", float("nan")), 3))
-    row("per-request mean acceptance length", lambda p: _fmt(p["per_request_mean_acceptance_length"], 3))
-    row("draft acceptance rate (vLLM)", lambda p: _fmt(p["chain"].get("draft_acceptance_rate", float("nan")), 3))
-    row("accept_rate (SGLang)", lambda p: _fmt(p["chain"].get("sglang_accept_rate", float("nan")), 3))
-    row("tau = 1 + sum prod acc_k", lambda p: _fmt(p["tau"], 3))
-    row("verify passes", lambda p: str(p["chain"].get("passes", 0)))
-    for k in range(K):
+    row("mean acceptance length (vLLM, SGLang accept_len; bonus in)", lambda p: _fmt(p.chain.mean_acceptance_length, 3))
+    row("accepted per pass (bonus out)", lambda p: _fmt(p.chain.mean_accepted_without_bonus, 3))
+    row("per-request mean acceptance length", lambda p: _fmt(p.per_request_mean_acceptance_length, 3))
+    row("draft acceptance rate (vLLM)", lambda p: _fmt(p.chain.draft_acceptance_rate, 3))
+    row("accept_rate (SGLang)", lambda p: _fmt(p.chain.sglang_accept_rate, 3))
+    row("tau = 1 + sum prod acc_k", lambda p: _fmt(p.tau, 3))
+    row("verify passes", lambda p: str(p.chain.passes))
+    for k in range(s.num_steps):
         row(
             f"position {k + 1}: rate (vLLM) | acc_{k + 1} (SpecForge)",
-            lambda p, k=k: (
-                f"{_fmt(p['chain']['per_position_rate'][k]) if 'per_position_rate' in p['chain'] else '-'} | {_fmt(p['acc_k'][k])}"
-            ),
+            lambda p, k=k: f"{_at(p.chain.per_position_rate, k)} | {_fmt(p.acc_k[k])}",
         )
-    if any("tree" in run.paths[n] for n in names):
-        tr = s.get("tree") or {}
+    if any(p.tree is not None for p in paths):
+        tr = s.tree
         what = (
-            f"SGLang tree topk {tr.get('topk')}, {tr.get('num_draft_tokens')} tokens"
-            if tr.get("kind") == "sglang"
-            else f"static tree, {tr.get('num_draft_tokens', '?')} tokens"
-            if tr
-            else f"tree top-{s['topk']}"
+            f"SGLang tree topk {tr.topk}, {tr.num_draft_tokens} tokens"
+            if tr is not None and tr.kind == "sglang"
+            else f"static tree, {tr.num_draft_tokens} tokens"
+            if tr is not None
+            else f"tree top-{s.topk}"
         )
+        row(f"{what}: mean acceptance length (exact)", lambda p: _fmt(p.tree.mean_acceptance_length if p.tree else math.nan))
+        for k in range(s.num_steps):
+            row(f"  tree position {k + 1}: rate (vLLM)", lambda p, k=k: _at(p.tree.per_position_rate, k) if p.tree else "-")
+    if any(p.temperature is not None for p in paths):
         row(
-            f"{what}: mean acceptance length (exact)",
-            lambda p: _fmt(p.get("tree", {}).get("mean_acceptance_length", float("nan"))),
-        )
-        for k in range(K):
-            row(
-                f"  tree position {k + 1}: rate (vLLM)",
-                lambda p, k=k: _fmt(p["tree"]["per_position_rate"][k]) if "per_position_rate" in p.get("tree", {}) else "-",
-            )
-    if any("temperature" in run.paths[n] for n in names):
-        row(
-            f"T={s['temperature']} ({s['temperature_mode']}): expected length",
-            lambda p: _fmt(p.get("temperature", {}).get("expected_mean_acceptance_length", float("nan"))),
+            f"T={s.temperature} ({s.temperature_mode}): expected length",
+            lambda p: _fmt(p.temperature.expected_mean_acceptance_length if p.temperature else math.nan),
         )
     return t
 
 
-def _acceptance_per_path(console: Console, run: Any) -> None:
+def _acceptance_per_path(console: Console, run: AcceptanceRun) -> None:
     """Per feature path: intervals over prompts, per-position bars, triage hints; then the tree note."""
-    from .stats import interval_lines
-
-    names = list(run.paths)
-    for n in names:  # issue 14: the noise over prompts beside every figure a decision rests on
-        for i, line in enumerate(interval_lines(run.paths[n].get("intervals"))):
+    for n, p in run.paths.items():  # issue 14: the noise over prompts beside every figure a decision rests on
+        for i, line in enumerate(p.intervals.lines() if p.intervals else []):
             console.print(f"{n}: {line}" if i == 0 else f"  {line}", markup=False, highlight=False, soft_wrap=True)
-    for n in names:
-        rates = run.paths[n]["chain"].get("per_position_rate", [])
+    for n, p in run.paths.items():
         console.print(f"[bold]{escape(n)}[/bold] per-position acceptance (vLLM convention)")
-        for k, r in enumerate(rates):
+        for k, r in enumerate(p.chain.per_position_rate):
             console.print(f"  pos {k + 1} {_bar(r)} {r:.3f}", markup=False, highlight=False)
-    for n in names:
-        for hint in run.paths[n].get("triage", []):
+    for n, p in run.paths.items():
+        for hint in p.triage:
             console.print(f"hint ({n}): {hint}", markup=False, soft_wrap=True)
-    if run.settings.get("tree_note"):
-        console.print(f"note: {run.settings['tree_note']}", style="dim", markup=False)
+    if run.settings.tree is not None:
+        console.print(f"note: {run.settings.tree.label}", style="dim", markup=False)
 
 
-def _acceptance_reference(console: Console, run: Any) -> None:
+def _acceptance_reference(console: Console, run: AcceptanceRun) -> None:
     """Whether the reference sequential (and tree-verify) loops agree with the estimator."""
     if run.reference is None:
         return
     r = run.reference
-    verdict = "[green]agrees exactly[/green]" if r["agrees_with_estimator"] else "[red]DISAGREES[/red]"
+    verdict = "[green]agrees exactly[/green]" if r.agrees_with_estimator else "[red]DISAGREES[/red]"
     console.print(
-        f"reference sequential loop: mean acceptance length {r['chain'].get('mean_acceptance_length', float('nan')):.3f}; "
+        f"reference sequential loop: mean acceptance length {r.chain.mean_acceptance_length:.3f}; "
         f"per-prompt accepted lengths {verdict} with the estimator"
     )
-    if r.get("tree"):
-        tv = "[green]agrees exactly[/green]" if r["tree"]["agrees_with_estimator"] else "[red]DISAGREES[/red]"
+    if r.tree is not None:
+        tv = "[green]agrees exactly[/green]" if r.tree.agrees_with_estimator else "[red]DISAGREES[/red]"
         console.print(
             f"reference tree-verify loop: mean acceptance length "
-            f"{r['tree']['metrics'].get('mean_acceptance_length', float('nan')):.3f}; per-pass accepted depths {tv} "
+            f"{r.tree.metrics.mean_acceptance_length:.3f}; per-pass accepted depths {tv} "
             "with the tree estimator"
         )
 
 
-def _acceptance_scan(console: Console, scan: list[dict[str, Any]]) -> None:
+def _acceptance_scan(console: Console, scan: list[ScanRow]) -> None:
     """The capture-point scan's ten best feature sets."""
     st = Table(title="capture-point scan (step-1 accuracy, teacher-forced)")
     st.add_column("rank")
@@ -282,10 +274,10 @@ def _acceptance_scan(console: Console, scan: list[dict[str, Any]]) -> None:
     st.add_column("step-1 acc [95%]", justify="right")
     st.add_column("vs configured [95%]", justify="right")
     for i, r in enumerate(scan[:10]):
-        lo, hi = r.get("step1_acc_ci") or (float("nan"), float("nan"))
-        d = r.get("diff_to_configured")
-        vs = "configured" if r.get("configured") else (f"{d['point']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]" if d else "-")
-        st.add_row(str(i + 1), ", ".join(r["spec"]), f"{r['step1_acc']:.3f} [{lo:.3f}, {hi:.3f}]", vs)
+        d = r.diff_to_configured
+        vs = "configured" if r.configured else (f"{d.point:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]" if d else "-")
+        ci = r.step1_acc_ci
+        st.add_row(str(i + 1), format_spec(r.spec), f"{r.step1_acc:.3f} [{ci.lo:.3f}, {ci.hi:.3f}]", vs)
     console.print(st)
 
 
@@ -329,10 +321,10 @@ def render_gate(console: Console, res: Any) -> None:
             style=None if c.passed else "red",
         )
     console.print(t)
-    fp = res.sections.get("fingerprint")
-    if fp:
+    fp = res.fingerprint
+    if fp is not None:
         console.print(
-            f"fingerprint: {fp['verdict']} ({fp['settings']['candidates']} candidates, {fp['seconds']:.1f} s; "
+            f"fingerprint: {fp.verdict} ({fp.settings['candidates']} candidates, {fp.seconds:.1f} s; "
             "eagle3-doctor fingerprint shows the ranking)",
             markup=False,
             soft_wrap=True,
@@ -351,45 +343,40 @@ def render_inspect(console: Console, res: Any) -> None:
     render_findings(console, res.findings, "no problems found in the draft checkpoint or config")
 
 
-def compare_markdown(res: Any, heatmap: bool) -> str:
-    data = res.to_dict()
+def compare_markdown(res: CompareResult, heatmap: bool) -> str:
     lines = [
         "# eagle3-doctor compare-hidden",
         "",
-        f"- target: `{data['target']}` ({data['num_layers']} layers)",
-        f"- serving: {res.serving.label}: {data['serving']['source']}",
-        f"- training: {data['training']['source']}",
+        f"- target: `{res.target}` ({res.num_layers} layers)",
+        f"- serving: {res.serving.label}: {res.serving.source}",
+        f"- training: {res.train_source}",
         "",
         "| slot | trained | served | cos mean | rel L2 mean |",
         "|---|---|---|---|---|",
     ]
-    for s in data["slots"]:
-        lines.append(f"| {s['slot']} | {s['trained']} | {s['served']} | {s['cos_mean']:.5f} | {s['rel_mean']:.4f} |")
+    for s in res.slots:
+        lines.append(f"| {s.slot} | {s.trained} | {s.served} | {s.cos_mean:.5f} | {s.rel_mean:.4f} |")
     lines += ["", "## Findings", "", findings_markdown(res.findings)]
     if heatmap:
         lines += ["![slot x capture point](heatmap.png)", ""]
     return "\n".join(lines)
 
 
-def acceptance_markdown(run: Any) -> str:
-    from .stats import interval_lines
-
+def acceptance_markdown(run: AcceptanceRun) -> str:
     s = run.settings
     lines = [
         "# eagle3-doctor acceptance",
         "",
-        f"- target: `{s['target']}`, engine {s['engine']}, K={s['num_steps']}, {s['sequences']} sequences",
+        f"- target: `{s.target}`, engine {s.engine}, K={s.num_steps}, {s.sequences} sequences",
         "",
         "| path | mean acceptance length | tau | acc_1 |",
         "|---|---|---|---|",
     ]
     for n, p in run.paths.items():
-        lines.append(
-            f"| {n} | {p['chain'].get('mean_acceptance_length', float('nan')):.3f} | {p['tau']:.3f} | {p['acc_k'][0]:.3f} |"
-        )
+        lines.append(f"| {n} | {p.chain.mean_acceptance_length:.3f} | {p.tau:.3f} | {p.step1:.3f} |")
     for n, p in run.paths.items():
-        lines += ["", f"**{n}**", ""] + [f"- {x}" for x in interval_lines(p.get("intervals"))]
-    hints = [f"- {n}: {h}" for n, p in run.paths.items() for h in p.get("triage", [])]
+        lines += ["", f"**{n}**", ""] + [f"- {x}" for x in (p.intervals.lines() if p.intervals else [])]
+    hints = [f"- {n}: {h}" for n, p in run.paths.items() for h in p.triage]
     # no hints is not "healthy" when a finding says otherwise: the two must never contradict
     bad = [f.code for f in run.findings if f.severity in ("error", "warning")]
     none_text = f"No pattern hint; see the findings below ({', '.join(bad)})." if bad else "None: the pattern looks healthy."
@@ -413,7 +400,7 @@ def inspect_markdown(res: Any) -> str:
     return "\n".join(lines + ["", "## Findings", "", findings_markdown(res.findings)])
 
 
-def write_compare_report(res: Any, report_dir: str | None, plot: str | None) -> None:
+def write_compare_report(res: CompareResult, report_dir: str | None, plot: str | None) -> None:
     """--plot: the heatmap PNG alone; --report: compare-hidden.md with its heatmap, written as one set."""
     from . import plots
     from .safeio import OutputSet, write_output
@@ -428,7 +415,7 @@ def write_compare_report(res: Any, report_dir: str | None, plot: str | None) -> 
             out.add("compare-hidden.md", compare_markdown(res, heatmap=res.matrix is not None).encode())
 
 
-def write_acceptance_report(run: Any, report_dir: str | None, plot: str | None) -> None:
+def write_acceptance_report(run: AcceptanceRun, report_dir: str | None, plot: str | None) -> None:
     from . import plots
     from .safeio import OutputSet, write_output
 

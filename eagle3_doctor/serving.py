@@ -42,10 +42,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput
 from .findings import Finding
+
+if TYPE_CHECKING:
+    from .results import PathResult, RunSettings
 
 SCHEMA = "eagle3-doctor/server-metrics/1"
 
@@ -529,7 +532,7 @@ class ServingComparison:
 
 
 def compare_to_prediction(
-    measured: Measured, paths: dict[str, dict[str, Any]], settings: dict[str, Any], capture_fix: str | None = None
+    measured: Measured, paths: dict[str, PathResult], settings: RunSettings, capture_fix: str | None = None
 ) -> tuple[ServingComparison, list[Any]]:
     """The doctor's predicted acceptance (per feature path) against what the server counted.
 
@@ -538,7 +541,7 @@ def compare_to_prediction(
     its findings: SRV001 engine, SRV002 wiring, SRV003 draft, SRV004 undetermined; none when the
     server measured what the doctor predicts for healthy wiring.
     """
-    K = int(settings["num_steps"])
+    K = settings.num_steps
     if measured.num_spec_tokens is not None and measured.num_spec_tokens != K:
         raise BadInput(
             f"the server drafted {measured.num_spec_tokens} tokens per pass (per-position counters) but the "
@@ -547,7 +550,7 @@ def compare_to_prediction(
         )
     if "serving" not in paths:
         raise BadInput("no serving-path prediction to compare with the server", "fix the slot count first (see notes)")
-    pred = {name: bootstrap_prediction(p["accepted_lengths"], K) for name, p in paths.items()}
+    pred = {name: bootstrap_prediction(p.accepted_lengths, K) for name, p in paths.items()}
     ps = pred["serving"]
     rel = _relation(
         measured.mean_acceptance_length,
@@ -559,7 +562,7 @@ def compare_to_prediction(
         "the verdict assumes the server ran the same prompts with the same settings (K, top-k, draft tokens, "
         "temperature) as this prediction; counters cannot show it"
     ]
-    if int(settings.get("topk") or 1) > 1 or float(settings.get("temperature") or 0) > 0:
+    if settings.topk > 1 or settings.temperature > 0:
         notes.append("the prediction is for the tree/temperature settings given; chain figures are compared")
     ev = _evidence(measured, ps, pred.get("training"))
     verdict, findings = _verdict(rel, measured, paths, ps, pred.get("training"), ev, capture_fix)
@@ -568,7 +571,7 @@ def compare_to_prediction(
         measured,
         pred,
         rel,
-        {k: settings.get(k) for k in ("num_steps", "topk", "num_draft_tokens", "temperature", "sequences", "engine")},
+        {k: getattr(settings, k) for k in ("num_steps", "topk", "num_draft_tokens", "temperature", "sequences", "engine")},
         notes,
     ), findings
 
@@ -598,15 +601,15 @@ def _evidence(measured: Measured, ps: dict[str, Any], pt: dict[str, Any] | None)
 def _verdict(
     rel: str,
     measured: Measured,
-    paths: dict[str, dict[str, Any]],
+    paths: dict[str, PathResult],
     ps: dict[str, Any],
     pt: dict[str, Any] | None,
     ev: list[str],
     capture_fix: str | None,
 ) -> tuple[str | None, list[Any]]:
     """engine (SRV001), wiring (SRV002), draft (SRV003), undetermined (SRV004), or None: healthy."""
-    serve_step1 = paths["serving"]["acc_k"][0] if paths["serving"].get("acc_k") else float("nan")
-    ref_step1 = paths["training"]["acc_k"][0] if "training" in paths and paths["training"].get("acc_k") else serve_step1
+    t = paths.get("training")
+    ref_step1 = t.step1 if t is not None and t.acc_k else paths["serving"].step1
     wiring_gap = (
         pt is not None
         and pt["mean_acceptance_length_ci"][0] > ps["mean_acceptance_length_ci"][1]
@@ -641,7 +644,7 @@ def _engine_finding(measured: Measured, ps: dict[str, Any], ev: list[str]) -> Fi
 
 def _wiring_finding(
     measured: Measured,
-    paths: dict[str, dict[str, Any]],
+    paths: dict[str, PathResult],
     ps: dict[str, Any],
     pt: dict[str, Any],
     ev: list[str],
@@ -649,13 +652,14 @@ def _wiring_finding(
 ) -> Finding:
     """SRV002: the server agrees with the serving-feature prediction, and the training features would do better."""
     m = measured.mean_acceptance_length
-    tspec = paths["training"].get("spec")
-    trained = tspec if isinstance(tspec, str) else ", ".join(tspec or [])
+    from .results import spec_label
+
+    trained = spec_label(paths["training"].spec)
     return Finding(
         "SRV002",
         f"the server's {m:.2f} matches the prediction under the serving features; the training "
         f"features would give {pt['mean_acceptance_length']:.2f}: the capture mismatch explains the gap",
-        ev + [f"serving feeds {', '.join(paths['serving'].get('spec') or [])}; trained on {trained}"],
+        ev + [f"serving feeds {spec_label(paths['serving'].spec)}; trained on {trained}"],
         capture_fix or "run eagle3-doctor compare-hidden for the exact layer ids to write",
         data={
             "measured": m,

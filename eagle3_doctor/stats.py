@@ -145,29 +145,62 @@ def _tau(acc: np.ndarray) -> np.ndarray:
     return 1.0 + np.cumprod(np.nan_to_num(acc), axis=-1).sum(axis=-1)
 
 
+@dataclass
+class AcceptanceIntervals:
+    """Intervals over prompts for one path's acceptance figures (one shared resample for all of them)."""
+
+    method: str
+    reliable: bool  # at least MIN_PROMPTS prompts
+    mean_acceptance_length: Interval
+    per_position_rate: list[Interval]
+    acc_k: list[Interval]
+    tau: Interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "reliable": self.reliable,
+            "mean_acceptance_length": self.mean_acceptance_length.to_dict(),
+            "per_position_rate": [i.to_dict() for i in self.per_position_rate],
+            "acc_k": [i.to_dict() for i in self.acc_k],
+            "tau": self.tau.to_dict(),
+        }
+
+    def lines(self) -> list[str]:
+        """As text lines (terminal, Markdown report, gate summary)."""
+        n = self.mean_acceptance_length.n
+        return [
+            f"95% intervals over {n} prompts ({self.method}"
+            + ("" if self.reliable else f"; fewer than {MIN_PROMPTS} prompts: too few to trust")
+            + ")",
+            f"mean acceptance length {self.mean_acceptance_length.text()}; tau {self.tau.text()}",
+            "per-position rate (vLLM): " + ", ".join(i.text() for i in self.per_position_rate),
+            "acc_k (SpecForge): " + ", ".join(i.text() for i in self.acc_k),
+        ]
+
+
 def acceptance_intervals(
     counts: np.ndarray, num_steps: int, *, B: int = DEFAULT_B, seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL
-) -> dict[str, Any]:
+) -> AcceptanceIntervals:
     """Intervals over prompts for mean acceptance length, per-position rates, acc_k and tau (one shared resample)."""
     K = num_steps
     c = np.asarray(counts, dtype=np.float64)
     n = c.shape[0]
     w = weights(n, B, seed) if n else None
 
-    def iv(stat: Stat) -> dict[str, Any]:
-        return bootstrap(c, stat, B=B, seed=seed, level=level, w=w).to_dict()
+    def iv(stat: Stat) -> Interval:
+        return bootstrap(c, stat, B=B, seed=seed, level=level, w=w)
 
     hits = slice(2 + K, 2 + 2 * K)
     tots = slice(2 + 2 * K, 2 + 3 * K)
-    out: dict[str, Any] = {
-        "method": f"percentile bootstrap over {n} prompts, B={B}, seed={seed}, level={level}",
-        "reliable": n >= MIN_PROMPTS,
-        "mean_acceptance_length": iv(lambda s: 1.0 + s[..., 1] / s[..., 0]),
-        "per_position_rate": [iv(lambda s, k=k: s[..., 2 + k] / s[..., 0]) for k in range(K)],
-        "acc_k": [iv(lambda s, k=k: s[..., 2 + K + k] / s[..., 2 + 2 * K + k]) for k in range(K)],
-        "tau": iv(lambda s: _tau(s[..., hits] / s[..., tots])),
-    }
-    return out
+    return AcceptanceIntervals(
+        method=f"percentile bootstrap over {n} prompts, B={B}, seed={seed}, level={level}",
+        reliable=n >= MIN_PROMPTS,
+        mean_acceptance_length=iv(lambda s: 1.0 + s[..., 1] / s[..., 0]),
+        per_position_rate=[iv(lambda s, k=k: s[..., 2 + k] / s[..., 0]) for k in range(K)],
+        acc_k=[iv(lambda s, k=k: s[..., 2 + K + k] / s[..., 2 + 2 * K + k]) for k in range(K)],
+        tau=iv(lambda s: _tau(s[..., hits] / s[..., tots])),
+    )
 
 
 def difference_interval(
@@ -184,23 +217,3 @@ def difference_interval(
         s = stat(wc @ cur) - stat(wb @ base)
     point = float(stat(cur.sum(0)) - stat(base.sum(0)))
     return _interval(point, s, level, cur.shape[0], B, seed), "independent resamples (prompt counts differ)"
-
-
-def interval_lines(intervals: dict[str, Any] | None) -> list[str]:
-    """Acceptance intervals as text lines (terminal, Markdown report, gate summary)."""
-    if not intervals:
-        return []
-
-    def t(d: dict[str, Any]) -> str:
-        return f"{d['point']:.3f} [{d['lo']:.3f}, {d['hi']:.3f}]"
-
-    n = intervals["mean_acceptance_length"]["n"]
-    lines = [
-        f"95% intervals over {n} prompts ({intervals['method']}"
-        + ("" if intervals.get("reliable", True) else f"; fewer than {MIN_PROMPTS} prompts: too few to trust")
-        + ")",
-        f"mean acceptance length {t(intervals['mean_acceptance_length'])}; tau {t(intervals['tau'])}",
-        "per-position rate (vLLM): " + ", ".join(t(d) for d in intervals["per_position_rate"]),
-        "acc_k (SpecForge): " + ", ".join(t(d) for d in intervals["acc_k"]),
-    ]
-    return lines

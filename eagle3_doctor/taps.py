@@ -55,20 +55,29 @@ class CapturePoint:
     def __repr__(self) -> str:
         return str(self)
 
+    def is_embed(self) -> bool:
+        return self.kind == EMBED
+
+    def is_layer_out(self) -> bool:
+        return self.kind == LAYER_OUT
+
+    def is_final_norm(self) -> bool:
+        return self.kind == FINAL_NORM
+
     def depth(self, num_layers: int) -> float:
         """Position along the residual stream: embed=-1, layer_out[i]=i, final_norm=L-0.5.
 
         final_norm sits between layer_out[L-1] and "one past the end": it is computed from
         layer_out[L-1] but is a different tensor.
         """
-        if self.kind == EMBED:
+        if self.is_embed():
             return -1
-        if self.kind == FINAL_NORM:
+        if self.is_final_norm():
             return num_layers - 0.5
         return self.layer  # type: ignore[return-value]
 
     def check_range(self, num_layers: int) -> None:
-        if self.kind == LAYER_OUT and self.layer >= num_layers:  # type: ignore[operator]
+        if self.is_layer_out() and self.layer >= num_layers:  # type: ignore[operator]
             raise BadInput(
                 f"capture point {self} does not exist: the target has {num_layers} decoder layers "
                 f"(layer_out[0]..layer_out[{num_layers - 1}])",
@@ -140,9 +149,9 @@ def from_hs_index(i: int, num_layers: int) -> CapturePoint:
 
 def to_hs_index(point: CapturePoint, num_layers: int) -> int | None:
     """Capture point -> ``output_hidden_states`` index; None for ``layer_out[L-1]`` (not in the tuple)."""
-    if point.kind == EMBED:
+    if point.is_embed():
         return 0
-    if point.kind == FINAL_NORM:
+    if point.is_final_norm():
         return num_layers
     return None if point.layer == num_layers - 1 else point.layer + 1  # type: ignore[operator]
 
@@ -215,14 +224,14 @@ class TapRecorder:
 
     def __enter__(self) -> TapRecorder:
         for p in self.points:
-            if p.kind == EMBED:
+            if p.is_embed():
 
                 def pre(_mod, args, kwargs, p=p):
                     hs = args[0] if args else kwargs["hidden_states"]
                     self._store(p, hs)
 
                 self._handles.append(self.parts.layers[0].register_forward_pre_hook(pre, with_kwargs=True))
-            elif p.kind == LAYER_OUT:
+            elif p.is_layer_out():
 
                 def post(_mod, _args, out, p=p):
                     self._store(p, out[0] if isinstance(out, (tuple, list)) else out)

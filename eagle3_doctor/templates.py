@@ -22,10 +22,13 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput
 from .findings import REQUEST, SERVER_COMMAND, Finding, Fix
+
+if TYPE_CHECKING:
+    from .results import AcceptanceRun, PathResult
 
 # ShareGPT speaker names -> chat roles (the mapping SpecForge and speculators apply on load)
 SHAREGPT_ROLES = {
@@ -851,8 +854,8 @@ def render_prompt_ids(tokenizer: Any, tpl: Template, convs: Sequence[Conversatio
 
 @dataclass
 class FormatComparison:
-    train: Any  # AcceptanceRun of the prompts rendered the training way
-    serve: Any  # AcceptanceRun of the same prompts rendered the serving way
+    train: AcceptanceRun  # the prompts rendered the training way
+    serve: AcceptanceRun  # the same prompts rendered the serving way
     table: dict[str, Any]
     findings: list[Finding]
 
@@ -865,10 +868,10 @@ class FormatComparison:
         }
 
 
-def _per_prompt(res: dict[str, Any]) -> tuple[list[float], list[float], list[float], list[float]]:
-    acc = [float(sum(a)) for a in res["accepted_lengths"]]
-    passes = [float(len(a)) for a in res["accepted_lengths"]]
-    s1 = res.get("step1_counts") or []
+def _per_prompt(res: PathResult) -> tuple[list[float], list[float], list[float], list[float]]:
+    acc = [float(sum(a)) for a in res.accepted_lengths]
+    passes = [float(len(a)) for a in res.accepted_lengths]
+    s1 = res.step1_counts
     return acc, passes, [float(h) for h, _ in s1], [float(n) for _, n in s1]
 
 
@@ -927,13 +930,14 @@ def acceptance_by_format(
     return FormatComparison(runs["training"], runs["serving"], table, findings)
 
 
-def _format_figures(path: dict[str, Any]) -> dict[str, Any]:
+def _format_figures(path: PathResult) -> dict[str, Any]:
     """One format's row of the comparison: the serving path's figures with prompts in that format."""
+    chain = path.chain.to_dict()  # as written: a run without a verify pass has no figures
     return {
-        "mean_acceptance_length": path["chain"].get("mean_acceptance_length"),
-        "per_position_rate": path["chain"].get("per_position_rate"),
-        "acc_k": path["acc_k"],
-        "tau": path["tau"],
+        "mean_acceptance_length": chain.get("mean_acceptance_length"),
+        "per_position_rate": chain.get("per_position_rate"),
+        "acc_k": path.acc_k,
+        "tau": path.tau,
     }
 
 

@@ -71,3 +71,22 @@ def assert_hooks_match_hidden_states(model, ids):
         torch.testing.assert_close(got[layer_out(i - 1)], hs[i], rtol=0, atol=0)
     torch.testing.assert_close(got[final_norm()], hs[L], rtol=0, atol=0)
     return got, hs
+
+
+def path_result(chain, *, name="serving", acc_k=(0.4, 0.2), tau=1.4, triage=(), buckets=()):
+    """A PathResult built by hand (renderers and triage tested without a replay); ``chain``: ChainMetrics."""
+    from eagle3_doctor.results import PathResult, PositionBucket
+
+    return PathResult(
+        name=name,
+        acc_k=list(acc_k),
+        acc_k_positions=[],
+        tau=tau,
+        chain=chain,
+        step1_by_position=[PositionBucket(*b) for b in buckets],
+        per_request_mean_acceptance_length=float("nan"),
+        accepted_lengths=[],
+        acc_k_by_request=[],
+        step1_counts=[],
+        triage=list(triage),
+    )

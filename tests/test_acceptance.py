@@ -9,6 +9,7 @@ import pytest
 from conftest import DRAFTS, DUMP, FIX, PROMPTS, TARGET
 
 from eagle3_doctor.doctor import acceptance, load_setup
+from eagle3_doctor.taps import format_spec
 
 
 def setup_for(layer_ids=None, engine="sglang", draft="sglang"):
@@ -26,18 +27,18 @@ def shifted_run():
 
 def test_estimator_equals_reference_loop_on_every_prompt(shifted_run):
     ref = shifted_run.reference
-    assert ref["same_tokens"], "the loop's greedy tokens must equal the continuation the estimator used"
-    assert ref["agrees_with_estimator"]
-    assert ref["accepted_lengths"] == shifted_run.paths["serving"]["accepted_lengths"]
-    assert sum(len(a) for a in ref["accepted_lengths"]) == shifted_run.paths["serving"]["chain"]["passes"]
+    assert ref.same_tokens, "the loop's greedy tokens must equal the continuation the estimator used"
+    assert ref.agrees_with_estimator
+    assert ref.accepted_lengths == shifted_run.paths["serving"].accepted_lengths
+    assert sum(len(a) for a in ref.accepted_lengths) == shifted_run.paths["serving"].chain.passes
 
 
 def test_estimator_equals_reference_loop_with_correct_features():
     run = acceptance(
         setup_for(), prompts_path=str(PROMPTS), num_steps=7, max_new_tokens=64, limit=6, reference=True, batch_size=3
     )
-    assert run.reference["agrees_with_estimator"] and run.reference["same_tokens"]
-    lengths = [a for r in run.reference["accepted_lengths"] for a in r]
+    assert run.reference.agrees_with_estimator and run.reference.same_tokens
+    lengths = [a for r in run.reference.accepted_lengths for a in r]
     assert max(lengths) >= 3, "a trained draft should get several tokens accepted somewhere"
 
 
@@ -49,20 +50,20 @@ def _recorded_margin(name: str) -> float:
 
 def test_correct_features_beat_the_seed_shift_by_the_recorded_margin(shifted_run):
     s, t = shifted_run.paths["serving"], shifted_run.paths["training"]
-    drop = 100 * (t["acc_k"][0] - s["acc_k"][0])
+    drop = 100 * (t.acc_k[0] - s.acc_k[0])
     recorded = -_recorded_margin("seed-style slot shift (embed first)")
     assert recorded >= 15
     assert drop >= 0.5 * recorded, (drop, recorded)
-    assert t["chain"]["mean_acceptance_length"] > s["chain"]["mean_acceptance_length"]
+    assert t.chain.mean_acceptance_length > s.chain.mean_acceptance_length
     assert any(f.code == "ACC001" for f in shifted_run.findings)
 
 
 def test_every_convention_comes_from_the_same_counts(shifted_run):
-    c = shifted_run.paths["training"]["chain"]
-    acc = [a for r in shifted_run.paths["training"]["accepted_lengths"] for a in r]
-    assert c["passes"] == len(acc)
-    assert c["mean_acceptance_length"] == pytest.approx(1 + sum(acc) / len(acc))
-    assert c["per_position_rate"][0] == pytest.approx(sum(a >= 1 for a in acc) / len(acc))
+    c = shifted_run.paths["training"].chain
+    acc = [a for r in shifted_run.paths["training"].accepted_lengths for a in r]
+    assert c.passes == len(acc)
+    assert c.mean_acceptance_length == pytest.approx(1 + sum(acc) / len(acc))
+    assert c.per_position_rate[0] == pytest.approx(sum(a >= 1 for a in acc) / len(acc))
 
 
 def test_tree_temperature_and_text_modes():
@@ -70,23 +71,23 @@ def test_tree_temperature_and_text_modes():
         setup_for(), prompts_path=str(PROMPTS), num_steps=4, max_new_tokens=32, limit=4, topk=3, temperature=0.8, batch_size=4
     )
     p = run.paths["serving"]
-    assert p["tree"]["mean_acceptance_length"] >= p["chain"]["mean_acceptance_length"]
+    assert p.tree.mean_acceptance_length >= p.chain.mean_acceptance_length
     e = p["temperature"]["expected_mean_acceptance_length"]
     assert 1.0 <= e <= 5.0
     rates = p["temperature"]["expected_per_position_rate"]
     assert all(a >= b for a, b in zip(rates, rates[1:]))
     text = acceptance(setup_for(), prompts_path=str(PROMPTS), num_steps=3, continuation="text", limit=4)
-    assert text.paths["serving"]["chain"]["passes"] > 0
+    assert text.paths["serving"].chain.passes > 0
 
 
 def test_scan_recovers_the_trained_capture_points():
     run = acceptance(setup_for([-1, 1, 3]), prompts_path=str(PROMPTS), num_steps=1, max_new_tokens=48, limit=8, scan=True)
-    assert run.scan[0]["spec"] == ["layer_out[1]", "layer_out[3]", "layer_out[4]"]
+    assert format_spec(run.scan[0].spec) == "layer_out[1], layer_out[3], layer_out[4]"
     # the configured (trained) capture points are the best: no ACC004, their paired difference is 0
-    assert run.scan[0]["configured"] and run.scan[0]["diff_to_configured"]["point"] == 0
+    assert run.scan[0].configured and run.scan[0].diff_to_configured.point == 0
     assert not any(f.code == "ACC004" for f in run.findings)
-    lo, hi = run.scan[0]["step1_acc_ci"]
-    assert lo < run.scan[0]["step1_acc"] < hi
+    lo, hi = run.scan[0].step1_acc_ci.lo, run.scan[0].step1_acc_ci.hi
+    assert lo < run.scan[0].step1_acc < hi
 
 
 def test_scan_finding_decides_on_the_paired_interval():
@@ -102,32 +103,32 @@ def test_scan_finding_decides_on_the_paired_interval():
 
     eight = run(8)
     f = next(f for f in eight.findings if f.code == "ACC004")
-    assert f.title.startswith(", ".join(eight.scan[0]["spec"]) + " fits the draft better than layer_out[2], layer_out[4]")
-    assert not eight.scan[0]["configured"]
-    d = eight.scan[0]["diff_to_configured"]
-    assert d["lo"] > 0 and "paired bootstrap over 8 prompts" in f.evidence[0]
-    configured = next(r for r in eight.scan if r["configured"])
-    assert configured["spec"] == ["layer_out[2]", "layer_out[4]", "layer_out[5]"]
+    assert f.title.startswith(format_spec(eight.scan[0].spec) + " fits the draft better than layer_out[2], layer_out[4]")
+    assert not eight.scan[0].configured
+    d = eight.scan[0].diff_to_configured
+    assert d.lo > 0 and "paired bootstrap over 8 prompts" in f.evidence[0]
+    configured = next(r for r in eight.scan if r.configured)
+    assert format_spec(configured.spec) == "layer_out[2], layer_out[4], layer_out[5]"
     # the capture points the draft was trained on are never ruled out: the best, or tied with it
-    trained = next(r for r in eight.scan if r["spec"] == ["layer_out[1]", "layer_out[3]", "layer_out[4]"])
-    assert trained is eight.scan[0] or trained["tied_with_best"]
-    tied = [r for r in eight.scan[1:] if r["tied_with_best"] and not r["configured"]]
-    assert bool(tied) == (len(f.evidence) == 2) and all(", ".join(r["spec"]) in f.evidence[-1] for r in tied)
+    trained = next(r for r in eight.scan if format_spec(r.spec) == "layer_out[1], layer_out[3], layer_out[4]")
+    assert trained is eight.scan[0] or trained.tied_with_best
+    tied = [r for r in eight.scan[1:] if r.tied_with_best and not r.configured]
+    assert bool(tied) == (len(f.evidence) == 2) and all(format_spec(r.spec) in f.evidence[-1] for r in tied)
     few = run(4)
-    assert few.scan[0]["diff_to_configured"]["n"] == 4 and not any(f.code == "ACC004" for f in few.findings)
+    assert few.scan[0].diff_to_configured.n == 4 and not any(f.code == "ACC004" for f in few.findings)
 
 
 def test_dump_path_measures_along_the_dump_text():
     run = acceptance(setup_for(), train_dump=str(DUMP), num_steps=3, limit=2)
-    assert run.settings["continuation"] == "text"
+    assert run.settings.continuation == "text"
     # the dump holds exactly the trained features, so both paths agree
-    assert run.paths["training"]["acc_k"] == pytest.approx(run.paths["serving"]["acc_k"], abs=1e-6)
+    assert run.paths["training"].acc_k == pytest.approx(run.paths["serving"].acc_k, abs=1e-6)
 
 
 def test_per_prompt_lists_line_up_across_paths(shifted_run):
     """Both paths walk the same continuation of prompt i: their passes cover the same tokens."""
-    s = shifted_run.paths["serving"]["accepted_lengths"]
-    t = shifted_run.paths["training"]["accepted_lengths"]
+    s = shifted_run.paths["serving"].accepted_lengths
+    t = shifted_run.paths["training"].accepted_lengths
     assert len(s) == len(t) == 8
     for a, b in zip(s, t):
         assert abs(sum(x + 1 for x in a) - sum(x + 1 for x in b)) <= 1

@@ -21,16 +21,16 @@ from eagle3_doctor.acceptance import (
 def test_conventions_on_hand_made_counts():
     # 4 verify passes, K = 3, accepted 3, 0, 1, 2 (bonus excluded)
     m = metrics_from_passes([3, 0, 1, 2], [3, 3, 3, 3], 3)
-    assert m["passes"] == 4 and m["accepted_tokens"] == 6 and m["drafted_tokens"] == 12
-    assert m["mean_acceptance_length"] == pytest.approx(1 + 6 / 4)  # vLLM: 1 + accepted/num_drafts
-    assert m["draft_acceptance_rate"] == pytest.approx(6 / 12)  # vLLM: accepted/num_draft_tokens
-    assert m["per_position_rate"] == pytest.approx([3 / 4, 2 / 4, 1 / 4])  # vLLM: #(A>=k)/num_drafts
-    assert m["conditional_rate"] == pytest.approx([3 / 4, 2 / 3, 1 / 2])
+    assert m.passes == 4 and m.accepted_tokens == 6 and m.drafted_tokens == 12
+    assert m.mean_acceptance_length == pytest.approx(1 + 6 / 4)  # vLLM: 1 + accepted/num_drafts
+    assert m.draft_acceptance_rate == pytest.approx(6 / 12)  # vLLM: accepted/num_draft_tokens
+    assert m.per_position_rate == pytest.approx([3 / 4, 2 / 4, 1 / 4])  # vLLM: #(A>=k)/num_drafts
+    assert m.conditional_rate == pytest.approx([3 / 4, 2 / 3, 1 / 2])
     # SGLang: accept_len = accept tokens incl. bonus / forward_ct; accept_rate = (tokens-ct)/(ct*(num_draft_tokens-1))
     accept_tokens, ct, ndt = 6 + 4, 4, 3 + 1
-    assert m["sglang_accept_length"] == pytest.approx(accept_tokens / ct)
-    assert m["sglang_accept_rate"] == pytest.approx((accept_tokens - ct) / (ct * (ndt - 1)))
-    assert m["accepted_length_histogram"] == [1, 1, 1, 1]
+    assert m.sglang_accept_length == pytest.approx(accept_tokens / ct)
+    assert m.sglang_accept_rate == pytest.approx((accept_tokens - ct) / (ct * (ndt - 1)))
+    assert m.accepted_length_histogram == [1, 1, 1, 1]
 
 
 def test_tau_bridge():
@@ -150,20 +150,17 @@ def test_tree_against_brute_force_enumeration():
 
 
 def test_triage_hints_name_the_usual_causes():
+    from conftest import path_result
+
     from eagle3_doctor.acceptance import triage
 
-    dead = {"chain": metrics_from_passes([0] * 50 + [1], [5] * 51, 5), "step1_by_position": []}
+    dead = path_result(metrics_from_passes([0] * 50 + [1], [5] * 51, 5))
     assert "weights or the vocabulary" in triage(dead, "float32")[0]
-    cliff = {"chain": metrics_from_passes([1] * 40 + [0] * 60 + [2] * 3, [5] * 103, 5), "step1_by_position": []}
+    cliff = path_result(metrics_from_passes([1] * 40 + [0] * 60 + [2] * 3, [5] * 103, 5))
     assert "capture points or RoPE" in triage(cliff, "float32")[0]
-    decay = {
-        "chain": metrics_from_passes([3] * 10, [5] * 10, 5),
-        "step1_by_position": [
-            {"from": 0, "to": 63, "acc": 0.8, "n": 100},
-            {"from": 64, "to": 127, "acc": 0.6, "n": 100},
-            {"from": 128, "to": 191, "acc": 0.4, "n": 100},
-        ],
-    }
+    decay = path_result(
+        metrics_from_passes([3] * 10, [5] * 10, 5), buckets=[(0, 63, 0.8, 100), (64, 127, 0.6, 100), (128, 191, 0.4, 100)]
+    )
     assert any("positions" in h for h in triage(decay, "float32"))
-    healthy = {"chain": metrics_from_passes([3, 2, 4, 1, 3], [5] * 5, 5), "step1_by_position": []}
+    healthy = path_result(metrics_from_passes([3, 2, 4, 1, 3], [5] * 5, 5))
     assert triage(healthy, "float32") == []

@@ -54,11 +54,11 @@ def test_fwd_finding_carries_the_measured_cost(gptj_vllm):
     (f,) = [f for f in run.findings if f.code.startswith("FWD")]
     assert f.code == "FWD006"
     s, a = run.paths["serving"], run.paths["as_served"]
-    assert a["acc_k"][0] < s["acc_k"][0] - 0.2  # rotating the wrong pairs costs most of step 1
+    assert a.acc_k[0] < s.acc_k[0] - 0.2  # rotating the wrong pairs costs most of step 1
     pt, lo, hi = f.data["measured_step1_difference"]
-    assert hi < 0 and pt == pytest.approx(a["acc_k"][0] - s["acc_k"][0])
+    assert hi < 0 and pt == pytest.approx(a.acc_k[0] - s.acc_k[0])
     assert "as trained ->" in f.evidence[-1] and "paired over prompts" in f.evidence[-1]
-    assert a["intervals"]["acc_k"][0]["hi"] < s["intervals"]["acc_k"][0]["lo"]
+    assert a.intervals.acc_k[0].hi < s.intervals.acc_k[0].lo
 
 
 def test_as_served_is_what_the_engine_would_run(gptj_vllm, tmp_path_factory):
@@ -66,7 +66,7 @@ def test_as_served_is_what_the_engine_would_run(gptj_vllm, tmp_path_factory):
     # them) give exactly the as_served path's per-prompt accepted lengths
     neox = _run(_draft(tmp_path_factory, "gptj-as-neox", gptj=True, cfg={}), "sglang")
     assert list(neox.paths) == ["serving"] and not [f for f in neox.findings if f.code.startswith("FWD")]
-    assert neox.paths["serving"]["accepted_lengths"] == gptj_vllm.paths["as_served"]["accepted_lengths"]
+    assert neox.paths["serving"].accepted_lengths == gptj_vllm.paths["as_served"].accepted_lengths
 
 
 def test_clean_counterpart_measures_one_path(tmp_path_factory):
@@ -103,8 +103,8 @@ def test_norm_output_costs_nothing_at_step_1(tmp_path_factory):
     (f,) = [f for f in run.findings if f.code.startswith("FWD")]
     assert f.code == "FWD001" and f.data["flag"] == "norm_output"
     s, a = run.paths["serving"], run.paths["as_served"]
-    assert a["acc_k"][0] == s["acc_k"][0] and f.data["measured_step1_difference"] == [0.0, 0.0, 0.0]
-    assert a["acc_k"][1] != s["acc_k"][1]
+    assert a.acc_k[0] == s.acc_k[0] and f.data["measured_step1_difference"] == [0.0, 0.0, 0.0]
+    assert a.acc_k[1] != s.acc_k[1]
 
 
 def test_dropped_qk_norms_are_measured(tmp_path_factory):
@@ -123,7 +123,7 @@ def test_dropped_qk_norms_are_measured(tmp_path_factory):
     run = acceptance(load_setup(target=str(TARGET), draft=str(d), engine="sglang", dtype="float32", device="cpu"), **ARGS)
     (f,) = [f for f in run.findings if f.code.startswith("FWD")]
     assert f.code == "FWD008" and list(run.paths) == ["serving", "as_served"]
-    assert run.paths["as_served"]["acc_k"][0] != run.paths["serving"]["acc_k"][0]
+    assert run.paths["as_served"].acc_k[0] != run.paths["serving"].acc_k[0]
     assert len(f.data["measured_step1_difference"]) == 3 and "as served" in " ".join(f.evidence)
 
 

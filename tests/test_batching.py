@@ -24,11 +24,11 @@ def test_accepted_lengths_do_not_depend_on_batch_size():
     setup = load_setup(target=str(TARGET), draft=str(DRAFTS["sglang"]), dtype="float32", device="cpu")
     a = acceptance(setup, prompts_path=str(PROMPTS), num_steps=4, max_new_tokens=32, limit=6, batch_size=1)
     b = acceptance(setup, prompts_path=str(PROMPTS), num_steps=4, max_new_tokens=32, limit=6, batch_size=6)
-    assert a.paths["serving"]["accepted_lengths"] == b.paths["serving"]["accepted_lengths"]
+    assert a.paths["serving"].accepted_lengths == b.paths["serving"].accepted_lengths
 
 
 def test_truncation_is_noted():
     setup = load_setup(target=str(TARGET), draft=str(DRAFTS["sglang"]), dtype="float32", device="cpu")
     run = acceptance(setup, prompts_path=str(PROMPTS), num_steps=2, continuation="text", max_tokens=8, limit=3)
     assert any("truncated to --max-tokens 8" in n for n in run.notes)
-    assert run.settings["tokens"] == 3 * 8
+    assert run.settings.tokens == 3 * 8

@@ -4,7 +4,6 @@ points whole, choices in --help, titled plots with the trained/configured cells,
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 
 import pytest
 from conftest import DRAFTS, PROMPTS, TARGET, invoke
@@ -67,20 +66,19 @@ def test_tables_fit_80_columns_without_cutting_capture_points(monkeypatch):
 
 
 def _run(findings, hints):
-    chain = {"mean_acceptance_length": 1.5, "per_position_rate": [0.4, 0.1]}
-    return SimpleNamespace(
-        paths={"serving": {"chain": chain, "tau": 1.4, "acc_k": [0.4, 0.2], "triage": hints}},
-        settings={
-            "target": "fixtures/target",
-            "engine": "sglang 0.5.23",
-            "num_steps": 2,
-            "sequences": 2,
-            "serving_spec": ["embed", "layer_out[1]", "layer_out[3]"],
-            "training_spec": ["layer_out[1]", "layer_out[3]", "layer_out[4]"],
-            "tree_note": None,
-        },
-        findings=findings,
-    )
+    from conftest import path_result
+
+    from eagle3_doctor.results import AcceptanceRun, ChainMetrics, RunSettings
+    from eagle3_doctor.taps import parse_spec
+
+    chain = ChainMetrics(passes=2, mean_acceptance_length=1.5, per_position_rate=[0.4, 0.1])
+    settings = RunSettings(
+        target="fixtures/target", draft=None, engine="sglang 0.5.23", num_steps=2, continuation="greedy",
+        max_new_tokens=8, temperature=0.0, temperature_mode=None, topk=1, num_draft_tokens=None, dtype="float32",
+        device="cpu", compiled=False, sequences=2, tokens=16, serving_spec=parse_spec("embed,layer_out[1],layer_out[3]"),
+        serving_source="fixture", training_spec=parse_spec("layer_out[1],layer_out[3],layer_out[4]"), training_source="fixture",
+    )  # fmt: skip
+    return AcceptanceRun({"serving": path_result(chain, triage=hints)}, settings, findings, [])
 
 
 def test_no_healthy_hint_above_an_error(tmp_path):

@@ -6,6 +6,7 @@ fed with the fixture pair's decode; the verdict tests replay the same prompts an
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -233,28 +234,42 @@ def test_other_num_steps_is_refused(predictions):
     run, _ = predictions["correct"]
     m = load_measured(prom("vllm-after-healthy.prom"), prom("vllm-before.prom"))
     with pytest.raises(BadInput, match="--num-steps 5"):
-        compare_to_prediction(m, run.paths, {**run.settings, "num_steps": 3})
+        compare_to_prediction(m, run.paths, dataclasses.replace(run.settings, num_steps=3))
 
 
-def _fake_path(lengths: list[list[int]], step1: float, spec: list[str]) -> dict:
-    return {"accepted_lengths": lengths, "acc_k": [step1], "spec": spec}
+def _fake_path(lengths: list[list[int]], step1: float, spec: str):
+    from conftest import path_result
+
+    from eagle3_doctor.results import ChainMetrics
+    from eagle3_doctor.taps import parse_spec
+
+    p = path_result(ChainMetrics(), acc_k=[step1])
+    p.accepted_lengths, p.spec = lengths, parse_spec(spec)
+    return p
+
+
+def _settings(num_steps: int):
+    """The run settings compare_to_prediction reads (K, tree, temperature), for hand-made paths."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(num_steps=num_steps, topk=1, temperature=0.0, num_draft_tokens=None, sequences=12, engine="sglang")
 
 
 def test_weak_draft_and_undetermined():
     from eagle3_doctor.serving import Measured
 
     weak = [[0, 0, 1, 0, 0, 0, 1, 0] for _ in range(12)]
-    paths = {"serving": _fake_path(weak, 0.2, ["layer_out[1]"])}
+    paths = {"serving": _fake_path(weak, 0.2, "layer_out[1]")}
     m = Measured("sglang", "x", 96.0, 1.25)
-    comp, f = compare_to_prediction(m, paths, {"num_steps": 3})
+    comp, f = compare_to_prediction(m, paths, _settings(3))
     assert comp.verdict == "draft" and [x.code for x in f] == ["SRV003"]
     # a server far ABOVE the prediction: other prompts or settings, not a verdict
-    comp, f = compare_to_prediction(Measured("sglang", "x", 96.0, 3.5), paths, {"num_steps": 3})
+    comp, f = compare_to_prediction(Measured("sglang", "x", 96.0, 3.5), paths, _settings(3))
     assert comp.verdict == "undetermined" and [x.code for x in f] == ["SRV004"]
     # agreeing with the serving prediction but unable to rule out the training one: no wiring verdict
     good = [[3, 2, 3, 1, 3, 2, 3, 3] for _ in range(12)]
-    paths = {"serving": _fake_path(weak, 0.5, ["embed"]), "training": _fake_path(good, 0.8, ["layer_out[1]"])}
-    comp, f = compare_to_prediction(Measured("sglang", "x", 96.0, 1.25, (1.0, 3.7)), paths, {"num_steps": 3})
+    paths = {"serving": _fake_path(weak, 0.5, "embed"), "training": _fake_path(good, 0.8, "layer_out[1]")}
+    comp, f = compare_to_prediction(Measured("sglang", "x", 96.0, 1.25, (1.0, 3.7)), paths, _settings(3))
     assert comp.verdict == "undetermined" and "cannot rule out" in f[0].title
-    comp, f = compare_to_prediction(Measured("sglang", "x", 96.0, 1.25, (1.1, 1.4)), paths, {"num_steps": 3})
+    comp, f = compare_to_prediction(Measured("sglang", "x", 96.0, 1.25, (1.1, 1.4)), paths, _settings(3))
     assert comp.verdict == "wiring"

@@ -41,5 +41,5 @@ def test_sharded_target_gives_identical_results(split):
     assert a.matrix["rel_l2"] == b.matrix["rel_l2"]
     ra = acceptance(plain, prompts_path=str(PROMPTS), limit=3, num_steps=4, max_new_tokens=24)
     rb = acceptance(sharded, prompts_path=str(PROMPTS), limit=3, num_steps=4, max_new_tokens=24)
-    assert ra.paths["serving"]["accepted_lengths"] == rb.paths["serving"]["accepted_lengths"]
-    assert ra.paths["training"]["acc_k"] == rb.paths["training"]["acc_k"]
+    assert ra.paths["serving"].accepted_lengths == rb.paths["serving"].accepted_lengths
+    assert ra.paths["training"].acc_k == rb.paths["training"].acc_k

@@ -78,11 +78,11 @@ def test_acceptance_intervals_points_match_the_reported_metrics():
     out = acceptance_intervals(acceptance_counts(acc, hits, tots, K), K, B=300)
     flat = [x for a in acc for x in a]
     m = metrics_from_passes(flat, [K] * len(flat), K)
-    assert np.isclose(out["mean_acceptance_length"]["point"], m["mean_acceptance_length"])
-    assert np.allclose([r["point"] for r in out["per_position_rate"]], m["per_position_rate"])
+    assert np.isclose(out.mean_acceptance_length.point, m.mean_acceptance_length)
+    assert np.allclose([r.point for r in out.per_position_rate], m.per_position_rate)
     acc_k = [sum(h[k] for h in hits) / sum(t[k] for t in tots) for k in range(K)]
-    assert np.allclose([r["point"] for r in out["acc_k"]], acc_k)
-    assert np.isclose(out["tau"]["point"], tau_from_acc(acc_k))
-    for r in [out["mean_acceptance_length"], out["tau"], *out["acc_k"], *out["per_position_rate"]]:
-        assert r["lo"] <= r["point"] <= r["hi"]
-    assert out["reliable"] is True and "seed=0" in out["method"]
+    assert np.allclose([r.point for r in out.acc_k], acc_k)
+    assert np.isclose(out.tau.point, tau_from_acc(acc_k))
+    for r in [out.mean_acceptance_length, out.tau, *out.acc_k, *out.per_position_rate]:
+        assert r.lo <= r.point <= r.hi
+    assert out.reliable is True and "seed=0" in out.method

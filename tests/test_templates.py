@@ -337,7 +337,7 @@ def test_acceptance_in_the_training_format_twice_differs_by_nothing(setup_sglang
     d = cmp.table["mean_acceptance_length_diff"]
     assert d["diff"] == d["lo"] == d["hi"] == 0.0 and cmp.table["identical_prompts"] == 4
     assert cmp.findings == []
-    assert len(cmp.train.paths["serving"]["step1_counts"]) == 4
+    assert len(cmp.train.paths["serving"].step1_counts) == 4
 
 
 def test_acceptance_in_a_foreign_format_is_lower_and_named(setup_sglang):

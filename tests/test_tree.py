@@ -29,13 +29,13 @@ def test_sglang_tree_estimator_equals_tree_loop(steps, topk, ndt):
         reference=True,
         batch_size=2,
     )
-    ref, tree = run.reference["tree"], run.paths["serving"]["tree"]
-    assert run.reference["same_tokens"]
-    assert ref["accepted_lengths"] == tree["accepted_lengths"], "estimator and loop must agree pass by pass"
-    assert ref["agrees_with_estimator"] and run.reference["agrees_with_estimator"]
-    assert ref["metrics"]["mean_acceptance_length"] == tree["mean_acceptance_length"]
-    assert "exact" in run.settings["tree_note"] and "upper bound" not in run.settings["tree_note"]
-    assert max(a for r in tree["accepted_lengths"] for a in r) >= 2
+    ref, tree = run.reference.tree, run.paths["serving"].tree
+    assert run.reference.same_tokens
+    assert ref.accepted_lengths == tree.accepted_lengths, "estimator and loop must agree pass by pass"
+    assert ref.agrees_with_estimator and run.reference.agrees_with_estimator
+    assert ref.metrics.mean_acceptance_length == tree.mean_acceptance_length
+    assert "exact" in run.settings.tree.label and "upper bound" not in run.settings.tree.label
+    assert max(a for r in tree.accepted_lengths for a in r) >= 2
 
 
 def test_sglang_tree_with_the_seed_shift_still_matches_the_loop():
@@ -50,7 +50,7 @@ def test_sglang_tree_with_the_seed_shift_still_matches_the_loop():
         reference=True,
         batch_size=2,
     )
-    assert run.reference["tree"]["agrees_with_estimator"]
+    assert run.reference.tree.agrees_with_estimator
 
 
 @pytest.mark.parametrize(
@@ -71,9 +71,9 @@ def test_vllm_static_tree_estimator_equals_tree_loop(paths):
         reference=True,
         batch_size=2,
     )
-    assert run.settings["num_steps"] == max(len(p) for p in paths)
-    assert run.reference["tree"]["accepted_lengths"] == run.paths["serving"]["tree"]["accepted_lengths"]
-    assert run.reference["tree"]["agrees_with_estimator"]
+    assert run.settings.num_steps == max(len(p) for p in paths)
+    assert run.reference.tree.accepted_lengths == run.paths["serving"].tree.accepted_lengths
+    assert run.reference.tree.agrees_with_estimator
 
 
 def test_a_budget_too_large_for_the_tree_is_refused():

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from ..results import PathResult
 
 AS_SERVED = "as_served"  # path name: serving features, the engine's draft forward
 OTHER_ROPE = "gptj_rope"  # path name: serving features, the canonical draft with the other RoPE layout
@@ -126,19 +129,8 @@ def _apply(served: Any, cfg: Any, f: Any, t_head: torch.Tensor | None, t_embed: 
 # --------------------------------------------------------------------------- measured evidence
 
 
-def _counts(res: dict[str, Any], K: int) -> Any:
-    from ..stats import acceptance_counts
-
-    by = res["acc_k_by_request"]
-    return acceptance_counts(res["accepted_lengths"], [r["hits"] for r in by], [r["positions"] for r in by], K)
-
-
-def _iv(d: dict[str, Any]) -> str:
-    return f"{d['point']:.3f} [{d['lo']:.3f}, {d['hi']:.3f}]"
-
-
 def compare_line(
-    results: dict[str, dict[str, Any]], base: str, other: str, K: int, names: tuple[str, str] = ("as trained", "as served")
+    results: dict[str, PathResult], base: str, other: str, K: int, names: tuple[str, str] = ("as trained", "as served")
 ) -> tuple[str, float, float, float, float]:
     """One evidence line: step-1 accuracy and mean acceptance length on two paths with their 95%
     intervals over prompts, and their paired differences (other - base). Returns (line, point, lo,
@@ -148,20 +140,21 @@ def compare_line(
     a, b = results[base], results[other]
     acc1 = lambda s: s[..., 2 + K] / s[..., 2 + 2 * K]  # noqa: E731  (hits / positions at step 1)
     mal = lambda s: 1.0 + s[..., 1] / s[..., 0]  # noqa: E731
-    diff, how = difference_interval(_counts(b, K), _counts(a, K), acc1)
-    dlen, _ = difference_interval(_counts(b, K), _counts(a, K), mal)
-    ia, ib = a["intervals"], b["intervals"]
+    diff, how = difference_interval(b.counts(K), a.counts(K), acc1)
+    dlen, _ = difference_interval(b.counts(K), a.counts(K), mal)
+    ia, ib = a.intervals, b.intervals
+    assert ia is not None and ib is not None  # path_results sets every path's intervals
     line = (
-        f"measured on {ia['mean_acceptance_length']['n']} prompts, serving features: step-1 accuracy "
-        f"{_iv(ia['acc_k'][0])} {names[0]} -> {_iv(ib['acc_k'][0])} {names[1]} "
+        f"measured on {ia.mean_acceptance_length.n} prompts, serving features: step-1 accuracy "
+        f"{ia.acc_k[0].text()} {names[0]} -> {ib.acc_k[0].text()} {names[1]} "
         f"(difference {diff.point:+.3f} [{diff.lo:+.3f}, {diff.hi:+.3f}], {how}); mean acceptance length "
-        f"{_iv(ia['mean_acceptance_length'])} -> {_iv(ib['mean_acceptance_length'])} "
+        f"{ia.mean_acceptance_length.text()} -> {ib.mean_acceptance_length.text()} "
         f"(difference {dlen.point:+.3f} [{dlen.lo:+.3f}, {dlen.hi:+.3f}])"
     )
     return line, diff.point, diff.lo, diff.hi, dlen.lo
 
 
-def measured_findings(sp: ServedPaths, results: dict[str, dict[str, Any]], K: int) -> list[Any]:
+def measured_findings(sp: ServedPaths, results: dict[str, PathResult], K: int) -> list[Any]:
     """The FWD findings, each with the measured cost where a path measured it."""
     out = []
     cost = compare_line(results, "serving", AS_SERVED, K) if AS_SERVED in results and "serving" in results else None
