@@ -26,7 +26,6 @@ from .errors import BadInput, ResourceError
 from .findings import Finding
 from .replay import ReplayBatch, Sources, check_seq_len, iter_captures, load_sources, replay_order
 from .results import (
-    SCHEMA,
     AcceptanceRun,
     ChainMetrics,
     PathResult,
@@ -45,8 +44,6 @@ from .taps import CapturePoint, FeatureSpec
 if TYPE_CHECKING:
     from .loader import Setup
     from .target import Target
-
-__all__ = ["SCHEMA", "AcceptanceRun"]  # the run's result types live in results.py
 
 
 # --------------------------------------------------------------------------- reporting conventions

@@ -236,8 +236,8 @@ def position_metrics(a: torch.Tensor, b: torch.Tensor) -> dict[str, torch.Tensor
 @dataclass
 class SlotStats:
     slot: int
-    trained: str
-    served: str
+    trained: CapturePoint | None  # None: a training dump's slot (identified numerically: see the matrix)
+    served: CapturePoint | None  # None: a capture point an engine dump does not name
     n: int
     cos_mean: float
     cos_min: float
@@ -247,14 +247,22 @@ class SlotStats:
     maxabs: float
     worst: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def trained_label(self) -> str:
+        return str(self.trained) if self.trained is not None else f"dump slot {self.slot}"
+
+    @property
+    def served_label(self) -> str:
+        return str(self.served) if self.served is not None else "?"
+
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "trained": self.trained_label, "served": self.served_label}
 
 
 class SlotAccumulator:
     """Per-position metrics of one slot over all batches, kept as small 1-D arrays on the CPU."""
 
-    def __init__(self, slot: int, trained: str, served: str):
+    def __init__(self, slot: int, trained: CapturePoint | None, served: CapturePoint | None):
         self.slot, self.trained, self.served = slot, trained, served
         self.cos: list[torch.Tensor] = []
         self.rel: list[torch.Tensor] = []
@@ -298,6 +306,64 @@ class SlotAccumulator:
         )
 
 
+@dataclass
+class MatrixBest:
+    """One row's closest column, and its margin over the runner-up (how sure the match is)."""
+
+    row: str
+    best: CapturePoint | str  # a capture point; a training slot's label in dump-vs-dump
+    rel_l2: float
+    cos: float
+    runner_up: CapturePoint | str
+    runner_up_rel_l2: float
+
+    @property
+    def margin(self) -> float:
+        return self.runner_up_rel_l2 - self.rel_l2
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "row": self.row,
+            "best": str(self.best),
+            "rel_l2": self.rel_l2,
+            "cos": self.cos,
+            "runner_up": str(self.runner_up),
+            "runner_up_rel_l2": self.runner_up_rel_l2,
+            "margin": self.margin,
+        }
+
+
+@dataclass
+class Matrix:
+    """Mean relative L2 and cosine of every row tensor (a slot) against every column (a capture point)."""
+
+    rows: list[str]
+    cols: list[CapturePoint] | list[str]  # capture points; training slots' labels in dump-vs-dump
+    rel_l2: list[list[float]]
+    cos: list[list[float]]
+    best: list[MatrixBest]
+
+    @classmethod
+    def of(cls, rows: list[str], cols: Sequence[Any], rel: Any, cos: Any) -> Matrix:
+        """Each row's best column and runner-up by relative L2; rel and cos are [rows, cols] (nested lists or a tensor)."""
+        rel, cos = [list(map(float, r)) for r in rel], [list(map(float, r)) for r in cos]
+        best = []
+        for i, name in enumerate(rows):
+            order = sorted(range(len(cols)), key=lambda j: rel[i][j])
+            b, s = order[0], order[1] if len(order) > 1 else order[0]
+            best.append(MatrixBest(name, cols[b], rel[i][b], cos[i][b], cols[s], rel[i][s]))
+        return cls(list(rows), list(cols), rel, cos, best)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "cols": [str(c) for c in self.cols],
+            "rel_l2": self.rel_l2,
+            "cos": self.cos,
+            "best": [b.to_dict() for b in self.best],
+        }
+
+
 class MatrixAccumulator:
     """Mean relative L2 and cosine of each row tensor against every capture point."""
 
@@ -316,24 +382,9 @@ class MatrixAccumulator:
                 self.cos[i, j] += float(m["cos"].double().sum())
         self.n += int(sel.sum())
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> Matrix:
         rel, cos = self.rel / max(self.n, 1), self.cos / max(self.n, 1)
-        best = []
-        for i, name in enumerate(self.rows):
-            order = torch.argsort(rel[i]).tolist()
-            b, s = order[0], order[1] if len(order) > 1 else order[0]
-            best.append(
-                {
-                    "row": name,
-                    "best": str(self.cols[b]),
-                    "rel_l2": float(rel[i, b]),
-                    "cos": float(cos[i, b]),
-                    "runner_up": str(self.cols[s]),
-                    "runner_up_rel_l2": float(rel[i, s]),
-                    "margin": float(rel[i, s] - rel[i, b]),
-                }
-            )
-        return {"rows": self.rows, "cols": [str(c) for c in self.cols], "rel_l2": rel.tolist(), "cos": cos.tolist(), "best": best}
+        return Matrix.of(self.rows, self.cols, rel.tolist(), cos.tolist())
 
 
 # --------------------------------------------------------------------------- the whole comparison
@@ -349,7 +400,7 @@ class CompareResult:
     train_source: str
     findings: list[Finding]
     slots: list[SlotStats] = field(default_factory=list)
-    matrix: dict[str, Any] | None = None
+    matrix: Matrix | None = None
     dump: dict[str, Any] | None = None
     n_sequences: int = 0
     n_tokens: int = 0
@@ -381,7 +432,7 @@ class CompareResult:
             "consistent": self.consistent,
             "findings": [f.to_dict() for f in self.findings],
             "slots": [x.to_dict() for x in self.slots],
-            "matrix": self.matrix,
+            "matrix": self.matrix.to_dict() if self.matrix is not None else None,
             "dump": self.dump,
             "n_sequences": self.n_sequences,
             "n_tokens": self.n_tokens,
@@ -389,21 +440,21 @@ class CompareResult:
         }
 
 
-def numeric_findings(slots: list[SlotStats], matrix: dict[str, Any] | None, symbolic_equal: list[bool]) -> list[Finding]:
+def numeric_findings(slots: list[SlotStats], matrix: Matrix | None, symbolic_equal: list[bool]) -> list[Finding]:
     """Findings the numbers add on top of the symbolic step."""
     out: list[Finding] = []
-    best = {b["row"]: b for b in (matrix or {}).get("best", [])}
+    best = {b.row: b for b in matrix.best} if matrix is not None else {}
     drifting = []
     for st, same in zip(slots, symbolic_equal):
         if not same or st.rel_mean <= DRIFT_REL:
             continue
         b = best.get(f"train slot {st.slot}")
-        if b is not None and b["best"] != st.served:
+        if b is not None and b.best != st.served:
             out.append(
                 Finding(
                     "NUM002",
-                    f"slot {st.slot}: the training features best match {b['best']}, not {st.served}",
-                    [f"rel L2 to {st.served}: {st.rel_mean:.4f}; to {b['best']}: {b['rel_l2']:.4f} (cos {b['cos']:.4f})"],
+                    f"slot {st.slot}: the training features best match {b.best}, not {st.served_label}",
+                    [f"rel L2 to {st.served_label}: {st.rel_mean:.4f}; to {b.best}: {b.rel_l2:.4f} (cos {b.cos:.4f})"],
                     "check how the training features were produced (layer ids, norm, model revision)",
                 )
             )
@@ -417,7 +468,7 @@ def numeric_findings(slots: list[SlotStats], matrix: dict[str, Any] | None, symb
                 "the capture points match but their values drift: "
                 + ", ".join(f"slot {s.slot} rel L2 {s.rel_mean:.4f} (cos {s.cos_mean:.5f})" for s in drifting),
                 [
-                    f"slot {s.slot} ({s.served}): mean rel L2 {s.rel_mean:.4f}, p95 {s.rel_p95:.4f}, min cos {s.cos_min:.5f}, "
+                    f"slot {s.slot} ({s.served_label}): mean rel L2 {s.rel_mean:.4f}, p95 {s.rel_p95:.4f}, min cos {s.cos_min:.5f}, "
                     f"max |diff| {s.maxabs:.4g}"
                     for s in drifting
                 ]
@@ -490,8 +541,8 @@ class HiddenComparison:
             self.mat.add(rows, rb.captured, rb.mask)
         if not self.slot_acc:
             for i in range(min(len(spec), len(train_slots))):
-                tname = str(self.train_spec[i]) if self.dump is None else f"dump slot {i}"  # type: ignore[index]
-                self.slot_acc.append(SlotAccumulator(i, tname, str(spec[i])))
+                trained = self.train_spec[i] if self.dump is None else None  # type: ignore[index]
+                self.slot_acc.append(SlotAccumulator(i, trained, spec[i]))
         for acc in self.slot_acc:
             acc.add(rb.captured[spec[acc.slot]], train_slots[acc.slot], rb.index, rb.tokens, rb.mask)
 
@@ -507,21 +558,20 @@ class DumpIdentity:
 
 
 def identify_dump(
-    path: str, files: int, n_slots: int, num_layers: int, matrix: dict[str, Any], hs_mat: MatrixAccumulator | None
+    path: str, files: int, n_slots: int, num_layers: int, matrix: Matrix, hs_mat: MatrixAccumulator | None
 ) -> DumpIdentity:
     """NUM004 for slots that match nothing, NUM003 for a hidden_state that is not final_norm."""
-    from .taps import all_points, final_norm
+    from .taps import final_norm
 
-    best = matrix["best"]
-    by_name = {str(p): p for p in all_points(num_layers)}
-    spec = tuple(by_name[best[j]["best"]] for j in range(n_slots))
-    unmatched = [j for j in range(n_slots) if best[j]["rel_l2"] > MATCH_REL]
+    best = matrix.best[:n_slots]
+    spec: FeatureSpec = tuple(b.best for b in best)  # type: ignore[misc]  (the columns are capture points here)
+    unmatched = [j for j in range(n_slots) if best[j].rel_l2 > MATCH_REL]
     info: dict[str, Any] = {
         "path": path,
         "files": files,
         "slots": n_slots,
         "inferred_spec": [str(p) for p in spec],
-        "best": best[:n_slots],
+        "best": [b.to_dict() for b in best],
     }
     findings = []
     if unmatched:
@@ -529,21 +579,21 @@ def identify_dump(
             Finding(
                 "NUM004",
                 f"dump slot(s) {unmatched} match no capture point of this target",
-                [f"slot {j}: best {best[j]['best']} at rel L2 {best[j]['rel_l2']:.3f}" for j in unmatched],
+                [f"slot {j}: best {best[j].best} at rel L2 {best[j].rel_l2:.3f}" for j in unmatched],
                 "the dump was made with another model, revision or tokenizer; pass that target",
             )
         )
     if hs_mat is not None and hs_mat.n:
         hb = hs_mat.result()
-        rel = hb["rel_l2"][0][hb["cols"].index(str(final_norm()))]
-        hbest = hb["best"][0]
-        info["hidden_state"] = {"rel_l2_to_final_norm": rel, "best": hbest["best"], "best_rel_l2": hbest["rel_l2"]}
+        rel = hb.rel_l2[0][hb.cols.index(final_norm())]  # type: ignore[arg-type]
+        hbest = hb.best[0]
+        info["hidden_state"] = {"rel_l2_to_final_norm": rel, "best": str(hbest.best), "best_rel_l2": hbest.rel_l2}
         if rel > 0.05:
             findings.append(
                 Finding(
                     "NUM003",
-                    f"the dump's hidden_state is not final_norm (rel L2 {rel:.3f}); it best matches {hbest['best']}",
-                    [f"rel L2 to final_norm {rel:.4f}; to {hbest['best']} {hbest['rel_l2']:.4f}"],
+                    f"the dump's hidden_state is not final_norm (rel L2 {rel:.3f}); it best matches {hbest.best}",
+                    [f"rel L2 to final_norm {rel:.4f}; to {hbest.best} {hbest.rel_l2:.4f}"],
                     "SpecForge trains against target logits computed from hidden_state: re-dump it after the final norm",
                 )
             )

@@ -92,13 +92,18 @@ def acceptance(
 ) -> AcceptanceRun:
     """Per-position acceptance of the draft fed the serving (and the training) features.
 
-    prompt_ids: prompts as token ids (library use; overrides prompts_path). Returns an
-    :class:`acceptance.AcceptanceRun`: ``paths`` ({"serving": ..., "training": ...} when they differ;
-    each: acc_k, tau, chain metrics in every engine's convention, accepted_lengths per prompt,
-    intervals over prompts, tree / temperature figures when asked, triage hints), ``settings`` (what
-    was measured and how), ``findings`` (ACC001/ACC002/ACC004), ``notes``, ``reference`` (the
-    sequential loop's figures and whether they agree, with reference=True) and ``scan`` (candidate
-    capture points ranked by step-1 accuracy, with scan=True).
+    prompt_ids: prompts as token ids (library use; overrides prompts_path). Returns a
+    :class:`results.AcceptanceRun` (typed; ``to_dict()`` is the JSON document):
+
+    - ``paths``: name -> :class:`results.PathResult` ("serving", "training" when it differs, and the
+      draft as the engine runs it where that differs); each: ``acc_k``, ``tau``, ``chain``
+      (:class:`results.ChainMetrics`, every engine's convention), ``accepted_lengths`` per prompt,
+      ``intervals`` over prompts, ``tree`` / ``temperature`` figures when asked, ``triage`` hints;
+    - ``settings``: :class:`results.RunSettings`, what was measured and how (with the engine's ``tree``);
+    - ``findings`` (ACC001/ACC002/ACC004, FWD), ``notes``;
+    - ``reference``: :class:`results.ReferenceResult`, the sequential loop's figures and whether the
+      estimator agrees (reference=True);
+    - ``scan``: :class:`results.ScanRow` candidates ranked by step-1 accuracy (scan=True).
     """
     opts = AcceptanceOptions(
         num_steps=num_steps,

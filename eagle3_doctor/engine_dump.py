@@ -26,11 +26,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .errors import BadInput
+
+if TYPE_CHECKING:
+    from .compare import Matrix
 
 SGL_AUX = "non_intrusive__model.fc.inputs.0"
 SGL_IDS = ("input_ids", "non_intrusive__model.embed_tokens.inputs.0")
@@ -389,31 +392,19 @@ def _identify_engine_slots(
     return served, unknown, emb_scores
 
 
-def _slot_matrix(rel: list[list[float]], cos: list[list[float]], train_spec: Any) -> dict[str, Any]:
+def _slot_matrix(rel: list[list[float]], cos: list[list[float]], train_spec: Any) -> Matrix:
     """Engine slots x training slots, with each engine slot's best match and its margin over the runner-up."""
+    from .compare import Matrix, MatrixBest
+
     n = len(train_spec)
     best = []
     for j in range(len(rel)):
         order = sorted(range(n), key=lambda k: rel[j][k])
         b, s = order[0], order[1] if n > 1 else order[0]
-        best.append(
-            {
-                "row": f"engine slot {j}",
-                "best": f"train slot {b} ({train_spec[b]})",
-                "rel_l2": rel[j][b],
-                "cos": cos[j][b],
-                "runner_up": f"train slot {s} ({train_spec[s]})",
-                "runner_up_rel_l2": rel[j][s],
-                "margin": rel[j][s] - rel[j][b],
-            }
-        )
-    return {
-        "rows": [f"engine slot {j}" for j in range(len(rel))],
-        "cols": [f"train {i}: {p}" for i, p in enumerate(train_spec)],
-        "rel_l2": rel,
-        "cos": cos,
-        "best": best,
-    }
+        name = [f"train slot {k} ({train_spec[k]})" for k in (b, s)]
+        best.append(MatrixBest(f"engine slot {j}", name[0], rel[j][b], cos[j][b], name[1], rel[j][s]))
+    rows = [f"engine slot {j}" for j in range(len(rel))]
+    return Matrix(rows, [f"train {i}: {p}" for i, p in enumerate(train_spec)], rel, cos, best)
 
 
 def _slot_stats(E: Sequence[torch.Tensor], T: Sequence[torch.Tensor], pair: Any, train_spec: Any, served: list[Any]) -> list[Any]:
@@ -422,7 +413,7 @@ def _slot_stats(E: Sequence[torch.Tensor], T: Sequence[torch.Tensor], pair: Any,
 
     slots = []
     for i in range(min(len(train_spec), len(E))):
-        acc = SlotAccumulator(i, str(train_spec[i]), str(served[i]) if served[i] is not None else "?")
+        acc = SlotAccumulator(i, train_spec[i], served[i])
         for s in range(pair.n_seqs):
             sel = pair.seq == s
             if bool(sel.any()):

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 from .errors import BadInput
 
 if TYPE_CHECKING:
+    from .compare import CompareResult, Matrix
     from .results import AcceptanceRun, PathResult
+    from .taps import CapturePoint
 
 
 def _plt():
@@ -33,17 +35,17 @@ def _png(fig: Any) -> bytes:
 
 
 def heatmap_png(
-    matrix: dict[str, Any], title: str = "feature slot x capture point", marks: dict[str, dict[int, str]] | None = None
+    matrix: Matrix, title: str = "feature slot x capture point", marks: dict[str, dict[int, CapturePoint]] | None = None
 ) -> bytes:
     """marks: {"trained"|"configured": {row index: capture point}} drawn as boxes (the cells to compare)."""
     plt = _plt()
     import numpy as np
 
-    rel = np.asarray(matrix["rel_l2"])
+    rel = np.asarray(matrix.rel_l2)
     fig, ax = plt.subplots(figsize=(max(6, 0.45 * rel.shape[1] + 3), 0.6 * rel.shape[0] + 2))
     im = ax.imshow(np.minimum(rel, 1.5), cmap="viridis_r", aspect="auto")
-    ax.set_xticks(range(len(matrix["cols"])), matrix["cols"], rotation=60, ha="right", fontsize=8)
-    ax.set_yticks(range(len(matrix["rows"])), matrix["rows"], fontsize=8)
+    ax.set_xticks(range(len(matrix.cols)), [str(c) for c in matrix.cols], rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(len(matrix.rows)), matrix.rows, fontsize=8)
     for i in range(rel.shape[0]):
         j = int(rel[i].argmin())
         ax.text(j, i, "*", ha="center", va="center", color="red", fontsize=12)
@@ -54,8 +56,8 @@ def heatmap_png(
     for kind, cells in (marks or {}).items():
         color, ls, label = styles.get(kind, ("white", ":", kind))
         for i, point in cells.items():
-            if point in matrix["cols"] and 0 <= i < rel.shape[0]:
-                j = matrix["cols"].index(point)
+            if point in matrix.cols and 0 <= i < rel.shape[0]:
+                j = matrix.cols.index(point)  # type: ignore[arg-type]
                 ax.add_patch(
                     Rectangle(
                         (j - 0.45, i - 0.45),
@@ -103,13 +105,13 @@ def acceptance_png(paths: dict[str, PathResult], title: str = "per-position acce
     return _png(fig)
 
 
-def _compare_marks(res: Any) -> tuple[dict[str, dict[int, str]], str]:
+def _compare_marks(res: CompareResult) -> tuple[dict[str, dict[int, CapturePoint]], str]:
     """Which heatmap cells are the trained and the configured capture points, and a title naming both."""
-    m = res.matrix or {}
-    rows = m.get("rows", [])
-    trained = [str(p) for p in (res.train_spec or [])]
-    served = [str(p) for p in res.serving.spec]
-    marks: dict[str, dict[int, str]] = {"trained": {}, "configured": {}}
+    from .taps import format_spec
+
+    rows = res.matrix.rows if res.matrix is not None else []
+    trained, served = list(res.train_spec or []), list(res.serving.spec)
+    marks: dict[str, dict[int, CapturePoint]] = {"trained": {}, "configured": {}}
     for i, r in enumerate(rows):
         slot = _row_slot(r)
         if slot is None:
@@ -124,7 +126,7 @@ def _compare_marks(res: Any) -> tuple[dict[str, dict[int, str]], str]:
                 marks["trained"][i] = trained[slot]
     title = (
         f"{res.target}: slot x capture point ({res.serving.label})\n"
-        f"trained {', '.join(trained) or '?'} | configured {', '.join(served)}"
+        f"trained {format_spec(trained) or '?'} | configured {format_spec(served)}"
     )
     return marks, title
 

@@ -18,7 +18,7 @@ from .findings import Finding, Location, by_severity
 from .taps import format_spec
 
 if TYPE_CHECKING:
-    from .compare import CompareResult, SlotStats
+    from .compare import CompareResult, Matrix, SlotStats
     from .results import AcceptanceRun, PathResult, RunSettings, ScanRow
     from .taps import FeatureSpec
 
@@ -126,28 +126,28 @@ def _slot_table(narrow: bool, trained: FeatureSpec, served: FeatureSpec, slots: 
     return t
 
 
-def render_matrix(console: Console, m: dict[str, Any]) -> None:
+def render_matrix(console: Console, m: Matrix) -> None:
     t = Table(title="best-matching capture point (relative L2, lower is closer)")
     for col in ("row", "best match", "rel L2", "cos", "runner-up", "rel L2 ", "margin"):
         t.add_column(col, no_wrap=col in ("best match", "runner-up"))
-    for b in m["best"]:
+    for b in m.best:
         t.add_row(
-            b["row"],
-            b["best"],
-            f"{b['rel_l2']:.4f}",
-            f"{b['cos']:.4f}",
-            b["runner_up"],
-            f"{b['runner_up_rel_l2']:.4f}",
-            f"{b['margin']:.4f}",
+            b.row,
+            str(b.best),
+            f"{b.rel_l2:.4f}",
+            f"{b.cos:.4f}",
+            str(b.runner_up),
+            f"{b.runner_up_rel_l2:.4f}",
+            f"{b.margin:.4f}",
         )
     console.print(t)
-    cols = m["cols"]
+    cols = [str(c) for c in m.cols]
     short = [c.replace("layer_out[", "L").replace("]", "").replace("final_norm", "fn").replace("embed", "emb") for c in cols]
     g = Table(title="rel L2: rows x capture points", show_header=True, pad_edge=False)
     g.add_column("row")
     for c in short:
         g.add_column(c, justify="right")
-    for r, vals in zip(m["rows"], m["rel_l2"]):
+    for r, vals in zip(m.rows, m.rel_l2):
         best = min(range(len(vals)), key=lambda j: vals[j])
         g.add_row(r, *[Text(f"{v:.2f}", style="bold green" if j == best else "") for j, v in enumerate(vals)])
     console.print(g)
@@ -355,7 +355,7 @@ def compare_markdown(res: CompareResult, heatmap: bool) -> str:
         "|---|---|---|---|---|",
     ]
     for s in res.slots:
-        lines.append(f"| {s.slot} | {s.trained} | {s.served} | {s.cos_mean:.5f} | {s.rel_mean:.4f} |")
+        lines.append(f"| {s.slot} | {s.trained_label} | {s.served_label} | {s.cos_mean:.5f} | {s.rel_mean:.4f} |")
     lines += ["", "## Findings", "", findings_markdown(res.findings)]
     if heatmap:
         lines += ["![slot x capture point](heatmap.png)", ""]

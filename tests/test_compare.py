@@ -200,7 +200,7 @@ def test_matrix_identifies_every_slot_and_only_asks_for_what_it_needs(monkeypatc
     seen.clear()
     res = run("sglang", "sglang", layer_ids=[-1, 1, 3], matrix=True)
     assert max(seen) == 10  # all L + 2 capture points, only with --matrix
-    best = [b["best"] for b in res.matrix["best"]]
+    best = [str(b.best) for b in res.matrix.best]
     assert best == ["embed", "layer_out[1]", "layer_out[3]"]
 
 

@@ -73,11 +73,26 @@ def _run(findings, hints):
 
     chain = ChainMetrics(passes=2, mean_acceptance_length=1.5, per_position_rate=[0.4, 0.1])
     settings = RunSettings(
-        target="fixtures/target", draft=None, engine="sglang 0.5.23", num_steps=2, continuation="greedy",
-        max_new_tokens=8, temperature=0.0, temperature_mode=None, topk=1, num_draft_tokens=None, dtype="float32",
-        device="cpu", compiled=False, sequences=2, tokens=16, serving_spec=parse_spec("embed,layer_out[1],layer_out[3]"),
-        serving_source="fixture", training_spec=parse_spec("layer_out[1],layer_out[3],layer_out[4]"), training_source="fixture",
-    )  # fmt: skip
+        target="fixtures/target",
+        draft=None,
+        engine="sglang 0.5.23",
+        num_steps=2,
+        continuation="greedy",
+        max_new_tokens=8,
+        temperature=0.0,
+        temperature_mode=None,
+        topk=1,
+        num_draft_tokens=None,
+        dtype="float32",
+        device="cpu",
+        compiled=False,
+        sequences=2,
+        tokens=16,
+        serving_spec=parse_spec("embed,layer_out[1],layer_out[3]"),
+        serving_source="fixture",
+        training_spec=parse_spec("layer_out[1],layer_out[3],layer_out[4]"),
+        training_source="fixture",
+    )
     return AcceptanceRun({"serving": path_result(chain, triage=hints)}, settings, findings, [])
 
 
@@ -104,9 +119,9 @@ def test_plots_are_titled_and_mark_the_trained_and_configured_cells(tmp_path):
     res = compare_hidden(setup, prompts_path=str(PROMPTS), limit=2, matrix=True)
     marks, title = _compare_marks(res)
     assert "trained layer_out[1], layer_out[3], layer_out[4]" in title and "configured embed, layer_out[1], layer_out[3]" in title
-    serve_rows = [i for i, r in enumerate(res.matrix["rows"]) if r.startswith("serve slot")]
-    assert [marks["configured"][i] for i in serve_rows] == ["embed", "layer_out[1]", "layer_out[3]"]
-    assert [marks["trained"][i] for i in serve_rows] == ["layer_out[1]", "layer_out[3]", "layer_out[4]"]
+    serve_rows = [i for i, r in enumerate(res.matrix.rows) if r.startswith("serve slot")]
+    assert [str(marks["configured"][i]) for i in serve_rows] == ["embed", "layer_out[1]", "layer_out[3]"]
+    assert [str(marks["trained"][i]) for i in serve_rows] == ["layer_out[1]", "layer_out[3]", "layer_out[4]"]
     from eagle3_doctor.report import write_compare_report
 
     write_compare_report(res, str(tmp_path), None)

@@ -38,7 +38,7 @@ def test_sharded_target_gives_identical_results(split):
     b = compare_hidden(sharded, prompts_path=str(PROMPTS), limit=3, matrix=True)
     assert [f.code for f in a.findings] == [f.code for f in b.findings] == ["CAP002"]
     assert [s.rel_mean for s in a.slots] == [s.rel_mean for s in b.slots]
-    assert a.matrix["rel_l2"] == b.matrix["rel_l2"]
+    assert a.matrix.rel_l2 == b.matrix.rel_l2
     ra = acceptance(plain, prompts_path=str(PROMPTS), limit=3, num_steps=4, max_new_tokens=24)
     rb = acceptance(sharded, prompts_path=str(PROMPTS), limit=3, num_steps=4, max_new_tokens=24)
     assert ra.paths["serving"].accepted_lengths == rb.paths["serving"].accepted_lengths
