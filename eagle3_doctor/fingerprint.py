@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .stats import Interval
 from .taps import CapturePoint, FeatureSpec, all_points, embed, final_norm, format_spec, layer_out
 
 UNDETERMINED = "undetermined"
@@ -76,11 +77,35 @@ def candidates(anchors: Sequence[FeatureSpec], num_layers: int) -> list[FeatureS
 
 
 @dataclass
+class FingerprintRow:
+    """One candidate wiring: its fit (mean log-likelihood) with its interval, paired against the best."""
+
+    rank: int
+    spec: FeatureSpec
+    log_lik: Interval
+    diff_to_best: Interval
+    separated: bool  # the paired interval to the best lies below 0 (the best itself: True)
+    configured: bool  # what the engine feeds
+    trained: bool  # what the training side declares
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "spec": [str(p) for p in self.spec],
+            "log_lik": self.log_lik.to_dict(),
+            "diff_to_best": self.diff_to_best.to_dict(),
+            "separated": self.separated,
+            "configured": self.configured,
+            "trained": self.trained,
+        }
+
+
+@dataclass
 class FingerprintResult:
-    rows: list[dict[str, Any]]  # ranked, best first
+    rows: list[FingerprintRow]  # ranked, best first
     verdict: str  # the best spec as text, or UNDETERMINED
-    best: list[str] | None
-    tied: list[list[str]]  # candidates whose paired interval to the best includes zero
+    best: FeatureSpec | None
+    tied: list[FeatureSpec]  # candidates whose paired interval to the best includes zero
     statistic: str
     settings: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
@@ -89,20 +114,19 @@ class FingerprintResult:
     def determined(self) -> bool:
         return self.verdict != UNDETERMINED
 
-    def row_for(self, spec: FeatureSpec | Sequence[str]) -> dict[str, Any] | None:
-        key = [str(p) for p in spec]
-        return next((r for r in self.rows if r["spec"] == key), None)
+    def row_for(self, spec: FeatureSpec) -> FingerprintRow | None:
+        return next((r for r in self.rows if r.spec == tuple(spec)), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "verdict": self.verdict,
-            "best": self.best,
-            "tied": self.tied,
+            "best": [str(p) for p in self.best] if self.best is not None else None,
+            "tied": [[str(p) for p in t] for t in self.tied],
             "statistic": self.statistic,
             "settings": self.settings,
             "seconds": self.seconds,
-            "rows": self.rows,
+            "rows": [r.to_dict() for r in self.rows],
         }
 
 
@@ -154,10 +178,10 @@ def fingerprint(
     for rb in iter_captures(tgt, seqs, all_points(L), batch_size=batch_size, want_logits=True, progress=report):
         _score_batch(tgt, draft, rb, cands, num_steps, counts)  # every capture point, one forward
     rows, chance = _ranking(counts, cands, setup, seed)
-    tied = [r["spec"] for r in rows[1:] if not r["separated"]]
-    best = rows[0]["spec"] if rows else None
+    tied = [r.spec for r in rows[1:] if not r.separated]
+    best = rows[0].spec if rows else None
     informative = bool(chance and chance["above_chance"])
-    verdict = UNDETERMINED if (not rows or tied or not informative) else ", ".join(best)  # type: ignore[arg-type]
+    verdict = UNDETERMINED if (best is None or tied or not informative) else format_spec(best)
     settings = _settings(cands, seqs, num_steps, max_new_tokens, seed, anchors, chance)
     stat = (
         f"mean log-likelihood per position of the target's next-token distribution under the draft (soft "
@@ -262,29 +286,19 @@ def _mean_ll(s: np.ndarray) -> np.ndarray:
 
 def _ranking(
     counts: np.ndarray, cands: Sequence[FeatureSpec], setup: Any, seed: int
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+) -> tuple[list[FingerprintRow], dict[str, Any] | None]:
     """Candidates ranked by log-likelihood with paired intervals over prompts, and the best one against chance."""
     from .stats import paired
 
     raw = [float(_mean_ll(counts[ci].sum(0))) for ci in range(len(cands))]
     rank = sorted(range(len(cands)), key=lambda ci: -raw[ci])
     own, diff = paired([counts[ci] for ci in rank], _mean_ll, ref=0, seed=seed) if cands else ([], [])
-    configured = [str(p) for p in setup.serving.spec]
-    trained = [str(p) for p in setup.train_spec] if setup.train_spec is not None else None
+    configured = tuple(setup.serving.spec)
+    trained = tuple(setup.train_spec) if setup.train_spec is not None else None
     rows = []
     for j, ci in enumerate(rank):
-        spec = [str(p) for p in cands[ci]]
-        rows.append(
-            {
-                "rank": j + 1,
-                "spec": spec,
-                "log_lik": own[j].to_dict(),
-                "diff_to_best": diff[j].to_dict(),
-                "separated": j == 0 or diff[j].hi < 0,
-                "configured": spec == configured,
-                "trained": spec == trained,
-            }
-        )
+        spec = tuple(cands[ci])
+        rows.append(FingerprintRow(j + 1, spec, own[j], diff[j], j == 0 or diff[j].hi < 0, spec == configured, spec == trained))
     # a draft whose best fit is no better than a uniform guess carries no trained fingerprint (random
     # weights, a wrong target): its ranking is an artefact of feature magnitudes, so name no winner
     chance = None
@@ -299,8 +313,8 @@ def _ranking(
     return rows, chance
 
 
-def _mark(r: dict[str, Any]) -> str:
-    return " ".join(x for x, on in (("configured", r["configured"]), ("trained", r["trained"])) if on)
+def _mark(r: FingerprintRow) -> str:
+    return " ".join(x for x, on in (("configured", r.configured), ("trained", r.trained)) if on)
 
 
 def render_fingerprint(console: Any, fp: FingerprintResult, top: int = 12) -> None:
@@ -310,15 +324,15 @@ def render_fingerprint(console: Any, fp: FingerprintResult, top: int = 12) -> No
     for col in ("rank", "features", "log-lik", "diff to best (paired)", "", "row"):
         t.add_column(col, justify="right" if col in ("rank", "log-lik") else "left")
     for r in fp.rows[:top]:
-        ll, d = r["log_lik"], r["diff_to_best"]
+        ll, d = r.log_lik, r.diff_to_best
         t.add_row(
-            str(r["rank"]),
-            ", ".join(r["spec"]),
-            f"{ll['point']:.4f} [{ll['lo']:.4f}, {ll['hi']:.4f}]",
-            "-" if r["rank"] == 1 else f"{d['point']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]",
-            "" if r["rank"] == 1 else ("separated" if r["separated"] else "within noise"),
+            str(r.rank),
+            format_spec(r.spec),
+            f"{ll.point:.4f} [{ll.lo:.4f}, {ll.hi:.4f}]",
+            "-" if r.rank == 1 else f"{d.point:+.4f} [{d.lo:+.4f}, {d.hi:+.4f}]",
+            "" if r.rank == 1 else ("separated" if r.separated else "within noise"),
             _mark(r),
-            style="bold" if r["configured"] or r["trained"] else None,
+            style="bold" if r.configured or r.trained else None,
         )
     console.print(t)
     s = fp.settings
@@ -348,9 +362,7 @@ def fingerprint_markdown(fp: FingerprintResult, top: int = 8) -> str:
         "|---|---|---|---|---|",
     ]
     for r in fp.rows[:top]:
-        ll, d = r["log_lik"], r["diff_to_best"]
-        diff = "-" if r["rank"] == 1 else f"{d['point']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]"
-        lines.append(
-            f"| {r['rank']} | {', '.join(r['spec'])} | {ll['point']:.4f} [{ll['lo']:.4f}, {ll['hi']:.4f}] | {diff} | {_mark(r)} |"
-        )
+        ll, d = r.log_lik, r.diff_to_best
+        diff = "-" if r.rank == 1 else f"{d.point:+.4f} [{d.lo:+.4f}, {d.hi:+.4f}]"
+        lines.append(f"| {r.rank} | {format_spec(r.spec)} | {ll.point:.4f} [{ll.lo:.4f}, {ll.hi:.4f}] | {diff} | {_mark(r)} |")
     return "\n".join(lines)

@@ -39,7 +39,7 @@ from .taps import format_spec
 
 if TYPE_CHECKING:
     from .compare import CompareResult
-    from .fingerprint import FingerprintResult
+    from .fingerprint import FingerprintResult, FingerprintRow
     from .results import AcceptanceRun, PathResult
 
 SCHEMA = "eagle3-doctor/gate/1"
@@ -222,7 +222,7 @@ def _decided(m: dict[str, Any], key: str, policy: Policy) -> tuple[float, str]:
     ], f"decided on the lower bound of the 95% interval {point:.4f} [{iv['lo']:.4f}, {iv['hi']:.4f}] over {iv['n']} prompts"
 
 
-def fingerprint_findings(fp: Any, setup: Any) -> list[Finding]:
+def fingerprint_findings(fp: FingerprintResult, setup: Any) -> list[Finding]:
     """What the draft's own fingerprint says about the configured and the declared training wiring."""
     rows = fp.rows
     if not rows:
@@ -231,28 +231,28 @@ def fingerprint_findings(fp: Any, setup: Any) -> list[Finding]:
         return [_undetermined_fingerprint(fp)]
     out: list[Finding] = []
     top = rows[0]
-    conf = next((r for r in rows if r["configured"]), None)
-    if conf is not None and conf["rank"] != 1:
+    conf = next((r for r in rows if r.configured), None)
+    if conf is not None and conf.rank != 1:
         out.append(_configured_not_best(fp, setup, top, conf))
-    trained = next((r for r in rows if r["trained"]), None)
-    if trained is not None and trained["rank"] != 1 and not (conf is not None and conf["spec"] == trained["spec"]):
-        d = trained["diff_to_best"]
+    trained = next((r for r in rows if r.trained), None)
+    if trained is not None and trained.rank != 1 and not (conf is not None and conf.spec == trained.spec):
+        d = trained.diff_to_best
         out.append(
             Finding(
                 "FPR002",
-                f"the draft's weights fit {', '.join(top['spec'])} better than the declared training side {', '.join(trained['spec'])}",
+                f"the draft's weights fit {format_spec(top.spec)} better than the declared training side {format_spec(trained.spec)}",
                 [
-                    f"paired difference to the best {d['point']:.4f} [{d['lo']:.4f}, {d['hi']:.4f}]",
+                    f"paired difference to the best {d.point:.4f} [{d.lo:.4f}, {d.hi:.4f}]",
                     f"training side: {setup.train_source}",
                 ],
                 "check the training record (recipe, ids, the run's config) against the checkpoint: one of them is not what was trained",
-                data={"best": top["spec"], "trained": trained["spec"]},
+                data={"best": [str(p) for p in top.spec], "trained": [str(p) for p in trained.spec]},
             )
         )
     return out
 
 
-def _undetermined_fingerprint(fp: Any) -> Finding:
+def _undetermined_fingerprint(fp: FingerprintResult) -> Finding:
     """FPR003: no candidate stands out (no fingerprint at all, or several within noise of the best)."""
     top = fp.rows[0]
     why = (
@@ -263,30 +263,28 @@ def _undetermined_fingerprint(fp: Any) -> Finding:
     return Finding(
         "FPR003",
         f"the draft's fingerprint is undetermined: {why}",
-        [f"best {', '.join(top['spec'])}: log-lik {top['log_lik']['point']:.4f}"]
-        + [f"tied: {', '.join(t)}" for t in fp.tied[:4]],
+        [f"best {format_spec(top.spec)}: log-lik {top.log_lik.point:.4f}"] + [f"tied: {format_spec(t)}" for t in fp.tied[:4]],
         "replay more prompts (policy limit / max_new_tokens) or name the training side in the policy's [training] table",
     )
 
 
-def _configured_not_best(fp: Any, setup: Any, top: dict[str, Any], conf: dict[str, Any]) -> Finding:
+def _configured_not_best(fp: FingerprintResult, setup: Any, top: FingerprintRow, conf: FingerprintRow) -> Finding:
     """FPR001: the weights fit another wiring better than the one the engine feeds, with the ids that serve it."""
     from .compare import fix_for
-    from .taps import parse_spec
 
-    text, _ = fix_for(setup.serving, parse_spec(",".join(top["spec"])))
-    d = conf["diff_to_best"]
+    text, _ = fix_for(setup.serving, top.spec)
+    d = conf.diff_to_best
     return Finding(
         "FPR001",
-        f"the draft's weights fit {', '.join(top['spec'])} best, but the engine feeds {', '.join(conf['spec'])}",
+        f"the draft's weights fit {format_spec(top.spec)} best, but the engine feeds {format_spec(conf.spec)}",
         [
-            f"{', '.join(conf['spec'])} (configured): log-lik {conf['log_lik']['point']:.4f}, "
-            f"paired difference to the best {d['point']:.4f} [{d['lo']:.4f}, {d['hi']:.4f}] (95%, over prompts)",
+            f"{format_spec(conf.spec)} (configured): log-lik {conf.log_lik.point:.4f}, "
+            f"paired difference to the best {d.point:.4f} [{d.lo:.4f}, {d.hi:.4f}] (95%, over prompts)",
             f"serving side: {setup.serving.source}",
             fp.statistic,
         ],
-        text or f"{setup.serving.label} cannot feed {', '.join(top['spec'])}: see eagle3-doctor compare-hidden",
-        data={"best": top["spec"], "configured": conf["spec"]},
+        text or f"{setup.serving.label} cannot feed {format_spec(top.spec)}: see eagle3-doctor compare-hidden",
+        data={"best": [str(p) for p in top.spec], "configured": [str(p) for p in conf.spec]},
     )
 
 

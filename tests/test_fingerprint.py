@@ -35,14 +35,14 @@ def fp_fixture(setup_sglang):
 def test_trained_spec_ranks_first_separated_from_every_one_layer_shift(fp_fixture):
     fp = fp_fixture
     top = fp.rows[0]
-    assert top["spec"] == [str(p) for p in TRAINED] and top["trained"] and top["configured"]
-    assert fp.verdict == ", ".join(top["spec"])
+    assert top.spec == tuple(TRAINED) and top.trained and top.configured
+    assert fp.verdict == ", ".join(str(p) for p in top.spec)
     for sh in shifts(TRAINED, 8):
         r = fp.row_for(sh)
-        assert r is not None and r["diff_to_best"]["hi"] < 0, (sh, r)
+        assert r is not None and r.diff_to_best.hi < 0, (sh, r)
     seed = fp.row_for((embed(), layer_out(1), layer_out(3)))
-    narrowest = max(fp.row_for(sh)["diff_to_best"]["lo"] for sh in shifts(TRAINED, 8))
-    assert seed["diff_to_best"]["hi"] < -0.1 and seed["diff_to_best"]["hi"] < 10 * narrowest  # widely separated
+    narrowest = max(fp.row_for(sh).diff_to_best.lo for sh in shifts(TRAINED, 8))
+    assert seed.diff_to_best.hi < -0.1 and seed.diff_to_best.hi < 10 * narrowest  # widely separated
     assert fp.settings["chance"]["above_chance"]
     # reproducible: the bootstrap is seeded
     assert fp.rows == fingerprint(fp_fixture_setup(), prompts_path=str(PROMPTS), limit=8, max_new_tokens=48).rows
