@@ -25,6 +25,15 @@ MAX_LAYERS = 4096
 MAX_HIDDEN = 1 << 17
 MAX_VOCAB = 1 << 23
 MAX_POSITIONS = 1 << 27
+# the decoder-layer sizes a target's and a draft's config.json both carry, each with its sane upper bound
+LAYER_SIZE_BOUNDS = (
+    ("hidden_size", MAX_HIDDEN),
+    ("intermediate_size", 8 * MAX_HIDDEN),
+    ("num_attention_heads", MAX_HIDDEN),
+    ("num_key_value_heads", MAX_HIDDEN),
+    ("head_dim", MAX_HIDDEN),
+    ("vocab_size", MAX_VOCAB),
+)
 
 # Hugging Face repo ids: [org/]name of letters, digits, '-', '_', '.', no '--' or '..', <= 96 chars
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
@@ -199,16 +208,7 @@ def check_target_config(cfg: dict[str, Any], where: str, weight_names: Iterable[
     src = cfg if top else cfg["text_config"]
     key = "n_layer" if "n_layer" in src and "num_hidden_layers" not in src else "num_hidden_layers"
     L = _cfg_int(src, key, where, 1, MAX_LAYERS, required=True)
-    for k, hi in (
-        ("hidden_size", MAX_HIDDEN),
-        ("intermediate_size", 8 * MAX_HIDDEN),
-        ("num_attention_heads", MAX_HIDDEN),
-        ("num_key_value_heads", MAX_HIDDEN),
-        ("head_dim", MAX_HIDDEN),
-        ("vocab_size", MAX_VOCAB),
-        ("max_position_embeddings", MAX_POSITIONS),
-        ("n_embd", MAX_HIDDEN),
-    ):
+    for k, hi in (*LAYER_SIZE_BOUNDS, ("max_position_embeddings", MAX_POSITIONS), ("n_embd", MAX_HIDDEN)):
         _cfg_int(src, k, where, 1, hi)
     if weight_names is not None:
         idx = {int(m.group(1)) for n in weight_names for m in [_LAYER_INDEX.search(n)] if m}

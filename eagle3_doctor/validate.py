@@ -22,6 +22,7 @@ from typing import Any
 
 from .checks import (
     _WHAT,
+    LAYER_SIZE_BOUNDS,
     MAX_HIDDEN,
     MAX_LAYERS,
     MAX_VOCAB,
@@ -268,14 +269,7 @@ def check_draft(path: str, fmt: str | None = None) -> None:
     tl = cfg.get("transformer_layer_config")
     src = tl if isinstance(tl, dict) else cfg
     _cfg_int(src, "num_hidden_layers", where, 1, MAX_LAYERS)
-    for k, hi in (
-        ("hidden_size", MAX_HIDDEN),
-        ("intermediate_size", 8 * MAX_HIDDEN),
-        ("num_attention_heads", MAX_HIDDEN),
-        ("num_key_value_heads", MAX_HIDDEN),
-        ("head_dim", MAX_HIDDEN),
-        ("vocab_size", MAX_VOCAB),
-    ):
+    for k, hi in LAYER_SIZE_BOUNDS:
         _cfg_int(src, k, where, 1, hi)
     for k, hi in (("draft_vocab_size", MAX_VOCAB), ("target_hidden_size", MAX_HIDDEN)):
         _cfg_int(cfg, k, where, 1, hi)
