@@ -72,9 +72,9 @@ def test_tree_temperature_and_text_modes():
     )
     p = run.paths["serving"]
     assert p.tree.mean_acceptance_length >= p.chain.mean_acceptance_length
-    e = p["temperature"]["expected_mean_acceptance_length"]
+    e = p.temperature.expected_mean_acceptance_length
     assert 1.0 <= e <= 5.0
-    rates = p["temperature"]["expected_per_position_rate"]
+    rates = p.temperature.expected_per_position_rate
     assert all(a >= b for a, b in zip(rates, rates[1:]))
     text = acceptance(setup_for(), prompts_path=str(PROMPTS), num_steps=3, continuation="text", limit=4)
     assert text.paths["serving"].chain.passes > 0
