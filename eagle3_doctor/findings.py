@@ -7,6 +7,7 @@ Codes are stable API: CI policies and users' scripts match on them. docs/finding
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -131,6 +132,18 @@ class Location:
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "key": self.key, "path": self.path}
+
+
+def display_path(path: str) -> str:
+    """A path as rustc and ruff print one: a file below the working directory relative to it, others whole."""
+    if os.path.isabs(path):
+        try:
+            rel = os.path.relpath(path)
+        except (OSError, ValueError):  # no working directory, or another drive
+            return path
+        if rel != os.pardir and not rel.startswith(os.pardir + os.sep):
+            return rel
+    return path
 
 
 class Fix(str):

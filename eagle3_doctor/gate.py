@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput
-from .findings import Finding, at_or_above
+from .findings import Finding, at_or_above, display_path
 from .taps import format_spec
 
 if TYPE_CHECKING:
@@ -545,27 +545,34 @@ def _escape(text: str) -> str:
 
 
 def github_annotations(res: GateResult, draft: str) -> list[str]:
-    """`::error file=...,line=...::` workflow commands, one per finding, at the config key to change."""
-    cfg = Path(draft) / "config.json"
-    key = None
-    dr = (res.compare.draft if res.compare is not None else None) or {}
-    if dr.get("layer_ids_key"):
-        key = str(dr["layer_ids_key"]).split(".")[-1]
-    line = None
-    if key and cfg.is_file():
-        try:
-            line = next((i + 1 for i, t in enumerate(cfg.read_text(errors="replace").splitlines()) if f'"{key}"' in t), None)
-        except OSError:
-            line = None
-    out = []
-    level = {"error": "error", "warning": "warning", "info": "notice"}
+    """`::error file=...,line=...::` workflow commands, one per finding, at the file and key to change:
+    the file the finding's location names (filled by findings.locate), else the draft's config.json."""
     from .findings import by_severity
 
+    cfg = Path(draft) / "config.json"
+    dr = (res.compare.draft if res.compare is not None else None) or {}
+    ids_line = _key_line(cfg, str(dr["layer_ids_key"])) if dr.get("layer_ids_key") else None
+    out = []
+    level = {"error": "error", "warning": "warning", "info": "notice"}
     for f in by_severity(res.findings):
-        props = f"file={cfg}"
-        if line is not None and f.code.startswith(_KEY_CODES):
-            props += f",line={line}"
+        loc = f.location
+        if loc is not None and loc.path and Path(loc.path).is_file():
+            file, line = display_path(loc.path), _key_line(Path(loc.path), loc.key)
+        else:
+            file, line = str(cfg), ids_line if f.code.startswith(_KEY_CODES) else None
+        props = f"file={file}" + (f",line={line}" if line is not None else "")
         props += f",title={_escape('eagle3-doctor ' + f.code).replace(',', '%2C').replace(':', '%3A')}"
         msg = f.title + (f" -- fix: {f.fix}" if f.fix else "")
         out.append(f"::{level[f.severity or 'info']} {props}::{_escape(msg)}")
     return out
+
+
+def _key_line(path: Path, dotted: str | None) -> int | None:
+    """The 1-based line of a JSON file where the dotted key's last part is written, if it is."""
+    if not dotted or not path.is_file():
+        return None
+    key = f'"{dotted.split(".")[-1]}"'
+    try:
+        return next((i + 1 for i, t in enumerate(path.read_text(errors="replace").splitlines()) if key in t), None)
+    except OSError:
+        return None

@@ -4,7 +4,6 @@ nothing here computes, and files are written through safeio."""
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -14,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .findings import Finding, Location, by_severity
+from .findings import Finding, Location, by_severity, display_path
 from .taps import format_spec
 
 if TYPE_CHECKING:
@@ -47,14 +46,7 @@ def render_findings(console: Console, findings: list[Finding], ok_text: str) -> 
 
 def _where(loc: Location) -> str:
     """A location as rustc and ruff print one: a file below the working directory relative to it, others whole."""
-    if loc.path and os.path.isabs(loc.path):
-        try:
-            rel = os.path.relpath(loc.path)
-        except (OSError, ValueError):  # no working directory, or another drive
-            return str(loc)
-        if rel != os.pardir and not rel.startswith(os.pardir + os.sep):
-            return str(replace(loc, path=rel))
-    return str(loc)
+    return str(replace(loc, path=display_path(loc.path))) if loc.path else str(loc)
 
 
 def _fmt(x: Any, nd: int = 3) -> str:

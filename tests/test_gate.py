@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from conftest import DRAFTS, PROMPTS, ROOT, TARGET
 from safetensors.torch import load_file, save_file
@@ -283,3 +284,25 @@ def test_bad_training_table_is_bad_input(tmp_path):
             env=dict(os.environ, PYTHONPATH=str(ROOT)),
         )
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, (body, r.stderr)
+
+
+def test_annotations_point_at_the_file_and_key_each_finding_names(tmp_path, monkeypatch):
+    """A finding located in the target's config.json is annotated there, at its key's line; one with no
+    file on disk falls back to the draft's config.json (at the layer-id key for capture-point codes)."""
+    from eagle3_doctor.findings import Finding, Location
+    from eagle3_doctor.gate import GateResult, Policy, github_annotations
+
+    target, draft = tmp_path / "target", tmp_path / "draft"
+    target.mkdir()
+    draft.mkdir()
+    (target / "config.json").write_text('{\n  "hidden_size": 64,\n  "rope_theta": 10000.0\n}\n')
+    (draft / "config.json").write_text('{\n  "eagle_config": {\n    "eagle_aux_hidden_state_layer_ids": [1, 3, 4]\n  }\n}\n')
+    rope = Finding("CFG004", "rope differs", [], "set rope_theta", location=Location("target/config.json", "rope_theta"))
+    rope.location = Location("target/config.json", "rope_theta", path=str(target / "config.json"))  # as locate() fills it
+    cap = Finding("CAP002", "slot shift", [], "set ids")
+    compare = SimpleNamespace(draft={"layer_ids_key": "eagle_config.eagle_aux_hidden_state_layer_ids"})
+    res = GateResult(Policy(), [], [rope, cap], {}, compare=compare)  # type: ignore[arg-type]
+    monkeypatch.chdir(tmp_path)
+    ann = github_annotations(res, str(draft))
+    assert any(a.startswith("::warning file=target/config.json,line=3,title=eagle3-doctor CFG004::") for a in ann), ann
+    assert any(a.startswith(f"::error file={draft / 'config.json'},line=3,title=eagle3-doctor CAP002::") for a in ann), ann
