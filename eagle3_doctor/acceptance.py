@@ -661,7 +661,7 @@ class Measurement:
         best = int(np.nanargmax([o.point for o in own])) if any(o.point == o.point for o in own) else 0
         _, vs_best = paired(counts, ratio(0, 1), best)
         rows = [
-            ScanRow(c, o.point, int(k[:, 1].sum()), o, c == cur, d if ref is not None else None, not b.excludes_zero())
+            ScanRow(c, o.point, int(k[:, 1].sum()), (o.lo, o.hi), c == cur, d if ref is not None else None, not b.excludes_zero())
             for c, k, o, d, b in zip(self.cands, counts, own, diff, vs_best)
         ]
         return sorted(rows, key=lambda r: -r.step1_acc if r.step1_acc == r.step1_acc else 1.0)

@@ -268,8 +268,8 @@ def _acceptance_scan(console: Console, scan: list[ScanRow]) -> None:
     for i, r in enumerate(scan[:10]):
         d = r.diff_to_configured
         vs = "configured" if r.configured else (f"{d.point:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]" if d else "-")
-        ci = r.step1_acc_ci
-        st.add_row(str(i + 1), format_spec(r.spec), f"{r.step1_acc:.3f} [{ci.lo:.3f}, {ci.hi:.3f}]", vs)
+        lo, hi = r.step1_acc_ci
+        st.add_row(str(i + 1), format_spec(r.spec), f"{r.step1_acc:.3f} [{lo:.3f}, {hi:.3f}]", vs)
     console.print(st)
 
 

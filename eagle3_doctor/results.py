@@ -1,21 +1,23 @@
 """The acceptance run's results, typed until they are written.
 
 The estimator, the reference loop and the scan fill these; renderers (report, plots, gate, serving,
-templates) read their attributes; ``to_dict()`` is the JSON document (schemas/acceptance.schema.json),
-field for field and in the same key order as the fields. Capture points stay :class:`CapturePoint`
+templates) read their attributes; ``to_dict()`` is the JSON document, field for field
+(:mod:`typed_json`), and the JSON Schema of those parts of ``schemas/acceptance.v1.schema.json`` is
+generated from these classes (``tools/gen_schemas.py``). Capture points stay :class:`CapturePoint`
 objects until ``to_dict`` writes them as text.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .findings import Finding
 from .stats import AcceptanceIntervals, Interval, acceptance_counts
 from .taps import FeatureSpec, format_spec
+from .typed_json import JsonFields, fields_json
 
 SCHEMA = "eagle3-doctor/acceptance/1"
 NAN = float("nan")
@@ -32,7 +34,7 @@ def spec_label(spec: FeatureSpec | None) -> str:
 
 
 @dataclass
-class ChainMetrics:
+class ChainMetrics(JsonFields):
     """Every engine's acceptance figures from one list of verify passes (see acceptance.metrics_from_passes).
 
     With no pass at all only ``passes`` (0) is written; the figures read as nan.
@@ -51,17 +53,16 @@ class ChainMetrics:
     accepted_length_histogram: list[int] = field(default_factory=list)
     accepted_lengths: list[list[int]] | None = None  # per prompt, in prompt order (the tree's figures only)
 
+    JSON_OMIT_NONE: ClassVar = ("accepted_lengths",)
+    JSON_REQUIRED: ClassVar = ("passes",)  # no verify pass: no figures
+
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"passes": 0}
-        if self.passes:
-            d = {k: v for k, v in self.__dict__.items() if k != "accepted_lengths"}
-        if self.accepted_lengths is not None:
-            d["accepted_lengths"] = self.accepted_lengths
-        return d
+        d = fields_json(self)
+        return d if self.passes else {k: v for k, v in d.items() if k in ("passes", "accepted_lengths")}
 
 
 @dataclass
-class PositionBucket:
+class PositionBucket(JsonFields):
     """Step-1 accuracy over the bases at positions ``start``..``end`` (accuracy as the context grows)."""
 
     start: int
@@ -69,34 +70,27 @@ class PositionBucket:
     acc: float
     n: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"from": self.start, "to": self.end, "acc": self.acc, "n": self.n}
+    JSON_NAMES: ClassVar = {"start": "from", "end": "to"}
 
 
 @dataclass
-class RequestCounts:
+class RequestCounts(JsonFields):
     """One prompt's teacher-forced hits and positions per draft step (what the bootstrap resamples)."""
 
     hits: list[int]
     positions: list[int]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"hits": self.hits, "positions": self.positions}
-
 
 @dataclass
-class TemperatureFigures:
+class TemperatureFigures(JsonFields):
     """Expected acceptance at temperature > 0 along the teacher-forced path (no sampling noise)."""
 
     expected_per_position_rate: list[float]
     expected_mean_acceptance_length: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
 
 @dataclass
-class PathResult:
+class PathResult(JsonFields):
     """Acceptance of the draft fed one feature path (serving, training, or the draft as an engine runs it)."""
 
     name: str
@@ -125,32 +119,15 @@ class PathResult:
         by = self.acc_k_by_request
         return acceptance_counts(self.accepted_lengths, [r.hits for r in by], [r.positions for r in by], num_steps)
 
+    JSON_OMIT_NONE: ClassVar = ("tree", "temperature", "intervals")
+    JSON_SCHEMA: ClassVar = {"spec": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"const": "dump"}]}}
+
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "name": self.name,
-            "acc_k": self.acc_k,
-            "acc_k_positions": self.acc_k_positions,
-            "tau": self.tau,
-            "chain": self.chain.to_dict(),
-            "step1_by_position": [b.to_dict() for b in self.step1_by_position],
-            "per_request_mean_acceptance_length": self.per_request_mean_acceptance_length,
-            "accepted_lengths": self.accepted_lengths,
-            "acc_k_by_request": [r.to_dict() for r in self.acc_k_by_request],
-            "step1_counts": self.step1_counts,
-        }
-        if self.tree is not None:
-            d["tree"] = self.tree.to_dict()
-        if self.temperature is not None:
-            d["temperature"] = self.temperature.to_dict()
-        d["spec"] = spec_text(self.spec)
-        if self.intervals is not None:
-            d["intervals"] = self.intervals.to_dict()
-        d["triage"] = self.triage
-        return d
+        return {**fields_json(self), "spec": spec_text(self.spec)}
 
 
 @dataclass
-class TreePlan:
+class TreePlan(JsonFields):
     """Which draft tree the engine builds for these settings (acceptance of it is exact: tree.py)."""
 
     kind: str  # "static" (vLLM speculative_token_tree, or its full top-k tree) or "sglang" (EAGLE dynamic tree)
@@ -161,28 +138,12 @@ class TreePlan:
     width: int | None = None  # static: the widest rank in any path
     topk: int | None = None  # sglang: --speculative-eagle-topk
 
-    def to_dict(self) -> dict[str, Any]:
-        """As written to the run's settings (a static tree with its paths)."""
-        if self.kind == "static":
-            return {
-                "kind": self.kind,
-                "paths": self.paths,
-                "depth": self.depth,
-                "width": self.width,
-                "num_draft_tokens": self.num_draft_tokens,
-                "label": self.label,
-            }
-        return {
-            "kind": self.kind,
-            "topk": self.topk,
-            "depth": self.depth,
-            "num_draft_tokens": self.num_draft_tokens,
-            "label": self.label,
-        }
+    JSON_OMIT_NONE: ClassVar = ("paths", "width", "topk")  # a static tree has paths and width, SGLang's a topk
+    JSON_SCHEMA: ClassVar = {"kind": {"enum": ["static", "sglang"]}}
 
 
 @dataclass
-class RunSettings:
+class RunSettings(JsonFields):
     """What was measured and how."""
 
     target: str
@@ -207,36 +168,28 @@ class RunSettings:
     tree: TreePlan | None = None
     serve: dict[str, Any] | None = None  # the server launch command's settings (--serve-cmd)
 
+    JSON_OMIT_NONE: ClassVar = ("tree", "serve")
+    # tree_note: the tree's label again, where earlier readers of the document look for it
+    JSON_SCHEMA: ClassVar = {"serve": {"$ref": "#/$defs/serve"}, "tree_note": {"type": "string"}}
+
     def to_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if k not in ("tree", "serve")}
-        d["serving_spec"] = [str(p) for p in self.serving_spec]
-        d["training_spec"] = [str(p) for p in self.training_spec] if self.training_spec else None
+        d = fields_json(self)
         if self.tree is not None:
-            d["tree"] = self.tree.to_dict()
             d["tree_note"] = self.tree.label
-        if self.serve is not None:
-            d["serve"] = self.serve
         return d
 
 
 @dataclass
-class TreeReference:
+class TreeReference(JsonFields):
     """The sequential tree-verify loop's figures, per prompt."""
 
     accepted_lengths: list[list[int]]
     metrics: ChainMetrics
     agrees_with_estimator: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "accepted_lengths": self.accepted_lengths,
-            "metrics": self.metrics.to_dict(),
-            "agrees_with_estimator": self.agrees_with_estimator,
-        }
-
 
 @dataclass
-class ReferenceResult:
+class ReferenceResult(JsonFields):
     """The plain sequential decode loop over every prompt, and whether the estimator agrees with it."""
 
     accepted_lengths: list[list[int]]
@@ -246,41 +199,20 @@ class ReferenceResult:
     same_tokens_per_prompt: list[bool]  # False: the loop's full-prefix target forwards chose other tokens
     tree: TreeReference | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        d = {
-            "accepted_lengths": self.accepted_lengths,
-            "chain": self.chain.to_dict(),
-            "agrees_with_estimator": self.agrees_with_estimator,
-            "same_tokens": self.same_tokens,
-            "same_tokens_per_prompt": self.same_tokens_per_prompt,
-        }
-        if self.tree is not None:
-            d["tree"] = self.tree.to_dict()
-        return d
+    JSON_OMIT_NONE: ClassVar = ("tree",)
 
 
 @dataclass
-class ScanRow:
+class ScanRow(JsonFields):
     """One candidate wiring of the scan: step-1 accuracy with its interval over prompts."""
 
     spec: FeatureSpec
     step1_acc: float
     n: int  # positions scored
-    step1_acc_ci: Interval
+    step1_acc_ci: tuple[float, float]  # 95% over prompts
     configured: bool  # the capture points the run is configured with (training side, else serving)
     diff_to_configured: Interval | None  # paired over prompts: this candidate minus the configured one
     tied_with_best: bool  # the paired interval against the best candidate reaches 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "spec": [str(p) for p in self.spec],
-            "step1_acc": self.step1_acc,
-            "n": self.n,
-            "step1_acc_ci": [self.step1_acc_ci.lo, self.step1_acc_ci.hi],
-            "configured": self.configured,
-            "diff_to_configured": self.diff_to_configured.to_dict() if self.diff_to_configured is not None else None,
-            "tied_with_best": self.tied_with_best,
-        }
 
 
 @dataclass

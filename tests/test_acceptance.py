@@ -86,7 +86,7 @@ def test_scan_recovers_the_trained_capture_points():
     # the configured (trained) capture points are the best: no ACC004, their paired difference is 0
     assert run.scan[0].configured and run.scan[0].diff_to_configured.point == 0
     assert not any(f.code == "ACC004" for f in run.findings)
-    lo, hi = run.scan[0].step1_acc_ci.lo, run.scan[0].step1_acc_ci.hi
+    lo, hi = run.scan[0].step1_acc_ci
     assert lo < run.scan[0].step1_acc < hi
 
 

@@ -96,3 +96,34 @@ def test_cli_documents_validate(args, tmp_path):
     jsonschema.validate(doc, _schema(doc["schema"]))
     assert doc["tool"]["version"] == __version__
     assert doc["tool"]["command"][:2] == ["eagle3-doctor", args[0]] or doc["tool"]["command"][0] == "eagle3-doctor"
+
+
+def test_acceptance_schema_is_generated_from_the_result_classes():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_schemas.py"), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr + " (run: python tools/gen_schemas.py)"
+
+
+def test_acceptance_schema_rejects_what_the_result_classes_do_not_write():
+    """The generated parts are closed: a key the dataclasses do not write, or one they always write
+    gone missing, fails validation (so the schema cannot drift from the serialisation unnoticed)."""
+    from conftest import path_result
+
+    from eagle3_doctor.results import ChainMetrics, ScanRow
+    from eagle3_doctor.taps import parse_spec
+
+    schema = _schema("eagle3-doctor/acceptance/1")
+    validator = jsonschema.Draft202012Validator(schema)
+    defs = {"$defs": schema["$defs"]}
+    path = path_result(ChainMetrics(passes=2, mean_acceptance_length=1.5, per_position_rate=[0.5, 0.0]))
+    doc = path.to_dict()
+    assert not list(validator.evolve(schema={**defs, "$ref": "#/$defs/PathResult"}).iter_errors(doc))
+    for bad in ({**doc, "acc_1": 0.4}, {k: v for k, v in doc.items() if k != "chain"}, {**doc, "spec": "layer_out[1]"}):
+        assert list(validator.evolve(schema={**defs, "$ref": "#/$defs/PathResult"}).iter_errors(bad))
+    row = ScanRow(parse_spec("layer_out[1]"), 0.5, 10, (0.4, 0.6), True, None, True).to_dict()
+    assert row["step1_acc_ci"] == [0.4, 0.6] and row["spec"] == ["layer_out[1]"]
+    scan_schema = {**defs, "$ref": "#/$defs/ScanRow"}
+    assert not list(validator.evolve(schema=scan_schema).iter_errors(row))
+    assert list(validator.evolve(schema=scan_schema).iter_errors({**row, "step1_acc_ci": [0.4]}))
