@@ -495,7 +495,8 @@ def _tool() -> dict:
     return {"name": "eagle3-doctor", "version": __version__, "command": ["eagle3-doctor", *sys.argv[1:]]}
 
 
-# checked where they are resolved (``_resolve_serve``, ``_dump_training_spec``), not in the preflight
+# checked where they are resolved (``_resolve_serve``, ``_dump_training_spec``, the gate's merged policy in
+# ``check_policy_values``), once, on the value the run uses, and still before any load: not in the preflight
 RESOLVED_LATER = ("engine", "engine_version")
 
 
@@ -988,7 +989,7 @@ def gate_cmd(
 ) -> int:  # fmt: skip
     """CI gate: inspect + compare-hidden + acceptance under one policy. Exit 0 pass, 1 fail, 2 bad input."""
     a = SimpleNamespace(**locals())  # the options by name, as given
-    _preflight(a)
+    _preflight(a, skip=RESOLVED_LATER)
     from .gate import Policy, markdown, run_gate, write_summary
     from .hub import role_paths
     from .report import render_gate

@@ -280,3 +280,24 @@ def test_engine_is_checked_once_on_the_resolved_value_before_any_load(monkeypatc
     calls.clear()
     r = invoke(*args[:-3], "tgi")
     assert r.exit_code == 2 and "unknown --engine 'tgi'" in r.stderr and calls == [("tgi", None)], (r.exit_code, r.stderr)
+
+
+def test_gate_checks_the_engine_once_on_the_merged_policy(monkeypatch):
+    """The gate's --engine is merged into its policy and checked there, once, before anything loads."""
+    import eagle3_doctor.engines as engines
+    import eagle3_doctor.gate as gate
+
+    class Loaded(BaseException):
+        pass
+
+    calls = []
+    real = engines.check_engine
+    monkeypatch.setattr(engines, "check_engine", lambda e, v: calls.append((e, v)) or real(e, v))
+    monkeypatch.setattr(gate, "run_gate", lambda **kw: (_ for _ in ()).throw(Loaded(list(calls))))
+    args = ["gate", "--target", TARGET, "--draft", DRAFTS["sglang"], "--engine", "VLLM", "--engine-version", "0.33.0-v1"]
+    with pytest.raises(Loaded) as e:
+        invoke(*args, catch_exceptions=False)
+    assert e.value.args[0] == [("vllm", "0.33.0-v1")]
+    calls.clear()
+    r = invoke(*args[:-3], "tgi")
+    assert r.exit_code == 2 and "tgi" in r.stderr and calls == [("tgi", None)], (r.exit_code, r.stderr, calls)
