@@ -68,29 +68,19 @@ def test_regression_against_baseline(tmp_path):
 def test_bad_policy_is_bad_input(tmp_path):
     p = tmp_path / "p.toml"
     p.write_text("[gate]\nmin_cosin = 0.9\n")
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle3_doctor.cli",
-            "gate",
-            "--target",
-            str(TARGET),
-            "--draft",
-            str(DRAFTS["sglang"]),
-            "--policy",
-            str(p),
-        ],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+    r = gate_cli("--target", str(TARGET), "--draft", str(DRAFTS["sglang"]), "--policy", str(p))
     assert r.returncode == 2 and "unknown key(s) min_cosin" in r.stderr and "Traceback" not in r.stderr
 
 
 # --------------------------------------------------------------------------- issue 14: an independent training side
 
 SHIPPED_POLICY = ROOT / "examples/ci/policy.toml"
+
+
+def gate_cli(*args: str) -> subprocess.CompletedProcess:
+    """`eagle3-doctor gate ARGS` in a fresh interpreter, as CI runs it."""
+    cmd = [sys.executable, "-m", "eagle3_doctor.cli", "gate", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
 def draft_with_ids(tmp_copy, ids, name):
@@ -231,26 +221,17 @@ def test_train_dump_flag_is_an_independent_training_side(tmp_path, tmp_copy):
     inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
     p = tmp_path / "p.toml"
     p.write_text("[gate]\nlimit = 4\nmax_new_tokens = 16\n")
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle3_doctor.cli",
-            "gate",
-            "--target",
-            str(TARGET),
-            "--draft",
-            str(inc),
-            "--policy",
-            str(p),
-            "--train-dump",
-            str(ROOT / "fixtures/specforge-dump"),
-            "--json",
-            str(tmp_path / "g.json"),
-        ],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    r = gate_cli(
+        "--target",
+        str(TARGET),
+        "--draft",
+        str(inc),
+        "--policy",
+        str(p),
+        "--train-dump",
+        str(ROOT / "fixtures/specforge-dump"),
+        "--json",
+        str(tmp_path / "g.json"),
     )
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
     codes = {f["code"] for f in json.loads((tmp_path / "g.json").read_text())["findings"]}
@@ -266,23 +247,7 @@ def test_bad_training_table_is_bad_input(tmp_path):
         ('[gate]\ntraining_from_config = "fatal"\n', "training_from_config"),
     ]:
         p.write_text(body)
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "eagle3_doctor.cli",
-                "gate",
-                "--target",
-                str(TARGET),
-                "--draft",
-                str(DRAFTS["sglang"]),
-                "--policy",
-                str(p),
-            ],
-            capture_output=True,
-            text=True,
-            env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        )
+        r = gate_cli("--target", str(TARGET), "--draft", str(DRAFTS["sglang"]), "--policy", str(p))
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, (body, r.stderr)
 
 
