@@ -344,14 +344,16 @@ class Matrix:
     best: list[MatrixBest]
 
     @classmethod
-    def of(cls, rows: list[str], cols: Sequence[Any], rel: Any, cos: Any) -> Matrix:
-        """Each row's best column and runner-up by relative L2; rel and cos are [rows, cols] (nested lists or a tensor)."""
+    def of(cls, rows: list[str], cols: Sequence[Any], rel: Any, cos: Any, names: Sequence[Any] | None = None) -> Matrix:
+        """Each row's best column and runner-up by relative L2; rel and cos are [rows, cols] (nested lists or a
+        tensor); ``names``: what the best/runner-up entries call each column (default: the column itself)."""
         rel, cos = [list(map(float, r)) for r in rel], [list(map(float, r)) for r in cos]
+        names = cols if names is None else names
         best = []
         for i, name in enumerate(rows):
             order = sorted(range(len(cols)), key=lambda j: rel[i][j])
             b, s = order[0], order[1] if len(order) > 1 else order[0]
-            best.append(MatrixBest(name, cols[b], rel[i][b], cos[i][b], cols[s], rel[i][s]))
+            best.append(MatrixBest(name, names[b], rel[i][b], cos[i][b], names[s], rel[i][s]))
         return cls(list(rows), list(cols), rel, cos, best)
 
     def to_dict(self) -> dict[str, Any]:

@@ -394,17 +394,11 @@ def _identify_engine_slots(
 
 def _slot_matrix(rel: list[list[float]], cos: list[list[float]], train_spec: Any) -> Matrix:
     """Engine slots x training slots, with each engine slot's best match and its margin over the runner-up."""
-    from .compare import Matrix, MatrixBest
+    from .compare import Matrix
 
-    n = len(train_spec)
-    best = []
-    for j in range(len(rel)):
-        order = sorted(range(n), key=lambda k: rel[j][k])
-        b, s = order[0], order[1] if n > 1 else order[0]
-        name = [f"train slot {k} ({train_spec[k]})" for k in (b, s)]
-        best.append(MatrixBest(f"engine slot {j}", name[0], rel[j][b], cos[j][b], name[1], rel[j][s]))
     rows = [f"engine slot {j}" for j in range(len(rel))]
-    return Matrix(rows, [f"train {i}: {p}" for i, p in enumerate(train_spec)], rel, cos, best)
+    cols = [f"train {i}: {p}" for i, p in enumerate(train_spec)]
+    return Matrix.of(rows, cols, rel, cos, names=[f"train slot {i} ({p})" for i, p in enumerate(train_spec)])
 
 
 def _slot_stats(E: Sequence[torch.Tensor], T: Sequence[torch.Tensor], pair: Any, train_spec: Any, served: list[Any]) -> list[Any]:
