@@ -72,6 +72,8 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
 
     f = serving.failure
     assert f is not None
+    if f.when == "undetermined":
+        return _unmodelled_finding(serving)
     code = {"start-up": "ENG001", "serving": "ENG003"}.get(f.when, "ENG002")
     evidence = [
         f"engine error: {f.message}",
@@ -113,6 +115,26 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
     # trtllm's ENG003 fix is a rewrite of its id list: point at it even where no single list is printed
     where = ids_location(serving) if code == "ENG003" and serving.engine == "trtllm" else None
     return Finding(code, title, evidence, fix_text, data={"when": f.when, "fix_ids": ids, "source": f.source}, location=where)
+
+
+def _unmodelled_finding(serving: Serving) -> Finding:
+    """ENG004: no rule for this family, so the serving side is not predicted (never another family's rule)."""
+    from .engines import MODELLED_FAMILIES
+
+    f = serving.failure
+    assert f is not None
+    return Finding(
+        "ENG004",
+        f"undetermined: the {serving.family} family is not modelled for {serving.engine} {serving.version}",
+        [
+            f.message,
+            f"families the engine table models: {', '.join(sorted(MODELLED_FAMILIES))}",
+            f"ids in effect: {serving.source}",
+        ],
+        "measure what the engine feeds instead: dump its aux hidden states and run compare-hidden --engine-dump "
+        "(docs/serving-evidence.md), or add the family to conformance/ and run make conformance",
+        data={"when": f.when, "family": serving.family, "source": f.source},
+    )
 
 
 def _engine_notes(serving: Serving, fix_text: str | None, harmless: bool) -> list[Finding]:

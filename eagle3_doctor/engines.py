@@ -39,31 +39,71 @@ def default_spec_llama(num_layers: int) -> FeatureSpec:
     return (layer_out(1), layer_out(L // 2 - 1), layer_out(L - 4))
 
 
-# HF model_type / architecture -> the target family whose SGLang setter and capture loop decide
-# (issue 12: families with their own setter, or a wrapper that delegates to its language model)
-_OWN_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "glm4_moe_lite": (("glm4_moe_lite",), ("glm4moeliteforcausallm",)),
-    "glm4_moe": (("glm4_moe",), ("glm4moeforcausallm",)),
-    "minimax_m2": (("minimax_m2",), ("minimaxm2forcausallm",)),
-    "kimi_linear": (("kimi_linear",), ("kimilinearforcausallm",)),
-    "kimi_k25": (("kimi_k25",), ("kimik25forconditionalgeneration",)),
-    "llama4": (("llama4", "llama4_text"), ("llama4forconditionalgeneration", "llama4forcausallm")),
-    "gemma3": (("gemma3",), ("gemma3forconditionalgeneration",)),
-    "gemma3_text": (("gemma3_text",), ("gemma3forcausallm",)),
+# HF model_type and architecture class -> the engine-table family whose model file decides capture. The
+# classes are the ones the conformance harness executes (conformance/sglang_exec.py, vllm_exec.py
+# FAMILIES); tests derive every harness family through arch_family, the way the CLI does. Two
+# SGLang/vLLM facts shape it: the model class comes from `architectures`, and vLLM's EAGLE-3 target
+# check reads `model_type`, so a Mistral checkpoint is "mistral" whichever class it names.
+_FAMILY_OF_TYPE: dict[str, str] = {
+    "llama": "llama",
+    "mistral": "mistral",
+    "qwen3": "qwen",
+    "qwen3_moe": "qwen3_moe",
+    "deepseek_v2": "deepseek",
+    "deepseek_v3": "deepseek",
+    "kimi_k2": "deepseek",
+    "gpt_oss": "gpt_oss",
+    "glm4_moe": "glm4_moe",
+    "glm4_moe_lite": "glm4_moe_lite",
+    "minimax_m2": "minimax_m2",
+    "kimi_linear": "kimi_linear",
+    "kimi_k25": "kimi_k25",
+    "llama4": "llama4",
+    "llama4_text": "llama4",
+    "gemma3": "gemma3",
+    "gemma3_text": "gemma3_text",
 }
+_FAMILY_OF_ARCH: dict[str, str] = {
+    "llamaforcausallm": "llama",
+    "mistralforcausallm": "mistral",
+    "qwen3forcausallm": "qwen",
+    "qwen3moeforcausallm": "qwen3_moe",
+    "deepseekv2forcausallm": "deepseek",
+    "deepseekv3forcausallm": "deepseek",
+    "gptossforcausallm": "gpt_oss",
+    "glm4moeforcausallm": "glm4_moe",
+    "glm4moeliteforcausallm": "glm4_moe_lite",
+    "minimaxm2forcausallm": "minimax_m2",
+    "kimilinearforcausallm": "kimi_linear",
+    "kimik25forconditionalgeneration": "kimi_k25",
+    "llama4forconditionalgeneration": "llama4",
+    "llama4forcausallm": "llama4",
+    "gemma3forconditionalgeneration": "gemma3",
+    "gemma3forcausallm": "gemma3_text",
+}
+MODELLED_FAMILIES = frozenset(_FAMILY_OF_TYPE.values())
 
 
 def arch_family(config: dict) -> str:
+    """The engine-table family of a target config: by model_type, else by architecture class.
+
+    A target no row models comes back under its own model_type (or its first architecture, or
+    "unknown"), never as "llama": resolve_serving turns it into an undetermined serving side.
+    """
     mt = str(config.get("model_type", "")).lower()
-    archs = [a.lower() for a in config.get("architectures") or []]
-    for fam, (types, names) in _OWN_FAMILIES.items():
-        if mt in types or any(a in names for a in archs):
-            return fam
-    if mt in ("deepseek_v2", "deepseek_v3", "kimi_k2") or any("deepseek" in a for a in archs):
-        return "deepseek"
-    if mt == "gpt_oss" or any("gptoss" in a for a in archs):
-        return "gpt_oss"
-    return "llama"
+    archs = [str(a).lower() for a in config.get("architectures") or []]
+    if mt in _FAMILY_OF_TYPE:
+        return _FAMILY_OF_TYPE[mt]
+    for a in archs:
+        if a in _FAMILY_OF_ARCH:
+            return _FAMILY_OF_ARCH[a]
+    return mt or (archs[0] if archs else "unknown")
+
+
+def is_modelled(engine: str, family: str) -> bool:
+    """Whether the engine's capture for this family is in the engine table (sglang, vllm: per model
+    file, executed); the other engines' rules do not depend on the target's model file."""
+    return engine not in ("sglang", "vllm") or family in MODELLED_FAMILIES
 
 
 # --------------------------------------------------------------------------- rules
@@ -893,6 +933,16 @@ class Serving:
         return f"{self.engine} {self.version}" + ("" if self.family == "llama" else f" ({self.family})")
 
 
+def _unmodelled(engine: str, family: str) -> Failure:
+    where = "srt/models/<file>.py set_eagle3_layers_to_capture" if engine == "sglang" else "model_executor/models/<file>.py"
+    return Failure(
+        "undetermined",
+        f"the {family} family is not modelled for {engine}: which states it captures is decided by {where}, "
+        "which the engine table has not executed for this target",
+        f"{engine} {where}",
+    )
+
+
 def _read_ids(
     engine: str, version: str, config_ids: dict[str, list[int]], override: list[int] | None
 ) -> tuple[list[int] | None, str, dict[str, list[int]]]:
@@ -946,6 +996,8 @@ def resolve_serving(
     ids, source, ignored = _read_ids(engine, version, config_ids, override)
     if ids is not None:
         _check_id_range(engine, num_layers, ids, source)
+    if not is_modelled(engine, family):
+        return Serving(engine, version, family, num_layers, (), ids, source, ignored, [], [], _unmodelled(engine, family))
     if engine == "sglang" and engine_row(engine, version, family).rule == "absent":
         cap = RULES[engine](version, family, num_layers, ids)  # the model registry refuses before any capture
         return Serving(engine, version, family, num_layers, (), ids, source, ignored, [], [], cap.failure)
@@ -1159,6 +1211,8 @@ __all__ = [
     "ENGINE_VERSIONS",
     "Serving",
     "arch_family",
+    "is_modelled",
+    "MODELLED_FAMILIES",
     "default_spec_llama",
     "fix_snippet",
     "ids_to_serve",

@@ -371,6 +371,16 @@ EXPLANATIONS: dict[str, Explanation] = {
         "The draft gets a tensor it was never trained on in that slot, with no error anywhere.",
         "the finding cites the engine file that captures the wrong tensor (engine table, executed by make conformance)",
     ),
+    "ENG004": Explanation(
+        "SGLang and vLLM decide what each layer id captures in the target's own model file (the setter and the "
+        "decoder loop of that class), and the engine table holds those files executed for a list of families. "
+        "This target's family is not on that list, so what the engine feeds the draft is not predicted: the "
+        "doctor does not fall back to another family's rule, because families differ exactly there (+1 or raw "
+        "ids, an index check that raises, a capture at the end of the stack).",
+        "Nothing is claimed about the serving side: a mismatch there would go unreported, and so would a start-up failure.",
+        "measure what the engine really feeds: dump its aux hidden states and run `compare-hidden --engine-dump` "
+        "(docs/serving-evidence.md); or add the family to conformance/ and run `make conformance`",
+    ),
     # --- prompt format
     "TPL001": Explanation(
         "The serving chat template renders role tags or the turn layout differently from the training template.",

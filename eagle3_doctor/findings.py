@@ -81,6 +81,7 @@ CODES: dict[str, tuple[str, str]] = {
     "ENG001": (ERROR, "the engine refuses to start with this target, draft config or ids"),
     "ENG002": (ERROR, "the engine crashes on the first forward with these ids"),
     "ENG003": (ERROR, "the engine runs but feeds the draft a tensor that is no capture point (an MLP branch, an unwritten slot)"),
+    "ENG004": (WARNING, "undetermined: the engine's capture for this target family is not modelled"),
     # --- prompt format: training vs serving chat template and data (issue 15, templates.py)
     "TPL001": (ERROR, "the serving template renders role tags or turn layout differently from training"),
     "TPL002": (ERROR, "BOS handling differs between training and serving (missing or duplicated BOS)"),

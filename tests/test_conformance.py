@@ -65,10 +65,53 @@ def test_vllm_0_33_v2_runner_reads_only_the_top_level_key():
 
 # --------------------------------------------------------------------------- engines.py vs the table
 
-from eagle3_doctor.engines import IDS, NESTED, resolve_serving  # noqa: E402
+import functools  # noqa: E402
+
+import sglang_exec  # noqa: E402
+import vllm_exec  # noqa: E402
+
+from eagle3_doctor.engines import (  # noqa: E402
+    IDS,
+    NESTED,
+    arch_family,  # noqa: E402
+    resolve_serving,
+)
 from eagle3_doctor.errors import BadInput  # noqa: E402
 
-FAMILY = {"qwen3": "qwen"}  # conformance family name -> eagle3_doctor family name
+
+@functools.cache
+def hf_configs(engine: str, family: str) -> tuple[dict, ...]:
+    """The config.json heads a user's checkpoint of this harness family has: the class the harness
+    executed, under every model_type transformers maps to that class (kimi_k25, remote code only,
+    under the type vLLM's check sees)."""
+    from transformers.models.auto import modeling_auto
+
+    cls = (sglang_exec.FAMILIES if engine == "sglang" else vllm_exec.FAMILIES)[family][1]
+    types = {
+        mt
+        for name in dir(modeling_auto)
+        if name.startswith("MODEL_") and name.endswith("_MAPPING_NAMES")
+        for mt, c in getattr(modeling_auto, name).items()
+        if cls in (c if isinstance(c, (list, tuple)) else [c])
+    } or {vllm_exec.FAMILIES[family][2]}
+    return tuple({"model_type": mt, "architectures": [cls]} for mt in sorted(types))
+
+
+@functools.cache
+def cli_family(engine: str, family: str) -> str:
+    """The family the CLI derives from such a config (engines.arch_family), the same for every head."""
+    got = {arch_family(c) for c in hf_configs(engine, family)}
+    assert len(got) == 1, (engine, family, got)
+    return got.pop()
+
+
+def test_the_cli_derives_every_harness_family():
+    # the harness's qwen3 is the doctor's qwen; every other family keeps its name
+    for engine, fams in (("sglang", sglang_exec.FAMILIES), ("vllm", vllm_exec.FAMILIES)):
+        for fam in fams:
+            assert cli_family(engine, fam) == {"qwen3": "qwen"}.get(fam, fam), (engine, fam)
+
+
 # Deliberate differences (docs/engine-sources.md, "Where the doctor deliberately differs"):
 # ids outside engines.id_range are refused as bad input instead of being run.
 EXPLAINED = "refused: outside the doctor's id range"
@@ -96,7 +139,9 @@ def predict(engine: str, version: str, family: str, runner: str, key: str) -> st
     cfg, use_aux = _config(layout, ids)
     v = f"{version}-{runner}" if engine == "vllm" else version
     try:
-        s = resolve_serving(engine, v, FAMILY.get(family, family), L, cfg, use_aux_hidden_state=use_aux)
+        # ModelOpt's hooks are executed on stub layers of no family: its rows are family "all"
+        fam = family if engine == "modelopt" else cli_family(engine, family)
+        s = resolve_serving(engine, v, fam, L, cfg, use_aux_hidden_state=use_aux)
     except BadInput:
         return EXPLAINED
     if s.failure:
