@@ -31,7 +31,7 @@ def main() -> None:
         ts = []
         for _ in range(args.runs):
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", flag], capture_output=True, check=True, env=env)
+            subprocess.run([sys.executable, "-m", "eagle3_doctor.cli.app", flag], capture_output=True, check=True, env=env)
             ts.append(time.perf_counter() - t0)
         print(
             f"eagle3-doctor {flag}: median {statistics.median(ts):.3f} s over {args.runs} runs "

@@ -25,9 +25,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from eagle3_doctor.core.taps import layer_out  # noqa: E402
 from eagle3_doctor.doctor import Setup, acceptance, compare_hidden  # noqa: E402
 from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
-from eagle3_doctor.taps import layer_out  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 
@@ -173,7 +173,7 @@ def main() -> None:
 
     # reference loop vs the estimator on the same prompts and tokens: the continuation is generated
     # once (timed apart); the estimator is timed over exactly those tokens.
-    from eagle3_doctor.target import greedy_continue
+    from eagle3_doctor.model.target import greedy_continue
 
     sub = [s[:64] for s in seqs[: args.ref_prompts]]
     t_cont, _, conts = timed(lambda: greedy_continue(setup.target, sub, args.ref_new, args.batch), reps=1)
@@ -194,7 +194,7 @@ def main() -> None:
     starts = []
     for _ in range(5):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", "--help"], capture_output=True, env=env, check=True)
+        subprocess.run([sys.executable, "-m", "eagle3_doctor.cli.app", "--help"], capture_output=True, env=env, check=True)
         starts.append(time.perf_counter() - t0)
     t_help = statistics.median(starts)
 
@@ -388,8 +388,8 @@ def floor_run(args) -> None:
         return acceptance(setup, prompt_ids=seqs, max_tokens=None, batch_size=args.batch, num_steps=K, continuation="text")
 
     # acceptance's own pieces, timed apart: where the time beyond target + draft goes
-    from eagle3_doctor.acceptance import PathAccumulator, unroll_outcomes
-    from eagle3_doctor.target import capture, make_batch, target_argmax
+    from eagle3_doctor.analyses.acceptance import PathAccumulator, unroll_outcomes
+    from eagle3_doctor.model.target import capture, make_batch, target_argmax
 
     spec = setup.serving.spec
     saved = []

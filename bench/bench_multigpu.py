@@ -24,10 +24,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from eagle3_doctor.core.taps import DecoderParts, embed, layer_out  # noqa: E402
 from eagle3_doctor.doctor import Setup, acceptance, compare_hidden  # noqa: E402
 from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
-from eagle3_doctor.taps import DecoderParts, embed, layer_out  # noqa: E402
-from eagle3_doctor.target import Target  # noqa: E402
+from eagle3_doctor.model.target import Target  # noqa: E402
 
 
 def build_sharded(shape: dict, devices: list[str], seed: int = 0):
@@ -219,7 +219,7 @@ def main() -> None:
     import shutil
     import tempfile
 
-    from eagle3_doctor.target import load_target
+    from eagle3_doctor.model.target import load_target
 
     tmp = Path(tempfile.mkdtemp(prefix="e3d-shard-"))
     single.save_pretrained(tmp)

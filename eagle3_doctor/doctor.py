@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .acceptance import (  # noqa: F401  (re-exported: the library's acceptance API)
+from .analyses.acceptance import (  # noqa: F401  (re-exported: the library's acceptance API)
     AcceptanceOptions,
     AcceptanceRun,
     Progress,
@@ -27,11 +27,11 @@ from .acceptance import (  # noqa: F401  (re-exported: the library's acceptance 
     threshold_findings,
     tree_plan,
 )
-from .compare import CompareResult, HiddenComparison, comparison_result
-from .errors import BadInput
-from .findings import Finding
-from .loader import Setup, load_setup  # noqa: F401  (re-exported)
-from .replay import check_seq_len, iter_captures, load_sources, prompt_sequences  # noqa: F401
+from .analyses.compare import CompareResult, HiddenComparison, comparison_result
+from .core.errors import BadInput
+from .core.findings import Finding
+from .model.replay import check_seq_len, iter_captures, load_sources, prompt_sequences  # noqa: F401
+from .model.setup import Setup, load_setup  # noqa: F401  (re-exported)
 
 
 @torch.inference_mode()
@@ -156,7 +156,7 @@ class AcceptanceReport:
 
 def format_acceptance(setup: Setup, req: FormatRequest, opts: AcceptanceOptions, progress: Progress = _no_progress) -> Any:
     """Acceptance with the same conversations in both prompt formats (templates.acceptance_by_format)."""
-    from .templates import acceptance_by_format, load_dataset, load_requests, load_template
+    from .analyses.templates import acceptance_by_format, load_dataset, load_requests, load_template
 
     if not (req.prompts or req.requests):
         raise BadInput(
@@ -199,7 +199,7 @@ def acceptance_report(
         run.settings.serve = serve.to_dict()
     server = None
     if measured is not None:
-        from .serving import compare_to_prediction
+        from .analyses.server_metrics import compare_to_prediction
 
         server, srv_findings = compare_to_prediction(
             measured, run.paths, run.settings, acc_fix(setup) if "training" in run.paths else None

@@ -24,14 +24,14 @@ def invoke(*args, **kwargs):
     """The CLI in-process (typer's CliRunner) as a user types it: every argument str()-ed, the real program name."""
     from typer.testing import CliRunner
 
-    from eagle3_doctor.cli import app
+    from eagle3_doctor.cli.app import app
 
     return CliRunner().invoke(app, [str(a) for a in args], prog_name="eagle3-doctor", **kwargs)
 
 
 @pytest.fixture(scope="session")
 def target():
-    from eagle3_doctor.target import load_target
+    from eagle3_doctor.model.target import load_target
 
     return load_target(str(TARGET), dtype="float32", device="cpu")
 
@@ -57,7 +57,7 @@ def tmp_copy(tmp_path):
 
 def assert_hooks_match_hidden_states(model, ids):
     """hs[0]==embed, hs[i]==layer_out[i-1], hs[L]==final_norm, bit for bit; returns (captures, hs)."""
-    from eagle3_doctor.taps import TapRecorder, all_points, embed, final_norm, layer_out
+    from eagle3_doctor.core.taps import TapRecorder, all_points, embed, final_norm, layer_out
 
     L = model.config.num_hidden_layers
     with torch.no_grad():
@@ -75,7 +75,7 @@ def assert_hooks_match_hidden_states(model, ids):
 
 def path_result(chain, *, name="serving", acc_k=(0.4, 0.2), tau=1.4, triage=(), buckets=()):
     """A PathResult built by hand (renderers and triage tested without a replay); ``chain``: ChainMetrics."""
-    from eagle3_doctor.results import PathResult, PositionBucket
+    from eagle3_doctor.analyses.results import PathResult, PositionBucket
 
     return PathResult(
         name=name,

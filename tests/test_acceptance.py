@@ -8,8 +8,8 @@ import re
 import pytest
 from conftest import DRAFTS, DUMP, FIX, PROMPTS, TARGET
 
+from eagle3_doctor.core.taps import format_spec
 from eagle3_doctor.doctor import acceptance, load_setup
-from eagle3_doctor.taps import format_spec
 
 
 def setup_for(layer_ids=None, engine="sglang", draft="sglang"):
@@ -139,8 +139,8 @@ def test_temperature_acceptance_in_chunks_of_positions_equals_the_whole_logits(s
     the expected acceptance is the one computed from the whole tensor."""
     import torch
 
-    from eagle3_doctor.acceptance import unroll_outcomes
-    from eagle3_doctor.target import capture, head_chunks, make_batch
+    from eagle3_doctor.analyses.acceptance import unroll_outcomes
+    from eagle3_doctor.model.target import capture, head_chunks, make_batch
 
     tgt, draft, spec = setup_sglang.target, setup_sglang.draft, setup_sglang.serving.spec
     batch = make_batch([list(range(5, 45)), list(range(100, 131))], 0, tgt.device)

@@ -128,7 +128,7 @@ def test_dropped_qk_norms_are_measured(tmp_path_factory):
 
 
 def test_served_copy_shares_the_embeddings_and_runs_eager(setup_sglang):
-    from eagle3_doctor.draft.as_served import _eager_copy
+    from eagle3_doctor.analyses.as_served import _eager_copy
 
     d = setup_sglang.draft
     c = _eager_copy(d)

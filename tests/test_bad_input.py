@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
+from eagle3_doctor.core.errors import BadInput
 from eagle3_doctor.doctor import compare_hidden, load_setup
 from eagle3_doctor.draft.formats import config_to_canonical, detect_format, read_draft
-from eagle3_doctor.errors import BadInput
-from eagle3_doctor.features import load_dump_file
-from eagle3_doctor.prompts import read_prompt_file
+from eagle3_doctor.io.prompts import read_prompt_file
+from eagle3_doctor.io.train_dumps import load_dump_file
 
 
 def setup(**kw):
@@ -91,7 +91,7 @@ def test_prompt_longer_than_the_target_positions(tmp_path):
 
 
 def test_json_report_is_deterministic(tmp_path):
-    from eagle3_doctor.safeio import write_json
+    from eagle3_doctor.io.safeio import write_json
 
     outs = []
     for i in range(2):
@@ -211,7 +211,7 @@ def test_mutated_draft_configs_load_or_fail_cleanly(tmp_path_factory, edits):
 
 
 def test_cuda_out_of_memory_names_the_batch_size_to_try(monkeypatch):
-    from eagle3_doctor.errors import ResourceError
+    from eagle3_doctor.core.errors import ResourceError
 
     s = setup()
 
@@ -231,7 +231,7 @@ def test_a_failing_torch_dtype_retry_is_one_error_line(monkeypatch, second):
     """transformers < 4.56 refuses dtype= (TypeError); what the torch_dtype= retry raises is still mapped."""
     import transformers
 
-    from eagle3_doctor.target import load_target
+    from eagle3_doctor.model.target import load_target
 
     calls = []
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from conftest import DRAFTS, PROMPTS, TARGET
 
+from eagle3_doctor.core.taps import layer_out
 from eagle3_doctor.doctor import acceptance, load_setup
-from eagle3_doctor.taps import layer_out
-from eagle3_doctor.target import capture, make_batch
+from eagle3_doctor.model.target import capture, make_batch
 
 
 def test_padded_features_equal_unpadded(target):

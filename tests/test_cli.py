@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import DRAFTS, DUMP, PROMPTS, ROOT, TARGET, invoke
 
-CLI = [sys.executable, "-m", "eagle3_doctor.cli"]
+CLI = [sys.executable, "-m", "eagle3_doctor.cli.app"]
 
 
 def cli(*args, cwd=None):
@@ -38,7 +38,7 @@ def test_help_and_version():
 
 
 def test_help_does_not_import_torch():
-    code = "import sys, eagle3_doctor.cli as c; c.app(['--help'], standalone_mode=False); print('torch' in sys.modules)"
+    code = "import sys, eagle3_doctor.cli.app as c; c.app(['--help'], standalone_mode=False); print('torch' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert r.stdout.strip().splitlines()[-1] == "False"
 
@@ -256,9 +256,9 @@ def test_ctrl_c_leaves_no_report_and_keeps_the_old_one(tmp_path, monkeypatch):
 def test_engine_is_checked_once_on_the_resolved_value_before_any_load(monkeypatch, command):
     """--engine VLLM with --serve-cmd's release: one check, of (vllm, that release), before the models load;
     a bad --engine is still refused before any load."""
+    import eagle3_doctor.analyses.inspect_draft as inspect_draft
     import eagle3_doctor.doctor as doctor
-    import eagle3_doctor.engines as engines
-    import eagle3_doctor.inspect_draft as inspect_draft
+    import eagle3_doctor.engines.capture as engines
 
     class Loaded(BaseException):
         pass
@@ -284,8 +284,8 @@ def test_engine_is_checked_once_on_the_resolved_value_before_any_load(monkeypatc
 
 def test_gate_checks_the_engine_once_on_the_merged_policy(monkeypatch):
     """The gate's --engine is merged into its policy and checked there, once, before anything loads."""
-    import eagle3_doctor.engines as engines
-    import eagle3_doctor.gate as gate
+    import eagle3_doctor.cli.gate as gate
+    import eagle3_doctor.engines.capture as engines
 
     class Loaded(BaseException):
         pass

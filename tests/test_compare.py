@@ -8,9 +8,9 @@ import pytest
 import torch
 from conftest import DRAFTS, DUMP, PROMPTS, TARGET
 
+from eagle3_doctor.core.taps import TapRecorder, embed, final_norm, layer_out
 from eagle3_doctor.doctor import compare_hidden, load_setup
-from eagle3_doctor.engines import ENGINE_VERSIONS, fix_snippet, ids_to_serve
-from eagle3_doctor.taps import TapRecorder, embed, final_norm, layer_out
+from eagle3_doctor.engines.capture import ENGINE_VERSIONS, fix_snippet, ids_to_serve
 
 TRAINED = (layer_out(1), layer_out(3), layer_out(4))
 
@@ -163,7 +163,7 @@ def test_numeric_drift_is_told_apart_from_a_layer_mismatch(tmp_path, target):
 def test_perturbed_target_weights_are_drift_not_mismatch(tmp_path, target):
     pert = tmp_path / "perturbed"
     shutil.copytree(TARGET, pert)
-    from eagle3_doctor.target import load_target
+    from eagle3_doctor.model.target import load_target
 
     t2 = load_target(str(pert), dtype="float32", device="cpu")
     g = torch.Generator().manual_seed(0)

@@ -70,13 +70,13 @@ import functools  # noqa: E402
 import sglang_exec  # noqa: E402
 import vllm_exec  # noqa: E402
 
-from eagle3_doctor.engines import (  # noqa: E402
+from eagle3_doctor.core.errors import BadInput  # noqa: E402
+from eagle3_doctor.engines.capture import (  # noqa: E402
     IDS,
     NESTED,
     arch_family,  # noqa: E402
     resolve_serving,
 )
-from eagle3_doctor.errors import BadInput  # noqa: E402
 
 
 @functools.cache

@@ -14,12 +14,12 @@ import pytest
 from conftest import DRAFTS, TARGET, invoke
 from rich.console import Console
 
-from eagle3_doctor.compare import diagnose_specs
-from eagle3_doctor.engines import ENGINE_VERSIONS, resolve_serving
-from eagle3_doctor.findings import DRAFT_CONFIG, Finding, Fix, Location, config_fix
-from eagle3_doctor.inspect_draft import inspect
-from eagle3_doctor.report import findings_markdown, render_findings
-from eagle3_doctor.taps import embed, final_norm, layer_out
+from eagle3_doctor.analyses.compare import diagnose_specs
+from eagle3_doctor.analyses.inspect_draft import inspect
+from eagle3_doctor.core.findings import DRAFT_CONFIG, Finding, Fix, Location, config_fix
+from eagle3_doctor.core.taps import embed, final_norm, layer_out
+from eagle3_doctor.engines.capture import ENGINE_VERSIONS, resolve_serving
+from eagle3_doctor.report.render import findings_markdown, render_findings
 
 L = 8
 
@@ -178,8 +178,8 @@ def test_locations_name_the_files_this_run_used(tmp_copy, tmp_path):
 
 
 def test_role_paths_local_hub_shards_and_roles_without_a_file(tmp_path, monkeypatch):
-    from eagle3_doctor.findings import DRAFT_WEIGHTS, REQUEST, SERVER_COMMAND, locate
-    from eagle3_doctor.hub import role_paths
+    from eagle3_doctor.core.findings import DRAFT_WEIGHTS, REQUEST, SERVER_COMMAND, locate
+    from eagle3_doctor.io.hub import role_paths
 
     serve = tmp_path / "serve.sh"
     serve.write_text("python -m sglang.launch_server --model-path org/target\n")
@@ -224,8 +224,8 @@ def test_role_paths_local_hub_shards_and_roles_without_a_file(tmp_path, monkeypa
 
 
 def test_every_code_has_an_explanation_and_no_explanation_lacks_a_code():
-    from eagle3_doctor.explanations import EXPLANATIONS
-    from eagle3_doctor.findings import CODES
+    from eagle3_doctor.core.explanations import EXPLANATIONS
+    from eagle3_doctor.core.findings import CODES
 
     assert set(EXPLANATIONS) == set(CODES), sorted(set(EXPLANATIONS) ^ set(CODES))
     for code, e in EXPLANATIONS.items():
@@ -233,7 +233,7 @@ def test_every_code_has_an_explanation_and_no_explanation_lacks_a_code():
 
 
 def test_explain_prints_the_long_form():
-    from eagle3_doctor.explanations import EXPLANATIONS
+    from eagle3_doctor.core.explanations import EXPLANATIONS
 
     r = invoke("explain", "cap002")
     assert r.exit_code == 0, r.output
@@ -252,7 +252,7 @@ def test_explain_unknown_code_is_one_line_naming_the_closest(typo, first):
     from conftest import ROOT
 
     r = subprocess.run(
-        [sys.executable, "-m", "eagle3_doctor.cli", "explain", typo],
+        [sys.executable, "-m", "eagle3_doctor.cli.app", "explain", typo],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -268,7 +268,7 @@ def test_explain_unknown_code_is_one_line_naming_the_closest(typo, first):
 
 
 def test_exit_code_is_the_one_policy():
-    from eagle3_doctor.findings import exit_code
+    from eagle3_doctor.core.findings import exit_code
 
     info, warn, err = Finding("CAP010", "i"), Finding("CAP007", "w"), Finding("CAP001", "e")
     assert exit_code([]) == 0 and exit_code([info]) == 0
@@ -279,7 +279,7 @@ def test_exit_code_is_the_one_policy():
     assert exit_code([info], "error", passed=False) == 1
     with pytest.raises(ValueError):
         exit_code([], "fatal")
-    cli_src = (Path(__file__).resolve().parent.parent / "eagle3_doctor" / "cli.py").read_text()
+    cli_src = (Path(__file__).resolve().parent.parent / "eagle3_doctor" / "cli" / "app.py").read_text()
     assert "EXIT_FINDINGS" not in cli_src  # no command keeps a policy of its own
 
 
@@ -299,8 +299,8 @@ def test_findings_are_rendered_errors_first():
 
 
 def test_gate_table_is_rendered_by_report():
-    from eagle3_doctor.gate import Check, GateResult, Policy
-    from eagle3_doctor.report import render_gate
+    from eagle3_doctor.cli.gate import Check, GateResult, Policy
+    from eagle3_doctor.report.render import render_gate
 
     res = GateResult(
         Policy(),

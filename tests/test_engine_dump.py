@@ -12,9 +12,9 @@ import torch
 from conftest import DRAFTS, ROOT, SERVING
 from conftest import DUMP as FIXTURE_DUMP
 
-from eagle3_doctor.engine_dump import compare_dumps, embed_like, load_engine_dump
-from eagle3_doctor.errors import BadInput
-from eagle3_doctor.taps import layer_out
+from eagle3_doctor.analyses.engine_dump import compare_dumps, embed_like, load_engine_dump
+from eagle3_doctor.core.errors import BadInput
+from eagle3_doctor.core.taps import layer_out
 
 SRV = SERVING
 TRAINED = (layer_out(1), layer_out(3), layer_out(4))
@@ -94,7 +94,7 @@ def test_cli_dump_vs_dump_without_target():
     cmd = [
         sys.executable,
         "-m",
-        "eagle3_doctor.cli",
+        "eagle3_doctor.cli.app",
         "compare-hidden",
         "--engine-dump",
         str(SRV / "sglang-dump-shifted"),

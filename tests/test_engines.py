@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eagle3_doctor.engines import (
+from eagle3_doctor.core.errors import BadInput
+from eagle3_doctor.core.taps import embed, final_norm, layer_out
+from eagle3_doctor.engines.capture import (
     ENGINE_VERSIONS,
     IDS,
     NESTED,
@@ -19,8 +21,6 @@ from eagle3_doctor.engines import (
     resolve_serving,
     training_spec,
 )
-from eagle3_doctor.errors import BadInput
-from eagle3_doctor.taps import embed, final_norm, layer_out
 
 L = 32
 
@@ -202,7 +202,7 @@ def test_class1_sglang_052_has_no_eagle3_for_deepseek():
     # sglang 0.5.2 srt/models/deepseek_v2.py defines no set_eagle3_layers_to_capture; model_runner.py calls it
     s = serve("sglang", [2, 30, 58], version="0.5.2", family="deepseek", n=61)
     assert s.failure and s.failure.when == "start-up" and "set_eagle3_layers_to_capture" in s.failure.message
-    from eagle3_doctor.compare import diagnose_specs
+    from eagle3_doctor.analyses.compare import diagnose_specs
 
     f = diagnose_specs((layer_out(2), layer_out(30), layer_out(58)), "t", s)
     assert [x.code for x in f] == ["ENG001"] and "0.5.4.post2" in f[0].fix
@@ -226,7 +226,7 @@ def test_class3_seed_minus_one_is_a_first_forward_failure_on_sglang_0523():
     # srt/layers/aux_hidden_states.py asserts "captured 2 of 3 aux hidden states"
     s = serve("sglang", [-1, 2, 30], family="deepseek", n=61)
     assert s.failure and s.failure.when == "first forward" and "captured 2 of 3" in s.failure.message
-    from eagle3_doctor.compare import diagnose_specs
+    from eagle3_doctor.analyses.compare import diagnose_specs
 
     f = diagnose_specs((layer_out(2), layer_out(30), layer_out(58)), "t", s)
     assert f[0].code == "ENG002" and "[3, 31, 59]" in f[0].fix
@@ -264,7 +264,7 @@ def test_class6_capture_is_in_layer_order_once_per_layer():
 
 def test_modelopt_default_collapses_below_seven_layers():
     # modelopt 0.47 plugins/hf_eagle.py default_eagle_aux_layer_ids: sorted({1, max(0, L//2-1), max(0, L-4)})
-    from eagle3_doctor.engines import modelopt_default_ids
+    from eagle3_doctor.engines.capture import modelopt_default_ids
 
     assert {n: modelopt_default_ids(n) for n in (4, 5, 6, 7)} == {4: [0, 1], 5: [1], 6: [1, 2], 7: [1, 2, 3]}
     assert serve("modelopt", n=5).spec == (layer_out(1),)
@@ -320,7 +320,7 @@ def test_seed_is_consistent_on_plain_plus_one_deepseek_releases_and_one_layer_ea
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm", "trtllm", "modelopt"])
 def test_inspect_and_compare_hidden_take_the_same_ids(engine):
-    from eagle3_doctor.inspect_draft import _ids_in_range
+    from eagle3_doctor.analyses.inspect_draft import _ids_in_range
 
     for n in (8, 24, 61):
         for i in range(-3, n + 3):
@@ -335,7 +335,7 @@ def test_inspect_and_compare_hidden_take_the_same_ids(engine):
 def test_docs_engine_table_is_generated_from_the_engine_table():
     from pathlib import Path
 
-    from eagle3_doctor.engines import engine_table_markdown
+    from eagle3_doctor.engines.capture import engine_table_markdown
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "engine-table.md").read_text()
     inner = doc.split("<!-- engine-table:begin -->\n", 1)[1].split("<!-- engine-table:end -->", 1)[0]
@@ -364,13 +364,13 @@ def test_docs_engine_table_is_generated_from_the_engine_table():
     ],
 )
 def test_arch_family_names_the_sglang_file_that_decides(config, family):
-    from eagle3_doctor.engines import arch_family
+    from eagle3_doctor.engines.capture import arch_family
 
     assert arch_family(config) == family
 
 
 def _codes(s, train):
-    from eagle3_doctor.compare import diagnose_specs
+    from eagle3_doctor.analyses.compare import diagnose_specs
 
     return diagnose_specs(tuple(train), "t", s)
 
@@ -482,7 +482,7 @@ def test_trtllm_default_needs_six_layers_and_repeats_a_slot_at_six():
 
 def test_train_recipes_are_rows_of_the_engine_table():
     # one list: --train-recipe, its help and its error text read RECIPE_TABLE, whose recipes run the engine rules
-    from eagle3_doctor.engines import MODELOPT_NEWEST, NEWEST, RECIPE_TABLE, RECIPES
+    from eagle3_doctor.engines.capture import MODELOPT_NEWEST, NEWEST, RECIPE_TABLE, RECIPES
 
     assert (RECIPE_TABLE["specforge"].engine, RECIPE_TABLE["specforge"].version) == ("sglang", NEWEST["sglang"])
     assert (RECIPE_TABLE["speculators"].engine, RECIPE_TABLE["speculators"].version) == ("vllm", NEWEST["vllm"])

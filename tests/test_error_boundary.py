@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import DRAFTS, ROOT, TARGET, invoke
 
-from eagle3_doctor.errors import EXIT_BAD_INPUT, EXIT_BUG, EXIT_TERMINATED, one_line
+from eagle3_doctor.core.errors import EXIT_BAD_INPUT, EXIT_BUG, EXIT_TERMINATED, one_line
 
 
 def one_stderr_line(r) -> str:
@@ -96,7 +96,7 @@ def test_a_path_with_brackets_is_not_read_as_markup(tmp_path):
 
 def _run(args, **kw):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "eagle3_doctor.cli", *map(str, args)], env=env, timeout=300, **kw)
+    return subprocess.run([sys.executable, "-m", "eagle3_doctor.cli.app", *map(str, args)], env=env, timeout=300, **kw)
 
 
 def test_stdout_closed_is_not_a_crash():
@@ -117,7 +117,7 @@ def test_stdout_reader_gone_is_one_line():
         [
             sys.executable,
             "-m",
-            "eagle3_doctor.cli",
+            "eagle3_doctor.cli.app",
             "compare-hidden",
             "--target",
             str(TARGET),
@@ -147,7 +147,7 @@ def test_hub_lookups_honour_hf_hub_offline():
         [
             sys.executable,
             "-m",
-            "eagle3_doctor.cli",
+            "eagle3_doctor.cli.app",
             "inspect",
             "--target",
             "no-such-org/no-such-model",

@@ -8,7 +8,7 @@ import re
 import pytest
 from conftest import ROOT
 
-from eagle3_doctor.findings import CODES, Finding
+from eagle3_doctor.core.findings import CODES, Finding
 
 
 def test_every_code_is_documented():

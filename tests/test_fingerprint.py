@@ -11,8 +11,8 @@ import pytest
 import torch
 from conftest import DRAFTS, PROMPTS, ROOT, TARGET
 
-from eagle3_doctor.fingerprint import UNDETERMINED, candidates, fingerprint, shifts
-from eagle3_doctor.taps import embed, final_norm, layer_out
+from eagle3_doctor.analyses.fingerprint import UNDETERMINED, candidates, fingerprint, shifts
+from eagle3_doctor.core.taps import embed, final_norm, layer_out
 
 TRAINED = (layer_out(1), layer_out(3), layer_out(4))
 
@@ -75,7 +75,7 @@ def test_cli_names_the_trained_spec_for_the_incident_config(tmp_path, tmp_copy):
         [
             sys.executable,
             "-m",
-            "eagle3_doctor.cli",
+            "eagle3_doctor.cli.app",
             "fingerprint",
             "--target",
             str(TARGET),

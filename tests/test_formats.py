@@ -8,9 +8,9 @@ import pytest
 import torch
 from conftest import DRAFTS
 
+from eagle3_doctor.core.errors import BadInput
+from eagle3_doctor.core.taps import embed, layer_out
 from eagle3_doctor.draft.formats import detect_format, read_draft, spec_from_info, write_draft
-from eagle3_doctor.errors import BadInput
-from eagle3_doctor.taps import embed, layer_out
 
 TRAINED = (layer_out(1), layer_out(3), layer_out(4))
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from eagle3_doctor import checks
 from eagle3_doctor import validate as v
-from eagle3_doctor.errors import BadInput
+from eagle3_doctor.core.errors import BadInput
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -251,7 +251,7 @@ def test_baseline_loader(tmp_path_factory, data):
 )
 def test_policy_loader(tmp_path_factory, gate):
     tomllib = pytest.importorskip("tomllib")
-    from eagle3_doctor.gate import Policy
+    from eagle3_doctor.cli.gate import Policy
 
     def toml_value(x):
         return ("true" if x else "false") if isinstance(x, bool) else json.dumps(x)

@@ -510,8 +510,8 @@ def hostile(tmp_path_factory):
 
 
 def run_case(args: list, *, pre: bool, timeout: int, monkeypatch=None):
-    import eagle3_doctor.loader as loader
-    import eagle3_doctor.target as target
+    import eagle3_doctor.model.setup as loader
+    import eagle3_doctor.model.target as target
 
     if pre and monkeypatch is not None:
 
@@ -582,7 +582,7 @@ def _timing_main() -> None:
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             r = subprocess.run(
-                [sys.executable, "-m", "eagle3_doctor.cli", *args],
+                [sys.executable, "-m", "eagle3_doctor.cli.app", *args],
                 capture_output=True,
                 text=True,
                 env=dict(os.environ, PYTHONPATH=str(root)),

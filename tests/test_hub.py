@@ -10,9 +10,9 @@ import pytest
 import torch
 from conftest import DRAFTS, TARGET
 
+from eagle3_doctor.core.errors import BadInput
 from eagle3_doctor.draft.formats import read_draft
-from eagle3_doctor.errors import BadInput
-from eagle3_doctor.hub import looks_local, resolve
+from eagle3_doctor.io.hub import looks_local, resolve
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

@@ -9,12 +9,12 @@ import pytest
 from conftest import DRAFTS, PROMPTS, TARGET, invoke
 
 from eagle3_doctor import cli
-from eagle3_doctor.findings import Finding
+from eagle3_doctor.core.findings import Finding
 
 
 def test_help_lists_the_choices_and_they_match_the_library():
     from eagle3_doctor.draft.formats import FORMATS
-    from eagle3_doctor.engines import ENGINES
+    from eagle3_doctor.engines.capture import ENGINES
 
     assert cli.ENGINE_CHOICES == ENGINES and cli.FORMAT_CHOICES == FORMATS
     r = invoke("acceptance", "--help", env={"COLUMNS": "120"})
@@ -44,7 +44,7 @@ def test_plain_progress_lines_when_stderr_is_not_a_terminal(monkeypatch, capsys)
 
 
 def test_greedy_continuation_reports_per_token(target):
-    from eagle3_doctor.target import greedy_continue
+    from eagle3_doctor.model.target import greedy_continue
 
     seen = []
     greedy_continue(target, [[1, 2, 3], [4, 5]], 6, 1, progress=lambda d, n: seen.append((d, n)))
@@ -68,8 +68,8 @@ def test_tables_fit_80_columns_without_cutting_capture_points(monkeypatch):
 def _run(findings, hints):
     from conftest import path_result
 
-    from eagle3_doctor.results import AcceptanceRun, ChainMetrics, RunSettings
-    from eagle3_doctor.taps import parse_spec
+    from eagle3_doctor.analyses.results import AcceptanceRun, ChainMetrics, RunSettings
+    from eagle3_doctor.core.taps import parse_spec
 
     chain = ChainMetrics(passes=2, mean_acceptance_length=1.5, per_position_rate=[0.4, 0.1])
     settings = RunSettings(
@@ -98,7 +98,7 @@ def _run(findings, hints):
 
 def test_no_healthy_hint_above_an_error(tmp_path):
     pytest.importorskip("matplotlib")
-    from eagle3_doctor.report import write_acceptance_report
+    from eagle3_doctor.report.render import write_acceptance_report
 
     bad = Finding("ACC001", "the serving features cost 30 points", ["x"], "set ids")
     write_acceptance_report(_run([bad], []), str(tmp_path / "a"), None)
@@ -111,7 +111,7 @@ def test_no_healthy_hint_above_an_error(tmp_path):
 def test_plots_are_titled_and_mark_the_trained_and_configured_cells(tmp_path):
     pytest.importorskip("matplotlib")
     from eagle3_doctor.doctor import compare_hidden, load_setup
-    from eagle3_doctor.plots import _acceptance_title, _compare_marks
+    from eagle3_doctor.report.plots import _acceptance_title, _compare_marks
 
     t = _acceptance_title(_run([], []))
     assert "fixtures/target" in t and "served embed, layer_out[1], layer_out[3]" in t and "trained layer_out[1]" in t
@@ -122,7 +122,7 @@ def test_plots_are_titled_and_mark_the_trained_and_configured_cells(tmp_path):
     serve_rows = [i for i, r in enumerate(res.matrix.rows) if r.startswith("serve slot")]
     assert [str(marks["configured"][i]) for i in serve_rows] == ["embed", "layer_out[1]", "layer_out[3]"]
     assert [str(marks["trained"][i]) for i in serve_rows] == ["layer_out[1]", "layer_out[3]", "layer_out[4]"]
-    from eagle3_doctor.report import write_compare_report
+    from eagle3_doctor.report.render import write_compare_report
 
     write_compare_report(res, str(tmp_path), None)
     assert (tmp_path / "heatmap.png").stat().st_size > 1000

@@ -38,7 +38,7 @@ def test_readme_first_screen_has_the_three_commands():
 def test_readme_first_screen_commands_run_as_written(tmp_path):
     script = _first_screen_commands()
     # every line starting with `eagle3-doctor` is a command a newcomer would type; record each exit code
-    wrapped = ['eagle3-doctor() { "$PY" -m eagle3_doctor.cli "$@"; }', "set -u"]
+    wrapped = ['eagle3-doctor() { "$PY" -m eagle3_doctor.cli.app "$@"; }', "set -u"]
     n = 0
     for ln in script.splitlines():
         wrapped.append(ln)

@@ -111,8 +111,8 @@ def test_acceptance_schema_rejects_what_the_result_classes_do_not_write():
     gone missing, fails validation (so the schema cannot drift from the serialisation unnoticed)."""
     from conftest import path_result
 
-    from eagle3_doctor.results import ChainMetrics, ScanRow
-    from eagle3_doctor.taps import parse_spec
+    from eagle3_doctor.analyses.results import ChainMetrics, ScanRow
+    from eagle3_doctor.core.taps import parse_spec
 
     schema = _schema("eagle3-doctor/acceptance/1")
     validator = jsonschema.Draft202012Validator(schema)

@@ -7,8 +7,8 @@ import json
 import pytest
 from conftest import invoke
 
-from eagle3_doctor.errors import BadInput
-from eagle3_doctor.servecmd import flag_table, parse_serve_cmd, parse_serve_config, parse_token_tree
+from eagle3_doctor.core.errors import BadInput
+from eagle3_doctor.engines.launch import flag_table, parse_serve_cmd, parse_serve_config, parse_token_tree
 
 # The seed case: a DeepSeek-V3 target with an EAGLE-3 draft on 8 GPUs, as the SGLang docs launch it.
 SEED = r"""

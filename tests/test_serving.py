@@ -14,8 +14,7 @@ import sys
 import pytest
 from conftest import DRAFTS, ROOT, SERVING, TARGET
 
-from eagle3_doctor.errors import BadInput
-from eagle3_doctor.serving import (
+from eagle3_doctor.analyses.server_metrics import (
     compare_to_prediction,
     load_counters,
     load_measured,
@@ -23,6 +22,7 @@ from eagle3_doctor.serving import (
     measure_sglang_log,
     wilson,
 )
+from eagle3_doctor.core.errors import BadInput
 
 SRV = SERVING
 SETTINGS = json.loads((SRV / "settings.json").read_text())["workload"]
@@ -130,7 +130,7 @@ def test_cli_server_metrics(tmp_path):
         [
             sys.executable,
             "-m",
-            "eagle3_doctor.cli",
+            "eagle3_doctor.cli.app",
             "server-metrics",
             "--metrics",
             prom("vllm-after-healthy.prom"),
@@ -150,7 +150,7 @@ def test_cli_server_metrics(tmp_path):
         [
             sys.executable,
             "-m",
-            "eagle3_doctor.cli",
+            "eagle3_doctor.cli.app",
             "server-metrics",
             "--metrics",
             prom("vllm-before.prom"),
@@ -171,8 +171,8 @@ def test_cli_server_metrics(tmp_path):
 @pytest.fixture(scope="module")
 def predictions():
     """The doctor's prediction for the fixtures' workload: correct wiring and a wiring fault (vLLM)."""
+    from eagle3_doctor.cli.validate import parse_layer_ids
     from eagle3_doctor.doctor import acc_fix, acceptance, load_setup
-    from eagle3_doctor.validate import parse_layer_ids
 
     out = {}
     for name, ids in (("correct", None), ("fault", WIRING_IDS)):
@@ -240,8 +240,8 @@ def test_other_num_steps_is_refused(predictions):
 def _fake_path(lengths: list[list[int]], step1: float, spec: str):
     from conftest import path_result
 
-    from eagle3_doctor.results import ChainMetrics
-    from eagle3_doctor.taps import parse_spec
+    from eagle3_doctor.analyses.results import ChainMetrics
+    from eagle3_doctor.core.taps import parse_spec
 
     p = path_result(ChainMetrics(), acc_k=[step1])
     p.accepted_lengths, p.spec = lengths, parse_spec(spec)
@@ -256,7 +256,7 @@ def _settings(num_steps: int):
 
 
 def test_weak_draft_and_undetermined():
-    from eagle3_doctor.serving import Measured
+    from eagle3_doctor.analyses.server_metrics import Measured
 
     weak = [[0, 0, 1, 0, 0, 0, 1, 0] for _ in range(12)]
     paths = {"serving": _fake_path(weak, 0.2, "layer_out[1]")}

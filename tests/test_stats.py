@@ -1,11 +1,11 @@
-"""Bootstrap intervals over prompts (eagle3_doctor.stats): reproducible, correct points, honest coverage."""
+"""Bootstrap intervals over prompts (eagle3_doctor.core.stats): reproducible, correct points, honest coverage."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from eagle3_doctor.acceptance import metrics_from_passes, tau_from_acc
-from eagle3_doctor.stats import (
+from eagle3_doctor.analyses.acceptance import metrics_from_passes, tau_from_acc
+from eagle3_doctor.core.stats import (
     acceptance_counts,
     acceptance_intervals,
     bootstrap,

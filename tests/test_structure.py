@@ -8,6 +8,7 @@ changing right now; the list may only shrink: a function that now fits must be t
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "eagle3_doctor"
@@ -143,12 +144,42 @@ def test_no_import_cycles():
     assert (c := _cycle(every)) is None, "import cycle (function-level imports included): " + " -> ".join(c)
 
 
+# The layers, bottom first: a module may import its own layer and those below it, never one above
+# (lazy imports included). docs/architecture.md says what each holds.
+LAYERS = ("core", "io", "engines", "draft", "model", "analyses", "report", "doctor", "cli", "__main__")
+# Known imports that still reach up, with the module they must move out of; the list may only shrink.
+UPWARD: dict[tuple[str, str], str] = {}
+
+
+def _layer(mod: str) -> str:
+    return mod.split(".")[0] if mod else ""
+
+
 def test_layering():
-    """Nothing imports the CLI; only the CLI imports the preflight (validate); readers use checks."""
+    """Each subpackage imports only its own layer and the ones below; nothing imports the CLI;
+    only the CLI imports the preflight (validate); config checks stay low-level."""
     _, every = _import_graph()
-    assert not [m for m, t in every.items() if "cli" in t], "the CLI is the top: no module may import it"
-    assert sorted(m for m, t in every.items() if "validate" in t) == ["cli"], "validate is the CLI's preflight"
-    assert not every["checks"] - {"errors", "safeio"}, "checks is low-level: errors and safeio only"
+    assert set(map(_layer, every)) - {""} == set(LAYERS), "a subpackage is missing from LAYERS (or LAYERS names one gone)"
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    upward = {(m, t) for m, targets in every.items() for t in targets if m and t and rank[_layer(t)] > rank[_layer(m)]}
+    assert not upward - set(UPWARD), "imports that reach up a layer: " + ", ".join(
+        f"{m} -> {t}" for m, t in sorted(upward - set(UPWARD))
+    )
+    assert not set(UPWARD) - upward, f"no longer reaching up, take them off UPWARD: {sorted(set(UPWARD) - upward)}"
+    assert not [m for m, t in every.items() if any(_layer(x) == "cli" for x in t) and _layer(m) not in ("cli", "__main__")], (
+        "the CLI is the top: no module below it may import it"
+    )
+    assert sorted(m for m, t in every.items() if "cli.validate" in t) == ["cli.app"], "validate is the CLI's preflight"
+    assert not every["io.checks"] - {"core.errors", "io.safeio"}, "checks is low-level: errors and safeio only"
+    assert not [m for m in every if m.startswith("core.") and any(not t.startswith("core") for t in every[m])], (
+        "core imports nothing else of the package"
+    )
+
+
+def test_the_listing_tells_the_layers():
+    """The package's top level is its layers, the library facade and the entry points: no flat modules."""
+    top = {p.name for p in PKG.iterdir() if p.name != "__pycache__"}
+    assert top == {"__init__.py", "__main__.py", "doctor.py", "data"} | set(LAYERS) - {"doctor", "__main__"}, sorted(top)
 
 
 def test_the_import_walk_sees_every_form(tmp_path):
@@ -167,3 +198,14 @@ def test_the_import_walk_sees_every_form(tmp_path):
     assert top["b"] == {"sub", "sub.e"} and top["sub.e"] == {"c"}
     assert _cycle(top) is None
     assert _cycle(every) == ["a", "d", "a"]
+
+
+def test_the_architecture_doc_names_paths_that_exist():
+    """docs/architecture.md's paths (the layers, the data flow, where new things go) all exist."""
+    root = PKG.parent
+    text = (root / "docs" / "architecture.md").read_text()
+    paths = set(re.findall(r"`((?:eagle3_doctor|conformance|tests|tools|docs)/[\w/.-]*)`", text))
+    assert len(paths) > 15, paths
+    assert not [p for p in sorted(paths) if not (root / p).exists()], "docs/architecture.md names paths that do not exist"
+    # every layer folder is in the layer table
+    assert all(f"`eagle3_doctor/{layer}/`" in text for layer in LAYERS if (PKG / layer).is_dir())

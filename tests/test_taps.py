@@ -6,8 +6,8 @@ import pytest
 import torch
 from conftest import assert_hooks_match_hidden_states
 
-from eagle3_doctor.errors import BadInput
-from eagle3_doctor.taps import (
+from eagle3_doctor.core.errors import BadInput
+from eagle3_doctor.core.taps import (
     TapRecorder,
     all_points,
     embed,

@@ -9,8 +9,7 @@ import shutil
 import pytest
 from conftest import FIX, ROOT, TARGET
 
-from eagle3_doctor.errors import BadInput
-from eagle3_doctor.templates import (
+from eagle3_doctor.analyses.templates import (
     Conversation,
     diff_conversation,
     load_dataset,
@@ -19,6 +18,7 @@ from eagle3_doctor.templates import (
     load_tokenizer,
     template_diff,
 )
+from eagle3_doctor.core.errors import BadInput
 
 CONV = FIX / "conversations"
 TPL = FIX / "templates"
@@ -245,7 +245,7 @@ def test_cli_template_diff(tmp_path):
         [
             sys.executable,
             "-m",
-            "eagle3_doctor.cli",
+            "eagle3_doctor.cli.app",
             "template-diff",
             "-t",
             str(TARGET),
@@ -271,7 +271,7 @@ def test_cli_template_diff(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"messages": [{"content": "x"}]}')
     r = subprocess.run(
-        [sys.executable, "-m", "eagle3_doctor.cli", "template-diff", "-t", str(TARGET), "--requests", str(bad)],
+        [sys.executable, "-m", "eagle3_doctor.cli.app", "template-diff", "-t", str(TARGET), "--requests", str(bad)],
         capture_output=True,
         text=True,
         env=env,
@@ -307,7 +307,7 @@ def test_data_only_fixture_step_reproduces_the_committed_files(tmp_path):
 
 
 def test_paired_bootstrap_is_seeded_and_brackets_the_difference():
-    from eagle3_doctor.templates import paired_bootstrap
+    from eagle3_doctor.analyses.templates import paired_bootstrap
 
     acc_a, n_a = [10, 12, 9, 11, 10, 13], [8, 8, 8, 8, 8, 8]
     acc_b = [6, 7, 5, 6, 8, 6]
@@ -321,13 +321,13 @@ def test_paired_bootstrap_is_seeded_and_brackets_the_difference():
 
 
 def _format_run(setup, serve_path, n):
-    from eagle3_doctor.templates import acceptance_by_format
+    from eagle3_doctor.analyses.templates import acceptance_by_format
 
     tok = setup.target.tokenizer
     convs = load_requests(CONV / "requests.jsonl")[:n]
     train = load_template(None, str(TARGET), tok, side="train")
     serve = load_template(serve_path, str(TARGET), tok, side="serve")
-    from eagle3_doctor.acceptance import AcceptanceOptions
+    from eagle3_doctor.analyses.acceptance import AcceptanceOptions
 
     return acceptance_by_format(setup, convs, train, serve, AcceptanceOptions(num_steps=3, max_new_tokens=24, batch_size=8))
 

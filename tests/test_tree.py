@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from conftest import DRAFTS, PROMPTS, TARGET
 
+from eagle3_doctor.core.errors import BadInput
 from eagle3_doctor.doctor import acceptance, load_setup
-from eagle3_doctor.errors import BadInput
 
 
 def _setup(engine: str = "sglang", layer_ids: str | None = None):

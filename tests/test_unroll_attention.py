@@ -106,7 +106,7 @@ def test_acceptance_compile_flag_runs_the_compiled_draft_with_identical_results(
     from typer.testing import CliRunner
 
     from eagle3_doctor import doctor
-    from eagle3_doctor.cli import app
+    from eagle3_doctor.cli.app import app
 
     args = [
         "acceptance",

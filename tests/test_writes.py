@@ -10,8 +10,8 @@ import threading
 import pytest
 from conftest import DRAFTS, TARGET, invoke
 
-from eagle3_doctor.errors import BadInput
-from eagle3_doctor.safeio import OutputSet, write_output
+from eagle3_doctor.core.errors import BadInput
+from eagle3_doctor.io.safeio import OutputSet, write_output
 
 
 @pytest.fixture()
@@ -121,7 +121,7 @@ def test_json_dash_puts_the_json_alone_on_stdout():
 
 
 def test_an_interrupted_report_leaves_no_report_and_no_temp_files(tmp_path, monkeypatch):
-    import eagle3_doctor.plots as plots
+    import eagle3_doctor.report.plots as plots
 
     real = plots.heatmap_png
 
@@ -146,7 +146,7 @@ def test_json_to_dev_stdout_redirected_to_a_file_appends_and_keeps_the_link(tmp_
 
     out = tmp_path / "out.txt"
     code = (
-        "import sys; from eagle3_doctor.safeio import write_output; print('report line', flush=True); "
+        "import sys; from eagle3_doctor.io.safeio import write_output; print('report line', flush=True); "
         "write_output('/dev/stdout', b'{\"a\": 1}\\n')"
     )
     with open(out, "wb") as f:

@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 
 HEADER = """# Findings
 
-Generated from `eagle3_doctor/findings.py` and `eagle3_doctor/explanations.py` by `tools/gen_docs.py`;
+Generated from `eagle3_doctor/core/findings.py` and `eagle3_doctor/core/explanations.py` by `tools/gen_docs.py`;
 do not edit by hand. Every finding has a stable code (CI policies and scripts match on it), a default
 severity, the evidence that triggered it and a `fix:` line with the exact change for the engine you named.
 Where the fix is an edit, the finding also points at it, rustc-style:
@@ -39,8 +39,8 @@ the `fix` text. `eagle3-doctor explain CODE` prints the long form below for one 
 
 
 def findings_md() -> str:
-    from eagle3_doctor.explanations import EXPLANATIONS
-    from eagle3_doctor.findings import CODES
+    from eagle3_doctor.core.explanations import EXPLANATIONS
+    from eagle3_doctor.core.findings import CODES
 
     rows = [f"| `{code}` | {sev} | [{meaning}](#{code.lower()}) |" for code, (sev, meaning) in CODES.items()]
     long = []

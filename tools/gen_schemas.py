@@ -1,7 +1,7 @@
 """Regenerate the parts of schemas/*.json that are the serialisation of typed results.
 
 The acceptance document's settings, paths, reference and scan are written by the dataclasses in
-eagle3_doctor/results.py; their JSON Schema is generated from the same classes (eagle3_doctor/typed_json.py),
+eagle3_doctor/analyses/results.py; their JSON Schema is generated from the same classes (eagle3_doctor/core/typed_json.py),
 so a field added, renamed or retyped there changes the schema here, and the test that validates real
 documents against it (tests/test_schemas.py) fails until this is re-run. The rest of the file (title,
 tool stamp, findings, the launch command's settings) stays as written by hand.
@@ -25,8 +25,8 @@ HAND_WRITTEN_DEFS = ("finding", "tool", "serve")
 
 def acceptance_schema(current: dict) -> dict:
     """``current`` with its typed parts replaced by the schema of the result classes."""
-    from eagle3_doctor.results import PathResult, ReferenceResult, RunSettings, ScanRow
-    from eagle3_doctor.typed_json import json_schema
+    from eagle3_doctor.analyses.results import PathResult, ReferenceResult, RunSettings, ScanRow
+    from eagle3_doctor.core.typed_json import json_schema
 
     defs: dict = {}
     props = dict(current["properties"])

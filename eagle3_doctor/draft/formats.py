@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
-from ..taps import FeatureSpec, format_spec
+from ..core.errors import BadInput
+from ..core.taps import FeatureSpec, format_spec
 
 FORMATS = ("eagle", "sglang", "speculators")
 
@@ -206,7 +206,7 @@ def config_to_canonical(fmt: str, c: dict[str, Any]) -> dict[str, Any]:
 
 def _find_layer_ids(c: dict[str, Any]) -> dict[str, list[int]]:
     """Every place a layer-id list sits in a config, by dotted key (each a list of integers)."""
-    from ..checks import check_draft_layer_ids
+    from ..io.checks import check_draft_layer_ids
 
     check_draft_layer_ids(c, "config.json")
     found: dict[str, list[int]] = {}
@@ -227,14 +227,14 @@ def _native_ids_key(fmt: str) -> str | None:
 
 def ids_to_spec(convention: str, ids: list[int], num_layers: int, family: str = "llama") -> FeatureSpec:
     """Ids as written in a draft config of this convention -> capture points, by the engine's rule."""
-    from ..engines import ENGINE_VERSIONS, RULES
+    from ..engines.capture import ENGINE_VERSIONS, RULES
 
     return RULES[convention](ENGINE_VERSIONS[convention][0], family, num_layers, list(ids)).spec
 
 
 def spec_to_ids(convention: str, spec: FeatureSpec, num_layers: int, family: str = "llama") -> list[int]:
     """The ids this convention's engine needs to capture ``spec`` (inverse of :func:`ids_to_spec`)."""
-    from ..engines import ids_to_serve
+    from ..engines.capture import ids_to_serve
 
     ids = ids_to_serve(convention, None, family, num_layers, tuple(spec))
     if ids is None:
@@ -269,7 +269,7 @@ def canonical_to_native_name(fmt: str, name: str) -> str:
 
 def load_safetensors_dir(directory: Path) -> dict[str, Any]:
     """All tensors of a draft directory: safetensors (sharded or not), else pytorch_model.bin (weights_only)."""
-    from ..hub import load_weights_dir
+    from ..io.hub import load_weights_dir
 
     return load_weights_dir(directory)
 
@@ -290,7 +290,7 @@ def read_draft(
     d = Path(path)
     if not d.is_dir():
         raise BadInput(f"draft directory {d} does not exist", "pass --draft DIR with the draft's config.json and weights")
-    from ..safeio import read_json_object
+    from ..io.safeio import read_json_object
 
     cfg_raw = read_json_object(d / "config.json", "point --draft at a directory holding config.json and *.safetensors")
     tensors = load_safetensors_dir(d)
@@ -576,7 +576,7 @@ def _need_layers(num_layers: int | None) -> int:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file beside ``path`` and rename: a reader never sees half a file."""
-    from ..safeio import atomic_write_bytes as write
+    from ..io.safeio import atomic_write_bytes as write
 
     write(path, data)
 
@@ -597,7 +597,7 @@ def write_draft(
 
     cfg = draft.config
     if fmt == "eagle" and spec is not None and config is None:
-        from ..engines import default_spec_llama
+        from ..engines.capture import default_spec_llama
 
         if tuple(spec) != default_spec_llama(_need_layers(num_layers)):
             raise BadInput(
@@ -631,7 +631,7 @@ KEY_CONVENTION = {
 
 def spec_from_info(info: DraftInfo, num_layers: int, family: str = "llama") -> tuple[FeatureSpec, str]:
     """The capture points a draft says it was trained on, and where that came from."""
-    from ..engines import default_spec_llama
+    from ..engines.capture import default_spec_llama
 
     if info.layer_ids is not None:
         spec = ids_to_spec(info.convention, info.layer_ids, num_layers, family)

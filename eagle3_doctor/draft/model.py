@@ -42,7 +42,7 @@ Two ways to run K steps, kept deliberately separate so one can check the other:
   step k at base position t attends to the step-1 keys of positions <= t and to its own
   step-2..k keys at t, with RoPE position ``pos[t] + k - 1`` exactly as a decode loop uses.
 - :meth:`Eagle3Draft.extend` — an ordinary KV-cache forward, used by the sequential
-  reference loop in :mod:`eagle3_doctor.acceptance`.
+  reference loop in :mod:`eagle3_doctor.analyses.acceptance`.
 """
 
 from __future__ import annotations

@@ -342,7 +342,7 @@ def _draft_vocab(info: Any) -> int | None:
 
 
 def _newest(engine: str) -> str:
-    from ..engines import ENGINE_VERSIONS
+    from ..engines.capture import ENGINE_VERSIONS
 
     return ENGINE_VERSIONS[engine][0]
 
@@ -391,7 +391,7 @@ def neox_fix(cfg: Any, key: str = "rope_is_neox_style") -> Any:
     """The weight rewrite that turns a GPT-J-trained draft into the same function under NeoX RoPE:
     per head, rotary rows (0, 2, 4, ..., 1, 3, 5, ...) of q_proj and k_proj (vLLM's own
     permute_qk_weight_for_rotary for Llama 4, restricted to the rotary dims)."""
-    from ..findings import DRAFT_WEIGHTS, Fix, json_snippet
+    from ..core.findings import DRAFT_WEIGHTS, Fix, json_snippet
     from .model import rope_inv_freq
 
     d, r = int(cfg.head_dim), 2 * int(rope_inv_freq(cfg).numel())
@@ -420,7 +420,7 @@ def _rope_name(interleaved: bool) -> str:
 def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str, target_config: dict[str, Any] | None) -> list[Any]:
     """FWD006 where the engine rotates in another layout than training; FWD007 where the trained
     layout is undetermined."""
-    from ..findings import Finding
+    from ..core.findings import Finding
 
     if sf is None or sf.serving.rope_neox is None:
         return []
@@ -453,7 +453,7 @@ def rope_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str, tar
 
 def _rope_undetermined_finding(label: str, neox: bool, twhy: str, served_ev: str) -> Any:
     """FWD007: only the user knows the layout training used; the config key settles it for the engines that read it."""
-    from ..findings import DRAFT_CONFIG, Finding, Location
+    from ..core.findings import DRAFT_CONFIG, Finding, Location
 
     return Finding(
         "FWD007",
@@ -470,7 +470,7 @@ def _rope_undetermined_finding(label: str, neox: bool, twhy: str, served_ev: str
 def _rope_fix(rule: FlagRule, info: Any, cfg: Any, trained: bool, label: str) -> tuple[Any, list[str]]:
     """(fix, evidence about keys the engine ignores) for FWD006: an engine that reads the layout
     gets the key; one that always rotates NeoX needs the weights permuted instead."""
-    from ..findings import config_fix, json_snippet
+    from ..core.findings import config_fix, json_snippet
 
     unread: list[str] = []
     if rule.keys:
@@ -514,7 +514,7 @@ def served_qk_norm(row: DraftServing, info: Any) -> bool:
 def qk_norm_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str) -> list[Any]:
     """FWD008 where the draft's attention was trained with Qwen3's q/k norms and the engine runs
     (or loads) it without them."""
-    from ..findings import Finding
+    from ..core.findings import Finding
 
     if sf is None or not cfg.qk_norm or served_qk_norm(sf.serving, info):
         return []
@@ -572,7 +572,7 @@ def diagnose(
     target_config: dict[str, Any] | None = None,
 ) -> tuple[list[Any], ServedForward | None]:
     """Findings where the engine runs the draft differently from how it was trained (no forward)."""
-    from ..findings import DRAFT_CONFIG, Finding, Location
+    from ..core.findings import DRAFT_CONFIG, Finding, Location
 
     out: list[Any] = []
     cfg = draft.config
@@ -604,7 +604,7 @@ def diagnose(
 
 def _flag_findings(cfg: Any, info: Any, sf: ServedForward, engine: str, version: str, label: str) -> list[Any]:
     """FWD001: each forward flag the engine runs at another value than training used, with the edit that aligns it."""
-    from ..findings import Finding, config_fix, json_snippet
+    from ..core.findings import Finding, config_fix, json_snippet
 
     out: list[Any] = []
     for flag, (value, why) in sf.flags.items():
@@ -658,7 +658,7 @@ def _flag_findings(cfg: Any, info: Any, sf: ServedForward, engine: str, version:
 
 
 def _undetermined_findings(cfg: Any, info: Any, sf: ServedForward, label: str) -> list[Any]:
-    from ..findings import Finding
+    from ..core.findings import Finding
 
     out: list[Any] = []
     for flag in sf.undetermined:
@@ -707,7 +707,7 @@ def _weight_source_findings(
 def _replaced_weight_findings(weight: str, target: Any, own: Any, row: DraftServing, label: str, up: str) -> list[Any]:
     """FWD003 for one weight, only where the target's copy differs from the draft's (a draft trained
     with the target's frozen weights loses nothing by the swap)."""
-    from ..findings import Finding
+    from ..core.findings import Finding
 
     diff = float((target.float().cpu() - own.detach().float().cpu()).abs().max())
     if diff > 1e-3:
@@ -725,7 +725,7 @@ def _replaced_weight_findings(weight: str, target: Any, own: Any, row: DraftServ
 
 def _tied_head_finding(draft: Any, cfg: Any, row: DraftServing, label: str) -> Any:
     """FWD004: tie_word_embeddings makes the engine drop the trained lm_head for embed_tokens."""
-    from ..findings import Finding, config_fix
+    from ..core.findings import Finding, config_fix
 
     shape_ok = draft.embed_tokens is not None and draft.embed_tokens.weight.shape[0] == cfg.draft_vocab_size
     return Finding(

@@ -1,0 +1,665 @@
+"""Training features vs serving features: symbolically, then numerically, into findings.
+
+Matching is on relative L2 error (magnitude-aware), with cosine reported beside it: adjacent
+layers of a trained model have cosine 0.90-0.98, and final_norm vs layer_out[L-1] can reach
+0.999 while still costing the draft several points (fixtures/README.md: final_norm in the last
+slot costs 3.6 points of step-1 accuracy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..core.findings import DRAFT_CONFIG, Finding, Fix, Location
+from ..core.taps import CapturePoint, FeatureSpec, format_spec
+from ..engines.capture import Serving, default_spec_llama, fix_snippet, ids_to_serve
+
+SCHEMA = "eagle3-doctor/compare-hidden/1"
+DRIFT_REL = 1e-3  # relative L2 above which a matching capture point is reported as drifting
+WARN_REL = 0.02  # ... and above which the drift is a warning (bf16 rounding alone stays below)
+MATCH_REL = 0.5  # relative L2 above which a dump slot matches no capture point at all
+
+
+# --------------------------------------------------------------------------- symbolic
+
+
+def _slot_lines(train: FeatureSpec, serve: FeatureSpec) -> list[str]:
+    n = max(len(train), len(serve))
+    out = []
+    for i in range(n):
+        t = str(train[i]) if i < len(train) else "-"
+        s = str(serve[i]) if i < len(serve) else "- (not fed)"
+        out.append(f"slot {i}: trained {t:16s} served {s}{'' if t == s else '   <-- differs'}")
+    return out
+
+
+def fix_for(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None]:
+    """The config change that makes ``serving`` feed ``train`` (text, ids), or ('', None)."""
+    ids = ids_to_serve(serving.engine, serving.version, serving.family, serving.num_layers, train)
+    if ids is None:
+        return "", None
+    text = f"set {fix_snippet(serving.engine, serving.version, ids)}"
+    if tuple(train) == default_spec_llama(serving.num_layers) and serving.engine in ("sglang", "vllm", "modelopt", "trtllm"):
+        text += f"; or remove the ids so {serving.engine} uses its default, which is what was trained"
+    where = ids_location(serving)
+    if where is None:
+        return text, ids
+    from ..engines.capture import check_engine, key_rule
+
+    snippet = key_rule(serving.engine, check_engine(serving.engine, serving.version)).snippet(ids)
+    return Fix(text, file=where.file, key=where.key, value=ids, snippet=snippet), ids
+
+
+def ids_location(serving: Serving) -> Location | None:
+    """The file and key the engine reads layer ids from (where a fix to them goes), or None: nowhere."""
+    from ..engines.capture import check_engine, key_rule
+
+    kr = key_rule(serving.engine, check_engine(serving.engine, serving.version))
+    if not kr.keys:
+        return None
+    if serving.engine == "trtllm":  # the LLM API options file, not the checkpoint
+        return Location("extra_llm_api_options.yaml", f"speculative_config.{kr.keys[0]}")
+    return Location(DRAFT_CONFIG, kr.keys[0])
+
+
+def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
+    """ENG001/ENG002: the engine's own error, where it is raised, and a fix that runs."""
+    from ..engines.capture import first_working_release
+
+    f = serving.failure
+    assert f is not None
+    if f.when == "undetermined":
+        return _unmodelled_finding(serving)
+    code = {"start-up": "ENG001", "serving": "ENG003"}.get(f.when, "ENG002")
+    evidence = [
+        f"engine error: {f.message}",
+        f"raised by: {serving.engine} {f.source} (engine table, executed by make conformance)",
+        f"ids in effect: {serving.source}",
+    ]
+    if f.internal is not None:
+        evidence.append(f"the engine's own index list after its rule: {f.internal}")
+    fix_text, ids = fix_for(serving, tuple(train))
+    if not fix_text and code == "ENG003":  # no ids help: the engine release itself captures the wrong tensor
+        from ..engines.capture import earlier_working_rows
+
+        if serving.engine == "trtllm":
+            fix_text = (
+                f"write ids that each name an existing layer once (0..{serving.num_layers - 1}, or -1 for the "
+                "final state) in eagle3_layers_to_capture"
+            )
+        else:
+            old = earlier_working_rows(serving.engine, serving.family, serving.version.split("-")[0])
+            fix_text = (
+                f"serve with {serving.engine} >= {old[0]} and < {old[1]}, which captures the residual stream "
+                f"for this target, or with another engine"
+                if old
+                else "serve this target with another engine"
+            ) + f"; in {serving.engine} itself the fix is to capture `hidden_states + residual` in {f.source}"
+    if not fix_text:
+        nxt = first_working_release(serving.engine, serving.family, serving.version.split("-")[0])
+        fix_text = (
+            f"use {serving.engine} {nxt[0]} or newer, whose {nxt[1]} supports EAGLE-3 for this target"
+            if nxt
+            else f"serve this target with another engine: no {serving.engine} release covered by the engine table runs it"
+        )
+    what = {
+        "ENG001": "refuses to start",
+        "ENG002": "crashes on the first forward",
+        "ENG003": "feeds the draft a tensor that is not a residual-stream capture point",
+    }[code]
+    title = f"{serving.label} {what}: {f.message.split(' (')[0]}"
+    # trtllm's ENG003 fix is a rewrite of its id list: point at it even where no single list is printed
+    where = ids_location(serving) if code == "ENG003" and serving.engine == "trtllm" else None
+    return Finding(code, title, evidence, fix_text, data={"when": f.when, "fix_ids": ids, "source": f.source}, location=where)
+
+
+def _unmodelled_finding(serving: Serving) -> Finding:
+    """ENG004: no rule for this family, so the serving side is not predicted (never another family's rule)."""
+    from ..engines.capture import MODELLED_FAMILIES
+
+    f = serving.failure
+    assert f is not None
+    return Finding(
+        "ENG004",
+        f"undetermined: the {serving.family} family is not modelled for {serving.engine} {serving.version}",
+        [
+            f.message,
+            f"families the engine table models: {', '.join(sorted(MODELLED_FAMILIES))}",
+            f"ids in effect: {serving.source}",
+        ],
+        "measure what the engine feeds instead: dump its aux hidden states and run compare-hidden --engine-dump "
+        "(docs/serving-evidence.md), or add the family to conformance/ and run make conformance",
+        data={"when": f.when, "family": serving.family, "source": f.source},
+    )
+
+
+def _engine_notes(serving: Serving, fix_text: str | None, harmless: bool) -> list[Finding]:
+    """CAP007 (an ids key the engine ignores) and the engine's notes (CAP008/CAP010/CAP011), raised
+    whether or not the capture points match: they hold for the next draft too."""
+    found: list[Finding] = []
+    for key, key_ids in serving.ignored.items():
+        found.append(
+            Finding(
+                "CAP007",
+                f"{serving.label} does not read layer ids from {key}"
+                + (" (harmless here: its default is what was trained)" if harmless else ""),
+                [f"{key} = {key_ids} is ignored; {serving.engine} uses: {serving.source}"],
+                fix_text or f"move the ids to the key {serving.engine} reads",
+                severity="info" if harmless else None,
+                location=ids_location(serving),
+            )
+        )
+    for note in serving.notes:
+        code = "CAP008" if "CUDA graph" in note else "CAP010" if "sort" in note else "CAP011"
+        fix = {
+            "CAP008": "upgrade SGLang past PR #22836, or run with --disable-cuda-graph",
+            "CAP010": "write the ids in ascending order so every engine concatenates them the same way",
+            "CAP011": "write ids with this rule in mind; the fix lines above already do",
+        }[code]
+        found.append(
+            Finding(
+                code,
+                note,
+                [f"ids in effect: {serving.source}"],
+                fix,
+                location=ids_location(serving) if code == "CAP010" else None,
+            )
+        )
+    return found
+
+
+def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> list[Finding]:
+    """Name the mismatch between what was trained and what the engine feeds, with the fix."""
+    if serving.failure is not None:
+        return [engine_failure_finding(serving, train)]
+    S, T = tuple(serving.spec), tuple(train)
+    harmless = S == T
+    fix_text, ids = fix_for(serving, T)
+    found = _engine_notes(serving, fix_text, harmless)
+    if harmless:
+        return found
+    evidence = _slot_lines(T, S) + [f"training side: {train_source}", f"serving side: {serving.source}"]
+    evidence += [f"id {i}: {why}" for i, why in serving.dropped]
+    data: dict[str, Any] = {"trained": [str(p) for p in T], "served": [str(p) for p in S], "fix_ids": ids}
+    code, title = _mismatch(S, T, serving.label, data)
+    if ids is None:
+        fix_text = (
+            f"no layer-id list makes {serving.label} feed {format_spec(T)}: retrain the draft on capture "
+            "points this engine can serve, or serve it with an engine that captures them"
+        )
+    found.append(Finding(code, title, evidence, fix_text, data=data))
+    if ids is None:
+        found.append(
+            Finding(
+                "CAP009",
+                f"{serving.label} cannot feed {format_spec(T)} with any layer-id list",
+                [
+                    f"trained: {format_spec(T)}",
+                    "SGLang's Llama path captures embed..layer_out[L-2]; vLLM, TensorRT-LLM "
+                    "and ModelOpt sort ids; only TensorRT-LLM's -1 reaches final_norm",
+                ],
+                "retrain on capture points the engine can serve (e.g. the engine's default)",
+                data={"trained": data["trained"]},
+            )
+        )
+    return found
+
+
+def _mismatch(S: FeatureSpec, T: FeatureSpec, label: str, data: dict[str, Any]) -> tuple[str, str]:
+    """(code, title) of the way ``S`` (served) differs from ``T`` (trained); a CAP001 shift goes into data."""
+    if len(S) != len(T):
+        code, title = "CAP005", f"{label} feeds {len(S)} slot(s), the draft was trained on {len(T)}"
+    elif sorted(S, key=str) == sorted(T, key=str):
+        code, title = "CAP004", f"{label} feeds the trained capture points in another order"
+    elif all(p.is_layer_out() for p in S + T) and len({s.layer - t.layer for s, t in zip(S, T)}) == 1:  # type: ignore[operator]
+        d = S[0].layer - T[0].layer  # type: ignore[operator]
+        way = "later" if d > 0 else "earlier"
+        code, title = "CAP001", f"every slot is {abs(d)} layer(s) {way} than trained"
+        data["shift"] = d
+    elif any(s.is_embed() and not t.is_embed() for s, t in zip(S, T)):
+        slots = [i for i, (s, t) in enumerate(zip(S, T)) if s.is_embed() and not t.is_embed()]
+        shifted = [i for i in range(1, len(S)) if S[i] == T[i - 1]]
+        title = f"slot {slots[0]} is fed the embeddings"
+        if shifted:
+            title += f" and slot(s) {', '.join(map(str, shifted))} get the capture point trained one slot earlier"
+        code = "CAP002"
+    elif any(s.is_final_norm() != t.is_final_norm() for s, t in zip(S, T)):
+        i = next(i for i, (s, t) in enumerate(zip(S, T)) if s.is_final_norm() != t.is_final_norm())
+        code = "CAP003"
+        title = (
+            f"slot {i} is fed final_norm but was trained on the pre-norm {T[i]}"
+            if S[i].is_final_norm()
+            else f"slot {i} is fed the pre-norm {S[i]} but was trained on final_norm"
+        )
+    else:
+        code, title = "CAP006", f"{sum(s != t for s, t in zip(S, T))} slot(s) are fed other capture points than trained"
+    return code, title
+
+
+# --------------------------------------------------------------------------- numeric
+
+
+def position_metrics(a: torch.Tensor, b: torch.Tensor) -> dict[str, torch.Tensor]:
+    """a (served), b (reference): [..., H] -> per-position cosine, relative L2, max |a-b| (float32)."""
+    a32, b32 = a.float(), b.float()
+    diff = a32 - b32
+    nb = b32.norm(dim=-1).clamp_min(1e-12)
+    return {
+        "cos": torch.nn.functional.cosine_similarity(a32, b32, dim=-1, eps=1e-12),
+        "rel": diff.norm(dim=-1) / nb,
+        "maxabs": diff.abs().amax(dim=-1),
+    }
+
+
+@dataclass
+class SlotStats:
+    slot: int
+    trained: CapturePoint | None  # None: a training dump's slot (identified numerically: see the matrix)
+    served: CapturePoint | None  # None: a capture point an engine dump does not name
+    n: int
+    cos_mean: float
+    cos_min: float
+    cos_p05: float
+    rel_mean: float
+    rel_p95: float
+    maxabs: float
+    worst: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def trained_label(self) -> str:
+        return str(self.trained) if self.trained is not None else f"dump slot {self.slot}"
+
+    @property
+    def served_label(self) -> str:
+        return str(self.served) if self.served is not None else "?"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "trained": self.trained_label, "served": self.served_label}
+
+
+class SlotAccumulator:
+    """Per-position metrics of one slot over all batches, kept as small 1-D arrays on the CPU."""
+
+    def __init__(self, slot: int, trained: CapturePoint | None, served: CapturePoint | None):
+        self.slot, self.trained, self.served = slot, trained, served
+        self.cos: list[torch.Tensor] = []
+        self.rel: list[torch.Tensor] = []
+        self.maxabs: list[torch.Tensor] = []
+        self.where: list[tuple[int, int, int]] = []  # (sequence, position, token)
+
+    def add(
+        self, served: torch.Tensor, ref: torch.Tensor, seq_ids: Sequence[int], tokens: torch.Tensor, mask: torch.Tensor
+    ) -> None:
+        m = position_metrics(served, ref)
+        sel = mask.bool()
+        for k, store in (("cos", self.cos), ("rel", self.rel), ("maxabs", self.maxabs)):
+            store.append(m[k][sel].cpu())
+        b_idx, t_idx = sel.nonzero(as_tuple=True)
+        toks = tokens[sel].cpu().tolist()
+        for b, t, tok in zip(b_idx.tolist(), t_idx.tolist(), toks):
+            self.where.append((seq_ids[b], t, tok))
+
+    def finish(self, tokenizer: Any = None, worst: int = 3) -> SlotStats:
+        cos, rel, mx = torch.cat(self.cos), torch.cat(self.rel), torch.cat(self.maxabs)
+        order = torch.argsort(rel, descending=True)[:worst].tolist()
+        w = []
+        for i in order:
+            s, t, tok = self.where[i]
+            text = tokenizer.decode([tok]) if tokenizer is not None else str(tok)
+            w.append(
+                {"sequence": s, "position": t, "token": text, "cos": round(float(cos[i]), 6), "rel_l2": round(float(rel[i]), 6)}
+            )
+        return SlotStats(
+            self.slot,
+            self.trained,
+            self.served,
+            int(cos.numel()),
+            float(cos.mean()),
+            float(cos.min()),
+            float(torch.quantile(cos, 0.05)),
+            float(rel.mean()),
+            float(torch.quantile(rel, 0.95)),
+            float(mx.max()),
+            w,
+        )
+
+
+@dataclass
+class MatrixBest:
+    """One row's closest column, and its margin over the runner-up (how sure the match is)."""
+
+    row: str
+    best: CapturePoint | str  # a capture point; a training slot's label in dump-vs-dump
+    rel_l2: float
+    cos: float
+    runner_up: CapturePoint | str
+    runner_up_rel_l2: float
+
+    @property
+    def margin(self) -> float:
+        return self.runner_up_rel_l2 - self.rel_l2
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "row": self.row,
+            "best": str(self.best),
+            "rel_l2": self.rel_l2,
+            "cos": self.cos,
+            "runner_up": str(self.runner_up),
+            "runner_up_rel_l2": self.runner_up_rel_l2,
+            "margin": self.margin,
+        }
+
+
+@dataclass
+class Matrix:
+    """Mean relative L2 and cosine of every row tensor (a slot) against every column (a capture point)."""
+
+    rows: list[str]
+    cols: list[CapturePoint] | list[str]  # capture points; training slots' labels in dump-vs-dump
+    rel_l2: list[list[float]]
+    cos: list[list[float]]
+    best: list[MatrixBest]
+
+    @classmethod
+    def of(cls, rows: list[str], cols: Sequence[Any], rel: Any, cos: Any, names: Sequence[Any] | None = None) -> Matrix:
+        """Each row's best column and runner-up by relative L2; rel and cos are [rows, cols] (nested lists or a
+        tensor); ``names``: what the best/runner-up entries call each column (default: the column itself)."""
+        rel, cos = [list(map(float, r)) for r in rel], [list(map(float, r)) for r in cos]
+        names = cols if names is None else names
+        best = []
+        for i, name in enumerate(rows):
+            order = sorted(range(len(cols)), key=lambda j: rel[i][j])
+            b, s = order[0], order[1] if len(order) > 1 else order[0]
+            best.append(MatrixBest(name, names[b], rel[i][b], cos[i][b], names[s], rel[i][s]))
+        return cls(list(rows), list(cols), rel, cos, best)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "cols": [str(c) for c in self.cols],
+            "rel_l2": self.rel_l2,
+            "cos": self.cos,
+            "best": [b.to_dict() for b in self.best],
+        }
+
+
+class MatrixAccumulator:
+    """Mean relative L2 and cosine of each row tensor against every capture point."""
+
+    def __init__(self, rows: list[str], cols: list[CapturePoint]):
+        self.rows, self.cols = rows, cols
+        self.rel = torch.zeros(len(rows), len(cols), dtype=torch.float64)
+        self.cos = torch.zeros(len(rows), len(cols), dtype=torch.float64)
+        self.n = 0
+
+    def add(self, row_tensors: list[torch.Tensor], captured: dict[CapturePoint, torch.Tensor], mask: torch.Tensor) -> None:
+        sel = mask.bool()
+        for i, r in enumerate(row_tensors):
+            for j, c in enumerate(self.cols):
+                m = position_metrics(r[sel], captured[c][sel])
+                self.rel[i, j] += float(m["rel"].double().sum())
+                self.cos[i, j] += float(m["cos"].double().sum())
+        self.n += int(sel.sum())
+
+    def result(self) -> Matrix:
+        rel, cos = self.rel / max(self.n, 1), self.cos / max(self.n, 1)
+        return Matrix.of(self.rows, self.cols, rel.tolist(), cos.tolist())
+
+
+# --------------------------------------------------------------------------- the whole comparison
+
+
+@dataclass
+class CompareResult:
+    target: str
+    num_layers: int
+    draft: dict[str, Any] | None
+    serving: Serving
+    train_spec: FeatureSpec
+    train_source: str
+    findings: list[Finding]
+    slots: list[SlotStats] = field(default_factory=list)
+    matrix: Matrix | None = None
+    dump: dict[str, Any] | None = None
+    n_sequences: int = 0
+    n_tokens: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def consistent(self) -> bool:
+        return not any(f.severity in ("error", "warning") for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.serving
+        return {
+            "schema": SCHEMA,
+            "target": self.target,
+            "num_layers": self.num_layers,
+            "draft": self.draft,
+            "serving": {
+                "engine": s.engine,
+                "version": s.version,
+                "family": s.family,
+                "ids": s.ids,
+                "source": s.source,
+                "spec": [str(p) for p in s.spec],
+                "ignored": s.ignored,
+                "dropped": [list(d) for d in s.dropped],
+                "notes": s.notes,
+            },
+            "training": {"spec": [str(p) for p in self.train_spec], "source": self.train_source},
+            "consistent": self.consistent,
+            "findings": [f.to_dict() for f in self.findings],
+            "slots": [x.to_dict() for x in self.slots],
+            "matrix": self.matrix.to_dict() if self.matrix is not None else None,
+            "dump": self.dump,
+            "n_sequences": self.n_sequences,
+            "n_tokens": self.n_tokens,
+            "notes": self.notes,
+        }
+
+
+def numeric_findings(slots: list[SlotStats], matrix: Matrix | None, symbolic_equal: list[bool]) -> list[Finding]:
+    """Findings the numbers add on top of the symbolic step."""
+    out: list[Finding] = []
+    best = {b.row: b for b in matrix.best} if matrix is not None else {}
+    drifting = []
+    for st, same in zip(slots, symbolic_equal):
+        if not same or st.rel_mean <= DRIFT_REL:
+            continue
+        b = best.get(f"train slot {st.slot}")
+        if b is not None and b.best != st.served:
+            out.append(
+                Finding(
+                    "NUM002",
+                    f"slot {st.slot}: the training features best match {b.best}, not {st.served_label}",
+                    [f"rel L2 to {st.served_label}: {st.rel_mean:.4f}; to {b.best}: {b.rel_l2:.4f} (cos {b.cos:.4f})"],
+                    "check how the training features were produced (layer ids, norm, model revision)",
+                )
+            )
+        else:
+            drifting.append(st)
+    if drifting:
+        worst = max(s.rel_mean for s in drifting)
+        out.append(
+            Finding(
+                "NUM001",
+                "the capture points match but their values drift: "
+                + ", ".join(f"slot {s.slot} rel L2 {s.rel_mean:.4f} (cos {s.cos_mean:.5f})" for s in drifting),
+                [
+                    f"slot {s.slot} ({s.served_label}): mean rel L2 {s.rel_mean:.4f}, p95 {s.rel_p95:.4f}, min cos {s.cos_min:.5f}, "
+                    f"max |diff| {s.maxabs:.4g}"
+                    for s in drifting
+                ]
+                + [f"reported above mean relative L2 {DRIFT_REL}; a warning above {WARN_REL} (bf16 rounding alone stays below)"],
+                "make the training features and the serving target agree: same checkpoint revision, dtype "
+                "(--dtype) and quantisation; a bf16-vs-fp32 gap alone is usually harmless, check acceptance",
+                severity="warning" if worst > WARN_REL else "info",
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- one replayed comparison
+
+
+class HiddenComparison:
+    """compare-hidden's accumulators over the replay (:func:`replay.iter_captures`).
+
+    Training slots come from ``train_spec`` captured in the same forward, or from a training dump
+    (``dump``), whose slots are then identified numerically against every capture point.
+    """
+
+    def __init__(
+        self,
+        serving: Serving,
+        train_spec: FeatureSpec | None,
+        dump: Sequence[Any] | None,
+        num_layers: int,
+        hidden: int,
+        matrix: bool,
+    ):
+        from ..core.taps import all_points
+
+        self.serving, self.train_spec, self.dump = serving, train_spec, dump
+        self.hidden, self.matrix, self.num_layers = hidden, matrix, num_layers
+        self.n_slots = dump[0].aux.shape[1] // hidden if dump is not None else len(train_spec or ())
+        cols = all_points(num_layers)
+        need_all = matrix or dump is not None
+        self.points: set[CapturePoint] = set(serving.spec)
+        if need_all:
+            self.points |= set(cols)
+        elif train_spec is not None:
+            self.points |= set(train_spec)
+        serve_rows = [f"serve slot {i} ({p})" for i, p in enumerate(serving.spec)]
+        train_rows = [f"train slot {j}" for j in range(self.n_slots)] if dump is not None else []
+        self.mat = MatrixAccumulator(train_rows + (serve_rows if matrix else []), cols) if need_all else None
+        self.hs_mat = MatrixAccumulator(["dump hidden_state"], cols) if dump is not None else None
+        self.slot_acc: list[SlotAccumulator] = []
+
+    def _train_slots(self, rb: Any) -> list[torch.Tensor]:
+        if self.dump is None:
+            return [rb.captured[p] for p in self.train_spec]  # type: ignore[union-attr]
+        from ..model.replay import dump_slots
+
+        H = self.hidden
+        aux = dump_slots(self.dump, rb, self.n_slots * H, torch.float32)
+        hs = dump_slots(self.dump, rb, H, torch.float32, hidden=True)
+        if hs is not None:
+            self.hs_mat.add([hs], rb.captured, rb.mask)  # type: ignore[union-attr]
+        return list(aux.split(H, dim=-1))  # type: ignore[union-attr]
+
+    def add(self, rb: Any) -> None:
+        """One :class:`replay.ReplayBatch` into every accumulator."""
+        spec = self.serving.spec
+        train_slots = self._train_slots(rb)
+        if self.mat is not None:
+            rows = list(train_slots) if self.dump is not None else []
+            if self.matrix:
+                rows += [rb.captured[p] for p in spec]
+            self.mat.add(rows, rb.captured, rb.mask)
+        if not self.slot_acc:
+            for i in range(min(len(spec), len(train_slots))):
+                trained = self.train_spec[i] if self.dump is None else None  # type: ignore[index]
+                self.slot_acc.append(SlotAccumulator(i, trained, spec[i]))
+        for acc in self.slot_acc:
+            acc.add(rb.captured[spec[acc.slot]], train_slots[acc.slot], rb.index, rb.tokens, rb.mask)
+
+
+@dataclass
+class DumpIdentity:
+    """What a training dump holds, recovered numerically: each slot's best-matching capture point."""
+
+    spec: FeatureSpec
+    source: str
+    info: dict[str, Any]
+    findings: list[Finding]
+
+
+def identify_dump(
+    path: str, files: int, n_slots: int, num_layers: int, matrix: Matrix, hs_mat: MatrixAccumulator | None
+) -> DumpIdentity:
+    """NUM004 for slots that match nothing, NUM003 for a hidden_state that is not final_norm."""
+    from ..core.taps import final_norm
+
+    best = matrix.best[:n_slots]
+    spec: FeatureSpec = tuple(b.best for b in best)  # type: ignore[misc]  (the columns are capture points here)
+    unmatched = [j for j in range(n_slots) if best[j].rel_l2 > MATCH_REL]
+    info: dict[str, Any] = {
+        "path": path,
+        "files": files,
+        "slots": n_slots,
+        "inferred_spec": [str(p) for p in spec],
+        "best": [b.to_dict() for b in best],
+    }
+    findings = []
+    if unmatched:
+        findings.append(
+            Finding(
+                "NUM004",
+                f"dump slot(s) {unmatched} match no capture point of this target",
+                [f"slot {j}: best {best[j].best} at rel L2 {best[j].rel_l2:.3f}" for j in unmatched],
+                "the dump was made with another model, revision or tokenizer; pass that target",
+            )
+        )
+    if hs_mat is not None and hs_mat.n:
+        hb = hs_mat.result()
+        rel = hb.rel_l2[0][hb.cols.index(final_norm())]  # type: ignore[arg-type]
+        hbest = hb.best[0]
+        info["hidden_state"] = {"rel_l2_to_final_norm": rel, "best": str(hbest.best), "best_rel_l2": hbest.rel_l2}
+        if rel > 0.05:
+            findings.append(
+                Finding(
+                    "NUM003",
+                    f"the dump's hidden_state is not final_norm (rel L2 {rel:.3f}); it best matches {hbest.best}",
+                    [f"rel L2 to final_norm {rel:.4f}; to {hbest.best} {hbest.rel_l2:.4f}"],
+                    "SpecForge trains against target logits computed from hidden_state: re-dump it after the final norm",
+                )
+            )
+    source = f"dump {path}: slots identified numerically as {format_spec(spec)}"
+    return DumpIdentity(spec, source, info, findings)
+
+
+def comparison_result(cmp: HiddenComparison, setup: Any, src: Any, train_dump: str | None) -> CompareResult:
+    """The accumulators' verdict: symbolic findings, then the dump's, then the numbers'."""
+    from ..draft.formats import spec_from_info
+
+    tgt, serving, L = setup.target, setup.serving, cmp.num_layers
+    notes = list(setup.notes) + src.notes
+    matrix_res = cmp.mat.result() if cmp.mat is not None else None
+    dump_info, findings = None, []
+    train_spec, train_source = setup.train_spec, setup.train_source
+    if cmp.dump is not None:
+        ident = identify_dump(train_dump, len(cmp.dump), cmp.n_slots, L, matrix_res, cmp.hs_mat)  # type: ignore[arg-type]
+        train_spec, train_source, dump_info, findings = ident.spec, ident.source, ident.info, ident.findings
+        if setup.info is not None:
+            declared, where = spec_from_info(setup.info, L, setup.family)
+            if tuple(declared) != train_spec:
+                notes.append(
+                    f"the draft config declares {format_spec(declared)} ({where}) but the dump holds {format_spec(train_spec)}"
+                )
+    findings = diagnose_specs(train_spec, train_source, serving) + findings
+    slots = [a.finish(tgt.tokenizer) for a in cmp.slot_acc]
+    same = [i < len(train_spec) and i < len(serving.spec) and train_spec[i] == serving.spec[i] for i in range(len(slots))]
+    findings += numeric_findings(slots, matrix_res if cmp.dump is not None else None, same)
+    seqs = src.sequences
+    return CompareResult(
+        target=tgt.name,
+        num_layers=L,
+        draft=setup.draft_summary(),
+        serving=serving,
+        train_spec=train_spec,
+        train_source=train_source,
+        findings=findings,
+        slots=slots,
+        matrix=matrix_res,
+        dump=dump_info,
+        n_sequences=len(seqs),
+        n_tokens=sum(len(s) for s in seqs),
+        notes=notes,
+    )

@@ -1,0 +1,493 @@
+"""Preflight: every argument, path and input file checked before anything heavy.
+
+Nothing here imports torch or transformers, so a bad argument is refused in well under a second
+(docs/reliability.md has the measured times), and nothing here can block: FIFOs and devices are
+refused by their type before anything opens them. Checks run in the order a user fixes things:
+arguments, then paths (inputs, then outputs), then the contents of configs, policies, baselines,
+prompt files and dumps.
+
+Only the CLI imports this module. The low-level checks the input readers share (file types, JSON,
+safetensors headers, target configs, draft layer ids) live in checks.py, so that target, draft.formats
+and inspect_draft need not import the preflight, which itself imports gate, draft.formats and engines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import BadInput
+from ..io.checks import (
+    _WHAT,
+    LAYER_SIZE_BOUNDS,
+    MAX_HIDDEN,
+    MAX_LAYERS,
+    MAX_VOCAB,
+    _cfg_int,
+    _under_a_file,
+    _weight_names,
+    check_draft_layer_ids,
+    check_target,
+    kind,
+    looks_local,
+    read_json,
+    require_dir,
+    require_file,
+    safetensors_header,
+)
+
+MAX_NUM_STEPS = 64  # draft tokens per verify pass; engines use 1..10
+MAX_TOPK = 64
+MAX_NEW_TOKENS = 1 << 20
+MAX_BATCH = 1 << 16
+MAX_PROMPT_FILE = 1 << 30  # a prompts file over 1 GiB is a mistake (a dump or a model), not prompts
+
+DTYPES = ("auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32")
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d{1,3})?)$")
+_SIZE = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$", re.IGNORECASE)
+_FLOAT_DTYPES = {"F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2", "F8_E4M3FN", "F8_E5M2FNUZ", "F8_E4M3FNUZ"}
+
+
+# ----------------------------------------------------------------------------- output paths
+
+
+def _probe_writable(d: Path, opt: str) -> None:
+    """Create and remove a file in d: the only test that also holds for root, read-only mounts and /proc."""
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".eagle3-doctor-probe-")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise BadInput(f"{opt}: cannot write in {d} ({e.strerror or e})", f"pass a {opt} path in a writable directory") from None
+
+
+def _nearest_existing(p: Path) -> Path:
+    for a in [p, *p.parents]:
+        if kind(a) != "missing":
+            return a
+    return Path(".")
+
+
+def check_output_file(path: str | None, opt: str) -> None:
+    """An output file path: '-' (stdout), a device or pipe to write into, or a file we can create/replace."""
+    if path is None or path == "-":
+        return
+    if not path.strip():
+        raise BadInput(f"{opt} is empty", f"pass {opt} FILE")
+    p = Path(path)
+    k = kind(p)
+    if k == "dir":
+        raise BadInput(f"{opt} {p} is a directory", f"pass a file path, e.g. {opt} {p / ('report' + (p.suffix or '.json'))}")
+    if k in ("device", "fifo"):
+        return  # written into, never renamed over (e.g. /dev/stdout)
+    if k in ("socket", "special file", "unreadable"):
+        raise BadInput(f"{opt} {p} is {_WHAT[k]}", f"pass a regular file path for {opt}")
+    blocker = _under_a_file(p.parent) if k == "missing" else None
+    if blocker is None and k == "missing" and kind(p.parent) not in ("dir", "missing"):
+        blocker = p.parent
+    if blocker is not None:
+        raise BadInput(f"{opt} {p} cannot be created: {blocker} is a file, not a directory", f"pass a {opt} path in a directory")
+    anc = _nearest_existing(p.parent)
+    if kind(anc) != "dir":
+        raise BadInput(f"{opt} {p} cannot be created: {anc} is not a directory", f"pass a {opt} path in a directory")
+    _probe_writable(anc if kind(p.parent) == "missing" else p.parent, opt)
+
+
+def check_output_dir(path: str | None, opt: str) -> None:
+    if path is None:
+        return
+    if not path.strip():
+        raise BadInput(f"{opt} is empty", f"pass {opt} DIR")
+    p = Path(path)
+    k = kind(p)
+    if k == "file":
+        raise BadInput(f"{opt} {p} is a file, not a directory", f"pass a directory path (new or existing) for {opt}")
+    if k not in ("dir", "missing"):
+        raise BadInput(f"{opt} {p} is {_WHAT.get(k, k)}, not a directory", f"pass a directory path for {opt}")
+    if k == "missing":
+        blocker = _under_a_file(p)
+        if blocker is not None:
+            raise BadInput(
+                f"{opt} {p} cannot be created: {blocker} is a file, not a directory", f"pass a {opt} path in a directory"
+            )
+    anc = p if k == "dir" else _nearest_existing(p)
+    _probe_writable(anc, opt)
+
+
+# ----------------------------------------------------------------------------- arguments
+
+
+def _int_range(opt: str, v: int | None, lo: int, hi: int, fix: str) -> None:
+    if v is None:
+        return
+    if not lo <= v <= hi:
+        bound = f"at least {lo}" if v < lo else f"at most {hi}"
+        raise BadInput(f"{opt} {v} is out of range: it must be {bound}", fix)
+
+
+def _float_range(opt: str, v: float | None, lo: float, hi: float, fix: str) -> None:
+    if v is None:
+        return
+    if not math.isfinite(v) or not lo <= v <= hi:
+        raise BadInput(f"{opt} {v} is out of range: it must be a number in [{lo:g}, {hi:g}]", fix)
+
+
+def parse_layer_ids(text: str | None) -> list[int] | None:
+    """--layer-ids as written ('1,3,4', '[1, 3, 4]', '-1,1,3'); '' and ',' are refused, not 'no ids'."""
+    if text is None:
+        return None
+    body = text.strip()
+    if body.startswith("[") and body.endswith("]"):
+        body = body[1:-1]
+    parts = [x.strip() for x in body.split(",")]
+    if not body.strip() or any(not re.fullmatch(r"[+-]?\d{1,6}", x) for x in parts):
+        raise BadInput(
+            f"--layer-ids {text!r} is not a comma-separated list of integers",
+            "write e.g. --layer-ids 1,3,4 (omit the option to use the ids in the draft config)",
+        )
+    return [int(x) for x in parts]
+
+
+def parse_max_memory(text: str) -> dict[int | str, str]:
+    out: dict[int | str, str] = {}
+    for part in text.split(","):
+        key, sep, val = part.partition("=")
+        key, val = key.strip(), val.strip()
+        if not sep or not key or not val:
+            raise BadInput(f"--max-memory entry {part!r} is not DEVICE=SIZE", "write e.g. 0=70GiB,1=70GiB,cpu=200GiB")
+        if not (key.isdigit() or key in ("cpu", "disk", "mps")):
+            raise BadInput(f"--max-memory device {key!r} is not a GPU index, cpu or disk", "write e.g. 0=70GiB,cpu=200GiB")
+        if not _SIZE.match(val):
+            raise BadInput(
+                f"--max-memory size {val!r} for device {key} is not a size", "write sizes like 70GiB, 500MB or a byte count"
+            )
+        out[int(key) if key.isdigit() else key] = val
+    return out
+
+
+# (option, low, high, fix); the keyword is the option's name in snake case
+_INT_OPTIONS: tuple[tuple[str, int, int, str], ...] = (
+    ("--max-tokens", 1, 1 << 24, "use a positive token count, e.g. --max-tokens 512"),
+    ("--limit", 1, 1 << 31, "use a positive count, or omit --limit for all prompts"),
+    ("--num-steps", 1, MAX_NUM_STEPS, "use the engine's draft length, e.g. --num-steps 5"),
+    ("--max-new-tokens", 0, MAX_NEW_TOKENS, "use e.g. --max-new-tokens 128"),
+    ("--topk", 1, MAX_TOPK, "use 1 for chain drafting, or the engine's --speculative-eagle-topk"),
+    ("--num-draft-tokens", 1, 1 << 16, "use the engine's --speculative-num-draft-tokens"),
+)
+_FLOAT_OPTIONS: tuple[tuple[str, float, float, str], ...] = (
+    ("--temperature", 0.0, 100.0, "use 0 for greedy, or the sampling temperature served"),
+    ("--min-accept-rate", 0.0, 1.0, "use a rate between 0 and 1, e.g. 0.6"),
+    ("--min-tau", 0.0, 1e6, "use a positive tau, e.g. --min-tau 2.5"),
+    ("--min-cosine", -1.0, 1.0, "use a cosine in [-1, 1], e.g. 0.999"),
+    ("--min-step1-accuracy", 0.0, 1.0, "use an accuracy in [0, 1], e.g. 0.5"),
+    ("--max-regression", 0.0, 1e6, "use a non-negative drop, e.g. 0.02"),
+)
+
+
+def check_arguments(**kw: Any) -> None:
+    """Options whose validity needs no file and no model. Unknown keys are ignored (other commands' options)."""
+    g = kw.get
+    for opt, lo, hi, fix in _INT_OPTIONS:
+        _int_range(opt, g(opt[2:].replace("-", "_")), lo, hi, fix)
+    for opt, flo, fhi, fix in _FLOAT_OPTIONS:
+        _float_range(opt, g(opt[2:].replace("-", "_")), flo, fhi, fix)
+    if g("fail_on") is not None and g("fail_on") not in ("error", "warning", "info"):
+        raise BadInput(f"--fail-on {g('fail_on')!r} is not a severity", "use error, warning or info")
+    if g("temperature_mode") is not None and g("temperature_mode") not in ("sampled", "argmax"):
+        raise BadInput(f"unknown --temperature-mode {g('temperature_mode')!r}", "use sampled or argmax")
+    if g("continuation") is not None and g("continuation") not in ("greedy", "text"):
+        raise BadInput(f"unknown --continuation {g('continuation')!r}", "use greedy or text")
+    _check_batch_size(g("batch_size"))
+    if g("dtype") is not None and g("dtype") not in DTYPES:
+        raise BadInput(f"unknown --dtype {g('dtype')!r}", "use auto, bfloat16, float16 or float32")
+    if g("device") is not None and not _DEVICE.match(g("device")):
+        raise BadInput(f"unknown --device {g('device')!r}", "use auto, cpu, cuda or cuda:N")
+    if g("draft_format") is not None and g("draft_format") not in ("eagle", "sglang", "speculators"):
+        raise BadInput(f"unknown --draft-format {g('draft_format')!r}", "use eagle, sglang or speculators (or omit it to detect)")
+    if g("engine") is not None:
+        from ..engines.capture import check_engine
+
+        check_engine(g("engine").lower(), g("engine_version"))  # --engine is case-insensitive (VLLM, SGLang)
+    parse_layer_ids(g("layer_ids"))
+    if g("train_recipe") is not None:
+        from ..engines.capture import training_spec
+
+        if not g("train_recipe").strip():
+            raise BadInput(
+                "--train-recipe is empty", "omit it to use what the draft config declares, or write e.g. specforge:1,3,4"
+            )
+        training_spec(g("train_recipe"), MAX_LAYERS)  # syntax only here; ranges are checked against the target later
+    if g("max_memory") is not None:
+        parse_max_memory(g("max_memory"))
+    _check_device_map(g("device_map"))
+
+
+def _check_batch_size(bs: Any) -> None:
+    if bs is not None and bs != "auto":
+        if not re.fullmatch(r"\d{1,9}", str(bs).strip()):
+            raise BadInput(f"--batch-size {bs!r} is not a number", "use a positive integer or auto")
+        _int_range("--batch-size", int(bs), 1, MAX_BATCH, "use a positive integer or auto")
+
+
+def _check_device_map(dm: str | None) -> None:
+    """A named accelerate strategy, or a JSON map whose values accelerate can place (a GPU index, 'cpu', 'disk')."""
+    if dm is not None:
+        if dm.strip().startswith("{"):
+            try:
+                m = json.loads(dm)
+            except json.JSONDecodeError as e:
+                raise BadInput(
+                    f"--device-map is not valid JSON ({e.msg})", 'write e.g. {"model.layers.0": 0, ...} or auto'
+                ) from None
+            if not isinstance(m, dict) or not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in m.values()):
+                raise BadInput(
+                    "--device-map JSON must map module names to a GPU index, 'cpu' or 'disk'",
+                    'write e.g. {"model.embed_tokens": 0, "model.layers.0": 0, ...}',
+                )
+        elif dm not in ("auto", "balanced", "balanced_low_0", "sequential"):
+            raise BadInput(f"unknown --device-map {dm!r}", "use auto, balanced, sequential or a JSON device map")
+
+
+def check_draft(path: str, fmt: str | None = None) -> None:
+    """The draft directory, its config's types, and its weights' headers (names, dtypes), without torch."""
+    fix = "pass --draft DIR with the draft's config.json and *.safetensors"
+    d = require_dir(path, "draft directory" if kind(path) in ("missing", "dir") else "--draft", fix)
+    cfg = read_json(d / "config.json", "draft config", "point --draft at a directory holding config.json and *.safetensors")
+    if not isinstance(cfg, dict):
+        raise BadInput(
+            f"{d / 'config.json'} holds a JSON {type(cfg).__name__}, not an object",
+            "restore config.json from the original checkpoint",
+        )
+    where = str(d / "config.json")
+    check_draft_layer_ids(cfg, where)
+    tl = cfg.get("transformer_layer_config")
+    src = tl if isinstance(tl, dict) else cfg
+    _cfg_int(src, "num_hidden_layers", where, 1, MAX_LAYERS)
+    for k, hi in LAYER_SIZE_BOUNDS:
+        _cfg_int(src, k, where, 1, hi)
+    for k, hi in (("draft_vocab_size", MAX_VOCAB), ("target_hidden_size", MAX_HIDDEN)):
+        _cfg_int(cfg, k, where, 1, hi)
+    for f in d.iterdir():
+        if f.name.endswith((".safetensors", ".json")) and kind(f) not in ("file", "dir"):
+            raise BadInput(
+                f"{f} is {_WHAT.get(kind(f), kind(f))}, not a regular file", "replace it with the real file from the checkpoint"
+            )
+    files, names = _weight_names(d)
+    for n, meta in names.items():
+        if n.endswith(("d2t", "t2d")):
+            continue
+        dt = meta.get("dtype")
+        if dt not in _FLOAT_DTYPES:
+            raise BadInput(
+                f"draft tensor {n} in {d} has dtype {dt}, not a floating-point type",
+                "re-export the draft weights in bfloat16, float16 or float32",
+            )
+    if not files:
+        raise BadInput(
+            f"no *.safetensors file in {d}", "save the draft with safetensors (pickled .bin/.pt drafts are not loaded)"
+        )
+    if files:
+        from ..draft.formats import FORMATS, config_to_canonical, detect_format
+
+        if fmt is None:
+            fmt, _ = detect_format(cfg, sorted(names))
+        if fmt in FORMATS:
+            config_to_canonical(fmt, cfg)  # field types and signs, the same checks read_draft makes
+
+
+# ----------------------------------------------------------------------------- prompts, dumps
+
+
+def check_prompts(path: str | None) -> None:
+    if path is None:
+        return
+    fix = "pass --prompts FILE (JSONL chat messages or text lines)"
+    p = require_file(path, "prompts file", fix)
+    size = p.stat().st_size
+    if size > MAX_PROMPT_FILE:
+        raise BadInput(f"prompts file {p} is {size} bytes, not a prompts file", fix)
+    from ..io.prompts import read_prompt_file
+
+    read_prompt_file(p)
+
+
+DUMP_SUFFIXES = (".ckpt", ".ckpt.gz", ".safetensors")
+
+
+def check_dump(path: str | None) -> None:
+    """Every file of a training dump: regular, non-empty, with the container format its name says."""
+    if path is None:
+        return
+    fix = "pass --train-dump DIR (SpecForge rows_*/data_*.ckpt) or one dump file"
+    k = kind(path)
+    p = Path(path)
+    if k == "dir":
+        files = [f for f in p.rglob("*") if f.name.endswith(DUMP_SUFFIXES) and kind(f) != "dir"]
+        if not files:
+            raise BadInput(
+                f"no .ckpt, .ckpt.gz or .safetensors files under {p}", "point --train-dump at the dump's output directory"
+            )
+    else:
+        if k == "missing" and _under_a_file(p) is None:
+            raise BadInput(f"training dump {p} does not exist", fix)
+        files = [require_file(p, "training dump", fix)]
+    for f in files:
+        require_file(f, "dump file", "remove it from the dump directory or re-create it")
+        size = f.stat().st_size
+        if size == 0:
+            raise BadInput(f"dump file {f} is empty (0 bytes)", "re-create it, or remove it from the dump directory")
+        with open(f, "rb") as fh:
+            head = fh.read(8)
+        if f.name.endswith(".gz") and head[:2] != b"\x1f\x8b":
+            raise BadInput(f"dump file {f} is named .gz but is not gzip data", "re-create it")
+        if f.name.endswith(".safetensors"):
+            safetensors_header(f)
+        elif f.name.endswith(".ckpt") and head[:2] != b"PK" and head[:1] != b"\x80":
+            raise BadInput(f"dump file {f} is neither a torch.save zip nor a pickle", "re-create it with torch.save")
+
+
+# ----------------------------------------------------------------------------- policy, baseline
+
+
+def check_policy_values(pol: Any, where: str) -> None:
+    """A gate Policy's field types and ranges (TOML gives strings, booleans and arrays as easily as numbers)."""
+
+    def num(key: str, lo: float, hi: float) -> None:
+        v = getattr(pol, key)
+        if v is None:
+            return
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise BadInput(
+                f"{where}: {key} = {json.dumps(v, default=str)[:40]} is not a number",
+                f"write e.g. {key} = {lo if lo > 0 else 0.5}",
+            )
+        _float_range(f"{where}: {key}", float(v), lo, hi, f"use a value in [{lo:g}, {hi:g}]")
+
+    def integer(key: str, lo: int, hi: int, optional: bool = False) -> None:
+        v = getattr(pol, key)
+        if v is None and optional:
+            return
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise BadInput(
+                f"{where}: {key} = {json.dumps(v, default=str)[:40]} is not an integer", f"write e.g. {key} = {max(lo, 5)}"
+            )
+        _int_range(f"{where}: {key}", v, lo, hi, f"use an integer in [{lo}, {hi}]")
+
+    for key in ("engine", "fail_on"):
+        if not isinstance(getattr(pol, key), str):
+            raise BadInput(
+                f"{where}: {key} is not a string", f'write e.g. {key} = "{ {"engine": "sglang", "fail_on": "error"}[key] }"'
+            )
+    if pol.engine_version is not None and not isinstance(pol.engine_version, str):
+        raise BadInput(f"{where}: engine_version is not a string", 'write it quoted, e.g. engine_version = "0.5.23"')
+    num("min_cosine", -1.0, 1.0)
+    num("min_step1_accuracy", 0.0, 1.0)
+    num("min_tau", 0.0, 1e6)
+    num("max_regression", 0.0, 1e6)
+    integer("num_steps", 1, MAX_NUM_STEPS)
+    integer("max_new_tokens", 0, MAX_NEW_TOKENS)
+    integer("limit", 1, 1 << 31, optional=True)
+    check_arguments(engine=pol.engine, engine_version=pol.engine_version, fail_on=pol.fail_on)
+
+
+def check_policy_file(path: str | None) -> None:
+    """The policy TOML parses and its [gate] table is a table of known keys (types: check_policy_values)."""
+    if path is None:
+        return
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: gate.Policy.load says so in one line
+        return
+    p = require_file(path, "policy file", "pass --policy FILE.toml")
+    try:
+        raw = tomllib.loads(p.read_bytes().decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise BadInput(f"policy file {p} is not valid TOML ({str(e)[:120]})", "fix the file") from None
+    data = raw.get("gate", raw)
+    if not isinstance(data, dict):
+        raise BadInput(f"policy file {p}: gate is not a table", "write the thresholds under a [gate] table")
+    from dataclasses import fields
+
+    from .gate import Policy
+
+    known = {f.name for f in fields(Policy)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise BadInput(f"policy file {p}: unknown key(s) {', '.join(unknown)}", f"use only {', '.join(sorted(known))}")
+
+
+def check_baseline(path: str | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    from .gate import SCHEMA
+
+    fix = "pass the JSON written by an earlier `eagle3-doctor gate --json`"
+    data = read_json(Path(path), "baseline", fix)
+    if not isinstance(data, dict) or "metrics" not in data:
+        raise BadInput(f"baseline {path} is not a gate JSON (no 'metrics')", fix)
+    schema = data.get("schema")
+    if schema is not None and schema != SCHEMA:  # absent: a hand-written baseline, read by its metrics
+        raise BadInput(
+            f"baseline {path} has schema {schema!r}; this version reads {SCHEMA!r}",
+            "re-run the gate on the baseline checkpoint with this version and pass its --json",
+        )
+    m = data["metrics"]
+    if not isinstance(m, dict):
+        raise BadInput(f"baseline {path}: metrics is not an object", fix)
+    for key in ("step1_accuracy", "tau", "mean_acceptance_length"):
+        if key in m and (not isinstance(m[key], (int, float)) or isinstance(m[key], bool)):
+            raise BadInput(f"baseline {path}: metrics.{key} is {json.dumps(m[key])[:40]}, not a number", fix)
+    return data
+
+
+# ----------------------------------------------------------------------------- one entry point
+
+
+def preflight(**kw: Any) -> None:
+    """Everything a command was given, checked cheapest and most fixable first. Unknown keys are ignored.
+
+    Keys: the command's option names (``max_tokens``, ``limit``, ...), plus ``target``, ``draft``,
+    ``prompts``, ``train_dump``, ``policy``, ``baseline``, ``json_out``, ``report``, ``plot``, ``summary``.
+    """
+    check_arguments(**kw)
+    # where things are, before what they hold: a wrong path is the cheapest thing to fix
+    t = kw.get("target")
+    if t is not None and t.strip() and not (kind(t) == "missing" and not looks_local(t)):
+        require_dir(
+            t,
+            "target directory" if kind(t) in ("missing", "dir") else "--target",
+            "pass --target DIR (config.json + weights) or a hub id like org/name",
+        )
+    if kw.get("draft") is not None:
+        require_dir(
+            kw["draft"],
+            "draft directory" if kind(kw["draft"]) in ("missing", "dir") else "--draft",
+            "pass --draft DIR with the draft's config.json and *.safetensors",
+        )
+    if kw.get("prompts") is not None:
+        require_file(kw["prompts"], "prompts file", "pass --prompts FILE (JSONL chat messages or text lines)")
+    for key, what, fix in (
+        ("policy", "policy file", "pass --policy FILE.toml"),
+        ("baseline", "baseline", "pass the JSON written by an earlier `eagle3-doctor gate --json`"),
+    ):
+        if kw.get(key) is not None:
+            require_file(kw[key], what, fix)
+    check_output_file(kw.get("json_out"), "--json")
+    check_output_file(kw.get("plot"), "--plot")
+    check_output_file(kw.get("summary"), "--summary")
+    check_output_dir(kw.get("report"), "--report")
+    # then what the files hold
+    if kw.get("target") is not None:
+        check_target(kw["target"])
+    if kw.get("draft") is not None:
+        check_draft(kw["draft"], kw.get("draft_format"))
+    check_prompts(kw.get("prompts"))
+    check_dump(kw.get("train_dump"))
+    check_policy_file(kw.get("policy"))
+    check_baseline(kw.get("baseline"))

@@ -1,0 +1,269 @@
+"""Low-level input checks: file types, JSON, safetensors headers, target configs, draft layer ids.
+
+The modules that read inputs (target, draft formats, inspect) call these; the preflight in
+validate.py calls them too. This module imports only errors and safeio (lazily), so any module
+may import it without a cycle. Nothing here imports torch or transformers, and nothing can block:
+FIFOs and devices are refused by their type before anything opens them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ..core.errors import BadInput
+
+# Sanity bounds for sizes read from a config. The largest published decoders have ~130 layers,
+# hidden 25k and vocabularies of ~260k; these bounds leave room and still refuse a config that
+# would build a billion layers before any weight is read.
+MAX_LAYERS = 4096
+MAX_HIDDEN = 1 << 17
+MAX_VOCAB = 1 << 23
+MAX_POSITIONS = 1 << 27
+# the decoder-layer sizes a target's and a draft's config.json both carry, each with its sane upper bound
+LAYER_SIZE_BOUNDS = (
+    ("hidden_size", MAX_HIDDEN),
+    ("intermediate_size", 8 * MAX_HIDDEN),
+    ("num_attention_heads", MAX_HIDDEN),
+    ("num_key_value_heads", MAX_HIDDEN),
+    ("head_dim", MAX_HIDDEN),
+    ("vocab_size", MAX_VOCAB),
+)
+
+# Hugging Face repo ids: [org/]name of letters, digits, '-', '_', '.', no '--' or '..', <= 96 chars
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
+
+
+# ----------------------------------------------------------------------------- file types
+
+
+def kind(path: str | os.PathLike) -> str:
+    """'missing', 'file', 'dir', 'fifo', 'device', 'socket' or 'broken link' (stat follows links)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "broken link" if os.path.islink(path) else "missing"
+    except NotADirectoryError:
+        return "missing"
+    except OSError:
+        return "unreadable"
+    m = st.st_mode
+    if stat.S_ISREG(m):
+        return "file"
+    if stat.S_ISDIR(m):
+        return "dir"
+    if stat.S_ISFIFO(m):
+        return "fifo"
+    if stat.S_ISCHR(m) or stat.S_ISBLK(m):
+        return "device"
+    if stat.S_ISSOCK(m):
+        return "socket"
+    return "special file"
+
+
+_WHAT = {
+    "fifo": "a named pipe (FIFO)",
+    "device": "a device",
+    "socket": "a socket",
+    "special file": "a special file",
+    "broken link": "a broken symbolic link",
+    "unreadable": "not accessible",
+}
+
+
+def _under_a_file(p: Path) -> Path | None:
+    """The first ancestor of p that exists and is not a directory, if any (p 'sits under a file')."""
+    for a in reversed(p.absolute().parents):
+        k = kind(a)
+        if k == "missing":
+            return None
+        if k != "dir":
+            return a
+    return None
+
+
+def _raise_missing(p: Path, what: str, fix: str) -> NoReturn:
+    parent = _under_a_file(p)
+    if parent is not None:
+        raise BadInput(f"{what} {p} cannot exist: {parent} is a file, not a directory", fix)
+    raise BadInput(f"{what} {p} does not exist", fix)
+
+
+def require_file(path: str | os.PathLike, what: str, fix: str) -> Path:
+    """A readable regular file, or one BadInput that says what it is instead."""
+    p = Path(path)
+    k = kind(p)
+    if k == "file":
+        if not os.access(p, os.R_OK):
+            raise BadInput(f"{what} {p} is not readable (permission denied)", "fix its permissions (chmod +r)")
+        return p
+    if k == "missing":
+        _raise_missing(p, what, fix)
+    if k == "dir":
+        raise BadInput(f"{what} {p} is a directory, not a file", fix)
+    raise BadInput(f"{what} {p} is {_WHAT.get(k, k)}, not a regular file", fix)
+
+
+def require_dir(path: str | os.PathLike, what: str, fix: str) -> Path:
+    p = Path(path)
+    k = kind(p)
+    if k == "dir":
+        if not os.access(p, os.R_OK | os.X_OK):
+            raise BadInput(f"{what} {p} is not readable (permission denied)", "fix its permissions (chmod +rx)")
+        return p
+    if k == "missing":
+        _raise_missing(p, what, fix)
+    if k == "file":
+        raise BadInput(f"{what} {p} is a file, not a directory", fix)
+    raise BadInput(f"{what} {p} is {_WHAT.get(k, k)}, not a directory", fix)
+
+
+def read_json(path: Path, what: str, fix: str, max_bytes: int = 64 << 20) -> Any:
+    """JSON from a regular file (checked first: never opens a FIFO), size-bounded."""
+    require_file(path, what, fix)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise BadInput(f"{what} {path} is {size} bytes, too large for a JSON config", fix)
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadInput(f"{what} {path} is not valid JSON ({str(e)[:120]})", fix) from None
+    except RecursionError:
+        raise BadInput(f"{what} {path} nests too deeply to be a config", fix) from None
+    except OSError as e:
+        raise BadInput(f"{what} {path} cannot be read ({e.strerror})", fix) from None
+
+
+# ----------------------------------------------------------------------------- safetensors headers
+
+
+def safetensors_header(path: Path) -> dict[str, Any]:
+    """The header of a regular safetensors file (type-checked first, so a FIFO never blocks)."""
+    from .safeio import check_safetensors_header
+
+    require_file(path, "weights file", "re-download or re-export the checkpoint")
+    return check_safetensors_header(path)
+
+
+def _weight_names(d: Path) -> tuple[list[Path], dict[str, dict[str, Any]]]:
+    """(safetensors files, {tensor name: header entry}) of a checkpoint directory, index-aware."""
+    files = sorted(f for f in d.glob("*.safetensors"))
+    idx = d / "model.safetensors.index.json"
+    if kind(idx) != "missing":
+        data = read_json(idx, "sharded-weights index", "restore model.safetensors.index.json from the original checkpoint")
+        wm = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
+            raise BadInput(f"{idx} has no weight_map of tensor -> shard file", "restore it from the original checkpoint")
+        for shard in sorted(set(wm.values())):
+            sp = d / shard
+            if Path(shard).name != shard:
+                raise BadInput(f"{idx} names shard {shard!r} outside the checkpoint directory", "restore the index file")
+            require_file(sp, f"shard {shard} named in {idx.name}:", "re-download the missing shard")
+    names: dict[str, dict[str, Any]] = {}
+    for f in files:
+        header = safetensors_header(f)
+        names.update({k: v for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)})
+    return files, names
+
+
+# ----------------------------------------------------------------------------- targets
+
+
+def looks_local(name: str) -> bool:
+    """Would a user mean a path by this? Then it never goes to the hub."""
+    if name.startswith((".", "/", "~")) or "\\" in name or os.sep in name and name.count("/") != 1:
+        return True
+    if not _HUB_ID.match(name) or "--" in name or ".." in name:
+        return True
+    if "/" in name and kind(name.split("/")[0]) != "missing":
+        return True  # x/y where ./x exists: a mistyped local directory, not the hub org x
+    return False
+
+
+def _cfg_int(cfg: dict[str, Any], key: str, where: str, lo: int, hi: int, required: bool = False) -> int | None:
+    if key not in cfg or cfg[key] is None:
+        if required:
+            raise BadInput(f"{where} lacks {key}", "restore config.json from the original checkpoint")
+        return None
+    v = cfg[key]
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise BadInput(
+            f"{where}: {key} is {json.dumps(v)[:40]}, expected an integer", "restore config.json from the original checkpoint"
+        )
+    if not lo <= v <= hi:
+        raise BadInput(f"{where}: {key} = {v} is out of range ({lo}..{hi})", "restore config.json from the original checkpoint")
+    return v
+
+
+def check_target_config(cfg: dict[str, Any], where: str, weight_names: Iterable[str] | None = None) -> None:
+    """Types and sizes of a target config.json, the layer count bounded by the layers the weights hold."""
+    # multimodal configs keep the decoder's sizes in text_config
+    top = "num_hidden_layers" in cfg or "n_layer" in cfg or not isinstance(cfg.get("text_config"), dict)
+    src = cfg if top else cfg["text_config"]
+    key = "n_layer" if "n_layer" in src and "num_hidden_layers" not in src else "num_hidden_layers"
+    L = _cfg_int(src, key, where, 1, MAX_LAYERS, required=True)
+    for k, hi in (*LAYER_SIZE_BOUNDS, ("max_position_embeddings", MAX_POSITIONS), ("n_embd", MAX_HIDDEN)):
+        _cfg_int(src, k, where, 1, hi)
+    if weight_names is not None:
+        idx = {int(m.group(1)) for n in weight_names for m in [_LAYER_INDEX.search(n)] if m}
+        if idx and L is not None and L > max(idx) + 1:
+            raise BadInput(
+                f"{where}: {key} = {L} but the weights hold {max(idx) + 1} layers",
+                f"set {key} to {max(idx) + 1} (or restore config.json from the original checkpoint)",
+            )
+
+
+def check_target(name: str) -> None:
+    """A local target directory, or a hub id (checked for form only; HF_HUB_OFFLINE is honoured by the loader)."""
+    if not name or not name.strip():
+        raise BadInput("--target is empty", "pass --target DIR or a hub id like org/name")
+    fix = "pass --target DIR (config.json + weights) or a hub id like org/name"
+    if kind(name) == "missing" and not looks_local(name):
+        return  # a hub id; the loader looks it up (and fails in one line offline)
+    d = require_dir(name, "target directory" if kind(name) in ("missing", "dir") else "--target", fix)
+    cfg = read_json(
+        d / "config.json", "target config", "point --target at a Hugging Face model directory (config.json + weights)"
+    )
+    if not isinstance(cfg, dict):
+        raise BadInput(
+            f"{d / 'config.json'} holds a JSON {type(cfg).__name__}, not an object",
+            "restore config.json from the original checkpoint",
+        )
+    for f in d.iterdir():
+        if f.name.endswith((".safetensors", ".bin", ".pt", ".pth", ".json", ".model")) and kind(f) not in ("file", "dir"):
+            raise BadInput(
+                f"{f} is {_WHAT.get(kind(f), kind(f))}, not a regular file", "replace it with the real file from the checkpoint"
+            )
+    files, names = _weight_names(d)
+    check_target_config(cfg, str(d / "config.json"), names if names else None)
+
+
+# ----------------------------------------------------------------------------- drafts
+
+
+def _ids_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+
+def check_draft_layer_ids(cfg: dict[str, Any], where: str) -> None:
+    """Every layer-id key a draft config may hold is a list of integers (not strings, not nested lists)."""
+    ec = cfg.get("eagle_config")
+    for holder, prefix in ((cfg, ""), (ec if isinstance(ec, dict) else {}, "eagle_config.")):
+        for key in ("eagle_aux_hidden_state_layer_ids", "aux_hidden_state_layer_ids", "eagle3_layers_to_capture"):
+            v = holder.get(key)
+            if v is not None and not _ids_list(v):
+                raise BadInput(
+                    f"{where}: {prefix}{key} is {json.dumps(v, default=str)[:60]}, expected a list of integers",
+                    f'write e.g. "{key}": [1, 3, 4]',
+                )
+            if v is not None and any(abs(x) > MAX_LAYERS for x in v):
+                raise BadInput(
+                    f"{where}: {prefix}{key} = {v} holds ids beyond any model's depth",
+                    "write the layer ids the draft was trained on, e.g. [1, 3, 4]",
+                )

@@ -1,0 +1,178 @@
+"""Models from where users keep them: local directories, or hub ids (optionally at a --revision).
+
+Hub ids go through ``huggingface_hub.snapshot_download``, which honours the local cache
+(``HF_HOME`` / ``HF_HUB_CACHE``), the token (``HF_TOKEN`` or ``huggingface-cli login``) and offline
+mode (``HF_HUB_OFFLINE=1``: only what is cached). A name that looks like a path (absolute, ``./``,
+``../``, ``~``, more than one ``/``, or an existing file) is never sent to the hub.
+
+Draft weights: every ``*.safetensors`` (or only the shards a ``model.safetensors.index.json``
+names), else ``pytorch_model.bin`` / its sharded index, loaded with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import BadInput
+
+# enough to run a target or draft: configs, tokenizer, chat template, weights (no remote code)
+_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "tokenizer*", "*.model", "*.tiktoken", "*.txt"]
+
+
+def looks_local(name: str) -> bool:
+    if not name:
+        return True
+    return (
+        name.startswith(("/", "./", "../", "~", ".\\"))
+        or name in (".", "..")
+        or name.count("/") > 1
+        or "\\" in name
+        or (len(name) > 1 and name[1] == ":")
+        or os.path.exists(name)
+    )
+
+
+def resolve(name: str, revision: str | None = None, what: str = "model") -> str:
+    """A local directory holding ``name`` (downloading a hub id into the HF cache when needed)."""
+    p = Path(os.path.expanduser(name))
+    if p.is_dir():
+        if revision:
+            import sys
+
+            print(
+                f"eagle3-doctor: note: {what} {name} is a local directory; revision {revision} not applied",
+                file=sys.stderr,
+                flush=True,
+            )
+        return str(p)
+    if looks_local(name):
+        raise BadInput(f"{what} directory {name} does not exist", "pass an existing directory or a hub id like org/name")
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+    except ImportError:  # pragma: no cover - transformers depends on huggingface_hub
+        raise BadInput(
+            f"{name} is not a local directory and huggingface_hub is not installed",
+            "pip install huggingface_hub, or pass a local directory",
+        ) from None
+    try:
+        local = snapshot_download(name, revision=revision, allow_patterns=_PATTERNS)
+        if not any(Path(local).glob("*.safetensors")):
+            # only pickled weights in this repo: fetch them too (loaded with weights_only=True)
+            local = snapshot_download(name, revision=revision, allow_patterns=_PATTERNS + ["*.bin"])
+    except RevisionNotFoundError:
+        raise BadInput(f"revision {revision!r} of {name} does not exist on the hub", "pass a branch, tag or commit") from None
+    except RepositoryNotFoundError:
+        raise BadInput(
+            f"hub repository {name} not found (or private without a token)",
+            "check the id, or set HF_TOKEN / run huggingface-cli login",
+        ) from None
+    except LocalEntryNotFoundError:
+        raise BadInput(
+            f"{name} is not in the local Hugging Face cache and the hub cannot be reached "
+            f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')})",
+            "download it once with network access, or pass a local directory",
+        ) from None
+    except Exception as e:  # network stacks differ by huggingface_hub version (requests, httpx): one line for all
+        first = (str(e).splitlines() or [type(e).__name__])[0][:160]
+        raise BadInput(
+            f"cannot download {name} from the hub ({first})", "check network access and the id, or pass a local directory"
+        ) from None
+    return local
+
+
+def _index_files(directory: Path, index_name: str) -> list[Path] | None:
+    idx = directory / index_name
+    if not idx.is_file():
+        return None
+    try:
+        wm = json.loads(idx.read_text()).get("weight_map")
+    except (OSError, ValueError, AttributeError):
+        raise BadInput(f"{idx} is not a valid weight index", "re-download the checkpoint") from None
+    if not isinstance(wm, dict) or not wm:
+        raise BadInput(f"{idx} has no weight_map", "re-download the checkpoint")
+    files = [directory / f for f in sorted(set(wm.values()))]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise BadInput(f"{idx} names shard(s) that are missing: {', '.join(missing[:3])}", "download every shard")
+    return files
+
+
+def weight_files(directory: Path) -> list[Path]:
+    """The files a load of ``directory`` reads: the index's safetensors shards, else every *.safetensors,
+    else the pickled .bin shards (never training_args.bin); empty when there are none."""
+    files = _index_files(directory, "model.safetensors.index.json") or sorted(directory.glob("*.safetensors"))
+    return (
+        files
+        or _index_files(directory, "pytorch_model.bin.index.json")
+        or sorted(f for f in directory.glob("*.bin") if f.name != "training_args.bin")
+    )
+
+
+def load_weights_dir(directory: Path) -> dict[str, Any]:
+    """Tensors of a checkpoint directory: safetensors (sharded or not) first, else pickled .bin."""
+    from . import safeio
+
+    files = weight_files(directory)
+    if not files:
+        raise BadInput(
+            f"no *.safetensors or pytorch_model.bin in {directory}", "point --draft at the directory holding the draft's weights"
+        )
+    out: dict[str, Any] = {}
+    for f in files:
+        if f.suffix == ".safetensors":
+            out.update(safeio.load_file(f))
+            continue
+        sd = safeio.load_pickle(f)  # torch.load(weights_only=True)
+        if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
+            sd = sd["state_dict"]
+        if not isinstance(sd, dict):
+            raise BadInput(f"{f} holds no state dict", "save the draft with model.state_dict() or as safetensors")
+        out.update(sd)
+    return out
+
+
+def role_paths(
+    target: str | None = None,
+    draft: str | None = None,
+    *,
+    target_dir: str | None = None,
+    draft_dir: str | None = None,
+    serve_config: str | None = None,
+) -> dict[str, str]:
+    """The files behind the roles findings name (``findings.Location.file``), as this run used them.
+
+    ``target`` and ``draft`` are the names as given, ``*_dir`` the local directory each was loaded
+    from (default: the name, when it is a directory). A local model's files are named by absolute
+    path; a hub model's as ``org/name:FILE``, the repository's file, since the cached snapshot is not
+    the copy to edit. The draft's weights are the one file loaded, or ``DIR/*.safetensors`` for
+    shards. The launch command is the --serve-config file when one was given (a --serve-cmd string is
+    no file); a role this run has no file for is left out.
+    """
+    from ..core.findings import DRAFT_WEIGHTS, SERVER_COMMAND
+
+    out: dict[str, str] = {}
+    if serve_config:
+        out[SERVER_COMMAND] = os.path.abspath(os.path.expanduser(serve_config))
+    for role, name, local in (("target", target, target_dir), ("draft", draft, draft_dir)):
+        if not name:
+            continue
+        out[f"{role}/config.json"] = _model_file(name, "config.json")
+        given = Path(os.path.expanduser(name))
+        home = given if given.is_dir() else Path(local) if local else None
+        if role == "draft" and home is not None and home.is_dir():
+            files = weight_files(home)
+            if len(files) == 1:
+                out[DRAFT_WEIGHTS] = _model_file(name, files[0].relative_to(home).as_posix())
+            elif files:
+                out[DRAFT_WEIGHTS] = _model_file(name, "*" + files[0].suffix)
+    return out
+
+
+def _model_file(name: str, rel: str) -> str:
+    """A file of the model ``name``: its absolute path for a local directory, ``org/name:rel`` for a hub id."""
+    given = Path(os.path.expanduser(name))
+    return os.path.abspath(given / rel) if given.is_dir() else f"{name}:{rel}"

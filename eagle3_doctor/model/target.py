@@ -1,0 +1,391 @@
+"""Load the target model and run it with taps.
+
+Batches are right-padded on purpose: with a causal mask a real token never attends to a pad
+that comes after it, so a padded row's real positions see exactly what an unpadded run sees,
+and position ids stay 0..n-1 without any bookkeeping (tests/test_batching.py pins this).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..core.errors import BadInput, ResourceError
+from ..core.taps import CapturePoint, DecoderParts, TapRecorder, final_norm
+
+DTYPES = {
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "float32": torch.float32,
+    "fp32": torch.float32,
+}
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ResourceError(f"--device {device} was asked for but no CUDA GPU is visible", "use --device cpu or auto")
+        dev = torch.device(device)
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ResourceError(f"--device {device}: only {torch.cuda.device_count()} GPU(s) visible", "pick an index below that")
+        return dev
+    if device in ("cpu", "mps"):
+        return torch.device(device)
+    raise BadInput(f"unknown --device {device!r}", "use auto, cpu, cuda or cuda:N")
+
+
+def resolve_dtype(dtype: str, config: dict[str, Any] | None, device: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        name = (config or {}).get("torch_dtype") or (config or {}).get("dtype") or "float32"
+        dt = DTYPES.get(str(name).replace("torch.", ""), torch.float32)
+        if device.type == "cpu" and dt == torch.float16:
+            dt = torch.float32  # fp16 matmuls on CPU are slow and lossy; bf16 is kept as asked
+        return dt
+    if dtype not in DTYPES:
+        raise BadInput(f"unknown --dtype {dtype!r}", "use auto, bfloat16, float16 or float32")
+    return DTYPES[dtype]
+
+
+@dataclass
+class Target:
+    model: Any
+    tokenizer: Any
+    config: dict[str, Any]
+    name: str
+    device: torch.device
+    dtype: torch.dtype
+    trust_remote_code: bool = False
+    capture_device: torch.device | None = None  # set when the target is sharded: captures gather here
+
+    @property
+    def parts(self) -> DecoderParts:
+        return DecoderParts(self.model)
+
+    @property
+    def num_layers(self) -> int:
+        return self.parts.num_layers
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
+    def hidden_size(self) -> int:
+        # from the embedding's shape, which stays known on the meta device when accelerate offloads it
+        return int(self.model.get_input_embeddings().weight.shape[1])
+
+    @property
+    def max_positions(self) -> int | None:
+        return self.config.get("max_position_embeddings")
+
+    def embed_weight(self) -> torch.Tensor:
+        emb = self.model.get_input_embeddings()
+        if emb.weight.device.type != "meta":
+            return emb.weight
+        # offloaded by accelerate: the weights come in only for a forward, so take them through one
+        with torch.no_grad():
+            return emb(torch.arange(emb.weight.shape[0], device=_exec_device(emb)))
+
+
+def read_local_config(name_or_path: str) -> dict[str, Any] | None:
+    p = Path(name_or_path)
+    if not p.exists():
+        return None
+    if not p.is_dir():
+        raise BadInput(f"--target {p} is a file, not a model directory", "point --target at the directory with config.json")
+    from ..io.checks import check_target
+    from ..io.safeio import read_json_object
+
+    cfg = p / "config.json"
+    data = read_json_object(cfg, "point --target at a Hugging Face model directory (config.json + weights)")
+    if "num_hidden_layers" not in data and "n_layer" not in data and not isinstance(data.get("text_config"), dict):
+        raise BadInput(f"{cfg} lacks num_hidden_layers", "restore config.json from the original checkpoint")
+    # types, sizes bounded by the layers the weights hold, weight files regular with sane headers:
+    # before transformers builds anything (a 10^9-layer config would build for hours)
+    check_target(str(p))
+    return data
+
+
+def load_target(
+    name_or_path: str,
+    *,
+    dtype: str = "auto",
+    device: str = "auto",
+    device_map: str | dict | None = None,
+    max_memory: dict | None = None,
+    trust_remote_code: bool = False,
+) -> Target:
+    """Load a causal LM from a directory or a hub id, weights straight into the asked dtype and device.
+
+    ``dtype=`` + ``device_map=`` make transformers materialise each tensor on the device in the
+    final dtype: a bf16 checkpoint never passes through a float32 copy on the CPU.
+    """
+    from transformers import AutoConfig, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # our own output is the report; keep loader chatter out of it
+    hf_logging.disable_progress_bar()
+    local_cfg = read_local_config(name_or_path)
+    from ..io.checks import looks_local
+
+    if local_cfg is None and looks_local(name_or_path):  # a mistyped local path never goes to the hub
+        raise BadInput(f"target directory {name_or_path} does not exist", "pass --target DIR or a hub id like org/name")
+    dev = resolve_device(device)
+    try:
+        hf_cfg = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError) as e:
+        raise BadInput(f"cannot read the target config {name_or_path!r}: {_first_line(e)}", _hub_fix(name_or_path)) from None
+    cfg_dict = local_cfg if local_cfg is not None else hf_cfg.to_dict()
+    dt = resolve_dtype(dtype, cfg_dict, dev)
+    kwargs = _load_kwargs(dev, device_map, max_memory, trust_remote_code)
+    model = _from_pretrained(name_or_path, dt, dev, kwargs)
+    model.eval()
+    try:
+        tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as e:
+        raise BadInput(
+            f"cannot load the target tokenizer {name_or_path!r}: {_first_line(e)}", "the target directory needs tokenizer files"
+        ) from None
+    parts = DecoderParts(model)  # fail now, clearly, if the decoder layers cannot be found
+    cap_dev = None
+    if device_map is not None:
+        # every capture is moved to where the final norm runs (the draft runs there too), so slots
+        # taken from layers on different devices can be concatenated and compared
+        cap_dev = _exec_device(parts.norm)
+        dev = cap_dev
+    return Target(
+        model=model,
+        tokenizer=tok,
+        config=cfg_dict,
+        name=str(name_or_path),
+        device=dev,
+        dtype=dt,
+        trust_remote_code=trust_remote_code,
+        capture_device=cap_dev,
+    )
+
+
+def _load_kwargs(
+    dev: torch.device, device_map: str | dict | None, max_memory: dict | None, trust_remote_code: bool
+) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+    kwargs["device_map"] = device_map if device_map is not None else str(dev)
+    if device_map is not None:
+        # Sharding is accelerate's job (transformers' loader drives it): layers on several GPUs,
+        # or offloaded to CPU/disk, each moved in for its own forward.
+        try:
+            import accelerate  # noqa: F401
+        except ImportError:
+            raise BadInput("--device-map needs accelerate", "pip install 'eagle3-doctor[multi-gpu]'") from None
+        if max_memory:
+            kwargs["max_memory"] = max_memory
+        import tempfile
+
+        kwargs["offload_folder"] = tempfile.mkdtemp(prefix="eagle3-doctor-offload-")
+    return kwargs
+
+
+def _from_pretrained(name_or_path: str, dt: torch.dtype, dev: torch.device, kwargs: dict[str, Any]) -> Any:
+    """The model's weights, every loader failure (the older-transformers retry included) mapped to one error line."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        try:
+            return AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dt, **kwargs)
+        except TypeError:  # transformers < 4.56 spells it torch_dtype
+            return AutoModelForCausalLM.from_pretrained(name_or_path, torch_dtype=dt, **kwargs)
+    except TypeError as e:  # both spellings refused: the model class rejects this checkpoint's config
+        raise BadInput(
+            f"cannot load the target {name_or_path!r}: {_first_line(e)}",
+            "check the target's config.json against its architecture, or upgrade transformers",
+        ) from None
+    except torch.cuda.OutOfMemoryError:
+        raise ResourceError(f"the target {name_or_path} does not fit on {dev}", "use --device-map auto across GPUs") from None
+    except (OSError, ValueError) as e:
+        raise BadInput(
+            f"cannot load the target {name_or_path!r}: {_first_line(e)}", "check the checkpoint files (re-download if truncated)"
+        ) from None
+    except pickle.UnpicklingError as e:  # transformers loads .bin with weights_only=True; a hostile one is refused
+        raise BadInput(
+            f"the target's pickled weights in {name_or_path!r} were refused by the safe loader "
+            f"(weights_only=True): {_first_line(e)[:120]}",
+            "convert the checkpoint to safetensors; pickles that run code are never loaded",
+        ) from None
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return (lines[0] if lines else type(e).__name__)[:200]
+
+
+def _hub_fix(name: str) -> str:
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return f"HF_HUB_OFFLINE is set and {name} is not in the local cache: download it first or pass a local directory"
+    return "check the path or hub id (and network access for hub ids)"
+
+
+def _exec_device(module: torch.nn.Module) -> torch.device:
+    """Where a module computes: its weights' device, or accelerate's execution device when offloaded."""
+    w = next(module.parameters(), None)
+    if w is not None and w.device.type != "meta":
+        return w.device
+    dev = getattr(getattr(module, "_hf_hook", None), "execution_device", None)
+    if dev is None:
+        return torch.device("cpu")
+    return torch.device(f"cuda:{dev}") if isinstance(dev, int) else torch.device(dev)
+
+
+# --------------------------------------------------------------------------- batching
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, T] right-padded
+    attention_mask: torch.Tensor  # [B, T] 1 = real token
+    lengths: list[int]
+
+
+def make_batch(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> Batch:
+    T = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), T), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.as_tensor(list(s), dtype=torch.long)
+        mask[i, : len(s)] = 1
+    return Batch(ids.to(device), mask.to(device), [len(s) for s in seqs])
+
+
+def batches(items: Sequence[Any], size: int) -> Iterable[tuple[int, Sequence[Any]]]:
+    for i in range(0, len(items), size):
+        yield i, items[i : i + size]
+
+
+@torch.inference_mode()
+def capture(
+    target: Target,
+    batch: Batch,
+    points: Iterable[CapturePoint],
+    *,
+    want_logits: bool = False,
+    out_device: torch.device | None = None,
+) -> tuple[dict[CapturePoint, torch.Tensor], torch.Tensor | None]:
+    """One forward of the decoder with taps. Returns ({point: [B, T, H]}, last hidden [B,T,H] or None).
+
+    Runs the base decoder (no ``lm_head``): compare-hidden never needs logits, and acceptance
+    takes argmax/probabilities from the last hidden state in chunks (see :func:`head_chunks`),
+    so the [B, T, V] logits tensor of a 128k vocabulary is never materialised whole.
+    """
+    parts = target.parts
+    pts = set(points)
+    if want_logits:
+        pts.add(final_norm())
+    try:
+        with TapRecorder(target.model, pts, to_device=out_device or target.capture_device) as rec:
+            parts.base(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+            got = rec.take()
+    except torch.cuda.OutOfMemoryError:
+        raise ResourceError(
+            f"CUDA out of memory on a batch of {batch.input_ids.shape[0]} x {batch.input_ids.shape[1]} tokens",
+            f"retry with --batch-size {max(1, batch.input_ids.shape[0] // 2)} or a smaller --max-tokens",
+        ) from None
+    last = got.get(final_norm()) if want_logits else None
+    if want_logits and final_norm() not in set(points):
+        got.pop(final_norm())
+    return got, last
+
+
+def head_chunks(target: Target, last_hidden: torch.Tensor, chunk: int = 1024) -> Iterable[tuple[slice, torch.Tensor]]:
+    """Yield (slice over flattened positions, logits float32 [n, V]) in chunks of positions.
+
+    1024 positions x a 128k vocabulary is 0.5 GiB of float32: small beside a bare forward's own
+    [B, T, V] logits, which is what keeps acceptance's peak memory near the bare forward's (bench/).
+    """
+    head = target.model.get_output_embeddings()
+    flat = last_hidden.reshape(-1, last_hidden.shape[-1])
+    for s in range(0, flat.shape[0], chunk):
+        sl = slice(s, min(s + chunk, flat.shape[0]))
+        yield sl, head(flat[sl].to(head.weight.dtype)).float()
+
+
+@torch.inference_mode()
+def target_argmax(target: Target, last_hidden: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """Greedy next token at every position, from logits in the model's own dtype (as a bare
+    forward + argmax would pick them), a chunk of positions at a time."""
+    head = target.model.get_output_embeddings()
+    flat = last_hidden.reshape(-1, last_hidden.shape[-1]).to(head.weight.dtype)
+    out = torch.empty(flat.shape[0], dtype=torch.long, device=last_hidden.device)
+    for s in range(0, flat.shape[0], chunk):
+        out[s : s + chunk] = head(flat[s : s + chunk]).argmax(-1)
+    return out.view(last_hidden.shape[:-1])
+
+
+@torch.inference_mode()
+def greedy_continue(
+    target: Target,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    batch_size: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[list[int]]:
+    """The target's own greedy continuation of each prompt (KV cache, left-padded batches).
+
+    Stops at the tokenizer's EOS. Left padding here only: generation appends at the right edge.
+    progress(done, total) is called per generated token (total = batches x max_new_tokens).
+    """
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    n_batches = (len(prompts) + batch_size - 1) // batch_size
+    total = n_batches * max_new_tokens
+    step = [0]
+
+    class _Tick(StoppingCriteria):  # never stops generation: a per-token hook for the progress bar
+        def __call__(self, input_ids, scores, **kwargs):  # type: ignore[override]
+            step[0] += 1
+            if progress is not None:
+                progress(min(step[0], total), total)
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    tok = target.tokenizer
+    eos = tok.eos_token_id
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (eos if eos is not None else 0)
+    outs: list[list[int]] = []
+    for bi, chunk in enumerate(batches(list(prompts), batch_size)):
+        chunk = chunk[1]
+        step[0] = bi * max_new_tokens
+        T = max(len(p) for p in chunk)
+        ids = torch.full((len(chunk), T), pad, dtype=torch.long)
+        mask = torch.zeros((len(chunk), T), dtype=torch.long)
+        for i, p in enumerate(chunk):
+            ids[i, T - len(p) :] = torch.as_tensor(list(p))
+            mask[i, T - len(p) :] = 1
+        gen = target.model.generate(
+            input_ids=ids.to(target.device),
+            attention_mask=mask.to(target.device),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            pad_token_id=pad,
+            eos_token_id=eos,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            stopping_criteria=StoppingCriteriaList([_Tick()]),
+        )
+        for i, p in enumerate(chunk):
+            new = gen[i, T:].tolist()
+            if eos is not None and eos in new:
+                new = new[: new.index(eos) + 1]
+            outs.append(list(p) + new)
+    if progress is not None:
+        progress(total, total)
+    return outs
