@@ -959,7 +959,8 @@ def acceptance_findings(results: dict[str, PathResult], scan_res: list[ScanRow] 
                 "ACC002",
                 f"step-1 accuracy is {ref.step1:.3f} even on the {ref.name} features",
                 [f"acc_k: {', '.join(f'{a:.3f}' for a in ref.acc_k)}"],
-                "check the draft itself: lm_head, d2t/t2d, embeddings, chat template and that it was trained for this target",
+                "run eagle3-doctor diagnose: it measures where the gap lives (which serving difference, which module of "
+                "the draft, which part of the context) instead of guessing",
             )
         )
     return out + _scan_finding(scan_res, setup)

@@ -936,6 +936,36 @@ def _render_acceptance(
         _console(stderr=True).print("warning: the estimator and the reference loop disagree (see JSON 'reference')", markup=False)
 
 
+@app.command("diagnose")
+@guarded
+def diagnose_cmd(
+    target: OptTarget = None, draft: Draft = None, draft_format: DraftFormat = None, engine: OptEngine = None,
+    engine_version: EngineVersion = None, serve_cmd: ServeCmd = None, serve_config: ServeConfigFile = None,
+    revision: Revision = None, draft_revision: DraftRevision = None, layer_ids: LayerIds = None,
+    train_recipe: TrainRecipe = None, prompts: Prompts = None,
+    num_steps: NumSteps = None, continuation: Continuation = "greedy", max_new_tokens: MaxNewTokens = 128,
+    max_tokens: MaxTokens = 512, batch_size: BatchSize = "8", limit: Limit = None,
+    dtype: Dtype = "auto", device: Device = "auto", device_map: DeviceMap = None, max_memory: MaxMemory = None,
+    trust_remote_code: TrustRemote = False, json_out: JsonOut = None, quiet: Quiet = False,
+) -> int:  # fmt: skip
+    """Where the acceptance gap lives, measured: levers set back to training, module ablation, context."""
+    a = SimpleNamespace(**locals(), temperature=0.0, temperature_mode="sampled", topk=None, num_draft_tokens=None)
+    a.reference_loop = a.scan = False
+    _preflight(a, skip=RESOLVED_LATER)
+    from ..analyses.attribution import diagnose_gap
+    from ..report.diagnosis import render_diagnosis
+
+    r = _resolve_serve(a, need_draft=True)
+    setup = _setup(a, r)
+    opts = _acceptance_options(a, r, setup)
+    with _progress(quiet) as cb:
+        d = diagnose_gap(setup, opts, prompts_path=prompts, progress=cb)
+    locate(d.findings, r.paths)
+    render_diagnosis(_console(stderr=json_out == "-"), d)
+    _write_json(json_out, d.to_dict(), trust_remote_code)
+    return exit_code(d.findings, "error")
+
+
 @app.command("explain")
 @guarded
 def explain_cmd(

@@ -381,6 +381,44 @@ EXPLANATIONS: dict[str, Explanation] = {
         "measure what the engine really feeds: dump its aux hidden states and run `compare-hidden --engine-dump` "
         "(docs/serving-evidence.md); or add the family to conformance/ and run `make conformance`",
     ),
+    "DGN001": Explanation(
+        "`diagnose` measured acceptance with each difference between serving and training (a lever: the capture "
+        "points the engine feeds, the draft forward as the engine runs it) set back to the training side, one at a "
+        "time, on the same prompts. Setting this lever back recovers acceptance, with a paired interval over prompts "
+        "that excludes zero.",
+        "The draft is fed or run differently from training; the lever's own finding (CAP, FWD) says exactly how.",
+        "the lever table of `eagle3-doctor diagnose` (recovery per lever, paired interval); `eagle3-doctor fix` "
+        "writes the corrected copy and re-measures it",
+    ),
+    "DGN002": Explanation(
+        "The module's output was replaced by its mean over the batch's positions (mean-ablation) on the training-side "
+        "features, and step-1 accuracy did not fall: a trained module always carries information its mean does not.",
+        "A module that contributes nothing was most likely saved at initialisation (a non-strict load under a renamed "
+        "key), converted in another layout, or taken from another checkpoint; the draft runs, but badly.",
+        "`eagle3-doctor inspect` examines the module's tensors for the signatures of initialisation; the module "
+        "table of `diagnose` shows what every module's ablation costs",
+    ),
+    "DGN003": Explanation(
+        "Step-1 accuracy, measured per prompt in buckets of absolute position, falls past this position by more "
+        "than 0.15, and the paired interval over the prompts that reach past it excludes no fall.",
+        "Drafts are trained on sequences of a fixed maximum length (SpecForge, speculators: --max-length); past it "
+        "their attention and RoPE positions are untrained, and long multi-turn contexts accept less.",
+        "the context table of `eagle3-doctor diagnose`; rerun with shorter prompts (--max-tokens)",
+    ),
+    "DGN004": Explanation(
+        "Acceptance is low even with every lever on the training side, every module of the draft costs accuracy "
+        "when ablated, and accuracy does not fall along the context. The measurements cannot place the gap.",
+        "Left: the draft was trained for another target or revision, on other data, or with another template.",
+        "a training dump (`compare-hidden --train-dump`, `acceptance --train-dump`), `template-diff` with the "
+        "training template, and `fingerprint` decide between them",
+    ),
+    "DGN005": Explanation(
+        "Offline, as the engine feeds and runs it, the draft accepts as it did in training: no lever recovers "
+        "anything, every module is trained, and the context does not matter.",
+        "A gap that shows only on the live server comes from the engine's runtime (CUDA graphs, batching, "
+        "a scheduler or kernel bug), which an offline replay cannot see.",
+        "`eagle3-doctor server-metrics` with the server's /metrics and log",
+    ),
     # --- prompt format
     "TPL001": Explanation(
         "The serving chat template renders role tags or the turn layout differently from the training template.",

@@ -82,6 +82,12 @@ CODES: dict[str, tuple[str, str]] = {
     "ENG002": (ERROR, "the engine crashes on the first forward with these ids"),
     "ENG003": (ERROR, "the engine runs but feeds the draft a tensor that is no capture point (an MLP branch, an unwritten slot)"),
     "ENG004": (WARNING, "undetermined: the engine's capture for this target family is not modelled"),
+    # --- where the gap lives (diagnose: measured attribution)
+    "DGN001": (ERROR, "the gap lives in the pipeline: setting a serving-vs-training difference back recovers acceptance"),
+    "DGN002": (ERROR, "a draft module contributes nothing: its mean-ablation costs no accuracy (inconsistent checkpoint)"),
+    "DGN003": (WARNING, "step-1 accuracy falls past a position of the context"),
+    "DGN004": (WARNING, "undetermined: acceptance is low as trained and no lever, module or position explains it"),
+    "DGN005": (INFO, "the offline prediction is healthy: a gap seen in serving lives in the engine's runtime"),
     # --- prompt format: training vs serving chat template and data (issue 15, templates.py)
     "TPL001": (ERROR, "the serving template renders role tags or turn layout differently from training"),
     "TPL002": (ERROR, "BOS handling differs between training and serving (missing or duplicated BOS)"),

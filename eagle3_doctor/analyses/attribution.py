@@ -1,0 +1,443 @@
+"""Where an acceptance gap lives, measured rather than looked up in a list of known causes.
+
+Three measurements, all on the same prompts and one target forward, each with its paired interval
+over prompts (:func:`core.stats.paired`):
+
+- **Levers.** Each lever is one difference between how the draft runs in serving and how it ran in
+  training (the capture points the engine feeds; the draft forward as the engine runs it). Acceptance
+  is measured with that one lever set back to the training side; "all levers" is the training side
+  itself. A lever whose restoration recovers acceptance is where the gap lives, and its fix is the
+  one the rules would print for it.
+- **Module health.** Each module of the draft (fc, attention, MLP) is mean-ablated: its output is
+  replaced by its mean over the batch's positions. A trained module costs step-1 accuracy when
+  ablated; one whose ablation costs nothing is inconsistent with the rest of the checkpoint (saved at
+  initialisation, loaded under another key, converted in the wrong layout).
+- **Context.** Step-1 accuracy by absolute position in the sequence, per prompt; a drop past a
+  position that the paired interval separates from the accuracy before it names that position.
+
+The verdict says which branch the measurements point to (pipeline, checkpoint, context, runtime) and
+"undetermined", with the evidence that would decide, when they point nowhere.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ..core.findings import Finding
+from ..core.stats import MIN_PROMPTS, Interval, paired, ratio
+from ..core.typed_json import JsonFields
+from .acceptance import (
+    AcceptanceOptions,
+    Measurement,
+    _labels_fn,
+    _no_progress,
+    acc_fix,
+    acceptance_sequences,
+    path_results,
+    unroll_outcomes,
+)
+
+if TYPE_CHECKING:
+    from ..core.taps import FeatureSpec
+    from ..draft.model import Eagle3Draft
+    from ..model.replay import ReplayBatch
+    from ..model.setup import Setup
+    from .results import PathResult
+
+Progress = Callable[[str, int, int], None]
+SERVING, TRAINING = "serving", "training"
+# modules whose mean-ablation must cost a trained draft accuracy (norm weights are checked by inspect)
+ABLATED = ("fc", "midlayer.self_attn", "midlayer.mlp")
+MAL = lambda s: 1.0 + s[..., 1] / s[..., 0]  # noqa: E731  mean acceptance length from acceptance_counts rows
+STEP1 = ratio(0, 1)  # step-1 accuracy from [hits, positions] rows
+LOW_STEP1 = 0.3  # below this even as trained, the draft itself (or the data) is in question
+CONTEXT_DROP = 0.15  # a fall in step-1 accuracy past a position that counts as a context finding
+
+
+@dataclass
+class LeverRow(JsonFields):
+    """Acceptance with one serving-vs-training difference set back to training."""
+
+    name: str
+    what: str
+    mean_acceptance_length: Interval
+    recovery: Interval  # lever - serving, paired over prompts (mean acceptance length)
+    step1_recovery: Interval
+    fix: str | None
+
+
+@dataclass
+class ModuleRow(JsonFields):
+    """Step-1 accuracy with one module mean-ablated, and what the ablation costs."""
+
+    module: str
+    step1: Interval
+    cost: Interval  # unablated - ablated step-1 accuracy, paired over prompts
+    consistent: bool  # False: the ablation costs nothing a trained module would
+    verdict: str  # trained | contributes nothing | ablation helps | unclear
+
+
+@dataclass
+class ContextRow(JsonFields):
+    """Step-1 accuracy over absolute positions ``start``..``end`` (one bucket), over the prompts reaching it."""
+
+    start: int
+    end: int
+    step1: Interval
+    positions: int
+
+
+@dataclass
+class Diagnosis(JsonFields):
+    """The verdict, and the measurements it rests on."""
+
+    branch: str  # pipeline | checkpoint | context | runtime | undetermined
+    verdict: str
+    serving: Interval  # mean acceptance length, serving side as the engine runs it
+    training: Interval  # the same with every lever on the training side
+    gap: Interval  # training - serving, paired
+    base_path: str  # the path module health and context are measured on
+    levers: list[LeverRow]
+    modules: list[ModuleRow]
+    context: list[ContextRow]
+    findings: list[Finding]
+    notes: list[str] = field(default_factory=list)
+    prompts: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..core.typed_json import fields_json
+
+        return {**fields_json(self), "findings": [f.to_dict() for f in self.findings]}
+
+
+# --------------------------------------------------------------------------- the paths measured
+
+
+@dataclass
+class Plan:
+    paths: dict[str, FeatureSpec]
+    drafts: dict[str, Eagle3Draft]
+    levers: list[tuple[str, str, str, str | None]]  # (name, what, path, fix)
+    base: str
+    notes: list[str]
+
+
+def _plan(setup: Setup) -> Plan:
+    """Serving as the engine runs it, training, one path per lever, and the path ablations run on."""
+    from .as_served import AS_SERVED, served_paths
+
+    assert setup.draft is not None
+    draft, serving, notes = setup.draft, setup.serving, []
+    n_aux = draft.config.num_aux_states
+    sp = served_paths(setup)
+    served = sp.drafts.get(AS_SERVED)
+    fwd_fix = "; ".join(dict.fromkeys(f.fix for f in sp.findings if f.fix)) or None
+    s_draft = served if served is not None else draft
+    paths: dict[str, FeatureSpec] = {}
+    drafts: dict[str, Eagle3Draft] = {}
+    if serving.failure is None and len(serving.spec) == n_aux:
+        paths[SERVING], drafts[SERVING] = serving.spec, s_draft
+    else:
+        notes.append(
+            f"{serving.label} feeds no measurable features: {serving.failure.message if serving.failure else serving.spec}"
+        )
+    train = setup.train_spec
+    if train is not None and len(train) == n_aux:
+        paths[TRAINING], drafts[TRAINING] = train, draft
+    levers: list[tuple[str, str, str, str | None]] = []
+    if SERVING in paths and TRAINING in paths:
+        if train != serving.spec and served is not None:
+            paths["lever:capture"], drafts["lever:capture"] = train, s_draft
+        if train != serving.spec:
+            path = "lever:capture" if served is not None else TRAINING
+            levers.append(("capture points", f"feed {_spec(train)} instead of {_spec(serving.spec)}", path, acc_fix(setup)))
+        if served is not None:
+            paths["lever:forward"], drafts["lever:forward"] = serving.spec, draft
+            what = "run the draft as trained, not as the engine runs it (" + "; ".join(sp.applied) + ")"
+            levers.append(("draft forward", what, "lever:forward", fwd_fix))
+    base = TRAINING if TRAINING in paths else SERVING
+    if base in paths:
+        for mod in ABLATED:
+            paths[f"ablate:{mod}"], drafts[f"ablate:{mod}"] = paths[base], mean_ablated(draft, mod)
+    return Plan(paths, drafts, levers, base, notes)
+
+
+def _spec(spec: FeatureSpec | None) -> str:
+    return "[" + ", ".join(str(p) for p in spec or ()) + "]"
+
+
+def mean_ablated(draft: Eagle3Draft, module: str) -> Eagle3Draft:
+    """A copy of ``draft`` whose ``module`` outputs its mean over the batch's positions at every call."""
+    d = copy.deepcopy(draft)
+    target = d.get_submodule(module)
+    # attention runs through its own methods (qkv, attend): its output is o_proj's
+    hooked = target.o_proj if hasattr(target, "o_proj") else target
+
+    def hook(_m: torch.nn.Module, _inp: Any, out: torch.Tensor) -> torch.Tensor:
+        return out.mean(dim=tuple(range(out.dim() - 1)), keepdim=True).expand_as(out)
+
+    hooked.register_forward_hook(hook)
+    return d.eval()
+
+
+# --------------------------------------------------------------------------- context
+
+
+class ContextCounts:
+    """Per prompt, step-1 [hits, positions] in absolute-position buckets of the base path."""
+
+    def __init__(self, bucket: int, n_prompts: int):
+        self.bucket = bucket
+        self.counts: dict[int, np.ndarray] = {}
+        self.n = n_prompts
+
+    def add(self, rb: ReplayBatch, draft: Eagle3Draft, aux: torch.Tensor, labels: Callable, starts: list[int]) -> None:
+        out = unroll_outcomes(draft, aux, rb.tokens, labels, rb.batch.lengths, 1)
+        match, valid = out.match[:, 0].cpu().numpy(), out.valid[:, 0].cpu().numpy()
+        for row, i in enumerate(rb.index):
+            for t in np.nonzero(valid[row])[0]:
+                if t < starts[row]:
+                    continue
+                b = int(t) // self.bucket
+                c = self.counts.setdefault(b, np.zeros((self.n, 2)))
+                c[i] += (float(match[row, t]), 1.0)
+
+    def rows(self) -> list[ContextRow]:
+        out = []
+        for b in sorted(self.counts):
+            c = self.counts[b][self.counts[b][:, 1] > 0]
+            (iv,), _ = paired([c], STEP1, 0)
+            out.append(ContextRow(b * self.bucket, (b + 1) * self.bucket - 1, iv, int(c[:, 1].sum())))
+        return out
+
+    def drop(self) -> tuple[int, Interval, Interval] | None:
+        """(first position, accuracy before, after - before) of the earliest fall the prompts separate."""
+        keys = sorted(self.counts)
+        for cut in keys[1:]:
+            before = sum(self.counts[b] for b in keys if b < cut)
+            after = sum(self.counts[b] for b in keys if b >= cut)
+            both = (before[:, 1] > 0) & (after[:, 1] > 0)
+            if both.sum() < MIN_PROMPTS:
+                continue
+            own, diff = paired([before[both], after[both]], STEP1, 0)
+            if diff[1].hi < 0 and -diff[1].point >= CONTEXT_DROP:
+                return cut * self.bucket, own[0], diff[1]
+        return None
+
+
+# --------------------------------------------------------------------------- the measurement
+
+
+def diagnose_gap(
+    setup: Setup,
+    opts: AcceptanceOptions,
+    *,
+    prompts_path: str | None = None,
+    bucket: int = 32,
+    progress: Progress = _no_progress,
+) -> Diagnosis:
+    """Levers, module ablations and context on one replay of the prompts, then the verdict."""
+    from ..core.errors import BadInput
+    from ..model.replay import iter_captures, load_sources
+    from ..model.target import target_argmax
+
+    if setup.draft is None:
+        raise BadInput("diagnose needs a draft", "pass --draft DIR")
+    opts.check()
+    if opts.topk != 1 or opts.num_draft_tokens or opts.token_tree:
+        # the levers and ablations compare chains; the engine's own tree is acceptance's to measure
+        opts = replace(opts, topk=1, num_draft_tokens=None, token_tree=None)
+    src = load_sources(setup.target, prompts_path, None, opts.max_tokens, opts.limit, None)
+    rep = acceptance_sequences(setup, src, opts, progress)
+    plan = _plan(setup)
+    if not plan.paths:
+        raise BadInput(
+            "neither the serving nor the training side feeds the draft's fc its width of features",
+            "run eagle3-doctor inspect for the engine and draft findings",
+        )
+    m = Measurement(setup, rep, plan.paths, None, plan.drafts)
+    ctx = ContextCounts(bucket, len(rep.seqs))
+    for rb in iter_captures(
+        setup.target,
+        rep.seqs,
+        m.points,
+        batch_size=opts.batch_size,
+        want_logits=True,
+        progress=lambda d, n: progress("diagnose", d, n),
+    ):
+        m.add(rb)
+        labels = _labels_fn(rb, target_argmax(setup.target, rb.last), opts.continuation == "greedy")
+        aux = torch.cat([rb.captured[p] for p in plan.paths[plan.base]], dim=-1)
+        ctx.add(rb, plan.drafts[plan.base], aux, labels, [rep.starts[i] for i in rb.index])
+    return _verdict(setup, plan, path_results(m), ctx, opts.num_steps, rep.notes + plan.notes, len(rep.seqs))
+
+
+def _mal(results: dict[str, PathResult], names: list[str], K: int) -> tuple[list[Interval], list[Interval]]:
+    return paired([results[n].counts(K) for n in names], MAL, 0)
+
+
+def _step1(results: dict[str, PathResult], names: list[str]) -> tuple[list[Interval], list[Interval]]:
+    return paired([np.asarray(results[n].step1_counts, dtype=np.float64).reshape(-1, 2) for n in names], STEP1, 0)
+
+
+def _levers(plan: Plan, results: dict[str, PathResult], K: int) -> list[LeverRow]:
+    if SERVING not in results:
+        return []
+    names = [SERVING] + [p for _, _, p, _ in plan.levers]
+    own, diff = _mal(results, names, K)
+    _, s1 = _step1(results, names)
+    rows = [LeverRow(name, what, own[i + 1], diff[i + 1], s1[i + 1], fix) for i, (name, what, _, fix) in enumerate(plan.levers)]
+    return sorted(rows, key=lambda r: -r.recovery.point)
+
+
+def _modules(plan: Plan, results: dict[str, PathResult]) -> list[ModuleRow]:
+    names = [plan.base] + [f"ablate:{mod}" for mod in ABLATED]
+    own, diff = _step1(results, names)
+    rows = []
+    for i, mod in enumerate(ABLATED, start=1):
+        cost = Interval(-diff[i].point, -diff[i].hi, -diff[i].lo, diff[i].level, diff[i].n, diff[i].B, diff[i].seed)
+        rows.append(ModuleRow(mod, own[i], cost, cost.lo > 0, _module_verdict(cost)))
+    return rows
+
+
+NOTHING = 0.02  # |cost| of step-1 accuracy under which an ablation "changes nothing"
+
+
+def _module_verdict(cost: Interval) -> str:
+    # measured on the fixtures: trained modules cost 0.27-0.66; an attention saved at initialisation costs
+    # exactly 0 (its output is near zero), and the MLP after it then costs -0.08 (ablating it helps: it was
+    # trained to work with an attention that is no longer there)
+    if cost.lo > 0:
+        return "trained"
+    if -NOTHING <= cost.lo and cost.hi <= NOTHING:
+        return "contributes nothing"
+    return "ablation helps" if cost.hi < 0 else "unclear"
+
+
+# --------------------------------------------------------------------------- the verdict
+
+
+def _verdict(
+    setup: Setup, plan: Plan, results: dict[str, PathResult], ctx: ContextCounts, K: int, notes: list[str], n: int
+) -> Diagnosis:
+    sides = [x for x in (SERVING, TRAINING) if x in results]
+    own, diff = _mal(results, sides, K)
+    serving, training = own[0], own[-1]
+    gap = diff[-1]  # training - serving, paired over prompts
+    if len(sides) == 1:
+        notes.append(f"only the {sides[0]} side is measurable: no gap between the sides, no levers")
+    levers, modules, context = _levers(plan, results, K), _modules(plan, results), ctx.rows()
+    findings: list[Finding] = []
+    branch = ""
+    if len(sides) == 2 and gap.lo > 0:
+        branch = "pipeline"
+        findings.append(_pipeline_finding(gap, serving, training, levers))
+    # the module that changes nothing is the cause; a module whose ablation then helps is its symptom
+    bad = [r for r in modules if r.verdict == "contributes nothing"] or [r for r in modules if r.verdict == "ablation helps"]
+    for r in bad:
+        findings.append(_module_finding(r, modules, plan.base))
+    branch = branch or ("checkpoint" if bad else "")
+    drop = ctx.drop()
+    if drop is not None:
+        findings.append(_context_finding(*drop, plan.base))
+        branch = branch or "context"
+    base_step1 = results[plan.base].step1
+    if not branch:
+        branch = "undetermined" if base_step1 < LOW_STEP1 else "runtime"
+        findings.append(_undetermined_finding(base_step1, plan.base) if branch == "undetermined" else _runtime_finding(serving))
+    verdict = _verdict_line(branch, findings)
+    return Diagnosis(branch, verdict, serving, training, gap, plan.base, levers, modules, context, findings, notes, n)
+
+
+def _verdict_line(branch: str, findings: list[Finding]) -> str:
+    where = {
+        "pipeline": "in the pipeline: how the engine feeds or runs the draft",
+        "checkpoint": "in the checkpoint: the weights as saved",
+        "context": "in the data: the prompts' context lengths",
+        "runtime": "not in anything measurable offline: the offline prediction is healthy",
+        "undetermined": "undetermined: no lever, module or position explains it",
+    }[branch]
+    return f"the gap lives {where} ({findings[0].code}: {findings[0].title})"
+
+
+def _pipeline_finding(gap: Interval, serving: Interval, training: Interval, levers: list[LeverRow]) -> Finding:
+    ev = [
+        f"mean acceptance length: serving {serving.text(2)}, training {training.text(2)}, gap {gap.text(2)} (paired over {gap.n} prompts)"
+    ]
+    ev += [f"lever {r.name}: recovers {r.recovery.text(2)} ({r.what})" for r in levers]
+    top = next((r for r in levers if r.recovery.lo > 0), None)
+    if top is not None:
+        rest = sum(r.recovery.point for r in levers) - gap.point
+        ev.append(f"residual (gap not explained by the levers one at a time): {-rest:+.2f}")
+        title = f"setting the {top.name} back to training recovers {top.recovery.text(2)} of mean acceptance length"
+        return Finding("DGN001", title, ev, top.fix or "apply the lever's training-side setting", data={"lever": top.name})
+    title = f"serving loses {gap.text(2)} of mean acceptance length, and no single lever recovers it alone"
+    return Finding(
+        "DGN001",
+        title,
+        ev,
+        "apply every lever's training-side setting together (the training side recovers the gap): the fixes of the FWD and CAP findings",
+        data={"lever": None},
+    )
+
+
+def _module_finding(r: ModuleRow, modules: list[ModuleRow], base: str) -> Finding:
+    others = ", ".join(f"{o.module} costs {o.cost.text()} ({o.verdict})" for o in modules if o is not r)
+    what = "contributes nothing" if r.verdict == "contributes nothing" else "works against the rest of the draft"
+    return Finding(
+        "DGN002",
+        f"the draft's {r.module} {what}: mean-ablating it costs {r.cost.text()} of step-1 accuracy",
+        [
+            f"on the {base} features, step-1 accuracy {r.step1.point:.3f} with {r.module} ablated; {others}",
+            "a trained module costs accuracy when its output is replaced by its mean; this one does not, so it is "
+            "inconsistent with the rest of the checkpoint (saved at initialisation, loaded under another key, or "
+            "converted in another layout)",
+        ],
+        f"re-export the draft from its training checkpoint with a key map that loads {r.module}.* (check the converter's "
+        "renames and a non-strict load's missing keys), then run eagle3-doctor inspect on the export",
+        data={"module": r.module},
+    )
+
+
+def _context_finding(pos: int, before: Interval, change: Interval, base: str) -> Finding:
+    return Finding(
+        "DGN003",
+        f"step-1 accuracy falls by {-change.point:.3f} past position {pos} of the context",
+        [
+            f"on the {base} features: {before.point:.3f} before position {pos}, change after it {change.text()} "
+            f"(paired over the {change.n} prompts that reach past it)",
+            "the draft was most likely trained on sequences shorter than this (or with another RoPE scaling)",
+        ],
+        f"serve with contexts under {pos} tokens for speculation, or retrain the draft on sequences past {pos} "
+        "tokens (SpecForge/speculators max length)",
+        data={"position": pos},
+    )
+
+
+def _undetermined_finding(step1: float, base: str) -> Finding:
+    return Finding(
+        "DGN004",
+        f"undetermined: step-1 accuracy is {step1:.3f} on the {base} features, and no lever, module or position explains it",
+        [
+            "every module of the draft costs accuracy when ablated (they are trained), the levers recover nothing, "
+            "and accuracy does not fall along the context"
+        ],
+        "what would decide it: the draft's own training sample (compare-hidden --train-dump, and acceptance on it), "
+        "the training chat template (template-diff), and the target revision it was trained on (fingerprint)",
+    )
+
+
+def _runtime_finding(serving: Interval) -> Finding:
+    return Finding(
+        "DGN005",
+        f"offline, the draft accepts {serving.text(2)} tokens per verify pass as served: any gap in serving is the engine's runtime",
+        [f"mean acceptance length as the engine feeds and runs the draft: {serving.text(2)}"],
+        "compare with what the server measures: eagle3-doctor server-metrics (or acceptance --server-metrics), "
+        "which names the engine, wiring or draft side of a live gap",
+    )

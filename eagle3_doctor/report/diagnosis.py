@@ -1,0 +1,52 @@
+"""The terminal form of `diagnose`: the verdict first, then the tables it rests on (80 columns)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from .render import render_findings
+
+if TYPE_CHECKING:
+    from ..analyses.attribution import Diagnosis
+    from ..core.stats import Interval
+
+
+def _iv(i: Interval, nd: int = 2) -> str:
+    return f"{i.point:.{nd}f} [{i.lo:.{nd}f}, {i.hi:.{nd}f}]"
+
+
+def render_diagnosis(console: Console, d: Diagnosis) -> None:
+    console.print(f"verdict: {d.verdict}", markup=False, highlight=False, style="bold")
+    console.print(
+        f"mean acceptance length over {d.prompts} prompts (95% intervals): serving {_iv(d.serving)}, "
+        f"training {_iv(d.training)}, gap {_iv(d.gap)}",
+        markup=False,
+        highlight=False,
+    )
+    if d.levers:
+        t = Table(title="levers: one serving difference set back to training", title_justify="left")
+        for col in ("lever", "acceptance length", "recovers"):
+            t.add_column(col)
+        for r in d.levers:
+            t.add_row(r.name, _iv(r.mean_acceptance_length), _iv(r.recovery))
+        console.print(t)
+    t = Table(title=f"module health: mean-ablated on the {d.base_path} features", title_justify="left")
+    for col in ("module", "step-1 ablated", "costs", "verdict"):
+        t.add_column(col)
+    for m in d.modules:
+        t.add_row(m.module, _iv(m.step1, 3), _iv(m.cost, 3), m.verdict)
+    console.print(t)
+    if d.context:
+        t = Table(title="step-1 accuracy along the context", title_justify="left")
+        for col in ("positions", "step-1", "positions measured"):
+            t.add_column(col)
+        for c in d.context:
+            t.add_row(f"{c.start}-{c.end}", _iv(c.step1, 3), str(c.positions))
+        console.print(t)
+    for note in d.notes:
+        console.print(f"note: {note}", style="dim", markup=False)
+    console.print()
+    render_findings(console, d.findings, "no gap: serving matches training")
