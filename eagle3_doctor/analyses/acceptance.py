@@ -423,8 +423,8 @@ def triage(path: PathResult, dtype: str) -> list[str]:
     if length <= 1.1:
         hints.append(
             f"mean acceptance length {length:.2f} (about 1): the draft proposes almost nothing the target takes; "
-            "suspect the weights or the vocabulary: missing/untrained lm_head, d2t/t2d, embeddings, tokenizer "
-            "(run eagle3-doctor inspect)"
+            "run eagle3-doctor diagnose (module ablation names a module that contributes nothing, the levers a "
+            "serving difference) and eagle3-doctor inspect (every tensor of the checkpoint)"
         )
     elif len(rates) >= 2 and 0.15 <= rates[0] <= 0.6 and len(cond) >= 2 and cond[1] < 0.3:
         hints.append(
