@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from ..draft.formats import DraftInfo, read_draft, spec_from_info
 from ..draft.served import draft_serving
 from ..engines.capture import ENGINE_VERSIONS, ENGINES, arch_family, id_range, resolve_serving
 from .compare import diagnose_specs
+from .forensics import Forensics, examine, geometry_fact, tensor_fact
 
 SCHEMA = "eagle3-doctor/inspect/1"
 
@@ -43,6 +43,7 @@ class InspectResult:
     engine: str
     findings: list[Finding]
     facts: list[tuple[str, str]] = field(default_factory=list)
+    forensics: Forensics | None = None  # every tensor, dimension and config key (forensics.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +53,7 @@ class InspectResult:
             "engine": self.engine,
             "facts": [list(f) for f in self.facts],
             "findings": [f.to_dict() for f in self.findings],
+            **({"forensics": self.forensics.to_dict()} if self.forensics is not None else {}),
         }
 
 
@@ -105,21 +107,6 @@ def _ids_in_range(ids: list[int], L: int, engine: str) -> list[int]:
     # the same range compare-hidden takes (engines.id_range), so both commands accept the same ids
     lo, hi = id_range(engine, L)
     return [i for i in ids if i < lo or i > hi]
-
-
-def looks_untrained(w: torch.Tensor) -> tuple[bool, str]:
-    """A freshly initialised head has rows of almost equal norm (CV ~ 1/sqrt(2H)); a trained one doesn't."""
-    w = w.float()
-    if not bool(w.abs().sum() > 0):
-        return True, "all weights are zero"
-    norms = w.norm(dim=1)
-    cv = float(norms.std() / norms.mean().clamp_min(1e-12))
-    # fresh init ~1/sqrt(2H); the trained fixture head measures 2.5x that; flag below 1.6x
-    limit = 1.6 / math.sqrt(2 * w.shape[1])
-    return (
-        cv < limit,
-        f"row-norm coefficient of variation {cv:.4f} (fresh init ~{1 / math.sqrt(2 * w.shape[1]):.4f}, flagged below {limit:.4f})",
-    )
 
 
 ABSOLUTE_D2T_FIX = Fix(
@@ -262,10 +249,23 @@ def inspect(
     tH = int(tcfg.get("hidden_size") or 0)
     tV = int(tcfg.get("vocab_size") or 0)
     family = arch_family(tcfg)
-    d, info = read_draft(draft, fmt=draft_format, device="cpu", dtype=None)
+    try:
+        d, info = read_draft(draft, fmt=draft_format, device="cpu", dtype=None)
+    except BadInput as e:
+        # a config whose dimensions the tensors contradict is a finding with the implied values, not a refusal
+        fx = _forensics_or_raise(draft, draft_format, e)
+        return InspectResult(
+            {"path": draft},
+            {"path": target, "num_layers": L, "hidden_size": tH, "vocab_size": tV, "family": family},
+            engine,
+            fx.findings,
+            [("geometry", geometry_fact(fx)), ("tensors", tensor_fact(fx))],
+            fx,
+        )
+    fx = examine(draft, info.format)
     cfg = d.config
-    facts = _size_facts(cfg, info, tcfg, family, L, tH, tV)
-    out = _weight_findings(d, info, target, tH, tV)
+    facts = _size_facts(cfg, info, tcfg, family, L, tH, tV) + [("geometry", geometry_fact(fx)), ("tensors", tensor_fact(fx))]
+    out = _weight_findings(d, info, target, tH, tV) + fx.findings
     config_ids, id_findings = _layer_id_findings(info, L, engine)
     out += id_findings
     if L and not any(
@@ -282,7 +282,18 @@ def inspect(
     out += served_findings
     facts += served_facts
     out += _registration_findings(info, engine)
-    draft_summary = {
+    return InspectResult(
+        _draft_summary(info),
+        {"path": target, "num_layers": L, "hidden_size": tH, "vocab_size": tV, "family": family},
+        engine,
+        out,
+        facts,
+        fx,
+    )
+
+
+def _draft_summary(info: DraftInfo) -> dict[str, Any]:
+    return {
         "path": info.path,
         "format": info.format,
         "format_reason": info.format_reason,
@@ -295,13 +306,17 @@ def inspect(
         "has_embed": info.has_embed,
         "unexpected": info.unexpected,
     }
-    return InspectResult(
-        draft_summary,
-        {"path": target, "num_layers": L, "hidden_size": tH, "vocab_size": tV, "family": family},
-        engine,
-        out,
-        facts,
-    )
+
+
+def _forensics_or_raise(draft: str, draft_format: str | None, error: BadInput) -> Forensics:
+    """The forensics of a draft read_draft refused, when they explain the refusal; else the refusal."""
+    try:
+        fx = examine(draft, draft_format)
+    except BadInput:
+        raise error from None
+    if not fx.geometry_findings:
+        raise error
+    return fx
 
 
 def _size_facts(cfg: Any, info: DraftInfo, tcfg: dict[str, Any], family: str, L: int, tH: int, tV: int) -> list[tuple[str, str]]:
@@ -321,7 +336,8 @@ def _size_facts(cfg: Any, info: DraftInfo, tcfg: dict[str, Any], family: str, L:
 
 
 def _weight_findings(d: Any, info: DraftInfo, target: str, tH: int, tV: int) -> list[Finding]:
-    """DRF*: what the checkpoint's tensors say, in the order a reader fixes them (head, maps, sizes, values)."""
+    """DRF*: what the checkpoint's tensors say, in the order a reader fixes them (head, maps, sizes, values);
+    each tensor's own values (NaN, initialisation) are forensics.py's."""
     out: list[Finding] = []
     if not info.has_lm_head:
         out.append(
@@ -334,29 +350,6 @@ def _weight_findings(d: Any, info: DraftInfo, target: str, tH: int, tV: int) -> 
         )
     out += _vocab_map_findings(d, info)
     out += _size_findings(d.config, info, tH, tV)
-    if info.has_lm_head:
-        untrained, why = looks_untrained(d.lm_head.weight.detach())
-        if untrained:
-            out.append(
-                Finding(
-                    "DRF006",
-                    "the draft lm_head looks untrained",
-                    [why],
-                    "check that the exported head is the trained one (not a fresh init or a placeholder)",
-                )
-            )
-    from ..draft.formats import is_finite_state
-
-    bad_w = is_finite_state(d)
-    if bad_w:
-        out.append(
-            Finding(
-                "DRF009",
-                f"{len(bad_w)} draft tensor(s) hold NaN or Inf",
-                [", ".join(bad_w[:6])],
-                "re-export from a healthy training checkpoint",
-            )
-        )
     out += _embedding_findings(d, info, target)
     if info.unexpected:
         out.append(

@@ -158,7 +158,9 @@ EXPLANATIONS: dict[str, Explanation] = {
         "compare fc.weight's shape with the target's hidden_size in `eagle3-doctor inspect`",
     ),
     "DRF006": Explanation(
-        "The draft's lm_head weight statistics look like a fresh initialisation, not a trained head.",
+        "The draft's lm_head weight statistics look like a fresh initialisation, not a trained head: its top singular "
+        "value sits at the i.i.d. edge and its row norms are no more spread than i.i.d. entries give (the same "
+        "statistic DRF011 applies to every other module), or it is all zero.",
         "An untrained head proposes near-random tokens: acceptance close to zero.",
         "compare the head's weight statistics with the training checkpoint's",
     ),
@@ -183,6 +185,38 @@ EXPLANATIONS: dict[str, Explanation] = {
         "Loaders drop them with a warning: often a sign that the export renamed tensors (a layer the draft needs "
         "then loads as random).",
         "read the loader warnings of your engine, or the list in `eagle3-doctor inspect`",
+    ),
+    "DRF011": Explanation(
+        "A module of the draft (a decoder layer, its attention or MLP, fc, a norm) still holds its initialisation: "
+        "every matrix in it has i.i.d. entries (its top singular value at the i.i.d. edge std*(sqrt(m)+sqrt(n)), its "
+        "row norms no more spread than i.i.d. entries give, its std near initializer_range or torch's default "
+        "1/sqrt(3*fan_in)), its RMSNorm weights are exactly 1.0 and its biases exactly 0. The usual cause is a "
+        "converter whose key map renames the layer (model.layers.0.* vs midlayer.* vs layers.0.*) followed by a "
+        "non-strict load: the trained tensors are dropped, the freshly built module is saved, and fc and lm_head, "
+        "whose names matched, stay trained.",
+        "The draft's one decoder layer is where the features become a prediction: left at init it passes noise to "
+        "the head, and acceptance falls to near the floor while every loader reports success.",
+        "`eagle3-doctor inspect --json` lists every tensor's statistics under forensics.tensors (trained matrices "
+        "of the fixture draft measure spectral ratio 1.27-3.33, fresh inits 0.91-1.04); re-export with a strict "
+        "load and compare",
+    ),
+    "DRF012": Explanation(
+        "A dimension config.json states disagrees with what the tensor shapes determine: hidden size (fc rows), "
+        "heads x head_dim and KV heads x head_dim (q_proj/k_proj rows), intermediate size (gate_proj rows), the "
+        "vocabulary (t2d or embed_tokens rows), the draft vocabulary (lm_head or d2t rows), the target hidden "
+        "size (fc width / aux slots) or the number of decoder layers. The fix is the value the shapes imply, at "
+        "the key the engine reads; where the shapes leave several readings (heads vs head_dim), the ones "
+        "consistent with them are listed.",
+        "Engines build the draft from config.json and then load the tensors into it: a mismatch either refuses to "
+        "load or, where a loader reshapes or defaults silently, runs attention with the wrong head split.",
+        "read the shapes with `safetensors` (or `eagle3-doctor inspect --json`, forensics.geometry) and compare with config.json",
+    ),
+    "DRF013": Explanation(
+        "Two stored tensors hold identical values, or a matrix has rows that are exactly zero: one tensor written "
+        "under two names by an export, or rows zeroed by a pruning or padding step.",
+        "A duplicated tensor means one of the two modules is not the trained one; zero rows in lm_head are tokens "
+        "the draft can never propose.",
+        "`eagle3-doctor inspect --json` names the pairs and the rows; compare them with the training checkpoint",
     ),
     "CFG001": Explanation(
         "Configured layer ids are outside the range the engine accepts for this target's depth.",
@@ -221,6 +255,17 @@ EXPLANATIONS: dict[str, Explanation] = {
         "The draft config's architecture is not one the engine registers for EAGLE-3.",
         "The engine refuses the draft or loads it as another model class.",
         "the finding lists the architectures the engine registers",
+    ),
+    "CFG008": Explanation(
+        "The draft's config.json (or its eagle_config / transformer_layer_config section) holds keys that no engine "
+        "the doctor models reads, and that are not on the list of keys known to leave the forward alone (provenance, "
+        "token ids, dropout, the proposal policy). Every key is classified: modelled, known inert, or unknown; only "
+        "the unknown ones are listed, so a quiet inspect means every key was checked.",
+        "A key the modelled engines ignore may still change the forward in the engine or trainer that wrote it (a "
+        "sliding window, a softcap, another activation): if training applied it and serving does not, the draft runs "
+        "another function than the one it learned.",
+        "`eagle3-doctor inspect --json` lists every key with its class under forensics.keys; look the key up in the "
+        "training code and in your engine's draft model",
     ),
     # --- the draft as the engine runs it
     "FWD001": Explanation(

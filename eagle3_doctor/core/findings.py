@@ -44,6 +44,9 @@ CODES: dict[str, tuple[str, str]] = {
     "DRF008": (ERROR, "draft and target hidden or vocabulary sizes disagree"),
     "DRF009": (ERROR, "draft weights hold NaN or Inf"),
     "DRF010": (WARNING, "the draft checkpoint has weights its format does not use"),
+    "DRF011": (ERROR, "a draft module is left at its initialisation (weight statistics), e.g. a layer a non-strict load skipped"),
+    "DRF012": (ERROR, "a dimension in config.json disagrees with the tensor shapes (the fix is the implied value)"),
+    "DRF013": (WARNING, "draft tensors are duplicated, or have rows exactly zero"),
     "CFG001": (ERROR, "layer ids are out of range for the target"),
     "CFG002": (WARNING, "layer ids are unsorted: engines that sort will permute the fc input"),
     "CFG003": (WARNING, "rope_theta differs between draft and target"),
@@ -51,6 +54,7 @@ CODES: dict[str, tuple[str, str]] = {
     "CFG005": (WARNING, "draft and target dtypes differ"),
     "CFG006": (INFO, "a forward-changing flag means different things in different engines"),
     "CFG007": (WARNING, "the draft config's architecture is not the one the engine registers for EAGLE-3"),
+    "CFG008": (INFO, "config keys no modelled engine reads: check that your engine applies them"),
     # --- the draft as the engine runs it vs as trained (issue 13; draft/served.py)
     "FWD001": (ERROR, "the engine runs a forward flag (norm placement) differently from training"),
     "FWD002": (WARNING, "undetermined whether this engine version applies a forward flag the draft was trained with"),

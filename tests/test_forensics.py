@@ -1,0 +1,238 @@
+"""inspect examines every tensor, dimension and config key: planted faults on copies of the fixtures,
+each through the CLI as a user types it, and the clean fixtures quiet in all three formats."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import pytest
+import torch
+from conftest import DRAFTS, ROOT, TARGET, invoke
+from safetensors.torch import load_file, save_file
+
+ENGINE = {"sglang": "sglang", "speculators": "vllm", "eagle": "eagle"}
+LAYER = {"sglang": "midlayer", "speculators": "layers.0", "eagle": "midlayer"}
+
+
+def run_inspect(d, fmt, tmp_path):
+    """inspect as typed, with --json; (exit code, document, terminal output)."""
+    out = tmp_path / f"inspect-{d.name}.json"
+    r = invoke("inspect", "-t", TARGET, "-d", d, "--engine", ENGINE[fmt], "--json", out)
+    assert r.exit_code in (0, 1), r.output
+    return r.exit_code, json.loads(out.read_text()), r.output
+
+
+def digest(d):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.iterdir())}
+
+
+def edit_weights(d, fn):
+    f = d / "model.safetensors"
+    sd = load_file(f)
+    fn(sd)
+    save_file(sd, f, metadata={"format": "pt"})
+
+
+def edit_config(d, fn):
+    f = d / "config.json"
+    c = json.loads(f.read_text())
+    fn(c)
+    f.write_text(json.dumps(c, indent=2))
+
+
+def by_code(doc, code):
+    return [f for f in doc["findings"] if f["code"] == code]
+
+
+@pytest.mark.parametrize("fmt", ["sglang", "speculators", "eagle"])
+def test_clean_fixtures_are_quiet_and_fully_examined(fmt, tmp_path):
+    before = digest(DRAFTS[fmt])
+    code, doc, _ = run_inspect(DRAFTS[fmt], fmt, tmp_path)
+    assert code == 0 and doc["findings"] == [], doc["findings"]  # not even an info
+    fx = doc["forensics"]
+    assert {t["name"] for t in fx["tensors"]} == set(load_file(DRAFTS[fmt] / "model.safetensors"))
+    assert all(m["verdict"].startswith(("trained", "map")) for m in fx["modules"]), fx["modules"]
+    matrices = [t for t in fx["tensors"] if t["kind"] == "matrix"]
+    assert len(matrices) == 9 and min(t["spectral_ratio"] for t in matrices) > 1.2  # trained: 1.27 .. 3.33
+    assert all(g["agrees"] for g in fx["geometry"]), fx["geometry"]
+    assert [k for k in fx["keys"] if k["status"] == "unknown"] == []
+    assert digest(DRAFTS[fmt]) == before
+
+
+@pytest.mark.parametrize("fmt,init", [("sglang", "normal"), ("speculators", "kaiming"), ("eagle", "normal")])
+def test_decoder_layer_left_at_init_is_named(fmt, init, tmp_copy, tmp_path):
+    """A non-strict load under a renamed key: the layer saved as built, fc and lm_head trained."""
+    d = tmp_copy(DRAFTS[fmt])
+    layer = LAYER[fmt]
+    gen = torch.Generator().manual_seed(0)
+
+    def reinit(sd):
+        for k, v in sd.items():
+            if not k.startswith(layer + "."):
+                continue
+            if v.dim() == 1:
+                sd[k] = torch.ones_like(v)
+            elif init == "normal":  # transformers' _init_weights: normal(0, initializer_range)
+                sd[k] = torch.randn(v.shape, generator=gen) * 0.02
+            else:  # torch's nn.Linear default: kaiming-uniform, U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+                b = 1 / math.sqrt(v.shape[1])
+                sd[k] = (torch.rand(v.shape, generator=gen) * 2 - 1) * b
+
+    edit_weights(d, reinit)
+    before = digest(d)
+    code, doc, out = run_inspect(d, fmt, tmp_path)
+    assert code == 1
+    (f,) = by_code(doc, "DRF011")
+    assert f["severity"] == "error" and f["data"]["module"] == layer and layer in f["title"]
+    assert f["location"]["file"] == "draft/*.safetensors" and f["location"]["key"].startswith(layer + ".")
+    assert "non-strict load" in " ".join(f["evidence"]) and "(trained: fc, lm_head, norm)" in " ".join(f["evidence"])
+    assert "strict=True" in f["fix"] and f"{layer}.self_attn.q_proj.weight" in f["fix"]
+    signature = "initializer_range 0.02" if init == "normal" else "torch's default Linear init"
+    assert sum(signature in e for e in f["evidence"]) == 7, f["evidence"]  # every matrix of the layer
+    assert "100% of entries exactly 1.0" in " ".join(f["evidence"])
+    assert f"error[DRF011]: draft module {layer} is left at its initialisation" in out
+    assert {m["name"]: m["verdict"] for m in doc["forensics"]["modules"]}["fc"].startswith("trained")
+    assert digest(d) == before
+
+
+def test_norms_set_to_exactly_one_are_named(tmp_copy, tmp_path):
+    d = tmp_copy(DRAFTS["sglang"])
+    edit_weights(d, lambda sd: sd.update({"midlayer.hidden_norm.weight": torch.ones(128), "norm.weight": torch.ones(128)}))
+    code, doc, _ = run_inspect(d, "sglang", tmp_path)
+    assert code == 1
+    named = sorted(f["data"]["module"] for f in by_code(doc, "DRF011"))
+    assert named == ["midlayer.hidden_norm", "norm"]  # the trained matrices beside them are not
+    assert all("[128]: 100% of entries exactly 1.0" in f["evidence"][0] for f in by_code(doc, "DRF011"))
+
+
+def test_a_lone_matrix_that_looks_iid_is_not_a_module_at_init(tmp_copy, tmp_path):
+    """One weakly trained matrix (the target's layer-0 v_proj measures spectral 0.93) is no finding."""
+    d = tmp_copy(DRAFTS["sglang"])
+    gen = torch.Generator().manual_seed(1)
+    edit_weights(d, lambda sd: sd.update({"midlayer.self_attn.v_proj.weight": torch.randn(64, 256, generator=gen) * 0.02}))
+    code, doc, _ = run_inspect(d, "sglang", tmp_path)
+    assert code == 0 and doc["findings"] == []
+    v = next(t for t in doc["forensics"]["tensors"] if t["name"] == "midlayer.self_attn.v_proj.weight")
+    assert v["verdict"] == "at init" and v["spectral_ratio"] < 1.15
+
+
+def _apply(edit, d):
+    """Apply a printed edit to a copy of config.json the way a user would paste it."""
+
+    def go(c):
+        node = c
+        if edit["key"] is None:
+            node.update(edit["value"])
+            return
+        *parents, last = edit["key"].split(".")
+        for p in parents:
+            node = node[p]
+        if isinstance(edit["value"], dict) and isinstance(node.get(last), dict):
+            node[last].update(edit["value"])
+        else:
+            node[last] = edit["value"]
+
+    edit_config(d, go)
+
+
+@pytest.mark.parametrize(
+    "fmt,key,bad,want",
+    [
+        ("sglang", "head_dim", 16, 32),
+        ("speculators", "transformer_layer_config.head_dim", 64, 32),
+        ("sglang", "intermediate_size", 512, 384),
+        ("eagle", "hidden_size", 96, 128),
+        ("sglang", "num_key_value_heads", 4, 2),
+        ("sglang", "draft_vocab_size", 300, 256),
+        ("sglang", "target_hidden_size", 100, 128),
+    ],
+)
+def test_config_dimension_off_is_a_finding_with_the_implied_value(fmt, key, bad, want, tmp_copy, tmp_path):
+    d = tmp_copy(DRAFTS[fmt])
+
+    def plant(c):
+        *parents, last = key.split(".")
+        node = c
+        for p in parents:
+            node = node[p]
+        node[last] = bad
+
+    edit_config(d, plant)
+    code, doc, out = run_inspect(d, fmt, tmp_path)
+    assert code == 1, out
+    (f,) = by_code(doc, "DRF012")
+    assert f["severity"] == "error" and f["edit"]["key"] == key and f["edit"]["value"] == want
+    assert f["location"] == {"file": "draft/config.json", "key": key, "path": str(d / "config.json")}
+    leaf = key.rsplit(".", 1)[-1]
+    assert f'"{leaf}": {want}' in f["fix"] and "the weights and config.json come from different checkpoints" not in out
+    _apply(f["edit"], d)
+    code, doc, _ = run_inspect(d, fmt, tmp_path)
+    assert code == 0 and doc["findings"] == [], doc["findings"]
+
+
+def test_heads_and_head_dim_both_off_is_undetermined_between_the_readings(tmp_copy, tmp_path):
+    d = tmp_copy(DRAFTS["sglang"])
+    edit_config(d, lambda c: c.update(num_attention_heads=8, head_dim=8))  # q 8x8=64 and k 2x8=16, the file 128 and 64
+    code, doc, _ = run_inspect(d, "sglang", tmp_path)
+    assert code == 1
+    (f,) = by_code(doc, "DRF012")
+    assert "undetermined between 3 readings" in f["title"] and f["edit"] is None
+    readings = f["data"]["readings"]
+    assert {"num_attention_heads": 4, "head_dim": 32} in readings and {"num_key_value_heads": 4, "head_dim": 16} in readings
+    assert {"num_attention_heads": 16, "num_key_value_heads": 8} in readings
+    for r in readings:  # every reading listed is one the shapes allow: 128 q rows, 64 k rows
+        nh, nkv, hd = r.get("num_attention_heads", 8), r.get("num_key_value_heads", 2), r.get("head_dim", 8)
+        assert (nh * hd, nkv * hd) == (128, 64)
+
+
+def test_weights_that_contradict_each_other_still_exit_2(tmp_copy):
+    d = tmp_copy(DRAFTS["sglang"])
+    edit_weights(
+        d, lambda sd: sd.update({"midlayer.self_attn.o_proj.weight": sd["midlayer.self_attn.o_proj.weight"][:, :96].clone()})
+    )
+    r = invoke("inspect", "-t", TARGET, "-d", d)
+    assert r.exit_code == 2 and "o_proj" in r.output
+
+
+def test_unknown_forward_keys_are_one_info_finding(tmp_copy, tmp_path):
+    d = tmp_copy(DRAFTS["sglang"])
+
+    def add(c):
+        c["attn_logit_softcapping"] = 30.0
+        c["hidden_act"] = "gelu"
+        c["eagle_config"]["use_mtp_layernorm"] = True
+        c["transformers_version"] = "4.57.0"  # provenance: known inert, not listed
+
+    edit_config(d, add)
+    code, doc, out = run_inspect(d, "sglang", tmp_path)
+    assert code == 0  # info does not fail inspect
+    (f,) = doc["findings"]
+    assert f["code"] == "CFG008" and f["severity"] == "info"
+    assert sorted(f["data"]["keys"]) == ["attn_logit_softcapping", "eagle_config.use_mtp_layernorm", "hidden_act"]
+    assert "check your engine applies it" in f["fix"] and f["location"]["key"] == f["data"]["keys"][0]
+    assert 'hidden_act = "gelu": the canonical draft\'s MLP runs SiLU' in " ".join(f["evidence"])
+    status = {k["key"]: k["status"] for k in doc["forensics"]["keys"]}
+    assert status["transformers_version"] == "inert" and status["eagle_config.eagle_aux_hidden_state_layer_ids"] == "modelled"
+    assert "info[CFG008]" in out
+
+
+def test_duplicated_tensor_is_reported(tmp_copy, tmp_path):
+    d = tmp_copy(DRAFTS["sglang"])
+    edit_weights(d, lambda sd: sd.update({"midlayer.mlp.up_proj.weight": sd["midlayer.mlp.gate_proj.weight"].clone()}))
+    code, doc, _ = run_inspect(d, "sglang", tmp_path)
+    assert code == 1
+    (f,) = by_code(doc, "DRF013")
+    assert "midlayer.mlp.gate_proj.weight and midlayer.mlp.up_proj.weight hold identical values" in f["evidence"]
+
+
+def test_inspect_document_with_forensics_validates(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    _, doc, _ = run_inspect(DRAFTS["sglang"], "sglang", tmp_path)
+    schema = json.loads((ROOT / "schemas" / "inspect.v1.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    assert "forensics" in schema["properties"]
+    bad = {**doc, "forensics": {**doc["forensics"], "tensors": [{"name": 3}]}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
