@@ -332,7 +332,22 @@ def render_inspect(console: Console, res: Any) -> None:
         t.add_row(k, Text(v))
     console.print(t)
     console.print()
+    if getattr(res, "forensics", None) is not None:
+        render_modules(console, res.forensics.modules)
     render_findings(console, res.findings, "no problems found in the draft checkpoint or config")
+
+
+def render_modules(console: Console, modules: list[Any]) -> None:
+    """The draft's tensors by module, each with its verdict (forensics.ModuleRow)."""
+    t = Table(title="draft tensors by module")
+    for col in ("module", "tensors", "verdict"):
+        t.add_column(col)
+    for m in modules:
+        t.add_row(
+            m.name, Text("; ".join(m.tensors)), Text(m.verdict, style="green" if m.verdict.startswith("trained") else "bold")
+        )
+    console.print(t)
+    console.print()
 
 
 def compare_markdown(res: CompareResult, heatmap: bool) -> str:
