@@ -107,6 +107,34 @@ def test_norms_set_to_exactly_one_are_named(tmp_copy, tmp_path):
     assert all("[128]: 100% of entries exactly 1.0" in f["evidence"][0] for f in by_code(doc, "DRF011"))
 
 
+def test_a_norm_the_trained_forward_never_ran_may_stay_at_one(tmp_copy, tmp_path):
+    """SpecForge's norm_output=false runs no norm before lm_head: its weight is saved at init, rightly."""
+    d = tmp_copy(DRAFTS["sglang"])
+    edit_weights(d, lambda sd: sd.update({"norm.weight": torch.ones(128)}))
+    edit_config(d, lambda c: c.update(norm_output=False))
+    _, doc, _ = run_inspect(d, "sglang", tmp_path)
+    assert not by_code(doc, "DRF011")
+    assert {m["name"]: m["verdict"] for m in doc["forensics"]["modules"]}["norm"].startswith("unused")
+    edit_config(d, lambda c: c.pop("norm_output"))  # the norm runs again: at 1.0 it is a finding
+    _, doc, _ = run_inspect(d, "sglang", tmp_path)
+    assert [f["data"]["module"] for f in by_code(doc, "DRF011")] == ["norm"]
+
+
+def test_nan_in_a_tensor_is_named(tmp_copy, tmp_path):
+    d = tmp_copy(DRAFTS["sglang"])
+
+    def poison(sd):
+        sd["fc.weight"] = sd["fc.weight"].clone()
+        sd["fc.weight"][3, 5] = float("nan")
+
+    edit_weights(d, poison)
+    code, doc, _ = run_inspect(d, "sglang", tmp_path)
+    assert code == 1
+    (f,) = by_code(doc, "DRF009")
+    assert f["evidence"] == ["fc.weight"] and f["location"]["key"] == "fc.weight"
+    assert next(t for t in doc["forensics"]["tensors"] if t["name"] == "fc.weight")["finite"] is False
+
+
 def test_a_lone_matrix_that_looks_iid_is_not_a_module_at_init(tmp_copy, tmp_path):
     """One weakly trained matrix (the target's layer-0 v_proj measures spectral 0.93) is no finding."""
     d = tmp_copy(DRAFTS["sglang"])

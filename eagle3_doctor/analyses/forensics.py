@@ -268,7 +268,7 @@ def _headline(sts: list[TensorStat]) -> str:
 
 def untrained_modules(verdicts: dict[str, str]) -> list[str]:
     """The largest modules every leaf of which is untrained, most specific where a module has one child."""
-    leaves = {m: v in UNTRAINED for m, v in verdicts.items() if v not in ("map", "not examined")}
+    leaves = {m: v in UNTRAINED for m, v in verdicts.items() if v not in ("map", "not examined", "unused")}
     nodes: dict[str, list[str]] = {}
     for leaf in leaves:
         parts = leaf.split(".")
@@ -751,6 +751,7 @@ def examine(draft: str, fmt: str | None = None) -> Forensics:
     fx = Forensics()
     fx.tensors = [tensor_stat(k, native_to_canonical_name(k), v) for k, v in sorted(tensors.items())]
     fx.modules, verdicts = module_rows(fx.tensors)
+    _mark_unused(fx.modules, verdicts, cfg, fmt)
     c = _context(cfg, fmt, canon)
     init_range = c.layer.get("initializer_range", cfg.get("initializer_range", DEFAULT_INIT_RANGE))
     init_range = init_range if isinstance(init_range, (int, float)) and not isinstance(init_range, bool) else DEFAULT_INIT_RANGE
@@ -768,6 +769,16 @@ def examine(draft: str, fmt: str | None = None) -> Forensics:
     return fx
 
 
+def _mark_unused(rows: list[ModuleRow], verdicts: dict[str, str], cfg: dict[str, Any], fmt: str) -> None:
+    """A module the trained forward never ran keeps its init legitimately: SpecForge's norm_output=false
+    drops the norm before lm_head (llama3_eagle.py:1773-1778), so that norm.weight stays at 1.0."""
+    if fmt == "sglang" and cfg.get("norm_output") is False and "norm" in verdicts:
+        verdicts["norm"] = "unused"
+        for r in rows:
+            if r.name == "norm":
+                r.verdict = "unused (norm_output false: no norm before lm_head)"
+
+
 def geometry_fact(fx: Forensics) -> str:
     """The geometry table in one line, for the terminal's facts."""
     parts = [f"{g.what} {g.weights}" for g in fx.geometry if g.weights is not None]
@@ -777,7 +788,7 @@ def geometry_fact(fx: Forensics) -> str:
 
 def tensor_fact(fx: Forensics) -> str:
     dtypes = sorted({t.dtype for t in fx.tensors if t.kind in ("matrix", "norm", "bias")})
-    bad = [m.name for m in fx.modules if not m.verdict.startswith(("trained", "map", "not examined"))]
+    bad = [m.name for m in fx.modules if not m.verdict.startswith(("trained", "map", "not examined", "unused"))]
     return f"{len(fx.tensors)} tensors in {len(fx.modules)} modules, {'/'.join(dtypes) or 'no floating'}; " + (
         f"not trained: {', '.join(bad)}" if bad else "every module trained, every tensor finite"
     )
