@@ -553,7 +553,7 @@ def attention_geometry(c: _Ctx) -> tuple[GeometryRow | None, list[dict[str, int]
     nh, nkv = c.layer.get("num_attention_heads"), c.layer.get("num_key_value_heads", c.layer.get("num_attention_heads"))
     hd = c.layer.get("head_dim", hidden // nh if hidden and nh else None)
     src = f"q_proj.weight rows {q[0]}, k_proj.weight rows {k[0]}" + (f", q_norm.weight {qn[0]}" if qn else "")
-    row = GeometryRow("attention (heads x head_dim, KV heads)", c.key("head_dim"), f"{nh} x {hd}, {nkv}", None, src, None)
+    row = GeometryRow("attention", c.key("head_dim"), _reading_text((nh, nkv, hd)), None, src, None)
     if any(not e for e in edits):
         row.weights, row.agrees = row.config, True
         return row, []
@@ -564,8 +564,8 @@ def attention_geometry(c: _Ctx) -> tuple[GeometryRow | None, list[dict[str, int]
     return row, smallest
 
 
-def _reading_text(r: tuple[int, int, int]) -> str:
-    return f"{r[0]} x {r[2]}, {r[1]}"
+def _reading_text(r: tuple[Any, Any, Any]) -> str:
+    return f"{r[0]} heads x head_dim {r[2]}, {r[1]} KV heads"
 
 
 def geometry_findings(rows: list[GeometryRow], attn: GeometryRow | None, edits: list[dict[str, int]], c: _Ctx) -> list[Finding]:
@@ -591,7 +591,7 @@ def geometry_findings(rows: list[GeometryRow], attn: GeometryRow | None, edits: 
 
 
 def _attention_finding(attn: GeometryRow, edits: list[dict[str, int]], c: _Ctx) -> Finding:
-    ev = [f"{attn.source}; config.json: {attn.config} (heads x head_dim, KV heads)"]
+    ev = [f"{attn.source}; config.json: {attn.config}"]
     snippets = [", ".join(json_snippet(c.key(k), v) for k, v in e.items()) for e in edits]
     data = {"config": attn.config, "readings": [{c.key(k): v for k, v in e.items()} for e in edits]}
     if len(edits) == 1:
