@@ -493,7 +493,7 @@ def test_train_recipes_are_rows_of_the_engine_table():
     # no ids: the engine's own default, so ModelOpt's set default on a 5-layer target is one state
     assert training_spec("modelopt", 5)[0] == (layer_out(1),)
     assert training_spec("hf:2,16,29", L)[0] == default_spec_llama(L)
-    from eagle3_doctor import cli
+    from eagle3_doctor.cli import app as cli
 
     assert all(r in str(cli.TrainRecipe.__metadata__[0].help) for r in RECIPES if r != "draft-config")
 

@@ -12,9 +12,9 @@ from conftest import DRAFTS, TARGET, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eagle3_doctor import checks
-from eagle3_doctor import validate as v
+from eagle3_doctor.cli import validate as v
 from eagle3_doctor.core.errors import BadInput
+from eagle3_doctor.io import checks
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

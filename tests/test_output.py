@@ -8,7 +8,7 @@ import re
 import pytest
 from conftest import DRAFTS, PROMPTS, TARGET, invoke
 
-from eagle3_doctor import cli
+from eagle3_doctor.cli import app as cli
 from eagle3_doctor.core.findings import Finding
 
 
