@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -248,6 +249,7 @@ def build(root: Path) -> Hostile:
     h.file("base-list.json", "[1, 2, 3]")
     h.file("base-metrics-list.json", json.dumps({"schema": "eagle3-doctor/gate/1", "metrics": [1]}))
     h.fifo("base-fifo.json")
+    build_round3(h)
     return h
 
 
@@ -261,6 +263,7 @@ class Case:
     needle: str
     pre: bool = True  # refused before any model is loaded
     code: int = 2
+    env: dict[str, Any] | None = None  # environment variables set for the run (e.g. $GITHUB_STEP_SUMMARY)
 
 
 def ch(*extra):
@@ -485,6 +488,187 @@ CASES = [
 ]
 
 
+# ----------------------------------------------------------------------------- outputs, code, files, writes, ranges
+# Outputs aimed at inputs, custom code, FIFOs and oversized or self-multiplying files, writes the machine
+# refuses, out-of-range numbers. In-process cases join CASES; the ones that need a real process (stdin,
+# stdout on /dev/full, a file-size limit, a hang that must end within 10 s) join SUB_CASES. Each class
+# adds its inputs to BUILDERS, which build() runs.
+
+TD, SM, FP = "template-diff", "server-metrics", "fingerprint"
+
+
+SERVING = FIX / "serving"
+
+
+PROM = SERVING / "vllm-after-healthy.prom"
+
+
+MARKER = Path("/tmp/eagle3_doctor_hostile_custom_code_ran")
+
+
+SERVE_CMD = "python -m sglang.launch_server --model-path {t} --speculative-algorithm EAGLE3 --speculative-draft-model-path {d}"
+
+
+def td(*extra):
+    return lambda h: [TD, "--target", TARGET, *[e(h) if callable(e) else e for e in extra]]
+
+
+def sm(*extra):
+    return lambda h: [SM, "--metrics", PROM, *[e(h) if callable(e) else e for e in extra]]
+
+
+def cmd(*parts):
+    return lambda h: [e(h) if callable(e) else e for e in parts]
+
+
+def sub(name, rel):
+    return lambda h: str(h.p(name) / rel)
+
+
+def _tokenizer_dir(h: Hostile, name: str, fifo: str | None = None) -> Path:
+    d = h.p(name)
+    d.mkdir()
+    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "config.json"):
+        if f == fifo:
+            os.mkfifo(d / f)
+        else:
+            shutil.copy(TARGET / f, d / f)
+    return d
+
+
+BUILDERS: list[Callable[[Hostile], None]] = []
+
+
+def build_round3(h: Hostile) -> None:
+    for b in BUILDERS:
+        b(h)
+
+
+@dataclass
+class SubCase:
+    id: str
+    args: Callable[[Hostile], list]
+    needle: str
+    stdin_yes: bool = False  # `yes |`: a prompt on stdin would be answered "y"
+    stdout_full: bool = False  # stdout is /dev/full
+    timeout: int = 10  # the hang classes: an answer within 10 s, or the case fails
+    code: int = 2
+
+
+SUB_CASES: list[SubCase] = []
+
+
+# --- regular files only, bounded
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def _laughs(levels: int = 9, fan: int = 9) -> str:
+    """'Billion laughs' in YAML: each level an alias list of the one before, fan**levels strings in all."""
+    lines = ["a0: &a0 [lol]"]
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * fan)}]")
+    return "\n".join(lines) + "\n"
+
+
+def _build_files(h: Hostile) -> None:
+    for name in ("f-serve.txt", "f-metrics.prom", "f-before.prom", "f-log.txt", "f-policy.toml", "f-requests.json"):
+        h.fifo(name)
+    for name in ("f-train.jsonl", "f-train.jinja", "f-serve.jinja", "f-prompts.jsonl", "f-base.json"):
+        h.fifo(name)
+    _tokenizer_dir(h, "f-tok-config", fifo="tokenizer_config.json")
+    _tokenizer_dir(h, "f-tok-json", fifo="tokenizer.json")
+    _tokenizer_dir(h, "f-tok-template", fifo="chat_template.jinja")
+    t = h.target("f-target-config")
+    (t / "config.json").unlink()
+    os.mkfifo(t / "config.json")
+    h.file("b-laughs.yaml", _laughs())
+    h.file("b-self.yaml", "a: &a [1, *a]\nspeculative_algorithm: EAGLE3\n")
+    h.file("b-deep.yaml", "x: " + _nested(150) + "\n")
+    h.file("b-deep.json", '{"method": "eagle3", "x": ' + _nested(150) + "}")
+    h.file("b-deeper.json", '{"method": "eagle3", "x": ' + _nested(100_000) + "}")
+    h.file("b-big.txt", "#" * (5 << 20))
+    h.file("b-prompts-deep.jsonl", '{"messages": ' + _nested(100_000) + "}\n")
+    h.file("b-requests-deep.json", '{"messages": ' + _nested(100_000) + "}")
+    h.file("b-policy-deep.toml", "[gate]\nx = " + _nested(100_000) + "\n")
+    h.file("b-base-deep.json", '{"metrics": ' + _nested(100_000) + "}")
+    h.draft("b-draft-deep").joinpath("config.json").write_text('{"eagle_config": ' + "[" * 150 + "]" * 150 + "}")
+    h.target("b-target-deep").joinpath("config.json").write_text('{"x": ' + _nested(100_000) + "}")
+
+
+BUILDERS.append(_build_files)
+FIFO = "named pipe (FIFO), not a regular file"
+
+
+BOUNDED_CASES = [
+    Case(
+        "yaml-billion-laughs",
+        cmd(INS, "--target", TARGET, "--draft", D, "--serve-config", P("b-laughs.yaml")),
+        "more than 20 YAML aliases",
+    ),
+    Case(
+        "yaml-alias-contains-itself",
+        cmd(INS, "--target", TARGET, "--draft", D, "--serve-config", P("b-self.yaml")),
+        "contains itself",
+    ),
+    Case(
+        "yaml-too-deep", cmd(INS, "--target", TARGET, "--draft", D, "--serve-config", P("b-deep.yaml")), "nests deeper than 100"
+    ),
+    Case(
+        "serve-config-json-too-deep",
+        cmd(INS, "--target", TARGET, "--draft", D, "--serve-config", P("b-deep.json")),
+        "nests deeper than 100",
+    ),
+    Case(
+        "serve-config-json-recursion",
+        cmd(INS, "--target", TARGET, "--draft", D, "--serve-config", P("b-deeper.json")),
+        "nests deeper than 100",
+    ),
+    Case(
+        "serve-config-oversized", cmd(INS, "--target", TARGET, "--draft", D, "--serve-config", P("b-big.txt")), "over the 4 MiB"
+    ),
+    Case("serve-config-dev-zero", cmd(INS, "--target", TARGET, "--draft", D, "--serve-config", "/dev/zero"), "is a device"),
+    Case("server-metrics-dev-zero", cmd(SM, "--metrics", "/dev/zero"), "is a device"),
+    Case("prompts-line-recursion", ch("--prompts", P("b-prompts-deep.jsonl")), "nests deeper than 100"),
+    Case("requests-recursion", td("--requests", P("b-requests-deep.json")), "nests deeper than 100"),
+    Case("policy-recursion", gate("--policy", P("b-policy-deep.toml")), "nests too deeply"),
+    Case("baseline-recursion", gate("--baseline", P("b-base-deep.json")), "nests deeper than 100"),
+    Case("draft-config-too-deep", with_draft("b-draft-deep"), "nests deeper than 100"),
+    Case("target-config-recursion", with_target("b-target-deep"), "nests deeper than 100"),
+    Case("serve-config-directory", cmd(INS, "--target", TARGET, "--draft", D, "--serve-config", P("p-dir")), "is a directory"),
+    Case("server-log-directory", cmd(SM, "--server-log", P("p-dir")), "is a directory"),
+]
+CASES += BOUNDED_CASES
+SUB_CASES += [
+    SubCase("fifo-serve-config-inspect", cmd(INS, "--target", TARGET, "--draft", D, "--serve-config", P("f-serve.txt")), FIFO),
+    SubCase("fifo-serve-config-acceptance", acc("--serve-config", P("f-serve.txt")), FIFO),
+    SubCase("fifo-server-metrics", acc("--server-metrics", P("f-metrics.prom")), FIFO),
+    SubCase("fifo-server-metrics-before", acc("--server-metrics", PROM, "--server-metrics-before", P("f-before.prom")), FIFO),
+    SubCase("fifo-server-log", acc("--server-log", P("f-log.txt")), FIFO),
+    SubCase("fifo-server-metrics-cmd-metrics", cmd(SM, "--metrics", P("f-metrics.prom")), FIFO),
+    SubCase("fifo-server-metrics-cmd-before", sm("--before", P("f-before.prom")), FIFO),
+    SubCase("fifo-server-metrics-cmd-log", cmd(SM, "--server-log", P("f-log.txt")), FIFO),
+    SubCase("fifo-policy", gate("--policy", P("f-policy.toml")), FIFO),
+    SubCase("fifo-baseline", gate("--baseline", P("f-base.json")), FIFO),
+    SubCase("fifo-prompts", ch("--prompts", P("f-prompts.jsonl")), FIFO),
+    SubCase("fifo-template-diff-prompts", td("--prompts", P("f-prompts.jsonl")), FIFO),
+    SubCase("fifo-requests", td("--requests", P("f-requests.json")), FIFO),
+    SubCase("fifo-train-data", td("--train-data", P("f-train.jsonl")), FIFO),
+    SubCase("fifo-train-template", td("--train-template", P("f-train.jinja")), FIFO),
+    SubCase("fifo-serve-template", td("--serve-template", P("f-serve.jinja")), FIFO),
+    SubCase("fifo-tokenizer-config-in-target", cmd(TD, "--target", P("f-tok-config")), FIFO),
+    SubCase("fifo-tokenizer-json-in-train-tokenizer", td("--train-tokenizer", P("f-tok-json")), FIFO),
+    SubCase("fifo-template-in-train-template-dir", td("--train-template", P("f-tok-template")), FIFO),
+    SubCase(
+        "fifo-target-config-named-by-serve-cmd",
+        cmd(INS, "--serve-cmd", lambda h: SERVE_CMD.format(t=h.p("f-target-config"), d=D)),
+        FIFO,
+    ),
+]
+
+
 # ----------------------------------------------------------------------------- running a case
 
 
@@ -549,6 +733,8 @@ def assert_one_line(r, code: int, needle: str) -> str:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_hostile_input_is_refused_in_one_line(case: Case, hostile: Hostile, monkeypatch):
     args = case.args(hostile)
+    for k, v in (case.env or {}).items():
+        monkeypatch.setenv(k, v(hostile) if callable(v) else v)
     before = _snapshot(args)
     r, _ = run_case(args, pre=case.pre, timeout=30 if case.pre else 300, monkeypatch=monkeypatch)
     assert_one_line(r, case.code, case.needle)
@@ -559,6 +745,59 @@ def test_hostile_input_is_refused_in_one_line(case: Case, hostile: Hostile, monk
 def test_the_suite_covers_the_issue():
     assert len(CASES) >= 120
     assert len({c.id for c in CASES}) == len(CASES)
+
+
+# ----------------------------------------------------------------------------- cases that need a real process
+
+
+def run_sub(args: list, *, stdin_yes: bool = False, stdout_full: bool = False, timeout: int = 10, **kw):
+    """The CLI as a real process (this checkout's copy), stdin and stdout as the case asks."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    yes = subprocess.Popen(["yes"], stdout=subprocess.PIPE) if stdin_yes else None
+    out = open("/dev/full", "w") if stdout_full else subprocess.PIPE
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "eagle3_doctor.cli", *map(str, args)],
+            stdin=yes.stdout if yes else subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            env=env,
+            timeout=timeout,
+            cwd=root,
+            text=True,
+            **kw,
+        )
+    finally:
+        if yes is not None:
+            yes.kill()
+            yes.wait()
+        if stdout_full:
+            out.close()
+
+
+def assert_one_stderr_line(r, code: int, needle: str) -> str:
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, f"exit {r.returncode}, stderr:\n{r.stderr}"
+    assert r.returncode == code, (r.returncode, lines[0])
+    assert lines[0].startswith("eagle3-doctor: error: ") and " -- fix: " in lines[0], lines[0]
+    assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", SUB_CASES, ids=[c.id for c in SUB_CASES])
+def test_hostile_input_in_a_real_process(case: SubCase, hostile: Hostile):
+    MARKER.unlink(missing_ok=True)
+    args = case.args(hostile)
+    before = _snapshot(args)
+    r = run_sub(args, stdin_yes=case.stdin_yes, stdout_full=case.stdout_full, timeout=case.timeout)
+    assert_one_stderr_line(r, case.code, case.needle)
+    assert not MARKER.exists(), "a checkpoint's own Python code ran"
+    assert _snapshot(args) == before, "an input changed"
 
 
 def _timing_main() -> None:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import BadInput
@@ -65,6 +64,8 @@ SGL_ACCEPT_LEN = "sglang:spec_accept_length"
 SGL_ACCEPT_RATE = "sglang:spec_accept_rate"
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+MAX_SCRAPE = 256 << 20  # a /metrics page is kilobytes to a few MB; larger is not a scrape
+MAX_LOG = 4 << 30  # server logs of long runs are big, but they are read into memory whole
 
 
 # --------------------------------------------------------------------------- reading
@@ -84,14 +85,15 @@ def read_source(src: str, what: str = "metrics") -> str:
                 f"cannot read {what} from {src} ({e})",
                 "check the server address and port (vLLM and SGLang serve /metrics on the API port)",
             ) from None
-    p = Path(src)
-    if not p.is_file():
-        raise BadInput(
-            f"{what} file {src} does not exist", "pass a saved scrape (curl -s http://HOST:PORT/metrics > FILE) or the URL"
-        )
+    from .safeio import read_regular_bytes
+
+    fix = "pass a saved scrape (curl -s http://HOST:PORT/metrics > FILE) or the URL"
+    if what == "log":
+        fix = "pass the server's log file (or only its lines: grep 'accept len' server.log > FILE)"
+    raw = read_regular_bytes(src, f"{what} file", fix, MAX_LOG if what == "log" else MAX_SCRAPE)
     try:
-        return p.read_text(encoding="utf-8")
-    except (UnicodeDecodeError, OSError) as e:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
         raise BadInput(f"{what} file {src} is not readable text ({e})", "pass the plain-text Prometheus scrape") from None
 
 

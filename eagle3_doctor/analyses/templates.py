@@ -91,10 +91,15 @@ class Template:
 # --------------------------------------------------------------------------- reading files
 
 
+MAX_TEXT_FILE = 4 << 30  # training data JSONL can be large; it is still read into memory whole
+
+
 def _read_text(path: Path, what: str, fix: str) -> str:
-    if not path.is_file():
+    from .safeio import read_regular_bytes
+
+    if not path.exists() and not path.is_symlink():
         raise BadInput(f"{what} {path} not found", fix)
-    raw = path.read_bytes()
+    raw = read_regular_bytes(path, what, fix, MAX_TEXT_FILE)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -108,8 +113,10 @@ def _records(path: Path, what: str, fix: str) -> list[tuple[str, Any]]:
         raise BadInput(f"{what} {path} is empty", fix)
     stripped = text.lstrip()
     if stripped.startswith(("[", "{")):
+        from .safeio import loads_json
+
         try:
-            whole = json.loads(text)
+            whole = loads_json(text, f"{what} {path}", fix)
         except json.JSONDecodeError:
             whole = None
         if isinstance(whole, list):
@@ -121,10 +128,16 @@ def _records(path: Path, what: str, fix: str) -> list[tuple[str, Any]]:
         if not line.strip():
             continue
         try:
-            out.append((f"{path} line {i + 1}", json.loads(line)))
+            out.append((f"{path} line {i + 1}", _loads_line(line, f"{path} line {i + 1}", fix)))
         except json.JSONDecodeError as e:
             raise BadInput(f"{path} line {i + 1} is not valid JSON ({e.msg} at column {e.colno})", fix) from None
     return out
+
+
+def _loads_line(line: str, where: str, fix: str) -> Any:
+    from .safeio import loads_json
+
+    return loads_json(line, where, fix)
 
 
 def _content(value: Any, where: str, k: int, role: str, has_calls: bool) -> Any:
@@ -299,7 +312,7 @@ def load_template(
     text = _read_text(p, "template", f"fix {opt}")
     if p.suffix == ".json":
         try:
-            data = json.loads(text)
+            data = _loads_line(text, f"{opt} {p}", "pass the .jinja file instead")
         except json.JSONDecodeError as e:
             raise BadInput(f"{opt} {p} is not valid JSON ({e.msg})", "pass the .jinja file instead") from None
         return Template(_template_from_json(p, data), f"{p} (chat_template)", None, system_prompt, add_special_tokens, kw)

@@ -434,6 +434,9 @@ def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
     )
     sc = load(getattr(a, "serve_cmd", None), getattr(a, "serve_config", None))
     if sc is not None:
+        from .validate import preflight_named_models
+
+        preflight_named_models(None if target else sc.target, None if draft else sc.draft)
         msg = f"serving config: {sc.summary()}"
         if sc.unknown_flags:
             msg += f"\n  unknown flags (not in {sc.engine} {sc.engine_version}'s argument table): {', '.join(sc.unknown_flags)}"
@@ -990,6 +993,9 @@ def server_metrics_cmd(
     json_out: JsonOut = None,
 ) -> int:  # fmt: skip
     """What the live server measured: acceptance from its spec-decode counters. No model is loaded."""
+    from .validate import preflight_no_model
+
+    preflight_no_model(**{k: v for k, v in locals().items() if k != "engine"})  # auto|vllm|sglang: checked by the reader
     from ..analyses.server_metrics import load_measured, render_measured
 
     m = load_measured(metrics, before, log, engine=engine, model=model)
@@ -1153,6 +1159,9 @@ def template_diff_cmd(
     json_out: JsonOut = None,
 ) -> int:  # fmt: skip
     """Render the same conversations the training way and the serving way; report the first differing tokens."""
+    from .validate import preflight_no_model
+
+    preflight_no_model(**locals())
     from ..analyses.templates import parse_kwargs, template_diff
     from ..report.templates import render_template_diff
 

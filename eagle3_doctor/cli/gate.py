@@ -71,11 +71,13 @@ class Policy:
                 import tomllib
             except ImportError:  # Python 3.10
                 raise BadInput("--policy needs Python 3.11+ (tomllib)", "pass the thresholds as flags instead") from None
+            from .safeio import read_regular_text
+
             p = Path(path)
-            if not p.is_file():
+            if not p.exists() and not p.is_symlink():
                 raise BadInput(f"policy file {p} not found", "pass --policy FILE.toml")
             try:
-                raw = tomllib.loads(p.read_text())
+                raw = tomllib.loads(read_regular_text(p, "policy file", "pass --policy FILE.toml", 4 << 20))
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
                 raise BadInput(f"policy file {p} is not valid TOML ({e})", "fix the file") from None
             data = dict(raw.get("gate", raw))
@@ -429,11 +431,14 @@ def _load_baseline(baseline: str) -> dict[str, Any]:
     """The metrics of an earlier `gate --json`."""
     import json
 
+    from .safeio import loads_json, read_regular_bytes
+
     p = Path(baseline)
-    if not p.is_file():
-        raise BadInput(f"baseline {p} not found", "pass the JSON written by an earlier `gate --json`")
+    fix = "pass the JSON written by an earlier `gate --json`"
+    if not p.exists() and not p.is_symlink():
+        raise BadInput(f"baseline {p} not found", fix)
     try:
-        return json.loads(p.read_text())["metrics"]
+        return loads_json(read_regular_bytes(p, "baseline", fix, 64 << 20), f"baseline {p}", fix)["metrics"]
     except (json.JSONDecodeError, KeyError, TypeError):
         raise BadInput(f"baseline {p} is not a gate JSON (no 'metrics')", "pass the JSON written by `gate --json`") from None
 

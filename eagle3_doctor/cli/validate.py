@@ -120,6 +120,61 @@ def check_output_dir(path: str | None, opt: str) -> None:
     _probe_writable(anc, opt)
 
 
+_NO_MODEL_INPUTS = (
+    ("train_template", "--train-template"),
+    ("serve_template", "--serve-template"),
+    ("requests", "--requests"),
+    ("train_data", "--train-data"),
+    ("metrics", "--metrics"),
+    ("before", "--before"),
+    ("log", "--server-log"),
+)
+
+
+def preflight_no_model(**kw: Any) -> None:
+    """For commands that load no model (template-diff, server-metrics): arguments, output paths,
+    and the input files and tokenizer directories by type, before transformers."""
+    check_arguments(**kw)
+    check_output_file(kw.get("json_out"), "--json")
+    check_output_file(kw.get("write_template"), "--write-template")
+    for key in ("target", "train_tokenizer", "train_template", "serve_template"):
+        v = kw.get(key)
+        if isinstance(v, str) and v != "target" and kind(v) == "dir":
+            check_tokenizer_dir(Path(v), "--" + key.replace("_", "-"))
+    for key, flag in _NO_MODEL_INPUTS:
+        v = kw.get(key)
+        # by type only: a FIFO or device is refused now; a missing file is worded by its reader
+        if isinstance(v, str) and "://" not in v and kind(v) not in ("missing", "dir", "file"):
+            require_file(v, flag, "pass a regular file")
+    check_prompts(kw.get("prompts"))
+
+
+def preflight_named_models(target: str | None, draft: str | None) -> None:
+    """The local models a launch command names, checked as --target and --draft are, before the
+    command's summary line is printed: a bad one is then the run's only line."""
+    if target and kind(target) == "dir":
+        check_target(target)
+    if draft and kind(draft) == "dir":
+        check_draft(draft)
+
+
+_TOKENIZER_FILES = (".json", ".jinja", ".txt", ".model", ".tiktoken", ".py", ".vocab")
+
+
+def check_tokenizer_dir(d: Path, opt: str) -> None:
+    """Every file a tokenizer loader may open is a regular file: a FIFO named tokenizer.json would block it."""
+    try:
+        entries = list(d.iterdir())
+    except OSError as e:
+        raise BadInput(f"{opt} {d} cannot be listed ({e.strerror})", "fix its permissions (chmod +rx)") from None
+    for f in entries:
+        k = kind(f)
+        if f.name.endswith(_TOKENIZER_FILES) and k not in ("file", "dir"):
+            raise BadInput(
+                f"{opt}: {f} is {_WHAT.get(k, k)}, not a regular file", "replace it with the real file from the checkpoint"
+            )
+
+
 # ----------------------------------------------------------------------------- arguments
 
 
@@ -406,9 +461,13 @@ def check_policy_file(path: str | None) -> None:
         return
     p = require_file(path, "policy file", "pass --policy FILE.toml")
     try:
-        raw = tomllib.loads(p.read_bytes().decode("utf-8"))
+        from .safeio import read_regular_bytes
+
+        raw = tomllib.loads(read_regular_bytes(p, "policy file", "pass --policy FILE.toml", 4 << 20).decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise BadInput(f"policy file {p} is not valid TOML ({str(e)[:120]})", "fix the file") from None
+    except RecursionError:  # tomllib parses nested arrays recursively
+        raise BadInput(f"policy file {p} nests too deeply to be a policy", "fix the file") from None
     data = raw.get("gate", raw)
     if not isinstance(data, dict):
         raise BadInput(f"policy file {p}: gate is not a table", "write the thresholds under a [gate] table")
@@ -475,8 +534,12 @@ def preflight(**kw: Any) -> None:
     for key, what, fix in (
         ("policy", "policy file", "pass --policy FILE.toml"),
         ("baseline", "baseline", "pass the JSON written by an earlier `eagle3-doctor gate --json`"),
+        ("serve_config", "--serve-config", "pass the launch command or JSON/YAML server args as a file"),
+        ("server_metrics", "--server-metrics", "pass a saved scrape (curl -s http://HOST:PORT/metrics > FILE) or the URL"),
+        ("server_metrics_before", "--server-metrics-before", "pass a saved scrape or the URL"),
+        ("server_log", "--server-log", "pass the server's log file"),
     ):
-        if kw.get(key) is not None:
+        if kw.get(key) is not None and "://" not in str(kw[key]):
             require_file(kw[key], what, fix)
     check_output_file(kw.get("json_out"), "--json")
     check_output_file(kw.get("plot"), "--plot")

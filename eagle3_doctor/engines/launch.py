@@ -45,6 +45,9 @@ _SGLANG_SRC = "sglang 0.5.23 srt/arg_groups/speculative_hook.py"
 _VLLM_SRC = "vllm 0.33.0 config/speculative.py"
 
 
+MAX_SERVE_CONFIG = 4 << 20  # a launch command or server-args file is a few KB
+
+
 @lru_cache(maxsize=1)
 def flag_table() -> dict[str, Any]:
     return json.loads((Path(__file__).resolve().parent.parent / "data" / "serve_flags.json").read_text())
@@ -425,8 +428,10 @@ def _finish_vllm(sc: ServeConfig, spec: dict[str, Any]) -> None:
 
 
 def _json_obj(text: str, what: str) -> dict[str, Any]:
+    from .safeio import loads_json
+
     try:
-        obj = json.loads(text)
+        obj = loads_json(text, what, 'write a flat object, e.g. {"method": "eagle3", "num_speculative_tokens": 3}')
     except json.JSONDecodeError as e:
         raise BadInput(
             f"{what} is not valid JSON ({e.msg} at column {e.colno})",
@@ -441,6 +446,8 @@ def _target_arch(target: str | None) -> str | None:
     if not target:
         return None
     p = Path(target) / "config.json"
+    if not p.is_file():  # never open a FIFO here: the preflight says what it is
+        return None
     try:
         arch = json.loads(p.read_text()).get("architectures") or []
         return arch[0] if arch else None
@@ -464,22 +471,18 @@ def parse_serve_cmd(text: str, arch: str | None = None) -> ServeConfig:
 
 def parse_serve_config(path: str, arch: str | None = None) -> ServeConfig:
     """A file: a launch command, or a JSON/YAML object (SGLang server args, vLLM engine args or speculative config)."""
+    from .safeio import read_regular_text
+
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise BadInput(f"cannot read --serve-config {path} ({e.strerror})", "pass a readable file") from None
+    text = read_regular_text(p, "--serve-config", "pass the launch command or JSON/YAML server args as a file", MAX_SERVE_CONFIG)
     stripped = text.strip()
     obj: Any = None
     if stripped.startswith("{"):
         obj = _json_obj(stripped, f"--serve-config {path}")
     elif p.suffix in (".yaml", ".yml"):
-        import yaml  # transformers depends on PyYAML
+        from .safeio import load_yaml
 
-        try:
-            obj = yaml.safe_load(stripped)
-        except yaml.YAMLError as e:
-            raise BadInput(f"--serve-config {path} is not valid YAML ({e})", "fix the YAML") from None
+        obj = load_yaml(stripped, f"--serve-config {path}", "fix the YAML (plain key: value lines, no aliases needed)")
         if not isinstance(obj, dict):
             raise BadInput(f"--serve-config {path} holds no mapping", "write key: value lines")
     if obj is None:

@@ -130,8 +130,10 @@ def read_json(path: Path, what: str, fix: str, max_bytes: int = 64 << 20) -> Any
     size = path.stat().st_size
     if size > max_bytes:
         raise BadInput(f"{what} {path} is {size} bytes, too large for a JSON config", fix)
+    from .safeio import loads_json, read_regular_bytes
+
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        return loads_json(read_regular_bytes(path, what, fix, max_bytes).decode("utf-8"), f"{what} {path}", fix)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BadInput(f"{what} {path} is not valid JSON ({str(e)[:120]})", fix) from None
     except RecursionError:

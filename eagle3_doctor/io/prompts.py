@@ -60,14 +60,20 @@ def _parse_jsonl_line(obj: Any, path: Path, lineno: int) -> list[dict[str, str]]
     return [{"role": m.get("role", m.get("from")), "content": m["content"]} for m in msgs]
 
 
+MAX_PROMPTS_BYTES = 1 << 30  # over 1 GiB is a dump or a model, not prompts
+
+
 def read_prompt_file(path: str | Path) -> list[list[dict[str, str]] | str]:
     """JSONL (one chat or text per line) when the file ends in .jsonl/.json or its first line is
     JSON; plain text (one prompt per non-empty line) otherwise."""
+    from .safeio import loads_json, read_regular_bytes
+
     p = Path(path)
-    if not p.is_file():
-        raise BadInput(f"prompts file {p} not found", "pass --prompts FILE (JSONL chat messages or text lines)")
+    fix = "pass --prompts FILE (JSONL chat messages or text lines)"
+    if not p.exists() and not p.is_symlink():
+        raise BadInput(f"prompts file {p} not found", fix)
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        lines = read_regular_bytes(p, "prompts file", fix, MAX_PROMPTS_BYTES).decode("utf-8").splitlines()
     except UnicodeDecodeError:
         raise BadInput(f"prompts file {p} is not UTF-8 text", "save it as UTF-8") from None
     nonempty = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip()]
@@ -78,7 +84,7 @@ def read_prompt_file(path: str | Path) -> list[list[dict[str, str]] | str]:
     for lineno, ln in nonempty:
         if is_json:
             try:
-                obj = json.loads(ln)
+                obj = loads_json(ln, f"{p} line {lineno}", "fix that line")
             except json.JSONDecodeError as e:
                 raise BadInput(f"{p} line {lineno} is not valid JSON ({e.msg} at column {e.colno})", "fix that line") from None
             out.append(_parse_jsonl_line(obj, p, lineno))

@@ -24,7 +24,7 @@ def read_json_object(path: Path, missing_fix: str) -> dict[str, Any]:
             raise BadInput(f"{path} is not a regular file", missing_fix)
         raise BadInput(f"{path} not found", missing_fix)
     try:
-        data = json.loads(path.read_text())
+        data = loads_json(read_regular_bytes(path, "file", missing_fix, 64 << 20).decode("utf-8"), str(path), missing_fix)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BadInput(f"{path} is not valid JSON ({e})", "restore the file from the original checkpoint") from None
     if not isinstance(data, dict):
@@ -319,3 +319,135 @@ class OutputSet:
             self.commit()
         else:
             self.discard()
+
+
+# ----------------------------------------------------------------------------- reading inputs, bounded
+
+MAX_JSON_DEPTH = 100  # configs nest 3-5 levels, chat requests with tool schemas ~20; deeper is not data
+MAX_YAML_ALIASES = 20  # a launch config needs none; n aliases can expand a value about e**(n/e) times ("billion laughs")
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
+
+
+def read_regular_bytes(path: str | os.PathLike, what: str, fix: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``, or one BadInput that says what it is instead.
+
+    The file is opened non-blocking and checked again on the open descriptor, so a FIFO (or one
+    swapped in after the first look) is refused at once instead of waiting for a writer forever.
+    """
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise BadInput(f"{what} {p} does not exist", fix) from None
+    except NotADirectoryError:
+        raise BadInput(f"{what} {p} cannot exist: a parent is a file, not a directory", fix) from None
+    except IsADirectoryError:
+        raise BadInput(f"{what} {p} is a directory, not a file", fix) from None
+    except OSError as e:
+        raise BadInput(f"{what} {p} cannot be read ({e.strerror})", fix) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # Linux opens a directory read-only without complaint
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise BadInput(f"{what} {p} is a directory, not a file", fix)
+        raise BadInput(f"{what} {p} is {_file_kind(st.st_mode)}, not a regular file", fix)
+    with os.fdopen(fd, "rb") as f:
+        if st.st_size > max_bytes:
+            raise BadInput(f"{what} {p} is {st.st_size} bytes, over the {max_bytes >> 20} MiB this tool reads", fix)
+        os.set_blocking(fd, True)
+        try:
+            data = f.read(max_bytes + 1)
+        except OSError as e:
+            raise BadInput(f"{what} {p} cannot be read ({e.strerror})", fix) from None
+    if len(data) > max_bytes:  # grew since the stat (a log still being written)
+        raise BadInput(f"{what} {p} is over the {max_bytes >> 20} MiB this tool reads", fix)
+    return data
+
+
+def read_regular_text(path: str | os.PathLike, what: str, fix: str, max_bytes: int) -> str:
+    """read_regular_bytes decoded as UTF-8 (a BOM dropped), or one BadInput naming the first bad byte."""
+    raw = read_regular_bytes(path, what, fix, max_bytes)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{what} {path} is not UTF-8 text (byte {e.start})", "save it as UTF-8") from None
+
+
+def json_depth(value: Any) -> int:
+    """How deeply lists and objects nest in a parsed JSON value (a scalar is 0), without recursion."""
+    depth, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        kids = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        if kids is None:
+            continue
+        depth = max(depth, d)
+        stack.extend((k, d + 1) for k in kids if isinstance(k, (dict, list)))
+    return depth
+
+
+def loads_json(text: str | bytes, where: str, fix: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """json.loads with nesting bounded: deeper than ``max_depth`` is one BadInput, never a RecursionError.
+
+    json.JSONDecodeError passes through, so each caller words its own "not valid JSON" line.
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise BadInput(f"{where} nests deeper than {max_depth} levels", fix) from None
+    if json_depth(value) > max_depth:
+        raise BadInput(f"{where} nests deeper than {max_depth} levels", fix)
+    return value
+
+
+def load_yaml(text: str, where: str, fix: str, max_aliases: int = MAX_YAML_ALIASES) -> Any:
+    """YAML with the safe loader (no Python objects), aliases bounded, nesting bounded like JSON."""
+    import yaml
+
+    class _Bounded(yaml.SafeLoader):
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > max_aliases:
+                    raise BadInput(f"{where} uses more than {max_aliases} YAML aliases (*name)", fix)
+            return super().compose_node(parent, index)
+
+    try:
+        value = yaml.load(text, Loader=_Bounded)  # noqa: S506 (a SafeLoader subclass)
+    except RecursionError:
+        raise BadInput(f"{where} nests deeper than {MAX_JSON_DEPTH} levels", fix) from None
+    except yaml.YAMLError as e:
+        raise BadInput(f"{where} is not valid YAML ({str(e).splitlines()[0][:120]})", fix) from None
+    if isinstance(value, (dict, list)):
+        _yaml_depth(value, where, fix, {}, set(), 1)
+    return value
+
+
+def _yaml_depth(v: Any, where: str, fix: str, memo: dict[int, int], active: set[int], level: int) -> int:
+    """How deeply a YAML value nests, each shared node measured once; a node inside itself is refused."""
+    if level > MAX_JSON_DEPTH:
+        raise BadInput(f"{where} nests deeper than {MAX_JSON_DEPTH} levels", fix)
+    key = id(v)
+    if key in memo:
+        return memo[key]
+    if key in active:  # `&a [*a]`: whatever walks it next would never finish
+        raise BadInput(f"{where} holds a YAML alias that contains itself", fix)
+    active.add(key)
+    kids = v.values() if isinstance(v, dict) else v
+    d = 1 + max((_yaml_depth(k, where, fix, memo, active, level + 1) for k in kids if isinstance(k, (dict, list))), default=0)
+    active.discard(key)
+    memo[key] = d
+    return d
