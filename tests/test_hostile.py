@@ -558,6 +558,183 @@ class SubCase:
 SUB_CASES: list[SubCase] = []
 
 
+# --- outputs never land on inputs
+
+
+def _build_overlap(h: Hostile) -> None:
+    h.target("o-target")
+    h.target("o-target-real", link=())  # its weights a real copy: --plot is aimed at them
+    h.draft("o-draft")
+    h.file("o-prompts.jsonl", PROMPTS.read_text())
+    h.file("o-serve.txt", SERVE_CMD.format(t=TARGET, d=D))
+    h.file("o-policy.toml", "[gate]\nmin_cosine = 0.9\n")
+    h.file("o-base.json", json.dumps({"schema": "eagle3-doctor/gate/1", "metrics": {"tau": 2.0}}))
+    h.file("o-metrics.prom", PROM.read_text())
+    h.file("o-before.prom", (SERVING / "vllm-before.prom").read_text())
+    h.file("o-server.log", "Decode batch. #running-req: 1, #token: 10, accept len: 2.50, gen throughput (token/s): 1\n")
+    h.file("o-requests.json", json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    h.file("o-train.jsonl", json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}))
+    h.file("o-train.jinja", (TARGET / "chat_template.jinja").read_text())
+    h.file("o-serve.jinja", (TARGET / "chat_template.jinja").read_text())
+    h.file("o-rep/acceptance.md", "a prompt that happens to be named like the report\n")
+    h.file("o-dump/data_0.ckpt", b"\x80junk")
+    h.file("o-edump/hidden.safetensors", b"junk")
+    _tokenizer_dir(h, "o-tok")
+    os.symlink(h.p("o-draft") / "config.json", h.p("o-link.json"))
+    os.symlink(h.p("o-draft"), h.p("o-draft-link"))
+    h.file("o-out/placeholder", "")
+
+
+BUILDERS.append(_build_overlap)
+OVERLAP = "writing it would overwrite an input"
+
+
+SAME = "are the same file"
+
+
+OVERLAP_CASES = [
+    Case(
+        "out-json-on-draft-config",
+        cmd(CH, "--target", TARGET, "--draft", P("o-draft"), "--json", sub("o-draft", "config.json")),
+        OVERLAP,
+    ),
+    Case(
+        "out-json-on-target-config",
+        cmd(CH, "--target", P("o-target"), "--draft", D, "--json", sub("o-target", "config.json")),
+        OVERLAP,
+    ),
+    Case("out-json-on-prompts", ch("--prompts", P("o-prompts.jsonl"), "--json", P("o-prompts.jsonl")), "is --prompts"),
+    Case(
+        "out-json-on-serve-config", cmd(INS, "--serve-config", P("o-serve.txt"), "--json", P("o-serve.txt")), "is --serve-config"
+    ),
+    Case(
+        "out-plot-on-target-weights",
+        cmd(CH, "--target", P("o-target-real"), "--draft", D, "--plot", sub("o-target-real", "model.safetensors")),
+        OVERLAP,
+    ),
+    Case(
+        "out-json-through-symlink-to-draft-config",
+        cmd(CH, "--target", TARGET, "--draft", P("o-draft"), "--json", P("o-link.json")),
+        "resolves to",
+    ),
+    Case(
+        "out-json-through-symlinked-dir",
+        cmd(CH, "--target", TARGET, "--draft", P("o-draft"), "--json", sub("o-draft-link", "config.json")),
+        OVERLAP,
+    ),
+    Case(
+        "out-json-dotdot-into-draft",
+        cmd(CH, "--target", TARGET, "--draft", P("o-draft"), "--json", sub("o-draft", "../o-draft/config.json")),
+        OVERLAP,
+    ),
+    Case(
+        "out-json-new-file-inside-draft",
+        cmd(INS, "--target", TARGET, "--draft", P("o-draft"), "--json", sub("o-draft", "result.json")),
+        "lies inside --draft",
+    ),
+    Case(
+        "out-write-template-over-target-template",
+        cmd(TD, "--target", P("o-target"), "--write-template", sub("o-target", "chat_template.jinja")),
+        "lies inside --target",
+    ),
+    Case(
+        "out-write-template-over-train-template",
+        td("--train-template", P("o-train.jinja"), "--write-template", P("o-train.jinja")),
+        "is --train-template",
+    ),
+    Case(
+        "out-json-on-serve-template",
+        td("--serve-template", P("o-serve.jinja"), "--json", P("o-serve.jinja")),
+        "is --serve-template",
+    ),
+    Case("out-json-on-requests", td("--requests", P("o-requests.json"), "--json", P("o-requests.json")), "is --requests"),
+    Case("out-json-on-train-data", td("--train-data", P("o-train.jsonl"), "--json", P("o-train.jsonl")), "is --train-data"),
+    Case(
+        "out-json-into-train-tokenizer",
+        td("--train-tokenizer", P("o-tok"), "--json", sub("o-tok", "tokenizer.json")),
+        "lies inside --train-tokenizer",
+    ),
+    Case(
+        "out-template-diff-json-on-prompts", td("--prompts", P("o-prompts.jsonl"), "--json", P("o-prompts.jsonl")), "is --prompts"
+    ),
+    Case("out-summary-on-policy", gate("--policy", P("o-policy.toml"), "--summary", P("o-policy.toml")), "is --policy"),
+    Case("out-json-on-baseline", gate("--baseline", P("o-base.json"), "--json", P("o-base.json")), "is --baseline"),
+    Case(
+        "out-step-summary-on-policy",
+        gate("--policy", P("o-policy.toml")),
+        "$GITHUB_STEP_SUMMARY",
+        env={"GITHUB_STEP_SUMMARY": P("o-policy.toml")},
+    ),
+    Case("out-report-is-the-draft", cmd(INS, "--target", TARGET, "--draft", P("o-draft"), "--report", P("o-draft")), "--report"),
+    Case(
+        "out-report-inside-the-target",
+        cmd(INS, "--target", P("o-target"), "--draft", D, "--report", sub("o-target", "rep")),
+        "lies inside --target",
+    ),
+    Case("out-report-file-on-prompts", acc("--prompts", sub("o-rep", "acceptance.md"), "--report", P("o-rep")), "is --prompts"),
+    Case(
+        "out-json-into-train-dump", ch("--train-dump", P("o-dump"), "--json", sub("o-dump", "r.json")), "lies inside --train-dump"
+    ),
+    Case(
+        "out-json-into-engine-dump",
+        cmd(
+            CH,
+            "--engine-dump",
+            P("o-edump"),
+            "--train-dump",
+            P("o-dump"),
+            "--num-layers",
+            "8",
+            "--json",
+            sub("o-edump", "r.json"),
+        ),
+        "lies inside --engine-dump",
+    ),
+    Case(
+        "out-json-on-server-metrics",
+        acc("--server-metrics", P("o-metrics.prom"), "--json", P("o-metrics.prom")),
+        "is --server-metrics",
+    ),
+    Case("out-plot-on-server-log", acc("--server-log", P("o-server.log"), "--plot", P("o-server.log")), "is --server-log"),
+    Case(
+        "out-json-on-metrics-before",
+        acc("--server-metrics", P("o-metrics.prom"), "--server-metrics-before", P("o-before.prom"), "--json", P("o-before.prom")),
+        "is --server-metrics-before",
+    ),
+    Case(
+        "out-server-metrics-json-on-scrape",
+        cmd(SM, "--metrics", P("o-metrics.prom"), "--json", P("o-metrics.prom")),
+        "is --metrics",
+    ),
+    Case(
+        "out-server-metrics-json-on-before",
+        cmd(SM, "--metrics", P("o-metrics.prom"), "--before", P("o-before.prom"), "--json", P("o-before.prom")),
+        "is --before",
+    ),
+    Case(
+        "out-server-metrics-json-on-log",
+        cmd(SM, "--server-log", P("o-server.log"), "--json", P("o-server.log")),
+        "is --server-log",
+    ),
+    Case(
+        "out-json-into-draft-named-by-serve-cmd",
+        cmd(INS, "--serve-cmd", lambda h: SERVE_CMD.format(t=TARGET, d=h.p("o-draft")), "--json", sub("o-draft", "config.json")),
+        "lies inside --draft",
+    ),
+    Case("out-json-and-plot-collide", ch("--json", sub("o-out", "x.json"), "--plot", sub("o-out", "x.json")), SAME),
+    Case("out-json-on-report-markdown", acc("--json", sub("o-out", "acc/acceptance.md"), "--report", sub("o-out", "acc")), SAME),
+    Case("out-json-and-summary-collide", gate("--json", sub("o-out", "s.md"), "--summary", sub("o-out", "s.md")), SAME),
+    Case(
+        "out-summary-is-step-summary",
+        gate("--summary", sub("o-out", "s.md")),
+        SAME,
+        env={"GITHUB_STEP_SUMMARY": sub("o-out", "s.md")},
+    ),
+    Case("out-write-template-and-json-collide", td("--write-template", sub("o-out", "t"), "--json", sub("o-out", "t")), SAME),
+]
+CASES += OVERLAP_CASES
+
+
 # --- regular files only, bounded
 
 

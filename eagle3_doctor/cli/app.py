@@ -433,6 +433,10 @@ def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
         getattr(a, "dtype", "auto"),
     )
     sc = load(getattr(a, "serve_cmd", None), getattr(a, "serve_config", None))
+    from .overlap import check_outputs_apart
+
+    # the models the launch command names are inputs too: refused before the summary line is printed
+    check_outputs_apart({**vars(a), "target": target or (sc and sc.target), "draft": draft or (sc and sc.draft)})
     if sc is not None:
         from .validate import preflight_named_models
 
@@ -467,6 +471,8 @@ def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
     target_dir = resolve(target, revision, "target")
     draft_dir = resolve(draft, draft_revision, "draft") if draft else None
     paths = role_paths(target, draft, target_dir=target_dir, draft_dir=draft_dir, serve_config=getattr(a, "serve_config", None))
+    if (target_dir, draft_dir) != (target, draft):  # hub snapshots: outputs kept out of them too
+        check_outputs_apart({**vars(a), "target": target_dir, "draft": draft_dir})
     return _Resolved(target_dir, draft_dir, eng, ver, dtype, sc, paths)
 
 

@@ -120,6 +120,26 @@ def check_output_dir(path: str | None, opt: str) -> None:
     _probe_writable(anc, opt)
 
 
+def check_outputs_separate(kw: dict[str, Any]) -> None:
+    """No output on an input or on another output; the gate's $GITHUB_STEP_SUMMARY a file it can append to.
+
+    Runs before the output paths are probed, since the probe itself creates a file where the output goes.
+    """
+    from .overlap import check_outputs_apart
+
+    env = (os.environ.get("GITHUB_STEP_SUMMARY") or None) if "summary" in kw else None  # only the gate appends to it
+    check_outputs_apart(kw, env)
+    if env is not None:
+        k = kind(env)
+        if k not in ("file", "missing", "device", "fifo"):
+            raise BadInput(
+                f"$GITHUB_STEP_SUMMARY {env} is {_WHAT.get(k, 'a directory' if k == 'dir' else k)}, not a file to append to",
+                "point GITHUB_STEP_SUMMARY at a file (GitHub Actions sets it for you), or unset it",
+            )
+        if k == "missing":
+            check_output_file(env, "$GITHUB_STEP_SUMMARY")
+
+
 _NO_MODEL_INPUTS = (
     ("train_template", "--train-template"),
     ("serve_template", "--serve-template"),
@@ -132,9 +152,10 @@ _NO_MODEL_INPUTS = (
 
 
 def preflight_no_model(**kw: Any) -> None:
-    """For commands that load no model (template-diff, server-metrics): arguments, output paths,
-    and the input files and tokenizer directories by type, before transformers."""
+    """For commands that load no model (template-diff, server-metrics): arguments, outputs kept apart
+    from inputs, output paths, and the input files and tokenizer directories by type, before transformers."""
     check_arguments(**kw)
+    check_outputs_separate(kw)
     check_output_file(kw.get("json_out"), "--json")
     check_output_file(kw.get("write_template"), "--write-template")
     for key in ("target", "train_tokenizer", "train_template", "serve_template"):
@@ -541,6 +562,7 @@ def preflight(**kw: Any) -> None:
     ):
         if kw.get(key) is not None and "://" not in str(kw[key]):
             require_file(kw[key], what, fix)
+    check_outputs_separate(kw)
     check_output_file(kw.get("json_out"), "--json")
     check_output_file(kw.get("plot"), "--plot")
     check_output_file(kw.get("summary"), "--summary")
