@@ -735,6 +735,54 @@ OVERLAP_CASES = [
 CASES += OVERLAP_CASES
 
 
+# --- a checkpoint's own code never runs, whatever stdin says
+
+
+def _custom_code(d: Path, config: dict) -> None:
+    """A config naming its own Python (auto_map), whose import would leave MARKER behind."""
+    body = f"open({str(MARKER)!r}, 'w').write('ran')\n"
+    (d / "configuration_custom.py").write_text(
+        body
+        + "from transformers import PretrainedConfig\n\nclass CustomConfig(PretrainedConfig):\n    model_type = 'custom-xyz'\n"
+    )
+    (d / "tokenization_custom.py").write_text(
+        body + "from transformers import PreTrainedTokenizerFast\n\nclass CustomTokenizer(PreTrainedTokenizerFast):\n    pass\n"
+    )
+    tok = [None, "tokenization_custom.CustomTokenizer"]
+    auto = {"AutoConfig": "configuration_custom.CustomConfig", "AutoTokenizer": tok}
+    (d / "config.json").write_text(json.dumps({**config, "model_type": "custom-xyz", "auto_map": auto}))
+    (d / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "CustomTokenizer", "auto_map": {"AutoTokenizer": tok}})
+    )
+
+
+def _build_code(h: Hostile) -> None:
+    d = h.p("c-tok")
+    d.mkdir()
+    shutil.copy(TARGET / "tokenizer.json", d / "tokenizer.json")
+    _custom_code(d, {})
+    t = h.target("c-target")
+    _custom_code(t, json.loads((TARGET / "config.json").read_text()))
+
+
+BUILDERS.append(_build_code)
+SUB_CASES += [
+    SubCase(
+        "code-template-diff-target", cmd(TD, "--target", P("c-tok")), "needs its own Python code", stdin_yes=True, timeout=120
+    ),
+    SubCase(
+        "code-template-diff-train-tokenizer",
+        td("--train-tokenizer", P("c-tok"), "--prompts", PROMPTS),
+        "needs its own Python code",
+        stdin_yes=True,
+        timeout=120,
+    ),
+    SubCase("code-compare-hidden-target", with_target("c-target"), "pass --trust-remote-code", stdin_yes=True, timeout=120),
+    SubCase("code-acceptance-target", with_target("c-target", ACC), "pass --trust-remote-code", stdin_yes=True, timeout=120),
+    SubCase("code-fingerprint-target", with_target("c-target", FP), "pass --trust-remote-code", stdin_yes=True, timeout=120),
+]
+
+
 # --- regular files only, bounded
 
 
@@ -975,6 +1023,21 @@ def test_hostile_input_in_a_real_process(case: SubCase, hostile: Hostile):
     assert_one_stderr_line(r, case.code, case.needle)
     assert not MARKER.exists(), "a checkpoint's own Python code ran"
     assert _snapshot(args) == before, "an input changed"
+
+
+def test_every_transformers_loader_is_told_about_remote_code():
+    """Each from_pretrained in the package passes trust_remote_code explicitly: transformers' default asks on stdin."""
+    import ast
+
+    pkg = Path(__file__).resolve().parent.parent / "eagle3_doctor"
+    calls = []
+    for f in sorted(pkg.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "from_pretrained":
+                calls.append((f"{f.name}:{node.lineno}", {k.arg for k in node.keywords}))
+    assert len(calls) >= 4, calls
+    missing = [where for where, kws in calls if "trust_remote_code" not in kws and None not in kws]
+    assert not missing, f"from_pretrained without trust_remote_code: {missing}"
 
 
 def _timing_main() -> None:

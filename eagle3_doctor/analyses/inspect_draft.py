@@ -71,7 +71,7 @@ def read_target_config(target: str) -> dict[str, Any]:
     try:
         from transformers import AutoConfig
 
-        return AutoConfig.from_pretrained(target).to_dict()
+        return AutoConfig.from_pretrained(target, trust_remote_code=False).to_dict()  # inspect runs no model code
     except (OSError, ValueError) as e:
         from ..model.target import _first_line, _hub_fix
 

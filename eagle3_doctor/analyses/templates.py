@@ -667,8 +667,16 @@ def load_tokenizer(path: str, what: str = "--target") -> Any:
     if p.exists() and not p.is_dir():
         raise BadInput(f"{what} {p} is a file, not a tokenizer directory", f"point {what} at the model directory")
     try:
-        return AutoTokenizer.from_pretrained(path)
+        # never the tokenizer's own Python (auto_map): transformers would otherwise ask on stdin, and a
+        # `yes |` in a script answers for the user; this command has no option to allow it
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError) as e:
+        if "trust_remote_code" in str(e):
+            raise BadInput(
+                f"the tokenizer in {path} needs its own Python code (auto_map), which eagle3-doctor never runs here",
+                f"template-diff has no option to run it: point {what} at a copy whose tokenizer_config.json names a "
+                "built-in tokenizer_class (with tokenizer.json), or use the model's official tokenizer",
+            ) from None
         raise BadInput(
             f"cannot load a tokenizer from {path} ({str(e).splitlines()[0][:160]})",
             f"point {what} at a directory with tokenizer.json / tokenizer_config.json",

@@ -144,7 +144,9 @@ def load_target(
     try:
         hf_cfg = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError) as e:
-        raise BadInput(f"cannot read the target config {name_or_path!r}: {_first_line(e)}", _hub_fix(name_or_path)) from None
+        raise _remote_code_refused(e, "target", name_or_path, trust_remote_code) or BadInput(
+            f"cannot read the target config {name_or_path!r}: {_first_line(e)}", _hub_fix(name_or_path)
+        ) from None
     cfg_dict = local_cfg if local_cfg is not None else hf_cfg.to_dict()
     dt = resolve_dtype(dtype, cfg_dict, dev)
     kwargs = _load_kwargs(dev, device_map, max_memory, trust_remote_code)
@@ -153,7 +155,7 @@ def load_target(
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as e:
-        raise BadInput(
+        raise _remote_code_refused(e, "target tokenizer", name_or_path, trust_remote_code) or BadInput(
             f"cannot load the target tokenizer {name_or_path!r}: {_first_line(e)}", "the target directory needs tokenizer files"
         ) from None
     parts = DecoderParts(model)  # fail now, clearly, if the decoder layers cannot be found
@@ -221,6 +223,16 @@ def _from_pretrained(name_or_path: str, dt: torch.dtype, dev: torch.device, kwar
             f"(weights_only=True): {_first_line(e)[:120]}",
             "convert the checkpoint to safetensors; pickles that run code are never loaded",
         ) from None
+
+
+def _remote_code_refused(e: BaseException, what: str, name: str, trusted: bool) -> BadInput | None:
+    """transformers refusing a checkpoint's own Python (auto_map) because it was not trusted, said plainly."""
+    if trusted or "trust_remote_code" not in str(e):
+        return None
+    return BadInput(
+        f"the {what} {name} needs its own Python code (auto_map in its config), which is not run unless asked",
+        "pass --trust-remote-code if you trust that code",
+    )
 
 
 def _first_line(e: BaseException) -> str:
