@@ -894,6 +894,42 @@ SUB_CASES += [
 ]
 
 
+# --- writes the machine refuses
+
+
+def RO(name):
+    """A path in a directory nobody may write: a 0555 directory, or /sys where root ignores the mode bits."""
+    return lambda h: str(Path("/sys" if os.geteuid() == 0 else h.p("ro")) / name)
+
+
+def _build_read_only(h: Hostile) -> None:
+    ro = h.p("ro")
+    ro.mkdir()
+    os.chmod(ro, 0o555)
+
+
+BUILDERS.append(_build_read_only)
+WRITE_CASES = [
+    Case("json-dev-full-server-metrics", sm("--json", "/dev/full"), "no space left on the device (ENOSPC)"),
+    Case("json-dev-full-inspect", cmd(INS, "--target", TARGET, "--draft", D, "--json", "/dev/full"), "cannot write /dev/full"),
+    Case("write-template-dev-full", td("--prompts", PROMPTS, "--write-template", "/dev/full"), "ENOSPC", pre=False),
+    Case("json-read-only-dir", cmd(INS, "--target", TARGET, "--draft", D, "--json", RO("r.json")), "cannot write in"),
+    Case("report-read-only-dir", cmd(INS, "--target", TARGET, "--draft", D, "--report", RO("rep")), "cannot write in"),
+    Case("write-template-read-only-dir", td("--write-template", RO("t.jinja")), "cannot write in"),
+    Case("server-metrics-json-read-only-dir", sm("--json", RO("m.json")), "cannot write in"),
+    Case("summary-read-only-dir", gate("--summary", RO("s.md")), "cannot write in"),
+    Case("step-summary-is-a-directory", gate(), "$GITHUB_STEP_SUMMARY", env={"GITHUB_STEP_SUMMARY": P("o-out")}),
+    Case("step-summary-in-read-only-dir", gate(), "cannot write in", env={"GITHUB_STEP_SUMMARY": RO("s.md")}),
+]
+CASES += WRITE_CASES
+SUB_CASES += [
+    SubCase("stdout-full-server-metrics", sm(), "cannot write standard output: no space left", stdout_full=True, timeout=120),
+    SubCase("stdout-full-json-dash", sm("--json", "-"), "cannot write standard output", stdout_full=True, timeout=120),
+    SubCase("stdout-full-inspect", cmd(INS, "--target", TARGET, "--draft", D), "ENOSPC", stdout_full=True, timeout=120),
+    SubCase("stdout-full-explain", cmd("explain", "CAP001"), "ENOSPC", stdout_full=True, timeout=120),
+]
+
+
 # ----------------------------------------------------------------------------- running a case
 
 
@@ -1038,6 +1074,56 @@ def test_every_transformers_loader_is_told_about_remote_code():
     assert len(calls) >= 4, calls
     missing = [where for where, kws in calls if "trust_remote_code" not in kws and None not in kws]
     assert not missing, f"from_pretrained without trust_remote_code: {missing}"
+
+
+def _limit_file_size(limit: int) -> Callable[[], None]:
+    def pre() -> None:
+        import resource
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write then fails with EFBIG instead of killing us
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return pre
+
+
+def test_a_write_over_the_size_limit_keeps_the_old_file(tmp_path):
+    """A real environment fault mid-write (ulimit -f): exit 2 with the path, the old result intact, no temp file."""
+    old = tmp_path / "m.json"
+    old.write_text("OLD\n")
+    r = run_sub([SM, "--metrics", PROM, "--json", old], timeout=120, preexec_fn=_limit_file_size(256))
+    assert_one_stderr_line(r, 2, f"cannot write {old}: the file is over the size limit")
+    assert old.read_text() == "OLD\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+WRITE_FAULTS = ["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPIPE"]
+
+
+@pytest.mark.parametrize("name", WRITE_FAULTS)
+@pytest.mark.parametrize("out", ["--json", "--report"])
+def test_a_refused_write_keeps_the_old_output(name, out, tmp_path, monkeypatch):
+    """The disk refuses the result's bytes: one line naming the path, exit 2, the previous output as it was."""
+    import errno
+
+    import eagle3_doctor.safeio as safeio
+
+    def refuse(f, data):
+        f.write(data[: len(data) // 2])  # half of it reached the disk
+        raise OSError(getattr(errno, name), os.strerror(getattr(errno, name)))
+
+    monkeypatch.setattr(safeio, "_write_all", refuse)
+    dest = tmp_path / ("r.json" if out == "--json" else "rep")
+    if out == "--report":
+        dest.mkdir()
+        (dest / "inspect.md").write_text("OLD\n")
+    else:
+        dest.write_text("OLD\n")
+    r = invoke(INS, "--target", TARGET, "--draft", D, out, dest, catch_exceptions=False)
+    line = assert_one_line(r, 2, f"({name})")
+    assert str(dest) in line
+    assert (dest / "inspect.md" if out == "--report" else dest).read_text() == "OLD\n"
+    leftovers = sorted(p.name for p in (dest.iterdir() if out == "--report" else tmp_path.iterdir()))
+    assert leftovers == (["inspect.md"] if out == "--report" else ["r.json"])
 
 
 def _timing_main() -> None:

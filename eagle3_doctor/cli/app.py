@@ -275,6 +275,27 @@ def _report_bug(exc: BaseException) -> str:
         return f"nowhere (cannot write a file in {tempfile.gettempdir()}: {e.strerror})"
 
 
+def _flush_stdout() -> None:
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
+def _exit_if_environment(e: BaseException) -> None:
+    """A write the machine refused (disk full, read-only, no permission, a directory, a closed pipe) is
+    exit 2 with the path and the fix, not a bug report: the user's environment, not the tool, is at fault."""
+    from .safeio import write_fault
+
+    name = getattr(e, "filename", None)
+    # safeio names the files it writes itself; a fault without a file name is stdout's final flush
+    err = write_fault(e, name or "standard output", "cannot write" if name is None else "cannot use")
+    if err is None:
+        return
+    if name is None:
+        _silence_stdout()  # what is still buffered for stdout would fail again at exit
+    _fail(f"error: {err}")
+    raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
 def guarded(fn: Callable[..., int]) -> Callable[..., None]:
     """The one error boundary: whatever escapes a command becomes one line on stderr and an exit code.
 
@@ -292,6 +313,7 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
             old = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             code = fn(*args, **kwargs)
+            _flush_stdout()  # a full disk or closed pipe under stdout surfaces here, not after exit
         except DoctorError as e:
             _fail(f"error: {e}")
             raise typer.Exit(e.exit_code) from None
@@ -314,6 +336,7 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
             )
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except Exception as e:
+            _exit_if_environment(e)
             if type(e).__name__ == "OutOfMemoryError":  # torch.cuda.OutOfMemoryError, without importing torch
                 _fail("error: CUDA out of memory -- fix: halve --batch-size (or use --batch-size auto)")
                 raise typer.Exit(EXIT_BAD_INPUT) from None

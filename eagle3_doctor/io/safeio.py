@@ -3,6 +3,7 @@ executed; results (JSON, reports, summaries) written atomically, complete or abs
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import os
@@ -120,6 +121,32 @@ def load_pickle(path: str | os.PathLike) -> Any:
 
 # ----------------------------------------------------------------------------- writing outputs
 
+# the environment refusing a write: (what happened, how to fix it); everything else stays a bug
+_WRITE_FAULTS = {
+    errno.ENOSPC: ("no space left on the device", "free space there, or write to another filesystem"),
+    errno.EDQUOT: ("disk quota exceeded", "free space within the quota, or write to another filesystem"),
+    errno.EFBIG: ("the file is over the size limit (ulimit -f)", "raise the limit (ulimit -f unlimited) or write elsewhere"),
+    errno.EROFS: ("read-only file system", "write to a writable location"),
+    errno.EACCES: ("permission denied", "write to a directory you can write to, or fix its permissions"),
+    errno.EPERM: ("operation not permitted", "write to a directory you can write to, or fix its permissions"),
+    errno.EISDIR: ("it is a directory", "pass a file path"),
+    errno.EPIPE: ("the reader closed the pipe", "keep the reading end open until eagle3-doctor exits"),
+}
+
+
+def write_fault(e: BaseException, target: str | os.PathLike, verb: str = "cannot write") -> BadInput | None:
+    """A write the environment refused, as one BadInput naming ``target``; None when it is something else."""
+    if not isinstance(e, OSError) or e.errno not in _WRITE_FAULTS:
+        return None
+    what, fix = _WRITE_FAULTS[e.errno]
+    return BadInput(f"{verb} {target}: {what} ({errno.errorcode[e.errno]})", fix)
+
+
+def _raise_write_fault(e: BaseException, target: str | os.PathLike) -> None:
+    err = write_fault(e, target)
+    if err is not None:
+        raise err from None
+
 
 def _umask() -> int:
     mask = os.umask(0o022)
@@ -163,12 +190,18 @@ def write_output(path: str | os.PathLike, data: bytes) -> None:
 def _write_stdout(data: bytes) -> None:
     """``-``: the bytes to stdout, through its binary buffer when it has one."""
     out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
-    if out is not None:
-        out.write(data)
-        out.flush()
-    else:  # a text-only stdout (a test runner's capture)
-        sys.stdout.write(data.decode("utf-8", "replace"))
-        sys.stdout.flush()
+    try:
+        if out is not None:
+            out.write(data)
+            out.flush()
+        else:  # a text-only stdout (a test runner's capture)
+            sys.stdout.write(data.decode("utf-8", "replace"))
+            sys.stdout.flush()
+    except BrokenPipeError:
+        raise  # the error boundary's own line: the reader went away
+    except OSError as e:
+        _raise_write_fault(e, "standard output")
+        raise
 
 
 def _stat_target(p: Path) -> os.stat_result | None:
@@ -197,15 +230,23 @@ def _write_into_own_stream_or_kernel_file(p: Path, st: os.stat_result, data: byt
             if stream is not None:
                 stream.flush()
             view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            try:
+                while view:
+                    view = view[os.write(fd, view) :]
+            except OSError as e:
+                _raise_write_fault(e, p)
+                raise
             return True
     if os.path.realpath(p).startswith(("/proc/", "/dev/")):
         st = os.stat(p)  # a kernel-provided path is written into, never renamed over
         if stat.S_ISREG(st.st_mode):
-            with open(p, "r+b") as f:
-                f.seek(0, os.SEEK_END)
-                f.write(data)
+            try:
+                with open(p, "r+b") as f:
+                    f.seek(0, os.SEEK_END)
+                    f.write(data)
+            except OSError as e:
+                _raise_write_fault(e, p)
+                raise
             return True
     return False
 
@@ -217,10 +258,14 @@ def _write_into_special(p: Path, st: os.stat_result, data: bytes) -> None:
         fd = os.open(p, flags)
     except OSError as e:
         raise BadInput(f"cannot write into {p} ({e.strerror})", "give a regular file path, or start the reader first") from None
-    with os.fdopen(fd, "wb") as f:
-        if stat.S_ISFIFO(st.st_mode):
-            os.set_blocking(fd, True)  # opened without waiting; now let the reader take it at its pace
-        f.write(data)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if stat.S_ISFIFO(st.st_mode):
+                os.set_blocking(fd, True)  # opened without waiting; now let the reader take it at its pace
+            f.write(data)
+    except OSError as e:  # /dev/full, a FIFO whose reader left
+        _raise_write_fault(e, p)
+        raise
 
 
 def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
@@ -230,8 +275,12 @@ def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
 
 def append_text(path: str | os.PathLike, text: str) -> None:
     """Append to a file others append to too ($GITHUB_STEP_SUMMARY): never replaced, only extended."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(text)
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        _raise_write_fault(e, path)
+        raise
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -249,16 +298,23 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError as e:
+        _raise_write_fault(e, path)
         raise BadInput(f"cannot write {path} ({e.strerror})", "pass a path in a writable directory") from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            _write_all(f, data)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:  # the old file stays as it was: only the temporary one is removed
         if os.path.exists(tmp):
             os.unlink(tmp)
+        _raise_write_fault(e, path)
         raise
+
+
+def _write_all(f: Any, data: bytes) -> None:
+    """The one place a result's bytes reach a temporary file (tests inject disk faults here)."""
+    f.write(data)
 
 
 class OutputSet:
@@ -289,7 +345,12 @@ class OutputSet:
         self._names: list[str] = []
 
     def add(self, name: str, data: bytes) -> None:
-        (self._stage / name).write_bytes(data)
+        try:
+            with open(self._stage / name, "wb") as f:
+                _write_all(f, data)
+        except OSError as e:
+            _raise_write_fault(e, self.dir / name)
+            raise
         os.chmod(self._stage / name, 0o666 & ~_umask())
         self._names.append(name)
 
