@@ -930,6 +930,55 @@ SUB_CASES += [
 ]
 
 
+# --- numbers out of range
+
+
+def _build_ranges(h: Hostile) -> None:
+    for tag, v in (("nan", "NaN"), ("inf", "Infinity"), ("neg", "-1e-06"), ("str", '"tiny"'), ("big", "2.0")):
+        h.target(f"r-t-eps-{tag}").joinpath("config.json").write_text(
+            (TARGET / "config.json").read_text().replace('"rms_norm_eps": 1e-06', f'"rms_norm_eps": {v}')
+        )
+    for tag, v in (("nan", "NaN"), ("inf", "Infinity"), ("minf", "-Infinity"), ("neg", "-1")):
+        h.draft(f"r-d-eps-{tag}").joinpath("config.json").write_text(
+            (D / "config.json").read_text().replace('"rms_norm_eps": 1e-06', f'"rms_norm_eps": {v}')
+        )
+    d = h._copy(DRAFTS["speculators"], "r-spec-eps-nan")
+    c = json.loads((d / "config.json").read_text())
+    c["transformer_layer_config"]["rms_norm_eps"] = float("nan")
+    (d / "config.json").write_text(json.dumps(c))
+    counter = "vllm:spec_decode_num_drafts_total"
+    text = PROM.read_text()
+    assert counter in text
+    for tag, v in (("nan", "NaN"), ("neg", "-5"), ("inf", "+Inf")):
+        lines = [ln if not ln.startswith(counter) else f"{ln.rsplit(' ', 1)[0]} {v}" for ln in text.splitlines()]
+        h.file(f"r-prom-{tag}.prom", "\n".join(lines) + "\n")
+
+
+BUILDERS.append(_build_ranges)
+RANGE_CASES = [
+    *[Case(f"target-eps-{t}", with_target(f"r-t-eps-{t}"), "rms_norm_eps") for t in ("nan", "inf", "neg", "str", "big")],
+    *[Case(f"draft-eps-{t}", with_draft(f"r-d-eps-{t}"), "rms_norm_eps") for t in ("nan", "inf", "minf", "neg")],
+    Case("draft-eps-nan-in-transformer-layer-config", with_draft("r-spec-eps-nan"), "rms_norm_eps = nan"),
+    Case("inspect-target-eps-nan", with_target("r-t-eps-nan", INS), "rms_norm_eps = nan"),
+    Case("acceptance-draft-eps-inf", with_draft("r-d-eps-inf", ACC), "rms_norm_eps = inf"),
+    *[
+        Case(f"server-metrics-counter-{t}", cmd(SM, "--metrics", P(f"r-prom-{t}.prom")), "counters are finite and never negative")
+        for t in ("nan", "neg", "inf")
+    ],
+    Case("server-metrics-before-counter-negative", sm("--before", P("r-prom-neg.prom")), "is -5"),
+    Case("acceptance-server-metrics-counter-nan", acc("--server-metrics", P("r-prom-nan.prom")), "is nan"),
+    Case("template-diff-limit-zero", td("--limit", "0"), "--limit 0"),
+    Case("template-diff-limit-negative", td("--limit", "-1"), "--limit -1"),
+    Case("acceptance-max-new-tokens-zero", acc("--max-new-tokens", "0"), "--max-new-tokens 0 leaves no greedy continuation"),
+    Case(
+        "gate-policy-max-new-tokens-negative",
+        gate("--policy", lambda h: str(h.file("r-pol-mnt.toml", "[gate]\nmax_new_tokens = -1\n"))),
+        "max_new_tokens -1",
+    ),
+]
+CASES += RANGE_CASES
+
+
 # ----------------------------------------------------------------------------- running a case
 
 
@@ -1124,6 +1173,20 @@ def test_a_refused_write_keeps_the_old_output(name, out, tmp_path, monkeypatch):
     assert (dest / "inspect.md" if out == "--report" else dest).read_text() == "OLD\n"
     leftovers = sorted(p.name for p in (dest.iterdir() if out == "--report" else tmp_path.iterdir()))
     assert leftovers == (["inspect.md"] if out == "--report" else ["r.json"])
+
+
+def test_the_round_three_classes_are_covered():
+    new = {
+        "outputs on inputs": len(OVERLAP_CASES),
+        "custom code": sum(c.id.startswith("code-") for c in SUB_CASES),
+        "regular files, bounded": len(BOUNDED_CASES) + sum(c.id.startswith("fifo-") for c in SUB_CASES),
+        "environment write faults": len(WRITE_CASES) + sum(c.stdout_full for c in SUB_CASES) + 2 * len(WRITE_FAULTS) + 1,
+        "ranges": len(RANGE_CASES),
+    }
+    assert sum(new.values()) >= 60, new
+    assert min(new.values()) >= 5, new
+    ids = [c.id for c in CASES] + [c.id for c in SUB_CASES]
+    assert len(set(ids)) == len(ids)
 
 
 def _timing_main() -> None:

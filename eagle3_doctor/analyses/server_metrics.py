@@ -109,12 +109,27 @@ def parse_prometheus(text: str, src: str) -> Samples:
             for s in fam.samples:
                 key = (s.name, tuple(sorted(s.labels.items())))
                 out[key] = float(s.value)
+                _check_count(s.name, out[key], fam.type, src)
     except (ValueError, TypeError, IndexError, KeyError) as e:
         raise BadInput(
             f"{src} is not Prometheus text exposition format ({str(e).splitlines()[0][:120]})",
             "save the raw /metrics response (curl -s http://HOST:PORT/metrics > FILE)",
         ) from None
     return out
+
+
+_COUNT_SUFFIXES = ("_total", "_count", "_bucket")
+
+
+def _check_count(name: str, value: float, family_type: str, src: str) -> None:
+    """A counter (or a histogram's count) is a finite number >= 0: anything else is a broken scrape,
+    and acceptance computed from it would be NaN or negative without saying why."""
+    counts = name.endswith(_COUNT_SUFFIXES) and family_type in ("counter", "histogram", "unknown", "untyped")
+    if counts and not (math.isfinite(value) and value >= 0):
+        raise BadInput(
+            f"{src}: counter {name} is {value:g}; counters are finite and never negative",
+            "take the scrape again from the running server (curl -s http://HOST:PORT/metrics > FILE)",
+        )
 
 
 def _select(samples: Samples, name: str, model: str | None) -> dict[tuple[tuple[str, str], ...], float]:

@@ -31,6 +31,7 @@ from ..io.checks import (
     _under_a_file,
     _weight_names,
     check_draft_layer_ids,
+    check_norm_eps,
     check_target,
     kind,
     looks_local,
@@ -280,6 +281,11 @@ def check_arguments(**kw: Any) -> None:
     if g("continuation") is not None and g("continuation") not in ("greedy", "text"):
         raise BadInput(f"unknown --continuation {g('continuation')!r}", "use greedy or text")
     _check_batch_size(g("batch_size"))
+    if g("max_new_tokens") == 0 and g("continuation") == "greedy":
+        raise BadInput(
+            "--max-new-tokens 0 leaves no greedy continuation to measure acceptance on",
+            "use e.g. --max-new-tokens 128, or --continuation text to score the prompts as written",
+        )
     if g("dtype") is not None and g("dtype") not in DTYPES:
         raise BadInput(f"unknown --dtype {g('dtype')!r}", "use auto, bfloat16, float16 or float32")
     if g("device") is not None and not _DEVICE.match(g("device")):
@@ -347,6 +353,8 @@ def check_draft(path: str, fmt: str | None = None) -> None:
     _cfg_int(src, "num_hidden_layers", where, 1, MAX_LAYERS)
     for k, hi in LAYER_SIZE_BOUNDS:
         _cfg_int(src, k, where, 1, hi)
+    for c in (cfg, src) if src is not cfg else (cfg,):
+        check_norm_eps(c, where)
     for k, hi in (("draft_vocab_size", MAX_VOCAB), ("target_hidden_size", MAX_HIDDEN)):
         _cfg_int(cfg, k, where, 1, hi)
     for f in d.iterdir():

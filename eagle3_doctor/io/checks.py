@@ -9,6 +9,7 @@ FIFOs and devices are refused by their type before anything opens them.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -203,6 +204,24 @@ def _cfg_int(cfg: dict[str, Any], key: str, where: str, lo: int, hi: int, requir
     return v
 
 
+def check_norm_eps(cfg: dict[str, Any], where: str) -> None:
+    """rms_norm_eps (or layer_norm_eps) is a finite number in [0, 1]: NaN or inf would turn every
+    normalised hidden state into NaN, and the comparison would report garbage instead of an error."""
+    for key in ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon"):
+        v = cfg.get(key)
+        if v is None:
+            continue
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise BadInput(
+                f"{where}: {key} is {json.dumps(v)[:40]}, expected a number", "restore config.json from the original checkpoint"
+            )
+        if not (math.isfinite(v) and 0 <= v <= 1):
+            raise BadInput(
+                f"{where}: {key} = {v} is out of range (a finite number in [0, 1], typically 1e-5 or 1e-6)",
+                "restore config.json from the original checkpoint",
+            )
+
+
 def check_target_config(cfg: dict[str, Any], where: str, weight_names: Iterable[str] | None = None) -> None:
     """Types and sizes of a target config.json, the layer count bounded by the layers the weights hold."""
     # multimodal configs keep the decoder's sizes in text_config
@@ -212,6 +231,7 @@ def check_target_config(cfg: dict[str, Any], where: str, weight_names: Iterable[
     L = _cfg_int(src, key, where, 1, MAX_LAYERS, required=True)
     for k, hi in (*LAYER_SIZE_BOUNDS, ("max_position_embeddings", MAX_POSITIONS), ("n_embd", MAX_HIDDEN)):
         _cfg_int(src, k, where, 1, hi)
+    check_norm_eps(src, where)
     if weight_names is not None:
         idx = {int(m.group(1)) for n in weight_names for m in [_LAYER_INDEX.search(n)] if m}
         if idx and L is not None and L > max(idx) + 1:
