@@ -1175,6 +1175,21 @@ def test_a_refused_write_keeps_the_old_output(name, out, tmp_path, monkeypatch):
     assert leftovers == (["inspect.md"] if out == "--report" else ["r.json"])
 
 
+def test_the_report_files_kept_apart_from_inputs_are_the_ones_written():
+    """overlap.REPORT_FILES names what --report writes (report.py's OutputSet.add calls): a new file there is checked too."""
+    import ast
+
+    from eagle3_doctor.overlap import REPORT_FILES
+
+    tree = ast.parse((Path(__file__).resolve().parent.parent / "eagle3_doctor" / "report.py").read_text(encoding="utf-8"))
+    added = {
+        n.args[0].value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "add" and n.args and isinstance(n.args[0], ast.Constant)
+    }
+    assert added and added == set(REPORT_FILES), (sorted(added), REPORT_FILES)
+
+
 def test_the_round_three_classes_are_covered():
     new = {
         "outputs on inputs": len(OVERLAP_CASES),
