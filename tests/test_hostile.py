@@ -878,6 +878,11 @@ SUB_CASES += [
     SubCase("fifo-policy", gate("--policy", P("f-policy.toml")), FIFO),
     SubCase("fifo-baseline", gate("--baseline", P("f-base.json")), FIFO),
     SubCase("fifo-prompts", ch("--prompts", P("f-prompts.jsonl")), FIFO),
+    SubCase(
+        "fifo-engine-dump",
+        cmd(CH, "--engine-dump", P("f-log.txt"), "--train-dump", FIX / "specforge-dump", "--num-layers", "8", "--draft", D),
+        FIFO,
+    ),
     SubCase("fifo-template-diff-prompts", td("--prompts", P("f-prompts.jsonl")), FIFO),
     SubCase("fifo-requests", td("--requests", P("f-requests.json")), FIFO),
     SubCase("fifo-train-data", td("--train-data", P("f-train.jsonl")), FIFO),

@@ -570,6 +570,9 @@ def preflight(**kw: Any) -> None:
     ):
         if kw.get(key) is not None and "://" not in str(kw[key]):
             require_file(kw[key], what, fix)
+    ed = kw.get("engine_dump")
+    if ed is not None and kind(ed) not in ("file", "dir", "missing"):  # a file or a directory of them
+        require_file(ed, "--engine-dump", "pass the directory the engine wrote (or one of its files)")
     check_outputs_separate(kw)
     check_output_file(kw.get("json_out"), "--json")
     check_output_file(kw.get("plot"), "--plot")
