@@ -976,6 +976,11 @@ RANGE_CASES = [
     Case("template-diff-limit-negative", td("--limit", "-1"), "--limit -1"),
     Case("acceptance-max-new-tokens-zero", acc("--max-new-tokens", "0"), "--max-new-tokens 0 leaves no greedy continuation"),
     Case(
+        "gate-policy-max-new-tokens-zero",
+        gate("--policy", lambda h: str(h.file("r-pol-mnt0.toml", "[gate]\nmax_new_tokens = 0\nfingerprint = false\n"))),
+        "max_new_tokens 0 is out of range: it must be at least 1",
+    ),
+    Case(
         "gate-policy-max-new-tokens-negative",
         gate("--policy", lambda h: str(h.file("r-pol-mnt.toml", "[gate]\nmax_new_tokens = -1\n"))),
         "max_new_tokens -1",

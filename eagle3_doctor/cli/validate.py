@@ -475,7 +475,7 @@ def check_policy_values(pol: Any, where: str) -> None:
     num("min_tau", 0.0, 1e6)
     num("max_regression", 0.0, 1e6)
     integer("num_steps", 1, MAX_NUM_STEPS)
-    integer("max_new_tokens", 0, MAX_NEW_TOKENS)
+    integer("max_new_tokens", 1, MAX_NEW_TOKENS)  # the gate's acceptance needs a greedy continuation to measure
     integer("limit", 1, 1 << 31, optional=True)
     check_arguments(engine=pol.engine, engine_version=pol.engine_version, fail_on=pol.fail_on)
 
