@@ -1081,7 +1081,7 @@ def run_sub(args: list, *, stdin_yes: bool = False, stdout_full: bool = False, t
     out = open("/dev/full", "w") if stdout_full else subprocess.PIPE
     try:
         return subprocess.run(
-            [sys.executable, "-m", "eagle3_doctor.cli", *map(str, args)],
+            [sys.executable, "-m", "eagle3_doctor", *map(str, args)],
             stdin=yes.stdout if yes else subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.PIPE,
@@ -1164,7 +1164,7 @@ def test_a_refused_write_keeps_the_old_output(name, out, tmp_path, monkeypatch):
     """The disk refuses the result's bytes: one line naming the path, exit 2, the previous output as it was."""
     import errno
 
-    import eagle3_doctor.safeio as safeio
+    import eagle3_doctor.io.safeio as safeio
 
     def refuse(f, data):
         f.write(data[: len(data) // 2])  # half of it reached the disk
@@ -1189,7 +1189,7 @@ def test_the_report_files_kept_apart_from_inputs_are_the_ones_written():
     """overlap.REPORT_FILES names what --report writes (report.py's OutputSet.add calls): a new file there is checked too."""
     import ast
 
-    from eagle3_doctor.overlap import REPORT_FILES
+    from eagle3_doctor.io.overlap import REPORT_FILES
 
     tree = ast.parse((Path(__file__).resolve().parent.parent / "eagle3_doctor" / "report.py").read_text(encoding="utf-8"))
     added = {

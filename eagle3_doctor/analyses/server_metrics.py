@@ -85,7 +85,7 @@ def read_source(src: str, what: str = "metrics") -> str:
                 f"cannot read {what} from {src} ({e})",
                 "check the server address and port (vLLM and SGLang serve /metrics on the API port)",
             ) from None
-    from .safeio import read_regular_bytes
+    from ..io.safeio import read_regular_bytes
 
     fix = "pass a saved scrape (curl -s http://HOST:PORT/metrics > FILE) or the URL"
     if what == "log":

@@ -95,7 +95,7 @@ MAX_TEXT_FILE = 4 << 30  # training data JSONL can be large; it is still read in
 
 
 def _read_text(path: Path, what: str, fix: str) -> str:
-    from .safeio import read_regular_bytes
+    from ..io.safeio import read_regular_bytes
 
     if not path.exists() and not path.is_symlink():
         raise BadInput(f"{what} {path} not found", fix)
@@ -113,7 +113,7 @@ def _records(path: Path, what: str, fix: str) -> list[tuple[str, Any]]:
         raise BadInput(f"{what} {path} is empty", fix)
     stripped = text.lstrip()
     if stripped.startswith(("[", "{")):
-        from .safeio import loads_json
+        from ..io.safeio import loads_json
 
         try:
             whole = loads_json(text, f"{what} {path}", fix)
@@ -135,7 +135,7 @@ def _records(path: Path, what: str, fix: str) -> list[tuple[str, Any]]:
 
 
 def _loads_line(line: str, where: str, fix: str) -> Any:
-    from .safeio import loads_json
+    from ..io.safeio import loads_json
 
     return loads_json(line, where, fix)
 

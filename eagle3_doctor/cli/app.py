@@ -283,7 +283,7 @@ def _flush_stdout() -> None:
 def _exit_if_environment(e: BaseException) -> None:
     """A write the machine refused (disk full, read-only, no permission, a directory, a closed pipe) is
     exit 2 with the path and the fix, not a bug report: the user's environment, not the tool, is at fault."""
-    from .safeio import write_fault
+    from ..io.safeio import write_fault
 
     name = getattr(e, "filename", None)
     # safeio names the files it writes itself; a fault without a file name is stdout's final flush
@@ -456,7 +456,7 @@ def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
         getattr(a, "dtype", "auto"),
     )
     sc = load(getattr(a, "serve_cmd", None), getattr(a, "serve_config", None))
-    from .overlap import check_outputs_apart
+    from ..io.overlap import check_outputs_apart
 
     # the models the launch command names are inputs too: refused before the summary line is printed
     check_outputs_apart({**vars(a), "target": target or (sc and sc.target), "draft": draft or (sc and sc.draft)})

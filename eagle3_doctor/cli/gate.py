@@ -71,7 +71,7 @@ class Policy:
                 import tomllib
             except ImportError:  # Python 3.10
                 raise BadInput("--policy needs Python 3.11+ (tomllib)", "pass the thresholds as flags instead") from None
-            from .safeio import read_regular_text
+            from ..io.safeio import read_regular_text
 
             p = Path(path)
             if not p.exists() and not p.is_symlink():
@@ -431,7 +431,7 @@ def _load_baseline(baseline: str) -> dict[str, Any]:
     """The metrics of an earlier `gate --json`."""
     import json
 
-    from .safeio import loads_json, read_regular_bytes
+    from ..io.safeio import loads_json, read_regular_bytes
 
     p = Path(baseline)
     fix = "pass the JSON written by an earlier `gate --json`"

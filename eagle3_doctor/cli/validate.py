@@ -126,7 +126,7 @@ def check_outputs_separate(kw: dict[str, Any]) -> None:
 
     Runs before the output paths are probed, since the probe itself creates a file where the output goes.
     """
-    from .overlap import check_outputs_apart
+    from ..io.overlap import check_outputs_apart
 
     env = (os.environ.get("GITHUB_STEP_SUMMARY") or None) if "summary" in kw else None  # only the gate appends to it
     check_outputs_apart(kw, env)
@@ -490,7 +490,7 @@ def check_policy_file(path: str | None) -> None:
         return
     p = require_file(path, "policy file", "pass --policy FILE.toml")
     try:
-        from .safeio import read_regular_bytes
+        from ..io.safeio import read_regular_bytes
 
         raw = tomllib.loads(read_regular_bytes(p, "policy file", "pass --policy FILE.toml", 4 << 20).decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

@@ -428,7 +428,7 @@ def _finish_vllm(sc: ServeConfig, spec: dict[str, Any]) -> None:
 
 
 def _json_obj(text: str, what: str) -> dict[str, Any]:
-    from .safeio import loads_json
+    from ..io.safeio import loads_json
 
     try:
         obj = loads_json(text, what, 'write a flat object, e.g. {"method": "eagle3", "num_speculative_tokens": 3}')
@@ -471,7 +471,7 @@ def parse_serve_cmd(text: str, arch: str | None = None) -> ServeConfig:
 
 def parse_serve_config(path: str, arch: str | None = None) -> ServeConfig:
     """A file: a launch command, or a JSON/YAML object (SGLang server args, vLLM engine args or speculative config)."""
-    from .safeio import read_regular_text
+    from ..io.safeio import read_regular_text
 
     p = Path(path)
     text = read_regular_text(p, "--serve-config", "pass the launch command or JSON/YAML server args as a file", MAX_SERVE_CONFIG)
@@ -480,7 +480,7 @@ def parse_serve_config(path: str, arch: str | None = None) -> ServeConfig:
     if stripped.startswith("{"):
         obj = _json_obj(stripped, f"--serve-config {path}")
     elif p.suffix in (".yaml", ".yml"):
-        from .safeio import load_yaml
+        from ..io.safeio import load_yaml
 
         obj = load_yaml(stripped, f"--serve-config {path}", "fix the YAML (plain key: value lines, no aliases needed)")
         if not isinstance(obj, dict):

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import BadInput
+from ..core.errors import BadInput
 
 # (option name as the command's parameter, flag as the user typed it): everything a run may read
 INPUTS: tuple[tuple[str, str], ...] = (
