@@ -346,7 +346,7 @@ CASES = [
     Case("usage-missing-target", lambda h: [CH], "Missing option '--target'"),
     Case("usage-limit-word", ch("--limit", "two"), "--limit"),
     Case("usage-unknown-option", ch("--frobnicate"), "No such option: --frobnicate"),
-    Case("usage-unknown-command", lambda h: ["diagnose"], "No such command"),
+    Case("usage-unknown-command", lambda h: ["diagnoze"], "No such command"),
     Case("usage-missing-draft", lambda h: [ACC, "--target", TARGET], "--draft"),
     Case("usage-int-as-float", ch("--max-tokens", "1e3"), "--max-tokens"),
     Case("usage-option-of-another-command", ch("--temperature", "0.5"), "No such option"),
