@@ -1186,12 +1186,14 @@ def test_a_refused_write_keeps_the_old_output(name, out, tmp_path, monkeypatch):
 
 
 def test_the_report_files_kept_apart_from_inputs_are_the_ones_written():
-    """overlap.REPORT_FILES names what --report writes (report.py's OutputSet.add calls): a new file there is checked too."""
+    """overlap.REPORT_FILES names what --report writes (report/render.py's OutputSet.add calls): a new file there is checked too."""
     import ast
 
     from eagle3_doctor.io.overlap import REPORT_FILES
 
-    tree = ast.parse((Path(__file__).resolve().parent.parent / "eagle3_doctor" / "report.py").read_text(encoding="utf-8"))
+    tree = ast.parse(
+        (Path(__file__).resolve().parent.parent / "eagle3_doctor" / "report" / "render.py").read_text(encoding="utf-8")
+    )
     added = {
         n.args[0].value
         for n in ast.walk(tree)
