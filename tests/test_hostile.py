@@ -1155,6 +1155,36 @@ def test_a_write_over_the_size_limit_keeps_the_old_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
 
 
+def test_a_fifo_whose_reader_leaves_mid_write_is_one_line(tmp_path):
+    """--json into a FIFO whose reader goes away halfway (a real EPIPE): the path and the fix, exit 2."""
+    import fcntl
+    import select
+    import subprocess
+
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader exists, so the writer's open succeeds
+    fcntl.fcntl(rd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)  # the 6 KB JSON no longer fits in the pipe
+    root = Path(__file__).resolve().parent.parent
+    args = [CH, "--target", TARGET, "--draft", D, "--limit", "1", "--matrix", "-q", "--json", fifo]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "eagle3_doctor.cli", *map(str, args)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(root)),
+    )
+    try:
+        assert select.select([rd], [], [], 240)[0], "nothing was written into the FIFO"
+        os.read(rd, 16)
+    finally:
+        os.close(rd)  # the reader leaves while the writer still has most of the JSON to write
+    _, err = p.communicate(timeout=120)
+    r = subprocess.CompletedProcess(p.args, p.returncode, "", err)
+    assert_one_stderr_line(r, 2, f"cannot write {fifo}: the reader closed the pipe (EPIPE)")
+
+
 WRITE_FAULTS = ["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPIPE"]
 
 
