@@ -932,6 +932,10 @@ SUB_CASES += [
     SubCase("stdout-full-json-dash", sm("--json", "-"), "cannot write standard output", stdout_full=True, timeout=120),
     SubCase("stdout-full-inspect", cmd(INS, "--target", TARGET, "--draft", D), "ENOSPC", stdout_full=True, timeout=120),
     SubCase("stdout-full-explain", cmd("explain", "CAP001"), "ENOSPC", stdout_full=True, timeout=120),
+    SubCase("stdout-full-help", cmd("--help"), "cannot write standard output", stdout_full=True, timeout=120),
+    SubCase("stdout-full-command-help", cmd(INS, "--help"), "cannot write standard output", stdout_full=True, timeout=120),
+    SubCase("stdout-full-version", cmd("--version"), "cannot write standard output", stdout_full=True, timeout=120),
+    SubCase("stdout-full-bare", cmd(), "cannot write standard output", stdout_full=True, timeout=120),
 ]
 
 

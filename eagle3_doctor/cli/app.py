@@ -49,15 +49,20 @@ class _OneLineGroup(typer.core.TyperGroup):
             sys.stderr = open(os.devnull, "w")
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            _flush_stdout()
         except getattr(cx, "NoArgsIsHelpError", ()) as e:  # bare `eagle3-doctor`: the help is the answer
             try:
-                print(e.ctx.get_help())
+                print(e.ctx.get_help(), flush=True)
             except BrokenPipeError:
                 _silence_stdout()
+            except OSError as err:
+                sys.exit(_environment_exit(err))
             sys.exit(EXIT_OK)
         except BrokenPipeError:  # `--help | head`: the reader had what it wanted
             _silence_stdout()
             sys.exit(EXIT_OK)
+        except OSError as e:  # `--help > /dev/full`: the disk refused, not the tool
+            sys.exit(_environment_exit(e))
         except cx.UsageError as e:
             cmd = e.ctx.command_path if e.ctx is not None else "eagle3-doctor"
             _fail(f"error: {e.format_message()} -- fix: see `{cmd} --help`")
@@ -278,6 +283,15 @@ def _report_bug(exc: BaseException) -> str:
 def _flush_stdout() -> None:
     if sys.stdout is not None:
         sys.stdout.flush()
+
+
+def _environment_exit(e: OSError) -> int:
+    """_exit_if_environment where click's own output (--help, --version) failed: the exit code to leave with."""
+    try:
+        _exit_if_environment(e)
+    except typer.Exit as ex:
+        return ex.exit_code
+    raise e
 
 
 def _exit_if_environment(e: BaseException) -> None:
