@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import DRAFTS, PROMPTS, TARGET, invoke
+from conftest import DRAFTS, FIX, PROMPTS, TARGET, invoke
 from safetensors.torch import load_file, save_file
 
 FAST = ("--prompts", PROMPTS, "--limit", "10", "--max-new-tokens", "48", "--num-steps", "4", "--quiet")
@@ -75,3 +75,26 @@ def test_acc002_no_longer_guesses():
     src = (TARGET.parent.parent / "eagle3_doctor" / "analyses" / "acceptance.py").read_text()
     assert "lm_head, d2t/t2d, embeddings" not in src and "eagle3-doctor diagnose" in src
     assert "DGN001" in EXPLANATIONS
+
+
+def test_contexts_past_the_training_length_are_named_by_position(tmp_path):
+    # multi-turn prompts of 600+ tokens from the fixture conversations; the fixture draft was trained on
+    # 128-token sequences (fixtures/build.py --seq 128)
+    convs = [json.loads(line) for line in (FIX / "conversations" / "openai.jsonl").read_text().splitlines()]
+    prompts = [json.loads(line) for line in PROMPTS.read_text().splitlines()]
+    long = tmp_path / "long.jsonl"
+    with long.open("w") as f:
+        for i in range(8):
+            msgs = [m for j in range(5) for m in convs[(i + j) % len(convs)]["messages"]] + prompts[i]["messages"]
+            f.write(json.dumps({"messages": msgs}) + "\n")
+    out = tmp_path / "d.json"
+    r = invoke(
+        "diagnose", "--target", TARGET, "--draft", DRAFTS["sglang"], "--engine", "sglang", "--json", out,
+        "--prompts", long, "--max-tokens", "448", "--max-new-tokens", "16", "--num-steps", "3", "--quiet",
+    )  # fmt: skip
+    doc = json.loads(out.read_text())
+    f = by_code(doc)["DGN003"]
+    assert r.exit_code == 0 and doc["branch"] == "context"  # a warning: the draft is fine inside its length
+    assert 128 <= f["data"]["position"] <= 224, f
+    # no module is blamed: they are all intact (the MLP's ablation may help out there, which names nothing)
+    assert "DGN002" not in by_code(doc)
