@@ -98,3 +98,59 @@ def test_contexts_past_the_training_length_are_named_by_position(tmp_path):
     assert 128 <= f["data"]["position"] <= 224, f
     # no module is blamed: they are all intact (the MLP's ablation may help out there, which names nothing)
     assert "DGN002" not in by_code(doc)
+
+
+# --------------------------------------------------------------------------- fix: a corrected copy, re-measured
+
+
+def _incident_copy(tmp_copy):
+    """The seed incident written into the draft's own config: SGLang ids [-1, 1, 3]."""
+    d = tmp_copy(DRAFTS["sglang"], "draft-incident")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [-1, 1, 3]
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+    return d
+
+
+def test_fix_writes_a_copy_that_recovers_the_seed_incident(tmp_path, tmp_copy):
+    d = _incident_copy(tmp_copy)
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    out, js = tmp_path / "fixed", tmp_path / "fix.json"
+    r = invoke(
+        "fix", "--target", TARGET, "--draft", d, "--engine", "sglang", "--train-recipe", "specforge",
+        "--out", out, "--json", js, *FAST,
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(js.read_text())
+    assert [f["code"] for f in doc["findings"]] == ["FIX001"] and doc["verdict"] == "recovered"
+    assert doc["change"]["lo"] > 0 and doc["after"]["point"] > doc["before"]["point"]
+    assert [(e["key"], e["before"], e["after"]) for e in doc["edits"]] == [
+        ("eagle_config.eagle_aux_hidden_state_layer_ids", [-1, 1, 3], [1, 3, 4])
+    ]
+    assert json.loads((out / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before  # the input is untouched
+    assert (out / "model.safetensors").read_bytes() == (d / "model.safetensors").read_bytes()
+
+
+@pytest.mark.parametrize("where", ["exists", "inside"])
+def test_fix_never_writes_over_or_into_the_input(tmp_path, tmp_copy, where):
+    d = tmp_copy(DRAFTS["sglang"], "draft")
+    out = d / "fixed" if where == "inside" else tmp_path
+    r = invoke("fix", "--target", TARGET, "--draft", d, "--engine", "sglang", "--out", out, *FAST)
+    assert r.exit_code == 2 and "--out" in r.output and "Traceback" not in r.output, r.output
+    assert not (d / "fixed").exists()
+
+
+def test_fix_says_when_no_config_edit_is_the_cure(tmp_path, tmp_copy):
+    # a checkpoint cause (attention at initialisation): nothing in config.json to change
+    d = tmp_copy(DRAFTS["sglang"], "draft-reinit")
+    sd = load_file(d / "model.safetensors")
+    g = torch.Generator().manual_seed(0)
+    for k in [k for k in sd if k.startswith("midlayer.self_attn.")]:
+        sd[k] = torch.randn(sd[k].shape, generator=g) * 0.02
+    save_file(sd, d / "model.safetensors")
+    js = tmp_path / "fix.json"
+    r = invoke("fix", "--target", TARGET, "--draft", d, "--engine", "sglang", "--out", tmp_path / "o", "--json", js, *FAST)
+    doc = json.loads(js.read_text())
+    assert r.exit_code == 1 and [f["code"] for f in doc["findings"]] == ["FIX002"] and not doc["edits"]
+    assert not (tmp_path / "o").exists() and doc["diagnosis"]["branch"] == "checkpoint"

@@ -1012,6 +1012,39 @@ def diagnose_cmd(
     return exit_code(d.findings, "error")
 
 
+@app.command("fix")
+@guarded
+def fix_cmd(
+    out: Annotated[str, typer.Option("--out", "-o", help="New directory for the corrected copy of the draft (must not exist).")],
+    target: OptTarget = None, draft: Draft = None, draft_format: DraftFormat = None, engine: OptEngine = None,
+    engine_version: EngineVersion = None, serve_cmd: ServeCmd = None, serve_config: ServeConfigFile = None,
+    revision: Revision = None, draft_revision: DraftRevision = None,
+    train_recipe: TrainRecipe = None, prompts: Prompts = None,
+    num_steps: NumSteps = None, continuation: Continuation = "greedy", max_new_tokens: MaxNewTokens = 128,
+    max_tokens: MaxTokens = 512, batch_size: BatchSize = "8", limit: Limit = None,
+    dtype: Dtype = "auto", device: Device = "auto", device_map: DeviceMap = None, max_memory: MaxMemory = None,
+    trust_remote_code: TrustRemote = False, json_out: JsonOut = None, quiet: Quiet = False,
+) -> int:  # fmt: skip
+    """Write a corrected copy of the draft (config edits the findings carry) and measure what it recovers."""
+    a = SimpleNamespace(**locals(), temperature=0.0, temperature_mode="sampled", topk=None, num_draft_tokens=None)
+    a.reference_loop = a.scan = False
+    a.layer_ids = None  # the edits go into the copy's config; an override would hide them
+    _preflight(a, skip=RESOLVED_LATER)
+    from ..analyses.fixing import check_out, fix_draft
+    from ..report.diagnosis import render_fix
+
+    r = _resolve_serve(a, need_draft=True)
+    check_out(out, r.draft)
+    setup = _setup(a, r)
+    opts = _acceptance_options(a, r, setup)
+    with _progress(quiet) as cb:
+        res = fix_draft(setup, opts, out, prompts_path=prompts, draft_format=draft_format, train_recipe=train_recipe, progress=cb)
+    locate(res.findings, r.paths)
+    render_fix(_console(stderr=json_out == "-"), res)
+    _write_json(json_out, res.to_dict(), trust_remote_code)
+    return exit_code(res.findings, "error")
+
+
 @app.command("explain")
 @guarded
 def explain_cmd(

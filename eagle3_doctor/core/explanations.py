@@ -464,6 +464,25 @@ EXPLANATIONS: dict[str, Explanation] = {
         "a scheduler or kernel bug), which an offline replay cannot see.",
         "`eagle3-doctor server-metrics` with the server's /metrics and log",
     ),
+    "FIX001": Explanation(
+        "`eagle3-doctor fix` wrote a copy of the draft with every config edit the findings carry (the same edits "
+        "the terminal prints as fixes), then measured acceptance on the original and on the copy on the same "
+        "prompts: the copy accepts more, with a paired interval over prompts above zero.",
+        "Nothing is wrong any more with what the edits touched; serve the copy.",
+        "`eagle3-doctor diagnose` on the copy: its verdict should be DGN005",
+    ),
+    "FIX002": Explanation(
+        "Either no finding's fix is an edit of the draft's config.json (the cause is the checkpoint, the data or "
+        "the launch command), or the copy with the edits applied does not accept more than the original "
+        "(the paired interval of the change reaches zero).",
+        "The edits were not the cause, or not all of it; a fix is reported as done only when it is measured.",
+        "`eagle3-doctor diagnose` on the copy",
+    ),
+    "FIX003": Explanation(
+        "`eagle3-doctor fix` ran the diagnosis first, and it found nothing at warning or error: no copy is written.",
+        "Offline the draft accepts as it did in training; a gap on the live server is the engine's runtime.",
+        "`eagle3-doctor server-metrics`",
+    ),
     # --- prompt format
     "TPL001": Explanation(
         "The serving chat template renders role tags or the turn layout differently from the training template.",

@@ -44,6 +44,7 @@ OUTPUT_FILES: tuple[tuple[str, str], ...] = (
     ("plot", "--plot"),
     ("summary", "--summary"),
     ("write_template", "--write-template"),
+    ("out", "--out"),  # fix: the corrected copy of the draft
 )
 # the names report.py writes into a --report directory (OutputSet.add)
 REPORT_FILES = ("compare-hidden.md", "heatmap.png", "acceptance.md", "acceptance.png", "inspect.md")

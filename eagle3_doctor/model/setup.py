@@ -184,6 +184,20 @@ def load_setup(
         target, dtype=dtype, device=device, trust_remote_code=trust_remote_code, device_map=device_map, max_memory=max_memory
     )
     _check_finite_target(tgt)
+    return assemble(tgt, draft, draft_format, engine, engine_version, layer_ids, train_recipe)
+
+
+def assemble(
+    tgt: Target,
+    draft: str | None,
+    draft_format: str | None = None,
+    engine: str = "sglang",
+    engine_version: str | None = None,
+    layer_ids: Sequence[int] | None = None,
+    train_recipe: str | None = None,
+) -> Setup:
+    """A Setup around a target already loaded: the draft read and both feature paths resolved (fix
+    measures a corrected copy of the draft against the same target this way, without reloading it)."""
     L = tgt.num_layers
     family = arch_family(tgt.config)
     d, info, notes = (None, None, []) if draft is None else _load_draft(tgt, draft, draft_format)

@@ -11,6 +11,7 @@ from .render import render_findings
 
 if TYPE_CHECKING:
     from ..analyses.attribution import Diagnosis
+    from ..analyses.fixing import FixResult
     from ..core.stats import Interval
 
 
@@ -50,3 +51,20 @@ def render_diagnosis(console: Console, d: Diagnosis) -> None:
         console.print(f"note: {note}", style="dim", markup=False)
     console.print()
     render_findings(console, d.findings, "no gap: serving matches training")
+
+
+def render_fix(console: Console, res: FixResult) -> None:
+    console.print(f"draft: {res.source}", markup=False, highlight=False)
+    if res.edits:
+        console.print(f"corrected copy written to {res.out} (the input is untouched):", markup=False, highlight=False)
+        for e in res.edits:
+            what = f"{e.key}: {e.before!r} -> {e.after!r}" if e.op == "set" else f"{e.key}: deleted"
+            console.print(f"  {e.code}  {what}", markup=False, highlight=False)
+    if res.before is not None and res.after is not None and res.change is not None:
+        console.print(
+            f"mean acceptance length ({res.path}): before {_iv(res.before)}, after {_iv(res.after)}, change {_iv(res.change)}",
+            markup=False,
+            highlight=False,
+        )
+    console.print()
+    render_findings(console, res.findings, "the copy recovers acceptance")

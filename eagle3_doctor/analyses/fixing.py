@@ -1,0 +1,215 @@
+"""fix: write a corrected copy of the draft and measure that it recovers acceptance.
+
+The edits are the findings' own :class:`core.findings.Fix` objects (a dotted key of the draft's
+config.json and the value to write, or a key to delete), the same edits the terminal prints: `fix`
+never reinterprets a fix's text. The input directory is never touched; the copy goes to a new
+directory. Acceptance is then measured on the original and on the copy, on the same prompts and the
+same target forward settings, and the change in mean acceptance length (as the engine feeds and runs
+the draft) gets its paired interval over prompts. A fix that does not recover acceptance is reported
+as such (FIX002), not as done.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import BadInput
+from ..core.findings import DRAFT_CONFIG, Finding, Fix
+from ..core.stats import Interval, difference_interval
+from ..core.typed_json import JsonFields
+from .attribution import MAL, Diagnosis, diagnose_gap
+
+if TYPE_CHECKING:
+    from ..model.setup import Setup
+    from .acceptance import AcceptanceOptions
+    from .results import AcceptanceRun
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class Edit(JsonFields):
+    """One key of the copy's config.json, as a finding asked for it."""
+
+    code: str  # the finding whose fix this is
+    key: str
+    op: str  # set | delete
+    before: Any
+    after: Any
+
+
+@dataclass
+class FixResult(JsonFields):
+    """What was written, and what it bought, measured."""
+
+    source: str
+    out: str
+    edits: list[Edit]
+    path: str  # the acceptance path compared (as the engine runs the draft)
+    before: Interval | None  # mean acceptance length, original
+    after: Interval | None  # the same on the copy
+    change: Interval | None  # after - before, paired over prompts
+    verdict: str
+    findings: list[Finding]
+    diagnosis: Diagnosis | None = None
+    notes: list[str] = field(default_factory=list)
+
+    JSON_OMIT_NONE = ("diagnosis",)
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..core.typed_json import fields_json
+
+        doc = fields_json(self)
+        doc["findings"] = [f.to_dict() for f in self.findings]
+        return doc
+
+
+# --------------------------------------------------------------------------- the edits
+
+
+def config_edits(findings: list[Finding]) -> list[tuple[str, Fix]]:
+    """(code, fix) for every finding whose fix is a set/delete of a draft config key, first one per key."""
+    seen: dict[str, tuple[str, Fix]] = {}
+    for f in findings:
+        fx = f.fix
+        if isinstance(fx, Fix) and fx.file == DRAFT_CONFIG and fx.key and fx.op in ("set", "delete"):
+            seen.setdefault(fx.key, (f.code, fx))
+    return list(seen.values())
+
+
+def _get(cfg: dict, dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def apply_edit(cfg: dict, key: str, op: str, value: Any) -> None:
+    """Set or delete a dotted key of a nested config dict (intermediate objects created as needed)."""
+    parts = key.split(".")
+    node = cfg
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            if op == "delete":
+                return
+            node[part] = {}
+        node = node[part]
+    if op == "delete":
+        node.pop(parts[-1], None)
+    else:
+        node[parts[-1]] = copy.deepcopy(value)
+
+
+def check_out(out: str, src: str | None) -> None:
+    """``out`` must be new and outside the draft directory: checked before anything loads, and again
+    before the copy is written."""
+    o = Path(out).resolve()
+    if o.exists() or o.is_symlink():
+        raise BadInput(f"--out {out} already exists", "name a new directory: fix never writes over anything")
+    if src is not None and Path(src).exists():
+        s = Path(src).resolve()
+        if o == s or s in o.parents:
+            raise BadInput(f"--out {out} lies inside the draft directory {src}", "name a directory outside the input")
+
+
+def write_copy(src: str, out: str, edits: list[tuple[str, Fix]]) -> list[Edit]:
+    """Copy the draft directory ``src`` to the new directory ``out`` (links followed) and apply ``edits``
+    to the copy's config.json. ``out`` must not exist yet, nor lie inside ``src``."""
+    check_out(out, src)
+    s, o = Path(src).resolve(), Path(out).resolve()
+    shutil.copytree(s, o, symlinks=False)
+    cfg_path = o / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    done = []
+    for code, fx in edits:
+        before = copy.deepcopy(_get(cfg, fx.key))  # type: ignore[arg-type]
+        apply_edit(cfg, fx.key, fx.op, fx.value)  # type: ignore[arg-type]
+        done.append(Edit(code, fx.key, fx.op, before, None if fx.op == "delete" else fx.value))  # type: ignore[arg-type]
+    cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
+    return done
+
+
+# --------------------------------------------------------------------------- write, then measure
+
+
+def fix_draft(
+    setup: Setup,
+    opts: AcceptanceOptions,
+    out: str,
+    *,
+    prompts_path: str | None = None,
+    draft_format: str | None = None,
+    train_recipe: str | None = None,
+    progress: Progress | None = None,
+) -> FixResult:
+    """Diagnose, write the copy with every draft-config fix the findings carry, measure both."""
+    from ..model.setup import assemble
+    from .acceptance import _no_progress, measure_acceptance
+    from .as_served import served_paths
+    from .compare import diagnose_specs
+
+    progress = progress or _no_progress
+    if setup.draft is None or setup.info is None:
+        raise BadInput("fix needs a draft", "pass --draft DIR")
+    d = diagnose_gap(setup, opts, prompts_path=prompts_path, progress=progress)
+    symbolic = diagnose_specs(setup.train_spec, setup.train_source, setup.serving) if setup.train_spec else []
+    edits = config_edits(d.findings + symbolic + served_paths(setup).findings)
+    src = setup.info.path
+    if not edits and not [f for f in d.findings if f.severity != "info"]:
+        f = Finding("FIX003", f"nothing to fix: {d.verdict}", [f.title for f in d.findings], "serve the draft as it is")
+        return FixResult(src, out, [], "", None, None, None, "nothing to fix", [f], d)
+    if not edits:
+        f = Finding(
+            "FIX002",
+            f"nothing to write: no finding's fix is an edit of the draft's config.json ({d.verdict})",
+            [f.title for f in d.findings],
+            "apply the diagnosis' fix by hand (re-export, retrain, or change the launch command), then re-run diagnose",
+        )
+        return FixResult(src, out, [], "", None, None, None, "no edit to make", [f], d)
+    done = write_copy(src, out, edits)
+    fixed = assemble(setup.target, out, draft_format, setup.serving.engine, setup.serving.version, None, train_recipe)
+    before = measure_acceptance(setup, opts, prompts_path=prompts_path, progress=progress)
+    after = measure_acceptance(fixed, opts, prompts_path=prompts_path, progress=progress)
+    return _compare(src, out, done, before, after, opts.num_steps, d)
+
+
+def _served_path(run: AcceptanceRun) -> str:
+    from .as_served import AS_SERVED
+
+    return AS_SERVED if AS_SERVED in run.paths else "serving"
+
+
+def _compare(
+    src: str, out: str, done: list[Edit], before: AcceptanceRun, after: AcceptanceRun, K: int, d: Diagnosis
+) -> FixResult:
+    pb, pa = _served_path(before), _served_path(after)
+    cb, ca = before.paths[pb].counts(K), after.paths[pa].counts(K)
+    b, a = before.paths[pb].intervals, after.paths[pa].intervals
+    change, how = difference_interval(ca, cb, MAL)
+    ev = [
+        f"mean acceptance length as the engine runs the draft: before {b.mean_acceptance_length.text(2)}, "  # type: ignore[union-attr]
+        f"after {a.mean_acceptance_length.text(2)}, change {change.text(2)} ({how})",  # type: ignore[union-attr]
+        *(f"{e.code}: {e.key} {e.before!r} -> {e.after!r}" if e.op == "set" else f"{e.code}: delete {e.key}" for e in done),
+    ]
+    if change.lo > 0:
+        f = Finding(
+            "FIX001", f"the corrected copy recovers {change.text(2)} of mean acceptance length", ev, f"serve the draft in {out}"
+        )
+        verdict = "recovered"
+    else:
+        f = Finding(
+            "FIX002",
+            f"the corrected copy does not recover acceptance: change {change.text(2)}",
+            ev,
+            "the edits were not the cause: run eagle3-doctor diagnose on the copy for what is left",
+        )
+        verdict = "not recovered"
+    return FixResult(src, out, done, pb, b.mean_acceptance_length, a.mean_acceptance_length, change, verdict, [f], d)  # type: ignore[union-attr]
