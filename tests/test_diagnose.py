@@ -154,3 +154,15 @@ def test_fix_says_when_no_config_edit_is_the_cure(tmp_path, tmp_copy):
     doc = json.loads(js.read_text())
     assert r.exit_code == 1 and [f["code"] for f in doc["findings"]] == ["FIX002"] and not doc["edits"]
     assert not (tmp_path / "o").exists() and doc["diagnosis"]["branch"] == "checkpoint"
+
+
+def test_ids_edited_after_training_are_found_by_the_weights_alone(tmp_path, tmp_copy):
+    # the incident's ids written into the config and no training recipe: the draft's own config now
+    # claims [-1, 1, 3], so serving equals "training"; the weights still fit layer_out[1, 3, 4]
+    d = _incident_copy(tmp_copy)
+    code, doc, _ = diagnose(tmp_path, d)
+    assert code == 1 and doc["branch"] == "pipeline" and doc["gap"]["point"] == 0
+    f = by_code(doc)["DGN001"]
+    assert f["data"]["lever"] == "capture points the weights fit" and "[1, 3, 4]" in f["fix"]
+    assert f["title"].startswith("feeding the capture points the weights fit recovers")
+    assert doc["levers"][0]["recovery"]["lo"] > 0

@@ -591,12 +591,15 @@ class Measurement:
         paths: dict[str, FeatureSpec | None],
         tree: TreePlan | None,
         drafts: dict[str, Eagle3Draft],
+        cands: list[FeatureSpec] | None = None,
     ):
         self.setup, self.rep, self.paths, self.tree = setup, rep, paths, tree
         self.drafts = drafts  # per path: the draft as trained, or a copy as the engine runs it (as_served)
         opts = rep.opts
         L = setup.target.num_layers
-        self.cands = scan_candidates(setup.train_spec or setup.serving.spec, L) if opts.scan else []
+        if cands is None:
+            cands = scan_candidates(setup.train_spec or setup.serving.spec, L) if opts.scan else []
+        self.cands = cands
         self.accs = {n: PathAccumulator(n, opts.num_steps) for n in paths}
         # per replayed sequence [step-1 hits, positions]: the scan's ranking gets paired intervals over prompts
         self.scan_hits: dict[FeatureSpec, list[tuple[int, int]]] = {c: [] for c in self.cands}
@@ -649,7 +652,7 @@ class Measurement:
     def scan_result(self) -> list[ScanRow] | None:
         """Candidates by step-1 accuracy, each with its interval over prompts and, paired on the same
         prompts, its difference to the configured capture points (what ACC004 decides on)."""
-        if not self.rep.opts.scan:
+        if not self.rep.opts.scan and not self.cands:
             return None
         from ..core.stats import paired, ratio
 

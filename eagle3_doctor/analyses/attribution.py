@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str, int, int], None]
 SERVING, TRAINING = "serving", "training"
+WEIGHTS = "capture points the weights fit"  # the lever the scan finds, where the config's ids are not what was trained
 # modules whose mean-ablation must cost a trained draft accuracy (norm weights are checked by inspect)
 ABLATED = ("fc", "midlayer.self_attn", "midlayer.mlp")
 MAL = lambda s: 1.0 + s[..., 1] / s[..., 0]  # noqa: E731  mean acceptance length from acceptance_counts rows
@@ -267,7 +268,8 @@ def diagnose_gap(
             "neither the serving nor the training side feeds the draft's fc its width of features",
             "run eagle3-doctor inspect for the engine and draft findings",
         )
-    m = Measurement(setup, rep, plan.paths, None, plan.drafts)
+    cands = weight_candidates(plan.paths[plan.base], setup.target.num_layers)
+    m = Measurement(setup, rep, plan.paths, None, plan.drafts, cands=cands)
     ctx = ContextCounts(bucket, len(rep.seqs))
     for rb in iter_captures(
         setup.target,
@@ -283,7 +285,51 @@ def diagnose_gap(
         labels = _labels_fn(rb, target_argmax(setup.target, rb.last), False)
         aux = torch.cat([rb.captured[p] for p in plan.paths[plan.base]], dim=-1)
         ctx.add(rb, plan.drafts[plan.base], aux, labels, [0] * len(rb.index))
-    return _verdict(setup, plan, path_results(m), ctx, opts.num_steps, rep.notes + plan.notes, len(rep.seqs))
+    results = path_results(m)
+    extra = _weights_lever(setup, plan, rep, m.scan_result() or [], opts, progress)
+    return _verdict(setup, plan, results, ctx, opts.num_steps, rep.notes + plan.notes, len(rep.seqs), extra)
+
+
+def weight_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
+    """The acceptance scan's wirings around ``spec`` plus the seed incident's inverse: a spec that starts
+    with the embeddings shifted back up one slot (the weights of a draft whose config ids were "fixed"
+    into [-1, a, b] fit (a, b, b + 1), which no single-slot change of the config reaches)."""
+    from ..core.taps import layer_out
+    from .acceptance import scan_candidates
+
+    cands = scan_candidates(spec, num_layers)
+    last = spec[-1]
+    if spec and spec[0].is_embed() and last.is_layer_out() and int(last.layer) + 1 < num_layers:  # type: ignore[arg-type]
+        up = (*spec[1:], layer_out(int(last.layer) + 1))  # type: ignore[arg-type]
+        if len(set(up)) == len(up) and up not in cands:
+            cands.append(up)
+    return cands
+
+
+def _weights_lever(
+    setup: Setup, plan: Plan, rep: Any, rows: list[Any], opts: AcceptanceOptions, progress: Progress
+) -> LeverRow | None:
+    """Where the draft's weights fit other capture points than the configured ones (paired step-1 interval
+    above zero on enough prompts), acceptance is measured on those points as a lever of its own, in a
+    second replay: the general form of a config whose ids were edited after training."""
+    from ..model.replay import iter_captures
+    from .compare import fix_for
+
+    best = next((r for r in rows if not r.configured and r.diff_to_configured is not None), None)
+    d = best.diff_to_configured if best is not None else None
+    if best is None or d is None or d.lo <= 0 or d.n < MIN_PROMPTS or SERVING not in plan.paths:
+        return None
+    paths = {SERVING: plan.paths[SERVING], "lever:weights": best.spec}
+    drafts = {n: plan.drafts[SERVING] for n in paths}
+    m = Measurement(setup, rep, paths, None, drafts, cands=[])
+    for rb in iter_captures(setup.target, rep.seqs, m.points, batch_size=opts.batch_size, want_logits=True):
+        m.add(rb)
+    res = path_results(m)
+    own, diff = _mal(res, [SERVING, "lever:weights"], opts.num_steps)
+    _, s1 = _step1(res, [SERVING, "lever:weights"])
+    fix, _ = fix_for(setup.serving, best.spec)
+    what = f"feed {_spec(best.spec)}, which the weights fit best (step-1 {d.text()} above the configured points)"
+    return LeverRow(WEIGHTS, what, own[1], diff[1], s1[1], fix or None)
 
 
 def _mal(results: dict[str, PathResult], names: list[str], K: int) -> tuple[list[Interval], list[Interval]]:
@@ -332,7 +378,14 @@ def _module_verdict(cost: Interval) -> str:
 
 
 def _verdict(
-    setup: Setup, plan: Plan, results: dict[str, PathResult], ctx: ContextCounts, K: int, notes: list[str], n: int
+    setup: Setup,
+    plan: Plan,
+    results: dict[str, PathResult],
+    ctx: ContextCounts,
+    K: int,
+    notes: list[str],
+    n: int,
+    extra: LeverRow | None = None,
 ) -> Diagnosis:
     sides = [x for x in (SERVING, TRAINING) if x in results]
     own, diff = _mal(results, sides, K)
@@ -341,9 +394,11 @@ def _verdict(
     if len(sides) == 1:
         notes.append(f"only the {sides[0]} side is measurable: no gap between the sides, no levers")
     levers, modules, context = _levers(plan, results, K), _modules(plan, results), ctx.rows()
+    if extra is not None:
+        levers = sorted([*levers, extra], key=lambda r: -r.recovery.point)
     findings: list[Finding] = []
     branch = ""
-    if len(sides) == 2 and gap.lo > 0:
+    if (len(sides) == 2 and gap.lo > 0) or any(r.recovery.lo > 0 for r in levers):
         branch = "pipeline"
         findings.append(_pipeline_finding(gap, serving, training, levers))
     # the module that changes nothing is the cause. A module whose ablation helps is no cause by itself: it
@@ -382,10 +437,13 @@ def _pipeline_finding(gap: Interval, serving: Interval, training: Interval, leve
     ]
     ev += [f"lever {r.name}: recovers {r.recovery.text(2)} ({r.what})" for r in levers]
     top = next((r for r in levers if r.recovery.lo > 0), None)
-    if top is not None:
-        rest = sum(r.recovery.point for r in levers) - gap.point
+    sides = [r for r in levers if r.name != WEIGHTS]  # the weights lever is no part of the serving-training gap
+    if sides and gap.lo > 0:
+        rest = sum(r.recovery.point for r in sides) - gap.point
         ev.append(f"residual (gap not explained by the levers one at a time): {-rest:+.2f}")
-        title = f"setting the {top.name} back to training recovers {top.recovery.text(2)} of mean acceptance length"
+    if top is not None:
+        how = "feeding the capture points the weights fit" if top.name == WEIGHTS else f"setting the {top.name} back to training"
+        title = f"{how} recovers {top.recovery.text(2)} of mean acceptance length"
         return Finding("DGN001", title, ev, top.fix or "apply the lever's training-side setting", data={"lever": top.name})
     title = f"serving loses {gap.text(2)} of mean acceptance length, and no single lever recovers it alone"
     return Finding(
