@@ -982,6 +982,85 @@ def _render_acceptance(
         _console(stderr=True).print("warning: the estimator and the reference loop disagree (see JSON 'reference')", markup=False)
 
 
+SpeedSettings = Annotated[
+    Optional[str],
+    typer.Option(
+        "--settings",
+        help="Settings to predict: K for a chain of K draft tokens, STEPS/TOPK/DRAFT_TOKENS for an SGLang tree, comma-separated (default: chains 1..7, and three SGLang trees with --engine sglang).",
+    ),
+]
+BatchSizes = Annotated[
+    str, typer.Option("--batch-sizes", help="Batch sizes (concurrent sequences) to time and predict at, e.g. 1,8.")
+]
+SpeedContext = Annotated[
+    Optional[int],
+    typer.Option(
+        "--context", help="KV cache positions the timed forwards attend to (default: the mean position a verify pass sees)."
+    ),
+]
+Repeats = Annotated[int, typer.Option("--repeats", help="Timed runs of every forward (the median is used).")]
+SpeedLoop = Annotated[
+    bool,
+    typer.Option(
+        "--loop",
+        help="Also time a real speculative decode loop (batch 1, greedy, exact) at every other chain setting and the current one.",
+    ),
+]
+
+
+@app.command("speedup")
+@guarded
+def speedup_cmd(
+    target: OptTarget = None, draft: Draft = None, draft_format: DraftFormat = None, engine: OptEngine = None,
+    engine_version: EngineVersion = None, serve_cmd: ServeCmd = None, serve_config: ServeConfigFile = None,
+    revision: Revision = None, draft_revision: DraftRevision = None, layer_ids: LayerIds = None,
+    prompts: Prompts = None, settings: SpeedSettings = None, batch_sizes: BatchSizes = "1",
+    context: SpeedContext = None, repeats: Repeats = 5, loop: SpeedLoop = False,
+    max_new_tokens: MaxNewTokens = 128, max_tokens: MaxTokens = 512, batch_size: BatchSize = "8", limit: Limit = None,
+    dtype: Dtype = "auto", device: Device = "auto", device_map: DeviceMap = None, max_memory: MaxMemory = None,
+    trust_remote_code: TrustRemote = False, json_out: JsonOut = None, quiet: Quiet = False,
+) -> int:  # fmt: skip
+    """Predicted tokens per second per speculative setting, the best setting, and the speedup over plain decoding."""
+    a = SimpleNamespace(**locals(), continuation="greedy")  # greedy: --max-new-tokens 0 is refused up front
+    _preflight(a, skip=RESOLVED_LATER)
+    from ..analyses.speedup import predict_speedup
+    from ..report.speedup import render_speedup
+
+    r = _resolve_serve(a, need_draft=True)
+    setup = _setup(a, r)
+    opts = _speedup_options(a, r, setup)
+    with _progress(quiet) as cb:
+        res = predict_speedup(setup, opts, prompts_path=prompts, progress=cb)
+    render_speedup(_console(stderr=json_out == "-"), res)
+    _write_json(json_out, res.to_dict(), trust_remote_code)
+    return EXIT_OK
+
+
+def _speedup_options(a: SimpleNamespace, r: _Resolved, setup: Any) -> Any:
+    """The grid (--settings, else the engine's default grid), the launch command's setting, the loop's settings."""
+    from ..analyses.speedup import SpeedupOptions
+    from ..engines.spec_settings import current_setting, default_grid, parse_batch_sizes, parse_settings
+
+    grid = parse_settings(a.settings) or default_grid(r.engine)
+    current, note = current_setting(r.serve, r.engine)
+    if note:
+        setup.notes.append(note)
+    # the loop times the current chain and a spread of chains, so a ranking can be checked, not one point
+    loop = [c for c in grid if c.kind == "chain"][::2] + ([current] if current and current.kind == "chain" else [])
+    return SpeedupOptions(
+        settings=grid,
+        batch_sizes=parse_batch_sizes(a.batch_sizes),
+        current=current,
+        context=a.context,
+        repeats=a.repeats,
+        max_new_tokens=a.max_new_tokens,
+        max_tokens=a.max_tokens,
+        batch_size=_batch_size(a.batch_size, setup, a.max_tokens + a.max_new_tokens),
+        limit=a.limit,
+        loop=list(dict.fromkeys(loop)) if a.loop else (),
+    )
+
+
 @app.command("diagnose")
 @guarded
 def diagnose_cmd(

@@ -256,6 +256,8 @@ _INT_OPTIONS: tuple[tuple[str, int, int, str], ...] = (
     ("--max-new-tokens", 0, MAX_NEW_TOKENS, "use e.g. --max-new-tokens 128"),
     ("--topk", 1, MAX_TOPK, "use 1 for chain drafting, or the engine's --speculative-eagle-topk"),
     ("--num-draft-tokens", 1, 1 << 16, "use the engine's --speculative-num-draft-tokens"),
+    ("--context", 1, 1 << 24, "use the KV cache length the server sees, e.g. --context 2048"),
+    ("--repeats", 1, 1000, "use e.g. --repeats 5"),
 )
 _FLOAT_OPTIONS: tuple[tuple[str, float, float, str], ...] = (
     ("--temperature", 0.0, 100.0, "use 0 for greedy, or the sampling temperature served"),
@@ -308,6 +310,12 @@ def check_arguments(**kw: Any) -> None:
     if g("max_memory") is not None:
         parse_max_memory(g("max_memory"))
     _check_device_map(g("device_map"))
+    if g("settings") is not None or g("batch_sizes") is not None:
+        from ..engines.spec_settings import parse_batch_sizes, parse_settings
+
+        parse_settings(g("settings"))
+        if g("batch_sizes") is not None:
+            parse_batch_sizes(g("batch_sizes"))
 
 
 def _check_batch_size(bs: Any) -> None:
