@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 ACCEPTANCE = ROOT / "schemas" / "acceptance.v1.schema.json"
+SPEEDUP = ROOT / "schemas" / "speedup.v1.schema.json"
 HAND_WRITTEN_DEFS = ("finding", "tool", "serve")
 
 
@@ -38,19 +39,45 @@ def acceptance_schema(current: dict) -> dict:
     return {**current, "properties": props, "$defs": {**kept, **dict(sorted(defs.items()))}}
 
 
+def speedup_schema() -> dict:
+    """The speedup document: wholly the serialisation of SpeedupResult, plus the stamps every document has."""
+    from eagle3_doctor.analyses.speedup import SCHEMA, SpeedupResult
+    from eagle3_doctor.core.typed_json import json_schema
+
+    defs: dict = {}
+    json_schema(SpeedupResult, defs)
+    top = defs.pop("SpeedupResult")
+    tool = json.loads(ACCEPTANCE.read_text())["$defs"]["tool"]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA,
+        "title": "eagle3-doctor speedup --json document, version 1",
+        "description": "Written by `eagle3-doctor speedup --json PATH`: predicted tokens per second per speculative "
+        "setting, from exact acceptance per setting and measured forward costs. Generated from the result classes "
+        "(tools/gen_schemas.py).",
+        "type": "object",
+        "required": ["schema", "tool", *top["required"]],
+        "properties": {"schema": {"const": SCHEMA}, "tool": {"$ref": "#/$defs/tool"}, "trust_remote_code": {"type": "boolean"},
+                       **top["properties"]},
+        "additionalProperties": False,
+        "$defs": {"tool": tool, **dict(sorted(defs.items()))},
+    }  # fmt: skip
+
+
 def render(schema: dict) -> str:
     return json.dumps(schema, indent=1) + "\n"
 
 
 def main(argv: list[str]) -> int:
     text = ACCEPTANCE.read_text()
-    new = render(acceptance_schema(json.loads(text)))
+    docs = {ACCEPTANCE: render(acceptance_schema(json.loads(text))), SPEEDUP: render(speedup_schema())}
     if "--check" in argv:
-        if new != text:
-            print(f"{ACCEPTANCE.relative_to(ROOT)} is stale: run python tools/gen_schemas.py", file=sys.stderr)
-            return 1
-        return 0
-    ACCEPTANCE.write_text(new)
+        stale = [f for f, new in docs.items() if not f.exists() or f.read_text() != new]
+        for f in stale:
+            print(f"{f.relative_to(ROOT)} is stale: run python tools/gen_schemas.py", file=sys.stderr)
+        return 1 if stale else 0
+    for f, new in docs.items():
+        f.write_text(new)
     return 0
 
 

@@ -1,0 +1,132 @@
+"""`speedup`: acceptance per setting from one target forward, the cost probe, the prediction's
+arithmetic, and the real decode loop it is checked against (exact, and equal to plain greedy decoding)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from conftest import DRAFTS, PROMPTS, ROOT, TARGET, invoke
+
+from eagle3_doctor.engines.spec_settings import chain, current_setting, default_grid, parse_batch_sizes, parse_settings, tree
+
+
+@pytest.fixture(scope="module")
+def run(setup_sglang):
+    from eagle3_doctor.analyses.speedup import SpeedupOptions, predict_speedup
+
+    opts = SpeedupOptions(
+        [chain(1), chain(3), tree(3, 2, 6)], [1, 2], current=chain(3), max_new_tokens=16, limit=3, repeats=2,
+        loop=[chain(1), chain(3)],
+    )  # fmt: skip
+    return predict_speedup(setup_sglang, opts, prompts_path=str(PROMPTS))
+
+
+def test_the_loop_is_exact_and_counts_what_the_prediction_assumes(run):
+    """Greedy chains: the loop's tokens per verify pass equal the predicted ones exactly, pass for pass,
+    and its output is plain greedy decoding token for token (float32)."""
+    assert [r.label for r in run.loop] == ["chain K=1", "chain K=3"]
+    for r in run.loop:
+        assert r.same_as_greedy and r.same_passes_as_estimator
+        assert r.tokens_per_pass == r.predicted_tokens_per_pass
+        assert r.passes > 0 and r.new_tokens > r.passes
+        k = int(r.label.split("=")[1])
+        # per pass: k - 1 single steps and the extend after it (none after a prompt's last pass), and one
+        # extend over each prompt
+        assert r.passes * (k - 1) + r.prompts <= r.draft_steps <= r.passes * k + r.prompts
+        assert r.seconds > 0 and r.measured_speedup == pytest.approx(r.plain_seconds / r.seconds)
+
+
+def test_the_prediction_is_its_formula_over_the_measured_costs(run):
+    costs = run.costs
+    assert costs.where == "costs measured on the CPU" and costs.mode == "eager"
+    tpp = {a.label: a.tokens_per_pass.point for a in run.acceptance}
+    steps = {a.label: a.setting for a in run.acceptance}
+    for p in run.predictions:
+        s, B, L = steps[p.label], p.batch_size, tpp[p.label]
+        plain = costs.seconds(B, "target verify", 1)
+        ext = np.interp(L, *zip(*[(r.tokens, r.seconds) for r in costs.rows if r.part == "draft extend" and r.batch_size == B]))
+        step = costs.seconds(B, "draft step", s.topk) if s.num_steps > 1 else 0.0
+        assert p.verify_seconds == costs.seconds(B, "target verify", s.verify_tokens)
+        assert p.draft_seconds == pytest.approx(ext + (s.num_steps - 1) * step)
+        assert p.tokens_per_second.point == pytest.approx(B * L / (p.draft_seconds + p.verify_seconds))
+        assert p.speedup.point == pytest.approx(p.tokens_per_second.point * plain / B)
+        assert p.tokens_per_second.lo <= p.tokens_per_second.point <= p.tokens_per_second.hi
+    for b in run.batches:
+        here = [p for p in run.predictions if p.batch_size == b.batch_size]
+        best = max(here, key=lambda p: p.tokens_per_second.point)
+        assert best.best and b.best == best.label and sum(p.best for p in here) == 1
+        assert b.tied == [p.label for p in here if p is not best and p.tokens_per_second.hi >= best.tokens_per_second.lo]
+        assert b.current == "chain K=3"
+
+
+def test_chain_acceptance_per_setting_is_the_acceptance_commands(run, setup_sglang):
+    """K = 3 read off the shared K-step unroll equals `acceptance -k 3`, pass for pass."""
+    from eagle3_doctor.doctor import acceptance
+
+    ref = acceptance(setup_sglang, prompts_path=str(PROMPTS), num_steps=3, max_new_tokens=16, limit=3)
+    k3 = next(a for a in run.acceptance if a.label == "chain K=3")
+    assert k3.accepted_lengths == ref.paths["serving"].accepted_lengths
+    assert k3.tokens_per_pass.point == pytest.approx(ref.paths["serving"].chain.mean_acceptance_length)
+    assert k3.current
+
+
+def test_plain_decoding_is_the_targets_greedy_continuation(setup_sglang):
+    from eagle3_doctor.analyses.spec_loop import plain_decode
+    from eagle3_doctor.model.decode import CachedTarget
+    from eagle3_doctor.model.replay import prompt_sequences
+    from eagle3_doctor.model.target import greedy_continue
+
+    prompts, _ = prompt_sequences(setup_sglang.target, str(PROMPTS), 512, 2)
+    seqs = greedy_continue(setup_sglang.target, [p.ids for p in prompts], 16, 2)
+    ct = CachedTarget(setup_sglang.target, setup_sglang.serving.spec)
+    for p, s in zip(prompts, seqs):
+        assert plain_decode(ct, p.ids, len(s)).tokens == s
+
+
+def test_settings_grammar_and_the_launch_commands_setting():
+    assert parse_settings("1, 3,5/4/8,3/1/9") == [chain(1), chain(3), tree(5, 4, 8)]  # topk 1 is a chain
+    assert parse_settings(None) is None and parse_batch_sizes("1,8,1") == [1, 8]
+    assert [s.label for s in default_grid("vllm")] == [f"chain K={k}" for k in range(1, 8)]
+    assert tree(5, 4, 8) in default_grid("sglang")
+    sg = SimpleNamespace(num_steps=5, topk=4, num_draft_tokens=8, token_tree=None)
+    assert current_setting(sg, "sglang") == (tree(5, 4, 8), None)
+    vl = SimpleNamespace(num_steps=3, topk=None, num_draft_tokens=None, token_tree=None)
+    assert current_setting(vl, "vllm") == (chain(3), None)
+    assert current_setting(SimpleNamespace(num_steps=2, topk=2, num_draft_tokens=3, token_tree=[[0]]), "vllm")[0] is None
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--settings", "0"], "steps must be 1.."),
+        (["--settings", "5/4/99"], "do not fit topk 4"),
+        (["--settings", "3,,5"], "empty item"),
+        (["--settings", "k3"], "neither K nor"),
+        (["--batch-sizes", "1,x"], "--batch-sizes"),
+        (["--repeats", "0"], "--repeats 0 is out of range"),
+    ],
+)
+def test_bad_settings_are_one_line_and_exit_2(args, says):
+    r = invoke("speedup", "-t", TARGET, "-d", DRAFTS["sglang"], *args)
+    assert r.exit_code == 2, r.output
+    assert says in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_cli_table_and_json(tmp_path):
+    import jsonschema
+
+    out = tmp_path / "s.json"
+    r = invoke(
+        "speedup", "-t", TARGET, "-d", DRAFTS["sglang"], "--prompts", PROMPTS, "--limit", "2", "--max-new-tokens", "12",
+        "--settings", "1,2", "--repeats", "1", "--json", out, "-q",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "batch 1: best chain K=" in r.output and "costs measured on the CPU" in r.output
+    assert max(len(ln) for ln in r.output.splitlines() if "│" in ln) <= 80
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, json.loads((ROOT / "schemas/speedup.v1.schema.json").read_text()))
+    assert doc["schema"] == "eagle3-doctor/speedup/1" and doc["loop"] is None
+    assert {p["label"] for p in doc["predictions"]} == {"chain K=1", "chain K=2"}
