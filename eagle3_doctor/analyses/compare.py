@@ -16,7 +16,7 @@ import torch
 
 from ..core.findings import DRAFT_CONFIG, Finding, Fix, Location
 from ..core.taps import CapturePoint, FeatureSpec, format_spec
-from ..engines.capture import Serving, default_spec_llama, fix_snippet, ids_to_serve
+from ..engines.capture import Serving, default_spec_llama, engine_row, fix_snippet, ids_to_serve
 
 SCHEMA = "eagle3-doctor/compare-hidden/1"
 DRIFT_REL = 1e-3  # relative L2 above which a matching capture point is reported as drifting
@@ -115,6 +115,126 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
     # trtllm's ENG003 fix is a rewrite of its id list: point at it even where no single list is printed
     where = ids_location(serving) if code == "ENG003" and serving.engine == "trtllm" else None
     return Finding(code, title, evidence, fix_text, data={"when": f.when, "fix_ids": ids, "source": f.source}, location=where)
+
+
+def served_state_findings(serving: Serving, fc_in: int, target_hidden: int, draft_hidden: int) -> list[Finding]:
+    """The draft's fc against the states the engine feeds after its rule, de-duplication and range, not
+    against the number of ids written: an id that captures nothing leaves the fc short of a state.
+
+    ENG002 (ENG003 where SGLang skips the fc) when the engine's capture is what falls short; DRF005 when
+    the fc itself does not fit the states the engine feeds.
+    """
+    if not target_hidden or serving.failure is not None or serving.aux_off:
+        return []  # no capture to count: the engine's own failure, or capture turned off, is reported already
+    fed = len(serving.spec)
+    if fed * target_hidden == fc_in:
+        return []
+    from ..engines.capture import fc_feed_failure, uncaptured_ids
+
+    lost = uncaptured_ids(serving)
+    f = fc_feed_failure(serving, fc_in, target_hidden, draft_hidden)
+    if f is None or not (lost or serving.ids == []):
+        return [
+            Finding(
+                "DRF005",
+                f"fc takes {fc_in} inputs, {serving.label} feeds {fed} aux state(s) x target hidden {target_hidden} = "
+                f"{fed * target_hidden}",
+                [
+                    f"fc.weight [{draft_hidden}, {fc_in}], target hidden_size {target_hidden}",
+                    f"{serving.label} feeds {format_spec(serving.spec) or 'nothing'} ({serving.source})",
+                ],
+                "this draft was trained for another target, or its fc was cut; re-export the trained fc",
+            )
+        ]
+    return [_served_count_finding(serving, f, lost, fc_in, target_hidden)]
+
+
+def _served_count_finding(serving: Serving, f: Any, lost: list[tuple[int, str]], fc_in: int, th: int) -> Finding:
+    """ENG002/ENG003 for an id list the engine captures fewer states from than the fc takes."""
+    n_fc, fed = fc_in // th, len(serving.spec)
+    code = "ENG003" if f.when == "serving" else "ENG002"
+    evidence = [
+        f"engine error: {f.message}" if code == "ENG002" else f"engine behaviour: {f.message}",
+        f"{'raised' if code == 'ENG002' else 'decided'} by: {serving.engine} {f.source}",
+        f"captured by: {serving.engine} {engine_row(serving.engine, serving.version, serving.family).src} (engine table)",
+        f"the draft's fc takes {fc_in} inputs = {n_fc} state(s) x target hidden {th}; {serving.label} feeds {fed}: "
+        f"{format_spec(serving.spec) or 'nothing'}",
+        f"ids in effect: {serving.source}",
+    ]
+    evidence += [f"id {k}: {why}" for k, why in lost]
+    if serving.internal is not None:
+        evidence.append(f"the engine's own index list after its rule: {serving.internal}")
+    fix, ids = _served_count_fix(serving, n_fc)
+    what = "crashes on the first forward" if code == "ENG002" else "runs the draft without its fc"
+    title = f"{serving.label} {what}: the draft's fc takes {n_fc} state(s), the engine feeds {fed}"
+    repeats = [str(k) for k, why in lost if "repeats" in why]
+    if lost:
+        gone = [str(k) for k, why in lost if "repeats" not in why]
+        title += (
+            f" (id {', '.join(gone)} captures nothing)" if gone else f" (id {', '.join(dict.fromkeys(repeats))} repeats a layer)"
+        )
+    elif serving.ids == []:
+        title += " (the id list is empty)"
+    data = {"when": f.when, "source": f.source, "fed": fed, "fc_states": n_fc, "uncaptured_ids": [k for k, _ in lost]}
+    return Finding(code, title, evidence, fix, data={**data, "fix_ids": ids}, location=ids_location(serving))
+
+
+def _served_count_fix(serving: Serving, n_fc: int) -> tuple[str, list[int] | None]:
+    """The ids that feed the points the written ids name (what a trainer reading them at face value fed),
+    else ids that each capture a state, else another engine that captures them."""
+    from ..engines.capture import as_written, check_engine, ids_to_serve, key_rule
+
+    L = serving.num_layers
+    written = as_written(serving.engine, serving.ids, L) if serving.ids else None
+    if written is not None and len(written) == n_fc:
+        text, ids = fix_for(serving, written)
+        more = f" (the {n_fc} capture points the written ids name: {format_spec(written)})"
+        if isinstance(text, Fix):
+            return Fix(text + more, file=text.file, key=text.key, value=text.value, snippet=text.snippet), ids
+        if text:
+            return text + more, ids
+        others = []
+        for eng in ("vllm", "trtllm"):
+            if eng != serving.engine:
+                alt = ids_to_serve(eng, None, serving.family, L, written)
+                if alt is not None:
+                    others.append(f"{eng} {check_engine(eng, None)} with ids {alt}")
+        return (
+            f"no {serving.label} id list feeds {format_spec(written)} (what the written ids name): retrain on ids "
+            f"{serving.engine} captures ({_span(serving)} here)" + (f", or serve with {' or '.join(others)}" if others else ""),
+            None,
+        )
+    span = _span(serving)
+    where = ids_location(serving)
+    kr = key_rule(serving.engine, serving.version)
+    if serving.ids == [] and where is not None:
+        dflt = resolve_default(serving)
+        return Fix(
+            f"delete the empty {where.key} so {serving.engine} captures its default ({dflt}), if that is what the draft "
+            f"was trained on; otherwise write the {n_fc} ids it was trained on ({serving.engine} ids that capture a "
+            f"state here: {span})",
+            file=where.file,
+            key=where.key,
+            op="delete",
+        ), None
+    return f"write {n_fc} distinct ids that each capture a state ({serving.engine} ids {span} here) in {kr.where}", None
+
+
+def _span(serving: Serving) -> str:
+    """The ids that capture a state on this release, as a range when they are one."""
+    from ..engines.capture import capturing_ids
+
+    ok = capturing_ids(serving.engine, serving.version, serving.family, serving.num_layers)
+    if not ok:
+        return "none"
+    return f"{ok[0]}..{ok[-1]}" if ok == list(range(ok[0], ok[-1] + 1)) else ", ".join(map(str, ok))
+
+
+def resolve_default(serving: Serving) -> str:
+    """What the engine release captures with no ids configured, as text."""
+    from ..engines.capture import RULES
+
+    return format_spec(RULES[serving.engine](serving.version, serving.family, serving.num_layers, None).spec)
 
 
 def _unmodelled_finding(serving: Serving) -> Finding:
@@ -644,6 +764,9 @@ def comparison_result(cmp: HiddenComparison, setup: Any, src: Any, train_dump: s
                     f"the draft config declares {format_spec(declared)} ({where}) but the dump holds {format_spec(train_spec)}"
                 )
     findings = diagnose_specs(train_spec, train_source, serving) + findings
+    if setup.draft is not None:  # the draft's fc against the states the engine really feeds, as inspect checks it
+        dc = setup.draft.config
+        findings += served_state_findings(serving, dc.fc_in_features, tgt.hidden_size, dc.hidden_size)
     slots = [a.finish(tgt.tokenizer) for a in cmp.slot_acc]
     same = [i < len(train_spec) and i < len(serving.spec) and train_spec[i] == serving.spec[i] for i in range(len(slots))]
     findings += numeric_findings(slots, matrix_res if cmp.dump is not None else None, same)

@@ -14,8 +14,8 @@ from ..core.findings import DRAFT_CONFIG, DRAFT_WEIGHTS, Finding, Fix, Location,
 from ..core.taps import format_spec
 from ..draft.formats import DraftInfo, read_draft, spec_from_info
 from ..draft.served import draft_serving
-from ..engines.capture import ENGINE_VERSIONS, ENGINES, arch_family, id_range, resolve_serving
-from .compare import diagnose_specs
+from ..engines.capture import ENGINE_VERSIONS, ENGINES, Serving, arch_family, id_range, resolve_serving
+from .compare import diagnose_specs, served_state_findings
 from .forensics import Forensics, examine, geometry_fact, tensor_fact
 
 SCHEMA = "eagle3-doctor/inspect/1"
@@ -265,13 +265,12 @@ def inspect(
     fx = examine(draft, info.format)
     cfg = d.config
     facts = _size_facts(cfg, info, tcfg, family, L, tH, tV) + [("geometry", geometry_fact(fx)), ("tensors", tensor_fact(fx))]
-    out = _weight_findings(d, info, target, tH, tV) + fx.findings
     config_ids, id_findings = _layer_id_findings(info, L, engine)
-    out += id_findings
-    if L and not any(
-        f.code == "CFG001" for f in out
-    ):  # with CFG001 the engine's capture is not defined: compare-hidden refuses those ids too
-        spec_findings, spec_facts = _capture_findings(info, engine, engine_version, family, L, config_ids)
+    # with CFG001 the engine's capture is not defined: compare-hidden refuses those ids too
+    serving = _serving(info, engine, engine_version, family, L, config_ids) if L and not _has(id_findings, "CFG001") else None
+    out = _weight_findings(d, info, target, tH, tV, serving) + fx.findings + id_findings
+    if serving is not None:
+        spec_findings, spec_facts = _capture_findings(info, serving, L, family)
         out += spec_findings
         facts += spec_facts
     out += _position_findings(cfg, info, tcfg)
@@ -335,7 +334,7 @@ def _size_facts(cfg: Any, info: DraftInfo, tcfg: dict[str, Any], family: str, L:
     ]
 
 
-def _weight_findings(d: Any, info: DraftInfo, target: str, tH: int, tV: int) -> list[Finding]:
+def _weight_findings(d: Any, info: DraftInfo, target: str, tH: int, tV: int, serving: Serving | None) -> list[Finding]:
     """DRF*: what the checkpoint's tensors say, in the order a reader fixes them (head, maps, sizes, values);
     each tensor's own values (NaN, initialisation) are forensics.py's."""
     out: list[Finding] = []
@@ -349,7 +348,7 @@ def _weight_findings(d: Any, info: DraftInfo, target: str, tH: int, tV: int) -> 
             )
         )
     out += _vocab_map_findings(d, info)
-    out += _size_findings(d.config, info, tH, tV)
+    out += _size_findings(d.config, info, tH, tV, serving)
     out += _embedding_findings(d, info, target)
     if info.unexpected:
         out.append(
@@ -363,19 +362,28 @@ def _weight_findings(d: Any, info: DraftInfo, target: str, tH: int, tV: int) -> 
     return out
 
 
-def _size_findings(cfg: Any, info: DraftInfo, tH: int, tV: int) -> list[Finding]:
+def fc_width_findings(cfg: Any, info: DraftInfo, tH: int, serving: Serving | None) -> list[Finding]:
+    """DRF005/ENG002: the fc against the states the engine feeds after its rule (``serving``); with no
+    resolved capture (ids out of range: CFG001), against one state per configured id, 3 by default."""
+    if serving is not None:
+        return served_state_findings(serving, cfg.fc_in_features, tH, cfg.hidden_size)
+    n_aux = len(info.layer_ids) if info.layer_ids else 3
+    if not tH or cfg.fc_in_features == n_aux * tH:
+        return []
+    return [
+        Finding(
+            "DRF005",
+            f"fc takes {cfg.fc_in_features} inputs, the engine feeds {n_aux} aux states x target hidden {tH} = {n_aux * tH}",
+            [f"fc.weight {[cfg.hidden_size, cfg.fc_in_features]}, target hidden_size {tH}, layer ids {info.layer_ids}"],
+            "this draft was trained for another target, or its fc was cut; re-export the trained fc",
+        )
+    ]
+
+
+def _size_findings(cfg: Any, info: DraftInfo, tH: int, tV: int, serving: Serving | None) -> list[Finding]:
     """DRF005/DRF008: shapes the engine cannot feed this draft (fc width, vocabulary, hidden size)."""
     out: list[Finding] = []
-    n_aux = len(info.layer_ids) if info.layer_ids else 3  # engines feed one state per configured id, 3 by default
-    if tH and cfg.fc_in_features != n_aux * tH:
-        out.append(
-            Finding(
-                "DRF005",
-                f"fc takes {cfg.fc_in_features} inputs, the engine feeds {n_aux} aux states x target hidden {tH} = {n_aux * tH}",
-                [f"fc.weight {[cfg.hidden_size, cfg.fc_in_features]}, target hidden_size {tH}, layer ids {info.layer_ids}"],
-                "this draft was trained for another target, or its fc was cut; re-export the trained fc",
-            )
-        )
+    out += fc_width_findings(cfg, info, tH, serving)
     if (tV and cfg.vocab_size != tV) or (tH and cfg.hidden_size != tH and not info.config.get("target_hidden_size")):
         out.append(
             Finding(
@@ -523,14 +531,22 @@ def _layer_id_findings(info: DraftInfo, L: int, engine: str) -> tuple[dict[str, 
     return config_ids, out
 
 
-def _capture_findings(
+def _has(findings: list[Finding], code: str) -> bool:
+    return any(f.code == code for f in findings)
+
+
+def _serving(
     info: DraftInfo, engine: str, engine_version: str | None, family: str, L: int, config_ids: dict[str, list[int]]
-) -> tuple[list[Finding], list[tuple[str, str]]]:
-    """The capture points the draft was trained on against those the engine feeds, with both as facts."""
+) -> Serving:
+    """What the engine feeds this draft, from every id list its config holds."""
     ec_all = info.config.get("eagle_config") if isinstance(info.config.get("eagle_config"), dict) else {}
-    serving = resolve_serving(
+    return resolve_serving(
         engine, engine_version, family, L, config_ids, use_aux_hidden_state=ec_all.get("use_aux_hidden_state", True) is not False
     )
+
+
+def _capture_findings(info: DraftInfo, serving: Serving, L: int, family: str) -> tuple[list[Finding], list[tuple[str, str]]]:
+    """The capture points the draft was trained on against those the engine feeds, with both as facts."""
     train, where = spec_from_info(info, L, family)
     facts = [
         ("trained on", f"{format_spec(train)} ({where})"),

@@ -406,13 +406,17 @@ EXPLANATIONS: dict[str, Explanation] = {
         "the finding cites the engine file that raises",
     ),
     "ENG002": Explanation(
-        "The engine starts but crashes on the first forward with these ids.",
+        "The engine starts but crashes on the first forward with these ids: its own capture code fails, or the ids "
+        "capture fewer states than the draft's fc takes (an id the engine's rule maps past the last layer, a repeated "
+        "layer, an empty list), so the fc matmul or the unpacking of the captured states fails.",
         "No draft runs at all.",
         "the finding cites the engine file that raises",
     ),
     "ENG003": Explanation(
         "The engine runs, but a slot it feeds the draft is no residual-stream capture point: a layer's MLP branch "
-        "instead of hidden_states + residual, or a slot the engine never writes (an id past the last layer).",
+        "instead of hidden_states + residual, a slot the engine never writes (an id past the last layer), or, when "
+        "ids capture fewer states than the draft's fc takes, a single state SGLang hands the decoder layer without "
+        "the fc (srt/models/llama_eagle3.py applies fc only when the width differs from the draft's hidden size).",
         "The draft gets a tensor it was never trained on in that slot, with no error anywhere.",
         "the finding cites the engine file that captures the wrong tensor (engine table, executed by make conformance)",
     ),

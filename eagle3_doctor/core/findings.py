@@ -84,7 +84,10 @@ CODES: dict[str, tuple[str, str]] = {
     # --- engine failures (issue 12: engine truth, from the engines' own code, executed)
     "ENG001": (ERROR, "the engine refuses to start with this target, draft config or ids"),
     "ENG002": (ERROR, "the engine crashes on the first forward with these ids"),
-    "ENG003": (ERROR, "the engine runs but feeds the draft a tensor that is no capture point (an MLP branch, an unwritten slot)"),
+    "ENG003": (
+        ERROR,
+        "the engine runs but feeds the draft a tensor that is no capture point (an MLP branch, an unwritten slot, a state past fc)",
+    ),
     "ENG004": (WARNING, "undetermined: the engine's capture for this target family is not modelled"),
     # --- where the gap lives (diagnose: measured attribution)
     "DGN001": (ERROR, "the gap lives in the pipeline: setting a serving-vs-training difference back recovers acceptance"),
