@@ -92,3 +92,69 @@ def test_a_cut_fc_is_still_drf005_against_the_fed_states(tmp_copy):
 def test_clean_fixtures_stay_quiet(tmp_path, fmt, engine):
     rc, found = _inspect(tmp_path, DRAFTS[fmt], "--engine", engine)
     assert rc == 0 and not [f for f in found if f["severity"] in ("error", "warning")], found
+
+
+def _inspect_doc(tmp_path, draft, *args):
+    out = tmp_path / "inspect.json"
+    r = invoke("inspect", "--target", TARGET, "--draft", draft, *args, "--json", out)
+    assert r.exit_code in (0, 1), r.output
+    return r.exit_code, json.loads(out.read_text())
+
+
+@pytest.mark.parametrize(
+    "engine,given,release,fmt",
+    [
+        ("sglang", "0.5.10rc0", "0.5.10", "sglang"),
+        ("sglang", "0.5.10.dev3", "0.5.10", "sglang"),
+        ("vllm", "0.11.0rc2.dev45+g1234abc", "0.11.0", "speculators"),
+        ("sglang", "0.5.4.post2", "0.5.4.post2", "sglang"),
+        ("trtllm", "1.2.1", "1.2", "sglang"),
+        ("trtllm", "1.2.1-two-model", "1.2-two-model", "sglang"),
+    ],
+)
+def test_pre_dev_post_and_point_releases_map_to_their_release(tmp_path, engine, given, release, fmt):
+    rc, doc = _inspect_doc(tmp_path, DRAFTS[fmt], "--engine", engine, "--engine-version", given)
+    facts = dict(doc["facts"])
+    assert f"{engine} {release} feeds" in facts, facts
+    assert rc == 0 and not [f for f in doc["findings"] if f["severity"] != "info"], doc["findings"]
+
+
+@pytest.mark.parametrize(
+    "engine,given,rules,fmt",
+    [
+        ("sglang", "0.6.0", "0.5.23", "sglang"),
+        ("vllm", "0.34", "0.33.0", "speculators"),
+        ("modelopt", "0.48.0rc1", "0.47.0", "sglang"),
+    ],
+)
+def test_a_release_past_the_newest_takes_its_rules_with_a_warning(tmp_path, engine, given, rules, fmt):
+    rc, doc = _inspect_doc(tmp_path, DRAFTS[fmt], "--engine", engine, "--engine-version", given)
+    f = _one(doc["findings"], "ENG005")
+    assert rc == 1 and f["severity"] == "warning" and f["data"]["rules_of"] == rules
+    assert f"the rules of {engine} {rules} were applied" in f["title"]
+    assert "conformance/releases.py" in f["fix"] and f"--engine-version {rules}" in f["fix"]
+    # the newest rules really are applied: the clean fixture is served as trained, so ENG005 is the only finding
+    assert [x["code"] for x in doc["findings"] if x["severity"] != "info"] == ["ENG005"]
+
+
+@pytest.mark.parametrize("engine,given", [("sglang", "0.7.0"), ("vllm", "0.35"), ("modelopt", "0.49"), ("trtllm", "1.4")])
+def test_far_out_releases_are_still_refused_before_any_load(engine, given):
+    r = invoke("inspect", "--target", TARGET, "--draft", DRAFTS["sglang"], "--engine", engine, "--engine-version", given)
+    assert r.exit_code == 2 and "newer than any" in r.output
+
+
+def test_release_parsing_is_light():
+    # the preflight parses --engine-version before torch is imported
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = (
+        "import sys; from eagle3_doctor.engines.capture import check_engine; "
+        "print(check_engine('vllm', '0.11.0rc2.dev45+g1234abc'), 'torch' in sys.modules)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
+    assert out == ["0.11.0", "False"]

@@ -292,8 +292,32 @@ def _engine_notes(serving: Serving, fix_text: str | None, harmless: bool) -> lis
     return found
 
 
+def newer_release_findings(serving: Serving) -> list[Finding]:
+    """ENG005: a release newer than the table models is served by the newest modelled release's rules."""
+    if serving.rules_of is None:
+        return []
+    return [
+        Finding(
+            "ENG005",
+            f"{serving.engine} {serving.version} is newer than any release the engine table models: "
+            f"the rules of {serving.engine} {serving.rules_of} were applied",
+            [
+                f"--engine-version {serving.version}; newest modelled {serving.engine} release: {serving.rules_of}",
+                f"capture rule, id keys and draft forward of {serving.rules_of} are assumed unchanged in {serving.version}",
+            ],
+            f"add {serving.version.split('-')[0].split('+')[0]} to conformance/releases.py and run make conformance "
+            f"(then commit conformance/table.json), or pin --engine-version {serving.rules_of} if your build runs its code",
+            data={"version": serving.version, "rules_of": serving.rules_of},
+        )
+    ]
+
+
 def diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> list[Finding]:
     """Name the mismatch between what was trained and what the engine feeds, with the fix."""
+    return newer_release_findings(serving) + _diagnose_specs(train, train_source, serving)
+
+
+def _diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> list[Finding]:
     if serving.failure is not None:
         return [engine_failure_finding(serving, train)]
     S, T = tuple(serving.spec), tuple(train)

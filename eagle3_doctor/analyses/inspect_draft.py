@@ -14,7 +14,7 @@ from ..core.findings import DRAFT_CONFIG, DRAFT_WEIGHTS, Finding, Fix, Location,
 from ..core.taps import format_spec
 from ..draft.formats import DraftInfo, read_draft, spec_from_info
 from ..draft.served import draft_serving
-from ..engines.capture import ENGINE_VERSIONS, ENGINES, Serving, arch_family, id_range, resolve_serving
+from ..engines.capture import ENGINES, Serving, arch_family, id_range, resolve_serving, rules_release
 from .compare import diagnose_specs, served_state_findings
 from .forensics import Forensics, examine, geometry_fact, tensor_fact
 
@@ -619,7 +619,7 @@ def _dtype_and_flag_findings(
                 location=Location(DRAFT_CONFIG, "norm_before_residual"),
             )
         )
-    if "norm_output" in info.config and draft_serving(engine, engine_version or ENGINE_VERSIONS[engine][0], info.format) is None:
+    if "norm_output" in info.config and draft_serving(engine, rules_release(engine, engine_version), info.format) is None:
         out.append(
             Finding(
                 "CFG006",
@@ -641,7 +641,7 @@ def _served_findings(
     """The draft's own forward as the engine runs it (issue 13), and the flags it runs with as a fact."""
     from ..draft import served
 
-    version = engine_version or ENGINE_VERSIONS[engine][0]
+    version = rules_release(engine, engine_version)  # a release newer than modelled runs the newest rules (ENG005)
     fwd, sf = served.diagnose(
         d,
         info,

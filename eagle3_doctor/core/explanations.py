@@ -430,6 +430,15 @@ EXPLANATIONS: dict[str, Explanation] = {
         "measure what the engine really feeds: dump its aux hidden states and run `compare-hidden --engine-dump` "
         "(docs/serving-evidence.md); or add the family to conformance/ and run `make conformance`",
     ),
+    "ENG005": Explanation(
+        "The --engine-version is newer than the newest release the engine table models (executed by make conformance "
+        "for SGLang, vLLM and ModelOpt; hand-read for TensorRT-LLM), but inside the next minor series, so the doctor "
+        "applies the newest modelled release's capture rules, id keys and draft forward to it. A release can change "
+        "any of them: which key is read, the +1 rule, the capture loop.",
+        "Every other finding about capture points holds only if the release kept those rules.",
+        "add the release to conformance/releases.py and run make conformance (commit conformance/table.json), or pin "
+        "--engine-version to the modelled release your build runs",
+    ),
     "DGN001": Explanation(
         "`diagnose` measured acceptance with each difference between serving and training (a lever: the capture "
         "points the engine feeds, the draft forward as the engine runs it) set back to the training side, one at a "

@@ -89,6 +89,7 @@ CODES: dict[str, tuple[str, str]] = {
         "the engine runs but feeds the draft a tensor that is no capture point (an MLP branch, an unwritten slot, a state past fc)",
     ),
     "ENG004": (WARNING, "undetermined: the engine's capture for this target family is not modelled"),
+    "ENG005": (WARNING, "the engine release is newer than any the engine table models: the newest modelled rules were applied"),
     # --- where the gap lives (diagnose: measured attribution)
     "DGN001": (ERROR, "the gap lives in the pipeline: setting a serving-vs-training difference back recovers acceptance"),
     "DGN002": (ERROR, "a draft module contributes nothing: its mean-ablation costs no accuracy (inconsistent checkpoint)"),

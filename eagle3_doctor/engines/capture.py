@@ -9,6 +9,7 @@ the diagnosis.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -283,18 +284,50 @@ RULES: dict[str, Callable[[str, str, int, list[int] | None], Captured]] = {
 # the fact comes from. TensorRT-LLM and ModelOpt rules further down are hand-read (cited, not executed).
 
 
+# a release as pip writes it: numbers, then an optional pre-release (a/b/rc), post-release and dev part;
+# a pre-release or dev build of X.Y.Z runs X.Y.Z's code in the making, so it maps to X.Y.Z's row
+_RELEASE = re.compile(
+    r"^v?(?P<nums>\d+(?:\.\d+)*)(?:[._-]?(?:a|b|c|rc|alpha|beta|pre|preview)[._-]?\d*)?"
+    r"(?:[._-]?post[._-]?(?P<post>\d+))?(?:[._-]?dev[._-]?\d*)?$"
+)
+
+
+def _split_version(version: str) -> tuple[str, str]:
+    """(release part, the suffix the doctor reads): '0.33.0-v1' -> ('0.33.0', '-v1'); a local version
+    ('+g1234abc', a build of that release) is dropped, the '+minus-one-embed' marker is kept."""
+    v, suffix = version.strip(), ""
+    if v.endswith(MINUS_ONE_EMBED):
+        v, suffix = v[: -len(MINUS_ONE_EMBED)], MINUS_ONE_EMBED
+    v = v.split("+")[0]
+    base, dash, tail = v.partition("-")
+    if dash and tail in ("v1", "v2", "two-model"):
+        return base, "-" + tail + suffix
+    return v, suffix
+
+
+def _parse(version: str) -> tuple[list[int], int]:
+    m = _RELEASE.match(_split_version(version)[0].lower())
+    if m is None:
+        raise BadInput(
+            f"--engine-version {version!r} is not a release number",
+            "write e.g. 0.5.23, 0.33, 0.33.1, 0.5.4.post2 or 0.5.10rc0",
+        )
+    return [int(x) for x in m["nums"].split(".")], int(m["post"]) if m["post"] else -1
+
+
 def _vkey(version: str) -> tuple:
-    """'0.5.4.post2' -> (0, 5, 4, 2); '0.33' == '0.33.0'; a '-v1'/'-v2' runner suffix is ignored."""
-    base = version.split("+")[0].split("-")[0].strip().lower().lstrip("v")
-    main, _, post = base.partition(".post")
-    try:
-        nums = [int(x) for x in main.split(".") if x != ""]
-        p = int(post) if post else -1
-    except ValueError:
-        raise BadInput(f"--engine-version {version!r} is not a release number", "write e.g. 0.5.23, 0.33 or 0.33.1") from None
-    while len(nums) < 3:
-        nums.append(0)
-    return (*nums, p)
+    """'0.5.4.post2' -> (0, 5, 4, 2); '0.33' == '0.33.0'; '0.5.10rc0' and '0.5.10.dev3' == '0.5.10'; a
+    '-v1'/'-v2'/'-two-model' suffix and a local '+...' part are ignored."""
+    nums, post = _parse(version)
+    nums = nums + [0] * (3 - len(nums))
+    return (*nums, post)
+
+
+def release_string(version: str) -> str:
+    """The release a version string names, with the suffix the doctor reads kept: '0.11.0rc2.dev45+g1234abc'
+    -> '0.11.0', '0.5.4.post2' -> '0.5.4.post2', '0.33.0-v1' -> '0.33.0-v1'."""
+    nums, post = _parse(version)
+    return ".".join(map(str, nums)) + (f".post{post}" if post >= 0 else "") + _split_version(version)[1]
 
 
 @dataclass(frozen=True)
@@ -858,49 +891,79 @@ def key_rule(engine: str, version: str) -> KeyRule:
     return KeyRule((), "nowhere: the EAGLE reference hard-codes the layers", _json_top)
 
 
+TRTLLM_RELEASE = "1.2"  # the TensorRT-LLM release the hand-read rules come from; its point releases map onto it
+
+
+def newest_modelled(engine: str) -> str | None:
+    """The newest release whose rules the engine table holds (executed, or hand-read for TensorRT-LLM)."""
+    return {**NEWEST, "modelopt": MODELOPT_NEWEST, "trtllm": TRTLLM_RELEASE}.get(engine)
+
+
+def newer_than_modelled(engine: str, version: str) -> str | None:
+    """The newest modelled release, when ``version`` is newer and that release's rules are applied to it;
+    None otherwise. TensorRT-LLM point releases (1.2.1) are the 1.2 row, not newer."""
+    newest = newest_modelled(engine)
+    if newest is None:
+        return None
+    k, n = _vkey(version), _vkey(newest)
+    if engine == "trtllm":
+        k, n = k[:2], n[:2]
+    return newest if k > n else None
+
+
+def rules_release(engine: str, version: str | None) -> str:
+    """The release whose rules apply to ``version``: itself, or the newest modelled one for a newer release."""
+    v = check_engine(engine, version)
+    return ENGINE_VERSIONS[engine][0] if newer_than_modelled(engine, v) else v
+
+
 def check_engine(engine: str, version: str | None) -> str:
-    """Any release string maps to the engine-table row that covers it (0.33 == 0.33.0; newer than
-    the newest executed release -> the newest row)."""
+    """Any release string maps to the engine-table row that covers it and comes back as that release
+    (0.33 == 0.33.0, 0.5.10rc0 -> 0.5.10, TensorRT-LLM 1.2.1 -> 1.2); a release newer than the newest
+    modelled, up to the next minor series, takes the newest row (newer_than_modelled says so)."""
     if engine not in ENGINES:
         raise BadInput(f"unknown --engine {engine!r}", f"use one of {', '.join(ENGINES)}")
     versions = ENGINE_VERSIONS[engine]
     if version is None:
         return versions[0]
-    version = version.strip()
-    if engine in ("sglang", "vllm"):
-        k, newest = _vkey(version), _vkey(NEWEST[engine])
-        # newer releases of the same or the next minor series take the newest row; anything further out is
-        # not a release this table can speak for
-        if k[:2] > (newest[0], newest[1] + 1):
+    if engine == "eagle":
+        if version.strip() not in versions:
             raise BadInput(
-                f"--engine-version {version} is newer than any {engine} release the engine table covers "
-                f"(newest executed: {NEWEST[engine]})",
-                "add it to conformance/releases.py and run make conformance, or name the closest release",
+                f"--engine-version {version} is not modelled for {engine}",
+                f"use one of {', '.join(versions)} (the closest release whose behaviour you run)",
             )
-        if engine == "vllm" and "-" in version and vllm_runner(version) not in ("v1", "v2"):
-            raise BadInput(f"--engine-version {version}: unknown runner suffix", "use e.g. 0.33.0, 0.33.0-v1 or 0.33.0-v2")
-        return version
-    if engine == "modelopt":
-        k = _vkey(version)
-        if k < _vkey(MODELOPT_FIRST):
-            raise BadInput(
-                f"--engine-version {version}: ModelOpt before {MODELOPT_FIRST} captured without forward hooks, "
-                "which the engine table does not model",
-                f"use {MODELOPT_FIRST} or newer (e.g. 0.47)",
-            )
-        if k[:2] > (_vkey(MODELOPT_NEWEST)[0], _vkey(MODELOPT_NEWEST)[1] + 1):
-            raise BadInput(
-                f"--engine-version {version} is newer than any ModelOpt release the engine table covers "
-                f"(newest executed: {MODELOPT_NEWEST})",
-                "add it to conformance/releases.py and run make conformance",
-            )
-        return version
-    if version not in versions:
+        return version.strip()
+    v = release_string(version)
+    k, newest = _vkey(v), _vkey(newest_modelled(engine) or "0")
+    suffix = _split_version(v)[1]
+    if k[:2] > (newest[0], newest[1] + 1):
+        # the next minor series takes the newest row with a warning (ENG005); anything further out is not
+        # a release this table can speak for
         raise BadInput(
-            f"--engine-version {version} is not modelled for {engine}",
-            f"use one of {', '.join(versions)} (the closest release whose behaviour you run)",
+            f"--engine-version {version} is newer than any {engine} release the engine table covers "
+            f"(newest modelled: {newest_modelled(engine)})",
+            "add it to conformance/releases.py and run make conformance, or name the closest release",
         )
-    return version
+    dash = suffix.split("+")[0]
+    if dash and dash not in {"vllm": ("-v1", "-v2"), "trtllm": ("-two-model",)}.get(engine, ()):
+        raise BadInput(
+            f"--engine-version {version}: unknown suffix {dash!r} for {engine}",
+            "use e.g. 0.33.0, 0.33.0-v1 or 0.33.0-v2 (vLLM runners), 1.2-two-model (TensorRT-LLM)",
+        )
+    if engine == "modelopt" and k < _vkey(MODELOPT_FIRST):
+        raise BadInput(
+            f"--engine-version {version}: ModelOpt before {MODELOPT_FIRST} captured without forward hooks, "
+            "which the engine table does not model",
+            f"use {MODELOPT_FIRST} or newer (e.g. 0.47)",
+        )
+    if engine == "trtllm":
+        if k[:2] < newest[:2]:
+            raise BadInput(
+                f"--engine-version {version} is not modelled for {engine}",
+                f"use one of {', '.join(versions)} (the closest release whose behaviour you run)",
+            )
+        return (TRTLLM_RELEASE if k[:2] == newest[:2] else v.split("-")[0]) + suffix
+    return v
 
 
 def id_range(engine: str, num_layers: int) -> tuple[int, int]:
@@ -931,6 +994,7 @@ class Serving:
     config_ids: dict[str, list[int]] = field(default_factory=dict)  # every id list the draft config holds, by key
     override: list[int] | None = None  # --layer-ids, taken as written in the key the engine reads
     aux_off: bool = False  # the config turns aux capture off (SGLang use_aux_hidden_state = false)
+    rules_of: str | None = None  # the newest modelled release, when ``version`` is newer and its rules were applied
 
     @property
     def label(self) -> str:
@@ -1000,6 +1064,7 @@ def resolve_serving(
     s = _resolve(engine, version, family, num_layers, config_ids, override, use_aux_hidden_state)
     # kept so a fix can ask what the same config does on another release (fixes_on_later_releases)
     s.config_ids, s.override = dict(config_ids), None if override is None else list(override)
+    s.rules_of = newer_than_modelled(engine, version)
     return s
 
 
