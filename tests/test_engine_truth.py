@@ -158,3 +158,28 @@ def test_release_parsing_is_light():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
     assert out == ["0.11.0", "False"]
+
+
+def test_vllm_0_10_2_fix_names_the_first_release_that_reads_the_ids(tmp_copy, tmp_path):
+    # vLLM 0.10.2 ignores the ids and feeds its default layer_out[1], layer_out[3], layer_out[4]; from 0.11.1 the V1
+    # runner reads the top-level key, and [1, 3, 5] in vLLM numbering is the trained layer_out[0], layer_out[2], layer_out[4]
+    d = _with_ids(tmp_copy, [1, 3, 5], "speculators")
+    rc, found = _inspect(tmp_path, d, "--engine", "vllm", "--engine-version", "0.10.2")
+    assert rc == 1
+    for code in ("CAP006", "CAP009", "CAP007"):
+        assert "upgrade to vLLM >= 0.11.1, which reads these ids" in _one(found, code)["fix"], code
+    # on a release that reads them the same config is healthy, so the advice is right
+    rc, found = _inspect(tmp_path, d, "--engine", "vllm", "--engine-version", "0.11.1")
+    assert rc == 0, [f["code"] for f in found]
+
+
+def test_a_later_release_that_stops_serving_the_config_bounds_the_upgrade():
+    from eagle3_doctor.analyses.compare import diagnose_specs
+    from eagle3_doctor.core.taps import layer_out
+    from eagle3_doctor.engines.capture import NESTED, resolve_serving
+
+    # nested-only ids: the V1 runner reads eagle_config from 0.22.0, the default Model Runner V2 (0.33.0) reads the top only
+    s = resolve_serving("vllm", "0.18.0", "llama", 8, {NESTED: [1, 3, 5]})
+    fix = next(f.fix for f in diagnose_specs((layer_out(0), layer_out(2), layer_out(4)), "given", s) if f.code == "CAP006")
+    assert 'set "eagle_aux_hidden_state_layer_ids": [1, 3, 5]' in fix  # the id edit on the user's release ...
+    assert "or upgrade to vLLM >= 0.22.0 and < 0.33.0" in fix  # ... and beside it the releases that read the nested key

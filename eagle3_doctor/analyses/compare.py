@@ -16,7 +16,7 @@ import torch
 
 from ..core.findings import DRAFT_CONFIG, Finding, Fix, Location
 from ..core.taps import CapturePoint, FeatureSpec, format_spec
-from ..engines.capture import Serving, default_spec_llama, engine_row, fix_snippet, ids_to_serve
+from ..engines.capture import Serving, default_spec_llama, engine_row, fix_snippet, ids_to_serve, upgrade_fix
 
 SCHEMA = "eagle3-doctor/compare-hidden/1"
 DRIFT_REL = 1e-3  # relative L2 above which a matching capture point is reported as drifting
@@ -40,11 +40,14 @@ def _slot_lines(train: FeatureSpec, serve: FeatureSpec) -> list[str]:
 def fix_for(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None]:
     """The config change that makes ``serving`` feed ``train`` (text, ids), or ('', None)."""
     ids = ids_to_serve(serving.engine, serving.version, serving.family, serving.num_layers, train)
+    up = upgrade_fix(serving, train)  # the same config on a later release of the user's engine
     if ids is None:
-        return "", None
+        return up, None
     text = f"set {fix_snippet(serving.engine, serving.version, ids)}"
     if tuple(train) == default_spec_llama(serving.num_layers) and serving.engine in ("sglang", "vllm", "modelopt", "trtllm"):
         text += f"; or remove the ids so {serving.engine} uses its default, which is what was trained"
+    if up:
+        text += f"; or {up}"
     where = ids_location(serving)
     if where is None:
         return text, ids
@@ -331,7 +334,7 @@ def _diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> 
     data: dict[str, Any] = {"trained": [str(p) for p in T], "served": [str(p) for p in S], "fix_ids": ids}
     code, title = _mismatch(S, T, serving.label, data)
     if ids is None:
-        fix_text = (
+        fix_text = (f"{fix_text}; on {serving.label} itself " if fix_text else "") + (
             f"no layer-id list makes {serving.label} feed {format_spec(T)}: retrain the draft on capture "
             "points this engine can serve, or serve it with an engine that captures them"
         )
@@ -346,7 +349,8 @@ def _diagnose_specs(train: FeatureSpec, train_source: str, serving: Serving) -> 
                     "SGLang's Llama path captures embed..layer_out[L-2]; vLLM, TensorRT-LLM "
                     "and ModelOpt sort ids; only TensorRT-LLM's -1 reaches final_norm",
                 ],
-                "retrain on capture points the engine can serve (e.g. the engine's default)",
+                (f"{up}; or " if (up := upgrade_fix(serving, T)) else "")
+                + "retrain on capture points the engine can serve (e.g. the engine's default)",
                 data={"trained": data["trained"]},
             )
         )

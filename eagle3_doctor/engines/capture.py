@@ -1272,6 +1272,60 @@ def earlier_working_rows(engine: str, family: str, before: str) -> tuple[str, st
     return None
 
 
+def release_boundaries(engine: str) -> list[str]:
+    """The releases at which the engine's capture, the keys it reads or its runner change (every Row's first
+    release and the reader tables'): between two of them a config is served the same way."""
+    if engine == "sglang":
+        firsts = {r.first for rows in SGLANG_ROWS.values() for r in rows} | {"0.5.3"}  # 0.5.3: the CUDA-graph fix
+    elif engine == "vllm":
+        firsts = {r.first for rows in VLLM_ROWS.values() for r in rows} | {c[0] for c in VLLM_CHECK}
+        firsts |= {v for v, _ in VLLM_V1_READS} | {VLLM_V2_FIRST, VLLM_V2_DEFAULT_FROM}
+    else:
+        return []
+    return sorted((f for f in firsts if f != "0.0"), key=_vkey)
+
+
+def later_release_serving(serving: Serving, want: FeatureSpec) -> tuple[str, str | None] | None:
+    """(first later release of the user's engine on which the same config and --layer-ids feed ``want``,
+    the first after it that no longer does, or None), or None when no later release does."""
+    first: str | None = None
+    for v in (b for b in release_boundaries(serving.engine) if _vkey(b) > _vkey(serving.version)):
+        try:
+            s = resolve_serving(
+                serving.engine, v, serving.family, serving.num_layers, serving.config_ids, serving.override, not serving.aux_off
+            )
+            ok = s.failure is None and s.spec == tuple(want)
+        except BadInput:  # e.g. a row the table records but does not model: not a release to recommend
+            ok = False
+        if first is None and ok:
+            first = v
+        elif first is not None and not ok:
+            return first, v
+    return (first, None) if first is not None else None
+
+
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM", "modelopt": "ModelOpt"}
+
+
+def upgrade_fix(serving: Serving, want: FeatureSpec) -> str:
+    """'upgrade to vLLM >= X, which reads these ids' where a later release serves ``want`` from the same
+    config; '' where the config already feeds it, or no later release the table covers does."""
+    if serving.failure is None and tuple(serving.spec) == tuple(want):
+        return ""
+    hit = later_release_serving(serving, want)
+    if hit is None:
+        return ""
+    first, stop = hit
+    name = ENGINE_NAMES.get(serving.engine, serving.engine)
+    why = (
+        "which reads these ids"
+        if not key_rule(serving.engine, serving.version).keys and key_rule(serving.engine, first).keys
+        else f"whose capture rule feeds {format_spec(want)} from these ids"
+    )
+    span = f">= {first}" + (f" and < {stop}" if stop else "")
+    return f"upgrade to {name} {span}, {why}"
+
+
 def fix_snippet(engine: str, version: str | None, ids: list[int]) -> str:
     version = check_engine(engine, version)
     kr = key_rule(engine, version)
