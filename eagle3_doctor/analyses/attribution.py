@@ -128,6 +128,9 @@ class Plan:
     levers: list[tuple[str, str, str, str | None]]  # (name, what, path, fix)
     base: str
     notes: list[str]
+    ablations: dict[str, Eagle3Draft] = field(default_factory=dict)  # module -> its mean-ablated copy
+    aliases: dict[str, str] = field(default_factory=dict)  # path -> the path measuring the same thing
+    step1: dict[str, np.ndarray] = field(default_factory=dict)  # "" (unablated) or module -> per prompt [hits, n]
 
 
 def _plan(setup: Setup) -> Plan:
@@ -150,10 +153,14 @@ def _plan(setup: Setup) -> Plan:
             f"{serving.label} feeds no measurable features: {serving.failure.message if serving.failure else serving.spec}"
         )
     train = setup.train_spec
+    aliases: dict[str, str] = {}
     if train is not None and len(train) == n_aux:
-        paths[TRAINING], drafts[TRAINING] = train, draft
+        if SERVING in paths and train == serving.spec and served is None:
+            aliases[TRAINING] = SERVING  # the same features through the same draft: measured once
+        else:
+            paths[TRAINING], drafts[TRAINING] = train, draft
     levers: list[tuple[str, str, str, str | None]] = []
-    if SERVING in paths and TRAINING in paths:
+    if SERVING in paths and TRAINING in paths:  # (an alias means no lever: the sides are the same)
         if train != serving.spec and served is not None:
             paths["lever:capture"], drafts["lever:capture"] = train, s_draft
         if train != serving.spec:
@@ -164,10 +171,9 @@ def _plan(setup: Setup) -> Plan:
             what = "run the draft as trained, not as the engine runs it (" + "; ".join(sp.applied) + ")"
             levers.append(("draft forward", what, "lever:forward", fwd_fix))
     base = TRAINING if TRAINING in paths else SERVING
-    if base in paths:
-        for mod in ABLATED:
-            paths[f"ablate:{mod}"], drafts[f"ablate:{mod}"] = paths[base], mean_ablated(draft, mod)
-    return Plan(paths, drafts, levers, base, notes)
+    # module health is a step-1 measurement: the ablated copies run one step, not the K of the chains
+    ablations = {mod: mean_ablated(draft, mod) for mod in ABLATED} if base in paths else {}
+    return Plan(paths, drafts, levers, base, notes, ablations, aliases)
 
 
 def _spec(spec: FeatureSpec | None) -> str:
@@ -271,6 +277,9 @@ def diagnose_gap(
     cands = weight_candidates(plan.paths[plan.base], setup.target.num_layers)
     m = Measurement(setup, rep, plan.paths, None, plan.drafts, cands=cands)
     ctx = ContextCounts(bucket, len(rep.seqs))
+    # one bucket spanning every position: per prompt step-1 [hits, positions], the unablated draft first
+    step1 = {name: ContextCounts(1 << 40, len(rep.seqs)) for name in ("", *plan.ablations)}
+    greedy = opts.continuation == "greedy"
     for rb in iter_captures(
         setup.target,
         rep.seqs,
@@ -282,10 +291,16 @@ def diagnose_gap(
         m.add(rb)
         # along the context the reference is the target's own next-token choice at every position, prompt
         # included: the greedy continuation alone would leave the first len(prompt) positions unmeasured
-        labels = _labels_fn(rb, target_argmax(setup.target, rb.last), False)
+        amax = target_argmax(setup.target, rb.last)
         aux = torch.cat([rb.captured[p] for p in plan.paths[plan.base]], dim=-1)
-        ctx.add(rb, plan.drafts[plan.base], aux, labels, [0] * len(rb.index))
+        ctx.add(rb, plan.drafts[plan.base], aux, _labels_fn(rb, amax, False), [0] * len(rb.index))
+        starts, labels = [rep.starts[i] for i in rb.index], _labels_fn(rb, amax, greedy)
+        for name, counts in step1.items():
+            counts.add(rb, plan.ablations.get(name, plan.drafts[plan.base]), aux, labels, starts)
     results = path_results(m)
+    for alias, real in plan.aliases.items():
+        results[alias] = results[real]
+    plan.step1 = {n: c.counts.get(0, np.zeros((len(rep.seqs), 2))) for n, c in step1.items()}
     extra = _weights_lever(setup, plan, rep, m.scan_result() or [], opts, progress)
     return _verdict(setup, plan, results, ctx, opts.num_steps, rep.notes + plan.notes, len(rep.seqs), extra)
 
@@ -351,8 +366,9 @@ def _levers(plan: Plan, results: dict[str, PathResult], K: int) -> list[LeverRow
 
 
 def _modules(plan: Plan, results: dict[str, PathResult]) -> list[ModuleRow]:
-    names = [plan.base] + [f"ablate:{mod}" for mod in ABLATED]
-    own, diff = _step1(results, names)
+    counts = [plan.step1[""]] + [plan.step1[mod] for mod in ABLATED]
+    keep = counts[0][:, 1] > 0  # prompts with a measured position (a prompt with no continuation has none)
+    own, diff = paired([c[keep] for c in counts], STEP1, 0)
     rows = []
     for i, mod in enumerate(ABLATED, start=1):
         cost = Interval(-diff[i].point, -diff[i].hi, -diff[i].lo, diff[i].level, diff[i].n, diff[i].B, diff[i].seed)
@@ -405,8 +421,10 @@ def _verdict(
     # shows wherever the draft fails for another reason (measured: past the training length of the
     # context, ablating the fixture draft's MLP raises step-1 accuracy by 0.07 with every weight intact)
     bad = [r for r in modules if r.verdict == "contributes nothing"]
-    for r in bad:
-        findings.append(_module_finding(r, modules, plan.base))
+    if bad and len(bad) == len(modules):
+        findings.append(_nothing_trained_finding(modules, results[plan.base].step1, plan.base))
+    else:
+        findings += [_module_finding(r, modules, plan.base) for r in bad]
     branch = branch or ("checkpoint" if bad else "")
     drop = ctx.drop()
     if drop is not None:
@@ -470,6 +488,18 @@ def _module_finding(r: ModuleRow, modules: list[ModuleRow], base: str) -> Findin
         f"re-export the draft from its training checkpoint with a key map that loads {r.module}.* (check the converter's "
         "renames and a non-strict load's missing keys), then run eagle3-doctor inspect on the export",
         data={"module": r.module},
+    )
+
+
+def _nothing_trained_finding(modules: list[ModuleRow], step1: float, base: str) -> Finding:
+    # with no module carrying anything, ablation cannot point at one: the whole checkpoint is in question
+    return Finding(
+        "DGN002",
+        f"no module of the draft contributes anything: step-1 accuracy {step1:.3f}, and ablating any module changes nothing",
+        [f"on the {base} features: " + ", ".join(f"{m.module} costs {m.cost.text()}" for m in modules)],
+        "the draft is at initialisation or belongs to another target: re-export it from the trained checkpoint (check the "
+        "converter's key map), then run eagle3-doctor inspect and fingerprint on it",
+        data={"module": None},
     )
 
 

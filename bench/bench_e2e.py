@@ -1,0 +1,155 @@
+"""Whole CLI processes as a user runs them, beside a plain transformers script doing the same work.
+
+    PYTHONPATH=. python3 bench/bench_e2e.py --dir /tmp/e2e          # GPU: 8B-shaped pair saved to disk
+    PYTHONPATH=. python3 bench/bench_e2e.py --dir /tmp/e2e --quick  # CPU smoke run: the tiny shape
+
+It draws an 8B-shaped Llama target (32 layers, hidden 4096, 32/8 heads, vocabulary 128256) and a matching
+EAGLE-3 draft at random on the device, saves both to local disk in their released formats (the target as
+`save_pretrained` safetensors with the fixture tokenizer, the draft in the SGLang/SpecForge format), then
+times, as separate processes one after another (the page cache warm after the first read):
+- `plain_forward`: load with `from_pretrained(device_map=...)` + one forward with `output_hidden_states`;
+- `plain_generate`: the same plus greedy `generate` in batches of 8 (the continuation acceptance needs);
+- each doctor command on the same prompts and new-token count.
+Weights are random, so acceptance itself is meaningless here: only the time is measured. Every figure
+is a wall-clock time of a whole process measured in this run; the ratios divide two of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures"
+
+PLAIN = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+target, prompts, new, dev = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+t1 = time.perf_counter()
+tok = AutoTokenizer.from_pretrained(target)
+dtype = torch.bfloat16 if dev != "cpu" else torch.float32
+model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, device_map=dev).eval()
+t2 = time.perf_counter()
+msgs = [json.loads(l)["messages"] for l in open(prompts)]
+ids = [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True) for m in msgs]
+ids = [x["input_ids"] if isinstance(x, dict) else x for x in ids]
+seqs = ids
+with torch.inference_mode():
+    if new:
+        seqs = []
+        for i in range(0, len(ids), 8):
+            chunk = ids[i : i + 8]
+            L = max(map(len, chunk))
+            inp = torch.tensor([[tok.pad_token_id or 0] * (L - len(x)) + x for x in chunk], device=model.device)
+            att = (torch.arange(L, device=model.device)[None] >= torch.tensor([L - len(x) for x in chunk], device=model.device)[:, None]).long()
+            out = model.generate(input_ids=inp, attention_mask=att, max_new_tokens=new, do_sample=False, min_new_tokens=new)
+            seqs += [o[L - len(x):].tolist() for o, x in zip(out, chunk)]
+    t3 = time.perf_counter()
+    for s in seqs:
+        model(input_ids=torch.tensor([s], device=model.device), output_hidden_states=True)
+    if dev != "cpu":
+        torch.cuda.synchronize()
+t4 = time.perf_counter()
+print(json.dumps({"imports": t1 - t0, "load": t2 - t1, "generate": t3 - t2, "forward": t4 - t3}))
+"""
+
+
+def build(out: Path, quick: bool, dev: str) -> tuple[Path, Path]:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from eagle3_doctor.core.taps import layer_out
+    from eagle3_doctor.draft.formats import write_draft
+    from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft
+
+    H, FF, NL, V, nh, nkv = (4096, 14336, 32, 128256, 32, 8) if not quick else (128, 384, 8, 2048, 4, 2)
+    dtype = torch.bfloat16 if dev != "cpu" else torch.float32
+    cfg = LlamaConfig(
+        vocab_size=V, hidden_size=H, intermediate_size=FF, num_hidden_layers=NL, num_attention_heads=nh,
+        num_key_value_heads=nkv, max_position_embeddings=4096, rope_theta=500000.0, tie_word_embeddings=False,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    torch.set_default_dtype(dtype)
+    with torch.device(dev):
+        model = LlamaForCausalLM(cfg).eval()
+        dcfg = DraftConfig(
+            hidden_size=H, intermediate_size=FF, num_attention_heads=nh, num_key_value_heads=nkv, vocab_size=V,
+            draft_vocab_size=32000 if not quick else 1024, rope_theta=500000.0, max_position_embeddings=4096,
+        )  # fmt: skip
+        draft = Eagle3Draft(dcfg).eval()
+    torch.set_default_dtype(torch.float32)
+    tdir, ddir = out / "target", out / "draft"
+    model.save_pretrained(tdir, safe_serialization=True)
+    for f in (FIX / "target").iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens", "chat_template")):
+            shutil.copy(f, tdir / f.name)
+    spec = (layer_out(1), layer_out(NL // 2 - 1), layer_out(NL - 4))
+    write_draft(draft, ddir, "sglang", spec, NL)
+    return tdir, ddir
+
+
+def timed(name: str, cmd: list[str], env: dict[str, str], log: Path) -> dict:
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    log.write_text(r.stdout + "\n--- stderr ---\n" + r.stderr)
+    row = {"process": name, "wall_s": round(wall, 2), "rc": r.returncode}
+    if name.startswith("plain") and r.returncode == 0:
+        row["phases"] = json.loads(r.stdout.strip().splitlines()[-1])
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default="/tmp/e2e")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--new", type=int, default=128)
+    ap.add_argument("--only", default="", help="comma-separated process names to run (default: all)")
+    args = ap.parse_args()
+    dev = "cpu" if args.quick else "cuda"
+    out = Path(args.dir)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    t0 = time.perf_counter()
+    tdir, ddir = build(out, args.quick, dev)
+    print(json.dumps({"built_and_saved_s": round(time.perf_counter() - t0, 1)}), flush=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TOKENIZERS_PARALLELISM="false")
+    prompts, new = str(FIX / "prompts.jsonl"), str(args.new)
+    doc = [sys.executable, "-m", "eagle3_doctor"]
+    common = ["--target", str(tdir), "--draft", str(ddir), "--engine", "sglang", "--quiet"]
+    gen = ["--prompts", prompts, "--max-new-tokens", new, "--device", dev]
+    runs = {
+        "plain_forward": [sys.executable, "-c", PLAIN, str(tdir), prompts, "0", dev],
+        "plain_generate": [sys.executable, "-c", PLAIN, str(tdir), prompts, new, dev],
+        "inspect": [*doc, "inspect", *common[:-1]],
+        "compare-hidden": [*doc, "compare-hidden", *common, "--prompts", prompts, "--device", dev],
+        "acceptance": [*doc, "acceptance", *common, *gen],
+        "acceptance_batch_auto": [*doc, "acceptance", *common, *gen, "--batch-size", "auto"],
+        "fingerprint": [*doc, "fingerprint", *common, *gen],
+        "diagnose": [*doc, "diagnose", *common, *gen],
+    }
+    only = set(filter(None, args.only.split(",")))
+    rows = [timed(n, c, env, out / f"{n}.log") for n, c in runs.items() if not only or n in only]
+    print("\n| process | wall (s) | rc |\n|---|---|---|")
+    for r in rows:
+        ph = r.get("phases")
+        extra = (
+            f" (imports {ph['imports']:.1f}, load {ph['load']:.1f}, generate {ph['generate']:.1f}, forward {ph['forward']:.1f})"
+            if ph
+            else ""
+        )
+        print(f"| {r['process']} | {r['wall_s']:.1f}{extra} | {r['rc']} |")
+
+
+if __name__ == "__main__":
+    main()
