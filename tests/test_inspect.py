@@ -138,3 +138,96 @@ def test_unsorted_ids(tmp_copy):
 def test_wrong_architecture_name_for_vllm(tmp_copy):
     d = tmp_copy(DRAFTS["eagle"])
     assert "CFG007" in codes(inspect(str(TARGET), str(d), engine="vllm"))
+
+
+# quantization_config forms as the quantizers write them (fp8 block: DeepSeek/Qwen FP8 checkpoints;
+# compressed-tensors: llm-compressor FP8_DYNAMIC)
+FP8_BLOCK = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]}
+COMPRESSED = {
+    "quant_method": "compressed-tensors",
+    "format": "float-quantized",
+    "config_groups": {
+        "group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "dynamic": False, "symmetric": True},
+            "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True},
+        }
+    },
+    "ignore": ["lm_head"],
+}
+# the engine each rule was read in, and the file its finding cites
+QUANT_ENGINES = [
+    ("sglang", "QNT001", "warning", "python/sglang/srt/server_args.py"),
+    ("vllm", "QNT004", "info", "get_draft_quant_config"),
+    ("trtllm", "QNT004", "info", "tensorrt_llm/_torch/models/modeling_speculative.py"),
+]
+
+
+def _quant_target(tmp_copy, qc):
+    t = tmp_copy(TARGET, "target-quant")
+    _edit_config(t, lambda c: c.__setitem__("quantization_config", qc))
+    return t
+
+
+@pytest.mark.parametrize("qc,scheme", [(FP8_BLOCK, "fp8 block [128, 128]"), (COMPRESSED, "compressed-tensors float-quantized")])
+@pytest.mark.parametrize("engine,code,severity,cite", QUANT_ENGINES)
+def test_quantized_target_bf16_draft_one_finding_per_engine(tmp_copy, tmp_path, qc, scheme, engine, code, severity, cite):
+    from conftest import invoke
+
+    t = _quant_target(tmp_copy, qc)
+    out = tmp_path / "inspect.json"
+    r = invoke("inspect", "--target", t, "--draft", DRAFTS["sglang"], "--engine", engine, "--json", out)
+    assert r.exit_code == 1, r.output  # QNT003 (warning) is always raised for a quantized target
+    found = json.loads(out.read_text())["findings"]
+    engine_rule = [f for f in found if f["code"] in ("QNT001", "QNT004", "QNT005")]
+    assert [(f["code"], f["severity"]) for f in engine_rule] == [(code, severity)], engine_rule
+    assert any(cite in e for e in engine_rule[0]["evidence"]), engine_rule[0]["evidence"]
+    assert any(scheme in e for f in found for e in f["evidence"])
+    shift = [f for f in found if f["code"] == "QNT003"]
+    assert len(shift) == 1 and "compare-hidden" in shift[0]["fix"]
+    if engine == "sglang":  # the fix is the launch flag that keeps the draft in 16-bit
+        assert engine_rule[0]["edit"]["key"] == "--speculative-draft-model-quantization"
+        assert engine_rule[0]["edit"]["value"] == "unquant"
+
+
+def test_modelopt_export_read_from_hf_quant_config(tmp_copy):
+    t = tmp_copy(TARGET, "target-nvfp4")
+    (t / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8"}}))
+    res = inspect(str(t), str(DRAFTS["sglang"]), engine="vllm")
+    q = [f for f in res.findings if f.code.startswith("QNT")]
+    assert sorted(f.code for f in q) == ["QNT003", "QNT004"]
+    assert any("modelopt NVFP4" in e for f in q for e in f.evidence)
+    assert ("quantization", "target modelopt NVFP4; draft none (16-bit)") in res.facts
+
+
+def test_undetermined_engine_says_which_file_to_read(tmp_copy):
+    t = _quant_target(tmp_copy, FP8_BLOCK)
+    res = inspect(str(t), str(DRAFTS["eagle"]), engine="eagle")
+    (f,) = [f for f in res.findings if f.code == "QNT005"]
+    assert "ea_model.py" in f.fix
+
+
+def test_draft_config_quantized_but_weights_16_bit(tmp_copy):
+    d = tmp_copy(DRAFTS["sglang"])
+    _edit_config(d, lambda c: c.__setitem__("quantization_config", FP8_BLOCK))
+    res = inspect(str(TARGET), str(d), engine="vllm")
+    (f,) = [f for f in res.findings if f.code == "QNT002"]
+    assert f.edit is not None and f.edit.key == "quantization_config" and f.edit.op == "delete"
+    # vLLM builds the draft with the draft's own (here: fp8) scheme
+    assert [g.code for g in res.findings if g.code == "QNT004"] == ["QNT004"]
+
+
+def test_quantized_draft_tensors_without_config(tmp_copy):
+    d = tmp_copy(DRAFTS["sglang"])
+    _edit_weights(d, lambda sd: sd.__setitem__("midlayer.mlp.down_proj.weight_scale", torch.ones(1)))
+    res = inspect(str(TARGET), str(d), engine="vllm")
+    (f,) = [f for f in res.findings if f.code == "QNT002"]
+    assert "midlayer.mlp.down_proj.weight_scale" in f.evidence[0]
+
+
+def test_sglang_quantized_draft_gets_its_own_method_flag(tmp_copy):
+    d = tmp_copy(DRAFTS["sglang"])
+    _edit_config(d, lambda c: c.__setitem__("quantization_config", FP8_BLOCK))
+    res = inspect(str(TARGET), str(d), engine="sglang")
+    (f,) = [f for f in res.findings if f.code == "QNT001"]
+    assert f.edit.key == "--speculative-draft-model-quantization" and f.edit.value == "fp8"

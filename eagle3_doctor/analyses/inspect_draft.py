@@ -17,6 +17,7 @@ from ..draft.served import draft_serving
 from ..engines.capture import ENGINES, Serving, arch_family, id_range, resolve_serving, rules_release
 from .compare import diagnose_specs, served_state_findings
 from .forensics import Forensics, examine, geometry_fact, tensor_fact
+from .quantization import quant_findings, target_quant
 
 SCHEMA = "eagle3-doctor/inspect/1"
 
@@ -281,6 +282,9 @@ def inspect(
     out += served_findings
     facts += served_facts
     out += _registration_findings(info, engine)
+    q_findings, q_facts = _quant_findings(target, tcfg, info, fx, engine)
+    out += q_findings
+    facts += q_facts
     return InspectResult(
         _draft_summary(info),
         {"path": target, "num_layers": L, "hidden_size": tH, "vocab_size": tV, "family": family},
@@ -680,3 +684,14 @@ def _registration_findings(info: DraftInfo, engine: str) -> list[Finding]:
             ),
         )
     ]
+
+
+def _quant_findings(
+    target: str, tcfg: dict[str, Any], info: DraftInfo, fx: Forensics, engine: str
+) -> tuple[list[Finding], list[tuple[str, str]]]:
+    """Target and draft quantization, and the scheme the engine builds the draft with (engines/quant.py)."""
+    sc = info.config.get("speculators_config")
+    ver = sc.get("verifier") if isinstance(sc, dict) else None
+    verifier = ver.get("name_or_path") if isinstance(ver, dict) else None
+    tensors = [(t.name, t.dtype) for t in fx.tensors]
+    return quant_findings(target_quant(target, tcfg), info.config, tensors, engine, verifier)

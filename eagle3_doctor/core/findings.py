@@ -64,6 +64,18 @@ CODES: dict[str, tuple[str, str]] = {
     "FWD006": (ERROR, "the engine rotates the draft's RoPE in another layout (NeoX vs GPT-J-interleaved) than training"),
     "FWD007": (WARNING, "undetermined whether the draft was trained with NeoX or GPT-J-interleaved RoPE"),
     "FWD008": (ERROR, "the engine runs the draft's attention without the q_norm/k_norm (Qwen3 layer) it was trained with"),
+    # --- quantization: the target's and the draft's scheme, and what the engine builds the draft with
+    "QNT001": (
+        ERROR,
+        "the engine builds the draft with the target's quantization, not the draft's own (start-up failure or another precision than trained)",
+    ),
+    "QNT002": (
+        ERROR,
+        "the draft checkpoint's quantization config and its stored tensors disagree: no engine loads it as written",
+    ),
+    "QNT003": (WARNING, "the target is quantized: the features the draft is fed shift from a bf16-trained draft's"),
+    "QNT004": (INFO, "the engine builds the draft with its own scheme, not the target's (cited)"),
+    "QNT005": (WARNING, "undetermined whether the engine builds the draft with the target's quantization"),
     # --- acceptance
     "ACC001": (ERROR, "acceptance under the serving features is far below the training features"),
     "ACC002": (ERROR, "acceptance is low on the training features too: the draft itself is weak"),
