@@ -182,3 +182,64 @@ def test_matches_specforge_on_the_fixture(target):
     ref = oracles.specforge_logits(model, aux, ids, STEPS)
     ours = oracles.doctor_logits(DRAFTS["sglang"], aux, ids, STEPS, first_position=0, target_embed=target.embed_weight())
     assert max(oracles.max_rel_err(ours, ref)) < TOL
+
+
+# speculators 0.9.0 builds num_hidden_layers decoder layers: the EAGLE-3 first layer, then the verifier's
+# own decoder layer class over the first layer's output (models/eagle3/core.py:80-94, forward 286-298)
+MULTI = [dict(SPECULATORS_FLAGS[0]), dict(norm_before_residual=True, norm_output=True, norm_before_fc=False, fc_norm=True)]
+
+
+@pytest.mark.parametrize("layers", [2, 3])
+@pytest.mark.parametrize("flags", MULTI, ids=lambda f: ",".join(k for k, v in f.items() if v) or "plain")
+def test_matches_speculators_multi_layer_draft(flags, layers, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    sp = _speculators()
+    model = _speculators_model(sp, flags, {"num_hidden_layers": layers})
+    assert len(model.layers) == layers
+    V, Vd, H = model.verifier_vocab_size, model.draft_vocab_size, model.hidden_size
+    oracles.randomize(model, seed=20 + layers, vocab=V, draft_vocab=Vd)
+    model.save_pretrained(tmp_path / "d")
+    aux, ids = _inputs(7, H, V)
+    ref = oracles.speculators_logits(model, aux, ids, STEPS)
+    ours = oracles.doctor_logits(tmp_path / "d", aux, ids, STEPS, first_position=1)
+    assert max(oracles.max_rel_err(ours, ref)) < TOL
+    # the later layers matter: the same checkpoint cut to its first layer misses the reference
+    sd = load_file(tmp_path / "d" / "model.safetensors")
+    save_file(
+        {k: v for k, v in sd.items() if not k.startswith(tuple(f"layers.{i}." for i in range(1, layers)))},
+        tmp_path / "d" / "model.safetensors",
+    )
+    cut = oracles.doctor_logits(tmp_path / "d", aux, ids, STEPS, first_position=1)
+    assert max(oracles.max_rel_err(cut, ref)) > 1e-3
+
+
+def test_multi_layer_unroll_equals_sequential_extend(tmp_path):
+    """Teacher-forced unroll and the KV-cache forward agree step by step for a 2-layer draft."""
+    from eagle3_doctor.draft.formats import read_draft
+    from eagle3_doctor.draft.model import DraftCache
+
+    sp = _speculators()
+    model = _speculators_model(sp, dict(SPECULATORS_FLAGS[0]), {"num_hidden_layers": 2})
+    oracles.randomize(model, seed=3, vocab=model.verifier_vocab_size, draft_vocab=model.draft_vocab_size)
+    model.save_pretrained(tmp_path / "d")
+    d, _ = read_draft(tmp_path / "d", device="cpu", dtype=torch.float32)
+    assert d.config.num_hidden_layers == 2
+    aux, ids = _inputs(9, model.hidden_size, model.verifier_vocab_size, T=10)
+    pos = torch.arange(10)[None]
+    with torch.no_grad():
+        h1, h2 = list(d.unroll(aux, ids, 2, positions=pos))
+        cache = DraftCache()
+        s1 = d.extend(aux, ids, pos, cache, from_aux=True)  # step 1 over every position at once
+        assert len(cache.later) == 1 and cache.later[0].length == 10
+        t = 4  # step 2 at position t: the fed-back state of t with token x_{t+2}, at position t+1
+        s2 = d.extend(s1[:, t : t + 1], ids[:, t + 1 : t + 2], pos[:, t : t + 1] + 1, _prefix(cache, t + 1), from_aux=False)
+    torch.testing.assert_close(s1, h1, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(s2[:, 0], h2[:, t], rtol=1e-5, atol=1e-5)
+
+
+def _prefix(cache, n):
+    """The cache of the first n positions, every layer."""
+    from eagle3_doctor.draft.model import DraftCache
+
+    return DraftCache(cache.k[:, :, :n], cache.v[:, :, :n], [_prefix(c, n) for c in cache.later])

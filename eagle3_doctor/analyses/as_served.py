@@ -86,7 +86,7 @@ def _eager_copy(draft: Any) -> Any:
     # copy a [vocab, hidden] table (a GB at 128k x 4096 in bf16)
     emb = draft.embed_tokens
     c = copy.deepcopy(draft, memo={id(emb.weight): emb.weight} if emb is not None else None)
-    for obj, names in ((c, ("_layer_in", "_layer_out", "logits")), (c.midlayer.self_attn, ("qkv",))):
+    for obj, names in ((c, ("_layer_in", "_layer_out", "_first_out", "_fed_back", "logits")), (c.midlayer.self_attn, ("qkv",))):
         for n in names:
             obj.__dict__.pop(n, None)
     return c

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -248,7 +249,13 @@ def spec_to_ids(convention: str, spec: FeatureSpec, num_layers: int, family: str
 # --------------------------------------------------------------------------- weight names
 
 
+_LATER_LAYER = re.compile(r"^(?:model\.)?layers\.([1-9]\d*)\.")
+
+
 def native_to_canonical_name(name: str) -> str:
+    m = _LATER_LAYER.match(name)
+    if m:  # decoder layers 1.. of a multi-layer draft: layers.{i} in every format (vLLM llama_eagle3.py names them so)
+        return f"extra_layers.{int(m.group(1)) - 1}." + name[m.end() :]
     for pre in ("model.",):
         if name.startswith(pre) and not name.startswith("model.layers.0.") and not name.startswith("model.midlayer."):
             name = name[len(pre) :]
@@ -259,6 +266,9 @@ def native_to_canonical_name(name: str) -> str:
 
 
 def canonical_to_native_name(fmt: str, name: str) -> str:
+    if name.startswith("extra_layers."):
+        j, rest = name[len("extra_layers.") :].split(".", 1)
+        return f"layers.{int(j) + 1}.{rest}"
     if fmt == "speculators" and name.startswith("midlayer."):
         return "layers.0." + name[len("midlayer.") :]
     return name
@@ -372,6 +382,9 @@ def _fields_from_weights(canon_fields: dict[str, Any], canon: dict[str, Any]) ->
         canon_fields["fc_norm"] = True
     if "midlayer.self_attn.q_norm.weight" in canon:  # a Qwen3-style draft layer, whatever the config says
         canon_fields["qk_norm"] = True
+    # the layers the weights hold: 1 + the layers after the first (extra_layers.{j})
+    extra = {int(k.split(".")[1]) for k in canon if k.startswith("extra_layers.")}
+    canon_fields["num_hidden_layers"] = 1 + (max(extra) + 1 if extra else 0)
 
 
 def _meta_draft(d: Path, canon_fields: dict[str, Any]) -> tuple[Any, Any]:
@@ -468,7 +481,7 @@ def _llama_config(cfg) -> dict[str, Any]:
         "num_attention_heads": cfg.num_attention_heads,
         "num_key_value_heads": cfg.num_key_value_heads,
         "head_dim": cfg.head_dim,
-        "num_hidden_layers": 1,
+        "num_hidden_layers": cfg.num_hidden_layers,
         "rms_norm_eps": cfg.rms_norm_eps,
         "rope_theta": cfg.rope_theta,
         "rope_scaling": cfg.rope_scaling,

@@ -83,6 +83,7 @@ class DraftConfig:
     norm_output: bool = False
     rope_interleaved: bool = False  # GPT-J pairs (2i, 2i+1); False = NeoX rotate-half (i, i + d/2)
     qk_norm: bool = False  # Qwen3 attention: RMSNorm over head_dim on q and k, before RoPE
+    num_hidden_layers: int = 1  # decoder layers: the EAGLE-3 layer, then plain ones (see DecoderLayer)
     torch_dtype: str | None = None
     extra: dict = field(default_factory=dict)
 
@@ -217,14 +218,15 @@ def apply_rope(x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor, scale
 
 
 class DraftAttention(nn.Module):
-    def __init__(self, cfg: DraftConfig):
+    def __init__(self, cfg: DraftConfig, in_features: int | None = None):
         super().__init__()
         d = int(cfg.head_dim)  # type: ignore[arg-type]
         self.nh, self.nkv, self.d = cfg.num_attention_heads, cfg.num_key_value_heads, d
         b = cfg.attention_bias
-        self.q_proj = nn.Linear(2 * cfg.hidden_size, self.nh * d, bias=b)
-        self.k_proj = nn.Linear(2 * cfg.hidden_size, self.nkv * d, bias=b)
-        self.v_proj = nn.Linear(2 * cfg.hidden_size, self.nkv * d, bias=b)
+        n_in = 2 * cfg.hidden_size if in_features is None else in_features  # the EAGLE-3 layer reads [embed, h]
+        self.q_proj = nn.Linear(n_in, self.nh * d, bias=b)
+        self.k_proj = nn.Linear(n_in, self.nkv * d, bias=b)
+        self.v_proj = nn.Linear(n_in, self.nkv * d, bias=b)
         self.o_proj = nn.Linear(self.nh * d, cfg.hidden_size, bias=False)
         if cfg.qk_norm:
             self.q_norm = RMSNorm(d, cfg.rms_norm_eps)
@@ -354,12 +356,35 @@ class DraftLayer(nn.Module):
         self.mlp = DraftMLP(cfg)
 
 
+class DecoderLayer(nn.Module):
+    """A draft layer after the first: a plain pre-norm decoder layer over the H-wide state.
+
+    Layers 1.. take the previous layer's output (residual stream) alone, no embeddings, no hidden_norm:
+    speculators 0.9.0 ``models/eagle3/core.py:80-94`` builds them as the verifier's own decoder layer
+    class and ``core.py:286-298`` chains them after the first; vLLM ``llama_eagle3.py``
+    ``LlamaDecoderLayer.forward`` (layer_idx > 0: ``input_layernorm(hidden_states, residual)``, q/k/v
+    of width hidden_size) does the same.
+    """
+
+    def __init__(self, cfg: DraftConfig):
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = DraftAttention(cfg, in_features=cfg.hidden_size)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = DraftMLP(cfg)
+
+    def finish(self, state: torch.Tensor, attn_out: torch.Tensor) -> torch.Tensor:
+        out = state + attn_out
+        return out + self.mlp(self.post_attention_layernorm(out))
+
+
 @dataclass
 class DraftCache:
     """Keys/values of everything the draft has processed, for :meth:`Eagle3Draft.extend`."""
 
     k: torch.Tensor | None = None  # [B, nkv, S, d]
     v: torch.Tensor | None = None
+    later: list[DraftCache] = field(default_factory=list)  # one per layer after the first
 
     @property
     def length(self) -> int:
@@ -381,6 +406,8 @@ class Eagle3Draft(nn.Module):
             )
         self.fc = nn.Linear(cfg.fc_in_features, cfg.hidden_size, bias=False)
         self.midlayer = DraftLayer(cfg)
+        if cfg.num_hidden_layers > 1:  # absent for one layer: a 1-layer draft's module and state dict are unchanged
+            self.extra_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers - 1))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.draft_vocab_size, bias=False)
         self.embed_tokens: nn.Embedding | None = None
@@ -388,6 +415,8 @@ class Eagle3Draft(nn.Module):
         self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
         self.register_buffer("t2d", torch.zeros(cfg.vocab_size, dtype=torch.bool))
         inv_freq, self.midlayer.self_attn.rope_scale = rope_tables(cfg)
+        for layer in self.later_layers():
+            layer.self_attn.rope_scale = self.midlayer.self_attn.rope_scale
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     # ------------------------------------------------------------------ pieces
@@ -418,11 +447,22 @@ class Eagle3Draft(nn.Module):
         residual = hn if self.config.norm_before_residual else h
         return x, residual
 
-    def _layer_out(self, attn_out: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        """-> the state fed to the next step: pre-norm ``out``, or ``norm(out)`` with norm_output."""
+    def later_layers(self) -> list[DecoderLayer]:
+        return list(self.extra_layers) if hasattr(self, "extra_layers") else []
+
+    def _first_out(self, attn_out: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         m = self.midlayer
         out = residual + attn_out
-        out = out + m.mlp(m.post_attention_layernorm(out))
+        return out + m.mlp(m.post_attention_layernorm(out))
+
+    def _layer_out(self, attn_out: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """The first layer's attention output -> the fed-back state, for callers that run one layer only."""
+        if self.later_layers():
+            raise RuntimeError("this path runs the first draft layer only; a multi-layer draft runs through unroll()/extend()")
+        return self._fed_back(self._first_out(attn_out, residual))
+
+    def _fed_back(self, out: torch.Tensor) -> torch.Tensor:
+        """The last layer's output -> the state fed to the next step: pre-norm ``out``, or ``norm(out)`` with norm_output."""
         return self.norm(out) if self.config.norm_output else out
 
     def logits(self, state: torch.Tensor) -> torch.Tensor:
@@ -457,22 +497,19 @@ class Eagle3Draft(nn.Module):
         B, T = ids.shape
         if positions is None:
             positions = torch.arange(T, device=aux.device).expand(B, T)
-        attn = self.midlayer.self_attn
         h = self.project_aux(aux)
-        k0 = v0 = None
-        own_k: list[torch.Tensor] = []
-        own_v: list[torch.Tensor] = []
+        # per layer: its step-1 keys/values and its own keys/values of steps 2..k (every layer attends alike)
+        kv: list[_UnrollKV] = [_UnrollKV() for _ in range(1 + len(self.later_layers()))]
         for k in range(num_steps):
             step_ids = ids if k == 0 else torch.roll(ids, shifts=-k, dims=1)
             x, residual = self._layer_in(h, step_ids)
-            q, kk, vv = attn.qkv(x, positions + k, self.inv_freq)
-            if k == 0:
-                k0, v0 = kk, vv
-            else:
-                own_k.append(kk)
-                own_v.append(vv)
-            o = attn.attend_unroll(q, k0, v0, own_k, own_v, key_mask)  # type: ignore[arg-type]
-            h = self._layer_out(o, residual)
+            o = kv[0].attend(self.midlayer.self_attn, x, positions + k, self.inv_freq, key_mask)
+            out = self._first_out(o, residual)
+            for layer, c in zip(self.later_layers(), kv[1:]):
+                out = layer.finish(
+                    out, c.attend(layer.self_attn, layer.input_layernorm(out), positions + k, self.inv_freq, key_mask)
+                )
+            h = self._fed_back(out)
             yield h
 
     # ------------------------------------------------------------------ KV-cache forward
@@ -493,12 +530,44 @@ class Eagle3Draft(nn.Module):
         """
         h = self.project_aux(h_or_aux) if from_aux else h_or_aux
         x, residual = self._layer_in(h, ids)
-        attn = self.midlayer.self_attn
-        q, k, v = attn.qkv(x, positions, self.inv_freq)
-        S = cache.length
-        cache.k = k if cache.k is None else torch.cat([cache.k, k], dim=2)
-        cache.v = v if cache.v is None else torch.cat([cache.v, v], dim=2)
-        n = ids.shape[1]
-        mask = torch.ones(n, S + n, dtype=torch.bool, device=ids.device).tril(diagonal=S)
-        o = attn.attend(q, cache.k, cache.v, mask)
-        return self._layer_out(o, residual)
+        out = self._first_out(_cached_attend(self.midlayer.self_attn, x, positions, self.inv_freq, cache), residual)
+        later = self.later_layers()
+        while len(cache.later) < len(later):
+            cache.later.append(DraftCache())
+        for layer, c in zip(later, cache.later):
+            out = layer.finish(out, _cached_attend(layer.self_attn, layer.input_layernorm(out), positions, self.inv_freq, c))
+        return self._fed_back(out)
+
+
+def _cached_attend(
+    attn: DraftAttention, x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, cache: DraftCache
+) -> torch.Tensor:
+    """One layer's attention of the new inputs x [B, n, *] over its cache, which it extends."""
+    q, k, v = attn.qkv(x, positions, inv_freq)
+    S = cache.length
+    cache.k = k if cache.k is None else torch.cat([cache.k, k], dim=2)
+    cache.v = v if cache.v is None else torch.cat([cache.v, v], dim=2)
+    n = x.shape[1]
+    mask = torch.ones(n, S + n, dtype=torch.bool, device=x.device).tril(diagonal=S)
+    return attn.attend(q, cache.k, cache.v, mask)
+
+
+@dataclass
+class _UnrollKV:
+    """One layer's keys/values during a teacher-forced unroll: step 1's, then its own of steps 2..k."""
+
+    k0: torch.Tensor | None = None
+    v0: torch.Tensor | None = None
+    own_k: list[torch.Tensor] = field(default_factory=list)
+    own_v: list[torch.Tensor] = field(default_factory=list)
+
+    def attend(
+        self, attn: DraftAttention, x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor, key_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        q, kk, vv = attn.qkv(x, pos, inv_freq)
+        if self.k0 is None:
+            self.k0, self.v0 = kk, vv
+        else:
+            self.own_k.append(kk)
+            self.own_v.append(vv)
+        return attn.attend_unroll(q, self.k0, self.v0, self.own_k, self.own_v, key_mask)  # type: ignore[arg-type]
