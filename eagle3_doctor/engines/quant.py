@@ -115,7 +115,7 @@ VLLM_RULE = DraftQuantRule(
     "MTP/DSpark drafts without their own model copy the target's quantization",
     "vllm/config/speculative.py SpeculativeConfig.__post_init__ (draft ModelConfig(..., quantization=self.quantization)); "
     "vllm/model_executor/models/llama_eagle3.py LlamaDecoderLayer.get_quant_config and LlamaModel.__init__ -> "
-    "vllm/model_executor/models/utils.py get_draft_quant_config (read at vllm-project/vllm 00bd1493)",
+    "vllm/model_executor/models/utils.py get_draft_quant_config (read at vllm-project/vllm: speculative.py 002e77c1, llama_eagle3.py 00bd1493)",
     "speculative_config 'quantization'",
 )
 TRTLLM_RULE = DraftQuantRule(
