@@ -1172,7 +1172,7 @@ def test_a_fifo_whose_reader_leaves_mid_write_is_one_line(tmp_path):
     root = Path(__file__).resolve().parent.parent
     args = [CH, "--target", TARGET, "--draft", D, "--limit", "1", "--matrix", "-q", "--json", fifo]
     p = subprocess.Popen(
-        [sys.executable, "-m", "eagle3_doctor.cli", *map(str, args)],
+        [sys.executable, "-m", "eagle3_doctor", *map(str, args)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -1,0 +1,5 @@
+"""`python -m eagle3_doctor.cli`, as the CLI module ran before the package had layers."""
+
+from .app import run
+
+run()
