@@ -102,7 +102,12 @@ ENGINE_CHOICES = ("sglang", "vllm", "trtllm", "modelopt", "eagle")
 FORMAT_CHOICES = ("eagle", "sglang", "speculators")
 DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
 Target = Annotated[str, typer.Option("--target", "-t", help="Target model: local directory or hub id.")]
-Draft = Annotated[Optional[str], typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
+Draft = Annotated[
+    Optional[str],
+    typer.Option(
+        "--draft", "-d", help="EAGLE-3 draft checkpoint: local directory or hub id (default: the draft of --serve-cmd)."
+    ),
+]
 DraftFormat = Annotated[
     Optional[str],
     typer.Option(
@@ -128,7 +133,7 @@ EngineVersion = Annotated[
         help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; modelopt any release from 0.35.0; trtllm 1.2|1.2-two-model.",
     ),
 ]
-RequiredDraft = Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
+RequiredDraft = Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint: local directory or hub id.")]
 LayerIds = Annotated[
     Optional[str],
     typer.Option(
@@ -208,7 +213,9 @@ ServeCmd = Annotated[
     ),
 ]
 Revision = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit) of a hub-id --target.")]
-DraftRevision = Annotated[Optional[str], typer.Option("--draft-revision", help="Hub revision of a hub-id --draft.")]
+DraftRevision = Annotated[
+    Optional[str], typer.Option("--draft-revision", help="Hub revision (branch, tag or commit) of a hub-id --draft.")
+]
 ServeConfigFile = Annotated[
     Optional[str],
     typer.Option(
@@ -495,7 +502,7 @@ def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
     if dtype == "auto" and sc is not None and sc.dtype not in (None, "auto"):
         dtype = {"half": "float16", "bf16": "bfloat16", "fp16": "float16", "float": "float32"}.get(sc.dtype, sc.dtype)
     from ..engines.capture import check_engine
-    from ..io.hub import resolve, role_paths
+    from ..io.hub import role_paths
 
     # the engine and release as resolved (from --serve-cmd, or the sglang default), refused before any download or load
     check_engine(eng, ver)
@@ -505,12 +512,30 @@ def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
         revision = sc.target_revision
     if draft_revision is None and sc is not None and draft == sc.draft:
         draft_revision = sc.draft_revision
-    target_dir = resolve(target, revision, "target")
-    draft_dir = resolve(draft, draft_revision, "draft") if draft else None
+    target_dir, draft_dir = _resolve_models(target, draft, getattr(a, "draft_format", None), revision, draft_revision)
     paths = role_paths(target, draft, target_dir=target_dir, draft_dir=draft_dir, serve_config=getattr(a, "serve_config", None))
     if (target_dir, draft_dir) != (target, draft):  # hub snapshots: outputs kept out of them too
         check_outputs_apart({**vars(a), "target": target_dir, "draft": draft_dir})
     return _Resolved(target_dir, draft_dir, eng, ver, dtype, sc, paths)
+
+
+def _resolve_models(
+    target: Optional[str],
+    draft: Optional[str],
+    draft_format: Optional[str] = None,
+    revision: Optional[str] = None,
+    draft_revision: Optional[str] = None,
+) -> tuple[Optional[str], Optional[str]]:
+    """Local directories for --target and --draft: hub ids become cached (or downloaded) snapshots,
+    checked as a local directory is; local-looking paths never reach the hub."""
+    from ..io.hub import resolve
+    from .validate import check_resolved
+
+    target_dir = resolve(target, revision, "target") if target else None
+    draft_dir = resolve(draft, draft_revision, "draft") if draft else None
+    check_resolved(target, target_dir, "target")
+    check_resolved(draft, draft_dir, "draft", draft_format)
+    return target_dir, draft_dir
 
 
 def _setup(a: SimpleNamespace, r: _Resolved) -> Any:
@@ -761,7 +786,8 @@ def _dump_training_spec(a: SimpleNamespace) -> tuple[Any, str, str]:
     elif draft:
         from ..draft.formats import read_draft, spec_from_info
 
-        _, info = read_draft(draft, fmt=a.draft_format, device="cpu", dtype=None)
+        _, draft_dir = _resolve_models(None, draft, a.draft_format)
+        _, info = read_draft(draft_dir, fmt=a.draft_format, device="cpu", dtype=None)
         tspec, tsrc = spec_from_info(info, num_layers)
     else:
         raise BadInput(
@@ -1163,7 +1189,7 @@ def server_metrics_cmd(
 @guarded
 def gate_cmd(
     target: Target,
-    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory to gate.")],
+    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint to gate: local directory or hub id.")],
     policy: Annotated[Optional[str], typer.Option("--policy", help="TOML policy file ([gate] table); flags override it.")] = None,
     train_recipe: TrainRecipe = None, train_dump: TrainDump = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="gate JSON of an earlier checkpoint: fail on regression beyond max_regression.")] = None,
@@ -1189,9 +1215,10 @@ def gate_cmd(
     flags = {k: getattr(a, k) for k in ("engine_version", "min_cosine", "min_step1_accuracy", "min_tau", "max_regression")}
     pol = Policy.load(policy, {"engine": engine.lower() if engine else engine, **flags, "fail_on": fail_on, "limit": limit})
     check_policy_values(pol, f"policy file {policy}" if policy else "gate options")
+    target_dir, draft_dir = _resolve_models(target, draft, draft_format)
     res = run_gate(
-        target=target,
-        draft=draft,
+        target=target_dir,
+        draft=draft_dir,
         policy=pol,
         prompts=prompts,
         baseline=baseline,
@@ -1202,7 +1229,7 @@ def gate_cmd(
         train_recipe=train_recipe,
         train_dump=train_dump,
     )
-    locate(res.findings, role_paths(target, draft))
+    locate(res.findings, role_paths(target, draft, target_dir=target_dir, draft_dir=draft_dir))
     text = markdown(res, draft)
     con = _console(stderr=json_out == "-")
     render_gate(con, res)
