@@ -450,6 +450,13 @@ class _Resolved:
     dtype: str
     serve: Any = None
     paths: dict[str, str] = dataclasses.field(default_factory=dict)  # finding roles -> the files this run used
+    findings: list[Any] = dataclasses.field(default_factory=list)  # what the launch command alone shows
+
+    def locate(self, findings: list[Any]) -> None:
+        """The launch command's findings first in a command's list (they are read before anything is
+        measured), and every finding pointed at the file this run used."""
+        findings[:0] = [f for f in self.findings if f not in findings]
+        locate(findings, self.paths)
 
 
 def _missing_option(flag: str, what: str) -> None:
@@ -477,6 +484,8 @@ def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
         getattr(a, "dtype", "auto"),
     )
     sc = load(getattr(a, "serve_cmd", None), getattr(a, "serve_config", None))
+    if sc is not None and not target:
+        _speculators_from_hub(sc)
     from ..io.overlap import check_outputs_apart
 
     # the models the launch command names are inputs too: refused before the summary line is printed
@@ -516,7 +525,24 @@ def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
     paths = role_paths(target, draft, target_dir=target_dir, draft_dir=draft_dir, serve_config=getattr(a, "serve_config", None))
     if (target_dir, draft_dir) != (target, draft):  # hub snapshots: outputs kept out of them too
         check_outputs_apart({**vars(a), "target": target_dir, "draft": draft_dir})
-    return _Resolved(target_dir, draft_dir, eng, ver, dtype, sc, paths)
+    from ..engines.launch import launch_findings
+
+    return _Resolved(target_dir, draft_dir, eng, ver, dtype, sc, paths, launch_findings(sc) if sc else [])
+
+
+def _speculators_from_hub(sc: Any) -> None:
+    """``vllm serve org/speculators-draft``: the checkpoint's config.json (cached or downloaded) says which
+    verifier vLLM loads as the target; a local checkpoint was read when the command was parsed."""
+    from ..io.hub import resolve
+    from .validate import is_hub_id
+
+    if sc.engine != "vllm" or sc.draft is not None or not sc.target or not is_hub_id(sc.target):
+        return
+    from ..engines.launch import local_config, speculators_verifier
+
+    speculators_verifier(sc, local_config(resolve(sc.target, sc.target_revision, "target")))
+    if sc.draft is not None:
+        sc.draft_revision, sc.target_revision = sc.target_revision, None
 
 
 def _resolve_models(
@@ -657,7 +683,7 @@ def inspect_cmd(
 
     r = _resolve_serve(a, need_draft=True)
     res = inspect(r.target, r.draft, engine=r.engine, engine_version=r.engine_version, draft_format=draft_format)
-    locate(res.findings, r.paths)
+    r.locate(res.findings)
     render_inspect(_console(stderr=json_out == "-"), res)
     if json_out:
         write_json(json_out, {**res.to_dict(), "tool": _tool(), **({"serve": r.serve.to_dict()} if r.serve else {})})
@@ -722,7 +748,7 @@ def compare_hidden_cmd(
             limit=limit,
             progress=cb,
         )
-    locate(res.findings, r.paths)
+    r.locate(res.findings)
     render_compare(_console(stderr=json_out == "-"), res)  # `--json -` owns stdout
     _write_json(json_out, {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})}, trust_remote_code)
     if plot or report:
@@ -948,7 +974,7 @@ def acceptance_cmd(
             min_tau=min_tau,
             progress=cb,
         )
-    locate(rep.run.findings, r.paths)
+    r.locate(rep.run.findings)
     _render_acceptance(rep, json_out, report, plot, trust_remote_code)
     return exit_code(rep.run.findings, "error")  # an ACC003 threshold the user set fails too
 
@@ -1111,7 +1137,7 @@ def diagnose_cmd(
     opts = _acceptance_options(a, r, setup)
     with _progress(quiet) as cb:
         d = diagnose_gap(setup, opts, prompts_path=prompts, progress=cb)
-    locate(d.findings, r.paths)
+    r.locate(d.findings)
     render_diagnosis(_console(stderr=json_out == "-"), d)
     _write_json(json_out, d.to_dict(), trust_remote_code)
     return exit_code(d.findings, "error")
