@@ -1179,12 +1179,12 @@ def fix_cmd(
 @app.command("explain")
 @guarded
 def explain_cmd(
-    code: Annotated[str, typer.Argument(help="A finding code, e.g. CAP002 (any case).")],
+    code: Annotated[Optional[str], typer.Argument(help="A finding code, e.g. CAP002 (any case). Leave out to list every code.")] = None,
 ) -> int:  # fmt: skip
     """The long form of a finding code: what it means, why acceptance drops, how to confirm it."""
-    from ..core.explanations import explain
+    from ..core.explanations import explain, list_codes
 
-    text = explain(code)
+    text = explain(code) if code is not None else list_codes()
     print(text, end="")
     return EXIT_OK
 

@@ -636,6 +636,15 @@ def closest_codes(text: str, n: int = 3) -> list[str]:
     return near[:n]
 
 
+def list_codes() -> str:
+    """Every finding code on one line (code, severity, meaning): what `explain` with no code prints, so
+    a user can find the code to ask about."""
+    from .findings import CODES
+
+    width = max(map(len, CODES))
+    return "".join(f"{c:<{width}}  {sev:<7}  {title}\n" for c, (sev, title) in CODES.items())
+
+
 def explain(code: str) -> str:
     """The long form of a finding code as text; BadInput naming the closest codes for an unknown one."""
     from .errors import BadInput
