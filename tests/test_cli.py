@@ -301,3 +301,14 @@ def test_gate_checks_the_engine_once_on_the_merged_policy(monkeypatch):
     calls.clear()
     r = invoke(*args[:-3], "tgi")
     assert r.exit_code == 2 and "tgi" in r.stderr and calls == [("tgi", None)], (r.exit_code, r.stderr, calls)
+
+
+def test_explain_without_a_code_lists_every_code():
+    from eagle3_doctor.core.findings import CODES
+
+    r = invoke("explain")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert len(lines) == len(CODES)
+    assert lines[0].split()[:2] == [next(iter(CODES)), CODES[next(iter(CODES))][0]]
+    assert any(ln.startswith("CMD001 ") for ln in lines)

@@ -4,7 +4,11 @@ local-looking names never sent to the hub, pytorch_model.bin and sharded safeten
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -117,3 +121,88 @@ def test_sharded_safetensors_index(tmp_path):
     (dst / "model-00002-of-00002.safetensors").unlink()
     with pytest.raises(BadInput, match="missing"):
         read_draft(dst)
+
+
+# --------------------------------------------------------------------------- hub ids through the CLI
+
+
+def _cache_model(hub: Path, repo: str, src: Path, sha: str = SHA) -> Path:
+    """``repo`` at main (= sha) in a Hugging Face cache laid out as huggingface_hub writes it."""
+    root = hub / ("models--" + repo.replace("/", "--"))
+    snap = root / "snapshots" / sha
+    snap.mkdir(parents=True)
+    for f in src.iterdir():
+        shutil.copy(f, snap)
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(sha)
+    return snap
+
+
+def _run_offline(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """The CLI in a fresh process, so that huggingface_hub reads HF_HOME and HF_HUB_OFFLINE as a user's shell sets them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_HOME=str(tmp_path / "hf-home"), HF_HUB_OFFLINE="1")
+    return subprocess.run(
+        [sys.executable, "-m", "eagle3_doctor", *args], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+
+
+@pytest.fixture()
+def hf_home(tmp_path):
+    hub = tmp_path / "hf-home" / "hub"
+    _cache_model(hub, "org/name", DRAFTS["sglang"])
+    _cache_model(hub, "org/target", TARGET)
+    return hub
+
+
+def test_cli_draft_hub_id_resolves_offline(tmp_path, hf_home):
+    r = _run_offline(
+        tmp_path, "inspect", "--target", str(TARGET), "--draft", "org/name", "--engine", "sglang", "--json", "i.json"
+    )
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads((tmp_path / "i.json").read_text())
+    assert doc["draft"]["path"] == str(hf_home / "models--org--name" / "snapshots" / SHA)
+    assert doc["draft"]["format"] == "sglang"
+
+
+def test_cli_serve_cmd_naming_hub_ids_resolves_offline(tmp_path, hf_home):
+    cmd = (
+        "python -m sglang.launch_server --model-path org/target --speculative-algorithm EAGLE3 "
+        "--speculative-draft-model-path org/name --speculative-num-steps 3 --speculative-eagle-topk 1 "
+        "--speculative-num-draft-tokens 4"
+    )
+    r = _run_offline(tmp_path, "inspect", "--serve-cmd", cmd, "--json", "i.json")
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads((tmp_path / "i.json").read_text())
+    assert doc["target"]["path"] == str(hf_home / "models--org--target" / "snapshots" / SHA)
+    assert doc["draft"]["path"] == str(hf_home / "models--org--name" / "snapshots" / SHA)
+
+
+def test_cli_uncached_hub_id_is_one_line(tmp_path, hf_home):
+    r = _run_offline(tmp_path, "inspect", "--target", str(TARGET), "--draft", "org/not-cached")
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(lines) == 1 and "org/not-cached" in lines[0] and "HF_HUB_OFFLINE=1" in lines[0], lines
+
+
+def test_cached_hub_draft_is_checked_like_a_local_one(tmp_path, monkeypatch):
+    """A snapshot whose config is broken is refused as a local draft would be, not loaded."""
+    import huggingface_hub.constants as C
+
+    from eagle3_doctor.cli.validate import check_resolved
+
+    snap = _cache_model(tmp_path / "hub", "org/bad", DRAFTS["sglang"])
+    (snap / "config.json").write_text('{"num_hidden_layers": "one"}')
+    monkeypatch.setattr(C, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(C, "HF_HUB_OFFLINE", True)
+    with pytest.raises(BadInput, match="num_hidden_layers"):
+        check_resolved("org/bad", resolve("org/bad"), "draft")
+
+
+def test_offline_state_says_unset(monkeypatch):
+    from eagle3_doctor.io.hub import offline_state
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert offline_state() == "HF_HUB_OFFLINE unset"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert offline_state() == "HF_HUB_OFFLINE=0"

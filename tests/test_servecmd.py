@@ -84,7 +84,7 @@ def test_sglang_topk1_forces_budget():
 VLLM = """vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 4 --pipeline_parallel_size 2 --dtype bfloat16 \\
   --chat-template ./tmpl.jinja --trust-remote-code --max-model-len 8192 --enable-prefix-caching \\
   --speculative-config '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 5, "revision": "r1"}' \\
-  --num-speculative-tokens 3"""
+  --frobnicate 3"""
 
 
 def test_vllm_serve_with_json_speculative_config():
@@ -95,8 +95,8 @@ def test_vllm_serve_with_json_speculative_config():
     assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == (5, 1, 6)
     assert (sc.dtype, sc.chat_template, sc.tp_size, sc.pp_size) == ("bfloat16", "./tmpl.jinja", 4, 2)
     assert sc.trust_remote_code is True
-    # the pre-0.10 flag no longer exists: listed, not silently dropped
-    assert sc.unknown_flags == ["--num-speculative-tokens 3"]
+    # a flag of no release the table holds: listed, not silently dropped
+    assert sc.unknown_flags == ["--frobnicate 3"]
     assert {"max_model_len", "enable_prefix_caching"} <= set(sc.ignored_flags)
 
 
@@ -218,3 +218,127 @@ def test_cli_serve_cmd_drives_acceptance(tmp_path):
 def test_cli_serve_cmd_needs_a_model():
     r = invoke("inspect", "--serve-cmd", 'vllm serve --speculative-config \'{"model": "d"}\'')
     assert r.exit_code == 2
+
+
+# --------------------------------------------------------------------------- launch forms as published
+
+SG = "python3 -m sglang.launch_server --model-path fixtures/target --speculative-algorithm EAGLE3 "
+
+
+def test_sglang_refuses_underscored_flags_as_the_engine_does():
+    # SGLang's plain argparse registers --speculative-num-steps only; vLLM's parser rewrites _ to -
+    with pytest.raises(BadInput, match=r"refuses --speculative_num_steps.*write --speculative-num-steps"):
+        parse_serve_cmd(SG + "--speculative-draft-model-path d --speculative_num_steps 3")
+    sc = parse_serve_cmd(
+        'vllm serve m --tensor_parallel_size 2 --speculative_config \'{"model": "d", "num_speculative_tokens": 2}\''
+    )
+    assert (sc.tp_size, sc.draft, sc.num_steps) == (2, "d", 2)
+
+
+def test_unknown_flag_naming_a_measured_setting_is_refused():
+    with pytest.raises(BadInput, match="--speculative-model is not a vllm 0.33.0 flag"):
+        parse_serve_cmd("vllm serve m --speculative-model d --num-speculative-tokens 3")
+    with pytest.raises(BadInput, match="--speculative-eagle-top-k is not a sglang"):
+        parse_serve_cmd(SG + "--speculative-eagle-top-k 4")
+    # one of another release (or a typo in an unrelated flag) is listed and the run goes on
+    assert parse_serve_cmd(SG + "--speculative-draft-model-path d --frobnicate 1").unknown_flags == ["--frobnicate 1"]
+
+
+def test_config_yaml_inside_the_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "sg.yaml").write_text(
+        "model-path: /t\nspeculative-algorithm: EAGLE3\nspeculative-draft-model-path: /d\n"
+        "speculative-num-steps: 4\nspeculative-eagle-topk: 2\nspeculative-num-draft-tokens: 6\ntrust-remote-code: true\n"
+    )
+    sc = parse_serve_cmd("python -m sglang.launch_server --config conf/sg.yaml --speculative-num-steps 5")
+    assert (sc.target, sc.draft, sc.num_steps, sc.topk, sc.num_draft_tokens) == ("/t", "/d", 5, 2, 6)  # the command wins
+    assert sc.trust_remote_code and not sc.unknown_flags
+    (tmp_path / "conf" / "v.yaml").write_text(
+        "tensor-parallel-size: 2\nspeculative-config:\n  model: /d\n  method: eagle3\n  num_speculative_tokens: 3\n"
+    )
+    sc = parse_serve_cmd("vllm serve org/t --config conf/v.yaml")
+    assert (sc.target, sc.tp_size, sc.draft, sc.num_steps) == ("org/t", 2, "/d", 3)
+    # the path is read where the server is launched: from elsewhere it does not exist
+    monkeypatch.chdir(tmp_path / "conf")
+    with pytest.raises(BadInput, match="conf/v.yaml"):
+        parse_serve_cmd("vllm serve org/t --config conf/v.yaml")
+    (tmp_path / "conf" / "u.yaml").write_text("speculative_num_steps: 3\n")
+    with pytest.raises(BadInput, match="refuses --speculative_num_steps"):  # SGLang writes YAML keys as flags verbatim
+        parse_serve_cmd("python -m sglang.launch_server --model-path m --config u.yaml")
+    (tmp_path / "conf" / "x.json").write_text("{}")
+    with pytest.raises(BadInput, match="not a .yaml file"):
+        parse_serve_cmd("vllm serve m --config x.json")
+
+
+def test_docker_run_forms():
+    sc = parse_serve_cmd(
+        "docker run --runtime nvidia --gpus all -v ~/.cache/huggingface:/root/.cache/huggingface "
+        '--env "HF_TOKEN=abc" -p 8000:8000 --ipc=host vllm/vllm-openai:v0.10.2 --model org/t '
+        '--speculative-config \'{"method": "eagle3", "model": "org/d", "num_speculative_tokens": 4}\''
+    )
+    assert (sc.engine, sc.engine_version, sc.target, sc.draft, sc.num_steps) == ("vllm", "0.10.2", "org/t", "org/d", 4)
+    assert sc.env == {"HF_TOKEN": "abc"} and sc.image == "vllm/vllm-openai:v0.10.2"
+    sc = parse_serve_cmd("docker run --gpus all vllm/vllm-openai:latest org/t")
+    assert (sc.engine_version, sc.target) == ("0.33.0", "org/t") and any("names no release" in n for n in sc.notes)
+    sc = parse_serve_cmd(
+        "docker run --gpus all --shm-size 32g -e SGLANG_ENABLE_SPEC_V2=1 lmsysorg/sglang:v0.5.4-cu126 "
+        "python3 -m sglang.launch_server --model-path org/t --speculative-algorithm EAGLE3 "
+        "--speculative-draft-model-path org/d --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+    )
+    assert (sc.engine, sc.engine_version, sc.draft, sc.num_steps) == ("sglang", "0.5.4", "org/d", 3)
+    assert sc.env == {"SGLANG_ENABLE_SPEC_V2": "1"}
+
+
+def test_vllm_serve_a_speculators_checkpoint():
+    sc = parse_serve_cmd("vllm serve fixtures/draft-speculators --max-model-len 2048")
+    assert (sc.target, sc.draft, sc.algorithm) == ("fixtures/target", "fixtures/draft-speculators", "eagle3")
+    assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == (3, 1, 4)
+    assert not any("without speculative decoding" in n for n in sc.notes)
+
+
+def _codes(sc):
+    from eagle3_doctor.engines.launch import launch_findings
+
+    return {f.code: f for f in launch_findings(sc)}
+
+
+def test_token_map_finding():
+    f = _codes(parse_serve_cmd(SG + "--speculative-draft-model-path d --speculative-token-map hot.pt"))["CMD001"]
+    assert f.severity == "warning" and "ignored" in f.title and f.edit.key == "--speculative-token-map"
+    f = _codes(
+        parse_serve_cmd(
+            "python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE "
+            "--speculative-draft-model-path d --speculative-token-map hot.pt"
+        )
+    )["CMD001"]
+    assert f.severity == "error" and "replaces the draft's vocabulary" in f.title and f.edit.op == "delete"
+    assert "CMD001" not in _codes(parse_serve_cmd(SG + "--speculative-draft-model-path d"))
+
+
+def test_spec_v2_with_a_tree_finding():
+    tree = (
+        "--speculative-draft-model-path d --speculative-num-steps 5 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8"
+    )
+    f = _codes(parse_serve_cmd("SGLANG_ENABLE_SPEC_V2=True " + SG + tree))["CMD002"]
+    assert f.severity == "warning" and f.edit.value == 1 and "--speculative-num-draft-tokens 6" in f.fix
+    assert "CMD002" not in _codes(parse_serve_cmd(SG + tree))  # no variable
+    assert "CMD002" not in _codes(parse_serve_cmd("SGLANG_ENABLE_SPEC_V2=0 " + SG + tree))
+    chain = "--speculative-draft-model-path d --speculative-num-steps 3 --speculative-eagle-topk 1"
+    assert "CMD002" not in _codes(parse_serve_cmd("SGLANG_ENABLE_SPEC_V2=1 " + SG + chain))
+
+
+def test_cli_launch_findings_and_speculators_checkpoint(tmp_path):
+    out = tmp_path / "i.json"
+    r = invoke("inspect", "--serve-cmd", "vllm serve fixtures/draft-speculators", "--json", out)
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads(out.read_text())
+    assert doc["draft"]["format"] == "speculators" and doc["target"]["path"].endswith("fixtures/target")
+    cmd = (
+        "SGLANG_ENABLE_SPEC_V2=1 " + SG + "--speculative-draft-model-path fixtures/draft-sglang --speculative-num-steps 3 "
+        "--speculative-eagle-topk 2 --speculative-num-draft-tokens 6 --speculative-token-map hot.pt"
+    )
+    r = invoke("inspect", "--serve-cmd", cmd, "--json", out)
+    assert r.exit_code == 1, r.output
+    codes = [f["code"] for f in json.loads(out.read_text())["findings"]]
+    assert codes[:2] == ["CMD001", "CMD002"]

@@ -102,7 +102,12 @@ ENGINE_CHOICES = ("sglang", "vllm", "trtllm", "modelopt", "eagle")
 FORMAT_CHOICES = ("eagle", "sglang", "speculators")
 DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
 Target = Annotated[str, typer.Option("--target", "-t", help="Target model: local directory or hub id.")]
-Draft = Annotated[Optional[str], typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
+Draft = Annotated[
+    Optional[str],
+    typer.Option(
+        "--draft", "-d", help="EAGLE-3 draft checkpoint: local directory or hub id (default: the draft of --serve-cmd)."
+    ),
+]
 DraftFormat = Annotated[
     Optional[str],
     typer.Option(
@@ -128,7 +133,7 @@ EngineVersion = Annotated[
         help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; modelopt any release from 0.35.0; trtllm 1.2|1.2-two-model.",
     ),
 ]
-RequiredDraft = Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory.")]
+RequiredDraft = Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint: local directory or hub id.")]
 LayerIds = Annotated[
     Optional[str],
     typer.Option(
@@ -208,7 +213,9 @@ ServeCmd = Annotated[
     ),
 ]
 Revision = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit) of a hub-id --target.")]
-DraftRevision = Annotated[Optional[str], typer.Option("--draft-revision", help="Hub revision of a hub-id --draft.")]
+DraftRevision = Annotated[
+    Optional[str], typer.Option("--draft-revision", help="Hub revision (branch, tag or commit) of a hub-id --draft.")
+]
 ServeConfigFile = Annotated[
     Optional[str],
     typer.Option(
@@ -443,6 +450,13 @@ class _Resolved:
     dtype: str
     serve: Any = None
     paths: dict[str, str] = dataclasses.field(default_factory=dict)  # finding roles -> the files this run used
+    findings: list[Any] = dataclasses.field(default_factory=list)  # what the launch command alone shows
+
+    def locate(self, findings: list[Any]) -> None:
+        """The launch command's findings first in a command's list (they are read before anything is
+        measured), and every finding pointed at the file this run used."""
+        findings[:0] = [f for f in self.findings if f not in findings]
+        locate(findings, self.paths)
 
 
 def _missing_option(flag: str, what: str) -> None:
@@ -470,6 +484,8 @@ def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
         getattr(a, "dtype", "auto"),
     )
     sc = load(getattr(a, "serve_cmd", None), getattr(a, "serve_config", None))
+    if sc is not None and not target:
+        _speculators_from_hub(sc)
     from ..io.overlap import check_outputs_apart
 
     # the models the launch command names are inputs too: refused before the summary line is printed
@@ -495,7 +511,7 @@ def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
     if dtype == "auto" and sc is not None and sc.dtype not in (None, "auto"):
         dtype = {"half": "float16", "bf16": "bfloat16", "fp16": "float16", "float": "float32"}.get(sc.dtype, sc.dtype)
     from ..engines.capture import check_engine
-    from ..io.hub import resolve, role_paths
+    from ..io.hub import role_paths
 
     # the engine and release as resolved (from --serve-cmd, or the sglang default), refused before any download or load
     check_engine(eng, ver)
@@ -505,12 +521,47 @@ def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
         revision = sc.target_revision
     if draft_revision is None and sc is not None and draft == sc.draft:
         draft_revision = sc.draft_revision
-    target_dir = resolve(target, revision, "target")
-    draft_dir = resolve(draft, draft_revision, "draft") if draft else None
+    target_dir, draft_dir = _resolve_models(target, draft, getattr(a, "draft_format", None), revision, draft_revision)
     paths = role_paths(target, draft, target_dir=target_dir, draft_dir=draft_dir, serve_config=getattr(a, "serve_config", None))
     if (target_dir, draft_dir) != (target, draft):  # hub snapshots: outputs kept out of them too
         check_outputs_apart({**vars(a), "target": target_dir, "draft": draft_dir})
-    return _Resolved(target_dir, draft_dir, eng, ver, dtype, sc, paths)
+    from ..engines.launch import launch_findings
+
+    return _Resolved(target_dir, draft_dir, eng, ver, dtype, sc, paths, launch_findings(sc) if sc else [])
+
+
+def _speculators_from_hub(sc: Any) -> None:
+    """``vllm serve org/speculators-draft``: the checkpoint's config.json (cached or downloaded) says which
+    verifier vLLM loads as the target; a local checkpoint was read when the command was parsed."""
+    from ..io.hub import resolve
+    from .validate import is_hub_id
+
+    if sc.engine != "vllm" or sc.draft is not None or not sc.target or not is_hub_id(sc.target):
+        return
+    from ..engines.launch import local_config, speculators_verifier
+
+    speculators_verifier(sc, local_config(resolve(sc.target, sc.target_revision, "target")))
+    if sc.draft is not None:
+        sc.draft_revision, sc.target_revision = sc.target_revision, None
+
+
+def _resolve_models(
+    target: Optional[str],
+    draft: Optional[str],
+    draft_format: Optional[str] = None,
+    revision: Optional[str] = None,
+    draft_revision: Optional[str] = None,
+) -> tuple[Optional[str], Optional[str]]:
+    """Local directories for --target and --draft: hub ids become cached (or downloaded) snapshots,
+    checked as a local directory is; local-looking paths never reach the hub."""
+    from ..io.hub import resolve
+    from .validate import check_resolved
+
+    target_dir = resolve(target, revision, "target") if target else None
+    draft_dir = resolve(draft, draft_revision, "draft") if draft else None
+    check_resolved(target, target_dir, "target")
+    check_resolved(draft, draft_dir, "draft", draft_format)
+    return target_dir, draft_dir
 
 
 def _setup(a: SimpleNamespace, r: _Resolved) -> Any:
@@ -632,7 +683,7 @@ def inspect_cmd(
 
     r = _resolve_serve(a, need_draft=True)
     res = inspect(r.target, r.draft, engine=r.engine, engine_version=r.engine_version, draft_format=draft_format)
-    locate(res.findings, r.paths)
+    r.locate(res.findings)
     render_inspect(_console(stderr=json_out == "-"), res)
     if json_out:
         write_json(json_out, {**res.to_dict(), "tool": _tool(), **({"serve": r.serve.to_dict()} if r.serve else {})})
@@ -697,7 +748,7 @@ def compare_hidden_cmd(
             limit=limit,
             progress=cb,
         )
-    locate(res.findings, r.paths)
+    r.locate(res.findings)
     render_compare(_console(stderr=json_out == "-"), res)  # `--json -` owns stdout
     _write_json(json_out, {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})}, trust_remote_code)
     if plot or report:
@@ -761,7 +812,8 @@ def _dump_training_spec(a: SimpleNamespace) -> tuple[Any, str, str]:
     elif draft:
         from ..draft.formats import read_draft, spec_from_info
 
-        _, info = read_draft(draft, fmt=a.draft_format, device="cpu", dtype=None)
+        _, draft_dir = _resolve_models(None, draft, a.draft_format)
+        _, info = read_draft(draft_dir, fmt=a.draft_format, device="cpu", dtype=None)
         tspec, tsrc = spec_from_info(info, num_layers)
     else:
         raise BadInput(
@@ -922,7 +974,7 @@ def acceptance_cmd(
             min_tau=min_tau,
             progress=cb,
         )
-    locate(rep.run.findings, r.paths)
+    r.locate(rep.run.findings)
     _render_acceptance(rep, json_out, report, plot, trust_remote_code)
     return exit_code(rep.run.findings, "error")  # an ACC003 threshold the user set fails too
 
@@ -1085,7 +1137,7 @@ def diagnose_cmd(
     opts = _acceptance_options(a, r, setup)
     with _progress(quiet) as cb:
         d = diagnose_gap(setup, opts, prompts_path=prompts, progress=cb)
-    locate(d.findings, r.paths)
+    r.locate(d.findings)
     render_diagnosis(_console(stderr=json_out == "-"), d)
     _write_json(json_out, d.to_dict(), trust_remote_code)
     return exit_code(d.findings, "error")
@@ -1127,12 +1179,12 @@ def fix_cmd(
 @app.command("explain")
 @guarded
 def explain_cmd(
-    code: Annotated[str, typer.Argument(help="A finding code, e.g. CAP002 (any case).")],
+    code: Annotated[Optional[str], typer.Argument(help="A finding code, e.g. CAP002 (any case). Leave out to list every code.")] = None,
 ) -> int:  # fmt: skip
     """The long form of a finding code: what it means, why acceptance drops, how to confirm it."""
-    from ..core.explanations import explain
+    from ..core.explanations import explain, list_codes
 
-    text = explain(code)
+    text = explain(code) if code is not None else list_codes()
     print(text, end="")
     return EXIT_OK
 
@@ -1163,7 +1215,7 @@ def server_metrics_cmd(
 @guarded
 def gate_cmd(
     target: Target,
-    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint directory to gate.")],
+    draft: Annotated[str, typer.Option("--draft", "-d", help="EAGLE-3 draft checkpoint to gate: local directory or hub id.")],
     policy: Annotated[Optional[str], typer.Option("--policy", help="TOML policy file ([gate] table); flags override it.")] = None,
     train_recipe: TrainRecipe = None, train_dump: TrainDump = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="gate JSON of an earlier checkpoint: fail on regression beyond max_regression.")] = None,
@@ -1189,9 +1241,10 @@ def gate_cmd(
     flags = {k: getattr(a, k) for k in ("engine_version", "min_cosine", "min_step1_accuracy", "min_tau", "max_regression")}
     pol = Policy.load(policy, {"engine": engine.lower() if engine else engine, **flags, "fail_on": fail_on, "limit": limit})
     check_policy_values(pol, f"policy file {policy}" if policy else "gate options")
+    target_dir, draft_dir = _resolve_models(target, draft, draft_format)
     res = run_gate(
-        target=target,
-        draft=draft,
+        target=target_dir,
+        draft=draft_dir,
         policy=pol,
         prompts=prompts,
         baseline=baseline,
@@ -1202,7 +1255,7 @@ def gate_cmd(
         train_recipe=train_recipe,
         train_dump=train_dump,
     )
-    locate(res.findings, role_paths(target, draft))
+    locate(res.findings, role_paths(target, draft, target_dir=target_dir, draft_dir=draft_dir))
     text = markdown(res, draft)
     con = _console(stderr=json_out == "-")
     render_gate(con, res)

@@ -180,6 +180,22 @@ def preflight_named_models(target: str | None, draft: str | None) -> None:
         check_draft(draft)
 
 
+def is_hub_id(name: str) -> bool:
+    """A name no local path holds and that reads as org/name: resolved through the hub (or its cache)."""
+    return bool(name and name.strip()) and kind(name) == "missing" and not looks_local(name)
+
+
+def check_resolved(name: str | None, local: str | None, role: str, fmt: str | None = None) -> None:
+    """A hub model's snapshot, checked as a local --target or --draft is, once it is on disk: the
+    preflight could only check the id's form."""
+    if name is None or local is None or local == name:
+        return
+    if role == "draft":
+        check_draft(local, fmt)
+    else:
+        check_target(local)
+
+
 _TOKENIZER_FILES = (".json", ".jinja", ".txt", ".model", ".tiktoken", ".py", ".vocab")
 
 
@@ -560,11 +576,12 @@ def preflight(**kw: Any) -> None:
             "target directory" if kind(t) in ("missing", "dir") else "--target",
             "pass --target DIR (config.json + weights) or a hub id like org/name",
         )
-    if kw.get("draft") is not None:
+    d = kw.get("draft")
+    if d is not None and not is_hub_id(d):
         require_dir(
-            kw["draft"],
-            "draft directory" if kind(kw["draft"]) in ("missing", "dir") else "--draft",
-            "pass --draft DIR with the draft's config.json and *.safetensors",
+            d,
+            "draft directory" if kind(d) in ("missing", "dir") else "--draft",
+            "pass --draft DIR with the draft's config.json and *.safetensors, or a hub id like org/name",
         )
     if kw.get("prompts") is not None:
         require_file(kw["prompts"], "prompts file", "pass --prompts FILE (JSONL chat messages or text lines)")
@@ -589,8 +606,8 @@ def preflight(**kw: Any) -> None:
     # then what the files hold
     if kw.get("target") is not None:
         check_target(kw["target"])
-    if kw.get("draft") is not None:
-        check_draft(kw["draft"], kw.get("draft_format"))
+    if d is not None and not is_hub_id(d):  # a hub id's files are checked once resolved (check_resolved)
+        check_draft(d, kw.get("draft_format"))
     check_prompts(kw.get("prompts"))
     check_dump(kw.get("train_dump"))
     check_policy_file(kw.get("policy"))

@@ -477,6 +477,26 @@ EXPLANATIONS: dict[str, Explanation] = {
         "add the release to conformance/releases.py and run make conformance (commit conformance/table.json), or pin "
         "--engine-version to the modelled release your build runs",
     ),
+    "CMD001": Explanation(
+        "The launch command passes --speculative-token-map, FR-Spec's list of frequent ('hot') token ids. SGLang "
+        "loads it for EAGLE (v2) drafts as the draft's vocabulary: the draft head scores only those ids, in the "
+        "file's order, and the draft config's hot_vocab_size is overridden with the list's length. For EAGLE3 drafts "
+        "SGLang ignores the file with a warning: the draft's own d2t table is the vocabulary.",
+        "A token outside the map is never drafted, so every position where the target continues with one is a "
+        "rejection; a map built from other traffic than the one served leaves out the tokens that traffic needs. For "
+        "EAGLE3 nothing changes, but the user believes a vocabulary is applied that is not.",
+        "grep the server log for 'Ignoring the specified token map'; count how many target tokens of your prompts' "
+        "greedy continuations are in the map",
+    ),
+    "CMD002": Explanation(
+        "SGLANG_ENABLE_SPEC_V2 (in the command's environment) asks for SGLang's overlapped speculative worker, which "
+        "drafts a chain: topk 1. With --speculative-eagle-topk above 1, the releases that read the variable turn the "
+        "overlap scheduler off and run spec v1 instead (a warning at startup), and hybrid Mamba/GDN targets fail "
+        "with 'Spec v2 currently only supports topk = 1'.",
+        "The server runs another worker than the one the command asks for: the tree and its acceptance are spec "
+        "v1's, and the overlap speedup the variable was set for is not there.",
+        "grep the server log for 'Spec v1 is used'; measure both shapes with `eagle3-doctor speedup`",
+    ),
     "DGN001": Explanation(
         "`diagnose` measured acceptance with each difference between serving and training (a lever: the capture "
         "points the engine feeds, the draft forward as the engine runs it) set back to the training side, one at a "
@@ -614,6 +634,15 @@ def closest_codes(text: str, n: int = 3) -> list[str]:
             near += [c for c in CODES if re.fullmatch(f"{letters}[0-9]+", c)][:n]
     near += [c for c in difflib.get_close_matches(t, list(CODES), n=n, cutoff=0.5) if c not in near]
     return near[:n]
+
+
+def list_codes() -> str:
+    """Every finding code on one line (code, severity, meaning): what `explain` with no code prints, so
+    a user can find the code to ask about."""
+    from .findings import CODES
+
+    width = max(map(len, CODES))
+    return "".join(f"{c:<{width}}  {sev:<7}  {title}\n" for c, (sev, title) in CODES.items())
 
 
 def explain(code: str) -> str:

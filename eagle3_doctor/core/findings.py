@@ -102,6 +102,9 @@ CODES: dict[str, tuple[str, str]] = {
     ),
     "ENG004": (WARNING, "undetermined: the engine's capture for this target family is not modelled"),
     "ENG005": (WARNING, "the engine release is newer than any the engine table models: the newest modelled rules were applied"),
+    # --- what the server launch command itself does to the draft (engines/launch.py)
+    "CMD001": (ERROR, "--speculative-token-map (FR-Spec) replaces the draft's vocabulary, or is ignored for EAGLE3"),
+    "CMD002": (WARNING, "SGLANG_ENABLE_SPEC_V2 is set with topk > 1: spec v2 drafts chains only"),
     # --- where the gap lives (diagnose: measured attribution)
     "DGN001": (ERROR, "the gap lives in the pipeline: setting a serving-vs-training difference back recovers acceptance"),
     "DGN002": (ERROR, "a draft module contributes nothing: its mean-ablation costs no accuracy (inconsistent checkpoint)"),

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -73,6 +74,9 @@ class ServeConfig:
     tp_size: int = 1
     pp_size: int = 1
     trust_remote_code: bool = False
+    token_map: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    image: str | None = None
     unknown_flags: list[str] = field(default_factory=list)
     ignored_flags: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
@@ -103,6 +107,34 @@ def _tokens(text: str) -> list[str]:
         ) from None
 
 
+# the official images: vllm/vllm-openai's entrypoint is the OpenAI API server (`vllm serve`), so the words
+# after the image are its arguments; lmsysorg/sglang has no server entrypoint (the command follows the image)
+_IMAGE = re.compile(
+    r"^(?:[\w.\-]+(?::\d+)?/)?(vllm/vllm-openai|lmsysorg/sglang)(?:-[\w.]+)?(?::([\w.\-]+))?(?:@sha256:[0-9a-f]+)?$"
+)
+_ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+_TAG_VERSION = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?(?:rc\d+|\.post\d+)?)(?:[-+].*)?$")
+
+
+def _prefix_env(words: list[str]) -> dict[str, str]:
+    """The environment the command sets before the entry point: ``NAME=VALUE`` words (a shell prefix,
+    ``env``, ``export``) and docker's ``-e/--env NAME=VALUE``."""
+    env: dict[str, str] = {}
+    for i, w in enumerate(words):
+        if w.startswith("--env="):
+            w = w[len("--env=") :]
+        elif w.startswith("-e") and len(w) > 2 and "=" in w:
+            w = w[2:]
+        elif i > 0 and words[i - 1] in ("-e", "--env"):
+            pass
+        elif i > 0 and words[i - 1].startswith("-") and not words[i - 1].startswith(("--env", "-e")):
+            continue  # another docker option's value (e.g. -v a=b is not the environment)
+        m = _ENV_WORD.match(w)
+        if m:
+            env[m.group(1)] = m.group(2)
+    return env
+
+
 def _find_entry(toks: list[str]) -> tuple[str, int]:
     """(engine, index of the first argument after the entry point)."""
     for i, t in enumerate(toks):
@@ -115,6 +147,10 @@ def _find_entry(toks: list[str]) -> tuple[str, int]:
             return "vllm", i + 1
         if base == "vllm" and i + 1 < len(toks) and toks[i + 1] == "serve":
             return "vllm", i + 2
+    for i, t in enumerate(toks):
+        m = _IMAGE.match(t)
+        if m and m.group(1) == "vllm/vllm-openai" and "--entrypoint" not in " ".join(toks[:i]):
+            return "vllm", i + 1
     raise BadInput(
         "--serve-cmd names no SGLang or vLLM server",
         "pass the launch command: python -m sglang.launch_server ... or vllm serve MODEL ...",
@@ -165,6 +201,8 @@ def _parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str
                     i += 1
                 dotted.append(f"{table[head]['dest']}.{sub}={val}")
                 continue
+        if engine == "sglang" and name.startswith("--") and "_" in name and name not in table:
+            _refuse_underscore(name, table)
         spec = table.get(name)
         if spec is None and name.startswith("--") and len(name) > 3:
             # both engines parse with argparse's default allow_abbrev=True: a unique prefix is that flag
@@ -188,6 +226,45 @@ def _parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str
     if abbrev:
         values["__abbrev__"] = abbrev
     return values, unknown, positional, dotted
+
+
+def _refuse_underscore(name: str, table: dict[str, Any]) -> None:
+    """SGLang registers each flag with dashes only (arg_groups/arg_utils.py ``_field_to_cli_name``) and
+    parses with a plain argparse parser (server_args.py ``prepare_server_args``), so an underscored
+    spelling stops the server at startup with "unrecognized arguments". vLLM's FlexibleArgumentParser
+    rewrites underscores to dashes, so this holds for SGLang alone."""
+    dashed = "--" + name[2:].replace("_", "-")
+    if dashed in table or any(f.startswith(dashed) for f in table):
+        ver = flag_table()["sglang"]["version"]
+        raise BadInput(
+            f"--serve-cmd: SGLang {ver} refuses {name} at startup (argparse: unrecognized arguments): "
+            f"its parser registers {dashed} only",
+            f"write {dashed} as SGLang spells it",
+        )
+
+
+# an unknown flag that names one of these would be a setting the doctor measures under, silently defaulted
+_MEASURED_WORDS = ("speculative", "draft", "eagle", "model-path", "num-steps", "topk")
+
+
+def _refuse_measured_unknown(engine: str, unknown: list[str]) -> None:
+    """Unknown flags are listed and the run goes on (a flag of another release, a typo in --port), except
+    one that names what the doctor measures under: reading past it would default that setting silently,
+    and the engine itself refuses to start on it (argparse: unrecognized arguments)."""
+    for u in unknown:
+        flag = u.split()[0]
+        if any(w in flag for w in _MEASURED_WORDS) and "(ambiguous" not in u:
+            ver = flag_table()[engine]["version"]
+            how = (
+                "put it in --speculative-config '{...}' (vLLM reads draft settings only there)"
+                if engine == "vllm"
+                else "use the flag as `python -m sglang.launch_server --help` names it"
+            )
+            raise BadInput(
+                f"--serve-cmd: {flag} is not a {engine} {ver} flag: the server refuses to start on it, "
+                "and the setting it names would otherwise be defaulted",
+                how,
+            )
 
 
 def _is_number(tok: str) -> bool:
@@ -227,6 +304,8 @@ _RELEVANT_SGLANG = {
     "tp_size",
     "pp_size",
     "trust_remote_code",
+    "speculative_token_map",
+    "config",
 }
 
 
@@ -245,6 +324,7 @@ def _sglang(values: dict[str, Any], unknown: list[str], positional: list[str], a
     sc.tp_size = _int(values.get("tp_size", 1), "--tp-size")
     sc.pp_size = _int(values.get("pp_size", 1), "--pp-size")
     sc.trust_remote_code = bool(values.get("trust_remote_code", False))
+    sc.token_map = values.get("speculative_token_map")
     for k in ("num_steps", "topk", "num_draft_tokens"):
         flag = {
             "num_steps": "speculative_num_steps",
@@ -458,15 +538,121 @@ def _target_arch(target: str | None) -> str | None:
 # --------------------------------------------------------------------------- entry points
 
 
+def _config_args(engine: str, args: list[str]) -> list[str]:
+    """``--config FILE.yaml`` spliced in as the engine does it: each YAML key becomes ``--KEY`` as written
+    (True: the bare flag, False: left out, a list: its items, a mapping: JSON), before the command's
+    own arguments so that these win (SGLang utils/server_args_config_parser.py ``merge_config_with_args``;
+    vLLM ``FlexibleArgumentParser._pull_args_from_config``, after a positional model). The path is the
+    one written, relative to the working directory the server is launched from."""
+    if "--config" not in args:
+        return args
+    if args.count("--config") > 1:
+        raise BadInput("--serve-cmd: --config is given twice", "both engines read one config file: merge them")
+    i = args.index("--config")
+    if i + 1 >= len(args):
+        raise BadInput("--serve-cmd: --config needs a file", "write --config FILE.yaml")
+    path = Path(os.path.expanduser(args[i + 1]))
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise BadInput(f"--serve-cmd: --config {path} is not a .yaml file: the engine refuses it", "pass a YAML file")
+    from ..io.safeio import load_yaml, read_regular_text
+
+    fix = "run eagle3-doctor from the directory the server is launched in, or write the path absolute"
+    obj = load_yaml(read_regular_text(path, "--config file", fix, MAX_SERVE_CONFIG), f"--config {path}", "fix the YAML")
+    if obj is None:
+        obj = {}
+    if not isinstance(obj, dict):
+        raise BadInput(f"--config {path} holds no mapping at the top level", "write key: value lines")
+    words: list[str] = []
+    for key, value in obj.items():
+        if isinstance(value, bool):
+            words += [f"--{key}"] if value else []
+        elif isinstance(value, list):
+            words += [f"--{key}", *map(str, value)] if value else []
+        else:
+            words += [f"--{key}", json.dumps(value) if isinstance(value, dict) else str(value)]
+    rest = args[:i] + args[i + 2 :]
+    if engine == "vllm" and rest and not rest[0].startswith("-"):
+        return [rest[0], *words, *rest[1:]]
+    return words + rest
+
+
+def _image(words: list[str]) -> tuple[str | None, str | None]:
+    """(the engine image the command runs, the release its tag names) from ``docker run ... IMAGE``."""
+    for w in words:
+        m = _IMAGE.match(w)
+        if m:
+            tag = _TAG_VERSION.match(m.group(2) or "")
+            return w, tag.group(1) if tag else None
+    return None, None
+
+
 def parse_serve_cmd(text: str, arch: str | None = None) -> ServeConfig:
     """Parse one launch command. arch: the target's architecture name when already known."""
     toks = _tokens(text)
     engine, start = _find_entry(toks)
-    values, unknown, positional, dotted = _parse_flags(engine, toks[start:])
+    args = _config_args(engine, toks[start:])
+    values, unknown, positional, dotted = _parse_flags(engine, args)
+    _refuse_measured_unknown(engine, unknown)
     if engine == "sglang":
-        target = values.get("model_path")
-        return _sglang(values, unknown, positional, arch or _target_arch(target))
-    return _vllm(values, unknown, positional, dotted)
+        sc = _sglang(values, unknown, positional, arch or _target_arch(values.get("model_path")))
+    else:
+        sc = _vllm(values, unknown, positional, dotted)
+        speculators_verifier(sc, local_config(sc.target))
+    sc.env = _prefix_env(toks[:start])
+    sc.image, release = _image(toks[:start])
+    if sc.image:
+        if release:
+            sc.notes.append(
+                f"image {sc.image}: the {engine} {release} rules apply (flags read from the {sc.engine_version} table)"
+            )
+            sc.engine_version = release
+        else:
+            sc.notes.append(
+                f"image {sc.image} names no release: the {engine} {sc.engine_version} rules apply (pin --engine-version)"
+            )
+    if "config" in values:
+        sc.notes.append("--config is not the word --config here (--config=FILE?): the engine does not read that file")
+    return sc
+
+
+def local_config(model: str | None) -> dict[str, Any] | None:
+    if not model:
+        return None
+    p = Path(os.path.expanduser(model)) / "config.json"
+    if not p.is_file():
+        return None
+    try:
+        cfg = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def speculators_verifier(sc: ServeConfig, cfg: dict[str, Any] | None) -> None:
+    """``vllm serve DRAFT`` where DRAFT is a speculators checkpoint: vLLM reads its config's
+    ``speculators_config`` and serves the verifier named there as the target, with the checkpoint as
+    the draft (vllm transformers_utils/config.py ``maybe_override_with_speculators``)."""
+    spec = cfg.get("speculators_config") if cfg else None
+    if sc.engine != "vllm" or sc.draft is not None or not isinstance(spec, dict):
+        return
+    verifier = spec.get("verifier") if isinstance(spec.get("verifier"), dict) else {}
+    name = verifier.get("name_or_path")
+    if not isinstance(name, str) or not name:
+        raise BadInput(
+            f"{sc.target} is a speculators checkpoint without speculators_config.verifier.name_or_path",
+            "vLLM needs it to load the target: write it into the checkpoint's config.json",
+        )
+    methods = spec.get("proposal_methods") or [{}]
+    sc.draft, sc.target = sc.target, name
+    sc.algorithm = str(spec.get("algorithm") or sc.algorithm or "eagle3")
+    sc.sources["target"] = "speculators_config.verifier.name_or_path of the served checkpoint"
+    tokens = methods[0].get("speculative_tokens") if isinstance(methods[0], dict) else None
+    if sc.num_steps is None and tokens is not None:
+        sc.num_steps = _int(tokens, "speculators_config.proposal_methods[0].speculative_tokens")
+        sc.topk, sc.num_draft_tokens = 1, sc.num_steps + 1
+        sc.sources["num_steps"] = "speculators_config.proposal_methods[0].speculative_tokens"
+    sc.notes = [n for n in sc.notes if not n.startswith("no --speculative-config")]
+    sc.notes.append(f"speculators checkpoint: vLLM serves its verifier {name} as the target and the checkpoint as the draft")
 
 
 def parse_serve_config(path: str, arch: str | None = None) -> ServeConfig:
@@ -525,3 +711,83 @@ def load(serve_cmd: str | None, serve_config: str | None) -> ServeConfig | None:
     if serve_config:
         return parse_serve_config(serve_config)
     return None
+
+
+# --------------------------------------------------------------------------- findings the command alone shows
+
+_TRUE = ("1", "true", "yes", "on")
+_SGLANG_WORKER = "sglang 0.5.23 srt/speculative/eagle_worker_v2.py:323-333 (init_token_map)"
+
+
+def launch_findings(sc: ServeConfig) -> list[Any]:
+    """What the launch command itself does to the draft, before any model is read: an FR-Spec token map
+    (the draft's vocabulary), spec v2 asked for with a token tree."""
+    out = []
+    if sc.token_map:
+        out.append(_token_map_finding(sc))
+    v2 = sc.env.get("SGLANG_ENABLE_SPEC_V2")
+    if sc.engine == "sglang" and v2 is not None and v2.strip().lower() in _TRUE and (sc.topk or 1) > 1:
+        out.append(_spec_v2_finding(sc, v2))
+    return out
+
+
+def _token_map_finding(sc: ServeConfig) -> Any:
+    from ..core.findings import SERVER_COMMAND, Finding, Fix
+
+    algo = (sc.algorithm or "").upper()
+    fix = Fix(
+        "drop --speculative-token-map from the launch command (an EAGLE-3 draft's vocabulary is its own d2t table)",
+        file=SERVER_COMMAND,
+        key="--speculative-token-map",
+        op="delete",
+    )
+    if algo == "EAGLE3":
+        return Finding(
+            "CMD001",
+            f"--speculative-token-map {sc.token_map} is ignored: SGLang serves an EAGLE3 draft with its own d2t vocabulary",
+            [f"--speculative-algorithm {sc.algorithm}", f"SGLang logs 'Ignoring the specified token map' ({_SGLANG_WORKER})"],
+            fix,
+            severity="warning",
+            data={"token_map": sc.token_map, "algorithm": sc.algorithm, "applied": False},
+        )
+    return Finding(
+        "CMD001",
+        f"--speculative-token-map {sc.token_map} replaces the draft's vocabulary with the hot tokens it lists (FR-Spec)",
+        [
+            f"--speculative-algorithm {sc.algorithm}: SGLang loads the map as hot_token_id and overrides the draft's "
+            f"hot_vocab_size with its length ({_SGLANG_WORKER})",
+            "a target token outside the map can never be drafted, and the draft's lm_head rows are read in the map's order",
+        ],
+        Fix(
+            "drop --speculative-token-map, or serve the draft as EAGLE3 with its trained d2t table "
+            "(--speculative-algorithm EAGLE3), or rebuild the map from the serving traffic's token frequencies",
+            file=SERVER_COMMAND,
+            key="--speculative-token-map",
+            op="delete",
+        ),
+        data={"token_map": sc.token_map, "algorithm": sc.algorithm, "applied": True},
+    )
+
+
+def _spec_v2_finding(sc: ServeConfig, v2: str) -> Any:
+    from ..core.findings import SERVER_COMMAND, Finding, Fix
+
+    steps = sc.num_steps or 1
+    return Finding(
+        "CMD002",
+        f"SGLANG_ENABLE_SPEC_V2={v2} with --speculative-eagle-topk {sc.topk}: spec v2 drafts a chain (topk 1) only",
+        [
+            f"topk {sc.topk} ({sc.sources.get('topk', 'from the command')}), {sc.num_draft_tokens} draft tokens",
+            "SGLang releases that read SGLANG_ENABLE_SPEC_V2 turn the overlap scheduler off and run spec v1 "
+            "('spec v2 currently only supports topk = 1'); hybrid (Mamba/GDN) targets raise that error",
+            f"SGLang {flag_table()['sglang']['version']} no longer reads the variable",
+        ],
+        Fix(
+            f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {steps + 1} for spec v2, "
+            "or drop SGLANG_ENABLE_SPEC_V2 to keep the tree",
+            file=SERVER_COMMAND,
+            key="--speculative-eagle-topk",
+            value=1,
+        ),
+        data={"SGLANG_ENABLE_SPEC_V2": v2, "topk": sc.topk, "num_steps": sc.num_steps},
+    )

@@ -35,6 +35,13 @@ def looks_local(name: str) -> bool:
     )
 
 
+def offline_state() -> str:
+    """HF_HUB_OFFLINE as this process sees it: 'unset' is not '0', and a user debugging a cache miss
+    needs to know which."""
+    v = os.environ.get("HF_HUB_OFFLINE")
+    return "HF_HUB_OFFLINE unset" if v is None else f"HF_HUB_OFFLINE={v}"
+
+
 def resolve(name: str, revision: str | None = None, what: str = "model") -> str:
     """A local directory holding ``name`` (downloading a hub id into the HF cache when needed)."""
     p = Path(os.path.expanduser(name))
@@ -72,8 +79,7 @@ def resolve(name: str, revision: str | None = None, what: str = "model") -> str:
         ) from None
     except LocalEntryNotFoundError:
         raise BadInput(
-            f"{name} is not in the local Hugging Face cache and the hub cannot be reached "
-            f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')})",
+            f"{name} is not in the local Hugging Face cache and the hub cannot be reached ({offline_state()})",
             "download it once with network access, or pass a local directory",
         ) from None
     except Exception as e:  # network stacks differ by huggingface_hub version (requests, httpx): one line for all
