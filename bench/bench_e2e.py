@@ -40,8 +40,8 @@ dtype = torch.bfloat16 if dev != "cpu" else torch.float32
 model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, device_map=dev).eval()
 t2 = time.perf_counter()
 msgs = [json.loads(l)["messages"] for l in open(prompts)]
-ids = [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True) for m in msgs]
-ids = [x["input_ids"] if isinstance(x, dict) else x for x in ids]
+texts = [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in msgs]
+ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
 seqs = ids
 with torch.inference_mode():
     if new:
