@@ -23,6 +23,18 @@ def by_code(doc: dict) -> dict[str, dict]:
     return {f["code"]: f for f in doc["findings"]}
 
 
+def reinit_attention(tmp_copy):
+    """A copy of the SGLang draft whose attention is at initialisation (normal(0, 0.02)), as a non-strict
+    load under a renamed key leaves it."""
+    d = tmp_copy(DRAFTS["sglang"], "draft-reinit")
+    sd = load_file(d / "model.safetensors")
+    g = torch.Generator().manual_seed(0)
+    for k in [k for k in sd if k.startswith("midlayer.self_attn.")]:
+        sd[k] = torch.randn(sd[k].shape, generator=g) * 0.02
+    save_file(sd, d / "model.safetensors")
+    return d
+
+
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
     return diagnose(tmp_path_factory.mktemp("clean"))
@@ -53,12 +65,7 @@ def test_the_seed_incident_is_the_capture_lever_with_its_fix(tmp_path, clean):
 
 def test_a_reinitialised_attention_is_named_by_ablation(tmp_path, tmp_copy):
     # the decoder layer's attention saved at initialisation (a non-strict load under a renamed key)
-    d = tmp_copy(DRAFTS["sglang"], "draft-reinit")
-    sd = load_file(d / "model.safetensors")
-    g = torch.Generator().manual_seed(0)
-    for k in [k for k in sd if k.startswith("midlayer.self_attn.")]:
-        sd[k] = torch.randn(sd[k].shape, generator=g) * 0.02
-    save_file(sd, d / "model.safetensors")
+    d = reinit_attention(tmp_copy)
     code, doc, _ = diagnose(tmp_path, d)
     assert code == 1 and doc["branch"] == "checkpoint"
     f = by_code(doc)["DGN002"]
@@ -143,12 +150,7 @@ def test_fix_never_writes_over_or_into_the_input(tmp_path, tmp_copy, where):
 
 def test_fix_says_when_no_config_edit_is_the_cure(tmp_path, tmp_copy):
     # a checkpoint cause (attention at initialisation): nothing in config.json to change
-    d = tmp_copy(DRAFTS["sglang"], "draft-reinit")
-    sd = load_file(d / "model.safetensors")
-    g = torch.Generator().manual_seed(0)
-    for k in [k for k in sd if k.startswith("midlayer.self_attn.")]:
-        sd[k] = torch.randn(sd[k].shape, generator=g) * 0.02
-    save_file(sd, d / "model.safetensors")
+    d = reinit_attention(tmp_copy)
     js = tmp_path / "fix.json"
     r = invoke("fix", "--target", TARGET, "--draft", d, "--engine", "sglang", "--out", tmp_path / "o", "--json", js, *FAST)
     doc = json.loads(js.read_text())
