@@ -168,3 +168,20 @@ def test_ids_edited_after_training_are_found_by_the_weights_alone(tmp_path, tmp_
     assert f["data"]["lever"] == "capture points the weights fit" and "[1, 3, 4]" in f["fix"]
     assert f["title"].startswith("feeding the capture points the weights fit recovers")
     assert doc["levers"][0]["recovery"]["lo"] > 0
+
+
+def test_prompts_with_pasted_chat_markup_are_reported(tmp_path):
+    # a client that renders ChatML itself and sends the result as one user message; the fixture target's
+    # template writes <|user|> turns, so its own markup is never reported
+    rows = [json.loads(line) for line in PROMPTS.read_text().splitlines()][:8]
+    for r in rows[:3]:
+        text = r["messages"][0]["content"]
+        r["messages"][0]["content"] = f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+    pasted = tmp_path / "pasted.jsonl"
+    pasted.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "d.json"
+    args = ("--prompts", pasted, "--max-new-tokens", "16", "--num-steps", "3", "--quiet")
+    invoke("diagnose", "--target", TARGET, "--draft", DRAFTS["sglang"], "--engine", "sglang", "--json", out, *args)
+    f = by_code(json.loads(out.read_text()))["DGN006"]
+    assert f["data"] == {"families": ["ChatML (Qwen, many fine-tunes)"], "prompts": 3}
+    assert "prompt(s) 1, 2, 3" in " ".join(f["evidence"])

@@ -535,6 +535,13 @@ EXPLANATIONS: dict[str, Explanation] = {
         "a scheduler or kernel bug), which an offline replay cannot see.",
         "`eagle3-doctor server-metrics` with the server's /metrics and log",
     ),
+    "DGN006": Explanation(
+        "Some prompts hold chat markup of another model family (ChatML's <|im_start|>, Llama 3's headers, [INST], "
+        "Gemma's turns) inside a message's text, typically a rendered conversation pasted into one user turn.",
+        "The server wraps that text in the target's own template: the draft reads tags as words it was never "
+        "trained on, and the target's continuation follows a layout neither was trained for.",
+        "the prompt numbers in the finding; `eagle3-doctor template-diff` shows how the server renders them",
+    ),
     "FIX001": Explanation(
         "`eagle3-doctor fix` wrote a copy of the draft with every config edit the findings carry (the same edits "
         "the terminal prints as fixes), then measured acceptance on the original and on the copy on the same "

@@ -111,6 +111,7 @@ CODES: dict[str, tuple[str, str]] = {
     "DGN003": (WARNING, "step-1 accuracy falls past a position of the context"),
     "DGN004": (WARNING, "undetermined: acceptance is low as trained and no lever, module or position explains it"),
     "DGN005": (INFO, "the offline prediction is healthy: a gap seen in serving lives in the engine's runtime"),
+    "DGN006": (WARNING, "prompts carry another model family's chat markup as plain text"),
     "FIX001": (INFO, "the corrected copy of the draft recovers acceptance (measured, paired over prompts)"),
     "FIX002": (ERROR, "the corrected copy does not recover acceptance, or no fix is a config edit"),
     "FIX003": (INFO, "nothing to fix: the diagnosis found no problem"),
