@@ -16,7 +16,16 @@ def diagnose(tmp_path, draft=DRAFTS["sglang"], *args) -> tuple[int, dict, str]:
     out = tmp_path / f"diagnose{len(list(tmp_path.glob('diagnose*.json')))}.json"
     r = invoke("diagnose", "--target", TARGET, "--draft", draft, "--engine", "sglang", "--json", out, *FAST, *args)
     assert r.exit_code in (0, 1), r.output
-    return r.exit_code, json.loads(out.read_text()), r.output
+    doc = json.loads(out.read_text())
+    validate(doc)
+    return r.exit_code, doc, r.output
+
+
+def validate(doc: dict) -> None:
+    """Every diagnose and fix document against its schema (generated from the result classes)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    name, version = doc["schema"].split("/")[1:]
+    jsonschema.validate(doc, json.loads((TARGET.parent.parent / "schemas" / f"{name}.v{version}.schema.json").read_text()))
 
 
 def by_code(doc: dict) -> dict[str, dict]:
@@ -129,6 +138,7 @@ def test_fix_writes_a_copy_that_recovers_the_seed_incident(tmp_path, tmp_copy):
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     doc = json.loads(js.read_text())
+    validate(doc)
     assert [f["code"] for f in doc["findings"]] == ["FIX001"] and doc["verdict"] == "recovered"
     assert doc["change"]["lo"] > 0 and doc["after"]["point"] > doc["before"]["point"]
     assert [(e["key"], e["before"], e["after"]) for e in doc["edits"]] == [
@@ -154,6 +164,7 @@ def test_fix_says_when_no_config_edit_is_the_cure(tmp_path, tmp_copy):
     js = tmp_path / "fix.json"
     r = invoke("fix", "--target", TARGET, "--draft", d, "--engine", "sglang", "--out", tmp_path / "o", "--json", js, *FAST)
     doc = json.loads(js.read_text())
+    validate(doc)
     assert r.exit_code == 1 and [f["code"] for f in doc["findings"]] == ["FIX002"] and not doc["edits"]
     assert not (tmp_path / "o").exists() and doc["diagnosis"]["branch"] == "checkpoint"
 

@@ -6,7 +6,7 @@ so a field added, renamed or retyped there changes the schema here, and the test
 documents against it (tests/test_schemas.py) fails until this is re-run. The rest of the file (title,
 tool stamp, findings, the launch command's settings) stays as written by hand.
 
-python tools/gen_schemas.py          # rewrite schemas/acceptance.v1.schema.json
+python tools/gen_schemas.py          # rewrite schemas/acceptance, speedup, diagnose and fix .v1.schema.json
 python tools/gen_schemas.py --check  # exit 1 if it is stale (tests/test_schemas.py does this)
 """
 
@@ -21,6 +21,8 @@ sys.path.insert(0, str(ROOT))
 
 ACCEPTANCE = ROOT / "schemas" / "acceptance.v1.schema.json"
 SPEEDUP = ROOT / "schemas" / "speedup.v1.schema.json"
+DIAGNOSE = ROOT / "schemas" / "diagnose.v1.schema.json"
+FIX = ROOT / "schemas" / "fix.v1.schema.json"
 HAND_WRITTEN_DEFS = ("finding", "tool", "serve")
 
 
@@ -64,13 +66,65 @@ def speedup_schema() -> dict:
     }  # fmt: skip
 
 
+def result_schema(cls: type, schema_id: str, title: str, description: str) -> dict:
+    """A document that is wholly one result class's serialisation, with the stamps every document has and
+    the hand-written finding definition the acceptance schema keeps."""
+    from eagle3_doctor.core.typed_json import json_schema
+
+    defs: dict = {}
+    json_schema(cls, defs)
+    top = defs.pop(cls.__name__)
+    hand = json.loads(ACCEPTANCE.read_text())["$defs"]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": schema_id,
+        "title": title,
+        "description": description + " Generated from the result classes (tools/gen_schemas.py).",
+        "type": "object",
+        "required": ["schema", "tool", *top["required"]],
+        "properties": {"schema": {"const": schema_id}, "tool": {"$ref": "#/$defs/tool"}, "trust_remote_code": {"type": "boolean"},
+                       **top["properties"]},
+        "additionalProperties": False,
+        "$defs": {"tool": hand["tool"], "finding": hand["finding"], **dict(sorted(defs.items()))},
+    }  # fmt: skip
+
+
+def diagnose_schema() -> dict:
+    from eagle3_doctor.analyses.attribution import SCHEMA, Diagnosis
+
+    return result_schema(
+        Diagnosis,
+        SCHEMA,
+        "eagle3-doctor diagnose --json document, version 1",
+        "Written by `eagle3-doctor diagnose --json PATH`: where the acceptance gap lives, with the levers, module "
+        "ablations and context buckets it was measured on.",
+    )
+
+
+def fix_schema() -> dict:
+    from eagle3_doctor.analyses.fixing import SCHEMA, FixResult
+
+    return result_schema(
+        FixResult,
+        SCHEMA,
+        "eagle3-doctor fix --json document, version 1",
+        "Written by `eagle3-doctor fix --json PATH`: the edits written into the corrected copy of the draft and "
+        "the acceptance measured before and after.",
+    )
+
+
 def render(schema: dict) -> str:
     return json.dumps(schema, indent=1) + "\n"
 
 
 def main(argv: list[str]) -> int:
     text = ACCEPTANCE.read_text()
-    docs = {ACCEPTANCE: render(acceptance_schema(json.loads(text))), SPEEDUP: render(speedup_schema())}
+    docs = {
+        ACCEPTANCE: render(acceptance_schema(json.loads(text))),
+        SPEEDUP: render(speedup_schema()),
+        DIAGNOSE: render(diagnose_schema()),
+        FIX: render(fix_schema()),
+    }
     if "--check" in argv:
         stale = [f for f, new in docs.items() if not f.exists() or f.read_text() != new]
         for f in stale:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -112,10 +112,15 @@ class Diagnosis(JsonFields):
     notes: list[str] = field(default_factory=list)
     prompts: int = 0
 
+    JSON_SCHEMA: ClassVar = {"findings": {"type": "array", "items": {"$ref": "#/$defs/finding"}}}
+
     def to_dict(self) -> dict[str, Any]:
         from ..core.typed_json import fields_json
 
         return {**fields_json(self), "findings": [f.to_dict() for f in self.findings]}
+
+
+SCHEMA = "eagle3-doctor/diagnose/1"
 
 
 # --------------------------------------------------------------------------- the paths measured

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.errors import BadInput
 from ..core.findings import DRAFT_CONFIG, Finding, Fix
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .results import AcceptanceRun
 
 Progress = Callable[[str, int, int], None]
+SCHEMA = "eagle3-doctor/fix/1"
 
 
 @dataclass
@@ -60,7 +61,8 @@ class FixResult(JsonFields):
     diagnosis: Diagnosis | None = None
     notes: list[str] = field(default_factory=list)
 
-    JSON_OMIT_NONE = ("diagnosis",)
+    JSON_OMIT_NONE: ClassVar = ("diagnosis",)
+    JSON_SCHEMA: ClassVar = {"findings": {"type": "array", "items": {"$ref": "#/$defs/finding"}}}
 
     def to_dict(self) -> dict[str, Any]:
         from ..core.typed_json import fields_json

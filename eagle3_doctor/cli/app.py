@@ -1139,7 +1139,9 @@ def diagnose_cmd(
         d = diagnose_gap(setup, opts, prompts_path=prompts, progress=cb)
     r.locate(d.findings)
     render_diagnosis(_console(stderr=json_out == "-"), d)
-    _write_json(json_out, d.to_dict(), trust_remote_code)
+    from ..analyses.attribution import SCHEMA
+
+    _write_json(json_out, {"schema": SCHEMA, **d.to_dict()}, trust_remote_code)
     return exit_code(d.findings, "error")
 
 
@@ -1172,7 +1174,9 @@ def fix_cmd(
         res = fix_draft(setup, opts, out, prompts_path=prompts, draft_format=draft_format, train_recipe=train_recipe, progress=cb)
     locate(res.findings, r.paths)
     render_fix(_console(stderr=json_out == "-"), res)
-    _write_json(json_out, res.to_dict(), trust_remote_code)
+    from ..analyses.fixing import SCHEMA
+
+    _write_json(json_out, {"schema": SCHEMA, **res.to_dict()}, trust_remote_code)
     return exit_code(res.findings, "error")
 
 
