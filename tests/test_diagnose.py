@@ -60,8 +60,11 @@ def test_clean_fixtures_give_no_warning(clean):
 
 def test_the_seed_incident_is_the_capture_lever_with_its_fix(tmp_path, clean):
     # [-1, 1, 3] on SGLang: slot 0 gets the embeddings and the rest shift (the incident's id list, as a launch writes it)
-    code, doc, out = diagnose(tmp_path, DRAFTS["sglang"], "--layer-ids=-1,1,3")
+    code, doc, out = diagnose(tmp_path, DRAFTS["sglang"], "--layer-ids=-1,1,3", "--report", tmp_path / "report")
     assert code == 1 and doc["branch"] == "pipeline"
+    md = (tmp_path / "report" / "diagnose.md").read_text()
+    assert doc["verdict"] in md and "| capture points |" in md and "![levers and module ablation](diagnose.png)" in md
+    assert (tmp_path / "report" / "diagnose.png").read_bytes()[:4] == b"\x89PNG"
     f = by_code(doc)["DGN001"]
     assert f["data"]["lever"] == "capture points" and "[1, 3, 4]" in f["fix"]
     top = doc["levers"][0]

@@ -1123,7 +1123,7 @@ def diagnose_cmd(
     num_steps: NumSteps = None, continuation: Continuation = "greedy", max_new_tokens: MaxNewTokens = 128,
     max_tokens: MaxTokens = 512, batch_size: BatchSize = "8", limit: Limit = None,
     dtype: Dtype = "auto", device: Device = "auto", device_map: DeviceMap = None, max_memory: MaxMemory = None,
-    trust_remote_code: TrustRemote = False, json_out: JsonOut = None, quiet: Quiet = False,
+    trust_remote_code: TrustRemote = False, json_out: JsonOut = None, report: ReportDir = None, quiet: Quiet = False,
 ) -> int:  # fmt: skip
     """Where the acceptance gap lives, measured: levers set back to training, module ablation, context."""
     a = SimpleNamespace(**locals(), temperature=0.0, temperature_mode="sampled", topk=None, num_draft_tokens=None)
@@ -1142,6 +1142,10 @@ def diagnose_cmd(
     from ..analyses.attribution import SCHEMA
 
     _write_json(json_out, {"schema": SCHEMA, **d.to_dict()}, trust_remote_code)
+    if report:
+        from ..report.render import write_diagnosis_report
+
+        write_diagnosis_report(d, report)
     return exit_code(d.findings, "error")
 
 

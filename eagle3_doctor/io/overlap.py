@@ -47,7 +47,15 @@ OUTPUT_FILES: tuple[tuple[str, str], ...] = (
     ("out", "--out"),  # fix: the corrected copy of the draft
 )
 # the names report.py writes into a --report directory (OutputSet.add)
-REPORT_FILES = ("compare-hidden.md", "heatmap.png", "acceptance.md", "acceptance.png", "inspect.md")
+REPORT_FILES = (
+    "compare-hidden.md",
+    "heatmap.png",
+    "acceptance.md",
+    "acceptance.png",
+    "inspect.md",
+    "diagnose.png",
+    "diagnose.md",
+)
 _NOT_PATHS = ("target",)  # --train-template target: the target tokenizer's own, a keyword
 
 

@@ -150,3 +150,26 @@ def _acceptance_title(run: AcceptanceRun) -> str:
         f" | trained {format_spec(s.training_spec)}" if s.training_spec else ""
     )
     return "\n".join(textwrap.shorten(x, 110) for x in full.split("\n"))
+
+
+def attribution_png(d: Any) -> bytes:
+    """diagnose: what each lever recovers (mean acceptance length) and what each module's ablation costs
+    (step-1 accuracy), each bar with its 95% interval over prompts as a whisker."""
+    plt = _plt()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    rows = [(r.name, r.recovery) for r in d.levers] or [("no lever", None)]
+    for ax, items, title, unit in (
+        (a, rows, "levers: recovery when set back to training", "mean acceptance length recovered"),
+        (b, [(m.module, m.cost) for m in d.modules], f"module ablation ({d.base_path} features)", "step-1 accuracy lost"),
+    ):
+        names = [n for n, _ in items]
+        pts = [i.point if i is not None else 0.0 for _, i in items]
+        err = [[max(0.0, i.point - i.lo) if i else 0 for _, i in items], [max(0.0, i.hi - i.point) if i else 0 for _, i in items]]
+        ax.barh(range(len(names)), pts, xerr=err, color="#4c72b0", ecolor="black", capsize=3)
+        ax.set_yticks(range(len(names)), names)
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(unit, fontsize=8)
+    fig.suptitle(d.verdict[:110] + ("..." if len(d.verdict) > 110 else ""), fontsize=8)
+    fig.tight_layout()
+    return _png(fig)

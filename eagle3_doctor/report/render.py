@@ -440,3 +440,53 @@ def write_inspect_report(res: Any, report_dir: str) -> None:
 
     with OutputSet(report_dir) as out:
         out.add("inspect.md", inspect_markdown(res).encode())
+
+
+def diagnosis_markdown(d: Any) -> str:
+    """diagnose as a Markdown report: the verdict, the three tables, the findings."""
+
+    def iv(i: Any, nd: int = 2) -> str:
+        return f"{i.point:.{nd}f} [{i.lo:.{nd}f}, {i.hi:.{nd}f}]"
+
+    out = [
+        "# diagnose",
+        "",
+        f"**Verdict:** {d.verdict}",
+        "",
+        f"Mean acceptance length over {d.prompts} prompts (95% intervals): serving {iv(d.serving)}, training "
+        f"{iv(d.training)}, gap {iv(d.gap)}.",
+        "",
+        "![levers and module ablation](diagnose.png)",
+        "",
+        "## Levers: one serving difference set back to training",
+        "",
+        "| lever | what | acceptance length | recovers |",
+        "|---|---|---|---|",
+        *(f"| {r.name} | {r.what} | {iv(r.mean_acceptance_length)} | {iv(r.recovery)} |" for r in d.levers),
+        "",
+        f"## Module health: mean-ablated on the {d.base_path} features",
+        "",
+        "| module | step-1 ablated | costs | verdict |",
+        "|---|---|---|---|",
+        *(f"| {m.module} | {iv(m.step1, 3)} | {iv(m.cost, 3)} | {m.verdict} |" for m in d.modules),
+        "",
+        "## Step-1 accuracy along the context",
+        "",
+        "| positions | step-1 | positions measured |",
+        "|---|---|---|",
+        *(f"| {c.start}-{c.end} | {iv(c.step1, 3)} | {c.positions} |" for c in d.context),
+        "",
+        "## Findings",
+        "",
+        findings_markdown(d.findings),
+    ]
+    return "\n".join(out)
+
+
+def write_diagnosis_report(d: Any, report_dir: str) -> None:
+    from ..io.safeio import OutputSet
+    from . import plots
+
+    with OutputSet(report_dir) as out:
+        out.add("diagnose.png", plots.attribution_png(d))
+        out.add("diagnose.md", diagnosis_markdown(d).encode())
