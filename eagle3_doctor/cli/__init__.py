@@ -1,9 +1,31 @@
 """The command line: the typer app and error boundary (app), the preflight that rejects bad
-arguments before heavy imports (validate) and the CI gate (gate). Nothing imports this layer."""
+arguments before heavy imports (validate) and the CI gate (gate). Nothing imports this layer.
+
+``run`` is the console script: its first instruction takes SIGINT and SIGTERM, so a signal while
+typer, rich or torch are still importing ends the process with the shell's code (130, 143) and one
+line, never a traceback. Once a command runs, its error boundary (``app.guarded``) takes them over
+and unwinds cleanly: temp files removed, old reports kept.
+"""
+
+import os
+import signal
+
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # as core.errors, without importing anything first
+
+
+def _early_exit(signum: int, _frame: object) -> None:
+    what = "interrupted" if signum == signal.SIGINT else "terminated (SIGTERM)"
+    try:
+        os.write(2, f"eagle3-doctor: {what} while starting: nothing was written\n".encode())
+    except OSError:  # stderr closed: the exit code is all that is left
+        pass
+    os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED)
 
 
 def run() -> None:
     """Console-script entry point (also under its earlier name, ``eagle3_doctor.cli:run``)."""
+    signal.signal(signal.SIGINT, _early_exit)
+    signal.signal(signal.SIGTERM, _early_exit)
     from .app import run as _run
 
     _run()

@@ -329,9 +329,11 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
         import signal
         import threading
 
-        old = None
+        old = old_int = None
         if threading.current_thread() is threading.main_thread():
             old = signal.signal(signal.SIGTERM, _on_sigterm)
+            # Ctrl-C unwinds as KeyboardInterrupt from here on (the start-up handler exits at once)
+            old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             code = fn(*args, **kwargs)
             _flush_stdout()  # a full disk or closed pipe under stdout surfaces here, not after exit
@@ -370,6 +372,8 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
         finally:
             if old is not None:
                 signal.signal(signal.SIGTERM, old)
+            if old_int is not None:
+                signal.signal(signal.SIGINT, old_int)
         raise typer.Exit(code)
 
     return wrapper
