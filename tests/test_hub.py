@@ -206,3 +206,26 @@ def test_offline_state_says_unset(monkeypatch):
     assert offline_state() == "HF_HUB_OFFLINE unset"
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     assert offline_state() == "HF_HUB_OFFLINE=0"
+
+
+# where the two answers to "is this a local path?" used to disagree: the one left decides for every caller
+@pytest.mark.parametrize(
+    ("name", "local"),
+    [
+        ("org--x/y", True),  # "--" is the hub cache's separator, never in a repo id
+        ("x/", True),
+        ("org/na me", True),
+        ("org/../x", True),
+        (".hidden/x", True),
+        ("a/b/c", True),
+        ("org/name", False),
+        ("gpt2", False),
+        ("meta-llama/Llama-3.1-8B-Instruct", False),
+        ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", False),
+    ],
+)
+def test_one_answer_to_is_this_a_local_path(name, local):
+    from eagle3_doctor.io import checks, hub
+
+    assert hub.looks_local is checks.looks_local
+    assert checks.looks_local(name) is local

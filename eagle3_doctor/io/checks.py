@@ -179,7 +179,10 @@ def _weight_names(d: Path) -> tuple[list[Path], dict[str, dict[str, Any]]]:
 
 
 def looks_local(name: str) -> bool:
-    """Would a user mean a path by this? Then it never goes to the hub."""
+    """Would a user mean a path by this? Then it never goes to the hub. The one answer to the question:
+    the preflight, the loaders and hub resolution all ask here."""
+    if not name or os.path.exists(name):
+        return True
     if name.startswith((".", "/", "~")) or "\\" in name or os.sep in name and name.count("/") != 1:
         return True
     if not _HUB_ID.match(name) or "--" in name or ".." in name:

@@ -17,22 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from .checks import looks_local
 
 # enough to run a target or draft: configs, tokenizer, chat template, weights (no remote code)
 _PATTERNS = ["*.json", "*.safetensors", "*.jinja", "tokenizer*", "*.model", "*.tiktoken", "*.txt"]
-
-
-def looks_local(name: str) -> bool:
-    if not name:
-        return True
-    return (
-        name.startswith(("/", "./", "../", "~", ".\\"))
-        or name in (".", "..")
-        or name.count("/") > 1
-        or "\\" in name
-        or (len(name) > 1 and name[1] == ":")
-        or os.path.exists(name)
-    )
 
 
 def offline_state() -> str:
