@@ -113,6 +113,8 @@ class Diagnosis(JsonFields):
     prompts: int = 0
 
     JSON_SCHEMA: ClassVar = {"findings": {"type": "array", "items": {"$ref": "#/$defs/finding"}}}
+    # the per-path results the verdict rests on (not written: fix reads the serving side from here)
+    measured: ClassVar[Any] = None  # dict[str, PathResult] once measured
 
     def to_dict(self) -> dict[str, Any]:
         from ..core.typed_json import fields_json
@@ -306,8 +308,7 @@ def diagnose_gap(
 ) -> Diagnosis:
     """Levers, module ablations and context on one replay of the prompts, then the verdict."""
     from ..core.errors import BadInput
-    from ..model.replay import iter_captures, load_sources
-    from ..model.target import target_argmax
+    from ..model.replay import load_sources
 
     if setup.draft is None:
         raise BadInput("diagnose needs a draft", "pass --draft DIR")
@@ -328,24 +329,7 @@ def diagnose_gap(
     ctx = ContextCounts(bucket, len(rep.seqs))
     # one bucket spanning every position: per prompt step-1 [hits, positions], the unablated draft first
     step1 = {name: ContextCounts(1 << 40, len(rep.seqs)) for name in ("", *plan.ablations)}
-    greedy = opts.continuation == "greedy"
-    for rb in iter_captures(
-        setup.target,
-        rep.seqs,
-        m.points,
-        batch_size=opts.batch_size,
-        want_logits=True,
-        progress=lambda d, n: progress("diagnose", d, n),
-    ):
-        m.add(rb)
-        # along the context the reference is the target's own next-token choice at every position, prompt
-        # included: the greedy continuation alone would leave the first len(prompt) positions unmeasured
-        amax = target_argmax(setup.target, rb.last)
-        aux = torch.cat([rb.captured[p] for p in plan.paths[plan.base]], dim=-1)
-        ctx.add(rb, plan.drafts[plan.base], aux, _labels_fn(rb, amax, False), [0] * len(rb.index))
-        starts, labels = [rep.starts[i] for i in rb.index], _labels_fn(rb, amax, greedy)
-        for name, counts in step1.items():
-            counts.add(rb, plan.ablations.get(name, plan.drafts[plan.base]), aux, labels, starts)
+    _replay(setup, rep, plan, m, ctx, step1, opts, progress)
     markup = markup_in_prompts(prompts_path, getattr(setup.target.tokenizer, "chat_template", None))
     results = path_results(m)
     for alias, real in plan.aliases.items():
@@ -353,6 +337,7 @@ def diagnose_gap(
     plan.step1 = {n: c.counts.get(0, np.zeros((len(rep.seqs), 2))) for n, c in step1.items()}
     extra = _weights_lever(setup, plan, rep, m.scan_result() or [], opts, progress)
     d = _verdict(setup, plan, results, ctx, opts.num_steps, rep.notes + plan.notes, len(rep.seqs), extra)
+    d.measured = results
     if markup:
         d.findings.append(_markup_finding(markup, len(rep.seqs)))
     return d
@@ -398,6 +383,40 @@ def _weights_lever(
     fix, _ = fix_for(setup.serving, best.spec)
     what = f"feed {_spec(best.spec)}, which the weights fit best (step-1 {d.text()} above the configured points)"
     return LeverRow(WEIGHTS, what, own[1], diff[1], s1[1], fix or None)
+
+
+def _replay(
+    setup: Setup,
+    rep: Any,
+    plan: Plan,
+    m: Measurement,
+    ctx: ContextCounts,
+    step1: dict,
+    opts: AcceptanceOptions,
+    progress: Progress,
+) -> None:
+    """One pass over the prompts: every path, the context buckets and the step-1 ablations, batch by batch."""
+    from ..model.replay import iter_captures
+    from ..model.target import target_argmax
+
+    greedy = opts.continuation == "greedy"
+    for rb in iter_captures(
+        setup.target,
+        rep.seqs,
+        m.points,
+        batch_size=opts.batch_size,
+        want_logits=True,
+        progress=lambda d, n: progress("diagnose", d, n),
+    ):
+        m.add(rb)
+        # along the context the reference is the target's own next-token choice at every position, prompt
+        # included: the greedy continuation alone would leave the first len(prompt) positions unmeasured
+        amax = target_argmax(setup.target, rb.last)
+        aux = torch.cat([rb.captured[p] for p in plan.paths[plan.base]], dim=-1)
+        ctx.add(rb, plan.drafts[plan.base], aux, _labels_fn(rb, amax, False), [0] * len(rb.index))
+        starts, labels = [rep.starts[i] for i in rb.index], _labels_fn(rb, amax, greedy)
+        for name, counts in step1.items():
+            counts.add(rb, plan.ablations.get(name, plan.drafts[plan.base]), aux, labels, starts)
 
 
 def _mal(results: dict[str, PathResult], names: list[str], K: int) -> tuple[list[Interval], list[Interval]]:

@@ -15,7 +15,7 @@ import copy
 import json
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -23,12 +23,12 @@ from ..core.errors import BadInput
 from ..core.findings import DRAFT_CONFIG, Finding, Fix
 from ..core.stats import Interval, difference_interval
 from ..core.typed_json import JsonFields
-from .attribution import MAL, Diagnosis, diagnose_gap
+from .attribution import MAL, SERVING, Diagnosis, diagnose_gap
 
 if TYPE_CHECKING:
     from ..model.setup import Setup
     from .acceptance import AcceptanceOptions
-    from .results import AcceptanceRun
+    from .results import AcceptanceRun, PathResult
 
 Progress = Callable[[str, int, int], None]
 SCHEMA = "eagle3-doctor/fix/1"
@@ -178,9 +178,12 @@ def fix_draft(
         return FixResult(src, out, [], "", None, None, None, "no edit to make", [f], d)
     done = write_copy(src, out, edits)
     fixed = assemble(setup.target, out, draft_format, setup.serving.engine, setup.serving.version, None, train_recipe)
-    before = measure_acceptance(setup, opts, prompts_path=prompts_path, progress=progress)
-    after = measure_acceptance(fixed, opts, prompts_path=prompts_path, progress=progress)
-    return _compare(src, out, done, before, after, opts.num_steps, d)
+    # "before" is the diagnosis' own serving side (the draft as the engine runs it): the same prompts, the
+    # same continuation and the same chain settings the copy is now measured with
+    chain = replace(opts, topk=1, num_draft_tokens=None, token_tree=None)
+    after = measure_acceptance(fixed, chain, prompts_path=prompts_path, progress=progress)
+    assert d.measured is not None and SERVING in d.measured
+    return _compare(src, out, done, d.measured[SERVING], after.paths[_served_path(after)], opts.num_steps, d)
 
 
 def _served_path(run: AcceptanceRun) -> str:
@@ -189,12 +192,10 @@ def _served_path(run: AcceptanceRun) -> str:
     return AS_SERVED if AS_SERVED in run.paths else "serving"
 
 
-def _compare(
-    src: str, out: str, done: list[Edit], before: AcceptanceRun, after: AcceptanceRun, K: int, d: Diagnosis
-) -> FixResult:
-    pb, pa = _served_path(before), _served_path(after)
-    cb, ca = before.paths[pb].counts(K), after.paths[pa].counts(K)
-    b, a = before.paths[pb].intervals, after.paths[pa].intervals
+def _compare(src: str, out: str, done: list[Edit], before: PathResult, after: PathResult, K: int, d: Diagnosis) -> FixResult:
+    pb = after.name
+    cb, ca = before.counts(K), after.counts(K)
+    b, a = before.intervals, after.intervals
     change, how = difference_interval(ca, cb, MAL)
     ev = [
         f"mean acceptance length as the engine runs the draft: before {b.mean_acceptance_length.text(2)}, "  # type: ignore[union-attr]
