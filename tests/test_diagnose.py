@@ -199,3 +199,17 @@ def test_prompts_with_pasted_chat_markup_are_reported(tmp_path):
     f = by_code(json.loads(out.read_text()))["DGN006"]
     assert f["data"] == {"families": ["ChatML (Qwen, many fine-tunes)"], "prompts": 3}
     assert "prompt(s) 1, 2, 3" in " ".join(f["evidence"])
+
+
+def test_a_serving_side_nobody_modelled_is_undetermined_with_the_engine_finding(tmp_path, tmp_copy):
+    # a Qwen2 target: no SGLang rule is modelled for it (ENG004), so the serving side is not measured and
+    # diagnose says so instead of calling the training side "as served"
+    t = tmp_copy(TARGET, "target-qwen2")
+    cfg = json.loads((t / "config.json").read_text())
+    cfg.update(model_type="qwen2", architectures=["Qwen2ForCausalLM"])
+    (t / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "d.json"
+    invoke("diagnose", "--target", t, "--draft", DRAFTS["sglang"], "--engine", "sglang", "--json", out, *FAST)
+    doc = json.loads(out.read_text())
+    validate(doc)
+    assert doc["branch"] == "undetermined" and "ENG004" in by_code(doc) and "DGN005" not in by_code(doc)

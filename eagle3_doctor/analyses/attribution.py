@@ -21,7 +21,6 @@ The verdict says which branch the measurements point to (pipeline, checkpoint, c
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -189,7 +188,9 @@ def _spec(spec: FeatureSpec | None) -> str:
 
 def mean_ablated(draft: Eagle3Draft, module: str) -> Eagle3Draft:
     """A copy of ``draft`` whose ``module`` outputs its mean over the batch's positions at every call."""
-    d = copy.deepcopy(draft)
+    from .as_served import _eager_copy
+
+    d = _eager_copy(draft)  # the embeddings shared, not copied; eager even where the draft was compiled
     target = d.get_submodule(module)
     # attention runs through its own methods (qkv, attend): its output is o_proj's
     hooked = target.o_proj if hasattr(target, "o_proj") else target
@@ -492,6 +493,12 @@ def _verdict(
     # the module that changes nothing is the cause. A module whose ablation helps is no cause by itself: it
     # shows wherever the draft fails for another reason (measured: past the training length of the
     # context, ablating the fixture draft's MLP raises step-1 accuracy by 0.07 with every weight intact)
+    if SERVING not in results and setup.serving.failure is not None and setup.train_spec is not None:
+        # the engine refuses, crashes or is not modelled: that is the finding, whatever the rest measures
+        from .compare import engine_failure_finding
+
+        findings.append(engine_failure_finding(setup.serving, setup.train_spec))
+        branch = "undetermined" if setup.serving.failure.when == "undetermined" else "pipeline"
     bad = [r for r in modules if r.verdict == "contributes nothing"]
     if bad and len(bad) == len(modules):
         findings.append(_nothing_trained_finding(modules, results[plan.base].step1, plan.base))
@@ -503,6 +510,16 @@ def _verdict(
         findings.append(_context_finding(*drop, plan.base))
         branch = branch or "context"
     base_step1 = results[plan.base].step1
+    if not branch and SERVING not in results:
+        branch = "undetermined"
+        findings.append(
+            Finding(
+                "DGN004",
+                "undetermined: the serving side cannot be measured, so no gap can be placed",
+                [*notes, f"measured instead: the {plan.base} side, step-1 accuracy {base_step1:.3f}"],
+                "run eagle3-doctor inspect, which names what the engine feeds and why the draft cannot take it",
+            )
+        )
     if not branch:
         branch = "undetermined" if base_step1 < LOW_STEP1 else "runtime"
         findings.append(_undetermined_finding(base_step1, plan.base) if branch == "undetermined" else _runtime_finding(serving))
