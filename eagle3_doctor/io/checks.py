@@ -12,12 +12,12 @@ import json
 import math
 import os
 import re
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
 from ..core.errors import BadInput
+from .safeio import KIND_PHRASE, mode_kind
 
 # Sanity bounds for sizes read from a config. The largest published decoders have ~130 layers,
 # hidden 25k and vocabularies of ~260k; these bounds leave room and still refuse a config that
@@ -54,28 +54,10 @@ def kind(path: str | os.PathLike) -> str:
         return "missing"
     except OSError:
         return "unreadable"
-    m = st.st_mode
-    if stat.S_ISREG(m):
-        return "file"
-    if stat.S_ISDIR(m):
-        return "dir"
-    if stat.S_ISFIFO(m):
-        return "fifo"
-    if stat.S_ISCHR(m) or stat.S_ISBLK(m):
-        return "device"
-    if stat.S_ISSOCK(m):
-        return "socket"
-    return "special file"
+    return mode_kind(st.st_mode)
 
 
-_WHAT = {
-    "fifo": "a named pipe (FIFO)",
-    "device": "a device",
-    "socket": "a socket",
-    "special file": "a special file",
-    "broken link": "a broken symbolic link",
-    "unreadable": "not accessible",
-}
+_WHAT = {**KIND_PHRASE, "broken link": "a broken symbolic link", "unreadable": "not accessible"}
 
 
 def _under_a_file(p: Path) -> Path | None:

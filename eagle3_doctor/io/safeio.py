@@ -388,16 +388,29 @@ MAX_JSON_DEPTH = 100  # configs nest 3-5 levels, chat requests with tool schemas
 MAX_YAML_ALIASES = 20  # a launch config needs none; n aliases can expand a value about e**(n/e) times ("billion laughs")
 
 
-def _file_kind(mode: int) -> str:
+def mode_kind(mode: int) -> str:
+    """What a stat mode is: 'file', 'dir', 'fifo', 'device', 'socket' or 'special file' (checks.kind
+    and the readers here name a path's type from this one table)."""
+    if stat.S_ISREG(mode):
+        return "file"
     if stat.S_ISDIR(mode):
-        return "a directory"
+        return "dir"
     if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
+        return "fifo"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
+        return "device"
     if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a special file"
+        return "socket"
+    return "special file"
+
+
+KIND_PHRASE = {
+    "dir": "a directory",
+    "fifo": "a named pipe (FIFO)",
+    "device": "a device",
+    "socket": "a socket",
+    "special file": "a special file",
+}
 
 
 def read_regular_bytes(path: str | os.PathLike, what: str, fix: str, max_bytes: int) -> bytes:
@@ -422,7 +435,7 @@ def read_regular_bytes(path: str | os.PathLike, what: str, fix: str, max_bytes: 
         os.close(fd)
         if stat.S_ISDIR(st.st_mode):
             raise BadInput(f"{what} {p} is a directory, not a file", fix)
-        raise BadInput(f"{what} {p} is {_file_kind(st.st_mode)}, not a regular file", fix)
+        raise BadInput(f"{what} {p} is {KIND_PHRASE[mode_kind(st.st_mode)]}, not a regular file", fix)
     with os.fdopen(fd, "rb") as f:
         if st.st_size > max_bytes:
             raise BadInput(f"{what} {p} is {st.st_size} bytes, over the {max_bytes >> 20} MiB this tool reads", fix)
