@@ -649,6 +649,20 @@ class Measurement:
             hits, valid = (out.match[:, 0] & region).sum(dim=1), (out.valid[:, 0] & region).sum(dim=1)
             self.scan_hits[c].extend(zip(hits.tolist(), valid.tolist()))
 
+    def replay(self, batch_size: int, label: str, progress: Progress, each: Callable[[ReplayBatch], None] | None = None) -> None:
+        """Every sequence through the target once, each batch added to every path (and handed to ``each``)."""
+        for rb in iter_captures(
+            self.setup.target,
+            self.rep.seqs,
+            self.points,
+            batch_size=batch_size,
+            want_logits=True,
+            progress=lambda d, n: progress(label, d, n),
+        ):
+            self.add(rb)
+            if each is not None:
+                each(rb)
+
     def scan_result(self) -> list[ScanRow] | None:
         """Candidates by step-1 accuracy, each with its interval over prompts and, paired on the same
         prompts, its difference to the configured capture points (what ACC004 decides on)."""
@@ -817,15 +831,7 @@ def measure_acceptance(
         for n, d in served.drafts.items():
             paths[n], drafts[n] = setup.serving.spec, d
     m = Measurement(setup, rep, paths, tree, drafts)
-    for rb in iter_captures(
-        setup.target,
-        rep.seqs,
-        m.points,
-        batch_size=opts.batch_size,
-        want_logits=True,
-        progress=lambda d, n: progress("acceptance", d, n),
-    ):
-        m.add(rb)
+    m.replay(opts.batch_size, "acceptance", progress)
     results = path_results(m)
     ref = run_reference(setup, rep, results, tree, progress) if opts.reference else None
     scan_res = m.scan_result()

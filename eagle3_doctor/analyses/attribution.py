@@ -112,8 +112,6 @@ class Diagnosis(JsonFields):
     prompts: int = 0
 
     JSON_SCHEMA: ClassVar = {"findings": {"type": "array", "items": {"$ref": "#/$defs/finding"}}}
-    # the per-path results the verdict rests on (not written: fix reads the serving side from here)
-    measured: ClassVar[Any] = None  # dict[str, PathResult] once measured
 
     def to_dict(self) -> dict[str, Any]:
         from ..core.typed_json import fields_json
@@ -308,6 +306,18 @@ def diagnose_gap(
     progress: Progress = _no_progress,
 ) -> Diagnosis:
     """Levers, module ablations and context on one replay of the prompts, then the verdict."""
+    return measure_gap(setup, opts, prompts_path=prompts_path, bucket=bucket, progress=progress)[0]
+
+
+def measure_gap(
+    setup: Setup,
+    opts: AcceptanceOptions,
+    *,
+    prompts_path: str | None = None,
+    bucket: int = 32,
+    progress: Progress = _no_progress,
+) -> tuple[Diagnosis, dict[str, PathResult]]:
+    """:func:`diagnose_gap` with the per-path results the verdict rests on (fix reads the serving side)."""
     from ..core.errors import BadInput
     from ..model.replay import load_sources
 
@@ -338,10 +348,9 @@ def diagnose_gap(
     plan.step1 = {n: c.counts.get(0, np.zeros((len(rep.seqs), 2))) for n, c in step1.items()}
     extra = _weights_lever(setup, plan, rep, m.scan_result() or [], opts, progress)
     d = _verdict(setup, plan, results, ctx, opts.num_steps, rep.notes + plan.notes, len(rep.seqs), extra)
-    d.measured = results
     if markup:
         d.findings.append(_markup_finding(markup, len(rep.seqs)))
-    return d
+    return d, results
 
 
 def weight_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
@@ -366,7 +375,6 @@ def _weights_lever(
     """Where the draft's weights fit other capture points than the configured ones (paired step-1 interval
     above zero on enough prompts), acceptance is measured on those points as a lever of its own, in a
     second replay: the general form of a config whose ids were edited after training."""
-    from ..model.replay import iter_captures
     from .compare import fix_for
 
     best = next((r for r in rows if not r.configured and r.diff_to_configured is not None), None)
@@ -376,8 +384,7 @@ def _weights_lever(
     paths = {SERVING: plan.paths[SERVING], "lever:weights": best.spec}
     drafts = {n: plan.drafts[SERVING] for n in paths}
     m = Measurement(setup, rep, paths, None, drafts, cands=[])
-    for rb in iter_captures(setup.target, rep.seqs, m.points, batch_size=opts.batch_size, want_logits=True):
-        m.add(rb)
+    m.replay(opts.batch_size, "", _no_progress)  # a second, short replay: no second progress bar
     res = path_results(m)
     own, diff = _mal(res, [SERVING, "lever:weights"], opts.num_steps)
     _, s1 = _step1(res, [SERVING, "lever:weights"])
@@ -397,19 +404,11 @@ def _replay(
     progress: Progress,
 ) -> None:
     """One pass over the prompts: every path, the context buckets and the step-1 ablations, batch by batch."""
-    from ..model.replay import iter_captures
     from ..model.target import target_argmax
 
     greedy = opts.continuation == "greedy"
-    for rb in iter_captures(
-        setup.target,
-        rep.seqs,
-        m.points,
-        batch_size=opts.batch_size,
-        want_logits=True,
-        progress=lambda d, n: progress("diagnose", d, n),
-    ):
-        m.add(rb)
+
+    def each(rb: ReplayBatch) -> None:
         # along the context the reference is the target's own next-token choice at every position, prompt
         # included: the greedy continuation alone would leave the first len(prompt) positions unmeasured
         amax = target_argmax(setup.target, rb.last)
@@ -418,6 +417,8 @@ def _replay(
         starts, labels = [rep.starts[i] for i in rb.index], _labels_fn(rb, amax, greedy)
         for name, counts in step1.items():
             counts.add(rb, plan.ablations.get(name, plan.drafts[plan.base]), aux, labels, starts)
+
+    m.replay(opts.batch_size, "diagnose", progress, each)
 
 
 def _mal(results: dict[str, PathResult], names: list[str], K: int) -> tuple[list[Interval], list[Interval]]:
@@ -438,7 +439,7 @@ def _levers(plan: Plan, results: dict[str, PathResult], K: int) -> list[LeverRow
     return sorted(rows, key=lambda r: -r.recovery.point)
 
 
-def _modules(plan: Plan, results: dict[str, PathResult]) -> list[ModuleRow]:
+def _modules(plan: Plan) -> list[ModuleRow]:
     counts = [plan.step1[""]] + [plan.step1[mod] for mod in ABLATED]
     keep = counts[0][:, 1] > 0  # prompts with a measured position (a prompt with no continuation has none)
     own, diff = paired([c[keep] for c in counts], STEP1, 0)
@@ -482,7 +483,7 @@ def _verdict(
     gap = diff[-1]  # training - serving, paired over prompts
     if len(sides) == 1:
         notes.append(f"only the {sides[0]} side is measurable: no gap between the sides, no levers")
-    levers, modules, context = _levers(plan, results, K), _modules(plan, results), ctx.rows()
+    levers, modules, context = _levers(plan, results, K), _modules(plan), ctx.rows()
     if extra is not None:
         levers = sorted([*levers, extra], key=lambda r: -r.recovery.point)
     findings: list[Finding] = []

@@ -23,7 +23,7 @@ from ..core.errors import BadInput
 from ..core.findings import DRAFT_CONFIG, Finding, Fix
 from ..core.stats import Interval, difference_interval
 from ..core.typed_json import JsonFields
-from .attribution import MAL, SERVING, Diagnosis, diagnose_gap
+from .attribution import MAL, SERVING, Diagnosis, measure_gap
 
 if TYPE_CHECKING:
     from ..model.setup import Setup
@@ -161,7 +161,7 @@ def fix_draft(
     progress = progress or _no_progress
     if setup.draft is None or setup.info is None:
         raise BadInput("fix needs a draft", "pass --draft DIR")
-    d = diagnose_gap(setup, opts, prompts_path=prompts_path, progress=progress)
+    d, measured = measure_gap(setup, opts, prompts_path=prompts_path, progress=progress)
     symbolic = diagnose_specs(setup.train_spec, setup.train_source, setup.serving) if setup.train_spec else []
     edits = config_edits(d.findings + symbolic + served_paths(setup).findings)
     src = setup.info.path
@@ -182,8 +182,21 @@ def fix_draft(
     # same continuation and the same chain settings the copy is now measured with
     chain = replace(opts, topk=1, num_draft_tokens=None, token_tree=None)
     after = measure_acceptance(fixed, chain, prompts_path=prompts_path, progress=progress)
-    assert d.measured is not None and SERVING in d.measured
-    return _compare(src, out, done, d.measured[SERVING], after.paths[_served_path(after)], opts.num_steps, d)
+    if SERVING not in measured or _served_path(after) not in after.paths:
+        return _unmeasured(src, out, done, SERVING in measured, d)
+    return _compare(src, out, done, measured[SERVING], after.paths[_served_path(after)], opts.num_steps, d)
+
+
+def _unmeasured(src: str, out: str, done: list[Edit], before_ok: bool, d: Diagnosis) -> FixResult:
+    """The engine serves neither the original nor (``before_ok``) the copy: no change can be measured."""
+    side = "the copy" if before_ok else "the original"
+    f = Finding(
+        "FIX002",
+        f"no acceptance change can be measured: the engine serves {side} no features the draft can take",
+        [f"{e.code}: {e.key} {e.before!r} -> {e.after!r}" for e in done],
+        "run eagle3-doctor inspect and diagnose on the copy for the engine finding",
+    )
+    return FixResult(src, out, done, "", None, None, None, "not measured", [f], d)
 
 
 def _served_path(run: AcceptanceRun) -> str:
