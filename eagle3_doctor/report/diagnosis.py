@@ -12,18 +12,13 @@ from .render import render_findings
 if TYPE_CHECKING:
     from ..analyses.attribution import Diagnosis
     from ..analyses.fixing import FixResult
-    from ..core.stats import Interval
-
-
-def _iv(i: Interval, nd: int = 2) -> str:
-    return f"{i.point:.{nd}f} [{i.lo:.{nd}f}, {i.hi:.{nd}f}]"
 
 
 def render_diagnosis(console: Console, d: Diagnosis) -> None:
     console.print(f"verdict: {d.verdict}", markup=False, highlight=False, style="bold")
     console.print(
-        f"mean acceptance length over {d.prompts} prompts (95% intervals): serving {_iv(d.serving)}, "
-        f"training {_iv(d.training)}, gap {_iv(d.gap)}",
+        f"mean acceptance length over {d.prompts} prompts (95% intervals): serving {d.serving.text(2)}, "
+        f"training {d.training.text(2)}, gap {d.gap.text(2)}",
         markup=False,
         highlight=False,
     )
@@ -32,20 +27,20 @@ def render_diagnosis(console: Console, d: Diagnosis) -> None:
         for col in ("lever", "acceptance length", "recovers"):
             t.add_column(col)
         for r in d.levers:
-            t.add_row(r.name, _iv(r.mean_acceptance_length), _iv(r.recovery))
+            t.add_row(r.name, r.mean_acceptance_length.text(2), r.recovery.text(2))
         console.print(t)
     t = Table(title=f"module health: mean-ablated on the {d.base_path} features", title_justify="left")
     for col in ("module", "step-1 ablated", "costs", "verdict"):
         t.add_column(col)
     for m in d.modules:
-        t.add_row(m.module, _iv(m.step1, 3), _iv(m.cost, 3), m.verdict)
+        t.add_row(m.module, m.step1.text(3), m.cost.text(3), m.verdict)
     console.print(t)
     if d.context:
         t = Table(title="step-1 accuracy along the context", title_justify="left")
         for col in ("positions", "step-1", "positions measured"):
             t.add_column(col)
         for c in d.context:
-            t.add_row(f"{c.start}-{c.end}", _iv(c.step1, 3), str(c.positions))
+            t.add_row(f"{c.start}-{c.end}", c.step1.text(3), str(c.positions))
         console.print(t)
     for note in d.notes:
         console.print(f"note: {note}", style="dim", markup=False)
@@ -62,7 +57,7 @@ def render_fix(console: Console, res: FixResult) -> None:
             console.print(f"  {e.code}  {what}", markup=False, highlight=False)
     if res.before is not None and res.after is not None and res.change is not None:
         console.print(
-            f"mean acceptance length ({res.path}): before {_iv(res.before)}, after {_iv(res.after)}, change {_iv(res.change)}",
+            f"mean acceptance length ({res.path}): before {res.before.text(2)}, after {res.after.text(2)}, change {res.change.text(2)}",
             markup=False,
             highlight=False,
         )

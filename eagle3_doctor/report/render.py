@@ -445,16 +445,13 @@ def write_inspect_report(res: Any, report_dir: str) -> None:
 def diagnosis_markdown(d: Any) -> str:
     """diagnose as a Markdown report: the verdict, the three tables, the findings."""
 
-    def iv(i: Any, nd: int = 2) -> str:
-        return f"{i.point:.{nd}f} [{i.lo:.{nd}f}, {i.hi:.{nd}f}]"
-
     out = [
         "# diagnose",
         "",
         f"**Verdict:** {d.verdict}",
         "",
-        f"Mean acceptance length over {d.prompts} prompts (95% intervals): serving {iv(d.serving)}, training "
-        f"{iv(d.training)}, gap {iv(d.gap)}.",
+        f"Mean acceptance length over {d.prompts} prompts (95% intervals): serving {d.serving.text(2)}, training "
+        f"{d.training.text(2)}, gap {d.gap.text(2)}.",
         "",
         "![levers and module ablation](diagnose.png)",
         "",
@@ -462,19 +459,19 @@ def diagnosis_markdown(d: Any) -> str:
         "",
         "| lever | what | acceptance length | recovers |",
         "|---|---|---|---|",
-        *(f"| {r.name} | {r.what} | {iv(r.mean_acceptance_length)} | {iv(r.recovery)} |" for r in d.levers),
+        *(f"| {r.name} | {r.what} | {r.mean_acceptance_length.text(2)} | {r.recovery.text(2)} |" for r in d.levers),
         "",
         f"## Module health: mean-ablated on the {d.base_path} features",
         "",
         "| module | step-1 ablated | costs | verdict |",
         "|---|---|---|---|",
-        *(f"| {m.module} | {iv(m.step1, 3)} | {iv(m.cost, 3)} | {m.verdict} |" for m in d.modules),
+        *(f"| {m.module} | {m.step1.text(3)} | {m.cost.text(3)} | {m.verdict} |" for m in d.modules),
         "",
         "## Step-1 accuracy along the context",
         "",
         "| positions | step-1 | positions measured |",
         "|---|---|---|",
-        *(f"| {c.start}-{c.end} | {iv(c.step1, 3)} | {c.positions} |" for c in d.context),
+        *(f"| {c.start}-{c.end} | {c.step1.text(3)} | {c.positions} |" for c in d.context),
         "",
         "## Findings",
         "",
