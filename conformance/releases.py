@@ -48,6 +48,7 @@ CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
         r"^vllm/model_executor/models/[^/]+\.py$",  # every model file: families are followed through their imports
         r"^vllm/models/.*\.py$",  # from 0.27 some architectures are registered from vllm.models.<name> (kimi_linear)
         r"^vllm/config(/speculative|/__init__)?\.py$",
+        r"^vllm/transformers_utils/configs/speculators/.*\.py$",  # update_eagle3: a speculators config's flags
         r"^vllm/v1/worker/gpu_model_runner\.py$",
         r"^vllm/v1/worker/gpu/.*\.py$",
         r"^vllm/v1/spec_decode/eagle\.py$",

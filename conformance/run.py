@@ -17,6 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import draft_exec  # noqa: E402
 import fetch  # noqa: E402
 import modelopt_exec  # noqa: E402
 import sglang_exec  # noqa: E402
@@ -184,6 +185,11 @@ def main() -> int:
     }
     out = HERE / "table.json"
     out.write_text(json.dumps(table, indent=1, sort_keys=False) + "\n")
+    try:
+        drafts = draft_exec.build_table(fetch.src_dir, RELEASES)
+    except draft_exec.DraftCodeMoved as e:
+        raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/draft_exec.py its stubs.") from None
+    (HERE.parent / draft_exec.PACKAGE_TABLE).write_text(json.dumps(drafts, indent=1) + "\n")
     n_rel = sum(len(v) for v in RELEASES.values())
     print(
         f"conformance: {n_rel} releases, {len(rows)} rows, {len(outcomes)} distinct outcomes, {n_cases} cases executed "

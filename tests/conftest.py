@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -90,3 +91,35 @@ def path_result(chain, *, name="serving", acc_k=(0.4, 0.2), tau=1.4, triage=(), 
         step1_counts=[],
         triage=list(triage),
     )
+
+
+def two_layer_draft(dst: Path, fmt: str = "speculators") -> Path:
+    """A two-decoder-layer copy of a fixture draft: layer 1 takes the first layer's structure (the
+    hidden half of q/k/v, its MLP and norms, each perturbed so no tensor is a copy), written under
+    layers.1.* as speculators and vLLM name later layers."""
+    from safetensors.torch import load_file, save_file
+
+    src = DRAFTS[fmt]
+    shutil.copytree(src, dst)
+    sd = load_file(src / "model.safetensors")
+    pre = "layers.0." if fmt == "speculators" else "midlayer."
+    H = sd[pre + "hidden_norm.weight"].shape[0]
+    new = {
+        "input_layernorm.weight": sd[pre + "hidden_norm.weight"],
+        "post_attention_layernorm.weight": sd[pre + "post_attention_layernorm.weight"],
+        "self_attn.o_proj.weight": 0.5 * sd[pre + "self_attn.o_proj.weight"],
+        "mlp.gate_proj.weight": sd[pre + "mlp.gate_proj.weight"],
+        "mlp.up_proj.weight": sd[pre + "mlp.up_proj.weight"],
+        "mlp.down_proj.weight": 0.5 * sd[pre + "mlp.down_proj.weight"],
+    }
+    for n in ("q_proj", "k_proj", "v_proj"):
+        new[f"self_attn.{n}.weight"] = sd[pre + f"self_attn.{n}.weight"][:, H:]
+    g = torch.Generator().manual_seed(1)
+    for k, v in new.items():
+        sd["layers.1." + k] = (v * (1 + 0.05 * torch.randn(v.shape, generator=g))).contiguous()
+    save_file(sd, dst / "model.safetensors")
+    cfg = json.loads((dst / "config.json").read_text())
+    layer_cfg = cfg.get("transformer_layer_config")
+    (layer_cfg if isinstance(layer_cfg, dict) else cfg)["num_hidden_layers"] = 2
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    return dst

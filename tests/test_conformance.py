@@ -177,3 +177,50 @@ def disagreements(rows=None, every_release_L: int = 61) -> tuple[list[str], int,
 def test_engines_py_agrees_with_the_executed_table():
     bad, explained, n = disagreements()
     assert not bad, f"{len(bad)} of {n} cases disagree ({explained} explained); first: " + "\n".join(bad[:15])
+
+
+# --------------------------------------------------------------------------- the draft model, executed
+
+import draft_exec  # noqa: E402
+
+TESTDATA = ROOT / "conformance" / "testdata"
+
+
+@pytest.mark.parametrize(("engine", "version"), [("sglang", "0.5.23"), ("vllm", "0.18.0")])
+def test_the_draft_table_is_what_the_harness_reads_from_the_release(engine, version):
+    """conformance/draft_exec.py run now, on the release's own llama_eagle3.py as shipped (testdata/),
+    gives exactly the row the package serves from data/draft_serving.json."""
+    from eagle3_doctor.engines.draft_table import behaviour
+
+    got = draft_exec.execute_release(engine, TESTDATA / engine / version)
+    assert got == behaviour(engine, version)[0]
+
+
+def test_the_draft_harness_reads_what_each_release_applies():
+    """Spot facts of the executed rows, each one a different mechanism of the harness."""
+    sg = draft_exec.execute_release("sglang", TESTDATA / "sglang" / "0.5.23")
+    assert sg["flags"]["norm_before_fc"]["keys"] == ["eagle_config.norm_before_fc", "norm_before_fc"]  # precedence probe
+    assert "use_aux_norm" in sg["keys_read"]  # the recording config: fc_norm's legacy alias
+    assert sg["layers"]["later"]["norm_before_attention"] == "hidden_norm"  # the symbolic forward
+    assert sg["flags"]["norm_before_residual"] == {"applied": True, "keys": [], "default": False}
+    v = draft_exec.execute_release("vllm", TESTDATA / "vllm" / "0.18.0")
+    assert v["flags"]["norm_before_fc"]["keys"] == ["norm_before_fc"] and v["flags"]["fc_norm"]["applied"] is None
+    assert v["layers"]["later"]["norm_before_attention"] == "input_layernorm"
+    assert v["speculators"]["norm_before_residual"] == {"passed": True, "default": True}
+    assert v["speculators"]["norm_before_fc"]["passed"] is False
+
+
+def test_every_listed_release_has_a_draft_row():
+    from eagle3_doctor.engines.draft_table import table
+
+    t = table()
+    for engine in ("sglang", "vllm"):
+        assert sorted(t["release_rows"][engine]) == sorted(RELEASES[engine])
+
+
+def test_the_docs_show_the_executed_draft_table():
+    from eagle3_doctor.engines.draft_table import markdown
+
+    doc = (ROOT / "docs" / "draft-forward.md").read_text()
+    inner = doc.split("<!-- draft-table:begin -->\n", 1)[1].split("<!-- draft-table:end -->", 1)[0]
+    assert inner == markdown(), "regenerate the table in docs/draft-forward.md from engines/draft_table.markdown()"

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 import torch
-from conftest import DRAFTS, TARGET
+from conftest import DRAFTS, TARGET, two_layer_draft
 from safetensors.torch import load_file, save_file
 
 from eagle3_doctor.analyses.inspect_draft import inspect
@@ -67,13 +68,48 @@ def test_flag_in_a_key_the_engine_never_reads(tmp_copy):
     assert fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version="0.33.0")) == []
 
 
+def _eagle_with_input_norm(tmp_copy, name, where):
+    """The EAGLE-format fixture trained with input_norm, the flag written nested or at the top level."""
+    d = tmp_copy(DRAFTS["eagle"], name)
+
+    def cfg(c):
+        c.pop("norm_before_fc", None)
+        if where == "nested":
+            c.setdefault("eagle_config", {})["norm_before_fc"] = True
+        else:
+            c["norm_before_fc"] = True
+
+    _edit(d, cfg=cfg, weights=lambda sd: sd.update({"input_norm.weight": 1.5 * torch.ones(384)}))
+    return d
+
+
+def test_vllm_0_18_reads_norm_before_fc_at_the_top_level_only(tmp_copy):
+    """Executed (conformance/draft_exec.py): vLLM 0.18.0's draft reads getattr(config, "norm_before_fc"),
+    and eagle_config first only from 0.22.0; the nested form is a determined finding, the top level quiet."""
+    nested = _eagle_with_input_norm(tmp_copy, "nested", "nested")
+    (f,) = fwd(inspect(str(TARGET), str(nested), engine="vllm", engine_version="0.18.0"))
+    assert f.code == "FWD001" and f.data == {"flag": "norm_before_fc", "trained": True, "served": False}
+    assert "never reads eagle_config.norm_before_fc" in " ".join(f.evidence)
+    assert "vllm 0.18.0-0.18.1 vllm/model_executor/models/llama_eagle3.py, executed" in " ".join(f.evidence)
+    assert f.fix == 'set "norm_before_fc": true in the draft\'s config.json'
+    apply_fix(nested, f.fix)
+    assert fwd(inspect(str(TARGET), str(nested), engine="vllm", engine_version="0.18.0")) == []
+    top = _eagle_with_input_norm(tmp_copy, "top", "top")
+    assert fwd(inspect(str(TARGET), str(top), engine="vllm", engine_version="0.18.0")) == []
+    fresh = _eagle_with_input_norm(tmp_copy, "nested-again", "nested")
+    assert fwd(inspect(str(TARGET), str(fresh), engine="vllm", engine_version="0.22.0")) == []
+
+
 def test_norm_output_not_read_by_an_old_vllm(tmp_copy):
     d = tmp_copy(DRAFTS["speculators"])
     _edit(d, cfg=lambda c: c.update(norm_output=True))
     res = inspect(str(TARGET), str(d), engine="vllm", engine_version="0.10.2")
     (f,) = fwd(res)
     assert f.data == {"flag": "norm_output", "trained": True, "served": False}
-    assert "PR #46488" in f.fix and "--engine-version 0.33.0" in f.fix
+    # the executed draft table: vLLM's speculators translation passes norm_output on from 0.25.0
+    assert "upgrade to vLLM >= 0.25.0, which reads it" in f.fix and "conformance/draft_exec.py" in " ".join(f.evidence)
+    assert fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version="0.25.0")) == []
+    assert fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version="0.24.0"))
     # the fix: a release that reads it
     assert fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version="0.33.0")) == []
     # clean twin: the fixture itself under the same old version
@@ -460,3 +496,43 @@ def test_qwen3_layer_in_sglang_format_needs_the_qwen3_architecture_in_vllm(tmp_c
     apply_fix(d, f.fix)
     res = inspect(str(TARGET), str(d), engine="vllm")
     assert fwd(res) == [] and not [f for f in res.findings if f.code == "CFG007"]
+
+
+# --------------------------------------------------------------------------- multi-layer drafts, per release
+# Each row below is the release's own llama_eagle3.py constructed for num_hidden_layers = 2 and its
+# decoder layers run on symbols (conformance/draft_exec.py -> eagle3_doctor/data/draft_serving.json).
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "first"),
+    [("sglang", "0.5.11", "SGLang >= 0.5.12"), ("vllm", "0.10.2", "vLLM >= 0.11.1")],
+)
+def test_a_release_that_cannot_serve_two_layers_says_so(tmp_path, engine, version, first):
+    d = two_layer_draft(tmp_path / "d2")
+    (f,) = [x for x in fwd(inspect(str(TARGET), str(d), engine=engine, engine_version=version)) if x.code == "FWD010"]
+    assert f.data["layers"] == 2 and f.fix.startswith(f"upgrade to {first}")
+    ev = " ".join(f.evidence)
+    assert "executed (conformance/draft_exec.py)" in ev
+    assert ("EAGLE3 currently only supports 1 layer" in ev) if engine == "sglang" else ("built 1" in ev)
+
+
+def test_sglang_normalises_later_layers_with_hidden_norm_and_the_rename_fixes_it(tmp_path):
+    d = two_layer_draft(tmp_path / "d2")
+    (f,) = [x for x in fwd(inspect(str(TARGET), str(d), engine="sglang", engine_version="0.5.23")) if x.code == "FWD009"]
+    assert f.data == {"layers": 2, "served_norm": "hidden_norm", "trained_norm": "input_layernorm"}
+    assert f.edit.op == "rewrite" and "vLLM >= 0.11.1" in f.fix
+    # vLLM applies the trained input_layernorm: quiet there, and no FWD010 from 0.11.1 on
+    assert not [
+        x for x in fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version="0.33.0")) if x.code in ("FWD009", "FWD010")
+    ]
+    assert not [
+        x for x in fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version="0.11.1")) if x.code in ("FWD009", "FWD010")
+    ]
+    # the fix's own code, applied to a copy: quiet under SGLang, and now vLLM is the one that misses its norm
+    fixed = tmp_path / "fixed"
+    shutil.copytree(d, fixed)
+    exec(f.edit.snippet, {"p": str(fixed / "model.safetensors")})
+    assert not [x for x in fwd(inspect(str(TARGET), str(fixed), engine="sglang", engine_version="0.5.23")) if x.code == "FWD009"]
+    (g,) = [x for x in fwd(inspect(str(TARGET), str(fixed), engine="vllm", engine_version="0.33.0")) if x.code == "FWD009"]
+    assert g.data["served_norm"] == "input_layernorm" and "SGLang >= 0.5.12" in g.fix
+    assert "DRF012" not in {x.code for x in inspect(str(TARGET), str(fixed), engine="sglang").findings}

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 AS_SERVED = "as_served"  # path name: serving features, the engine's draft forward
 OTHER_ROPE = "gptj_rope"  # path name: serving features, the canonical draft with the other RoPE layout
 OTHER_ROPE_NEOX = "neox_rope"  # the same where the canonical draft is GPT-J
-MEASURED = ("FWD001", "FWD003", "FWD004", "FWD006", "FWD008")  # what a served copy of the draft can reproduce
+MEASURED = ("FWD001", "FWD003", "FWD004", "FWD006", "FWD008", "FWD009")  # what a served copy of the draft can reproduce
 
 
 @dataclass
@@ -86,7 +86,7 @@ def _eager_copy(draft: Any) -> Any:
     # copy a [vocab, hidden] table (a GB at 128k x 4096 in bf16)
     emb = draft.embed_tokens
     c = copy.deepcopy(draft, memo={id(emb.weight): emb.weight} if emb is not None else None)
-    for obj, names in ((c, ("_layer_in", "_layer_out", "_first_out", "_fed_back", "logits")), (c.midlayer.self_attn, ("qkv",))):
+    for obj, names in ((c, ("_layer_in", "_first_out", "_fed_back", "logits")), (c.midlayer.self_attn, ("qkv",))):
         for n in names:
             obj.__dict__.pop(n, None)
     return c
@@ -123,6 +123,10 @@ def _apply(served: Any, cfg: Any, f: Any, t_head: torch.Tensor | None, t_embed: 
     if f.code == "FWD008":
         cfg.qk_norm = False
         return "no q_norm/k_norm"
+    if f.code == "FWD009":  # the engine's norm is absent from the checkpoint: it keeps its initial weight
+        for layer in served.later_layers():
+            layer.input_layernorm.weight.data = torch.ones_like(layer.input_layernorm.weight)
+        return f"the later layers' {d['served_norm']} at its initial weight 1.0 before attention"
     return "not measured"
 
 

@@ -469,8 +469,10 @@ def simple_rows(c: _Ctx) -> list[GeometryRow]:
 
 
 def _decoder_layers(canon: dict[str, Any]) -> int:
-    """How many decoder layers the file holds: midlayer (layers.0 is read as midlayer) plus any layers.N."""
+    """How many decoder layers the file holds: midlayer (layers.0 is read as midlayer) plus the later ones."""
+    # the reader names the first layer midlayer.* and the later ones extra_layers.{j} (layer j + 1)
     idx = {int(m.group(1)) for k in canon if (m := re.match(r"^(?:model\.)?layers\.(\d+)\.", k))}
+    idx |= {int(m.group(1)) + 1 for k in canon if (m := re.match(r"^extra_layers\.(\d+)\.", k))}
     return len(idx | ({0} if any(k.startswith("midlayer.") for k in canon) else set()))
 
 
@@ -739,7 +741,7 @@ def _short(v: Any) -> str:
 
 def examine(draft: str, fmt: str | None = None) -> Forensics:
     """Every tensor, dimension and key of the draft directory, read from the files as stored."""
-    from ..draft.formats import _find_layer_ids, _native_ids_key, _resolve_format, native_to_canonical_name
+    from ..draft.formats import _find_layer_ids, _native_ids_key, _resolve_format, canonical_state, native_to_canonical_name
     from ..io.hub import load_weights_dir
     from ..io.safeio import read_json_object
 
@@ -747,7 +749,7 @@ def examine(draft: str, fmt: str | None = None) -> Forensics:
     cfg = read_json_object(d / "config.json", "point --draft at a directory holding config.json and *.safetensors")
     tensors = {k: v for k, v in load_weights_dir(d).items() if hasattr(v, "is_floating_point")}
     fmt, _ = _resolve_format(cfg, sorted(tensors), fmt)
-    canon = {native_to_canonical_name(k): v for k, v in tensors.items()}
+    canon = canonical_state(tensors)
     fx = Forensics()
     fx.tensors = [tensor_stat(k, native_to_canonical_name(k), v) for k, v in sorted(tensors.items())]
     fx.modules, verdicts = module_rows(fx.tensors)

@@ -309,6 +309,23 @@ EXPLANATIONS: dict[str, Explanation] = {
         "`eagle3-doctor acceptance` runs the draft under both layouts and names the one its weights fit; or ask the "
         "training run which layout it used and write rope_is_neox_style into the draft's config.json",
     ),
+    "FWD009": Explanation(
+        "A draft with more than one decoder layer: each layer after the first applies a norm before its attention. "
+        "speculators trains it as the verifier's own decoder layer (layers.N.input_layernorm) and vLLM applies that "
+        "weight; SGLang from 0.5.12 applies layers.N.hidden_norm instead, which a speculators checkpoint does not hold, "
+        "so the engine keeps its initial weight of 1.0 and leaves the trained input_layernorm unused.",
+        "The later layers' attention reads a state scaled differently from training at every step.",
+        "`eagle3-doctor inspect` names the norm each engine release applies (executed from its llama_eagle3.py); "
+        "`acceptance` measures the draft that way (the as_served column)",
+    ),
+    "FWD010": Explanation(
+        "The engine release does not run every decoder layer of a multi-layer draft: it refuses the config at "
+        "start-up (SGLang before 0.5.12: 'EAGLE3 currently only supports 1 layer') or builds one layer and has no "
+        "parameters for the rest (vLLM before 0.11.1).",
+        "The server does not start, or runs a draft cut to its first layer, which is not the function it learned.",
+        "`eagle3-doctor inspect` shows what the release's own draft model builds for num_hidden_layers = 2 "
+        "(executed by conformance/draft_exec.py); upgrade to the release it names",
+    ),
     "FWD008": Explanation(
         "The draft's attention was trained with Qwen3's q_norm/k_norm (speculators drafts with a Qwen3 layer when "
         "transformer_layer_config.model_type is qwen3) and the engine runs it without them: SGLang's "

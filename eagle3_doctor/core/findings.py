@@ -64,6 +64,8 @@ CODES: dict[str, tuple[str, str]] = {
     "FWD006": (ERROR, "the engine rotates the draft's RoPE in another layout (NeoX vs GPT-J-interleaved) than training"),
     "FWD007": (WARNING, "undetermined whether the draft was trained with NeoX or GPT-J-interleaved RoPE"),
     "FWD008": (ERROR, "the engine runs the draft's attention without the q_norm/k_norm (Qwen3 layer) it was trained with"),
+    "FWD009": (ERROR, "the engine normalises the draft's later decoder layers with another weight than training"),
+    "FWD010": (ERROR, "the engine does not serve every decoder layer of a multi-layer draft"),
     # --- quantization: the target's and the draft's scheme, and what the engine builds the draft with
     "QNT001": (
         ERROR,

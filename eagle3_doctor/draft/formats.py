@@ -265,6 +265,19 @@ def native_to_canonical_name(name: str) -> str:
     return name
 
 
+def canonical_state(tensors: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint's tensors under canonical names. A later layer that holds ``hidden_norm`` and no
+    ``input_layernorm`` is in SGLang's multi-layer layout (from 0.5.12 its later layers apply
+    ``hidden_norm`` before attention, executed by conformance/draft_exec.py): that weight is the
+    layer's pre-attention norm, the one the canonical layer calls ``input_layernorm``."""
+    canon = {native_to_canonical_name(k): v for k, v in tensors.items()}
+    for k in [k for k in canon if k.startswith("extra_layers.") and k.endswith(".hidden_norm.weight")]:
+        twin = k[: -len("hidden_norm.weight")] + "input_layernorm.weight"
+        if twin not in canon:
+            canon[twin] = canon.pop(k)
+    return canon
+
+
 def canonical_to_native_name(fmt: str, name: str) -> str:
     if name.startswith("extra_layers."):
         j, rest = name[len("extra_layers.") :].split(".", 1)
@@ -307,7 +320,7 @@ def read_draft(
     keys = sorted(tensors)
     fmt, why = _resolve_format(cfg_raw, keys, fmt)
     canon_fields = _config_fields(d, fmt, cfg_raw)
-    canon = {native_to_canonical_name(k): v for k, v in tensors.items()}
+    canon = canonical_state(tensors)
     _fields_from_weights(canon_fields, canon)
     cfg, draft = _meta_draft(d, canon_fields)
     missing, unexpected = _check_weights(d, fmt, draft, canon)

@@ -6,30 +6,20 @@ the sglang format, the EAGLE reference otherwise). "As served" is what the engin
 same files: which keys it reads for each forward flag (and what it assumes when a key is missing),
 whose ``lm_head`` / ``embed_tokens`` it uses, whether ``tie_word_embeddings`` replaces the head.
 
-Every fact below names its source. Where a version's behaviour cannot be pinned to a source, the
-rule says ``None`` (undetermined) and inspect says so instead of guessing.
+Every fact below names its source. The forward flags (``norm_before_residual``, ``norm_before_fc``,
+``fc_norm``, ``norm_output``) and what a multi-layer draft gets come from each release's own
+``llama_eagle3.py``, executed (:mod:`eagle3_doctor.engines.draft_table`, written by ``make
+conformance`` with ``conformance/draft_exec.py``): which key sets each flag, in which order, with
+which default, and (vLLM) which flags ``update_eagle3`` passes on from a speculators config. Where
+the table has no row for a release, the flag is ``None`` (undetermined) and inspect says so.
 
-Sources read (file at a commit, or a merged PR's own description):
-- vLLM ``model_executor/models/llama_eagle3.py`` @00bd149: ``norm_before_residual`` is
-  ``getattr(config, "norm_before_residual", False)``; the draft always norms before ``lm_head`` and
-  feeds back the pre-norm state (``hidden_states, hidden_prenorm = self.norm(...)``).
-- vLLM ``transformers_utils/configs/speculators/algos.py`` @cfb173a ``update_eagle3``: a speculators
-  config passes only ``draft_vocab_size``, ``target_hidden_size``, ``norm_before_residual``
-  (default **True** when missing) and the layer ids to the model.
-- vLLM PR #38111 (merged 2026-03-25): ``norm_before_fc`` propagated from speculators configs;
-  before it the speculators path always ran without ``input_norm``.
-- vLLM PR #42143 (merged 2026-05-09): ``norm_before_fc`` read from ``eagle_config`` first, then the
-  top level; before it, top level only (NVIDIA/ModelOpt checkpoints nest it).
-- vLLM PR #46488 (merged 2026-06-23): ``norm_output`` and ``fc_norm`` propagated from speculators
-  configs; before it both fell back to False at inference.
+Read, not executed (file at a commit, or a merged PR's own description):
 - vLLM PR #28549 (merged 2025-11-12; first attempt #27732): the draft keeps its own ``lm_head`` /
   ``embed_tokens``; before it vLLM replaced them with the target's (gpt-oss-20b speculator: mean
   acceptance length 1.32 before, 2.49 after).
-- SGLang ``srt/models/llama_eagle3.py`` @03d5a77 and @d737979: reads none of
-  ``norm_before_residual`` / ``norm_before_fc`` / ``fc_norm`` / ``norm_output`` (weights it has no
-  parameter for, e.g. ``input_norm.weight``, are skipped silently by ``load_weights``); norms before
-  ``lm_head``, feeds back the pre-norm state; ``tie_word_embeddings`` makes ``lm_head =
-  embed_tokens``; ``hot_token_id = d2t + arange`` (``t2d`` ignored).
+- SGLang ``srt/models/llama_eagle3.py`` @03d5a77 and @d737979: weights it has no parameter for are
+  skipped silently by ``load_weights``; norms before ``lm_head``; ``tie_word_embeddings`` makes
+  ``lm_head = embed_tokens``; ``hot_token_id = d2t + arange`` (``t2d`` ignored).
 - RoPE layout (read from the released wheels): SGLang 0.4.3.post4 through 0.5.23
   ``srt/models/llama.py`` ``rope_is_neox_style = getattr(config, "rope_is_neox_style", True)``
   (:204 in 0.4.3.post4, :220 in 0.5.2, :335 in 0.5.23), in the ``LlamaDecoderLayer`` that
@@ -50,9 +40,8 @@ Sources read (file at a commit, or a merged PR's own description):
   SGLang 0.5.2 and 0.5.23 run Llama/Qwen EAGLE-3 drafts as ``LlamaForCausalLMEagle3``
   (``llama_eagle3.py`` ``EntryClass``; 0.5.23's other EAGLE-3 classes are Kimi-K2.5's and Gemma 4's), with no q/k norm; its ``load_weights`` skips names it has
   no parameter for.
-- SGLang at 9d18277 (linked from SpecForge PR #879, merged 2026-09-15): ``norm_output`` read at
-  the top level, default False, meaning "feed the normed state" (EAGLE 3.1). SpecForge <= 0.2.0
-  meant "norm before lm_head" by the same key (PR #879 aligned SpecForge with SGLang).
+- SpecForge <= 0.2.0 meant "norm before lm_head" by ``norm_output``; SGLang reads it as "feed the
+  normed state" (SpecForge PR #879 aligned SpecForge with SGLang).
 """
 
 from __future__ import annotations
@@ -90,8 +79,6 @@ class DraftServing:
     qk_norm_source: str = ""
 
 
-_V_MODEL = "vllm llama_eagle3.py @00bd149"
-_V_ALGOS = "vllm transformers_utils/configs/speculators/algos.py @cfb173a"
 _SG = "sglang srt/models/llama_eagle3.py @03d5a77/@d737979"
 _NORM_HEAD = FlagRule(
     (),
@@ -101,55 +88,19 @@ _NORM_HEAD = FlagRule(
 _UNREAD = "not read"
 
 
-def _never(source: str, fixed_by: str | None = None) -> FlagRule:
-    return FlagRule((), False, source, fixed_by)
+_ENGINE_NAME = {"sglang": "SGLang", "vllm": "vLLM"}
 
 
-def _vllm_speculators_flags(version: str, new: bool) -> dict[str, FlagRule | None]:
-    """The flags vLLM passes on from a speculators config (its own translation, algos.py)."""
-    nbr = FlagRule(("norm_before_residual",), True, f"{_V_ALGOS}: default True when missing")
-    if new:
-        flags: dict[str, FlagRule | None] = {
-            "norm_before_residual": nbr,
-            "norm_before_fc": FlagRule(("norm_before_fc",), False, "vLLM PR #38111 (speculators path, top level)"),
-            "fc_norm": FlagRule(("fc_norm",), False, "vLLM PR #46488 (speculators path, top level)"),
-            "norm_output": FlagRule(("norm_output",), False, "vLLM PR #46488 (speculators path, top level)"),
-        }
-    elif version == "0.10.2":
-        flags = {
-            "norm_before_residual": nbr,
-            "norm_before_fc": _never(f"{_V_ALGOS}: not passed to the model", "vLLM PR #38111 (merged 2026-03-25)"),
-            "fc_norm": _never(f"{_V_ALGOS}: not passed to the model", "vLLM PR #46488 (merged 2026-06-23)"),
-            "norm_output": _never(f"{_V_ALGOS}: not passed to the model", "vLLM PR #46488 (merged 2026-06-23)"),
-        }
-    else:  # 0.18.0: which of PRs #38111/#46488 it contains is not pinned to a source here
-        flags = {"norm_before_residual": nbr, "norm_before_fc": None, "fc_norm": None, "norm_output": None}
-    return flags
+def executed_flags(engine: str, version: str, fmt: str) -> dict[str, FlagRule | None]:
+    """The four forward flags as the release's own draft model sets them (engines/draft_table.py, from
+    ``make conformance``); None where the table has no row for the release."""
+    from ..engines.draft_table import flag_rule
 
-
-def _vllm_config_flags(version: str, new: bool) -> dict[str, FlagRule | None]:
-    """The flags vLLM's draft model reads from any other config, as written."""
-    nbr = FlagRule(("norm_before_residual",), False, f"{_V_MODEL}: getattr(config, 'norm_before_residual', False)")
-    if new:
-        flags: dict[str, FlagRule | None] = {
-            "norm_before_residual": nbr,
-            "norm_before_fc": FlagRule(
-                ("eagle_config.norm_before_fc", "norm_before_fc"),
-                False,
-                "vLLM PR #42143: eagle_config first, then the top level",
-            ),
-            "fc_norm": FlagRule(("fc_norm",), False, "vllm llama_eagle3.py getattr(config, 'fc_norm', False)"),
-            "norm_output": FlagRule(("norm_output",), False, "vllm llama_eagle3.py getattr(config, 'norm_output', False)"),
-        }
-    elif version == "0.10.2":
-        flags = {
-            "norm_before_residual": nbr,
-            "norm_before_fc": _never("vLLM 0.10.2 has no norm_before_fc", "vLLM PR #42143 (merged 2026-05-09)"),
-            "fc_norm": _never("vLLM 0.10.2 has no fc_norm", "vLLM PR #46488 (merged 2026-06-23)"),
-            "norm_output": _never("vLLM 0.10.2 has no norm_output", "vLLM PR #46488 (merged 2026-06-23)"),
-        }
-    else:
-        flags = {"norm_before_residual": nbr, "norm_before_fc": None, "fc_norm": None, "norm_output": None}
+    flags: dict[str, FlagRule | None] = {}
+    for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
+        r = flag_rule(engine, version, f, fmt)
+        later = f"{_ENGINE_NAME[engine]} >= {r.first_reading}, which reads it" if r and r.first_reading else None
+        flags[f] = None if r is None else FlagRule(r.keys, r.default, r.source, later)
     return flags
 
 
@@ -167,7 +118,7 @@ def _vllm(version: str, fmt: str) -> DraftServing:
         weights_fixed_by="vLLM PR #28549 (merged 2025-11-12)" if old_weights else None,
     )
     new = version in ("0.33.0", "0.33.0-v2")
-    flags = _vllm_speculators_flags(version, new) if fmt == "speculators" else _vllm_config_flags(version, new)
+    flags = executed_flags("vllm", version, fmt)
     flags["norm_before_lm_head"] = _NORM_HEAD
     line = {"0.10.2": 223, "0.18.0": 240}.get(version, 241)
     rope = FlagRule(
@@ -193,22 +144,7 @@ def _vllm(version: str, fmt: str) -> DraftServing:
 
 
 def _sglang(version: str, fmt: str) -> DraftServing:
-    if version == "0.5.2":
-        flags: dict[str, FlagRule | None] = {
-            k: _never(f"{_SG}: not read; its weights are skipped silently", "SGLang PR #24663 (merged 2026-05-08)")
-            for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
-        }
-    else:
-        flags = {
-            "norm_before_residual": None,
-            "norm_before_fc": None,
-            "fc_norm": None,
-            "norm_output": FlagRule(
-                ("norm_output",),
-                False,
-                "sglang llama_eagle3.py @9d18277 (SpecForge PR #879): top level, default False, True feeds the normed state",
-            ),
-        }
+    flags = executed_flags("sglang", version, fmt)
     flags["norm_before_lm_head"] = _NORM_HEAD
     line = {"0.5.2": 220}.get(version, 335)
     rope = FlagRule(
@@ -599,7 +535,84 @@ def diagnose(
     out += _weight_source_findings(draft, cfg, sf, engine, version, label, target_head, target_embed)
     out += rope_findings(info, cfg, sf, label, target_config)
     out += qk_norm_findings(info, cfg, sf, label)
+    out += layer_findings(info, cfg, engine, version, label)
     return out, sf
+
+
+# --------------------------------------------------------------------------- multi-layer drafts
+
+
+def layer_findings(info: Any, cfg: Any, engine: str, version: str, label: str) -> list[Any]:
+    """FWD010 where the release does not build every layer; FWD009 where it normalises the later ones
+    with a weight the checkpoint does not hold (both from the release's executed draft model)."""
+    from ..core.findings import DRAFT_WEIGHTS, Finding, Fix, Location
+    from ..engines.draft_table import layers_rule
+
+    n = int(cfg.num_hidden_layers)
+    rule = layers_rule(engine, version) if n > 1 and engine in _ENGINE_NAME else None
+    if rule is None:
+        return []
+    name = _ENGINE_NAME[engine]
+    executed = f"{rule.source}: for num_hidden_layers = 2 the constructor "
+    if rule.two_layers != "built":
+        return [_not_served(rule, n, label, name, executed, engine)]
+    served = rule.later_norm
+    if served is None or all(_holds(info, f"layers.{i}.{served}.weight") for i in range(1, n)):
+        return []
+    trained = "hidden_norm" if served == "input_layernorm" else "input_layernorm"
+    code = (
+        "from safetensors.torch import load_file, save_file; sd = load_file(p); "
+        f"sd.update({{f'layers.{{i}}.{served}.weight': sd.pop(f'layers.{{i}}.{trained}.weight') for i in range(1, {n})}}); "
+        "save_file(sd, p)"
+    )
+    other = {"hidden_norm": "SGLang >= 0.5.12", "input_layernorm": "vLLM >= 0.11.1"}[trained]
+    layers = f"layer{'s 1-' if n > 2 else ' '}{n - 1}"
+    return [
+        Finding(
+            "FWD009",
+            f"{label} normalises decoder {layers} with {served}, which this checkpoint does not hold",
+            [
+                f"trained: the layers after the first apply layers.N.{trained} before attention (the weights hold "
+                f"layers.N.{trained}.weight{', as speculators builds the verifier decoder layer' if trained == 'input_layernorm' else ''})",
+                executed + f"built every layer, and a later layer's forward applies {served} before its attention",
+                f"the checkpoint has no layers.N.{served}.weight: {name} keeps its initial weight (1.0) and the trained "
+                f"{trained} goes unused",
+            ],
+            Fix(
+                f"in a copy of the draft for {name}, rename each later layer's {trained} weight to {served} "
+                f"(python, for each *.safetensors file p: {code}); or serve this checkpoint with {other}, which applies "
+                f"{trained}",
+                file=DRAFT_WEIGHTS,
+                key=f"layers.N.{served}.weight",
+                op="rewrite",
+                snippet=code,
+            ),
+            location=Location(DRAFT_WEIGHTS, key=f"layers.1.{trained}.weight"),
+            data={"layers": n, "served_norm": served, "trained_norm": trained},
+        )
+    ]
+
+
+def _not_served(rule: Any, n: int, label: str, name: str, executed: str, engine: str) -> Any:
+    from ..core.findings import Finding
+
+    got = rule.two_layers if rule.two_layers.startswith("built") else "raised " + rule.two_layers
+    up = (
+        f"upgrade to {name} >= {rule.first_serving}, which builds every layer"
+        if rule.first_serving
+        else "no release of it serves more than one layer"
+    )
+    return Finding(
+        "FWD010",
+        f"{label} does not serve this {n}-layer draft",
+        [f"the checkpoint holds {n} decoder layers (num_hidden_layers = {n})", executed + got],
+        up + " (or serve with vLLM >= 0.11.1)" * (engine == "sglang"),
+        data={"layers": n, "served": rule.two_layers},
+    )
+
+
+def _holds(info: Any, key: str) -> bool:
+    return any(k == key or k.endswith("." + key) for k in info.weight_keys)
 
 
 def _flag_findings(cfg: Any, info: Any, sf: ServedForward, engine: str, version: str, label: str) -> list[Any]:
@@ -641,8 +654,9 @@ def _flag_findings(cfg: Any, info: Any, sf: ServedForward, engine: str, version:
         else:
             newest = _newest(engine)
             fix = (
-                f"{label} cannot run this flag: upgrade to a release with {rule.fixed_by}"
-                + (f" (--engine-version {newest} models one)" if newest != version else "")
+                f"{label} cannot run this flag: "
+                + (f"upgrade to {rule.fixed_by}" if rule.fixed_by else "no release of it reads a key for it")
+                + (f" (--engine-version {newest} models one)" if rule.fixed_by and newest != version else "")
                 + (f", or retrain without {flag}" if flag != "norm_before_lm_head" else "")
             )
         out.append(
