@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DRAFTS, PROMPTS, TARGET
+from conftest import DRAFTS, PROMPTS, TARGET, two_layer_draft
 
 from eagle3_doctor.core.errors import BadInput
 from eagle3_doctor.doctor import acceptance, load_setup
@@ -79,3 +79,22 @@ def test_vllm_static_tree_estimator_equals_tree_loop(paths):
 def test_a_budget_too_large_for_the_tree_is_refused():
     with pytest.raises(BadInput):
         acceptance(_setup(), prompts_path=str(PROMPTS), num_steps=2, topk=2, num_draft_tokens=50, limit=1)
+
+
+@pytest.mark.parametrize(("engine", "tree"), [("sglang", dict(topk=3, num_draft_tokens=6)), ("vllm", {})])
+def test_a_two_layer_draft_estimator_equals_the_loop(tmp_path, engine, tree):
+    """Every draft layer keeps its own keys per slot in the tree (and through the chain): a 2-layer
+    draft, run by SGLang's dynamic tree and by vLLM's chain, matches the sequential loops exactly."""
+    d = two_layer_draft(tmp_path / "d2", "sglang")
+    setup = load_setup(target=str(TARGET), draft=str(d), engine=engine, dtype="float32", device="cpu")
+    assert setup.draft.config.num_hidden_layers == 2
+    run = acceptance(
+        setup, prompts_path=str(PROMPTS), num_steps=3, max_new_tokens=24, limit=2, reference=True, batch_size=2, **tree
+    )
+    assert run.reference.same_tokens and run.reference.agrees_with_estimator
+    if tree:
+        assert run.reference.tree.agrees_with_estimator
+        assert run.reference.tree.accepted_lengths == run.paths["serving"].tree.accepted_lengths
+    # the later layer matters: the same checkpoint cut to one layer drafts otherwise
+    one = acceptance(_setup(engine), prompts_path=str(PROMPTS), num_steps=3, max_new_tokens=24, limit=2, batch_size=2, **tree)
+    assert one.paths["serving"].acc_k != run.paths["serving"].acc_k

@@ -28,7 +28,7 @@ def masked_unroll(draft: Eagle3Draft, aux, ids, num_steps, key_mask=None):
         mask = torch.cat([causal] + [eye.expand_as(causal)] * k, dim=-1)
         if mask.dim() == 3:
             mask = mask[:, None]
-        h = draft._layer_out(attn.attend(q, torch.cat(keys, 2), torch.cat(values, 2), mask), residual)
+        h = draft._fed_back(draft._first_out(attn.attend(q, torch.cat(keys, 2), torch.cat(values, 2), mask), residual))
         outs.append(h)
     return outs
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -104,6 +105,45 @@ def _causal_keys(B: int, T: int, dev: torch.device, key_mask: torch.Tensor | Non
     return causal[None].expand(B, T, T)
 
 
+@dataclass
+class _TreeKV:
+    """One draft layer's keys in the tree: the prefix's (step 1) and, per round, those each slot wrote."""
+
+    k1: torch.Tensor | None = None
+    v1: torch.Tensor | None = None
+    ek: list[torch.Tensor] = field(default_factory=list)
+    ev: list[torch.Tensor] = field(default_factory=list)
+
+
+def _tree_forward(
+    draft: Eagle3Draft,
+    kv: list[_TreeKV],
+    h: torch.Tensor,
+    ids: torch.Tensor,
+    pos: torch.Tensor,
+    attend: Callable[[Any, torch.Tensor, _TreeKV], torch.Tensor],
+    slot_shape: tuple[int, int] | None = None,
+) -> torch.Tensor:
+    """One draft forward through every layer: the first over (embedding, state), each later one over
+    the previous layer's output, as speculators and vLLM chain them. Without ``slot_shape`` it is the
+    prefix extend (keys kept as each layer's k1/v1); with it, one round of slots (keys appended)."""
+    x, residual = draft._layer_in(h, ids)
+    layers: list[Any] = [None, *draft.later_layers()]  # None: the first layer, which reads x
+    out = residual  # rebound by the first layer before a later one reads it
+    for layer, c in zip(layers, kv):
+        attn = draft.midlayer.self_attn if layer is None else layer.self_attn
+        q, k, v = attn.qkv(x if layer is None else layer.input_layernorm(out), pos, draft.inv_freq)
+        if slot_shape is None:
+            c.k1, c.v1 = k, v
+        else:
+            B, nkv, _, d = k.shape
+            c.ek.append(k.view(B, nkv, *slot_shape, d))
+            c.ev.append(v.view(B, nkv, *slot_shape, d))
+        o = attend(attn, q, c)
+        out = draft._first_out(o, residual) if layer is None else layer.finish(out, o)
+    return draft._fed_back(out)
+
+
 @torch.inference_mode()
 def sglang_tree_accepted(
     draft: Eagle3Draft,
@@ -125,15 +165,15 @@ def sglang_tree_accepted(
     B, T = tokens.shape
     dev = tokens.device
     K, S = num_steps, topk
-    attn = draft.midlayer.self_attn
     ids = torch.roll(tokens, -1, dims=1)
     pos = torch.arange(T, device=dev).expand(B, T)
     causal = _causal_keys(B, T, dev, key_mask)
-    # round 0 input: the draft extend over the verified prefix (step 1 of the unroll)
-    h = draft.project_aux(aux)
-    x, residual = draft._layer_in(h, ids)
-    q, k1, v1 = attn.qkv(x, pos, draft.inv_freq)
-    h1 = draft._layer_out(attn.attend(q, k1, v1, causal[:, None]), residual)  # [B,T,H]
+    # round 0 input: the draft extend over the verified prefix (step 1 of the unroll), every layer
+    # keeping its own prefix keys and, per round, the keys each slot wrote
+    kv = [_TreeKV() for _ in range(1 + len(draft.later_layers()))]
+    h1 = _tree_forward(
+        draft, kv, draft.project_aux(aux), ids, pos, lambda attn, q, c: attn.attend(q, c.k1, c.v1, causal[:, None])
+    )
     p, tok = _topk_probs(draft, h1, S)  # [B,T,S]
     scores = p
     score_list = [p]  # each [B,T,n_i]
@@ -142,18 +182,16 @@ def sglang_tree_accepted(
     in_ids = tok  # [B,T,S] frontier tokens
     hidden = h1[:, :, None].expand(B, T, S, h1.shape[-1])  # state each slot's forward reads
     prefix_mask = causal[:, None, :, None, :]  # [B,1,T,1,U]
-    ek: list[torch.Tensor] = []
-    ev: list[torch.Tensor] = []
     H = h1.shape[-1]
+
+    def slots(attn: Any, q: torch.Tensor, c: _TreeKV) -> torch.Tensor:
+        return _attend_slots(attn, q.view(B, attn.nh, T, S, q.shape[-1]), c.k1, c.v1, prefix_mask, c.ek, c.ev)
+
     for i in range(K - 1):
-        x, residual = draft._layer_in(hidden.reshape(B, T * S, H), in_ids.reshape(B, T * S))
         step_pos = (pos + 1 + i)[:, :, None].expand(B, T, S).reshape(B, T * S)
-        q, kk, vv = attn.qkv(x, step_pos, draft.inv_freq)  # [B,n,T*S,d]
-        nkv, d = kk.shape[1], kk.shape[-1]
-        ek.append(kk.view(B, nkv, T, S, d))
-        ev.append(vv.view(B, nkv, T, S, d))
-        o = _attend_slots(attn, q.view(B, attn.nh, T, S, d), k1, v1, prefix_mask, ek, ev)
-        out = draft._layer_out(o, residual).view(B, T, S, H)
+        out = _tree_forward(
+            draft, kv, hidden.reshape(B, T * S, H), in_ids.reshape(B, T * S), step_pos, slots, slot_shape=(T, S)
+        ).view(B, T, S, H)
         cp, ctok = _topk_probs(draft, out, S)  # [B,T,S(parent),S(child)]
         expand = scores[..., None] * cp
         cs_p, cs_idx = expand.flatten(-2).topk(S, dim=-1)  # [B,T,S]
@@ -217,7 +255,7 @@ def _sglang_pass_candidates(
     cands: list[tuple[float, int, int]] = [(float(p[s]), int(tok[s]), -1) for s in range(S)]
     frontier = list(range(S))  # flat candidate index held by each slot
     slot_in = [(int(tok[s]), out[:, -1:]) for s in range(S)]  # (token, parent state) per slot
-    slot_cache = [DraftCache(cache.k.clone(), cache.v.clone()) for _ in range(S)]
+    slot_cache = [cache.clone() for _ in range(S)]
     scores = [float(p[s]) for s in range(S)]
     for rnd in range(num_steps - 1):
         child = []  # per slot: (probs [S], target ids [S], output state)
@@ -389,7 +427,7 @@ def static_tree_reference_loop(
             top = draft.to_target_ids(draft.logits(ph[:, -1]).topk(width, dim=-1).indices)[0]
             token[node] = int(top[node[-1]])
             if len(node) < depth and any(len(q) == len(node) + 1 and q[:-1] == node for q in nodes):
-                c = DraftCache(pcache.k.clone(), pcache.v.clone())
+                c = pcache.clone()
                 h = draft.extend(
                     ph, torch.tensor([[token[node]]], device=dev), torch.tensor([[t + len(node)]], device=dev), c, from_aux=False
                 )

@@ -390,6 +390,12 @@ class DraftCache:
     def length(self) -> int:
         return 0 if self.k is None else self.k.shape[2]
 
+    def clone(self) -> DraftCache:
+        """An independent copy, every layer's: a tree slot extends its own copy of the prefix."""
+        k = None if self.k is None else self.k.clone()
+        v = None if self.v is None else self.v.clone()
+        return DraftCache(k, v, [c.clone() for c in self.later])
+
 
 class Eagle3Draft(nn.Module):
     """Canonical EAGLE-3 draft. Parameter names follow the SGLang/EAGLE layout (``midlayer.*``)."""
@@ -455,18 +461,12 @@ class Eagle3Draft(nn.Module):
         out = residual + attn_out
         return out + m.mlp(m.post_attention_layernorm(out))
 
-    def _layer_out(self, attn_out: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        """The first layer's attention output -> the fed-back state, for callers that run one layer only."""
-        if self.later_layers():
-            raise RuntimeError("this path runs the first draft layer only; a multi-layer draft runs through unroll()/extend()")
-        return self._fed_back(self._first_out(attn_out, residual))
-
     def _fed_back(self, out: torch.Tensor) -> torch.Tensor:
         """The last layer's output -> the state fed to the next step: pre-norm ``out``, or ``norm(out)`` with norm_output."""
         return self.norm(out) if self.config.norm_output else out
 
     def logits(self, state: torch.Tensor) -> torch.Tensor:
-        """A step's fed-back state (see :meth:`_layer_out`) -> draft-vocabulary logits."""
+        """A step's fed-back state (see :meth:`_fed_back`) -> draft-vocabulary logits."""
         cfg = self.config
         if cfg.norm_output:  # already normed once: speculators core.py:302-304 does not norm again
             return self.lm_head(state)
