@@ -243,3 +243,27 @@ def _prefix(cache, n):
     from eagle3_doctor.draft.model import DraftCache
 
     return DraftCache(cache.k[:, :, :n], cache.v[:, :, :n], [_prefix(c, n) for c in cache.later])
+
+
+@pytest.mark.parametrize("head_dim", [32, 64, 80, 128])
+@pytest.mark.parametrize("theta", [10000.0, 500000.0, 1e6])
+@pytest.mark.parametrize("partial", [None, 0.5])
+def test_the_default_rope_equals_transformers_bit_for_bit(head_dim, theta, partial):
+    """rope_tables computes the default type itself (no transformers import in inspect); transformers'
+    own function gives the same frequencies and scale, to the bit."""
+    from eagle3_doctor.draft.model import DraftConfig, rope_tables, rope_tables_transformers
+
+    cfg = DraftConfig(
+        hidden_size=4 * head_dim,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=head_dim,
+        intermediate_size=8,
+        vocab_size=16,
+        draft_vocab_size=16,
+        rope_theta=theta,
+        extra={"partial_rotary_factor": partial} if partial else {},
+    )
+    fast, ref = rope_tables(cfg), rope_tables_transformers(cfg)
+    assert fast[1] == ref[1] and fast[0].dtype == ref[0].dtype
+    assert torch.equal(fast[0], ref[0])

@@ -139,14 +139,28 @@ def rope_parameters(cfg: DraftConfig) -> dict[str, Any]:
 
 
 def rope_tables(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
-    """(inv_freq [rotary_dim/2], attention scaling) from transformers' own RoPE initialisation
-    (``modeling_rope_utils.ROPE_INIT_FUNCTIONS``: every rope_type transformers knows, yarn's
-    attention factor, partial_rotary_factor), never a hand-written variant."""
+    """(inv_freq [rotary_dim/2], attention scaling) as transformers' own RoPE initialisation computes
+    them (``modeling_rope_utils.ROPE_INIT_FUNCTIONS``: every rope_type transformers knows, yarn's
+    attention factor, partial_rotary_factor): by transformers itself, except the default type,
+    written out here and pinned to it bit for bit."""
+    rp = rope_parameters(cfg)
+    if rp["rope_type"] == "default":
+        # transformers' compute_default_rope_parameters, op for op (tests/test_draft_oracles.py checks
+        # it bit for bit against rope_tables_transformers): importing transformers costs inspect
+        # seconds of CPU for the one rope type most drafts use
+        dim = int(int(cfg.head_dim) * float(rp.get("partial_rotary_factor", 1.0)))  # type: ignore[arg-type]
+        exps = torch.arange(0, dim, 2, dtype=torch.int64, device="cpu").to(dtype=torch.float) / dim
+        return (1.0 / (float(rp["rope_theta"]) ** exps)).float(), 1.0
+    return rope_tables_transformers(cfg)
+
+
+def rope_tables_transformers(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
+    """:func:`rope_tables` computed by transformers for every rope type."""
+    rp = rope_parameters(cfg)
+    kind = rp["rope_type"]
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    rp = rope_parameters(cfg)
-    kind = rp["rope_type"]
     common = dict(
         hidden_size=cfg.hidden_size,
         num_attention_heads=cfg.num_attention_heads,
