@@ -1194,7 +1194,7 @@ def explain_cmd(
     code: Annotated[Optional[str], typer.Argument(help="A finding code, e.g. CAP002 (any case). Leave out to list every code.")] = None,
 ) -> int:  # fmt: skip
     """The long form of a finding code: what it means, why acceptance drops, how to confirm it."""
-    from ..core.explanations import explain, list_codes
+    from ..core.findings.explain import explain, list_codes
 
     text = explain(code) if code is not None else list_codes()
     print(text, end="")
