@@ -304,7 +304,7 @@ def _environment_exit(e: OSError) -> int:
 def _exit_if_environment(e: BaseException) -> None:
     """A write the machine refused (disk full, read-only, no permission, a directory, a closed pipe) is
     exit 2 with the path and the fix, not a bug report: the user's environment, not the tool, is at fault."""
-    from ..io.safeio import write_fault
+    from ..io.outputs import write_fault
 
     name = getattr(e, "filename", None)
     # safeio names the files it writes itself; a fault without a file name is stdout's final flush
@@ -615,7 +615,7 @@ def _preflight(a: SimpleNamespace, skip: tuple[str, ...] = ()) -> None:
 
 def _write_json(path: Optional[str], data: dict, trust_remote_code: bool) -> None:
     if path:
-        from ..io.safeio import write_json
+        from ..io.outputs import write_json
 
         write_json(path, {**data, "tool": _tool(), "trust_remote_code": trust_remote_code})
 
@@ -682,7 +682,7 @@ def inspect_cmd(
     a = SimpleNamespace(**locals())  # the options by name, as given
     _preflight(a, skip=RESOLVED_LATER)
     from ..analyses.inspect_draft import inspect
-    from ..io.safeio import write_json
+    from ..io.outputs import write_json
     from ..report.render import render_inspect
 
     r = _resolve_serve(a, need_draft=True)
@@ -1400,7 +1400,7 @@ def template_diff_cmd(
         train_tokenizer=train_tokenizer,
     )
     if write_template:
-        from ..io.safeio import write_output
+        from ..io.outputs import write_output
 
         write_output(write_template, res.train.text.encode("utf-8"))
         for f in res.findings:

@@ -529,13 +529,13 @@ def markdown(res: GateResult, draft: str) -> str:
 
 
 def write_summary(text: str, path: str | None) -> None:
-    from ..io.safeio import write_output
+    from ..io.outputs import write_output
 
     if path:
         write_output(path, text.encode())
     gh = os.environ.get("GITHUB_STEP_SUMMARY")
     if gh:  # GitHub appends step summaries; so do we
-        from ..io.safeio import append_text
+        from ..io.outputs import append_text
 
         append_text(gh, text + "\n")
 

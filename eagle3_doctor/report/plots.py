@@ -1,5 +1,5 @@
 """PNG plots, as bytes: the slot x capture-point heatmap and per-position acceptance. matplotlib is an
-optional extra (``pip install eagle3-doctor[plots]``). report.py puts them beside its Markdown; safeio
+optional extra (``pip install eagle3-doctor[plots]``). report.py puts them beside its Markdown; io/outputs.py
 writes the files."""
 
 from __future__ import annotations
