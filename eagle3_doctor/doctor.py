@@ -27,7 +27,7 @@ from .analyses.acceptance import (  # noqa: F401  (re-exported: the library's ac
     threshold_findings,
     tree_plan,
 )
-from .analyses.compare import CompareResult, HiddenComparison, comparison_result
+from .analyses.compare.comparison import CompareResult, HiddenComparison, comparison_result
 from .core.errors import BadInput
 from .core.findings import Finding
 from .model.replay import check_seq_len, iter_captures, load_sources, prompt_sequences  # noqa: F401

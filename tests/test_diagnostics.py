@@ -14,7 +14,7 @@ import pytest
 from conftest import DRAFTS, TARGET, invoke
 from rich.console import Console
 
-from eagle3_doctor.analyses.compare import diagnose_specs
+from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
 from eagle3_doctor.analyses.inspect_draft import inspect
 from eagle3_doctor.core.findings import DRAFT_CONFIG, Finding, Fix, Location, config_fix
 from eagle3_doctor.core.taps import embed, final_norm, layer_out

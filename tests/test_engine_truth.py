@@ -174,7 +174,7 @@ def test_vllm_0_10_2_fix_names_the_first_release_that_reads_the_ids(tmp_copy, tm
 
 
 def test_a_later_release_that_stops_serving_the_config_bounds_the_upgrade():
-    from eagle3_doctor.analyses.compare import diagnose_specs
+    from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
     from eagle3_doctor.core.taps import layer_out
     from eagle3_doctor.engines.capture import NESTED, resolve_serving
 

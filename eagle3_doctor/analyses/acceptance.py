@@ -932,7 +932,7 @@ def _tree_accepted(
 
 def acc_fix(setup: Setup) -> str:
     """The fix line of an acceptance gap: the ids that make serving feed what was trained."""
-    from .compare import fix_for
+    from .compare.fixes import fix_for
 
     if setup.train_spec is None:
         return "run eagle3-doctor compare-hidden for the exact layer ids to write"

@@ -375,7 +375,7 @@ def _weights_lever(
     """Where the draft's weights fit other capture points than the configured ones (paired step-1 interval
     above zero on enough prompts), acceptance is measured on those points as a lever of its own, in a
     second replay: the general form of a config whose ids were edited after training."""
-    from .compare import fix_for
+    from .compare.fixes import fix_for
 
     best = next((r for r in rows if not r.configured and r.diff_to_configured is not None), None)
     d = best.diff_to_configured if best is not None else None
@@ -496,7 +496,7 @@ def _verdict(
     # context, ablating the fixture draft's MLP raises step-1 accuracy by 0.07 with every weight intact)
     if SERVING not in results and setup.serving.failure is not None and setup.train_spec is not None:
         # the engine refuses, crashes or is not modelled: that is the finding, whatever the rest measures
-        from .compare import engine_failure_finding
+        from .compare.engine_failures import engine_failure_finding
 
         findings.append(engine_failure_finding(setup.serving, setup.train_spec))
         branch = "undetermined" if setup.serving.failure.when == "undetermined" else "pipeline"

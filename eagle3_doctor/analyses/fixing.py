@@ -156,7 +156,7 @@ def fix_draft(
     from ..model.setup import assemble
     from .acceptance import _no_progress, measure_acceptance
     from .as_served import served_paths
-    from .compare import diagnose_specs
+    from .compare.symbolic import diagnose_specs
 
     progress = progress or _no_progress
     if setup.draft is None or setup.info is None:

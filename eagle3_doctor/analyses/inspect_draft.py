@@ -15,7 +15,8 @@ from ..core.taps import format_spec
 from ..draft.formats import DraftInfo, read_draft, spec_from_info
 from ..draft.served import draft_serving
 from ..engines.capture import ENGINES, Serving, arch_family, id_range, resolve_serving, rules_release
-from .compare import diagnose_specs, served_state_findings
+from .compare.engine_failures import served_state_findings
+from .compare.symbolic import diagnose_specs
 from .forensics import Forensics, examine, geometry_fact, tensor_fact
 from .quantization import quant_findings, target_quant
 

@@ -38,7 +38,7 @@ from ..core.findings import Finding, at_or_above, display_path
 from ..core.taps import format_spec
 
 if TYPE_CHECKING:
-    from ..analyses.compare import CompareResult
+    from ..analyses.compare.comparison import CompareResult
     from ..analyses.fingerprint import FingerprintResult, FingerprintRow
     from ..analyses.results import AcceptanceRun, PathResult
 
@@ -272,7 +272,7 @@ def _undetermined_fingerprint(fp: FingerprintResult) -> Finding:
 
 def _configured_not_best(fp: FingerprintResult, setup: Any, top: FingerprintRow, conf: FingerprintRow) -> Finding:
     """FPR001: the weights fit another wiring better than the one the engine feeds, with the ids that serve it."""
-    from ..analyses.compare import fix_for
+    from ..analyses.compare.fixes import fix_for
 
     text, _ = fix_for(setup.serving, top.spec)
     d = conf.diff_to_best

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import BadInput
 
 if TYPE_CHECKING:
-    from ..analyses.compare import CompareResult, Matrix
+    from ..analyses.compare.comparison import CompareResult
+    from ..analyses.compare.numeric import Matrix
     from ..analyses.results import AcceptanceRun, PathResult
     from ..core.taps import CapturePoint
 

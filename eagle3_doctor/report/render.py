@@ -17,7 +17,8 @@ from ..core.findings import Finding, Location, by_severity, display_path
 from ..core.taps import format_spec
 
 if TYPE_CHECKING:
-    from ..analyses.compare import CompareResult, Matrix, SlotStats
+    from ..analyses.compare.comparison import CompareResult
+    from ..analyses.compare.numeric import Matrix, SlotStats
     from ..analyses.results import AcceptanceRun, PathResult, RunSettings, ScanRow
     from ..core.taps import FeatureSpec
 
