@@ -15,7 +15,7 @@ from conftest import DRAFTS, TARGET, invoke
 from rich.console import Console
 
 from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
-from eagle3_doctor.analyses.inspect_draft import inspect
+from eagle3_doctor.analyses.inspect.inspection import inspect
 from eagle3_doctor.core.findings import DRAFT_CONFIG, Finding, Fix, Location, config_fix
 from eagle3_doctor.core.taps import embed, final_norm, layer_out
 from eagle3_doctor.engines.capture import ENGINE_VERSIONS, resolve_serving

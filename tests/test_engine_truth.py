@@ -77,7 +77,7 @@ def test_one_state_of_draft_width_skips_the_fc_in_sglang(tmp_copy, tmp_path):
 def test_a_cut_fc_is_still_drf005_against_the_fed_states(tmp_copy):
     from safetensors.torch import load_file, save_file
 
-    from eagle3_doctor.analyses.inspect_draft import inspect
+    from eagle3_doctor.analyses.inspect.inspection import inspect
 
     d = tmp_copy(DRAFTS["sglang"])
     sd = load_file(d / "model.safetensors")

@@ -320,7 +320,7 @@ def test_seed_is_consistent_on_plain_plus_one_deepseek_releases_and_one_layer_ea
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm", "trtllm", "modelopt"])
 def test_inspect_and_compare_hidden_take_the_same_ids(engine):
-    from eagle3_doctor.analyses.inspect_draft import _ids_in_range
+    from eagle3_doctor.analyses.inspect.config_checks import _ids_in_range
 
     for n in (8, 24, 61):
         for i in range(-3, n + 3):

@@ -11,7 +11,7 @@ import torch
 from conftest import DRAFTS, TARGET
 from safetensors.torch import load_file, save_file
 
-from eagle3_doctor.analyses.inspect_draft import inspect
+from eagle3_doctor.analyses.inspect.inspection import inspect
 
 
 def fwd(res, code=None):

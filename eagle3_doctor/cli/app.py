@@ -681,7 +681,7 @@ def inspect_cmd(
     """Audit the draft checkpoint and config against the target and engine. No forward pass."""
     a = SimpleNamespace(**locals())  # the options by name, as given
     _preflight(a, skip=RESOLVED_LATER)
-    from ..analyses.inspect_draft import inspect
+    from ..analyses.inspect.inspection import inspect
     from ..io.outputs import write_json
     from ..report.render import render_inspect
 

@@ -322,7 +322,7 @@ def run_gate(
     train_dump: str | None = None,
 ) -> GateResult:
     """train_recipe / train_dump override the policy's [training] table (a flag names one side, so it replaces both)."""
-    from ..analyses.inspect_draft import inspect
+    from ..analyses.inspect.inspection import inspect
     from ..doctor import acceptance, compare_hidden, load_setup
 
     train_recipe, train_dump = _training_side(policy, train_recipe, train_dump)
