@@ -14,20 +14,13 @@ from typing import Any
 
 import torch
 
-from .analyses.acceptance import (  # noqa: F401  (re-exported: the library's acceptance API)
-    AcceptanceOptions,
-    AcceptanceRun,
-    Progress,
-    _no_progress,
-    acc_fix,
-    acceptance_findings,
-    measure_acceptance,
-    options_from_serve,
-    scan_candidates,
-    threshold_findings,
-    tree_plan,
-)
+# re-exported: the library's acceptance API
+from .analyses.acceptance.findings import acc_fix, acceptance_findings, threshold_findings  # noqa: F401
+from .analyses.acceptance.measurement import scan_candidates  # noqa: F401
+from .analyses.acceptance.options import AcceptanceOptions, Progress, _no_progress, options_from_serve  # noqa: F401
+from .analyses.acceptance.run import measure_acceptance, tree_plan  # noqa: F401
 from .analyses.compare.comparison import CompareResult, HiddenComparison, comparison_result
+from .analyses.results import AcceptanceRun  # noqa: F401
 from .core.errors import BadInput
 from .core.findings import Finding
 from .model.replay import check_seq_len, iter_captures, load_sources, prompt_sequences  # noqa: F401

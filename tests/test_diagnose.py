@@ -91,7 +91,7 @@ def test_a_reinitialised_attention_is_named_by_ablation(tmp_path, tmp_copy):
 def test_acc002_no_longer_guesses():
     from eagle3_doctor.core.findings.registry import REGISTRY
 
-    src = (TARGET.parent.parent / "eagle3_doctor" / "analyses" / "acceptance.py").read_text()
+    src = (TARGET.parent.parent / "eagle3_doctor" / "analyses" / "acceptance" / "findings.py").read_text()
     assert "lm_head, d2t/t2d, embeddings" not in src and "eagle3-doctor diagnose" in src
     assert "DGN001" in REGISTRY
 

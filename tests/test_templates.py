@@ -327,7 +327,7 @@ def _format_run(setup, serve_path, n):
     convs = load_requests(CONV / "requests.jsonl")[:n]
     train = load_template(None, str(TARGET), tok, side="train")
     serve = load_template(serve_path, str(TARGET), tok, side="serve")
-    from eagle3_doctor.analyses.acceptance import AcceptanceOptions
+    from eagle3_doctor.analyses.acceptance.options import AcceptanceOptions
 
     return acceptance_by_format(setup, convs, train, serve, AcceptanceOptions(num_steps=3, max_new_tokens=24, batch_size=8))
 

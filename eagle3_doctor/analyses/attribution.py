@@ -31,16 +31,11 @@ import torch
 from ..core.findings import Finding
 from ..core.stats import MIN_PROMPTS, Interval, paired, ratio
 from ..core.typed_json import JsonFields
-from .acceptance import (
-    AcceptanceOptions,
-    Measurement,
-    _labels_fn,
-    _no_progress,
-    acc_fix,
-    acceptance_sequences,
-    path_results,
-    unroll_outcomes,
-)
+from .acceptance.estimator import unroll_outcomes
+from .acceptance.findings import acc_fix
+from .acceptance.measurement import Measurement, _labels_fn, path_results
+from .acceptance.options import AcceptanceOptions, _no_progress
+from .acceptance.run import acceptance_sequences
 
 if TYPE_CHECKING:
     from ..core.taps import FeatureSpec
@@ -358,7 +353,7 @@ def weight_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
     with the embeddings shifted back up one slot (the weights of a draft whose config ids were "fixed"
     into [-1, a, b] fit (a, b, b + 1), which no single-slot change of the config reaches)."""
     from ..core.taps import layer_out
-    from .acceptance import scan_candidates
+    from .acceptance.measurement import scan_candidates
 
     cands = scan_candidates(spec, num_layers)
     last = spec[-1]

@@ -27,7 +27,7 @@ from .attribution import MAL, SERVING, Diagnosis, measure_gap
 
 if TYPE_CHECKING:
     from ..model.setup import Setup
-    from .acceptance import AcceptanceOptions
+    from .acceptance.options import AcceptanceOptions
     from .results import AcceptanceRun, PathResult
 
 Progress = Callable[[str, int, int], None]
@@ -154,7 +154,8 @@ def fix_draft(
 ) -> FixResult:
     """Diagnose, write the copy with every draft-config fix the findings carry, measure both."""
     from ..model.setup import assemble
-    from .acceptance import _no_progress, measure_acceptance
+    from .acceptance.options import _no_progress
+    from .acceptance.run import measure_acceptance
     from .as_served import served_paths
     from .compare.symbolic import diagnose_specs
 

@@ -866,7 +866,7 @@ def acceptance_by_format(
     differs) and compare per-position acceptance and step-1 accuracy, with paired bootstrap intervals over prompts."""
     from dataclasses import replace
 
-    from .acceptance import measure_acceptance
+    from .acceptance.run import measure_acceptance
 
     tok = setup.target.tokenizer
     diffs = [diff_conversation(tok, train, serve, c) for c in convs]
