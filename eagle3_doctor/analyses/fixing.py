@@ -23,7 +23,9 @@ from ..core.errors import BadInput
 from ..core.findings import DRAFT_CONFIG, Finding, Fix
 from ..core.stats import Interval, difference_interval
 from ..core.typed_json import JsonFields
-from .attribution import MAL, SERVING, Diagnosis, measure_gap
+from .attribution.measure import measure_gap
+from .attribution.plan import SERVING
+from .attribution.result import MAL, Diagnosis
 
 if TYPE_CHECKING:
     from ..model.setup import Setup

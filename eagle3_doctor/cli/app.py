@@ -1133,7 +1133,7 @@ def diagnose_cmd(
     a = SimpleNamespace(**locals(), temperature=0.0, temperature_mode="sampled", topk=None, num_draft_tokens=None)
     a.reference_loop = a.scan = False
     _preflight(a, skip=RESOLVED_LATER)
-    from ..analyses.attribution import diagnose_gap
+    from ..analyses.attribution.measure import diagnose_gap
     from ..report.diagnosis import render_diagnosis
 
     r = _resolve_serve(a, need_draft=True)
@@ -1143,7 +1143,7 @@ def diagnose_cmd(
         d = diagnose_gap(setup, opts, prompts_path=prompts, progress=cb)
     r.locate(d.findings)
     render_diagnosis(_console(stderr=json_out == "-"), d)
-    from ..analyses.attribution import SCHEMA
+    from ..analyses.attribution.result import SCHEMA
 
     _write_json(json_out, {"schema": SCHEMA, **d.to_dict()}, trust_remote_code)
     if report:
