@@ -149,7 +149,9 @@ class AcceptanceReport:
 
 def format_acceptance(setup: Setup, req: FormatRequest, opts: AcceptanceOptions, progress: Progress = _no_progress) -> Any:
     """Acceptance with the same conversations in both prompt formats (templates.acceptance_by_format)."""
-    from .analyses.templates import acceptance_by_format, load_dataset, load_requests, load_template
+    from .analyses.templates.by_format import acceptance_by_format
+    from .analyses.templates.chat_template import load_template
+    from .analyses.templates.conversations import load_dataset, load_requests
 
     if not (req.prompts or req.requests):
         raise BadInput(

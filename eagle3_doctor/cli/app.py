@@ -1382,7 +1382,7 @@ def template_diff_cmd(
     from .validate import preflight_no_model
 
     preflight_no_model(**locals())
-    from ..analyses.templates import parse_kwargs, template_diff
+    from ..analyses.templates.template_diff import parse_kwargs, template_diff
     from ..report.templates import render_template_diff
 
     res = template_diff(
@@ -1405,7 +1405,7 @@ def template_diff_cmd(
         write_output(write_template, res.train.text.encode("utf-8"))
         for f in res.findings:
             if f.fix and "write the training template to a file" in f.fix:
-                from ..analyses.templates import written_template_fix
+                from ..analyses.templates.diff import written_template_fix
 
                 f.fix = written_template_fix(write_template)
                 f.location = f.fix.location
