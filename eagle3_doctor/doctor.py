@@ -194,7 +194,7 @@ def acceptance_report(
         run.settings.serve = serve.to_dict()
     server = None
     if measured is not None:
-        from .analyses.server_metrics import compare_to_prediction
+        from .analyses.server_metrics.prediction import compare_to_prediction
 
         server, srv_findings = compare_to_prediction(
             measured, run.paths, run.settings, acc_fix(setup) if "training" in run.paths else None

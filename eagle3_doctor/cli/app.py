@@ -1008,7 +1008,7 @@ def _acceptance_options(a: SimpleNamespace, r: _Resolved, setup: Any) -> Any:
 def _server_evidence(metrics: Optional[str], before: Optional[str], log: Optional[str], model: Optional[str]) -> Any:
     if not (metrics or before or log):
         return None
-    from ..analyses.server_metrics import load_measured
+    from ..analyses.server_metrics.measured import load_measured
 
     return load_measured(metrics, before, log, engine=None, model=model)
 
@@ -1022,7 +1022,7 @@ def _render_acceptance(
     con = _console(stderr=json_out == "-")
     render_acceptance(con, run)
     if rep.server is not None:
-        from ..analyses.server_metrics import render_comparison
+        from ..report.server_metrics import render_comparison
 
         render_comparison(con, rep.server)
     if rep.formats is not None:
@@ -1215,7 +1215,8 @@ def server_metrics_cmd(
     from .validate import preflight_no_model
 
     preflight_no_model(**{k: v for k, v in locals().items() if k != "engine"})  # auto|vllm|sglang: checked by the reader
-    from ..analyses.server_metrics import load_measured, render_measured
+    from ..analyses.server_metrics.measured import load_measured
+    from ..report.server_metrics import render_measured
 
     m = load_measured(metrics, before, log, engine=engine, model=model)
     render_measured(_console(), m)
