@@ -388,7 +388,8 @@ def floor_run(args) -> None:
         return acceptance(setup, prompt_ids=seqs, max_tokens=None, batch_size=args.batch, num_steps=K, continuation="text")
 
     # acceptance's own pieces, timed apart: where the time beyond target + draft goes
-    from eagle3_doctor.analyses.acceptance import PathAccumulator, unroll_outcomes
+    from eagle3_doctor.analyses.acceptance.accumulate import PathAccumulator
+    from eagle3_doctor.analyses.acceptance.estimator import unroll_outcomes
     from eagle3_doctor.model.target import capture, make_batch, target_argmax
 
     spec = setup.serving.spec

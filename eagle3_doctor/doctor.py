@@ -14,20 +14,13 @@ from typing import Any
 
 import torch
 
-from .analyses.acceptance import (  # noqa: F401  (re-exported: the library's acceptance API)
-    AcceptanceOptions,
-    AcceptanceRun,
-    Progress,
-    _no_progress,
-    acc_fix,
-    acceptance_findings,
-    measure_acceptance,
-    options_from_serve,
-    scan_candidates,
-    threshold_findings,
-    tree_plan,
-)
-from .analyses.compare import CompareResult, HiddenComparison, comparison_result
+# re-exported: the library's acceptance API
+from .analyses.acceptance.findings import acc_fix, acceptance_findings, threshold_findings  # noqa: F401
+from .analyses.acceptance.measurement import scan_candidates  # noqa: F401
+from .analyses.acceptance.options import AcceptanceOptions, Progress, _no_progress, options_from_serve  # noqa: F401
+from .analyses.acceptance.run import measure_acceptance, tree_plan  # noqa: F401
+from .analyses.compare.comparison import CompareResult, HiddenComparison, comparison_result
+from .analyses.results import AcceptanceRun  # noqa: F401
 from .core.errors import BadInput
 from .core.findings import Finding
 from .model.replay import check_seq_len, iter_captures, load_sources, prompt_sequences  # noqa: F401
@@ -156,7 +149,9 @@ class AcceptanceReport:
 
 def format_acceptance(setup: Setup, req: FormatRequest, opts: AcceptanceOptions, progress: Progress = _no_progress) -> Any:
     """Acceptance with the same conversations in both prompt formats (templates.acceptance_by_format)."""
-    from .analyses.templates import acceptance_by_format, load_dataset, load_requests, load_template
+    from .analyses.templates.by_format import acceptance_by_format
+    from .analyses.templates.chat_template import load_template
+    from .analyses.templates.conversations import load_dataset, load_requests
 
     if not (req.prompts or req.requests):
         raise BadInput(
@@ -199,7 +194,7 @@ def acceptance_report(
         run.settings.serve = serve.to_dict()
     server = None
     if measured is not None:
-        from .analyses.server_metrics import compare_to_prediction
+        from .analyses.server_metrics.prediction import compare_to_prediction
 
         server, srv_findings = compare_to_prediction(
             measured, run.paths, run.settings, acc_fix(setup) if "training" in run.paths else None

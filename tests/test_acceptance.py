@@ -139,7 +139,7 @@ def test_temperature_acceptance_in_chunks_of_positions_equals_the_whole_logits(s
     the expected acceptance is the one computed from the whole tensor."""
     import torch
 
-    from eagle3_doctor.analyses.acceptance import unroll_outcomes
+    from eagle3_doctor.analyses.acceptance.estimator import unroll_outcomes
     from eagle3_doctor.model.target import capture, head_chunks, make_batch
 
     tgt, draft, spec = setup_sglang.target, setup_sglang.draft, setup_sglang.serving.spec

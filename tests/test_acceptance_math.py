@@ -9,13 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from eagle3_doctor.analyses.acceptance import (
-    expected_accept_prob,
-    leading_ones,
-    metrics_from_passes,
-    tau_from_acc,
-    walk_chain,
-)
+from eagle3_doctor.analyses.acceptance.estimator import expected_accept_prob
+from eagle3_doctor.analyses.acceptance.metrics import leading_ones, metrics_from_passes, tau_from_acc, walk_chain
 
 
 def test_conventions_on_hand_made_counts():
@@ -112,7 +107,8 @@ def test_tree_against_brute_force_enumeration():
     """The estimator's full top-k tree (unroll_outcomes' top-k hits, accumulated by PathAccumulator) gives,
     at every base, the depth a verifier reaches by building the tree node by node (each node's children:
     the draft's top-k given the path to it) and descending into the child equal to the target's token."""
-    from eagle3_doctor.analyses.acceptance import PathAccumulator, unroll_outcomes
+    from eagle3_doctor.analyses.acceptance.accumulate import PathAccumulator
+    from eagle3_doctor.analyses.acceptance.estimator import unroll_outcomes
 
     V, K, topk, T = 5, 3, 2, 24
     rng = np.random.default_rng(0)
@@ -152,7 +148,7 @@ def test_tree_against_brute_force_enumeration():
 def test_triage_hints_name_the_usual_causes():
     from conftest import path_result
 
-    from eagle3_doctor.analyses.acceptance import triage
+    from eagle3_doctor.analyses.acceptance.findings import triage
 
     dead = path_result(metrics_from_passes([0] * 50 + [1], [5] * 51, 5))
     # about 1: no guessed list of parts, the command that measures which part it is

@@ -91,7 +91,7 @@ def test_prompt_longer_than_the_target_positions(tmp_path):
 
 
 def test_json_report_is_deterministic(tmp_path):
-    from eagle3_doctor.io.safeio import write_json
+    from eagle3_doctor.io.outputs import write_json
 
     outs = []
     for i in range(2):

@@ -256,7 +256,7 @@ def test_ctrl_c_leaves_no_report_and_keeps_the_old_one(tmp_path, monkeypatch):
 def test_engine_is_checked_once_on_the_resolved_value_before_any_load(monkeypatch, command):
     """--engine VLLM with --serve-cmd's release: one check, of (vllm, that release), before the models load;
     a bad --engine is still refused before any load."""
-    import eagle3_doctor.analyses.inspect_draft as inspect_draft
+    import eagle3_doctor.analyses.inspect.inspection as inspection
     import eagle3_doctor.doctor as doctor
     import eagle3_doctor.engines.capture as engines
 
@@ -271,7 +271,7 @@ def test_engine_is_checked_once_on_the_resolved_value_before_any_load(monkeypatc
         raise Loaded(list(calls))
 
     monkeypatch.setattr(doctor, "load_setup", loader)
-    monkeypatch.setattr(inspect_draft, "inspect", loader)
+    monkeypatch.setattr(inspection, "inspect", loader)
     serve = f'vllm serve {TARGET} --speculative-config \'{{"method": "eagle3", "model": "{DRAFTS["speculators"]}"}}\''
     args = [command, "--serve-cmd", serve, "--engine", "VLLM", "--engine-version", "0.33.0-v1"]
     with pytest.raises(Loaded) as e:

@@ -89,11 +89,11 @@ def test_a_reinitialised_attention_is_named_by_ablation(tmp_path, tmp_copy):
 
 
 def test_acc002_no_longer_guesses():
-    from eagle3_doctor.core.explanations import EXPLANATIONS
+    from eagle3_doctor.core.findings.registry import REGISTRY
 
-    src = (TARGET.parent.parent / "eagle3_doctor" / "analyses" / "acceptance.py").read_text()
+    src = (TARGET.parent.parent / "eagle3_doctor" / "analyses" / "acceptance" / "findings.py").read_text()
     assert "lm_head, d2t/t2d, embeddings" not in src and "eagle3-doctor diagnose" in src
-    assert "DGN001" in EXPLANATIONS
+    assert "DGN001" in REGISTRY
 
 
 def test_contexts_past_the_training_length_are_named_by_position(tmp_path):

@@ -14,8 +14,8 @@ import pytest
 from conftest import DRAFTS, TARGET, invoke
 from rich.console import Console
 
-from eagle3_doctor.analyses.compare import diagnose_specs
-from eagle3_doctor.analyses.inspect_draft import inspect
+from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
+from eagle3_doctor.analyses.inspect.inspection import inspect
 from eagle3_doctor.core.findings import DRAFT_CONFIG, Finding, Fix, Location, config_fix
 from eagle3_doctor.core.taps import embed, final_norm, layer_out
 from eagle3_doctor.engines.capture import ENGINE_VERSIONS, resolve_serving
@@ -224,16 +224,16 @@ def test_role_paths_local_hub_shards_and_roles_without_a_file(tmp_path, monkeypa
 
 
 def test_every_code_has_an_explanation_and_no_explanation_lacks_a_code():
-    from eagle3_doctor.core.explanations import EXPLANATIONS
     from eagle3_doctor.core.findings import CODES
+    from eagle3_doctor.core.findings.registry import REGISTRY
 
-    assert set(EXPLANATIONS) == set(CODES), sorted(set(EXPLANATIONS) ^ set(CODES))
-    for code, e in EXPLANATIONS.items():
-        assert all(len(x) > 20 for x in (e.meaning, e.why, e.confirm)), code
+    assert set(REGISTRY) == set(CODES), sorted(set(REGISTRY) ^ set(CODES))
+    for code, r in REGISTRY.items():
+        assert all(len(x) > 20 for x in (r.meaning, r.why, r.confirm)), code
 
 
 def test_explain_prints_the_long_form():
-    from eagle3_doctor.core.explanations import EXPLANATIONS
+    from eagle3_doctor.core.findings.registry import REGISTRY
 
     r = invoke("explain", "cap002")
     assert r.exit_code == 0, r.output
@@ -241,7 +241,7 @@ def test_explain_prints_the_long_form():
     assert out.startswith("CAP002 (error): the embeddings are fed")
     for part in ("What it means", "Why acceptance drops", "How to confirm"):
         assert part in out
-    assert " ".join(EXPLANATIONS["CAP002"].why.split()) in out
+    assert " ".join(REGISTRY["CAP002"].why.split()) in out
 
 
 @pytest.mark.parametrize("typo,first", [("CAP02", "CAP002"), ("cap2", "CAP002"), ("TPL", "TPL001"), ("DRF01", "DRF001")])

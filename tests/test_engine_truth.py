@@ -77,7 +77,7 @@ def test_one_state_of_draft_width_skips_the_fc_in_sglang(tmp_copy, tmp_path):
 def test_a_cut_fc_is_still_drf005_against_the_fed_states(tmp_copy):
     from safetensors.torch import load_file, save_file
 
-    from eagle3_doctor.analyses.inspect_draft import inspect
+    from eagle3_doctor.analyses.inspect.inspection import inspect
 
     d = tmp_copy(DRAFTS["sglang"])
     sd = load_file(d / "model.safetensors")
@@ -174,7 +174,7 @@ def test_vllm_0_10_2_fix_names_the_first_release_that_reads_the_ids(tmp_copy, tm
 
 
 def test_a_later_release_that_stops_serving_the_config_bounds_the_upgrade():
-    from eagle3_doctor.analyses.compare import diagnose_specs
+    from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
     from eagle3_doctor.core.taps import layer_out
     from eagle3_doctor.engines.capture import NESTED, resolve_serving
 

@@ -202,7 +202,7 @@ def test_class1_sglang_052_has_no_eagle3_for_deepseek():
     # sglang 0.5.2 srt/models/deepseek_v2.py defines no set_eagle3_layers_to_capture; model_runner.py calls it
     s = serve("sglang", [2, 30, 58], version="0.5.2", family="deepseek", n=61)
     assert s.failure and s.failure.when == "start-up" and "set_eagle3_layers_to_capture" in s.failure.message
-    from eagle3_doctor.analyses.compare import diagnose_specs
+    from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
 
     f = diagnose_specs((layer_out(2), layer_out(30), layer_out(58)), "t", s)
     assert [x.code for x in f] == ["ENG001"] and "0.5.4.post2" in f[0].fix
@@ -226,7 +226,7 @@ def test_class3_seed_minus_one_is_a_first_forward_failure_on_sglang_0523():
     # srt/layers/aux_hidden_states.py asserts "captured 2 of 3 aux hidden states"
     s = serve("sglang", [-1, 2, 30], family="deepseek", n=61)
     assert s.failure and s.failure.when == "first forward" and "captured 2 of 3" in s.failure.message
-    from eagle3_doctor.analyses.compare import diagnose_specs
+    from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
 
     f = diagnose_specs((layer_out(2), layer_out(30), layer_out(58)), "t", s)
     assert f[0].code == "ENG002" and "[3, 31, 59]" in f[0].fix
@@ -320,7 +320,7 @@ def test_seed_is_consistent_on_plain_plus_one_deepseek_releases_and_one_layer_ea
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm", "trtllm", "modelopt"])
 def test_inspect_and_compare_hidden_take_the_same_ids(engine):
-    from eagle3_doctor.analyses.inspect_draft import _ids_in_range
+    from eagle3_doctor.analyses.inspect.config_checks import _ids_in_range
 
     for n in (8, 24, 61):
         for i in range(-3, n + 3):
@@ -370,7 +370,7 @@ def test_arch_family_names_the_sglang_file_that_decides(config, family):
 
 
 def _codes(s, train):
-    from eagle3_doctor.analyses.compare import diagnose_specs
+    from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
 
     return diagnose_specs(tuple(train), "t", s)
 

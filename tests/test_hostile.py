@@ -1198,13 +1198,13 @@ def test_a_refused_write_keeps_the_old_output(name, out, tmp_path, monkeypatch):
     """The disk refuses the result's bytes: one line naming the path, exit 2, the previous output as it was."""
     import errno
 
-    import eagle3_doctor.io.safeio as safeio
+    import eagle3_doctor.io.outputs as outputs
 
     def refuse(f, data):
         f.write(data[: len(data) // 2])  # half of it reached the disk
         raise OSError(getattr(errno, name), os.strerror(getattr(errno, name)))
 
-    monkeypatch.setattr(safeio, "_write_all", refuse)
+    monkeypatch.setattr(outputs, "_write_all", refuse)
     dest = tmp_path / ("r.json" if out == "--json" else "rep")
     if out == "--report":
         dest.mkdir()

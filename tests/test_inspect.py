@@ -9,7 +9,7 @@ import torch
 from conftest import DRAFTS, TARGET
 from safetensors.torch import load_file, save_file
 
-from eagle3_doctor.analyses.inspect_draft import inspect
+from eagle3_doctor.analyses.inspect.inspection import inspect
 
 
 def codes(res, at_least="warning"):

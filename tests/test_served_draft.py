@@ -12,7 +12,7 @@ import torch
 from conftest import DRAFTS, TARGET, two_layer_draft
 from safetensors.torch import load_file, save_file
 
-from eagle3_doctor.analyses.inspect_draft import inspect
+from eagle3_doctor.analyses.inspect.inspection import inspect
 
 
 def fwd(res, code=None):

@@ -14,14 +14,9 @@ import sys
 import pytest
 from conftest import DRAFTS, ROOT, SERVING, TARGET
 
-from eagle3_doctor.analyses.server_metrics import (
-    compare_to_prediction,
-    load_counters,
-    load_measured,
-    measure,
-    measure_sglang_log,
-    wilson,
-)
+from eagle3_doctor.analyses.server_metrics.counters import load_counters
+from eagle3_doctor.analyses.server_metrics.measured import load_measured, measure, measure_sglang_log, wilson
+from eagle3_doctor.analyses.server_metrics.prediction import compare_to_prediction
 from eagle3_doctor.core.errors import BadInput
 
 SRV = SERVING
@@ -256,7 +251,7 @@ def _settings(num_steps: int):
 
 
 def test_weak_draft_and_undetermined():
-    from eagle3_doctor.analyses.server_metrics import Measured
+    from eagle3_doctor.analyses.server_metrics.measured import Measured
 
     weak = [[0, 0, 1, 0, 0, 0, 1, 0] for _ in range(12)]
     paths = {"serving": _fake_path(weak, 0.2, "layer_out[1]")}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from eagle3_doctor.analyses.acceptance import metrics_from_passes, tau_from_acc
+from eagle3_doctor.analyses.acceptance.metrics import metrics_from_passes, tau_from_acc
 from eagle3_doctor.core.stats import (
     acceptance_counts,
     acceptance_intervals,

@@ -9,15 +9,11 @@ import shutil
 import pytest
 from conftest import FIX, ROOT, TARGET
 
-from eagle3_doctor.analyses.templates import (
-    Conversation,
-    diff_conversation,
-    load_dataset,
-    load_requests,
-    load_template,
-    load_tokenizer,
-    template_diff,
-)
+from eagle3_doctor.analyses.templates.chat_template import load_template
+from eagle3_doctor.analyses.templates.conversations import Conversation, load_dataset, load_requests
+from eagle3_doctor.analyses.templates.diff import diff_conversation
+from eagle3_doctor.analyses.templates.template_diff import template_diff
+from eagle3_doctor.analyses.templates.tokenizers import load_tokenizer
 from eagle3_doctor.core.errors import BadInput
 
 CONV = FIX / "conversations"
@@ -307,7 +303,7 @@ def test_data_only_fixture_step_reproduces_the_committed_files(tmp_path):
 
 
 def test_paired_bootstrap_is_seeded_and_brackets_the_difference():
-    from eagle3_doctor.analyses.templates import paired_bootstrap
+    from eagle3_doctor.analyses.templates.by_format import paired_bootstrap
 
     acc_a, n_a = [10, 12, 9, 11, 10, 13], [8, 8, 8, 8, 8, 8]
     acc_b = [6, 7, 5, 6, 8, 6]
@@ -321,13 +317,13 @@ def test_paired_bootstrap_is_seeded_and_brackets_the_difference():
 
 
 def _format_run(setup, serve_path, n):
-    from eagle3_doctor.analyses.templates import acceptance_by_format
+    from eagle3_doctor.analyses.templates.by_format import acceptance_by_format
 
     tok = setup.target.tokenizer
     convs = load_requests(CONV / "requests.jsonl")[:n]
     train = load_template(None, str(TARGET), tok, side="train")
     serve = load_template(serve_path, str(TARGET), tok, side="serve")
-    from eagle3_doctor.analyses.acceptance import AcceptanceOptions
+    from eagle3_doctor.analyses.acceptance.options import AcceptanceOptions
 
     return acceptance_by_format(setup, convs, train, serve, AcceptanceOptions(num_steps=3, max_new_tokens=24, batch_size=8))
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import DRAFTS, TARGET, invoke
 
 from eagle3_doctor.core.errors import BadInput
-from eagle3_doctor.io.safeio import OutputSet, write_output
+from eagle3_doctor.io.outputs import OutputSet, write_output
 
 
 @pytest.fixture()
@@ -146,7 +146,7 @@ def test_json_to_dev_stdout_redirected_to_a_file_appends_and_keeps_the_link(tmp_
 
     out = tmp_path / "out.txt"
     code = (
-        "import sys; from eagle3_doctor.io.safeio import write_output; print('report line', flush=True); "
+        "import sys; from eagle3_doctor.io.outputs import write_output; print('report line', flush=True); "
         "write_output('/dev/stdout', b'{\"a\": 1}\\n')"
     )
     with open(out, "wb") as f:

@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 
 HEADER = """# Findings
 
-Generated from `eagle3_doctor/core/findings.py` and `eagle3_doctor/core/explanations.py` by `tools/gen_docs.py`;
+Generated from the records in `eagle3_doctor/core/findings/` (one module per code family) by `tools/gen_docs.py`;
 do not edit by hand. Every finding has a stable code (CI policies and scripts match on it), a default
 severity, the evidence that triggered it and a `fix:` line with the exact change for the engine you named.
 Where the fix is an edit, the finding also points at it, rustc-style:
@@ -39,21 +39,19 @@ the `fix` text. `eagle3-doctor explain CODE` prints the long form below for one 
 
 
 def findings_md() -> str:
-    from eagle3_doctor.core.explanations import EXPLANATIONS
-    from eagle3_doctor.core.findings import CODES
+    from eagle3_doctor.core.findings.registry import REGISTRY
 
-    rows = [f"| `{code}` | {sev} | [{meaning}](#{code.lower()}) |" for code, (sev, meaning) in CODES.items()]
+    rows = [f"| `{code}` | {r.severity} | [{r.summary}](#{code.lower()}) |" for code, r in REGISTRY.items()]
     long = []
-    for code, (sev, meaning) in CODES.items():
-        e = EXPLANATIONS[code]
+    for code, r in REGISTRY.items():
         long += [
             f"### {code}",
             "",
-            f"**{sev}**: {meaning}",
+            f"**{r.severity}**: {r.summary}",
             "",
-            f"- **What it means.** {e.meaning}",
-            f"- **Why acceptance drops.** {e.why}",
-            f"- **How to confirm.** {e.confirm}",
+            f"- **What it means.** {r.meaning}",
+            f"- **Why acceptance drops.** {r.why}",
+            f"- **How to confirm.** {r.confirm}",
             "",
         ]
     return HEADER + "\n".join(rows) + "\n\n## Every code in full\n\n" + "\n".join(long)

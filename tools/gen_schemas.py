@@ -90,7 +90,7 @@ def result_schema(cls: type, schema_id: str, title: str, description: str) -> di
 
 
 def diagnose_schema() -> dict:
-    from eagle3_doctor.analyses.attribution import SCHEMA, Diagnosis
+    from eagle3_doctor.analyses.attribution.result import SCHEMA, Diagnosis
 
     return result_schema(
         Diagnosis,

@@ -1,3 +1,3 @@
 """The measurements, each with its result types: compare (hidden states), acceptance (with its tree
-estimator, results and the draft as served), fingerprint, inspect_draft, templates, server_metrics and
+estimator, results and the draft as served), fingerprint, inspect, templates, server_metrics and
 engine_dump. Built on model, draft and engines; rendered by report."""

@@ -33,7 +33,7 @@ import torch
 from ..core.errors import BadInput
 
 if TYPE_CHECKING:
-    from .compare import Matrix
+    from .compare.numeric import Matrix
 
 SGL_AUX = "non_intrusive__model.fc.inputs.0"
 SGL_IDS = ("input_ids", "non_intrusive__model.embed_tokens.inputs.0")
@@ -251,7 +251,9 @@ def compare_dumps(
     """
     from ..core.findings import Finding
     from ..engines.capture import check_engine
-    from .compare import CompareResult, diagnose_specs, numeric_findings
+    from .compare.comparison import CompareResult
+    from .compare.numeric import numeric_findings
+    from .compare.symbolic import diagnose_specs
 
     version = check_engine(engine, engine_version)
     n = len(train_spec)
@@ -316,7 +318,7 @@ def _identified_serving(
 
 def _slot_distances(E: Sequence[torch.Tensor], T: Sequence[torch.Tensor], n: int) -> tuple[list[list[float]], list[list[float]]]:
     """(rel L2, cosine) of every engine slot j against each of the n training slots, means over positions."""
-    from .compare import position_metrics
+    from .compare.numeric import position_metrics
 
     rel = [[float(position_metrics(E[j], T[i])["rel"].mean()) for i in range(n)] for j in range(len(E))]
     cos = [[float(position_metrics(E[j], T[i])["cos"].mean()) for i in range(n)] for j in range(len(E))]
@@ -394,7 +396,7 @@ def _identify_engine_slots(
 
 def _slot_matrix(rel: list[list[float]], cos: list[list[float]], train_spec: Any) -> Matrix:
     """Engine slots x training slots, with each engine slot's best match and its margin over the runner-up."""
-    from .compare import Matrix
+    from .compare.numeric import Matrix
 
     rows = [f"engine slot {j}" for j in range(len(rel))]
     cols = [f"train {i}: {p}" for i, p in enumerate(train_spec)]
@@ -403,7 +405,7 @@ def _slot_matrix(rel: list[list[float]], cos: list[list[float]], train_spec: Any
 
 def _slot_stats(E: Sequence[torch.Tensor], T: Sequence[torch.Tensor], pair: Any, train_spec: Any, served: list[Any]) -> list[Any]:
     """Per-slot similarity, sequence by sequence (the worst positions name their tokens)."""
-    from .compare import SlotAccumulator
+    from .compare.numeric import SlotAccumulator
 
     slots = []
     for i in range(min(len(train_spec), len(E))):

@@ -23,11 +23,13 @@ from ..core.errors import BadInput
 from ..core.findings import DRAFT_CONFIG, Finding, Fix
 from ..core.stats import Interval, difference_interval
 from ..core.typed_json import JsonFields
-from .attribution import MAL, SERVING, Diagnosis, measure_gap
+from .attribution.measure import measure_gap
+from .attribution.plan import SERVING
+from .attribution.result import MAL, Diagnosis
 
 if TYPE_CHECKING:
     from ..model.setup import Setup
-    from .acceptance import AcceptanceOptions
+    from .acceptance.options import AcceptanceOptions
     from .results import AcceptanceRun, PathResult
 
 Progress = Callable[[str, int, int], None]
@@ -154,9 +156,10 @@ def fix_draft(
 ) -> FixResult:
     """Diagnose, write the copy with every draft-config fix the findings carry, measure both."""
     from ..model.setup import assemble
-    from .acceptance import _no_progress, measure_acceptance
+    from .acceptance.options import _no_progress
+    from .acceptance.run import measure_acceptance
     from .as_served import served_paths
-    from .compare import diagnose_specs
+    from .compare.symbolic import diagnose_specs
 
     progress = progress or _no_progress
     if setup.draft is None or setup.info is None:

@@ -35,7 +35,10 @@ from ..core.typed_json import JsonFields, fields_json
 from ..draft.model import DraftCache
 from ..engines.spec_settings import Setting
 from ..model.decode import CachedTarget
-from .acceptance import AcceptanceOptions, Replay, _labels_fn, _leading_ones_np, _no_progress, unroll_outcomes, walk_chain
+from .acceptance.estimator import unroll_outcomes
+from .acceptance.measurement import _labels_fn
+from .acceptance.metrics import _leading_ones_np, walk_chain
+from .acceptance.options import AcceptanceOptions, Replay, _no_progress
 
 if TYPE_CHECKING:
     from ..model.setup import Setup
@@ -410,7 +413,7 @@ def _loop_check(row: SettingAcceptance, runs: list, plain: list, plain_s: float,
 
 def _replay(setup: Setup, opts: SpeedupOptions, prompts_path: str | None, prompt_ids: Any, progress: Progress) -> Replay:
     from ..model.replay import load_sources
-    from .acceptance import acceptance_sequences
+    from .acceptance.run import acceptance_sequences
 
     src = load_sources(setup.target, prompts_path, None, opts.max_tokens, opts.limit, prompt_ids)
     aopts = AcceptanceOptions(

@@ -304,7 +304,7 @@ def _environment_exit(e: OSError) -> int:
 def _exit_if_environment(e: BaseException) -> None:
     """A write the machine refused (disk full, read-only, no permission, a directory, a closed pipe) is
     exit 2 with the path and the fix, not a bug report: the user's environment, not the tool, is at fault."""
-    from ..io.safeio import write_fault
+    from ..io.outputs import write_fault
 
     name = getattr(e, "filename", None)
     # safeio names the files it writes itself; a fault without a file name is stdout's final flush
@@ -615,7 +615,7 @@ def _preflight(a: SimpleNamespace, skip: tuple[str, ...] = ()) -> None:
 
 def _write_json(path: Optional[str], data: dict, trust_remote_code: bool) -> None:
     if path:
-        from ..io.safeio import write_json
+        from ..io.outputs import write_json
 
         write_json(path, {**data, "tool": _tool(), "trust_remote_code": trust_remote_code})
 
@@ -681,8 +681,8 @@ def inspect_cmd(
     """Audit the draft checkpoint and config against the target and engine. No forward pass."""
     a = SimpleNamespace(**locals())  # the options by name, as given
     _preflight(a, skip=RESOLVED_LATER)
-    from ..analyses.inspect_draft import inspect
-    from ..io.safeio import write_json
+    from ..analyses.inspect.inspection import inspect
+    from ..io.outputs import write_json
     from ..report.render import render_inspect
 
     r = _resolve_serve(a, need_draft=True)
@@ -1008,7 +1008,7 @@ def _acceptance_options(a: SimpleNamespace, r: _Resolved, setup: Any) -> Any:
 def _server_evidence(metrics: Optional[str], before: Optional[str], log: Optional[str], model: Optional[str]) -> Any:
     if not (metrics or before or log):
         return None
-    from ..analyses.server_metrics import load_measured
+    from ..analyses.server_metrics.measured import load_measured
 
     return load_measured(metrics, before, log, engine=None, model=model)
 
@@ -1022,7 +1022,7 @@ def _render_acceptance(
     con = _console(stderr=json_out == "-")
     render_acceptance(con, run)
     if rep.server is not None:
-        from ..analyses.server_metrics import render_comparison
+        from ..report.server_metrics import render_comparison
 
         render_comparison(con, rep.server)
     if rep.formats is not None:
@@ -1133,7 +1133,7 @@ def diagnose_cmd(
     a = SimpleNamespace(**locals(), temperature=0.0, temperature_mode="sampled", topk=None, num_draft_tokens=None)
     a.reference_loop = a.scan = False
     _preflight(a, skip=RESOLVED_LATER)
-    from ..analyses.attribution import diagnose_gap
+    from ..analyses.attribution.measure import diagnose_gap
     from ..report.diagnosis import render_diagnosis
 
     r = _resolve_serve(a, need_draft=True)
@@ -1143,7 +1143,7 @@ def diagnose_cmd(
         d = diagnose_gap(setup, opts, prompts_path=prompts, progress=cb)
     r.locate(d.findings)
     render_diagnosis(_console(stderr=json_out == "-"), d)
-    from ..analyses.attribution import SCHEMA
+    from ..analyses.attribution.result import SCHEMA
 
     _write_json(json_out, {"schema": SCHEMA, **d.to_dict()}, trust_remote_code)
     if report:
@@ -1194,7 +1194,7 @@ def explain_cmd(
     code: Annotated[Optional[str], typer.Argument(help="A finding code, e.g. CAP002 (any case). Leave out to list every code.")] = None,
 ) -> int:  # fmt: skip
     """The long form of a finding code: what it means, why acceptance drops, how to confirm it."""
-    from ..core.explanations import explain, list_codes
+    from ..core.findings.explain import explain, list_codes
 
     text = explain(code) if code is not None else list_codes()
     print(text, end="")
@@ -1215,7 +1215,8 @@ def server_metrics_cmd(
     from .validate import preflight_no_model
 
     preflight_no_model(**{k: v for k, v in locals().items() if k != "engine"})  # auto|vllm|sglang: checked by the reader
-    from ..analyses.server_metrics import load_measured, render_measured
+    from ..analyses.server_metrics.measured import load_measured
+    from ..report.server_metrics import render_measured
 
     m = load_measured(metrics, before, log, engine=engine, model=model)
     render_measured(_console(), m)
@@ -1382,7 +1383,7 @@ def template_diff_cmd(
     from .validate import preflight_no_model
 
     preflight_no_model(**locals())
-    from ..analyses.templates import parse_kwargs, template_diff
+    from ..analyses.templates.template_diff import parse_kwargs, template_diff
     from ..report.templates import render_template_diff
 
     res = template_diff(
@@ -1400,12 +1401,12 @@ def template_diff_cmd(
         train_tokenizer=train_tokenizer,
     )
     if write_template:
-        from ..io.safeio import write_output
+        from ..io.outputs import write_output
 
         write_output(write_template, res.train.text.encode("utf-8"))
         for f in res.findings:
             if f.fix and "write the training template to a file" in f.fix:
-                from ..analyses.templates import written_template_fix
+                from ..analyses.templates.diff import written_template_fix
 
                 f.fix = written_template_fix(write_template)
                 f.location = f.fix.location

@@ -38,7 +38,7 @@ from ..core.findings import Finding, at_or_above, display_path
 from ..core.taps import format_spec
 
 if TYPE_CHECKING:
-    from ..analyses.compare import CompareResult
+    from ..analyses.compare.comparison import CompareResult
     from ..analyses.fingerprint import FingerprintResult, FingerprintRow
     from ..analyses.results import AcceptanceRun, PathResult
 
@@ -272,7 +272,7 @@ def _undetermined_fingerprint(fp: FingerprintResult) -> Finding:
 
 def _configured_not_best(fp: FingerprintResult, setup: Any, top: FingerprintRow, conf: FingerprintRow) -> Finding:
     """FPR001: the weights fit another wiring better than the one the engine feeds, with the ids that serve it."""
-    from ..analyses.compare import fix_for
+    from ..analyses.compare.fixes import fix_for
 
     text, _ = fix_for(setup.serving, top.spec)
     d = conf.diff_to_best
@@ -322,7 +322,7 @@ def run_gate(
     train_dump: str | None = None,
 ) -> GateResult:
     """train_recipe / train_dump override the policy's [training] table (a flag names one side, so it replaces both)."""
-    from ..analyses.inspect_draft import inspect
+    from ..analyses.inspect.inspection import inspect
     from ..doctor import acceptance, compare_hidden, load_setup
 
     train_recipe, train_dump = _training_side(policy, train_recipe, train_dump)
@@ -529,13 +529,13 @@ def markdown(res: GateResult, draft: str) -> str:
 
 
 def write_summary(text: str, path: str | None) -> None:
-    from ..io.safeio import write_output
+    from ..io.outputs import write_output
 
     if path:
         write_output(path, text.encode())
     gh = os.environ.get("GITHUB_STEP_SUMMARY")
     if gh:  # GitHub appends step summaries; so do we
-        from ..io.safeio import append_text
+        from ..io.outputs import append_text
 
         append_text(gh, text + "\n")
 

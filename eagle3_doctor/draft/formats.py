@@ -602,7 +602,7 @@ def _need_layers(num_layers: int | None) -> int:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file beside ``path`` and rename: a reader never sees half a file."""
-    from ..io.safeio import atomic_write_bytes as write
+    from ..io.outputs import atomic_write_bytes as write
 
     write(path, data)
 

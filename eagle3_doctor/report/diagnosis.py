@@ -10,7 +10,7 @@ from rich.table import Table
 from .render import render_findings
 
 if TYPE_CHECKING:
-    from ..analyses.attribution import Diagnosis
+    from ..analyses.attribution.result import Diagnosis
     from ..analyses.fixing import FixResult
 
 

@@ -1,5 +1,5 @@
 """PNG plots, as bytes: the slot x capture-point heatmap and per-position acceptance. matplotlib is an
-optional extra (``pip install eagle3-doctor[plots]``). report.py puts them beside its Markdown; safeio
+optional extra (``pip install eagle3-doctor[plots]``). report.py puts them beside its Markdown; io/outputs.py
 writes the files."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import BadInput
 
 if TYPE_CHECKING:
-    from ..analyses.compare import CompareResult, Matrix
+    from ..analyses.compare.comparison import CompareResult
+    from ..analyses.compare.numeric import Matrix
     from ..analyses.results import AcceptanceRun, PathResult
     from ..core.taps import CapturePoint
 

@@ -1,5 +1,5 @@
 """Rendering: terminal (rich) and Markdown reports (with the PNGs from plots.py). Data in, text out;
-nothing here computes, and files are written through safeio."""
+nothing here computes, and files are written through io/outputs.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from ..core.findings import Finding, Location, by_severity, display_path
 from ..core.taps import format_spec
 
 if TYPE_CHECKING:
-    from ..analyses.compare import CompareResult, Matrix, SlotStats
+    from ..analyses.compare.comparison import CompareResult
+    from ..analyses.compare.numeric import Matrix, SlotStats
     from ..analyses.results import AcceptanceRun, PathResult, RunSettings, ScanRow
     from ..core.taps import FeatureSpec
 
@@ -409,7 +410,7 @@ def inspect_markdown(res: Any) -> str:
 
 def write_compare_report(res: CompareResult, report_dir: str | None, plot: str | None) -> None:
     """--plot: the heatmap PNG alone; --report: compare-hidden.md with its heatmap, written as one set."""
-    from ..io.safeio import OutputSet, write_output
+    from ..io.outputs import OutputSet, write_output
     from . import plots
 
     marks, title = plots._compare_marks(res)
@@ -423,7 +424,7 @@ def write_compare_report(res: CompareResult, report_dir: str | None, plot: str |
 
 
 def write_acceptance_report(run: AcceptanceRun, report_dir: str | None, plot: str | None) -> None:
-    from ..io.safeio import OutputSet, write_output
+    from ..io.outputs import OutputSet, write_output
     from . import plots
 
     title = plots._acceptance_title(run)
@@ -436,7 +437,7 @@ def write_acceptance_report(run: AcceptanceRun, report_dir: str | None, plot: st
 
 
 def write_inspect_report(res: Any, report_dir: str) -> None:
-    from ..io.safeio import OutputSet
+    from ..io.outputs import OutputSet
 
     with OutputSet(report_dir) as out:
         out.add("inspect.md", inspect_markdown(res).encode())
@@ -481,7 +482,7 @@ def diagnosis_markdown(d: Any) -> str:
 
 
 def write_diagnosis_report(d: Any, report_dir: str) -> None:
-    from ..io.safeio import OutputSet
+    from ..io.outputs import OutputSet
     from . import plots
 
     with OutputSet(report_dir) as out:

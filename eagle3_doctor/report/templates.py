@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 from .render import render_findings
 
 if TYPE_CHECKING:
-    from ..analyses.templates import FormatComparison, TemplateDiffResult
+    from ..analyses.templates.by_format import FormatComparison
+    from ..analyses.templates.template_diff import TemplateDiffResult
 
 
 def render_template_diff(console: Any, res: TemplateDiffResult) -> None:

@@ -1,0 +1,213 @@
+"""One replay, every feature path: the estimator's counts per path and the capture-point scan's, batch by batch,
+and each path's results in prompt order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ...core.taps import CapturePoint, FeatureSpec
+from ...draft.model import Eagle3Draft
+from ...model.replay import ReplayBatch, iter_captures, replay_order
+from ..results import PathResult, ScanRow, TreePlan
+from .accumulate import PathAccumulator
+from .estimator import StepOutputs, unroll_outcomes
+from .options import Progress, Replay
+
+if TYPE_CHECKING:
+    from ...model.setup import Setup
+    from ...model.target import Target
+
+
+def _labels_fn(rb: ReplayBatch, amax: torch.Tensor, greedy: bool) -> Callable[[int], torch.Tensor]:
+    tokens = rb.tokens
+
+    def labels(k: int) -> torch.Tensor:
+        if greedy:
+            return torch.roll(tokens, -(1 + k), dims=1)  # x_{t+1+k}: the target's own greedy tokens
+        return torch.roll(amax, -k, dims=1)  # a_{t+k}: the target's choice along the given text
+
+    return labels
+
+
+def _target_logits_fn(tgt: Target, last: torch.Tensor) -> Callable[[int], Iterable[tuple[slice, torch.Tensor]]]:
+    """Target logits at t+k for every base t, in chunks of positions (never [B, T, V] whole)."""
+    from ...model.target import head_chunks
+
+    def tl(k: int) -> Iterable[tuple[slice, torch.Tensor]]:
+        return head_chunks(tgt, torch.roll(last, -k, dims=1))
+
+    return tl
+
+
+class Measurement:
+    """Per-path estimator counts and the scan's step-1 hits, over the replayed batches."""
+
+    def __init__(
+        self,
+        setup: Setup,
+        rep: Replay,
+        paths: dict[str, FeatureSpec | None],
+        tree: TreePlan | None,
+        drafts: dict[str, Eagle3Draft],
+        cands: list[FeatureSpec] | None = None,
+    ):
+        self.setup, self.rep, self.paths, self.tree = setup, rep, paths, tree
+        self.drafts = drafts  # per path: the draft as trained, or a copy as the engine runs it (as_served)
+        opts = rep.opts
+        L = setup.target.num_layers
+        if cands is None:
+            cands = scan_candidates(setup.train_spec or setup.serving.spec, L) if opts.scan else []
+        self.cands = cands
+        self.accs = {n: PathAccumulator(n, opts.num_steps) for n in paths}
+        # per replayed sequence [step-1 hits, positions]: the scan's ranking gets paired intervals over prompts
+        self.scan_hits: dict[FeatureSpec, list[tuple[int, int]]] = {c: [] for c in self.cands}
+
+    @property
+    def points(self) -> set[CapturePoint]:
+        return {p for s in self.paths.values() if s for p in s} | {p for c in self.cands for p in c}
+
+    def _aux(self, rb: ReplayBatch, spec: FeatureSpec | None) -> torch.Tensor:
+        if spec is not None:
+            return torch.cat([rb.captured[p] for p in spec], dim=-1)
+        from ...model.replay import dump_slots
+
+        tgt, draft = self.setup.target, self.setup.draft
+        return dump_slots(self.rep.src.dump, rb, draft.config.num_aux_states * tgt.hidden_size, tgt.dtype)  # type: ignore
+
+    def add(self, rb: ReplayBatch) -> None:
+        from ...model.target import target_argmax
+
+        tgt, draft, opts, tree = self.setup.target, self.setup.draft, self.rep.opts, self.tree
+        greedy = opts.continuation == "greedy"
+        labels = _labels_fn(rb, target_argmax(tgt, rb.last), greedy)
+        tl = _target_logits_fn(tgt, rb.last) if opts.temperature > 0 else None
+        lens, st = rb.batch.lengths, [self.rep.starts[i] for i in rb.index]
+        for name, spec in self.paths.items():
+            aux, d = self._aux(rb, spec), self.drafts[name]
+            out = unroll_outcomes(
+                d,
+                aux,
+                rb.tokens,
+                labels,
+                lens,
+                opts.num_steps,
+                topk=1 if tree else opts.topk,
+                temperature=opts.temperature,
+                target_logits=tl,
+                temp_mode=opts.temp_mode,
+                rank_width=(tree.width or 0) if tree is not None and tree.kind == "static" else 0,
+            )
+            if tree is not None:
+                out.tree_accepted = _tree_accepted(tree, d, aux, rb.tokens, labels, lens, opts.num_steps, out)
+            self.accs[name].add(out, st, lens, walk=greedy)
+        for c in self.cands:
+            aux = torch.cat([rb.captured[p] for p in c], dim=-1)
+            out = unroll_outcomes(draft, aux, rb.tokens, labels, lens, 1)
+            region = torch.stack([torch.arange(rb.tokens.shape[1], device=rb.tokens.device) >= s for s in st])
+            hits, valid = (out.match[:, 0] & region).sum(dim=1), (out.valid[:, 0] & region).sum(dim=1)
+            self.scan_hits[c].extend(zip(hits.tolist(), valid.tolist()))
+
+    def replay(self, batch_size: int, label: str, progress: Progress, each: Callable[[ReplayBatch], None] | None = None) -> None:
+        """Every sequence through the target once, each batch added to every path (and handed to ``each``)."""
+        for rb in iter_captures(
+            self.setup.target,
+            self.rep.seqs,
+            self.points,
+            batch_size=batch_size,
+            want_logits=True,
+            progress=lambda d, n: progress(label, d, n),
+        ):
+            self.add(rb)
+            if each is not None:
+                each(rb)
+
+    def scan_result(self) -> list[ScanRow] | None:
+        """Candidates by step-1 accuracy, each with its interval over prompts and, paired on the same
+        prompts, its difference to the configured capture points (what ACC004 decides on)."""
+        if not self.rep.opts.scan and not self.cands:
+            return None
+        from ...core.stats import paired, ratio
+
+        cur = self.setup.train_spec or self.setup.serving.spec
+        ref = self.cands.index(cur) if cur in self.cands else None
+        counts = [np.asarray(self.scan_hits[c], dtype=np.float64).reshape(-1, 2) for c in self.cands]
+        own, diff = paired(counts, ratio(0, 1), ref or 0)
+        # which candidates the prompts cannot tell apart from the best one (paired interval reaching 0)
+        best = int(np.nanargmax([o.point for o in own])) if any(o.point == o.point for o in own) else 0
+        _, vs_best = paired(counts, ratio(0, 1), best)
+        rows = [
+            ScanRow(c, o.point, int(k[:, 1].sum()), (o.lo, o.hi), c == cur, d if ref is not None else None, not b.excludes_zero())
+            for c, k, o, d, b in zip(self.cands, counts, own, diff, vs_best)
+        ]
+        return sorted(rows, key=lambda r: -r.step1_acc if r.step1_acc == r.step1_acc else 1.0)
+
+
+def _to_prompt_order(values: list[Any], order: Sequence[int]) -> list[Any]:
+    """Batches ran longest first: ``values[j]`` belongs to sequence ``order[j]``."""
+    out: list[Any] = [None] * len(order)
+    for j, i in enumerate(order):
+        out[i] = values[j]
+    return out
+
+
+def path_results(m: Measurement) -> dict[str, PathResult]:
+    """Each path's metrics, per-prompt lists in prompt order, with intervals over prompts (issue 14)."""
+    from ...core.stats import acceptance_intervals
+
+    order, K = replay_order(m.rep.seqs), m.rep.opts.num_steps
+    results = {n: a.result() for n, a in m.accs.items()}
+    for n, res in results.items():
+        res.spec = m.paths[n]
+        res.accepted_lengths = _to_prompt_order(res.accepted_lengths, order)
+        res.acc_k_by_request = _to_prompt_order(res.acc_k_by_request, order)
+        res.step1_counts = _to_prompt_order(res.step1_counts, order)
+        if res.tree is not None and res.tree.accepted_lengths is not None:
+            res.tree.accepted_lengths = _to_prompt_order(res.tree.accepted_lengths, order)
+        res.intervals = acceptance_intervals(res.counts(K), K)
+    return results
+
+
+def scan_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
+    """Each slot +-1 layer, embed in front, final_norm at the back: the plausible wirings."""
+    import itertools
+
+    from ...core.taps import embed, final_norm, layer_out
+
+    def around(p: CapturePoint, slot: int) -> list[CapturePoint]:
+        opts = [p]
+        if p.is_layer_out():
+            opts += [layer_out(i) for i in (p.layer - 1, p.layer + 1) if 0 <= i < num_layers]  # type: ignore[operator]
+        if slot == 0:
+            opts.append(embed())
+        if slot == len(spec) - 1:
+            opts.append(final_norm())
+        return list(dict.fromkeys(opts))
+
+    # duplicates are dropped: no training recipe feeds one capture point twice
+    cands = [tuple(c) for c in itertools.product(*(around(p, i) for i, p in enumerate(spec))) if len(set(c)) == len(c)]
+    shift = (embed(),) + tuple(spec[:-1])  # the seed-style slot shift
+    if shift not in cands:
+        cands.append(shift)
+    return cands
+
+
+def _tree_accepted(
+    tree: TreePlan,
+    draft: Eagle3Draft,
+    aux: torch.Tensor,
+    tokens: torch.Tensor,
+    labels: Callable[[int], torch.Tensor],
+    lens: Sequence[int],
+    num_steps: int,
+    out: StepOutputs,
+) -> torch.Tensor:
+    from ..tree import sglang_tree_accepted, static_tree_accepted
+
+    if tree.kind == "sglang":
+        acc, _ = sglang_tree_accepted(draft, aux, tokens, labels, lens, num_steps, tree.topk, tree.num_draft_tokens)
+        return acc
+    return static_tree_accepted(out.ranks, out.valid, tree.paths)

@@ -1,0 +1,154 @@
+"""The measurement: the levers, the module ablations and the context on one replay of the prompts, then the
+verdict; and the lever the draft's weights themselves point at, in a second replay."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ...core.stats import MIN_PROMPTS
+from ..acceptance.measurement import Measurement, _labels_fn, path_results
+from ..acceptance.options import AcceptanceOptions, _no_progress
+from ..acceptance.run import acceptance_sequences
+from .context import ContextCounts
+from .markup import _markup_finding, markup_in_prompts
+from .plan import SERVING, WEIGHTS, Plan, _plan, _spec
+from .result import Diagnosis, LeverRow, _mal, _step1
+from .verdict import _verdict
+
+if TYPE_CHECKING:
+    from ...core.taps import FeatureSpec
+    from ...model.replay import ReplayBatch
+    from ...model.setup import Setup
+    from ..results import PathResult
+
+
+Progress = Callable[[str, int, int], None]
+
+
+def diagnose_gap(
+    setup: Setup,
+    opts: AcceptanceOptions,
+    *,
+    prompts_path: str | None = None,
+    bucket: int = 32,
+    progress: Progress = _no_progress,
+) -> Diagnosis:
+    """Levers, module ablations and context on one replay of the prompts, then the verdict."""
+    return measure_gap(setup, opts, prompts_path=prompts_path, bucket=bucket, progress=progress)[0]
+
+
+def measure_gap(
+    setup: Setup,
+    opts: AcceptanceOptions,
+    *,
+    prompts_path: str | None = None,
+    bucket: int = 32,
+    progress: Progress = _no_progress,
+) -> tuple[Diagnosis, dict[str, PathResult]]:
+    """:func:`diagnose_gap` with the per-path results the verdict rests on (fix reads the serving side)."""
+    from ...core.errors import BadInput
+    from ...model.replay import load_sources
+
+    if setup.draft is None:
+        raise BadInput("diagnose needs a draft", "pass --draft DIR")
+    opts.check()
+    if opts.topk != 1 or opts.num_draft_tokens or opts.token_tree:
+        # the levers and ablations compare chains; the engine's own tree is acceptance's to measure
+        opts = replace(opts, topk=1, num_draft_tokens=None, token_tree=None)
+    src = load_sources(setup.target, prompts_path, None, opts.max_tokens, opts.limit, None)
+    rep = acceptance_sequences(setup, src, opts, progress)
+    plan = _plan(setup)
+    if not plan.paths:
+        raise BadInput(
+            "neither the serving nor the training side feeds the draft's fc its width of features",
+            "run eagle3-doctor inspect for the engine and draft findings",
+        )
+    cands = weight_candidates(plan.paths[plan.base], setup.target.num_layers)
+    m = Measurement(setup, rep, plan.paths, None, plan.drafts, cands=cands)
+    ctx = ContextCounts(bucket, len(rep.seqs))
+    # one bucket spanning every position: per prompt step-1 [hits, positions], the unablated draft first
+    step1 = {name: ContextCounts(1 << 40, len(rep.seqs)) for name in ("", *plan.ablations)}
+    _replay(setup, rep, plan, m, ctx, step1, opts, progress)
+    markup = markup_in_prompts(prompts_path, getattr(setup.target.tokenizer, "chat_template", None))
+    results = path_results(m)
+    for alias, real in plan.aliases.items():
+        results[alias] = results[real]
+    plan.step1 = {n: c.counts.get(0, np.zeros((len(rep.seqs), 2))) for n, c in step1.items()}
+    extra = _weights_lever(setup, plan, rep, m.scan_result() or [], opts, progress)
+    d = _verdict(setup, plan, results, ctx, opts.num_steps, rep.notes + plan.notes, len(rep.seqs), extra)
+    if markup:
+        d.findings.append(_markup_finding(markup, len(rep.seqs)))
+    return d, results
+
+
+def weight_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
+    """The acceptance scan's wirings around ``spec`` plus the seed incident's inverse: a spec that starts
+    with the embeddings shifted back up one slot (the weights of a draft whose config ids were "fixed"
+    into [-1, a, b] fit (a, b, b + 1), which no single-slot change of the config reaches)."""
+    from ...core.taps import layer_out
+    from ..acceptance.measurement import scan_candidates
+
+    cands = scan_candidates(spec, num_layers)
+    last = spec[-1]
+    if spec and spec[0].is_embed() and last.is_layer_out() and int(last.layer) + 1 < num_layers:  # type: ignore[arg-type]
+        up = (*spec[1:], layer_out(int(last.layer) + 1))  # type: ignore[arg-type]
+        if len(set(up)) == len(up) and up not in cands:
+            cands.append(up)
+    return cands
+
+
+def _weights_lever(
+    setup: Setup, plan: Plan, rep: Any, rows: list[Any], opts: AcceptanceOptions, progress: Progress
+) -> LeverRow | None:
+    """Where the draft's weights fit other capture points than the configured ones (paired step-1 interval
+    above zero on enough prompts), acceptance is measured on those points as a lever of its own, in a
+    second replay: the general form of a config whose ids were edited after training."""
+    from ..compare.fixes import fix_for
+
+    best = next((r for r in rows if not r.configured and r.diff_to_configured is not None), None)
+    d = best.diff_to_configured if best is not None else None
+    if best is None or d is None or d.lo <= 0 or d.n < MIN_PROMPTS or SERVING not in plan.paths:
+        return None
+    paths = {SERVING: plan.paths[SERVING], "lever:weights": best.spec}
+    drafts = {n: plan.drafts[SERVING] for n in paths}
+    m = Measurement(setup, rep, paths, None, drafts, cands=[])
+    m.replay(opts.batch_size, "", _no_progress)  # a second, short replay: no second progress bar
+    res = path_results(m)
+    own, diff = _mal(res, [SERVING, "lever:weights"], opts.num_steps)
+    _, s1 = _step1(res, [SERVING, "lever:weights"])
+    fix, _ = fix_for(setup.serving, best.spec)
+    what = f"feed {_spec(best.spec)}, which the weights fit best (step-1 {d.text()} above the configured points)"
+    return LeverRow(WEIGHTS, what, own[1], diff[1], s1[1], fix or None)
+
+
+def _replay(
+    setup: Setup,
+    rep: Any,
+    plan: Plan,
+    m: Measurement,
+    ctx: ContextCounts,
+    step1: dict,
+    opts: AcceptanceOptions,
+    progress: Progress,
+) -> None:
+    """One pass over the prompts: every path, the context buckets and the step-1 ablations, batch by batch."""
+    from ...model.target import target_argmax
+
+    greedy = opts.continuation == "greedy"
+
+    def each(rb: ReplayBatch) -> None:
+        # along the context the reference is the target's own next-token choice at every position, prompt
+        # included: the greedy continuation alone would leave the first len(prompt) positions unmeasured
+        amax = target_argmax(setup.target, rb.last)
+        aux = torch.cat([rb.captured[p] for p in plan.paths[plan.base]], dim=-1)
+        ctx.add(rb, plan.drafts[plan.base], aux, _labels_fn(rb, amax, False), [0] * len(rb.index))
+        starts, labels = [rep.starts[i] for i in rb.index], _labels_fn(rb, amax, greedy)
+        for name, counts in step1.items():
+            counts.add(rb, plan.ablations.get(name, plan.drafts[plan.base]), aux, labels, starts)
+
+    m.replay(opts.batch_size, "diagnose", progress, each)

@@ -1,0 +1,218 @@
+"""The verdict: which branch the measurements point to (pipeline, checkpoint, context, runtime, or
+undetermined), with its finding (DGN001-DGN005)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...core.findings import Finding
+from ...core.stats import Interval, paired
+from .context import ContextCounts
+from .plan import ABLATED, SERVING, TRAINING, WEIGHTS, Plan
+from .result import STEP1, Diagnosis, LeverRow, ModuleRow, _mal, _step1
+
+if TYPE_CHECKING:
+    from ...model.setup import Setup
+    from ..results import PathResult
+
+
+LOW_STEP1 = 0.3  # below this even as trained, the draft itself (or the data) is in question
+
+
+def _levers(plan: Plan, results: dict[str, PathResult], K: int) -> list[LeverRow]:
+    if SERVING not in results:
+        return []
+    names = [SERVING] + [p for _, _, p, _ in plan.levers]
+    own, diff = _mal(results, names, K)
+    _, s1 = _step1(results, names)
+    rows = [LeverRow(name, what, own[i + 1], diff[i + 1], s1[i + 1], fix) for i, (name, what, _, fix) in enumerate(plan.levers)]
+    return sorted(rows, key=lambda r: -r.recovery.point)
+
+
+def _modules(plan: Plan) -> list[ModuleRow]:
+    counts = [plan.step1[""]] + [plan.step1[mod] for mod in ABLATED]
+    keep = counts[0][:, 1] > 0  # prompts with a measured position (a prompt with no continuation has none)
+    own, diff = paired([c[keep] for c in counts], STEP1, 0)
+    rows = []
+    for i, mod in enumerate(ABLATED, start=1):
+        cost = Interval(-diff[i].point, -diff[i].hi, -diff[i].lo, diff[i].level, diff[i].n, diff[i].B, diff[i].seed)
+        rows.append(ModuleRow(mod, own[i], cost, cost.lo > 0, _module_verdict(cost)))
+    return rows
+
+
+NOTHING = 0.02  # |cost| of step-1 accuracy under which an ablation "changes nothing"
+
+
+def _module_verdict(cost: Interval) -> str:
+    # measured on the fixtures: trained modules cost 0.27-0.66; an attention saved at initialisation costs
+    # exactly 0 (its output is near zero), and the MLP after it then costs -0.08 (ablating it helps: it was
+    # trained to work with an attention that is no longer there)
+    if cost.lo > 0:
+        return "trained"
+    if -NOTHING <= cost.lo and cost.hi <= NOTHING:
+        return "contributes nothing"
+    return "ablation helps" if cost.hi < 0 else "unclear"
+
+
+def _verdict(
+    setup: Setup,
+    plan: Plan,
+    results: dict[str, PathResult],
+    ctx: ContextCounts,
+    K: int,
+    notes: list[str],
+    n: int,
+    extra: LeverRow | None = None,
+) -> Diagnosis:
+    sides = [x for x in (SERVING, TRAINING) if x in results]
+    own, diff = _mal(results, sides, K)
+    serving, training = own[0], own[-1]
+    gap = diff[-1]  # training - serving, paired over prompts
+    if len(sides) == 1:
+        notes.append(f"only the {sides[0]} side is measurable: no gap between the sides, no levers")
+    levers, modules, context = _levers(plan, results, K), _modules(plan), ctx.rows()
+    if extra is not None:
+        levers = sorted([*levers, extra], key=lambda r: -r.recovery.point)
+    findings: list[Finding] = []
+    branch = ""
+    if (len(sides) == 2 and gap.lo > 0) or any(r.recovery.lo > 0 for r in levers):
+        branch = "pipeline"
+        findings.append(_pipeline_finding(gap, serving, training, levers))
+    # the module that changes nothing is the cause. A module whose ablation helps is no cause by itself: it
+    # shows wherever the draft fails for another reason (measured: past the training length of the
+    # context, ablating the fixture draft's MLP raises step-1 accuracy by 0.07 with every weight intact)
+    if SERVING not in results and setup.serving.failure is not None and setup.train_spec is not None:
+        # the engine refuses, crashes or is not modelled: that is the finding, whatever the rest measures
+        from ..compare.engine_failures import engine_failure_finding
+
+        findings.append(engine_failure_finding(setup.serving, setup.train_spec))
+        branch = "undetermined" if setup.serving.failure.when == "undetermined" else "pipeline"
+    bad = [r for r in modules if r.verdict == "contributes nothing"]
+    if bad and len(bad) == len(modules):
+        findings.append(_nothing_trained_finding(modules, results[plan.base].step1, plan.base))
+    else:
+        findings += [_module_finding(r, modules, plan.base) for r in bad]
+    branch = branch or ("checkpoint" if bad else "")
+    drop = ctx.drop()
+    if drop is not None:
+        findings.append(_context_finding(*drop, plan.base))
+        branch = branch or "context"
+    base_step1 = results[plan.base].step1
+    if not branch and SERVING not in results:
+        branch = "undetermined"
+        findings.append(
+            Finding(
+                "DGN004",
+                "undetermined: the serving side cannot be measured, so no gap can be placed",
+                [*notes, f"measured instead: the {plan.base} side, step-1 accuracy {base_step1:.3f}"],
+                "run eagle3-doctor inspect, which names what the engine feeds and why the draft cannot take it",
+            )
+        )
+    if not branch:
+        branch = "undetermined" if base_step1 < LOW_STEP1 else "runtime"
+        findings.append(_undetermined_finding(base_step1, plan.base) if branch == "undetermined" else _runtime_finding(serving))
+    verdict = _verdict_line(branch, findings)
+    return Diagnosis(branch, verdict, serving, training, gap, plan.base, levers, modules, context, findings, notes, n)
+
+
+def _verdict_line(branch: str, findings: list[Finding]) -> str:
+    where = {
+        "pipeline": "in the pipeline: how the engine feeds or runs the draft",
+        "checkpoint": "in the checkpoint: the weights as saved",
+        "context": "in the data: the prompts' context lengths",
+        "runtime": "not in anything measurable offline: the offline prediction is healthy",
+        "undetermined": "undetermined: no lever, module or position explains it",
+    }[branch]
+    return f"the gap lives {where} ({findings[0].code}: {findings[0].title})"
+
+
+def _pipeline_finding(gap: Interval, serving: Interval, training: Interval, levers: list[LeverRow]) -> Finding:
+    ev = [
+        f"mean acceptance length: serving {serving.text(2)}, training {training.text(2)}, gap {gap.text(2)} (paired over {gap.n} prompts)"
+    ]
+    ev += [f"lever {r.name}: recovers {r.recovery.text(2)} ({r.what})" for r in levers]
+    top = next((r for r in levers if r.recovery.lo > 0), None)
+    sides = [r for r in levers if r.name != WEIGHTS]  # the weights lever is no part of the serving-training gap
+    if sides and gap.lo > 0:
+        rest = sum(r.recovery.point for r in sides) - gap.point
+        ev.append(f"residual (gap not explained by the levers one at a time): {-rest:+.2f}")
+    if top is not None:
+        how = "feeding the capture points the weights fit" if top.name == WEIGHTS else f"setting the {top.name} back to training"
+        title = f"{how} recovers {top.recovery.text(2)} of mean acceptance length"
+        return Finding("DGN001", title, ev, top.fix or "apply the lever's training-side setting", data={"lever": top.name})
+    title = f"serving loses {gap.text(2)} of mean acceptance length, and no single lever recovers it alone"
+    return Finding(
+        "DGN001",
+        title,
+        ev,
+        "apply every lever's training-side setting together (the training side recovers the gap): the fixes of the FWD and CAP findings",
+        data={"lever": None},
+    )
+
+
+def _module_finding(r: ModuleRow, modules: list[ModuleRow], base: str) -> Finding:
+    others = ", ".join(f"{o.module} costs {o.cost.text()} ({o.verdict})" for o in modules if o is not r)
+    what = "contributes nothing" if r.verdict == "contributes nothing" else "works against the rest of the draft"
+    return Finding(
+        "DGN002",
+        f"the draft's {r.module} {what}: mean-ablating it costs {r.cost.text()} of step-1 accuracy",
+        [
+            f"on the {base} features, step-1 accuracy {r.step1.point:.3f} with {r.module} ablated; {others}",
+            "a trained module costs accuracy when its output is replaced by its mean; this one does not, so it is "
+            "inconsistent with the rest of the checkpoint (saved at initialisation, loaded under another key, or "
+            "converted in another layout)",
+        ],
+        f"re-export the draft from its training checkpoint with a key map that loads {r.module}.* (check the converter's "
+        "renames and a non-strict load's missing keys), then run eagle3-doctor inspect on the export",
+        data={"module": r.module},
+    )
+
+
+def _nothing_trained_finding(modules: list[ModuleRow], step1: float, base: str) -> Finding:
+    # with no module carrying anything, ablation cannot point at one: the whole checkpoint is in question
+    return Finding(
+        "DGN002",
+        f"no module of the draft contributes anything: step-1 accuracy {step1:.3f}, and ablating any module changes nothing",
+        [f"on the {base} features: " + ", ".join(f"{m.module} costs {m.cost.text()}" for m in modules)],
+        "the draft is at initialisation or belongs to another target: re-export it from the trained checkpoint (check the "
+        "converter's key map), then run eagle3-doctor inspect and fingerprint on it",
+        data={"module": None},
+    )
+
+
+def _context_finding(pos: int, before: Interval, change: Interval, base: str) -> Finding:
+    return Finding(
+        "DGN003",
+        f"step-1 accuracy falls by {-change.point:.3f} past position {pos} of the context",
+        [
+            f"on the {base} features: {before.point:.3f} before position {pos}, change after it {change.text()} "
+            f"(paired over the {change.n} prompts that reach past it)",
+            "the draft was most likely trained on sequences shorter than this (or with another RoPE scaling)",
+        ],
+        f"serve with contexts under {pos} tokens for speculation, or retrain the draft on sequences past {pos} "
+        "tokens (SpecForge/speculators max length)",
+        data={"position": pos},
+    )
+
+
+def _undetermined_finding(step1: float, base: str) -> Finding:
+    return Finding(
+        "DGN004",
+        f"undetermined: step-1 accuracy is {step1:.3f} on the {base} features, and no lever, module or position explains it",
+        [
+            "every module of the draft costs accuracy when ablated (they are trained), the levers recover nothing, "
+            "and accuracy does not fall along the context"
+        ],
+        "what would decide it: the draft's own training sample (compare-hidden --train-dump, and acceptance on it), "
+        "the training chat template (template-diff), and the target revision it was trained on (fingerprint)",
+    )
+
+
+def _runtime_finding(serving: Interval) -> Finding:
+    return Finding(
+        "DGN005",
+        f"offline, the draft accepts {serving.text(2)} tokens per verify pass as served: any gap in serving is the engine's runtime",
+        [f"mean acceptance length as the engine feeds and runs the draft: {serving.text(2)}"],
+        "compare with what the server measures: eagle3-doctor server-metrics (or acceptance --server-metrics), "
+        "which names the engine, wiring or draft side of a live gap",
+    )

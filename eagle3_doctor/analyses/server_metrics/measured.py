@@ -1,0 +1,240 @@
+"""What the server measured over a workload: its counters after minus before (or one SGLang log), as
+acceptance figures with their intervals."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core.errors import BadInput
+from .counters import (
+    SGL_GEN,
+    SGL_REQS,
+    SGL_VERIFY,
+    VLLM_ACCEPTED,
+    VLLM_DRAFT_TOKENS,
+    VLLM_DRAFTS,
+    Counters,
+    load_counters,
+    read_source,
+)
+
+SCHEMA = "eagle3-doctor/server-metrics/1"
+
+
+def wilson(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for a proportion k/n (95% by default)."""
+    if n <= 0:
+        return (float("nan"), float("nan"))
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (max(0.0, mid - half), min(1.0, mid + half))
+
+
+@dataclass
+class Measured:
+    """Acceptance the server itself counted over a workload (after - before when two scrapes)."""
+
+    engine: str
+    source: str
+    passes: float  # vLLM drafts / SGLang verify calls
+    mean_acceptance_length: float  # bonus included (vLLM 1 + accepted/drafts; SGLang accept_len)
+    mean_acceptance_length_ci: tuple[float, float] | None = None
+    draft_tokens: float | None = None
+    accepted_tokens: float | None = None
+    draft_acceptance_rate: float | None = None
+    per_position_rate: list[float] | None = None
+    per_position_ci: list[tuple[float, float]] | None = None
+    num_spec_tokens: int | None = None
+    requests: float | None = None
+    counters: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["schema"] = SCHEMA
+        return d
+
+
+def measure(after: Counters, before: Counters | None = None) -> Measured:
+    """The workload's own figures: counters of ``after`` minus ``before`` (when given)."""
+    if before is not None:
+        if before.engine != after.engine:
+            raise BadInput(
+                f"{before.source} is a {before.engine} scrape but {after.source} is {after.engine}",
+                "take both scrapes from the same server",
+            )
+        if (before.per_pos is None) != (after.per_pos is None) or (
+            before.per_pos is not None and len(before.per_pos) != len(after.per_pos or [])
+        ):
+            raise BadInput(
+                f"{before.source} and {after.source} disagree on the number of draft positions",
+                "take both scrapes from the same server, without a restart in between",
+            )
+    vals, per_pos, notes = _difference(after, before)
+    src = after.source if before is None else f"{before.source} -> {after.source}"
+    if after.engine == "vllm":
+        return _vllm_measured(vals, per_pos, src, notes)
+    return _sglang_measured(vals, src, notes, after.gauges)
+
+
+def _difference(after: Counters, before: Counters | None) -> tuple[dict[str, float], list[float] | None, list[str]]:
+    """Counters after minus before, refused where a counter went down (a restart between the scrapes)."""
+    notes: list[str] = []
+    vals = dict(after.values)
+    per_pos = list(after.per_pos) if after.per_pos is not None else None
+    if before is not None:
+        for k in vals:
+            b = before.values.get(k, 0.0)
+            if vals[k] < b:
+                raise BadInput(
+                    f"counter {k} went down between {before.source} and {after.source} ({b:g} -> {vals[k]:g})",
+                    "the server restarted between the scrapes: scrape again before and after one workload",
+                )
+            vals[k] -= b
+        if per_pos is not None:
+            per_pos = [a - b for a, b in zip(per_pos, before.per_pos or [])]
+            if min(per_pos) < 0:
+                raise BadInput(
+                    f"per-position counters went down between {before.source} and {after.source}",
+                    "the server restarted between the scrapes: scrape again",
+                )
+        notes.append(f"workload figures: {after.source} minus {before.source}")
+    else:
+        notes.append("one scrape: figures cover everything since the server started (pass a --before scrape for one workload)")
+    return vals, per_pos, notes
+
+
+def _vllm_measured(vals: dict[str, float], per_pos: list[float] | None, src: str, notes: list[str]) -> Measured:
+    drafts, drafted, acc = vals[VLLM_DRAFTS], vals[VLLM_DRAFT_TOKENS], vals[VLLM_ACCEPTED]
+    if drafts <= 0:
+        raise BadInput(
+            f"no speculative drafts were counted in {src}", "run a workload between the scrapes (or check that speculation is on)"
+        )
+    if acc > drafted or (per_pos is not None and any(p > drafts for p in per_pos)):
+        raise BadInput(
+            f"{src}: accepted tokens exceed drafted tokens (or drafts): not one server's counters",
+            "take the scrapes from one vLLM server, unedited",
+        )
+    rates = [p / drafts for p in per_pos] if per_pos is not None else None
+    cis = [wilson(p, drafts) for p in per_pos] if per_pos is not None else None
+    if per_pos is not None and abs(sum(per_pos) - acc) > 0.5:
+        notes.append(f"sum of per-position accepted ({sum(per_pos):g}) differs from accepted tokens ({acc:g})")
+    mal = 1.0 + acc / drafts
+    ci = None
+    if per_pos is not None and drafts > 1:
+        # per_pos[k] = passes with more than k accepted, so the counters hold the whole histogram
+        # of accepted lengths: #(A = j) = per_pos[j-1] - per_pos[j]; its spread gives the interval
+        K = len(per_pos)
+        ge = [drafts] + per_pos + [0.0]
+        hist = [ge[j] - ge[j + 1] for j in range(K + 1)]
+        mean = sum(j * h for j, h in enumerate(hist)) / drafts
+        var = sum(h * (j - mean) ** 2 for j, h in enumerate(hist)) / (drafts - 1)
+        half = 1.96 * math.sqrt(var / drafts)
+        ci = (1.0 + mean - half, 1.0 + mean + half)
+    return Measured(
+        "vllm",
+        src,
+        drafts,
+        mal,
+        ci,
+        drafted,
+        acc,
+        acc / drafted if drafted else None,
+        rates,
+        cis,
+        len(per_pos) if per_pos is not None else None,
+        None,
+        vals,
+        notes,
+    )
+
+
+def _sglang_measured(vals: dict[str, float], src: str, notes: list[str], gauges: dict[str, float]) -> Measured:
+    verify, gen = vals[SGL_VERIFY], vals[SGL_GEN]
+    if verify <= 0:
+        raise BadInput(
+            f"no verify passes were counted in {src} ({SGL_VERIFY})",
+            "run a workload between the scrapes (with speculative decoding on)",
+        )
+    reqs = vals.get(SGL_REQS)
+    # tokenizer_manager.py:3166: SGLang's own accept_length = completion_tokens / spec_verify_ct
+    # (bonus in). Each request's first completion token comes from the prefill, not a verify
+    # pass, so tokens per verify pass are (completion - requests) / verify when requests are known.
+    own = gen / verify
+    mal = (gen - reqs) / verify if reqs else own
+    notes.append(
+        f"SGLang's own accept_length (completion tokens / verify calls) {own:.3f}"
+        + (
+            f"; without each request's prefill token {mal:.3f} (compared below)"
+            if reqs
+            else f"; {SGL_REQS} missing, so the prefill token of each request is counted in"
+        )
+    )
+    if gauges:
+        notes.append(
+            "sglang:spec_accept_length/_rate gauges cover only the last logging interval: "
+            f"{', '.join(f'{k}={v:.3f}' for k, v in gauges.items())}"
+        )
+    return Measured("sglang", src, verify, mal, None, None, None, None, None, None, None, reqs, vals, notes)
+
+
+_SGL_LINE = re.compile(r"Decode batch.*?#running-req:\s*(\d+).*?accept len:\s*([0-9.]+),\s*accept rate:\s*([0-9.]+)")
+
+
+def measure_sglang_log(text: str, src: str) -> Measured:
+    """Pool SGLang's ``Decode batch ... accept len: X, accept rate: Y`` log lines.
+
+    Each line covers ``decode_log_interval`` decode forwards (metrics_reporter.py:932) of the
+    batch running then; its forward count (requests x forwards) is not printed, so lines are
+    weighted by ``#running-req`` as the nearest printed proxy, and the interval is over lines.
+    """
+    rows = [(int(m.group(1)), float(m.group(2)), float(m.group(3))) for m in _SGL_LINE.finditer(text)]
+    if not rows:
+        raise BadInput(
+            f"{src} has no SGLang 'Decode batch ... accept len: ..., accept rate: ...' lines",
+            "pass the SGLang server's log (speculative decoding on, default --log-level info)",
+        )
+    w = [max(r, 1) for r, _, _ in rows]
+    W = float(sum(w))
+    mal = sum(wi * a for wi, (_, a, _) in zip(w, rows)) / W
+    rate = sum(wi * b for wi, (_, _, b) in zip(w, rows)) / W
+    ci = None
+    if len(rows) >= 2:
+        vals = [a for _, a, _ in rows]
+        mu = sum(vals) / len(vals)
+        sd = math.sqrt(sum((v - mu) ** 2 for v in vals) / (len(vals) - 1))
+        half = 1.96 * sd / math.sqrt(len(vals))
+        ci = (mal - half, mal + half)
+    notes = [
+        f"{len(rows)} 'Decode batch' log lines pooled, weighted by #running-req; "
+        f"SGLang accept_rate (correct drafts / (passes x (num_draft_tokens - 1))) {rate:.3f}"
+    ]
+    return Measured(
+        "sglang", src, float(len(rows)), mal, ci, None, None, rate, None, None, None, None, {"log_lines": float(len(rows))}, notes
+    )
+
+
+def load_measured(
+    after: str | None, before: str | None = None, log: str | None = None, engine: str | None = None, model: str | None = None
+) -> Measured:
+    """Measured acceptance from a scrape (optionally minus an earlier one) or an SGLang log."""
+    if after is None and log is None:
+        raise BadInput(
+            "no server evidence given", "pass --server-metrics FILE|URL (and --server-metrics-before) or --server-log FILE"
+        )
+    if after is None:
+        if before is not None:
+            raise BadInput("--server-metrics-before needs --server-metrics", "pass the scrape taken after the workload too")
+        return measure_sglang_log(read_source(log, "log"), log)  # type: ignore[arg-type]
+    a = load_counters(after, engine, model)
+    b = load_counters(before, a.engine, model) if before else None
+    m = measure(a, b)
+    if log is not None:
+        lm = measure_sglang_log(read_source(log, "log"), log)
+        m.notes.append(f"server log {log}: accept len {lm.mean_acceptance_length:.3f} ({lm.notes[0]})")
+    return m

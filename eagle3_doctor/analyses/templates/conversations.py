@@ -1,0 +1,219 @@
+"""Training data and serving requests read into conversations (or tokenized rows), whichever layout the
+recipes store them in: OpenAI messages, ShareGPT, SpecForge, input_ids/loss_mask, chat-completions bodies."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...core.errors import BadInput
+
+# ShareGPT speaker names -> chat roles (the mapping SpecForge and speculators apply on load)
+SHAREGPT_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "bard": "assistant",
+    "bing": "assistant",
+    "model": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "function": "tool",
+    "observation": "tool",
+    "ipython": "tool",
+}
+
+
+CONV_FIX = 'write one conversation per line: {"messages": [{"role": "user", "content": "..."}, ...]}'
+
+
+@dataclass
+class Conversation:
+    messages: list[dict[str, Any]]  # role, content (+ tool_calls etc. passed through to the template)
+    where: str  # "file line N": every message names its source
+    tools: list[Any] | None = None
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+    add_generation_prompt: bool | None = None  # None: add one when the last message is not the assistant's
+
+
+@dataclass
+class TokenizedSample:
+    input_ids: list[int]
+    loss_mask: list[int] | None
+    where: str
+
+
+@dataclass
+class Dataset:
+    path: str
+    layouts: list[str]  # openai, sharegpt, specforge, tokenized, request
+    conversations: list[Conversation]
+    tokenized: list[TokenizedSample]
+
+
+MAX_TEXT_FILE = 4 << 30  # training data JSONL can be large; it is still read into memory whole
+
+
+def _read_text(path: Path, what: str, fix: str) -> str:
+    from ...io.safeio import read_regular_bytes
+
+    if not path.exists() and not path.is_symlink():
+        raise BadInput(f"{what} {path} not found", fix)
+    raw = read_regular_bytes(path, what, fix, MAX_TEXT_FILE)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{what} {path} is not UTF-8 text (byte {e.start})", "save it as UTF-8") from None
+
+
+def _records(path: Path, what: str, fix: str) -> list[tuple[str, Any]]:
+    """(where, JSON value) pairs: a whole-file JSON array or object, else JSONL."""
+    text = _read_text(path, what, fix)
+    if not text.strip():
+        raise BadInput(f"{what} {path} is empty", fix)
+    stripped = text.lstrip()
+    if stripped.startswith(("[", "{")):
+        from ...io.safeio import loads_json
+
+        try:
+            whole = loads_json(text, f"{what} {path}", fix)
+        except json.JSONDecodeError:
+            whole = None
+        if isinstance(whole, list):
+            return [(f"{path} item {i}", v) for i, v in enumerate(whole)]
+        if isinstance(whole, dict):
+            return [(f"{path}", whole)]
+    out = []
+    for i, line in enumerate(text.splitlines()):
+        if not line.strip():
+            continue
+        try:
+            out.append((f"{path} line {i + 1}", _loads_line(line, f"{path} line {i + 1}", fix)))
+        except json.JSONDecodeError as e:
+            raise BadInput(f"{path} line {i + 1} is not valid JSON ({e.msg} at column {e.colno})", fix) from None
+    return out
+
+
+def _loads_line(line: str, where: str, fix: str) -> Any:
+    from ...io.safeio import loads_json
+
+    return loads_json(line, where, fix)
+
+
+def _content(value: Any, where: str, k: int, role: str, has_calls: bool) -> Any:
+    if isinstance(value, str):
+        return value
+    if value is None and has_calls:
+        return None
+    if isinstance(value, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in value
+    ):
+        return "".join(p["text"] for p in value)  # OpenAI content parts, text only
+    raise BadInput(
+        f"{where}: message {k} ({role}) content is {type(value).__name__}, not a string or text parts",
+        'write "content": "..." (images and audio are not rendered)',
+    )
+
+
+def _messages(raw: Any, where: str, layout: str) -> list[dict[str, Any]]:
+    if not isinstance(raw, list) or not raw:
+        raise BadInput(
+            f"{where}: '{'messages' if layout in ('openai', 'request') else 'conversations'}' must be a non-empty list", CONV_FIX
+        )
+    out = []
+    for k, m in enumerate(raw):
+        if not isinstance(m, dict):
+            raise BadInput(f"{where}: message {k} is a {type(m).__name__}, not an object", CONV_FIX)
+        if layout == "sharegpt":
+            who = m.get("from")
+            if not isinstance(who, str):
+                raise BadInput(f"{where}: message {k} has no 'from' speaker", 'write {"from": "human", "value": "..."}')
+            role = SHAREGPT_ROLES.get(who.lower())
+            if role is None:
+                raise BadInput(
+                    f"{where}: message {k} has unknown speaker {who!r}", f"use one of {', '.join(sorted(SHAREGPT_ROLES))}"
+                )
+            out.append({"role": role, "content": _content(m.get("value"), where, k, role, False)})
+            continue
+        role = m.get("role")
+        if not isinstance(role, str) or not role:
+            raise BadInput(f"{where}: message {k} has no 'role'", CONV_FIX)
+        msg = {kk: v for kk, v in m.items() if kk not in ("role", "content")}
+        msg = {"role": role, "content": _content(m.get("content"), where, k, role, bool(m.get("tool_calls"))), **msg}
+        out.append(msg)
+    return out
+
+
+def _int_list(v: Any, where: str, name: str) -> list[int]:
+    if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        raise BadInput(f"{where}: '{name}' must be a non-empty list of integers", f'write "{name}": [1, 2, ...]')
+    return v
+
+
+def parse_record(obj: Any, where: str) -> tuple[str, Conversation | TokenizedSample]:
+    """One JSON record -> (layout, conversation or tokenized sample)."""
+    if not isinstance(obj, dict):
+        raise BadInput(f"{where}: expected a JSON object, got {type(obj).__name__}", CONV_FIX)
+    if "input_ids" in obj:
+        ids = _int_list(obj["input_ids"], where, "input_ids")
+        mask = obj.get("loss_mask")
+        if mask is not None:
+            mask = _int_list(mask, where, "loss_mask")
+            if len(mask) != len(ids) or any(x not in (0, 1) for x in mask):
+                raise BadInput(
+                    f"{where}: loss_mask must be 0/1 and as long as input_ids ({len(ids)})", "re-export the tokenized data"
+                )
+        return "tokenized", TokenizedSample(ids, mask, where)
+    if "messages" in obj:
+        layout = (
+            "request" if any(k in obj for k in ("model", "tools", "chat_template_kwargs", "add_generation_prompt")) else "openai"
+        )
+        msgs = _messages(obj["messages"], where, layout)
+    elif "conversations" in obj:
+        raw = obj["conversations"]
+        layout = "sharegpt" if isinstance(raw, list) and raw and isinstance(raw[0], dict) and "from" in raw[0] else "specforge"
+        msgs = _messages(raw, where, layout)
+    else:
+        raise BadInput(f"{where}: no 'messages', 'conversations' or 'input_ids'", CONV_FIX)
+    kwargs = obj.get("chat_template_kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise BadInput(
+            f"{where}: chat_template_kwargs must be an object", 'write "chat_template_kwargs": {"enable_thinking": false}'
+        )
+    tools = obj.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise BadInput(f"{where}: tools must be a list", "write the OpenAI tools array")
+    agp = obj.get("add_generation_prompt")
+    if agp is not None and not isinstance(agp, bool):
+        raise BadInput(f"{where}: add_generation_prompt must be true or false", "write true or false")
+    return layout, Conversation(msgs, where, tools, dict(kwargs), agp)
+
+
+def load_dataset(path: str | Path, what: str = "training data") -> Dataset:
+    """Conversations or tokenized rows from JSON/JSONL, any of the layouts above (mixed is fine)."""
+    p = Path(path)
+    fix = "pass a JSONL file of OpenAI messages, ShareGPT/SpecForge conversations or input_ids/loss_mask rows"
+    layouts: list[str] = []
+    convs: list[Conversation] = []
+    toks: list[TokenizedSample] = []
+    for where, obj in _records(p, what, fix):
+        layout, item = parse_record(obj, where)
+        if layout not in layouts:
+            layouts.append(layout)
+        (toks if isinstance(item, TokenizedSample) else convs).append(item)  # type: ignore[arg-type]
+    return Dataset(str(p), layouts, convs, toks)
+
+
+def load_requests(path: str | Path) -> list[Conversation]:
+    """Serving requests: OpenAI chat-completions bodies (one object, an array, or JSONL)."""
+    ds = load_dataset(path, "requests file")
+    if ds.tokenized:
+        raise BadInput(
+            f"{ds.tokenized[0].where}: a chat-completions request has 'messages', not input_ids",
+            'write {"model": "...", "messages": [...]} per request',
+        )
+    return ds.conversations

@@ -1,0 +1,44 @@
+"""CMD: what the server launch command itself does to the draft (engines/launch.py)."""
+
+from __future__ import annotations
+
+from .record import ERROR, WARNING, Code
+
+RECORDS = (
+    Code(
+        "CMD001",
+        ERROR,
+        "--speculative-token-map (FR-Spec) replaces the draft's vocabulary, or is ignored for EAGLE3",
+        meaning=(
+            "The launch command passes --speculative-token-map, FR-Spec's list of frequent ('hot') token ids. SGLang "
+            "loads it for EAGLE (v2) drafts as the draft's vocabulary: the draft head scores only those ids, in the "
+            "file's order, and the draft config's hot_vocab_size is overridden with the list's length. For EAGLE3 drafts "
+            "SGLang ignores the file with a warning: the draft's own d2t table is the vocabulary."
+        ),
+        why=(
+            "A token outside the map is never drafted, so every position where the target continues with one is a "
+            "rejection; a map built from other traffic than the one served leaves out the tokens that traffic needs. For "
+            "EAGLE3 nothing changes, but the user believes a vocabulary is applied that is not."
+        ),
+        confirm=(
+            "grep the server log for 'Ignoring the specified token map'; count how many target tokens of your prompts' "
+            "greedy continuations are in the map"
+        ),
+    ),
+    Code(
+        "CMD002",
+        WARNING,
+        "SGLANG_ENABLE_SPEC_V2 is set with topk > 1: spec v2 drafts chains only",
+        meaning=(
+            "SGLANG_ENABLE_SPEC_V2 (in the command's environment) asks for SGLang's overlapped speculative worker, which "
+            "drafts a chain: topk 1. With --speculative-eagle-topk above 1, the releases that read the variable turn the "
+            "overlap scheduler off and run spec v1 instead (a warning at startup), and hybrid Mamba/GDN targets fail "
+            "with 'Spec v2 currently only supports topk = 1'."
+        ),
+        why=(
+            "The server runs another worker than the one the command asks for: the tree and its acceptance are spec "
+            "v1's, and the overlap speedup the variable was set for is not there."
+        ),
+        confirm="grep the server log for 'Spec v1 is used'; measure both shapes with `eagle3-doctor speedup`",
+    ),
+)

@@ -1,0 +1,97 @@
+"""DGN: where the gap lives (diagnose: measured attribution)."""
+
+from __future__ import annotations
+
+from .record import ERROR, INFO, WARNING, Code
+
+RECORDS = (
+    Code(
+        "DGN001",
+        ERROR,
+        "the gap lives in the pipeline: setting a serving-vs-training difference back recovers acceptance",
+        meaning=(
+            "`diagnose` measured acceptance with each difference between serving and training (a lever: the capture "
+            "points the engine feeds, the draft forward as the engine runs it) set back to the training side, one at a "
+            "time, on the same prompts. Setting this lever back recovers acceptance, with a paired interval over prompts "
+            "that excludes zero."
+        ),
+        why="The draft is fed or run differently from training; the lever's own finding (CAP, FWD) says exactly how.",
+        confirm=(
+            "the lever table of `eagle3-doctor diagnose` (recovery per lever, paired interval); `eagle3-doctor fix` "
+            "writes the corrected copy and re-measures it"
+        ),
+    ),
+    Code(
+        "DGN002",
+        ERROR,
+        "a draft module contributes nothing: its mean-ablation costs no accuracy (inconsistent checkpoint)",
+        meaning=(
+            "The module's output was replaced by its mean over the batch's positions (mean-ablation) on the training-side "
+            "features, and step-1 accuracy did not fall: a trained module always carries information its mean does not."
+        ),
+        why=(
+            "A module that contributes nothing was most likely saved at initialisation (a non-strict load under a renamed "
+            "key), converted in another layout, or taken from another checkpoint; the draft runs, but badly."
+        ),
+        confirm=(
+            "`eagle3-doctor inspect` examines the module's tensors for the signatures of initialisation; the module "
+            "table of `diagnose` shows what every module's ablation costs"
+        ),
+    ),
+    Code(
+        "DGN003",
+        WARNING,
+        "step-1 accuracy falls past a position of the context",
+        meaning=(
+            "Step-1 accuracy, measured per prompt in buckets of absolute position, falls past this position by more "
+            "than 0.15, and the paired interval over the prompts that reach past it excludes no fall."
+        ),
+        why=(
+            "Drafts are trained on sequences of a fixed maximum length (SpecForge, speculators: --max-length); past it "
+            "their attention and RoPE positions are untrained, and long multi-turn contexts accept less."
+        ),
+        confirm="the context table of `eagle3-doctor diagnose`; rerun with shorter prompts (--max-tokens)",
+    ),
+    Code(
+        "DGN004",
+        WARNING,
+        "undetermined: acceptance is low as trained and no lever, module or position explains it",
+        meaning=(
+            "Acceptance is low even with every lever on the training side, every module of the draft costs accuracy "
+            "when ablated, and accuracy does not fall along the context. The measurements cannot place the gap."
+        ),
+        why="Left: the draft was trained for another target or revision, on other data, or with another template.",
+        confirm=(
+            "a training dump (`compare-hidden --train-dump`, `acceptance --train-dump`), `template-diff` with the "
+            "training template, and `fingerprint` decide between them"
+        ),
+    ),
+    Code(
+        "DGN005",
+        INFO,
+        "the offline prediction is healthy: a gap seen in serving lives in the engine's runtime",
+        meaning=(
+            "Offline, as the engine feeds and runs it, the draft accepts as it did in training: no lever recovers "
+            "anything, every module is trained, and the context does not matter."
+        ),
+        why=(
+            "A gap that shows only on the live server comes from the engine's runtime (CUDA graphs, batching, "
+            "a scheduler or kernel bug), which an offline replay cannot see."
+        ),
+        confirm="`eagle3-doctor server-metrics` with the server's /metrics and log",
+    ),
+    Code(
+        "DGN006",
+        WARNING,
+        "prompts carry another model family's chat markup as plain text",
+        meaning=(
+            "Some prompts hold chat markup of another model family (ChatML's <|im_start|>, Llama 3's headers, [INST], "
+            "Gemma's turns) inside a message's text, typically a rendered conversation pasted into one user turn."
+        ),
+        why=(
+            "The server wraps that text in the target's own template: the draft reads tags as words it was never "
+            "trained on, and the target's continuation follows a layout neither was trained for."
+        ),
+        confirm="the prompt numbers in the finding; `eagle3-doctor template-diff` shows how the server renders them",
+    ),
+)

@@ -1,0 +1,127 @@
+"""FWD: the draft as the engine runs it against the draft as trained (issue 13; draft/served.py)."""
+
+from __future__ import annotations
+
+from .record import ERROR, WARNING, Code
+
+RECORDS = (
+    Code(
+        "FWD001",
+        ERROR,
+        "the engine runs a forward flag (norm placement) differently from training",
+        meaning=(
+            "The engine runs a forward flag (norm placement: norm_before_fc, fc_norm, norm_before_residual, norm_output, "
+            "the norm before lm_head) differently from how the draft was trained, e.g. the flag sits in a key this engine "
+            "never reads."
+        ),
+        why="The draft's forward differs from training at every step: its hidden states and logits move off what it learned.",
+        confirm="`eagle3-doctor inspect` lists the flags the engine runs; `acceptance` runs the draft the engine's way",
+    ),
+    Code(
+        "FWD002",
+        WARNING,
+        "undetermined whether this engine version applies a forward flag the draft was trained with",
+        meaning="It is not pinned to a source whether this engine version applies a flag the draft was trained with.",
+        why="If it does not, the forward differs from training as in FWD001.",
+        confirm="check the engine's logs or code for the flag, or name a modelled version with --engine-version",
+    ),
+    Code(
+        "FWD003",
+        ERROR,
+        "the engine replaces the draft's own lm_head or embed_tokens with the target's",
+        meaning="The engine replaces the draft's own lm_head or embed_tokens with the target's.",
+        why="The draft was trained with its own tables; the target's differ, so proposals change.",
+        confirm="`eagle3-doctor inspect` compares the tables; an engine release with the fix keeps the draft's",
+    ),
+    Code(
+        "FWD004",
+        ERROR,
+        "tie_word_embeddings makes the engine use embed_tokens as the draft's lm_head",
+        meaning="tie_word_embeddings: true makes the engine use embed_tokens as the draft's lm_head.",
+        why="The trained lm_head is ignored: the draft proposes from its embedding table.",
+        confirm="look for tie_word_embeddings in the draft's config.json",
+    ),
+    Code(
+        "FWD005",
+        WARNING,
+        "the draft has both norm_before_fc and fc_norm, a pair speculators rejects",
+        meaning="The draft has both norm_before_fc and fc_norm, a pair speculators rejects as mutually exclusive.",
+        why="Engines that accept the pair may apply them in another order than training.",
+        confirm="check which of the two the training run used",
+    ),
+    Code(
+        "FWD006",
+        ERROR,
+        "the engine rotates the draft's RoPE in another layout (NeoX vs GPT-J-interleaved) than training",
+        meaning=(
+            "The engine applies RoPE in another layout than the draft was trained with: NeoX (rotate-half) versus "
+            "GPT-J-interleaved pairs, decided by rope_is_neox_style or the engine's own default for the architecture."
+        ),
+        why=(
+            "Each q/k pair is rotated by another frequency than in training, so attention loses its positions: "
+            "TensorRT-LLM PR #19036 reports an acceptance length of 1.01."
+        ),
+        confirm="`eagle3-doctor inspect` names the layout each side uses and where it was read",
+    ),
+    Code(
+        "FWD007",
+        WARNING,
+        "undetermined whether the draft was trained with NeoX or GPT-J-interleaved RoPE",
+        meaning=(
+            "Nothing says which RoPE layout the draft was trained with (a Llama 4 target rotates GPT-J-interleaved pairs "
+            "while SpecForge and speculators train NeoX) and the draft config names none."
+        ),
+        why="If training and the engine disagree, acceptance collapses as in FWD006.",
+        confirm=(
+            "`eagle3-doctor acceptance` runs the draft under both layouts and names the one its weights fit; or ask the "
+            "training run which layout it used and write rope_is_neox_style into the draft's config.json"
+        ),
+    ),
+    Code(
+        "FWD008",
+        ERROR,
+        "the engine runs the draft's attention without the q_norm/k_norm (Qwen3 layer) it was trained with",
+        meaning=(
+            "The draft's attention was trained with Qwen3's q_norm/k_norm (speculators drafts with a Qwen3 layer when "
+            "transformer_layer_config.model_type is qwen3) and the engine runs it without them: SGLang's "
+            "LlamaForCausalLMEagle3 has no such norms and skips their weights silently; vLLM registers a Qwen3 EAGLE-3 "
+            "draft only from 0.33."
+        ),
+        why="Every query and key reaches RoPE and the dot product at another scale than in training.",
+        confirm=(
+            "`eagle3-doctor inspect` names the layer config and weights; `acceptance` measures the draft with and "
+            "without the norms (the as_served column)"
+        ),
+    ),
+    Code(
+        "FWD009",
+        ERROR,
+        "the engine normalises the draft's later decoder layers with another weight than training",
+        meaning=(
+            "A draft with more than one decoder layer: each layer after the first applies a norm before its attention. "
+            "speculators trains it as the verifier's own decoder layer (layers.N.input_layernorm) and vLLM applies that "
+            "weight; SGLang from 0.5.12 applies layers.N.hidden_norm instead, which a speculators checkpoint does not hold, "
+            "so the engine keeps its initial weight of 1.0 and leaves the trained input_layernorm unused."
+        ),
+        why="The later layers' attention reads a state scaled differently from training at every step.",
+        confirm=(
+            "`eagle3-doctor inspect` names the norm each engine release applies (executed from its llama_eagle3.py); "
+            "`acceptance` measures the draft that way (the as_served column)"
+        ),
+    ),
+    Code(
+        "FWD010",
+        ERROR,
+        "the engine does not serve every decoder layer of a multi-layer draft",
+        meaning=(
+            "The engine release does not run every decoder layer of a multi-layer draft: it refuses the config at "
+            "start-up (SGLang before 0.5.12: 'EAGLE3 currently only supports 1 layer') or builds one layer and has no "
+            "parameters for the rest (vLLM before 0.11.1)."
+        ),
+        why="The server does not start, or runs a draft cut to its first layer, which is not the function it learned.",
+        confirm=(
+            "`eagle3-doctor inspect` shows what the release's own draft model builds for num_hidden_layers = 2 "
+            "(executed by conformance/draft_exec.py); upgrade to the release it names"
+        ),
+    ),
+)

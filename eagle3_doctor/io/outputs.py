@@ -1,0 +1,274 @@
+"""The one place results are written for users: JSON, reports and summaries written atomically,
+complete or absent; a write the environment refuses is one clear BadInput naming the path."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import BadInput
+
+# the environment refusing a write: (what happened, how to fix it); everything else stays a bug
+_WRITE_FAULTS = {
+    errno.ENOSPC: ("no space left on the device", "free space there, or write to another filesystem"),
+    errno.EDQUOT: ("disk quota exceeded", "free space within the quota, or write to another filesystem"),
+    errno.EFBIG: ("the file is over the size limit (ulimit -f)", "raise the limit (ulimit -f unlimited) or write elsewhere"),
+    errno.EROFS: ("read-only file system", "write to a writable location"),
+    errno.EACCES: ("permission denied", "write to a directory you can write to, or fix its permissions"),
+    errno.EPERM: ("operation not permitted", "write to a directory you can write to, or fix its permissions"),
+    errno.EISDIR: ("it is a directory", "pass a file path"),
+    errno.EPIPE: ("the reader closed the pipe", "keep the reading end open until eagle3-doctor exits"),
+}
+
+
+def write_fault(e: BaseException, target: str | os.PathLike, verb: str = "cannot write") -> BadInput | None:
+    """A write the environment refused, as one BadInput naming ``target``; None when it is something else."""
+    if not isinstance(e, OSError) or e.errno not in _WRITE_FAULTS:
+        return None
+    what, fix = _WRITE_FAULTS[e.errno]
+    return BadInput(f"{verb} {target}: {what} ({errno.errorcode[e.errno]})", fix)
+
+
+def _raise_write_fault(e: BaseException, target: str | os.PathLike) -> None:
+    err = write_fault(e, target)
+    if err is not None:
+        raise err from None
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _new_file_mode(existing: Path | None) -> int:
+    """What `open(path, 'w')` would give: an existing file keeps its mode, a new one 0666 minus the umask."""
+    if existing is not None:
+        try:
+            return stat.S_IMODE(os.stat(existing).st_mode)
+        except OSError:
+            pass
+    return 0o666 & ~_umask()
+
+
+def write_output(path: str | os.PathLike, data: bytes) -> None:
+    """Write a result file so a reader never sees half of it, and nothing but a regular file is replaced.
+
+    ``-`` is stdout. A device or pipe (``/dev/stdout``, a FIFO) is written into, never renamed over;
+    a FIFO without a reader is refused rather than waited on. A symbolic link to a regular file keeps
+    the link: the file it points at is replaced. Regular files are written to a temporary file
+    beside them and renamed, with the mode a plain open() would give (the umask respected).
+    """
+    if str(path) == "-":
+        _write_stdout(data)
+        return
+    p = Path(path)
+    st = _stat_target(p)
+    if st is not None and _write_into_own_stream_or_kernel_file(p, st, data):
+        return
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        _write_into_special(p, st, data)
+        return
+    if p.is_symlink():
+        p = Path(os.path.realpath(p))
+    atomic_write_bytes(p, data)
+
+
+def _write_stdout(data: bytes) -> None:
+    """``-``: the bytes to stdout, through its binary buffer when it has one."""
+    out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
+    try:
+        if out is not None:
+            out.write(data)
+            out.flush()
+        else:  # a text-only stdout (a test runner's capture)
+            sys.stdout.write(data.decode("utf-8", "replace"))
+            sys.stdout.flush()
+    except BrokenPipeError:
+        raise  # the error boundary's own line: the reader went away
+    except OSError as e:
+        _raise_write_fault(e, "standard output")
+        raise
+
+
+def _stat_target(p: Path) -> os.stat_result | None:
+    """The output path's stat (None when it does not exist yet); a directory or a file parent is refused."""
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError:
+        raise BadInput(f"{p} cannot be created: a parent is a file, not a directory", "pass a path in a directory") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"{p} is a directory", "pass a file path")
+    return st
+
+
+def _write_into_own_stream_or_kernel_file(p: Path, st: os.stat_result, data: bytes) -> bool:
+    """Append to our own stdout/stderr file or a kernel-provided regular file; True when written."""
+    # /dev/stdout (or /proc/self/fd/N) redirected to a file: append through our own descriptor;
+    # replacing or truncating that file would lose what was already written to it
+    for fd, stream in ((1, sys.stdout), (2, sys.stderr)):
+        try:
+            own = os.fstat(fd)
+        except OSError:
+            continue
+        if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
+            if stream is not None:
+                stream.flush()
+            view = memoryview(data)
+            try:
+                while view:
+                    view = view[os.write(fd, view) :]
+            except OSError as e:
+                _raise_write_fault(e, p)
+                raise
+            return True
+    if os.path.realpath(p).startswith(("/proc/", "/dev/")):
+        st = os.stat(p)  # a kernel-provided path is written into, never renamed over
+        if stat.S_ISREG(st.st_mode):
+            try:
+                with open(p, "r+b") as f:
+                    f.seek(0, os.SEEK_END)
+                    f.write(data)
+            except OSError as e:
+                _raise_write_fault(e, p)
+                raise
+            return True
+    return False
+
+
+def _write_into_special(p: Path, st: os.stat_result, data: bytes) -> None:
+    """A device or FIFO is written into; a FIFO without a reader is refused rather than waited on."""
+    flags = os.O_WRONLY | (os.O_NONBLOCK if stat.S_ISFIFO(st.st_mode) else 0)
+    try:
+        fd = os.open(p, flags)
+    except OSError as e:
+        raise BadInput(f"cannot write into {p} ({e.strerror})", "give a regular file path, or start the reader first") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if stat.S_ISFIFO(st.st_mode):
+                os.set_blocking(fd, True)  # opened without waiting; now let the reader take it at its pace
+            f.write(data)
+    except OSError as e:  # /dev/full, a FIFO whose reader left
+        _raise_write_fault(e, p)
+        raise
+
+
+def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
+    """A --json document: ``-`` is stdout; anything else is written atomically (see write_output)."""
+    write_output(path, (json.dumps(data, indent=2, sort_keys=True, default=str, allow_nan=True) + "\n").encode())
+
+
+def append_text(path: str | os.PathLike, text: str) -> None:
+    """Append to a file others append to too ($GITHUB_STEP_SUMMARY): never replaced, only extended."""
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        _raise_write_fault(e, path)
+        raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Temporary file beside ``path``, then rename: complete or absent, mode as open() would give."""
+    import tempfile
+
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise BadInput(f"{path} cannot be created: a parent is a file, not a directory", "pass a path in a directory") from None
+    except OSError as e:
+        raise BadInput(f"cannot create the directory for {path} ({e.strerror})", "pass a path in a writable directory") from None
+    mode = _new_file_mode(path if path.exists() else None)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as e:
+        _raise_write_fault(e, path)
+        raise BadInput(f"cannot write {path} ({e.strerror})", "pass a path in a writable directory") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _write_all(f, data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException as e:  # the old file stays as it was: only the temporary one is removed
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        _raise_write_fault(e, path)
+        raise
+
+
+def _write_all(f: Any, data: bytes) -> None:
+    """The one place a result's bytes reach a temporary file (tests inject disk faults here)."""
+    f.write(data)
+
+
+class OutputSet:
+    """Files that belong together (a report: Markdown + PNGs): all of them appear, or none does.
+
+    A new directory is built under a temporary name beside it and renamed into place. In a
+    directory that already exists, every file is written under a temporary name first and the
+    renames happen only once all are written, the Markdown (which links the PNGs) last.
+    """
+
+    def __init__(self, directory: str | os.PathLike):
+        import tempfile
+
+        self.dir = Path(directory)
+        self._fresh = not self.dir.exists()
+        try:
+            if self._fresh:
+                self.dir.parent.mkdir(parents=True, exist_ok=True)
+                self._stage = Path(tempfile.mkdtemp(dir=self.dir.parent, prefix=f".{self.dir.name}.tmp-"))
+            else:
+                self._stage = Path(tempfile.mkdtemp(dir=self.dir, prefix=".eagle3-doctor-tmp-"))
+        except (FileExistsError, NotADirectoryError):
+            raise BadInput(f"--report {self.dir} cannot be created: a parent is a file", "pass a directory path") from None
+        except OSError as e:
+            raise BadInput(
+                f"cannot write the report into {self.dir} ({e.strerror})", "pass a writable --report directory"
+            ) from None
+        self._names: list[str] = []
+
+    def add(self, name: str, data: bytes) -> None:
+        try:
+            with open(self._stage / name, "wb") as f:
+                _write_all(f, data)
+        except OSError as e:
+            _raise_write_fault(e, self.dir / name)
+            raise
+        os.chmod(self._stage / name, 0o666 & ~_umask())
+        self._names.append(name)
+
+    def commit(self) -> None:
+        if self._fresh:
+            os.chmod(self._stage, 0o777 & ~_umask())
+            try:
+                os.rename(self._stage, self.dir)
+                return
+            except OSError:  # someone created it meanwhile: fall through to file-by-file
+                self._fresh = False
+        order = sorted(self._names, key=lambda n: n.endswith(".md"))  # the Markdown links the rest: last
+        for n in order:
+            os.replace(self._stage / n, self.dir / n)
+        self.discard()
+
+    def discard(self) -> None:
+        import shutil
+
+        shutil.rmtree(self._stage, ignore_errors=True)
+
+    def __enter__(self) -> OutputSet:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
