@@ -10,7 +10,8 @@ from conftest import DRAFTS, DUMP, PROMPTS, TARGET
 
 from eagle3_doctor.core.taps import TapRecorder, embed, final_norm, layer_out
 from eagle3_doctor.doctor import compare_hidden, load_setup
-from eagle3_doctor.engines.capture import ENGINE_VERSIONS, fix_snippet, ids_to_serve
+from eagle3_doctor.engines.fixes import fix_snippet, ids_to_serve
+from eagle3_doctor.engines.releases import ENGINE_VERSIONS
 
 TRAINED = (layer_out(1), layer_out(3), layer_out(4))
 

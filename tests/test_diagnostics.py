@@ -18,7 +18,8 @@ from eagle3_doctor.analyses.compare import diagnose_specs
 from eagle3_doctor.analyses.inspect_draft import inspect
 from eagle3_doctor.core.findings import DRAFT_CONFIG, Finding, Fix, Location, config_fix
 from eagle3_doctor.core.taps import embed, final_norm, layer_out
-from eagle3_doctor.engines.capture import ENGINE_VERSIONS, resolve_serving
+from eagle3_doctor.engines.releases import ENGINE_VERSIONS
+from eagle3_doctor.engines.serving import resolve_serving
 from eagle3_doctor.report.render import findings_markdown, render_findings
 
 L = 8

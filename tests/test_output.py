@@ -14,7 +14,7 @@ from eagle3_doctor.core.findings import Finding
 
 def test_help_lists_the_choices_and_they_match_the_library():
     from eagle3_doctor.draft.formats import FORMATS
-    from eagle3_doctor.engines.capture import ENGINES
+    from eagle3_doctor.engines.releases import ENGINES
 
     assert cli.ENGINE_CHOICES == ENGINES and cli.FORMAT_CHOICES == FORMATS
     r = invoke("acceptance", "--help", env={"COLUMNS": "120"})

@@ -16,7 +16,10 @@ import torch
 
 from ..core.findings import DRAFT_CONFIG, Finding, Fix, Location
 from ..core.taps import CapturePoint, FeatureSpec, format_spec
-from ..engines.capture import Serving, default_spec_llama, engine_row, fix_snippet, ids_to_serve, upgrade_fix
+from ..engines.capture import default_spec_llama
+from ..engines.fixes import fix_snippet, ids_to_serve, upgrade_fix
+from ..engines.serving import Serving
+from ..engines.table import engine_row
 
 SCHEMA = "eagle3-doctor/compare-hidden/1"
 DRIFT_REL = 1e-3  # relative L2 above which a matching capture point is reported as drifting
@@ -51,7 +54,8 @@ def fix_for(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None
     where = ids_location(serving)
     if where is None:
         return text, ids
-    from ..engines.capture import check_engine, key_rule
+    from ..engines.keys import key_rule
+    from ..engines.releases import check_engine
 
     snippet = key_rule(serving.engine, check_engine(serving.engine, serving.version)).snippet(ids)
     return Fix(text, file=where.file, key=where.key, value=ids, snippet=snippet), ids
@@ -59,7 +63,8 @@ def fix_for(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None
 
 def ids_location(serving: Serving) -> Location | None:
     """The file and key the engine reads layer ids from (where a fix to them goes), or None: nowhere."""
-    from ..engines.capture import check_engine, key_rule
+    from ..engines.keys import key_rule
+    from ..engines.releases import check_engine
 
     kr = key_rule(serving.engine, check_engine(serving.engine, serving.version))
     if not kr.keys:
@@ -71,7 +76,7 @@ def ids_location(serving: Serving) -> Location | None:
 
 def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
     """ENG001/ENG002: the engine's own error, where it is raised, and a fix that runs."""
-    from ..engines.capture import first_working_release
+    from ..engines.fixes import first_working_release
 
     f = serving.failure
     assert f is not None
@@ -87,7 +92,7 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
         evidence.append(f"the engine's own index list after its rule: {f.internal}")
     fix_text, ids = fix_for(serving, tuple(train))
     if not fix_text and code == "ENG003":  # no ids help: the engine release itself captures the wrong tensor
-        from ..engines.capture import earlier_working_rows
+        from ..engines.fixes import earlier_working_rows
 
         if serving.engine == "trtllm":
             fix_text = (
@@ -132,7 +137,7 @@ def served_state_findings(serving: Serving, fc_in: int, target_hidden: int, draf
     fed = len(serving.spec)
     if fed * target_hidden == fc_in:
         return []
-    from ..engines.capture import fc_feed_failure, uncaptured_ids
+    from ..engines.serving import fc_feed_failure, uncaptured_ids
 
     lost = uncaptured_ids(serving)
     f = fc_feed_failure(serving, fc_in, target_hidden, draft_hidden)
@@ -185,7 +190,10 @@ def _served_count_finding(serving: Serving, f: Any, lost: list[tuple[int, str]],
 def _served_count_fix(serving: Serving, n_fc: int) -> tuple[str, list[int] | None]:
     """The ids that feed the points the written ids name (what a trainer reading them at face value fed),
     else ids that each capture a state, else another engine that captures them."""
-    from ..engines.capture import as_written, check_engine, ids_to_serve, key_rule
+    from ..engines.fixes import ids_to_serve
+    from ..engines.keys import key_rule
+    from ..engines.releases import check_engine
+    from ..engines.serving import as_written
 
     L = serving.num_layers
     written = as_written(serving.engine, serving.ids, L) if serving.ids else None
@@ -225,7 +233,7 @@ def _served_count_fix(serving: Serving, n_fc: int) -> tuple[str, list[int] | Non
 
 def _span(serving: Serving) -> str:
     """The ids that capture a state on this release, as a range when they are one."""
-    from ..engines.capture import capturing_ids
+    from ..engines.serving import capturing_ids
 
     ok = capturing_ids(serving.engine, serving.version, serving.family, serving.num_layers)
     if not ok:
@@ -242,7 +250,7 @@ def resolve_default(serving: Serving) -> str:
 
 def _unmodelled_finding(serving: Serving) -> Finding:
     """ENG004: no rule for this family, so the serving side is not predicted (never another family's rule)."""
-    from ..engines.capture import MODELLED_FAMILIES
+    from ..engines.families import MODELLED_FAMILIES
 
     f = serving.failure
     assert f is not None

@@ -250,7 +250,7 @@ def compare_dumps(
     diagnosis as compare-hidden, so a slot shift is named with the exact ids to write.
     """
     from ..core.findings import Finding
-    from ..engines.capture import check_engine
+    from ..engines.releases import check_engine
     from .compare import CompareResult, diagnose_specs, numeric_findings
 
     version = check_engine(engine, engine_version)
@@ -307,7 +307,7 @@ def _identified_serving(
 ) -> Any:
     """The engine's feed as the dump shows it; an unidentified slot (SRV010 reports it) keeps the
     training slot's place so the spec stays one entry per slot."""
-    from ..engines.capture import Serving
+    from ..engines.serving import Serving
 
     spec = tuple(p if p is not None else train_spec[j] for j, p in enumerate(served))
     source = f"engine dump {dump}: slots identified numerically as " + ", ".join(str(p) if p is not None else "?" for p in served)

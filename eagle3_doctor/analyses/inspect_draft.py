@@ -14,7 +14,10 @@ from ..core.findings import DRAFT_CONFIG, DRAFT_WEIGHTS, Finding, Fix, Location,
 from ..core.taps import format_spec
 from ..draft.formats import DraftInfo, read_draft, spec_from_info
 from ..draft.served import draft_serving
-from ..engines.capture import ENGINES, Serving, arch_family, id_range, resolve_serving, rules_release
+from ..engines.families import arch_family
+from ..engines.keys import id_range
+from ..engines.releases import ENGINES, rules_release
+from ..engines.serving import Serving, resolve_serving
 from .compare import diagnose_specs, served_state_findings
 from .forensics import Forensics, examine, geometry_fact, tensor_fact
 from .quantization import quant_findings, target_quant

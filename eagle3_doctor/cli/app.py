@@ -514,7 +514,7 @@ def _resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> _Resolved:
     ver = engine_version or (sc.engine_version if sc and sc.engine == eng else None)
     if dtype == "auto" and sc is not None and sc.dtype not in (None, "auto"):
         dtype = {"half": "float16", "bf16": "bfloat16", "fp16": "float16", "float": "float32"}.get(sc.dtype, sc.dtype)
-    from ..engines.capture import check_engine
+    from ..engines.releases import check_engine
     from ..io.hub import role_paths
 
     # the engine and release as resolved (from --serve-cmd, or the sglang default), refused before any download or load
@@ -806,7 +806,8 @@ def _dump_training_spec(a: SimpleNamespace) -> tuple[Any, str, str]:
             "dump vs dump needs the target's layer count for the fix",
             "pass --num-layers N (num_hidden_layers of the target's config.json)",
         )
-    from ..engines.capture import check_engine, training_spec
+    from ..engines.recipes import training_spec
+    from ..engines.releases import check_engine
 
     engine = (engine or "sglang").lower()  # as with a target: any case, sglang by default
     check_engine(engine, engine_version)  # before the draft is read

@@ -311,12 +311,12 @@ def check_arguments(**kw: Any) -> None:
     if g("draft_format") is not None and g("draft_format") not in ("eagle", "sglang", "speculators"):
         raise BadInput(f"unknown --draft-format {g('draft_format')!r}", "use eagle, sglang or speculators (or omit it to detect)")
     if g("engine") is not None:
-        from ..engines.capture import check_engine
+        from ..engines.releases import check_engine
 
         check_engine(g("engine").lower(), g("engine_version"))  # --engine is case-insensitive (VLLM, SGLang)
     parse_layer_ids(g("layer_ids"))
     if g("train_recipe") is not None:
-        from ..engines.capture import training_spec
+        from ..engines.recipes import training_spec
 
         if not g("train_recipe").strip():
             raise BadInput(
