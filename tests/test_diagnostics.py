@@ -300,7 +300,8 @@ def test_findings_are_rendered_errors_first():
 
 
 def test_gate_table_is_rendered_by_report():
-    from eagle3_doctor.cli.gate import Check, GateResult, Policy
+    from eagle3_doctor.cli.gate import Check, GateResult
+    from eagle3_doctor.cli.gate_policy import Policy
     from eagle3_doctor.report.render import render_gate
 
     res = GateResult(

@@ -490,9 +490,9 @@ def test_train_recipes_are_rows_of_the_engine_table():
     # no ids: the engine's own default, so ModelOpt's set default on a 5-layer target is one state
     assert training_spec("modelopt", 5)[0] == (layer_out(1),)
     assert training_spec("hf:2,16,29", L)[0] == default_spec_llama(L)
-    from eagle3_doctor.cli import app as cli
+    from eagle3_doctor.cli.options import TRAIN_RECIPE
 
-    assert all(r in str(cli.TrainRecipe.__metadata__[0].help) for r in RECIPES if r != "draft-config")
+    assert all(r in str(TRAIN_RECIPE.annotation.__metadata__[0].help) for r in RECIPES if r != "draft-config")
 
 
 def test_vllm_families_sglang_models_with_their_own_setter():
