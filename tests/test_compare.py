@@ -78,7 +78,7 @@ def test_specforge_draft_on_vllm_reads_the_nested_fallback():
     # the V2 runner never looks there: default, which is what was trained, with an info note
     res2 = run("sglang", "vllm", "0.33.0-v2")
     assert res2.consistent and any(f.code == "CAP007" for f in res2.findings)
-    # a stock 0.33 launch runs Model Runner V2 (issue 12)
+    # a stock 0.33 launch runs Model Runner V2 (hand-read, VLLM_V2_DEFAULT_FROM)
     assert run("sglang", "vllm", "0.33.0").consistent
 
 

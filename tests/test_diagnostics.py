@@ -1,4 +1,4 @@
-"""Findings as located diagnostics (issue 18): a structured Fix beside the text, a ` --> file: key`
+"""Findings as located diagnostics, so CI and editors point at what to change: a structured Fix beside the text, a ` --> file: key`
 location, and the edit applied by its key (never by parsing the sentence) removes the finding."""
 
 from __future__ import annotations

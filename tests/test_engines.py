@@ -189,7 +189,7 @@ def test_a_fix_is_found_whenever_one_exists(engine):
     assert fixes > 0
 
 
-# --------------------------------------------------------------------------- issue 12: engine truth
+# --------------------------------------------------------------------------- engine truth: the executed table
 # Each test names the upstream file it models; the SGLang/vLLM rows are also checked case by case
 # against the executed table in tests/test_conformance.py.
 

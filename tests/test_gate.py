@@ -72,7 +72,7 @@ def test_bad_policy_is_bad_input(tmp_path):
     assert r.returncode == 2 and "unknown key(s) min_cosin" in r.stderr and "Traceback" not in r.stderr
 
 
-# --------------------------------------------------------------------------- issue 14: an independent training side
+# --------------------------------------------------------------------------- an independent training side
 
 SHIPPED_POLICY = ROOT / "examples/ci/policy.toml"
 
