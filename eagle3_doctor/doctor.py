@@ -120,7 +120,7 @@ def acceptance(
 
 @dataclass
 class FormatRequest:
-    """Replay conversations rendered the training way and the serving way (issue 15)."""
+    """Replay conversations rendered the training way and the serving way: what the prompt format costs."""
 
     prompts: str | None
     requests: str | None

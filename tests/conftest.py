@@ -16,7 +16,7 @@ TARGET = FIX / "target"
 DRAFTS = {fmt: FIX / f"draft-{fmt}" for fmt in ("eagle", "sglang", "speculators")}
 DUMP = FIX / "specforge-dump"
 PROMPTS = FIX / "prompts.jsonl"
-SERVING = FIX / "serving"  # server scrapes, logs and engine dumps (issue 16)
+SERVING = FIX / "serving"  # server scrapes, logs and engine dumps: the serving side's own evidence
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 

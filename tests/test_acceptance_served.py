@@ -1,4 +1,4 @@
-"""acceptance with the draft as the engine runs it (issue 13): where inspect reports a FWD finding,
+"""acceptance with the draft as the engine runs it: where inspect reports a FWD finding,
 the serving features also go through the engine's draft forward and the finding carries the measured
 cost, with intervals over prompts; where the trained RoPE layout is undetermined, both layouts are
 measured and the one the weights fit is named."""

@@ -14,7 +14,7 @@ from conftest import DRAFTS, TARGET, assert_hooks_match_hidden_states, invoke
 from eagle3_doctor.core.errors import BadInput
 from eagle3_doctor.core.taps import TapRecorder, embed, layer_out
 from eagle3_doctor.doctor import compare_hidden, load_setup
-from eagle3_doctor.engines.capture import arch_family
+from eagle3_doctor.engines.families import arch_family
 
 V = 320  # the fixture tokenizer's vocabulary, so saved models load with it
 

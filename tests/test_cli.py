@@ -258,7 +258,7 @@ def test_engine_is_checked_once_on_the_resolved_value_before_any_load(monkeypatc
     a bad --engine is still refused before any load."""
     import eagle3_doctor.analyses.inspect.inspection as inspection
     import eagle3_doctor.doctor as doctor
-    import eagle3_doctor.engines.capture as engines
+    import eagle3_doctor.engines.releases as engines
 
     class Loaded(BaseException):
         pass
@@ -285,7 +285,7 @@ def test_engine_is_checked_once_on_the_resolved_value_before_any_load(monkeypatc
 def test_gate_checks_the_engine_once_on_the_merged_policy(monkeypatch):
     """The gate's --engine is merged into its policy and checked there, once, before anything loads."""
     import eagle3_doctor.cli.gate as gate
-    import eagle3_doctor.engines.capture as engines
+    import eagle3_doctor.engines.releases as engines
 
     class Loaded(BaseException):
         pass

@@ -10,7 +10,8 @@ from conftest import DRAFTS, DUMP, PROMPTS, TARGET
 
 from eagle3_doctor.core.taps import TapRecorder, embed, final_norm, layer_out
 from eagle3_doctor.doctor import compare_hidden, load_setup
-from eagle3_doctor.engines.capture import ENGINE_VERSIONS, fix_snippet, ids_to_serve
+from eagle3_doctor.engines.fixes import fix_snippet, ids_to_serve
+from eagle3_doctor.engines.releases import ENGINE_VERSIONS
 
 TRAINED = (layer_out(1), layer_out(3), layer_out(4))
 
@@ -77,7 +78,7 @@ def test_specforge_draft_on_vllm_reads_the_nested_fallback():
     # the V2 runner never looks there: default, which is what was trained, with an info note
     res2 = run("sglang", "vllm", "0.33.0-v2")
     assert res2.consistent and any(f.code == "CAP007" for f in res2.findings)
-    # a stock 0.33 launch runs Model Runner V2 (issue 12)
+    # a stock 0.33 launch runs Model Runner V2 (hand-read, VLLM_V2_DEFAULT_FROM)
     assert run("sglang", "vllm", "0.33.0").consistent
 
 

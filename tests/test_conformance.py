@@ -71,12 +71,9 @@ import sglang_exec  # noqa: E402
 import vllm_exec  # noqa: E402
 
 from eagle3_doctor.core.errors import BadInput  # noqa: E402
-from eagle3_doctor.engines.capture import (  # noqa: E402
-    IDS,
-    NESTED,
-    arch_family,  # noqa: E402
-    resolve_serving,
-)
+from eagle3_doctor.engines.families import arch_family  # noqa: E402
+from eagle3_doctor.engines.keys import IDS, NESTED  # noqa: E402
+from eagle3_doctor.engines.serving import resolve_serving  # noqa: E402
 
 
 @functools.cache

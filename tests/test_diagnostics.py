@@ -1,4 +1,4 @@
-"""Findings as located diagnostics (issue 18): a structured Fix beside the text, a ` --> file: key`
+"""Findings as located diagnostics, so CI and editors point at what to change: a structured Fix beside the text, a ` --> file: key`
 location, and the edit applied by its key (never by parsing the sentence) removes the finding."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
 from eagle3_doctor.analyses.inspect.inspection import inspect
 from eagle3_doctor.core.findings import DRAFT_CONFIG, Finding, Fix, Location, config_fix
 from eagle3_doctor.core.taps import embed, final_norm, layer_out
-from eagle3_doctor.engines.capture import ENGINE_VERSIONS, resolve_serving
+from eagle3_doctor.engines.releases import ENGINE_VERSIONS
+from eagle3_doctor.engines.serving import resolve_serving
 from eagle3_doctor.report.render import findings_markdown, render_findings
 
 L = 8
@@ -299,7 +300,8 @@ def test_findings_are_rendered_errors_first():
 
 
 def test_gate_table_is_rendered_by_report():
-    from eagle3_doctor.cli.gate import Check, GateResult, Policy
+    from eagle3_doctor.cli.gate import Check, GateResult
+    from eagle3_doctor.cli.gate_policy import Policy
     from eagle3_doctor.report.render import render_gate
 
     res = GateResult(

@@ -152,7 +152,7 @@ def test_release_parsing_is_light():
     from conftest import ROOT
 
     code = (
-        "import sys; from eagle3_doctor.engines.capture import check_engine; "
+        "import sys; from eagle3_doctor.engines.releases import check_engine; "
         "print(check_engine('vllm', '0.11.0rc2.dev45+g1234abc'), 'torch' in sys.modules)"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -176,7 +176,8 @@ def test_vllm_0_10_2_fix_names_the_first_release_that_reads_the_ids(tmp_copy, tm
 def test_a_later_release_that_stops_serving_the_config_bounds_the_upgrade():
     from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
     from eagle3_doctor.core.taps import layer_out
-    from eagle3_doctor.engines.capture import NESTED, resolve_serving
+    from eagle3_doctor.engines.keys import NESTED
+    from eagle3_doctor.engines.serving import resolve_serving
 
     # nested-only ids: the V1 runner reads eagle_config from 0.22.0, the default Model Runner V2 (0.33.0) reads the top only
     s = resolve_serving("vllm", "0.18.0", "llama", 8, {NESTED: [1, 3, 5]})

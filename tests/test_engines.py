@@ -11,16 +11,12 @@ from hypothesis import strategies as st
 
 from eagle3_doctor.core.errors import BadInput
 from eagle3_doctor.core.taps import embed, final_norm, layer_out
-from eagle3_doctor.engines.capture import (
-    ENGINE_VERSIONS,
-    IDS,
-    NESTED,
-    default_spec_llama,
-    id_range,
-    ids_to_serve,
-    resolve_serving,
-    training_spec,
-)
+from eagle3_doctor.engines.capture import default_spec_llama
+from eagle3_doctor.engines.fixes import ids_to_serve
+from eagle3_doctor.engines.keys import IDS, NESTED, id_range
+from eagle3_doctor.engines.recipes import training_spec
+from eagle3_doctor.engines.releases import ENGINE_VERSIONS
+from eagle3_doctor.engines.serving import resolve_serving
 
 L = 32
 
@@ -193,7 +189,7 @@ def test_a_fix_is_found_whenever_one_exists(engine):
     assert fixes > 0
 
 
-# --------------------------------------------------------------------------- issue 12: engine truth
+# --------------------------------------------------------------------------- engine truth: the executed table
 # Each test names the upstream file it models; the SGLang/vLLM rows are also checked case by case
 # against the executed table in tests/test_conformance.py.
 
@@ -335,7 +331,7 @@ def test_inspect_and_compare_hidden_take_the_same_ids(engine):
 def test_docs_engine_table_is_generated_from_the_engine_table():
     from pathlib import Path
 
-    from eagle3_doctor.engines.capture import engine_table_markdown
+    from eagle3_doctor.engines.table_markdown import engine_table_markdown
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "engine-table.md").read_text()
     inner = doc.split("<!-- engine-table:begin -->\n", 1)[1].split("<!-- engine-table:end -->", 1)[0]
@@ -364,7 +360,7 @@ def test_docs_engine_table_is_generated_from_the_engine_table():
     ],
 )
 def test_arch_family_names_the_sglang_file_that_decides(config, family):
-    from eagle3_doctor.engines.capture import arch_family
+    from eagle3_doctor.engines.families import arch_family
 
     assert arch_family(config) == family
 
@@ -482,7 +478,8 @@ def test_trtllm_default_needs_six_layers_and_repeats_a_slot_at_six():
 
 def test_train_recipes_are_rows_of_the_engine_table():
     # one list: --train-recipe, its help and its error text read RECIPE_TABLE, whose recipes run the engine rules
-    from eagle3_doctor.engines.capture import MODELOPT_NEWEST, NEWEST, RECIPE_TABLE, RECIPES
+    from eagle3_doctor.engines.recipes import RECIPE_TABLE, RECIPES
+    from eagle3_doctor.engines.releases import MODELOPT_NEWEST, NEWEST
 
     assert (RECIPE_TABLE["specforge"].engine, RECIPE_TABLE["specforge"].version) == ("sglang", NEWEST["sglang"])
     assert (RECIPE_TABLE["speculators"].engine, RECIPE_TABLE["speculators"].version) == ("vllm", NEWEST["vllm"])
@@ -493,9 +490,9 @@ def test_train_recipes_are_rows_of_the_engine_table():
     # no ids: the engine's own default, so ModelOpt's set default on a 5-layer target is one state
     assert training_spec("modelopt", 5)[0] == (layer_out(1),)
     assert training_spec("hf:2,16,29", L)[0] == default_spec_llama(L)
-    from eagle3_doctor.cli import app as cli
+    from eagle3_doctor.cli.options import TRAIN_RECIPE
 
-    assert all(r in str(cli.TrainRecipe.__metadata__[0].help) for r in RECIPES if r != "draft-config")
+    assert all(r in str(TRAIN_RECIPE.annotation.__metadata__[0].help) for r in RECIPES if r != "draft-config")
 
 
 def test_vllm_families_sglang_models_with_their_own_setter():

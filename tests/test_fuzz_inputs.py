@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eagle3_doctor.cli import validate as v
+from eagle3_doctor.cli import validate_files as vf
 from eagle3_doctor.core.errors import BadInput
 from eagle3_doctor.io import checks
 
@@ -206,7 +207,7 @@ def test_draft_directory_checker(tmp_path_factory, edits):
     c.update(edits)
     (d / "config.json").write_text(json.dumps(c))
     os.symlink(DRAFTS["sglang"] / "model.safetensors", d / "model.safetensors")
-    _accepts_or_refuses(v.check_draft, str(d))
+    _accepts_or_refuses(vf.check_draft, str(d))
 
 
 @FUZZ
@@ -222,7 +223,7 @@ def test_json_reader(tmp_path_factory, data):
 def test_baseline_loader(tmp_path_factory, data):
     f = tmp_path_factory.mktemp("fuzzbase") / "base.json"
     f.write_bytes(data)
-    _accepts_or_refuses(v.check_baseline, str(f))
+    _accepts_or_refuses(vf.check_baseline, str(f))
 
 
 @FUZZ
@@ -251,7 +252,7 @@ def test_baseline_loader(tmp_path_factory, data):
 )
 def test_policy_loader(tmp_path_factory, gate):
     tomllib = pytest.importorskip("tomllib")
-    from eagle3_doctor.cli.gate import Policy
+    from eagle3_doctor.cli.gate_policy import Policy
 
     def toml_value(x):
         return ("true" if x else "false") if isinstance(x, bool) else json.dumps(x)
@@ -260,7 +261,7 @@ def test_policy_loader(tmp_path_factory, gate):
     f.write_text("[gate]\n" + "".join(f"{k} = {toml_value(x)}\n" for k, x in gate.items()))
     assert isinstance(tomllib.loads(f.read_text()), dict)
     try:
-        v.check_policy_file(str(f))
+        vf.check_policy_file(str(f))
         pol = Policy.load(str(f), {})
         v.check_policy_values(pol, "policy")
     except BadInput:
@@ -272,7 +273,7 @@ def test_policy_loader(tmp_path_factory, gate):
 def test_dump_file_checker(tmp_path_factory, data, name):
     d = tmp_path_factory.mktemp("fuzzdump")
     (d / name).write_bytes(data)
-    _accepts_or_refuses(v.check_dump, str(d))
+    _accepts_or_refuses(vf.check_dump, str(d))
 
 
 @FUZZ
@@ -293,7 +294,7 @@ def test_output_path_checkers(tmp_path_factory, path):
     path = path.replace("..", "_").lstrip("/~") or "x"  # stay inside the temporary directory
     os.chdir(base)
     try:
-        _accepts_or_refuses(v.check_output_file, path, "--json")
-        _accepts_or_refuses(v.check_output_dir, path, "--report")
+        _accepts_or_refuses(vf.check_output_file, path, "--json")
+        _accepts_or_refuses(vf.check_output_dir, path, "--report")
     finally:
         os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -72,7 +72,7 @@ def test_bad_policy_is_bad_input(tmp_path):
     assert r.returncode == 2 and "unknown key(s) min_cosin" in r.stderr and "Traceback" not in r.stderr
 
 
-# --------------------------------------------------------------------------- issue 14: an independent training side
+# --------------------------------------------------------------------------- an independent training side
 
 SHIPPED_POLICY = ROOT / "examples/ci/policy.toml"
 
@@ -108,7 +108,8 @@ ONE_LAYER_SHIFTS = [[0, 3, 4], [2, 3, 4], [1, 2, 4], [1, 3, 5], [0, 2, 3], [2, 4
 
 
 def test_each_one_layer_shift_fails_the_shipped_policy(tmp_copy):
-    from eagle3_doctor.cli.gate import Policy, run_gate
+    from eagle3_doctor.cli.gate import run_gate
+    from eagle3_doctor.cli.gate_policy import Policy
 
     pol = Policy.load(str(SHIPPED_POLICY), {})
     for ids in ONE_LAYER_SHIFTS:
@@ -124,7 +125,9 @@ def test_each_one_layer_shift_fails_the_shipped_policy(tmp_copy):
 
 def test_without_a_training_table_the_fingerprint_catches_the_incident(tmp_path, tmp_copy):
     """The shipped policy minus its [training] table: the draft's own weights name what it was trained on."""
-    from eagle3_doctor.cli.gate import Policy, github_annotations, run_gate
+    from eagle3_doctor.cli.gate import run_gate
+    from eagle3_doctor.cli.gate_policy import Policy
+    from eagle3_doctor.cli.gate_report import github_annotations
 
     inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
     p = tmp_path / "p.toml"
@@ -149,7 +152,8 @@ def test_without_a_training_table_the_fingerprint_catches_the_incident(tmp_path,
 
 
 def test_config_as_only_training_truth_is_a_warning_and_policy_can_make_it_an_error(tmp_path, tmp_copy):
-    from eagle3_doctor.cli.gate import Policy, run_gate
+    from eagle3_doctor.cli.gate import run_gate
+    from eagle3_doctor.cli.gate_policy import Policy
 
     inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
     p = tmp_path / "p.toml"
@@ -180,7 +184,8 @@ def test_config_as_only_training_truth_is_a_warning_and_policy_can_make_it_an_er
 
 
 def test_thresholds_decide_on_the_interval_and_say_so(tmp_path):
-    from eagle3_doctor.cli.gate import Policy, run_gate
+    from eagle3_doctor.cli.gate import run_gate
+    from eagle3_doctor.cli.gate_policy import Policy
 
     p = tmp_path / "p.toml"
     p.write_text("[gate]\nlimit = 6\nmax_new_tokens = 24\nfingerprint = false\nmin_step1_accuracy = 0.2\n")
@@ -254,7 +259,9 @@ def test_bad_training_table_is_bad_input(tmp_path):
 def test_annotations_point_at_the_file_and_key_each_finding_names(tmp_path, monkeypatch):
     """A finding located in the target's config.json is annotated there, at its key's line; one with no
     file on disk falls back to the draft's config.json (at the layer-id key for capture-point codes)."""
-    from eagle3_doctor.cli.gate import GateResult, Policy, github_annotations
+    from eagle3_doctor.cli.gate import GateResult
+    from eagle3_doctor.cli.gate_policy import Policy
+    from eagle3_doctor.cli.gate_report import github_annotations
     from eagle3_doctor.core.findings import Finding, Location
 
     target, draft = tmp_path / "target", tmp_path / "draft"

@@ -1,5 +1,5 @@
 """Hostile inputs: every bad argument, path and file ends in ONE line, the right exit code, no traceback,
-no hang, and the inputs untouched. Issue 19 filed 136 such inputs; every class it names has cases here.
+no hang, and the inputs untouched. 136 such inputs broke earlier versions; every class of them has cases here.
 
 Cases run in-process (typer's CliRunner) with a SIGALRM watchdog. Cases marked ``pre`` must be refused
 before any model is loaded: loading one fails the case. ``python tests/test_hostile.py --time`` runs the

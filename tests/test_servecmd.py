@@ -8,7 +8,9 @@ import pytest
 from conftest import invoke
 
 from eagle3_doctor.core.errors import BadInput
-from eagle3_doctor.engines.launch import flag_table, parse_serve_cmd, parse_serve_config, parse_token_tree
+from eagle3_doctor.engines.launch import parse_serve_cmd, parse_serve_config
+from eagle3_doctor.engines.launch_args import flag_table
+from eagle3_doctor.engines.launch_config import parse_token_tree
 
 # The seed case: a DeepSeek-V3 target with an EAGLE-3 draft on 8 GPUs, as the SGLang docs launch it.
 SEED = r"""

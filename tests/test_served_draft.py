@@ -1,4 +1,4 @@
-"""The draft as each engine runs it vs as it was trained (issue 13): every case names its cause, its
+"""The draft as each engine runs it vs as it was trained: every case names its cause, its
 printed fix, applied to the fixture copy, makes the finding go away, and each clean twin stays quiet."""
 
 from __future__ import annotations

@@ -250,7 +250,7 @@ def compare_dumps(
     diagnosis as compare-hidden, so a slot shift is named with the exact ids to write.
     """
     from ..core.findings import Finding
-    from ..engines.capture import check_engine
+    from ..engines.releases import check_engine
     from .compare.comparison import CompareResult
     from .compare.numeric import numeric_findings
     from .compare.symbolic import diagnose_specs
@@ -309,7 +309,7 @@ def _identified_serving(
 ) -> Any:
     """The engine's feed as the dump shows it; an unidentified slot (SRV010 reports it) keeps the
     training slot's place so the spec stays one entry per slot."""
-    from ..engines.capture import Serving
+    from ..engines.serving import Serving
 
     spec = tuple(p if p is not None else train_spec[j] for j, p in enumerate(served))
     source = f"engine dump {dump}: slots identified numerically as " + ", ".join(str(p) if p is not None else "?" for p in served)

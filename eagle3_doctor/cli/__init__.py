@@ -1,5 +1,6 @@
-"""The command line: the typer app and error boundary (app), the preflight that rejects bad
-arguments before heavy imports (validate) and the CI gate (gate). Nothing imports this layer.
+"""The command line: the typer app and error boundary (app), one module per command (commands/),
+every option declared once (options), the preflight that rejects bad arguments before heavy imports
+(validate, validate_files) and the CI gate (gate, gate_policy, gate_report). Nothing imports this layer.
 
 ``run`` is the console script: its first instruction takes SIGINT and SIGTERM, so a signal while
 typer, rich or torch are still importing ends the process with the shell's code (130, 143) and one

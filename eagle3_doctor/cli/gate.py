@@ -1,41 +1,19 @@
-"""gate: inspect + compare-hidden + acceptance under one policy, for CI.
-
-Policy (TOML, table ``[gate]``; every key optional, flags override the file):
-
-    engine = "sglang"            # and engine_version
-    fail_on = "error"            # findings at or above this severity fail the gate
-    min_cosine = 0.999           # mean cosine of every serving slot vs its training slot
-    min_step1_accuracy = 0.5     # serving path acc_1
-    min_tau = 2.0                # serving path tau
-    max_regression = 0.02        # allowed drop vs --baseline in acc_1 and mean acceptance length / tau (absolute)
-    num_steps = 5
-    max_new_tokens = 64
-    limit = 16                   # prompts
-    training_from_config = "warning"   # GATE002's severity when the engine's own config is the only training truth
-    decide_on = "lower_bound"    # thresholds/baselines decide on the 95% bootstrap interval's lower bound, or "point"
-    fingerprint = true           # recover the trained capture points from the draft's weights (FPR001-FPR003)
-    fingerprint_steps = 3
-
-A ``[training]`` table names the training side independently of the config the engine reads
-(flags ``--train-recipe`` / ``--train-dump`` override it):
-
-    [training]
-    recipe = "specforge"         # a --train-recipe name (hf-hidden-states, specforge, speculators, modelopt, ...)
-    ids = [1, 3, 4]              # the ids the training run used, in that recipe's convention
-    # dump = "path/to/specforge-dump"   # or a training feature dump (relative paths: from the working directory)
+"""The CI gate's run: inspect + compare-hidden + acceptance (and the draft's fingerprint) under one policy
+(gate_policy.py), the checks it decides on, and the findings only the gate makes. gate_report.py writes
+its Markdown summary and GitHub annotations.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import BadInput
-from ..core.findings import Finding, at_or_above, display_path
+from ..core.findings import Finding, at_or_above
 from ..core.taps import format_spec
+from .gate_policy import Policy
 
 if TYPE_CHECKING:
     from ..analyses.compare.comparison import CompareResult
@@ -43,99 +21,6 @@ if TYPE_CHECKING:
     from ..analyses.results import AcceptanceRun, PathResult
 
 SCHEMA = "eagle3-doctor/gate/1"
-
-
-@dataclass
-class Policy:
-    engine: str = "sglang"
-    engine_version: str | None = None
-    fail_on: str = "error"
-    min_cosine: float | None = 0.999
-    min_step1_accuracy: float | None = None
-    min_tau: float | None = None
-    max_regression: float | None = 0.02
-    num_steps: int = 5
-    max_new_tokens: int = 64
-    limit: int | None = 16
-    training_from_config: str = "warning"
-    decide_on: str = "lower_bound"  # thresholds and baselines decide on the interval's lower bound, or "point"
-    fingerprint: bool = True  # recover the trained capture points from the draft's weights
-    fingerprint_steps: int = 3
-    training: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, path: str | None, overrides: dict[str, Any]) -> Policy:
-        data: dict[str, Any] = {}
-        if path:
-            try:
-                import tomllib
-            except ImportError:  # Python 3.10
-                raise BadInput("--policy needs Python 3.11+ (tomllib)", "pass the thresholds as flags instead") from None
-            from ..io.safeio import read_regular_text
-
-            p = Path(path)
-            if not p.exists() and not p.is_symlink():
-                raise BadInput(f"policy file {p} not found", "pass --policy FILE.toml")
-            try:
-                raw = tomllib.loads(read_regular_text(p, "policy file", "pass --policy FILE.toml", 4 << 20))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-                raise BadInput(f"policy file {p} is not valid TOML ({e})", "fix the file") from None
-            data = dict(raw.get("gate", raw))
-            data.pop("training", None)
-            known = {f.name for f in fields(cls)} - {"training"}
-            unknown = sorted(set(data) - known)
-            if unknown:
-                raise BadInput(f"policy file {p}: unknown key(s) {', '.join(unknown)}", f"use only {', '.join(sorted(known))}")
-            data["training"] = _training_table(raw.get("training", {}), p)
-        data.update({k: v for k, v in overrides.items() if v is not None})
-        pol = cls(**data)
-        if pol.fail_on not in ("error", "warning", "info"):
-            raise BadInput(f"fail_on = {pol.fail_on!r}", "use error, warning or info")
-        if pol.decide_on not in ("lower_bound", "point"):
-            raise BadInput(f"decide_on = {pol.decide_on!r}", 'use "lower_bound" (the 95% interval\'s) or "point"')
-        if pol.training_from_config not in ("error", "warning", "info"):
-            raise BadInput(f"training_from_config = {pol.training_from_config!r}", "use error, warning or info")
-        return pol
-
-    def train_recipe(self) -> str | None:
-        """The [training] table as a --train-recipe string (recipe[:ids])."""
-        rec = self.training.get("recipe")
-        if not rec:
-            return None
-        ids = self.training.get("ids")
-        return f"{rec}:{','.join(str(i) for i in ids)}" if ids else str(rec)
-
-
-TRAINING_KEYS = ("recipe", "ids", "dump")
-
-
-def _training_table(t: Any, path: Path) -> dict[str, Any]:
-    if not isinstance(t, dict):
-        raise BadInput(
-            f"policy file {path}: [training] must be a table", 'write [training] with recipe = "specforge" and ids = [...]'
-        )
-    unknown = sorted(set(t) - set(TRAINING_KEYS))
-    if unknown:
-        raise BadInput(
-            f"policy file {path}: unknown key(s) {', '.join(unknown)} in [training]", f"use only {', '.join(TRAINING_KEYS)}"
-        )
-    if "ids" in t and (
-        not isinstance(t["ids"], list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in t["ids"])
-    ):
-        raise BadInput(
-            f"policy file {path}: [training] ids = {t['ids']!r} is not a list of integers", "write e.g. ids = [1, 3, 4]"
-        )
-    if "ids" in t and "recipe" not in t:
-        raise BadInput(
-            f"policy file {path}: [training] ids without a recipe",
-            'add recipe = "specforge" (or speculators, modelopt, hf-hidden-states)',
-        )
-    if "recipe" in t and "dump" in t:
-        raise BadInput(f"policy file {path}: [training] has both recipe and dump", "keep one: the dump is the stronger evidence")
-    for k in ("recipe", "dump"):
-        if k in t and not isinstance(t[k], str):
-            raise BadInput(f"policy file {path}: [training] {k} must be a string", f'write {k} = "..."')
-    return dict(t)
 
 
 @dataclass
@@ -154,7 +39,7 @@ class GateResult:
     findings: list[Finding]
     metrics: dict[str, Any]
     # the runs the gate made: the Markdown summary and the annotations read them; only the fingerprint is written
-    inspect: Any = None  # inspect_draft.InspectResult
+    inspect: Any = None  # analyses.inspect.inspection.InspectResult
     compare: CompareResult | None = None
     acceptance: AcceptanceRun | None = None
     fingerprint: FingerprintResult | None = None
@@ -495,89 +380,3 @@ def _drop(m: dict[str, Any], base: dict[str, Any], key: str, policy: Policy) -> 
             "(the baseline has no per-prompt samples)"
         )
     return point, "decided on the point estimate (no interval)"
-
-
-def markdown(res: GateResult, draft: str) -> str:
-    from ..report.render import findings_markdown
-
-    head = "PASS" if res.passed else "FAIL"
-    lines = [
-        f"## eagle3-doctor gate: {head}",
-        "",
-        f"draft `{draft}`, engine {res.policy.engine}",
-        "",
-        "| check | value | threshold | result |",
-        "|---|---|---|---|",
-    ]
-    for c in res.checks:
-        v = "-" if c.value is None else f"{c.value:.4f}"
-        t = "-" if c.threshold is None else f"{c.threshold:.4f}"
-        lines.append(f"| {c.name} | {v} | {t} | {'pass' if c.passed else '**fail**'} {c.detail} |")
-    serving = res.acceptance.paths.get("serving") if res.acceptance is not None else None
-    iv = serving.intervals if serving is not None else None
-    lines += [""] + (
-        [f"- {x}" for x in iv.lines()]
-        if iv is not None
-        else [f"mean acceptance length {res.metrics['mean_acceptance_length']:.3f}, tau {res.metrics['tau']:.3f}"]
-    )
-    if res.fingerprint is not None:
-        from ..analyses.fingerprint import fingerprint_markdown
-
-        lines += ["", fingerprint_markdown(res.fingerprint)]
-    lines += ["", "### Findings", "", findings_markdown(res.findings)]
-    return "\n".join(lines)
-
-
-def write_summary(text: str, path: str | None) -> None:
-    from ..io.outputs import write_output
-
-    if path:
-        write_output(path, text.encode())
-    gh = os.environ.get("GITHUB_STEP_SUMMARY")
-    if gh:  # GitHub appends step summaries; so do we
-        from ..io.outputs import append_text
-
-        append_text(gh, text + "\n")
-
-
-# findings whose fix is a change to the layer-id key in the draft's config.json
-_KEY_CODES = ("CAP", "FPR001", "CFG001", "CFG002", "GATE002", "ACC001")
-
-
-def _escape(text: str) -> str:
-    # GitHub workflow commands: % CR LF are escaped in the message, and also , : in properties
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def github_annotations(res: GateResult, draft: str) -> list[str]:
-    """`::error file=...,line=...::` workflow commands, one per finding, at the file and key to change:
-    the file the finding's location names (filled by findings.locate), else the draft's config.json."""
-    from ..core.findings import by_severity
-
-    cfg = Path(draft) / "config.json"
-    dr = (res.compare.draft if res.compare is not None else None) or {}
-    ids_line = _key_line(cfg, str(dr["layer_ids_key"])) if dr.get("layer_ids_key") else None
-    out = []
-    level = {"error": "error", "warning": "warning", "info": "notice"}
-    for f in by_severity(res.findings):
-        loc = f.location
-        if loc is not None and loc.path and Path(loc.path).is_file():
-            file, line = display_path(loc.path), _key_line(Path(loc.path), loc.key)
-        else:
-            file, line = str(cfg), ids_line if f.code.startswith(_KEY_CODES) else None
-        props = f"file={file}" + (f",line={line}" if line is not None else "")
-        props += f",title={_escape('eagle3-doctor ' + f.code).replace(',', '%2C').replace(':', '%3A')}"
-        msg = f.title + (f" -- fix: {f.fix}" if f.fix else "")
-        out.append(f"::{level[f.severity or 'info']} {props}::{_escape(msg)}")
-    return out
-
-
-def _key_line(path: Path, dotted: str | None) -> int | None:
-    """The 1-based line of a JSON file where the dotted key's last part is written, if it is."""
-    if not dotted or not path.is_file():
-        return None
-    key = f'"{dotted.split(".")[-1]}"'
-    try:
-        return next((i + 1 for i, t in enumerate(path.read_text(errors="replace").splitlines()) if key in t), None)
-    except OSError:
-        return None

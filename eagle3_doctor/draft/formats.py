@@ -228,14 +228,15 @@ def _native_ids_key(fmt: str) -> str | None:
 
 def ids_to_spec(convention: str, ids: list[int], num_layers: int, family: str = "llama") -> FeatureSpec:
     """Ids as written in a draft config of this convention -> capture points, by the engine's rule."""
-    from ..engines.capture import ENGINE_VERSIONS, RULES
+    from ..engines.capture import RULES
+    from ..engines.releases import ENGINE_VERSIONS
 
     return RULES[convention](ENGINE_VERSIONS[convention][0], family, num_layers, list(ids)).spec
 
 
 def spec_to_ids(convention: str, spec: FeatureSpec, num_layers: int, family: str = "llama") -> list[int]:
     """The ids this convention's engine needs to capture ``spec`` (inverse of :func:`ids_to_spec`)."""
-    from ..engines.capture import ids_to_serve
+    from ..engines.fixes import ids_to_serve
 
     ids = ids_to_serve(convention, None, family, num_layers, tuple(spec))
     if ids is None:

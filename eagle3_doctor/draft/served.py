@@ -278,7 +278,7 @@ def _draft_vocab(info: Any) -> int | None:
 
 
 def _newest(engine: str) -> str:
-    from ..engines.capture import ENGINE_VERSIONS
+    from ..engines.releases import ENGINE_VERSIONS
 
     return ENGINE_VERSIONS[engine][0]
 

@@ -2,7 +2,7 @@
 
 A chain of K draft tokens is vLLM's ``num_speculative_tokens`` K and SGLang's ``--speculative-num-steps``
 K with ``--speculative-eagle-topk 1`` (SGLang then forces ``--speculative-num-draft-tokens`` to K + 1,
-see ``launch.py``). An SGLang tree is (steps, topk, num_draft_tokens); the target verifies
+see ``launch_config.py``). An SGLang tree is (steps, topk, num_draft_tokens); the target verifies
 num_draft_tokens tokens per sequence (the root, i.e. the last bonus token, plus num_draft_tokens - 1
 drafted nodes), a chain K + 1.
 

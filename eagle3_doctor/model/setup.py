@@ -17,7 +17,9 @@ from ..core.errors import BadInput
 from ..core.taps import FeatureSpec
 from ..draft.formats import DraftInfo, read_draft, spec_from_info
 from ..draft.model import Eagle3Draft
-from ..engines.capture import Serving, arch_family, resolve_serving, training_spec
+from ..engines.families import arch_family
+from ..engines.recipes import training_spec
+from ..engines.serving import Serving, resolve_serving
 from .target import Target, load_target
 
 

@@ -10,7 +10,7 @@ import torch
 
 from ...core.findings import Finding
 from ...core.taps import CapturePoint, FeatureSpec, format_spec
-from ...engines.capture import Serving
+from ...engines.serving import Serving
 from .dump import identify_dump
 from .engine_failures import served_state_findings
 from .numeric import Matrix, MatrixAccumulator, SlotAccumulator, SlotStats, numeric_findings

@@ -7,13 +7,14 @@ from typing import Any
 
 from ...core.findings import Finding
 from ...core.taps import FeatureSpec, format_spec
-from ...engines.capture import Serving, engine_row
+from ...engines.serving import Serving
+from ...engines.table import engine_row
 from .fixes import _served_count_fix, fix_for, ids_location
 
 
 def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
     """ENG001/ENG002: the engine's own error, where it is raised, and a fix that runs."""
-    from ...engines.capture import first_working_release
+    from ...engines.fixes import first_working_release
 
     f = serving.failure
     assert f is not None
@@ -29,7 +30,7 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
         evidence.append(f"the engine's own index list after its rule: {f.internal}")
     fix_text, ids = fix_for(serving, tuple(train))
     if not fix_text and code == "ENG003":  # no ids help: the engine release itself captures the wrong tensor
-        from ...engines.capture import earlier_working_rows
+        from ...engines.fixes import earlier_working_rows
 
         if serving.engine == "trtllm":
             fix_text = (
@@ -74,7 +75,7 @@ def served_state_findings(serving: Serving, fc_in: int, target_hidden: int, draf
     fed = len(serving.spec)
     if fed * target_hidden == fc_in:
         return []
-    from ...engines.capture import fc_feed_failure, uncaptured_ids
+    from ...engines.serving import fc_feed_failure, uncaptured_ids
 
     lost = uncaptured_ids(serving)
     f = fc_feed_failure(serving, fc_in, target_hidden, draft_hidden)
@@ -126,7 +127,7 @@ def _served_count_finding(serving: Serving, f: Any, lost: list[tuple[int, str]],
 
 def _unmodelled_finding(serving: Serving) -> Finding:
     """ENG004: no rule for this family, so the serving side is not predicted (never another family's rule)."""
-    from ...engines.capture import MODELLED_FAMILIES
+    from ...engines.families import MODELLED_FAMILIES
 
     f = serving.failure
     assert f is not None

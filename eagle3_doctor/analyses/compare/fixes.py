@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from ...core.findings import DRAFT_CONFIG, Fix, Location
 from ...core.taps import FeatureSpec, format_spec
-from ...engines.capture import Serving, default_spec_llama, fix_snippet, ids_to_serve, upgrade_fix
+from ...engines.capture import default_spec_llama
+from ...engines.fixes import fix_snippet, ids_to_serve, upgrade_fix
+from ...engines.serving import Serving
 
 
 def fix_for(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None]:
@@ -22,7 +24,8 @@ def fix_for(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None
     where = ids_location(serving)
     if where is None:
         return text, ids
-    from ...engines.capture import check_engine, key_rule
+    from ...engines.keys import key_rule
+    from ...engines.releases import check_engine
 
     snippet = key_rule(serving.engine, check_engine(serving.engine, serving.version)).snippet(ids)
     return Fix(text, file=where.file, key=where.key, value=ids, snippet=snippet), ids
@@ -30,7 +33,8 @@ def fix_for(serving: Serving, train: FeatureSpec) -> tuple[str, list[int] | None
 
 def ids_location(serving: Serving) -> Location | None:
     """The file and key the engine reads layer ids from (where a fix to them goes), or None: nowhere."""
-    from ...engines.capture import check_engine, key_rule
+    from ...engines.keys import key_rule
+    from ...engines.releases import check_engine
 
     kr = key_rule(serving.engine, check_engine(serving.engine, serving.version))
     if not kr.keys:
@@ -43,7 +47,10 @@ def ids_location(serving: Serving) -> Location | None:
 def _served_count_fix(serving: Serving, n_fc: int) -> tuple[str, list[int] | None]:
     """The ids that feed the points the written ids name (what a trainer reading them at face value fed),
     else ids that each capture a state, else another engine that captures them."""
-    from ...engines.capture import as_written, check_engine, ids_to_serve, key_rule
+    from ...engines.fixes import ids_to_serve
+    from ...engines.keys import key_rule
+    from ...engines.releases import check_engine
+    from ...engines.serving import as_written
 
     L = serving.num_layers
     written = as_written(serving.engine, serving.ids, L) if serving.ids else None
@@ -83,7 +90,7 @@ def _served_count_fix(serving: Serving, n_fc: int) -> tuple[str, list[int] | Non
 
 def _span(serving: Serving) -> str:
     """The ids that capture a state on this release, as a range when they are one."""
-    from ...engines.capture import capturing_ids
+    from ...engines.serving import capturing_ids
 
     ok = capturing_ids(serving.engine, serving.version, serving.family, serving.num_layers)
     if not ok:

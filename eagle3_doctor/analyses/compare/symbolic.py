@@ -7,7 +7,8 @@ from typing import Any
 
 from ...core.findings import Finding
 from ...core.taps import FeatureSpec, format_spec
-from ...engines.capture import Serving, upgrade_fix
+from ...engines.fixes import upgrade_fix
+from ...engines.serving import Serving
 from .engine_failures import engine_failure_finding, newer_release_findings
 from .fixes import fix_for, ids_location
 

@@ -8,7 +8,8 @@ from typing import Any
 from ...core.findings import DRAFT_CONFIG, Finding, Location, config_fix
 from ...draft.formats import DraftInfo
 from ...draft.served import draft_serving
-from ...engines.capture import id_range, rules_release
+from ...engines.keys import id_range
+from ...engines.releases import rules_release
 
 # The draft architecture names each engine registers for EAGLE-3 (sglang srt/models/llama_eagle3.py
 # EntryClass; vllm model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS; speculators).

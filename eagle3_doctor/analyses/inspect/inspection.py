@@ -8,7 +8,8 @@ from typing import Any
 from ...core.errors import BadInput
 from ...core.findings import Finding
 from ...draft.formats import DraftInfo, read_draft
-from ...engines.capture import ENGINES, arch_family
+from ...engines.families import arch_family
+from ...engines.releases import ENGINES
 from .config_checks import _dtype_and_flag_findings, _layer_id_findings, _registration_findings
 from .forensics import Forensics, examine, geometry_fact, tensor_fact
 from .rope import _position_findings

@@ -8,7 +8,8 @@ from typing import Any
 from ...core.findings import Finding
 from ...core.taps import format_spec
 from ...draft.formats import DraftInfo, spec_from_info
-from ...engines.capture import Serving, resolve_serving, rules_release
+from ...engines.releases import rules_release
+from ...engines.serving import Serving, resolve_serving
 from ..compare.symbolic import diagnose_specs
 from ..quantization import quant_findings, target_quant
 from .forensics import Forensics

@@ -9,7 +9,7 @@ import torch
 
 from ...core.findings import DRAFT_CONFIG, DRAFT_WEIGHTS, Finding, Fix, Location
 from ...draft.formats import DraftInfo
-from ...engines.capture import Serving
+from ...engines.serving import Serving
 from ..compare.engine_failures import served_state_findings
 from .target_files import read_target_tensor
 

@@ -1,0 +1,153 @@
+"""eagle3-doctor compare-hidden: training features vs what the serving engine captures, slot by slot.
+
+With --engine-dump (or no target at all) the engine's own dump is diffed against the training dump,
+and the target is never loaded.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from ...core.findings import exit_code, locate
+from ..options import (
+    BATCH_SIZE,
+    DUMP_TARGET,
+    ENGINE_DUMP,
+    HEATMAP_PLOT,
+    JSON_OUT,
+    LAYER_IDS,
+    LIMIT,
+    LOADING,
+    MATRIX,
+    MAX_TOKENS,
+    NUM_LAYERS,
+    PROMPTS,
+    QUIET,
+    REPORT,
+    SERVED,
+    TRAIN_DUMP,
+    TRAIN_RECIPE,
+    options,
+)
+from ..output import console, progress, write_result
+from ..resolve import RESOLVED_LATER, batch_size_for, load_models, preflight_given, resolve_models, resolve_serve
+
+
+@options(
+    **{**SERVED, "target": DUMP_TARGET},
+    layer_ids=LAYER_IDS,
+    train_recipe=TRAIN_RECIPE,
+    train_dump=TRAIN_DUMP,
+    prompts=PROMPTS,
+    max_tokens=MAX_TOKENS,
+    batch_size=BATCH_SIZE,
+    limit=LIMIT,
+    matrix=MATRIX,
+    plot=HEATMAP_PLOT,
+    **LOADING,
+    json_out=JSON_OUT,
+    report=REPORT,
+    quiet=QUIET,
+    engine_dump=ENGINE_DUMP,
+    num_layers=NUM_LAYERS,
+)
+def compare_hidden_cmd(**given: Any) -> int:
+    """Training features vs what the serving engine captures: slot by slot, with the exact fix."""
+    a = SimpleNamespace(**given)
+    preflight_given(a, skip=RESOLVED_LATER)
+    from ...doctor import compare_hidden
+    from ...report.render import render_compare
+
+    if a.engine_dump is not None or (a.target is None and a.serve_cmd is None and a.serve_config is None):
+        return _compare_dumps(a)
+    r = resolve_serve(a)
+    setup = load_models(a, r)
+    bs = batch_size_for(a.batch_size, setup, a.max_tokens)
+    with progress(a.quiet) as cb:
+        res = compare_hidden(
+            setup,
+            prompts_path=a.prompts,
+            train_dump=a.train_dump,
+            max_tokens=a.max_tokens,
+            batch_size=bs,
+            matrix=a.matrix or a.plot is not None or a.report is not None,
+            limit=a.limit,
+            progress=cb,
+        )
+    r.locate(res.findings)
+    render_compare(console(stderr=a.json_out == "-"), res)  # `--json -` owns stdout
+    write_result(a.json_out, {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})}, a.trust_remote_code)
+    if a.plot or a.report:
+        from ...report.render import write_compare_report
+
+        write_compare_report(res, a.report, a.plot)
+    return exit_code(res.findings, "warning")
+
+
+def _compare_dumps(a: SimpleNamespace) -> int:
+    """Dump vs dump: the engine did the forward; the target is never loaded."""
+    from ...analyses.engine_dump import compare_dumps
+    from ...io.hub import role_paths
+    from ...report.render import render_compare
+
+    tspec, tsrc, engine = _dump_training_spec(a)
+    res = compare_dumps(
+        a.engine_dump,
+        a.train_dump,
+        train_spec=tspec,
+        train_source=tsrc,
+        engine=engine,
+        engine_version=a.engine_version,
+        num_layers=a.num_layers,
+        limit=a.limit,
+        max_tokens=a.max_tokens,
+    )
+    locate(res.findings, role_paths(draft=a.draft))
+    render_compare(console(), res)
+    write_result(a.json_out, res.to_dict(), False)
+    return exit_code(res.findings, "warning")
+
+
+def _dump_training_spec(a: SimpleNamespace) -> tuple[Any, str, str]:
+    """What the training dump's slots are, from --train-recipe or the draft's config, for a target never
+    loaded; and the engine, resolved and checked before the draft is read."""
+    from ...core.errors import BadInput
+
+    target, engine_dump, train_dump, num_layers = a.target, a.engine_dump, a.train_dump, a.num_layers
+    train_recipe, draft, engine, engine_version = a.train_recipe, a.draft, a.engine, a.engine_version
+    if target is not None:
+        raise BadInput("--engine-dump is compared with --train-dump without the target", "drop --target (or drop --engine-dump)")
+    if not engine_dump or not train_dump:
+        # worded as click's own usage error: --target is only optional for dump vs dump
+        raise BadInput(
+            "Missing option '--target' (or --engine-dump with --train-dump: dump vs dump, no target)",
+            "see `eagle3-doctor compare-hidden --help`",
+        )
+    if num_layers is None or num_layers < 1:
+        raise BadInput(
+            "dump vs dump needs the target's layer count for the fix",
+            "pass --num-layers N (num_hidden_layers of the target's config.json)",
+        )
+    from ...engines.recipes import training_spec
+    from ...engines.releases import check_engine
+
+    engine = (engine or "sglang").lower()  # as with a target: any case, sglang by default
+    check_engine(engine, engine_version)  # before the draft is read
+
+    if train_recipe:
+        tspec, tsrc = training_spec(train_recipe, num_layers)
+    elif draft:
+        from ...draft.formats import read_draft, spec_from_info
+
+        _, draft_dir = resolve_models(None, draft, a.draft_format)
+        _, info = read_draft(draft_dir, fmt=a.draft_format, device="cpu", dtype=None)
+        tspec, tsrc = spec_from_info(info, num_layers)
+    else:
+        raise BadInput(
+            "dump vs dump needs to know what the training dump's slots are",
+            "pass --draft DIR (its config's ids) or --train-recipe",
+        )
+    for p in tspec:
+        p.check_range(num_layers)
+    return tspec, tsrc, engine

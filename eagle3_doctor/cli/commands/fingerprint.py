@@ -1,0 +1,66 @@
+"""eagle3-doctor fingerprint: which capture points the draft was trained on, from its weights alone."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from ...core.findings import exit_code
+from ..options import (
+    DEVICE,
+    DRAFT_FORMAT,
+    DTYPE,
+    ENGINE,
+    ENGINE_VERSION,
+    FINGERPRINT_NEW_TOKENS,
+    FINGERPRINT_STEPS,
+    JSON_OUT,
+    LAYER_IDS,
+    LIMIT,
+    PROMPTS,
+    QUIET,
+    REQUIRED_DRAFT,
+    TARGET,
+    TRAIN_RECIPE,
+    TRUST_REMOTE_CODE,
+    options,
+)
+from ..output import console, progress, write_result
+from ..resolve import RESOLVED_LATER, load_models, preflight_given, resolve_serve
+
+
+@options(
+    target=TARGET,
+    draft=REQUIRED_DRAFT,
+    draft_format=DRAFT_FORMAT,
+    engine=ENGINE,
+    engine_version=ENGINE_VERSION,
+    layer_ids=LAYER_IDS,
+    train_recipe=TRAIN_RECIPE,
+    prompts=PROMPTS,
+    limit=LIMIT,
+    num_steps=FINGERPRINT_STEPS,
+    max_new_tokens=FINGERPRINT_NEW_TOKENS,
+    dtype=DTYPE,
+    device=DEVICE,
+    trust_remote_code=TRUST_REMOTE_CODE,
+    json_out=JSON_OUT,
+    quiet=QUIET,
+)
+def fingerprint_cmd(**given: Any) -> int:
+    """Which capture points was the draft trained on? Ranked from the draft's weights and the target alone."""
+    a = SimpleNamespace(**given)
+    preflight_given(a, skip=RESOLVED_LATER)
+    from ...analyses.fingerprint import fingerprint, render_fingerprint
+
+    setup = load_models(a, resolve_serve(a, need_draft=True))
+    with progress(a.quiet) as cb:
+        fp = fingerprint(
+            setup, prompts_path=a.prompts, num_steps=a.num_steps, max_new_tokens=a.max_new_tokens, limit=a.limit, progress=cb
+        )
+    render_fingerprint(console(), fp)
+    write_result(a.json_out, fp.to_dict(), a.trust_remote_code)
+    from ..gate import fingerprint_findings
+
+    # FPR001 (an error) is the determined fingerprint ranking the configured capture points below the best
+    return exit_code(fingerprint_findings(fp, setup), "error")

@@ -1,0 +1,33 @@
+"""eagle3-doctor inspect: the draft checkpoint and config audited against the target and engine."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from ...core.findings import exit_code
+from ..options import JSON_OUT, REPORT, SERVED, options
+from ..output import console, tool
+from ..resolve import RESOLVED_LATER, preflight_given, resolve_serve
+
+
+@options(**SERVED, json_out=JSON_OUT, report=REPORT)
+def inspect_cmd(**given: Any) -> int:
+    """Audit the draft checkpoint and config against the target and engine. No forward pass."""
+    a = SimpleNamespace(**given)
+    preflight_given(a, skip=RESOLVED_LATER)
+    from ...analyses.inspect.inspection import inspect
+    from ...io.outputs import write_json
+    from ...report.render import render_inspect
+
+    r = resolve_serve(a, need_draft=True)
+    res = inspect(r.target, r.draft, engine=r.engine, engine_version=r.engine_version, draft_format=a.draft_format)
+    r.locate(res.findings)
+    render_inspect(console(stderr=a.json_out == "-"), res)
+    if a.json_out:
+        write_json(a.json_out, {**res.to_dict(), "tool": tool(), **({"serve": r.serve.to_dict()} if r.serve else {})})
+    if a.report:
+        from ...report.render import write_inspect_report
+
+        write_inspect_report(res, a.report)
+    return exit_code(res.findings, "warning")

@@ -1,0 +1,134 @@
+"""What a command writes: the terminal console, progress lines, the one-line error, the --json document.
+
+rich is imported only when a console is made, so ``--help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, Optional
+
+from .. import __version__
+from ..core.errors import one_line
+
+
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own handler exits 1, which CI reads as "findings": let the error boundary say it
+            silence_stdout()
+            raise BrokenPipeError(32, "standard output was closed")
+
+    # piped output (CI logs) defaults to 80 columns in rich: too narrow for the slot tables
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    return _Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if wide else 160)
+
+
+def fail(line: str) -> None:
+    # plain print, not rich: one line must stay one line whatever the terminal width; a newline
+    # inside a path is escaped for the same reason
+    stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+    if stream is None:
+        return
+    try:
+        print(f"eagle3-doctor: {one_line(line)}", file=stream, flush=True)
+    except (OSError, ValueError):  # stderr closed too: the exit code is all that is left
+        pass
+
+
+def silence_stdout() -> None:
+    """stdout's reader went away: point fd 1 at /dev/null so the final flush cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
+def flush_stdout() -> None:
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """Yield a progress callback (label, done, total).
+
+    On a terminal: rich bars with elapsed time and ETA. Otherwise (CI logs, pipes): one plain line
+    per phase when it starts, then at most one every EAGLE3_DOCTOR_PROGRESS_EVERY seconds (default 10)
+    and one when it completes, each with done/total, elapsed and ETA.
+    """
+    if quiet:
+        yield lambda *_: None
+        return
+    if not sys.stderr.isatty():
+        import time
+
+        every = float(os.environ.get("EAGLE3_DOCTOR_PROGRESS_EVERY", "10"))
+        state: dict[str, list[float]] = {}
+
+        def plain(label: str, done: int, total: int) -> None:
+            now = time.monotonic()
+            st = state.setdefault(label, [now, -1.0])
+            start, last = st
+            if done < total and last >= 0 and now - last < every:
+                return
+            if done >= total and last == -2.0:
+                return
+            el = now - start
+            eta = f", eta {el / done * (total - done):.0f}s" if 0 < done < total else ""
+            pct = f" ({100 * done / total:.0f}%)" if total else ""
+            print(f"eagle3-doctor: {label}: {done}/{total}{pct}, {el:.0f}s elapsed{eta}", file=sys.stderr, flush=True)
+            st[1] = -2.0 if done >= total else now
+
+        yield plain
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    prog = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=console(stderr=True),
+        transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def cb(label: str, done: int, total: int) -> None:
+        if label not in tasks:
+            tasks[label] = prog.add_task(label, total=total)
+        prog.update(tasks[label], completed=done, total=total)
+
+    with prog:
+        yield cb
+
+
+@contextlib.contextmanager
+def status(text: str, quiet: bool) -> Iterator[None]:
+    """A line the moment a slow step starts (loading, first import): a spinner on a terminal."""
+    if quiet or not sys.stderr.isatty():
+        yield
+        return
+    with console(stderr=True).status(text):
+        yield
+
+
+def tool() -> dict:
+    """Stamped into every --json document (schemas/*.schema.json): which tool, which command line."""
+    return {"name": "eagle3-doctor", "version": __version__, "command": ["eagle3-doctor", *sys.argv[1:]]}
+
+
+def write_result(path: Optional[str], data: dict, trust_remote_code: bool) -> None:
+    if path:
+        from ..io.outputs import write_json
+
+        write_json(path, {**data, "tool": tool(), "trust_remote_code": trust_remote_code})

@@ -1,0 +1,295 @@
+"""The preflight's file checks: output paths (writable, apart from the inputs), then what the input files
+hold (draft checkpoint, tokenizer directories, prompts, training dumps, gate policy and baseline), read
+by type and header only. validate.py runs them in the order a user fixes things.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import BadInput
+from ..io.checks import (
+    _WHAT,
+    LAYER_SIZE_BOUNDS,
+    MAX_HIDDEN,
+    MAX_LAYERS,
+    MAX_VOCAB,
+    _cfg_int,
+    _under_a_file,
+    _weight_names,
+    check_draft_layer_ids,
+    check_norm_eps,
+    kind,
+    read_json,
+    require_dir,
+    require_file,
+    safetensors_header,
+)
+
+MAX_PROMPT_FILE = 1 << 30  # a prompts file over 1 GiB is a mistake (a dump or a model), not prompts
+_FLOAT_DTYPES = {"F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2", "F8_E4M3FN", "F8_E5M2FNUZ", "F8_E4M3FNUZ"}
+
+
+# ----------------------------------------------------------------------------- output paths
+
+
+def _probe_writable(d: Path, opt: str) -> None:
+    """Create and remove a file in d: the only test that also holds for root, read-only mounts and /proc."""
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".eagle3-doctor-probe-")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise BadInput(f"{opt}: cannot write in {d} ({e.strerror or e})", f"pass a {opt} path in a writable directory") from None
+
+
+def _nearest_existing(p: Path) -> Path:
+    for a in [p, *p.parents]:
+        if kind(a) != "missing":
+            return a
+    return Path(".")
+
+
+def check_output_file(path: str | None, opt: str) -> None:
+    """An output file path: '-' (stdout), a device or pipe to write into, or a file we can create/replace."""
+    if path is None or path == "-":
+        return
+    if not path.strip():
+        raise BadInput(f"{opt} is empty", f"pass {opt} FILE")
+    p = Path(path)
+    k = kind(p)
+    if k == "dir":
+        raise BadInput(f"{opt} {p} is a directory", f"pass a file path, e.g. {opt} {p / ('report' + (p.suffix or '.json'))}")
+    if k in ("device", "fifo"):
+        return  # written into, never renamed over (e.g. /dev/stdout)
+    if k in ("socket", "special file", "unreadable"):
+        raise BadInput(f"{opt} {p} is {_WHAT[k]}", f"pass a regular file path for {opt}")
+    blocker = _under_a_file(p.parent) if k == "missing" else None
+    if blocker is None and k == "missing" and kind(p.parent) not in ("dir", "missing"):
+        blocker = p.parent
+    if blocker is not None:
+        raise BadInput(f"{opt} {p} cannot be created: {blocker} is a file, not a directory", f"pass a {opt} path in a directory")
+    anc = _nearest_existing(p.parent)
+    if kind(anc) != "dir":
+        raise BadInput(f"{opt} {p} cannot be created: {anc} is not a directory", f"pass a {opt} path in a directory")
+    _probe_writable(anc if kind(p.parent) == "missing" else p.parent, opt)
+
+
+def check_output_dir(path: str | None, opt: str) -> None:
+    if path is None:
+        return
+    if not path.strip():
+        raise BadInput(f"{opt} is empty", f"pass {opt} DIR")
+    p = Path(path)
+    k = kind(p)
+    if k == "file":
+        raise BadInput(f"{opt} {p} is a file, not a directory", f"pass a directory path (new or existing) for {opt}")
+    if k not in ("dir", "missing"):
+        raise BadInput(f"{opt} {p} is {_WHAT.get(k, k)}, not a directory", f"pass a directory path for {opt}")
+    if k == "missing":
+        blocker = _under_a_file(p)
+        if blocker is not None:
+            raise BadInput(
+                f"{opt} {p} cannot be created: {blocker} is a file, not a directory", f"pass a {opt} path in a directory"
+            )
+    anc = p if k == "dir" else _nearest_existing(p)
+    _probe_writable(anc, opt)
+
+
+def check_outputs_separate(kw: dict[str, Any]) -> None:
+    """No output on an input or on another output; the gate's $GITHUB_STEP_SUMMARY a file it can append to.
+
+    Runs before the output paths are probed, since the probe itself creates a file where the output goes.
+    """
+    from ..io.overlap import check_outputs_apart
+
+    env = (os.environ.get("GITHUB_STEP_SUMMARY") or None) if "summary" in kw else None  # only the gate appends to it
+    check_outputs_apart(kw, env)
+    if env is not None:
+        k = kind(env)
+        if k not in ("file", "missing", "device", "fifo"):
+            raise BadInput(
+                f"$GITHUB_STEP_SUMMARY {env} is {_WHAT.get(k, 'a directory' if k == 'dir' else k)}, not a file to append to",
+                "point GITHUB_STEP_SUMMARY at a file (GitHub Actions sets it for you), or unset it",
+            )
+        if k == "missing":
+            check_output_file(env, "$GITHUB_STEP_SUMMARY")
+
+
+_TOKENIZER_FILES = (".json", ".jinja", ".txt", ".model", ".tiktoken", ".py", ".vocab")
+
+
+def check_tokenizer_dir(d: Path, opt: str) -> None:
+    """Every file a tokenizer loader may open is a regular file: a FIFO named tokenizer.json would block it."""
+    try:
+        entries = list(d.iterdir())
+    except OSError as e:
+        raise BadInput(f"{opt} {d} cannot be listed ({e.strerror})", "fix its permissions (chmod +rx)") from None
+    for f in entries:
+        k = kind(f)
+        if f.name.endswith(_TOKENIZER_FILES) and k not in ("file", "dir"):
+            raise BadInput(
+                f"{opt}: {f} is {_WHAT.get(k, k)}, not a regular file", "replace it with the real file from the checkpoint"
+            )
+
+
+def check_draft(path: str, fmt: str | None = None) -> None:
+    """The draft directory, its config's types, and its weights' headers (names, dtypes), without torch."""
+    fix = "pass --draft DIR with the draft's config.json and *.safetensors"
+    d = require_dir(path, "draft directory" if kind(path) in ("missing", "dir") else "--draft", fix)
+    cfg = read_json(d / "config.json", "draft config", "point --draft at a directory holding config.json and *.safetensors")
+    if not isinstance(cfg, dict):
+        raise BadInput(
+            f"{d / 'config.json'} holds a JSON {type(cfg).__name__}, not an object",
+            "restore config.json from the original checkpoint",
+        )
+    where = str(d / "config.json")
+    check_draft_layer_ids(cfg, where)
+    tl = cfg.get("transformer_layer_config")
+    src = tl if isinstance(tl, dict) else cfg
+    _cfg_int(src, "num_hidden_layers", where, 1, MAX_LAYERS)
+    for k, hi in LAYER_SIZE_BOUNDS:
+        _cfg_int(src, k, where, 1, hi)
+    for c in (cfg, src) if src is not cfg else (cfg,):
+        check_norm_eps(c, where)
+    for k, hi in (("draft_vocab_size", MAX_VOCAB), ("target_hidden_size", MAX_HIDDEN)):
+        _cfg_int(cfg, k, where, 1, hi)
+    for f in d.iterdir():
+        if f.name.endswith((".safetensors", ".json")) and kind(f) not in ("file", "dir"):
+            raise BadInput(
+                f"{f} is {_WHAT.get(kind(f), kind(f))}, not a regular file", "replace it with the real file from the checkpoint"
+            )
+    files, names = _weight_names(d)
+    for n, meta in names.items():
+        if n.endswith(("d2t", "t2d")):
+            continue
+        dt = meta.get("dtype")
+        if dt not in _FLOAT_DTYPES:
+            raise BadInput(
+                f"draft tensor {n} in {d} has dtype {dt}, not a floating-point type",
+                "re-export the draft weights in bfloat16, float16 or float32",
+            )
+    if not files:
+        raise BadInput(
+            f"no *.safetensors file in {d}", "save the draft with safetensors (pickled .bin/.pt drafts are not loaded)"
+        )
+    if files:
+        from ..draft.formats import FORMATS, config_to_canonical, detect_format
+
+        if fmt is None:
+            fmt, _ = detect_format(cfg, sorted(names))
+        if fmt in FORMATS:
+            config_to_canonical(fmt, cfg)  # field types and signs, the same checks read_draft makes
+
+
+# ----------------------------------------------------------------------------- prompts, dumps
+
+
+def check_prompts(path: str | None) -> None:
+    if path is None:
+        return
+    fix = "pass --prompts FILE (JSONL chat messages or text lines)"
+    p = require_file(path, "prompts file", fix)
+    size = p.stat().st_size
+    if size > MAX_PROMPT_FILE:
+        raise BadInput(f"prompts file {p} is {size} bytes, not a prompts file", fix)
+    from ..io.prompts import read_prompt_file
+
+    read_prompt_file(p)
+
+
+DUMP_SUFFIXES = (".ckpt", ".ckpt.gz", ".safetensors")
+
+
+def check_dump(path: str | None) -> None:
+    """Every file of a training dump: regular, non-empty, with the container format its name says."""
+    if path is None:
+        return
+    fix = "pass --train-dump DIR (SpecForge rows_*/data_*.ckpt) or one dump file"
+    k = kind(path)
+    p = Path(path)
+    if k == "dir":
+        files = [f for f in p.rglob("*") if f.name.endswith(DUMP_SUFFIXES) and kind(f) != "dir"]
+        if not files:
+            raise BadInput(
+                f"no .ckpt, .ckpt.gz or .safetensors files under {p}", "point --train-dump at the dump's output directory"
+            )
+    else:
+        if k == "missing" and _under_a_file(p) is None:
+            raise BadInput(f"training dump {p} does not exist", fix)
+        files = [require_file(p, "training dump", fix)]
+    for f in files:
+        require_file(f, "dump file", "remove it from the dump directory or re-create it")
+        size = f.stat().st_size
+        if size == 0:
+            raise BadInput(f"dump file {f} is empty (0 bytes)", "re-create it, or remove it from the dump directory")
+        with open(f, "rb") as fh:
+            head = fh.read(8)
+        if f.name.endswith(".gz") and head[:2] != b"\x1f\x8b":
+            raise BadInput(f"dump file {f} is named .gz but is not gzip data", "re-create it")
+        if f.name.endswith(".safetensors"):
+            safetensors_header(f)
+        elif f.name.endswith(".ckpt") and head[:2] != b"PK" and head[:1] != b"\x80":
+            raise BadInput(f"dump file {f} is neither a torch.save zip nor a pickle", "re-create it with torch.save")
+
+
+# ----------------------------------------------------------------------------- policy, baseline
+
+
+def check_policy_file(path: str | None) -> None:
+    """The policy TOML parses and its [gate] table is a table of known keys (types: check_policy_values)."""
+    if path is None:
+        return
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: gate_policy.Policy.load says so in one line
+        return
+    p = require_file(path, "policy file", "pass --policy FILE.toml")
+    try:
+        from ..io.safeio import read_regular_bytes
+
+        raw = tomllib.loads(read_regular_bytes(p, "policy file", "pass --policy FILE.toml", 4 << 20).decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise BadInput(f"policy file {p} is not valid TOML ({str(e)[:120]})", "fix the file") from None
+    except RecursionError:  # tomllib parses nested arrays recursively
+        raise BadInput(f"policy file {p} nests too deeply to be a policy", "fix the file") from None
+    data = raw.get("gate", raw)
+    if not isinstance(data, dict):
+        raise BadInput(f"policy file {p}: gate is not a table", "write the thresholds under a [gate] table")
+    from dataclasses import fields
+
+    from .gate_policy import Policy
+
+    known = {f.name for f in fields(Policy)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise BadInput(f"policy file {p}: unknown key(s) {', '.join(unknown)}", f"use only {', '.join(sorted(known))}")
+
+
+def check_baseline(path: str | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    from .gate import SCHEMA
+
+    fix = "pass the JSON written by an earlier `eagle3-doctor gate --json`"
+    data = read_json(Path(path), "baseline", fix)
+    if not isinstance(data, dict) or "metrics" not in data:
+        raise BadInput(f"baseline {path} is not a gate JSON (no 'metrics')", fix)
+    schema = data.get("schema")
+    if schema is not None and schema != SCHEMA:  # absent: a hand-written baseline, read by its metrics
+        raise BadInput(
+            f"baseline {path} has schema {schema!r}; this version reads {SCHEMA!r}",
+            "re-run the gate on the baseline checkpoint with this version and pass its --json",
+        )
+    m = data["metrics"]
+    if not isinstance(m, dict):
+        raise BadInput(f"baseline {path}: metrics is not an object", fix)
+    for key in ("step1_accuracy", "tau", "mean_acceptance_length"):
+        if key in m and (not isinstance(m[key], (int, float)) or isinstance(m[key], bool)):
+            raise BadInput(f"baseline {path}: metrics.{key} is {json.dumps(m[key])[:40]}, not a number", fix)
+    return data

@@ -1,0 +1,264 @@
+"""A server launch command as words: shell words, the entry point, the flags each engine's parser knows.
+
+Which flags exist, and which take a value, comes from ``data/serve_flags.json``: extracted from the
+engines' own argument definitions by ``tools/gen_serve_flags.py`` (SGLang 0.5.23
+``srt/arg_groups/fields/*.py``; vLLM 0.33.0 ``engine/arg_utils.py`` and
+``entrypoints/common/cli_args.py``), each flag with the file:line it was read from. When the engine
+itself is importable its installed parser is not needed: the table names the version it holds.
+Flags missing from the table are listed as unknown, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import BadInput
+
+MAX_SERVE_CONFIG = 4 << 20  # a launch command or server-args file is a few KB
+
+
+@lru_cache(maxsize=1)
+def flag_table() -> dict[str, Any]:
+    return json.loads((Path(__file__).resolve().parent.parent / "data" / "serve_flags.json").read_text())
+
+
+# --------------------------------------------------------------------------- tokenising
+
+
+def split_words(text: str) -> list[str]:
+    text = text.replace("\\\r\n", " ").replace("\\\n", " ")
+    try:
+        return shlex.split(text, comments=True)
+    except ValueError as e:
+        raise BadInput(
+            f"--serve-cmd cannot be split into shell words ({e})", "paste the command exactly as you run it, quotes balanced"
+        ) from None
+
+
+# the official images: vllm/vllm-openai's entrypoint is the OpenAI API server (`vllm serve`), so the words
+# after the image are its arguments; lmsysorg/sglang has no server entrypoint (the command follows the image)
+_IMAGE = re.compile(
+    r"^(?:[\w.\-]+(?::\d+)?/)?(vllm/vllm-openai|lmsysorg/sglang)(?:-[\w.]+)?(?::([\w.\-]+))?(?:@sha256:[0-9a-f]+)?$"
+)
+_ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+_TAG_VERSION = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?(?:rc\d+|\.post\d+)?)(?:[-+].*)?$")
+
+
+def prefix_env(words: list[str]) -> dict[str, str]:
+    """The environment the command sets before the entry point: ``NAME=VALUE`` words (a shell prefix,
+    ``env``, ``export``) and docker's ``-e/--env NAME=VALUE``."""
+    env: dict[str, str] = {}
+    for i, w in enumerate(words):
+        if w.startswith("--env="):
+            w = w[len("--env=") :]
+        elif w.startswith("-e") and len(w) > 2 and "=" in w:
+            w = w[2:]
+        elif i > 0 and words[i - 1] in ("-e", "--env"):
+            pass
+        elif i > 0 and words[i - 1].startswith("-") and not words[i - 1].startswith(("--env", "-e")):
+            continue  # another docker option's value (e.g. -v a=b is not the environment)
+        m = _ENV_WORD.match(w)
+        if m:
+            env[m.group(1)] = m.group(2)
+    return env
+
+
+def find_entry(toks: list[str]) -> tuple[str, int]:
+    """(engine, index of the first argument after the entry point)."""
+    for i, t in enumerate(toks):
+        base = os.path.basename(t)
+        if t in ("sglang.launch_server", "sglang.launch_server:main") or t.endswith("sglang/launch_server.py"):
+            return "sglang", i + 1
+        if base == "sglang" and i + 1 < len(toks) and toks[i + 1] == "serve":
+            return "sglang", i + 2
+        if t in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
+            return "vllm", i + 1
+        if base == "vllm" and i + 1 < len(toks) and toks[i + 1] == "serve":
+            return "vllm", i + 2
+    for i, t in enumerate(toks):
+        m = _IMAGE.match(t)
+        if m and m.group(1) == "vllm/vllm-openai" and "--entrypoint" not in " ".join(toks[:i]):
+            return "vllm", i + 1
+    raise BadInput(
+        "--serve-cmd names no SGLang or vLLM server",
+        "pass the launch command: python -m sglang.launch_server ... or vllm serve MODEL ...",
+    )
+
+
+def _take_value(name: str, kind: str, inline: str | None, args: list[str], i: int) -> tuple[Any, int]:
+    """The value of flag ``name`` (``--flag=inline`` or the next argument(s) from args[i]) and the next index."""
+    if kind == "none":
+        return not name.startswith("--no-"), i
+    if kind == "many":
+        vals = [inline] if inline is not None else []
+        while inline is None and i < len(args) and (not args[i].startswith("-") or _is_number(args[i])):
+            vals.append(args[i])
+            i += 1
+        return vals, i
+    if inline is not None:
+        return inline, i
+    if i < len(args):
+        return args[i], i + 1
+    raise BadInput(f"--serve-cmd: {name} needs a value", f"write {name} VALUE as in your launch command")
+
+
+def parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str], list[str], list[str]]:
+    """argv -> ({dest: value}, unknown flags, positionals, dotted vLLM sub-keys as 'key=value')."""
+    table = flag_table()[engine]["flags"]
+    values: dict[str, Any] = {}
+    unknown: list[str] = []
+    positional: list[str] = []
+    dotted: list[str] = []
+    abbrev: list[str] = []
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        i += 1
+        if not tok.startswith("-") or tok == "-" or _is_number(tok):
+            positional.append(tok)
+            continue
+        name, eq, inline = tok.partition("=")
+        if engine == "vllm" and name.startswith("--"):
+            name = "--" + name[2:].replace("_", "-") if "." not in name else name
+        if engine == "vllm" and "." in name and name.startswith("--"):
+            head, _, sub = name.partition(".")
+            head = "--" + head[2:].replace("_", "-")
+            if head in table:
+                val = inline if eq else (args[i] if i < len(args) else "")
+                if not eq:
+                    i += 1
+                dotted.append(f"{table[head]['dest']}.{sub}={val}")
+                continue
+        if engine == "sglang" and name.startswith("--") and "_" in name and name not in table:
+            _refuse_underscore(name, table)
+        spec = table.get(name)
+        if spec is None and name.startswith("--") and len(name) > 3:
+            # both engines parse with argparse's default allow_abbrev=True: a unique prefix is that flag
+            hits = sorted({table[f]["dest"]: f for f in table if f.startswith(name)}.values())
+            if len(hits) == 1:
+                abbrev.append(f"{name} -> {hits[0]}")
+                spec = table[hits[0]]
+            elif hits:
+                unknown.append(f"{name} (ambiguous: {', '.join(hits[:4])}{', ...' if len(hits) > 4 else ''})")
+                if not eq and i < len(args) and not args[i].startswith("-"):
+                    i += 1
+                continue
+        if spec is None:
+            unknown.append(tok if eq else name)
+            # an unknown flag's value (if any) is not a flag: skip it so it is not read as positional
+            if not eq and i < len(args) and not args[i].startswith("-"):
+                unknown[-1] += f" {args[i]}"
+                i += 1
+            continue
+        values[spec["dest"]], i = _take_value(name, spec["value"], inline if eq else None, args, i)
+    if abbrev:
+        values["__abbrev__"] = abbrev
+    return values, unknown, positional, dotted
+
+
+def _refuse_underscore(name: str, table: dict[str, Any]) -> None:
+    """SGLang registers each flag with dashes only (arg_groups/arg_utils.py ``_field_to_cli_name``) and
+    parses with a plain argparse parser (server_args.py ``prepare_server_args``), so an underscored
+    spelling stops the server at startup with "unrecognized arguments". vLLM's FlexibleArgumentParser
+    rewrites underscores to dashes, so this holds for SGLang alone."""
+    dashed = "--" + name[2:].replace("_", "-")
+    if dashed in table or any(f.startswith(dashed) for f in table):
+        ver = flag_table()["sglang"]["version"]
+        raise BadInput(
+            f"--serve-cmd: SGLang {ver} refuses {name} at startup (argparse: unrecognized arguments): "
+            f"its parser registers {dashed} only",
+            f"write {dashed} as SGLang spells it",
+        )
+
+
+# an unknown flag that names one of these would be a setting the doctor measures under, silently defaulted
+_MEASURED_WORDS = ("speculative", "draft", "eagle", "model-path", "num-steps", "topk")
+
+
+def refuse_measured_unknown(engine: str, unknown: list[str]) -> None:
+    """Unknown flags are listed and the run goes on (a flag of another release, a typo in --port), except
+    one that names what the doctor measures under: reading past it would default that setting silently,
+    and the engine itself refuses to start on it (argparse: unrecognized arguments)."""
+    for u in unknown:
+        flag = u.split()[0]
+        if any(w in flag for w in _MEASURED_WORDS) and "(ambiguous" not in u:
+            ver = flag_table()[engine]["version"]
+            how = (
+                "put it in --speculative-config '{...}' (vLLM reads draft settings only there)"
+                if engine == "vllm"
+                else "use the flag as `python -m sglang.launch_server --help` names it"
+            )
+            raise BadInput(
+                f"--serve-cmd: {flag} is not a {engine} {ver} flag: the server refuses to start on it, "
+                "and the setting it names would otherwise be defaulted",
+                how,
+            )
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+        return True
+    except ValueError:
+        return False
+
+
+def to_int(value: Any, what: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise BadInput(f"--serve-cmd: {what} {value!r} is not an integer", f"write an integer for {what}") from None
+
+
+def config_args(engine: str, args: list[str]) -> list[str]:
+    """``--config FILE.yaml`` spliced in as the engine does it: each YAML key becomes ``--KEY`` as written
+    (True: the bare flag, False: left out, a list: its items, a mapping: JSON), before the command's
+    own arguments so that these win (SGLang utils/server_args_config_parser.py ``merge_config_with_args``;
+    vLLM ``FlexibleArgumentParser._pull_args_from_config``, after a positional model). The path is the
+    one written, relative to the working directory the server is launched from."""
+    if "--config" not in args:
+        return args
+    if args.count("--config") > 1:
+        raise BadInput("--serve-cmd: --config is given twice", "both engines read one config file: merge them")
+    i = args.index("--config")
+    if i + 1 >= len(args):
+        raise BadInput("--serve-cmd: --config needs a file", "write --config FILE.yaml")
+    path = Path(os.path.expanduser(args[i + 1]))
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise BadInput(f"--serve-cmd: --config {path} is not a .yaml file: the engine refuses it", "pass a YAML file")
+    from ..io.safeio import load_yaml, read_regular_text
+
+    fix = "run eagle3-doctor from the directory the server is launched in, or write the path absolute"
+    obj = load_yaml(read_regular_text(path, "--config file", fix, MAX_SERVE_CONFIG), f"--config {path}", "fix the YAML")
+    if obj is None:
+        obj = {}
+    if not isinstance(obj, dict):
+        raise BadInput(f"--config {path} holds no mapping at the top level", "write key: value lines")
+    words: list[str] = []
+    for key, value in obj.items():
+        if isinstance(value, bool):
+            words += [f"--{key}"] if value else []
+        elif isinstance(value, list):
+            words += [f"--{key}", *map(str, value)] if value else []
+        else:
+            words += [f"--{key}", json.dumps(value) if isinstance(value, dict) else str(value)]
+    rest = args[:i] + args[i + 2 :]
+    if engine == "vllm" and rest and not rest[0].startswith("-"):
+        return [rest[0], *words, *rest[1:]]
+    return words + rest
+
+
+def docker_image(words: list[str]) -> tuple[str | None, str | None]:
+    """(the engine image the command runs, the release its tag names) from ``docker run ... IMAGE``."""
+    for w in words:
+        m = _IMAGE.match(w)
+        if m:
+            tag = _TAG_VERSION.match(m.group(2) or "")
+            return w, tag.group(1) if tag else None
+    return None, None

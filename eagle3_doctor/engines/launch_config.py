@@ -1,0 +1,322 @@
+"""A launch command's flags and files, per engine, in the doctor's terms (``ServeConfig``).
+
+Defaults follow the engine's own resolution when a flag is absent:
+- SGLang 0.5.23 ``srt/arg_groups/speculative_hook.py``: with ``--speculative-num-steps`` unset,
+  (steps, topk, draft tokens) come from ``_auto_choose_speculative_params`` (line 1430) by the target's
+  architecture: (5, 4, 8) for ``LlamaForCausalLM`` and Grok-1, (3, 1, 4) for DeepSeek-V2/V3, GPT-OSS,
+  GLM-4-MoE and everything else (lines 1438-1461); with topk 1 the draft-token budget is forced to
+  steps + 1 (lines 1255-1267).
+- vLLM 0.33.0 ``config/speculative.py``: ``num_speculative_tokens`` unset takes the draft config's
+  ``n_predict`` or is an error (lines 1601-1617); ``method`` unset is detected from the draft path
+  name ("eagle3" in it, line 1447). vLLM 0.33 EAGLE drafts a chain (no token tree); older vLLM took
+  ``speculative_token_tree``, a list of child-rank paths, parsed here when present.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import BadInput
+from .launch_args import flag_table, to_int
+
+# SGLang's per-architecture defaults, speculative_hook.py:1430-1461 (0.5.23)
+_SGLANG_AUTO_548 = {"LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"}
+_SGLANG_SRC = "sglang 0.5.23 srt/arg_groups/speculative_hook.py"
+_VLLM_SRC = "vllm 0.33.0 config/speculative.py"
+
+
+@dataclass
+class ServeConfig:
+    """What a server launch command configures, in the doctor's terms."""
+
+    engine: str
+    engine_version: str
+    target: str | None = None
+    target_revision: str | None = None
+    draft: str | None = None
+    draft_revision: str | None = None
+    algorithm: str | None = None
+    num_steps: int | None = None
+    topk: int | None = None
+    num_draft_tokens: int | None = None
+    token_tree: list[list[int]] | None = None
+    dtype: str = "auto"
+    chat_template: str | None = None
+    tp_size: int = 1
+    pp_size: int = 1
+    trust_remote_code: bool = False
+    token_map: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    image: str | None = None
+    unknown_flags: list[str] = field(default_factory=list)
+    ignored_flags: list[str] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        tree = f", tree {self.token_tree}" if self.token_tree else ""
+        return (
+            f"{self.engine} {self.engine_version}: target {self.target}, draft {self.draft}, steps {self.num_steps}, "
+            f"topk {self.topk}, draft tokens {self.num_draft_tokens}{tree}, dtype {self.dtype}, tp {self.tp_size}, "
+            f"pp {self.pp_size}"
+        )
+
+
+def _abbrev_notes(values: dict[str, Any], sc: ServeConfig) -> None:
+    for a in values.pop("__abbrev__", []):
+        sc.notes.append(f"abbreviated flag {a} (argparse accepts unique prefixes)")
+
+
+# --------------------------------------------------------------------------- engines
+
+
+_RELEVANT_SGLANG = {
+    "model_path",
+    "revision",
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "speculative_draft_model_revision",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "dtype",
+    "chat_template",
+    "tp_size",
+    "pp_size",
+    "trust_remote_code",
+    "speculative_token_map",
+    "config",
+}
+
+
+def sglang_config(values: dict[str, Any], unknown: list[str], positional: list[str], arch: str | None) -> ServeConfig:
+    version = flag_table()["sglang"]["version"]
+    sc = ServeConfig("sglang", version, unknown_flags=unknown)
+    src = sc.sources
+    _abbrev_notes(values, sc)
+    sc.target = values.get("model_path")
+    sc.target_revision = values.get("revision")
+    sc.draft = values.get("speculative_draft_model_path")
+    sc.draft_revision = values.get("speculative_draft_model_revision")
+    sc.algorithm = values.get("speculative_algorithm")
+    sc.dtype = values.get("dtype") or "auto"
+    sc.chat_template = values.get("chat_template")
+    sc.tp_size = to_int(values.get("tp_size", 1), "--tp-size")
+    sc.pp_size = to_int(values.get("pp_size", 1), "--pp-size")
+    sc.trust_remote_code = bool(values.get("trust_remote_code", False))
+    sc.token_map = values.get("speculative_token_map")
+    for k in ("num_steps", "topk", "num_draft_tokens"):
+        flag = {
+            "num_steps": "speculative_num_steps",
+            "topk": "speculative_eagle_topk",
+            "num_draft_tokens": "speculative_num_draft_tokens",
+        }[k]
+        if values.get(flag) is not None:
+            setattr(sc, k, to_int(values[flag], "--" + flag.replace("_", "-")))
+            src[k] = "--" + flag.replace("_", "-")
+    if positional:
+        sc.notes.append(f"positional words ignored by SGLang's parser: {' '.join(positional)}")
+    if sc.algorithm is None:
+        sc.notes.append("no --speculative-algorithm: this server runs without speculative decoding")
+    elif sc.algorithm.upper() != "EAGLE3":
+        sc.notes.append(f"--speculative-algorithm {sc.algorithm}: eagle3-doctor measures EAGLE-3 drafts")
+    _sglang_tree_shape(sc, arch)
+    if sc.draft is None and sc.algorithm and sc.algorithm.upper() == "EAGLE3":
+        sc.notes.append("EAGLE3 without --speculative-draft-model-path: SGLang refuses to start without a draft")
+    sc.ignored_flags = sorted(k for k in values if k not in _RELEVANT_SGLANG)
+    return sc
+
+
+def _sglang_tree_shape(sc: ServeConfig, arch: str | None) -> None:
+    """Steps/topk/draft tokens as SGLang's server_args resolves them from what the command left unset
+    (architecture defaults, topk 1 alone, draft tokens forced to steps + 1 under topk 1)."""
+    src = sc.sources
+    if sc.num_steps is None:
+        if sc.topk is not None or sc.num_draft_tokens is not None:
+            sc.notes.append(
+                "SGLang asserts that --speculative-eagle-topk and --speculative-num-draft-tokens are unset "
+                f"when --speculative-num-steps is ({_SGLANG_SRC}:1159): set all three"
+            )
+        if arch is None:
+            sc.notes.append(
+                "SGLang picks steps/topk/draft tokens from the target's architecture "
+                f"({_SGLANG_SRC}:1430); the target config was not readable here"
+            )
+        else:
+            steps, topk, ndt = (5, 4, 8) if arch in _SGLANG_AUTO_548 else (3, 1, 4)
+            sc.num_steps, sc.topk, sc.num_draft_tokens = steps, topk, ndt
+            for k in ("num_steps", "topk", "num_draft_tokens"):
+                src[k] = f"SGLang default for {arch} ({_SGLANG_SRC}:1430-1461)"
+    if sc.num_steps is not None and sc.topk is None:
+        sc.topk = 1
+        src["topk"] = "assumed 1: SGLang resolves topk only together with --speculative-num-steps"
+        sc.notes.append(src["topk"])
+    if sc.topk == 1 and sc.num_steps is not None and sc.num_draft_tokens != sc.num_steps + 1:
+        if sc.num_draft_tokens is not None:
+            sc.notes.append(
+                f"SGLang sets --speculative-num-draft-tokens to steps + 1 = {sc.num_steps + 1} when topk is 1 "
+                f"(was {sc.num_draft_tokens}; {_SGLANG_SRC}:1255-1267)"
+            )
+        sc.num_draft_tokens = sc.num_steps + 1
+        src["num_draft_tokens"] = f"steps + 1 with topk 1 ({_SGLANG_SRC}:1255-1267)"
+
+
+def _vllm_spec(spec: dict[str, Any], sc: ServeConfig) -> None:
+    known = {
+        "method",
+        "model",
+        "num_speculative_tokens",
+        "revision",
+        "draft_tensor_parallel_size",
+        "speculative_token_tree",
+        "max_model_len",
+        "quantization",
+        "enforce_eager",
+        "code_revision",
+        "disable_padded_drafter_batch",
+        "parallel_drafting",
+        "attention_backend",
+        "kv_cache_dtype",
+        "moe_backend",
+        "draft_sample_method",
+        "rejection_sample_method",
+    }
+    for k in spec:
+        if k not in known:
+            sc.notes.append(f"speculative-config key {k!r} is not read by eagle3-doctor")
+    sc.draft = spec.get("model", sc.draft)
+    sc.draft_revision = spec.get("revision", sc.draft_revision)
+    sc.algorithm = spec.get("method", sc.algorithm)
+    if spec.get("num_speculative_tokens") is not None:
+        sc.num_steps = to_int(spec["num_speculative_tokens"], "num_speculative_tokens")
+        sc.sources["num_steps"] = "--speculative-config num_speculative_tokens"
+    tree = spec.get("speculative_token_tree")
+    if tree:
+        sc.token_tree = parse_token_tree(tree)
+        sc.sources["token_tree"] = "--speculative-config speculative_token_tree"
+
+
+def parse_token_tree(tree: Any) -> list[list[int]]:
+    """vLLM's ``speculative_token_tree``: a list of paths of child ranks, e.g. "[(0,), (1,), (0, 0)]"."""
+    import ast
+
+    try:
+        paths = ast.literal_eval(tree) if isinstance(tree, str) else tree
+        out = sorted({tuple(int(x) for x in p) for p in paths}, key=lambda p: (len(p), p))
+    except (ValueError, SyntaxError, TypeError):
+        raise BadInput(
+            f"speculative_token_tree {tree!r} is not a list of tuples", 'write it as vLLM does, e.g. "[(0,), (1,), (0, 0)]"'
+        ) from None
+    for p in out:
+        if not p or min(p) < 0 or (len(p) > 1 and p[:-1] not in set(out)):
+            raise BadInput(f"speculative_token_tree path {p} has no parent in the tree", "list every prefix of every path")
+    return [list(p) for p in out]
+
+
+def vllm_engine_args(sc: ServeConfig, args: dict[str, Any], name: Callable[[str], str]) -> None:
+    """The engine args a `vllm serve` command line and a JSON engine-args file both set, by dest;
+    ``name`` spells a dest the way the user wrote it (--tensor-parallel-size or tensor_parallel_size)."""
+    sc.target_revision = args.get("revision")
+    sc.dtype = args.get("dtype") or "auto"
+    sc.chat_template = args.get("chat_template")
+    sc.tp_size = to_int(args.get("tensor_parallel_size") or 1, name("tensor_parallel_size"))
+    sc.pp_size = to_int(args.get("pipeline_parallel_size") or 1, name("pipeline_parallel_size"))
+    sc.trust_remote_code = bool(args.get("trust_remote_code", False))
+
+
+def vllm_config(values: dict[str, Any], unknown: list[str], positional: list[str], dotted: list[str]) -> ServeConfig:
+    version = flag_table()["vllm"]["version"]
+    sc = ServeConfig("vllm", version, unknown_flags=unknown)
+    _abbrev_notes(values, sc)
+    sc.target = values.get("model") or (positional[0] if positional else None)
+    if len(positional) > 1:
+        sc.notes.append(f"extra positional words: {' '.join(positional[1:])}")
+    vllm_engine_args(sc, values, lambda dest: "--" + dest.replace("_", "-"))
+    spec: dict[str, Any] = {}
+    if values.get("speculative_config"):
+        spec = json_object(values["speculative_config"], "--speculative-config")
+    for d in dotted:
+        key, _, val = d.partition("=")
+        head, _, sub = key.partition(".")
+        if head == "speculative_config":
+            try:
+                spec[sub] = json.loads(val)
+            except json.JSONDecodeError:
+                spec[sub] = val
+    finish_vllm(sc, spec)
+    sc.ignored_flags = sorted(
+        k
+        for k in values
+        if k
+        not in {
+            "model",
+            "revision",
+            "dtype",
+            "chat_template",
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "trust_remote_code",
+            "speculative_config",
+        }
+    )
+    return sc
+
+
+def finish_vllm(sc: ServeConfig, spec: dict[str, Any]) -> None:
+    if not spec:
+        sc.notes.append("no --speculative-config: this server runs without speculative decoding")
+    _vllm_spec(spec, sc)
+    if sc.algorithm is None and sc.draft and "eagle3" in sc.draft.lower():
+        sc.algorithm = "eagle3"
+        sc.sources["algorithm"] = f"detected from the draft path name ({_VLLM_SRC}:1447)"
+    if sc.algorithm is not None and str(sc.algorithm).lower() != "eagle3":
+        sc.notes.append(f"speculative method {sc.algorithm}: eagle3-doctor measures EAGLE-3 drafts")
+    if sc.num_steps is None and spec:
+        sc.notes.append(
+            f"num_speculative_tokens unset: vLLM takes the draft config's n_predict or refuses to start ({_VLLM_SRC}:1601-1617)"
+        )
+    if sc.token_tree:
+        sc.topk = max(p[-1] for p in sc.token_tree) + 1
+        sc.num_draft_tokens = len(sc.token_tree) + 1
+        depth = max(len(p) for p in sc.token_tree)
+        if sc.num_steps is not None and sc.num_steps != depth:
+            sc.notes.append(f"num_speculative_tokens {sc.num_steps} differs from the tree depth {depth}: the tree is used")
+        sc.num_steps = depth
+    elif sc.num_steps is not None:
+        sc.topk, sc.num_draft_tokens = 1, sc.num_steps + 1
+        sc.sources["topk"] = "vLLM EAGLE drafts a chain (no speculative_token_tree)"
+
+
+def json_object(text: str, what: str) -> dict[str, Any]:
+    from ..io.safeio import loads_json
+
+    try:
+        obj = loads_json(text, what, 'write a flat object, e.g. {"method": "eagle3", "num_speculative_tokens": 3}')
+    except json.JSONDecodeError as e:
+        raise BadInput(
+            f"{what} is not valid JSON ({e.msg} at column {e.colno})",
+            'quote it for the shell: --speculative-config \'{"method": "eagle3", ...}\'',
+        ) from None
+    if not isinstance(obj, dict):
+        raise BadInput(f"{what} is JSON but not an object", 'write {"method": "eagle3", "model": ..., ...}')
+    return obj
+
+
+def target_arch(target: str | None) -> str | None:
+    if not target:
+        return None
+    p = Path(target) / "config.json"
+    if not p.is_file():  # never open a FIFO here: the preflight says what it is
+        return None
+    try:
+        arch = json.loads(p.read_text()).get("architectures") or []
+        return arch[0] if arch else None
+    except (OSError, ValueError, AttributeError):
+        return None
