@@ -33,7 +33,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eagle3_doctor.doctor import Setup, acceptance, compare_hidden  # noqa: E402
-from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
+from eagle3_doctor.draft.config import DraftConfig  # noqa: E402
+from eagle3_doctor.draft.model import Eagle3Draft  # noqa: E402
 from eagle3_doctor.engines.recipes import training_spec  # noqa: E402
 
 CUDA = torch.cuda.is_available()

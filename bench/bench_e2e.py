@@ -68,8 +68,9 @@ def build(out: Path, quick: bool, dev: str) -> tuple[Path, Path]:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from eagle3_doctor.core.taps import layer_out
-    from eagle3_doctor.draft.formats import write_draft
-    from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft
+    from eagle3_doctor.draft.config import DraftConfig
+    from eagle3_doctor.draft.model import Eagle3Draft
+    from eagle3_doctor.draft.writing import write_draft
 
     H, FF, NL, V, nh, nkv = (4096, 14336, 32, 128256, 32, 8) if not quick else (128, 384, 8, 2048, 4, 2)
     dtype = torch.bfloat16 if dev != "cpu" else torch.float32

@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eagle3_doctor.core.taps import DecoderParts, embed, layer_out  # noqa: E402
 from eagle3_doctor.doctor import Setup, acceptance, compare_hidden  # noqa: E402
-from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
+from eagle3_doctor.draft.config import DraftConfig  # noqa: E402
+from eagle3_doctor.draft.model import Eagle3Draft  # noqa: E402
 from eagle3_doctor.model.target import Target  # noqa: E402
 
 

@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eagle3_doctor.analyses.speedup import SpeedupOptions, predict_speedup  # noqa: E402
 from eagle3_doctor.core.taps import DecoderParts  # noqa: E402
-from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
+from eagle3_doctor.draft.config import DraftConfig  # noqa: E402
+from eagle3_doctor.draft.model import Eagle3Draft  # noqa: E402
 from eagle3_doctor.engines.spec_settings import chain, tree  # noqa: E402
 from eagle3_doctor.model.setup import Setup  # noqa: E402
 

@@ -17,7 +17,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from test_unroll_attention import masked_unroll  # noqa: E402
 
-from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft  # noqa: E402
+from eagle3_doctor.draft.config import DraftConfig  # noqa: E402
+from eagle3_doctor.draft.model import Eagle3Draft  # noqa: E402
 
 
 def main() -> None:

@@ -190,8 +190,10 @@ def test_seed_case_on_a_61_layer_deepseek_target(deepseek61):
 
 
 def test_draft_with_its_own_hidden_size_and_a_large_vocabulary(tmp_path):
-    from eagle3_doctor.draft.formats import read_draft, write_draft
-    from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft
+    from eagle3_doctor.draft.config import DraftConfig
+    from eagle3_doctor.draft.formats import read_draft
+    from eagle3_doctor.draft.model import Eagle3Draft
+    from eagle3_doctor.draft.writing import write_draft
 
     cfg = DraftConfig(
         hidden_size=32,

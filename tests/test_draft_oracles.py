@@ -251,7 +251,8 @@ def _prefix(cache, n):
 def test_the_default_rope_equals_transformers_bit_for_bit(head_dim, theta, partial):
     """rope_tables computes the default type itself (no transformers import in inspect); transformers'
     own function gives the same frequencies and scale, to the bit."""
-    from eagle3_doctor.draft.model import DraftConfig, rope_tables, rope_tables_transformers
+    from eagle3_doctor.draft.config import DraftConfig
+    from eagle3_doctor.draft.rope import rope_tables, rope_tables_transformers
 
     cfg = DraftConfig(
         hidden_size=4 * head_dim,

@@ -10,7 +10,8 @@ from conftest import DRAFTS
 
 from eagle3_doctor.core.errors import BadInput
 from eagle3_doctor.core.taps import embed, layer_out
-from eagle3_doctor.draft.formats import detect_format, read_draft, spec_from_info, write_draft
+from eagle3_doctor.draft.formats import detect_format, read_draft, spec_from_info
+from eagle3_doctor.draft.writing import write_draft
 
 TRAINED = (layer_out(1), layer_out(3), layer_out(4))
 

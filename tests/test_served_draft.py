@@ -255,7 +255,7 @@ def test_yarn_draft_loads_and_rotates_as_transformers_does(tmp_copy):
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
     from eagle3_doctor.draft.formats import read_draft
-    from eagle3_doctor.draft.model import apply_rope
+    from eagle3_doctor.draft.rope import apply_rope
 
     d = tmp_copy(DRAFTS["sglang"])
     _edit(d, cfg=lambda c: c.update(rope_scaling=dict(YARN)))
@@ -295,7 +295,8 @@ def test_every_rope_type_matches_transformers(rope):
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-    from eagle3_doctor.draft.model import DraftConfig, rope_tables
+    from eagle3_doctor.draft.config import DraftConfig
+    from eagle3_doctor.draft.rope import rope_tables
 
     cfg = DraftConfig(
         hidden_size=128,
@@ -364,7 +365,8 @@ def test_interleaved_rope_is_transformers_gptj_rotation(partial):
     from transformers.models.glm.modeling_glm import apply_rotary_pos_emb
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-    from eagle3_doctor.draft.model import DraftConfig, apply_rope, neox_order, rope_tables
+    from eagle3_doctor.draft.config import DraftConfig
+    from eagle3_doctor.draft.rope import apply_rope, neox_order, rope_tables
 
     cfg = DraftConfig(
         hidden_size=128,

@@ -50,6 +50,17 @@ def test_no_function_over_60_lines():
     assert not fits, f"now at most 60 lines, take them off LONG: {', '.join(fits)}"
 
 
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_over_500_lines():
+    """A module past 500 lines holds several jobs: split it by job (a package of one job a module)."""
+    sizes = {f.relative_to(PKG).as_posix(): len(f.read_text(encoding="utf-8").splitlines()) for f in PKG.rglob("*.py")}
+    assert len(sizes) > 50, f"only {len(sizes)} modules found under {PKG}"
+    big = {m: n for m, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert not big, "modules over 500 lines: " + ", ".join(f"{m} ({n})" for m, n in sorted(big.items()))
+
+
 def test_the_walk_measures_def_to_last_line(tmp_path):
     """The counter itself: def line to last line, nested functions and methods qualified by module and class."""
     (tmp_path / "sub").mkdir()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle3_doctor.draft.model import DraftConfig, Eagle3Draft, _causal_attention_lse
+from eagle3_doctor.draft.config import DraftConfig
+from eagle3_doctor.draft.model import Eagle3Draft, _causal_attention_lse
 
 
 def masked_unroll(draft: Eagle3Draft, aux, ids, num_steps, key_mask=None):

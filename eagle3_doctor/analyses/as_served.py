@@ -41,7 +41,7 @@ class ServedPaths:
 
 def served_paths(setup: Any) -> ServedPaths:
     """FWD findings for the setup's draft under its engine version, and the drafts that measure them."""
-    from ..draft.served import diagnose
+    from ..draft.served_findings import diagnose
 
     draft, info, tgt = setup.draft, setup.info, setup.target
     if draft is None or info is None:

@@ -12,7 +12,6 @@ ModelOpt's HF export reads as sglang with ``layers.0.*`` names and no ``t2d``.)
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -20,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
-from ..core.taps import FeatureSpec, format_spec
+from ..core.taps import FeatureSpec
+from .format_configs import KEY_CONVENTION, config_to_canonical, find_layer_ids, ids_to_spec, native_ids_key
 
 FORMATS = ("eagle", "sglang", "speculators")
 
 # Which engine's id convention each format's config speaks (see engines.py for the rules).
 FORMAT_CONVENTION = {"eagle": "eagle", "sglang": "sglang", "speculators": "vllm"}
-IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 _LAYER_PREFIXES = ("midlayer.", "layers.0.", "model.layers.0.", "model.midlayer.")
 
 
@@ -79,172 +78,6 @@ def detect_format(config: dict[str, Any], weight_keys: list[str]) -> tuple[str, 
 
 
 # --------------------------------------------------------------------------- config <-> canonical
-
-
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "hidden_size": (int,),
-    "intermediate_size": (int,),
-    "num_attention_heads": (int,),
-    "num_key_value_heads": (int,),
-    "head_dim": (int,),
-    "rms_norm_eps": (int, float),
-    "rope_theta": (int, float),
-    "rope_scaling": (dict,),
-    "max_position_embeddings": (int,),
-    "hidden_act": (str,),
-    "attention_bias": (bool,),
-    "vocab_size": (int,),
-    "torch_dtype": (str,),
-    "draft_vocab_size": (int,),
-    "target_hidden_size": (int,),
-}
-_POSITIVE = {
-    "hidden_size",
-    "intermediate_size",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "vocab_size",
-    "draft_vocab_size",
-    "target_hidden_size",
-    "max_position_embeddings",
-}
-
-
-def _checked(c: dict[str, Any], key: str, where: str = "config.json") -> Any:
-    """c[key] if it has the type the field needs; a clear BadInput otherwise."""
-    v = c[key]
-    types = _FIELD_TYPES.get(key)
-    if types and (not isinstance(v, types) or (isinstance(v, bool) and bool not in types)):
-        raise BadInput(
-            f"{where}: {key} is {json.dumps(v)[:40]}, expected {' or '.join(t.__name__ for t in types)}",
-            "restore config.json from the original checkpoint",
-        )
-    if key in _POSITIVE and v <= 0:
-        raise BadInput(f"{where}: {key} = {v} must be positive", "restore config.json from the original checkpoint")
-    return v
-
-
-def _llama_fields(c: dict[str, Any]) -> dict[str, Any]:
-    keys = (
-        "hidden_size",
-        "intermediate_size",
-        "num_attention_heads",
-        "num_key_value_heads",
-        "head_dim",
-        "rms_norm_eps",
-        "rope_theta",
-        "rope_scaling",
-        "max_position_embeddings",
-        "hidden_act",
-        "attention_bias",
-        "vocab_size",
-        "torch_dtype",
-    )
-    out = {k: _checked(c, k) for k in keys if k in c and c[k] is not None}
-    if "rope_theta" not in out and isinstance(c.get("rope_parameters"), dict):
-        rp = c["rope_parameters"]
-        theta = rp.get("rope_theta", 10000.0)
-        if not isinstance(theta, (int, float)) or isinstance(theta, bool):
-            raise BadInput("config.json: rope_parameters.rope_theta is not a number", "restore config.json")
-        out["rope_theta"] = theta
-        if set(rp) - {"rope_theta", "rope_type"} or rp.get("rope_type", "default") != "default":
-            out["rope_scaling"] = rp  # transformers-5 layout kept whole; model.rope_parameters reads both
-    # SGLang's key for the RoPE layout (srt/models/llama.py:335 in 0.5.23, default True); the
-    # trainers that write these formats (SpecForge, speculators, EAGLE) only rotate NeoX-style
-    neox = c.get("rope_is_neox_style")
-    if isinstance(neox, bool):
-        out["rope_interleaved"] = not neox
-    prf = c.get("partial_rotary_factor")
-    if isinstance(prf, (int, float)) and not isinstance(prf, bool) and prf != 1:
-        out["extra"] = {"partial_rotary_factor": float(prf)}
-    if "torch_dtype" not in out and isinstance(c.get("dtype"), str):
-        out["torch_dtype"] = c["dtype"]
-    return out
-
-
-def config_to_canonical(fmt: str, c: dict[str, Any]) -> dict[str, Any]:
-    """Native config.json -> DraftConfig fields."""
-    if fmt == "speculators":
-        tl = c.get("transformer_layer_config") or {}
-        if not isinstance(tl, dict):
-            raise BadInput("config.json: transformer_layer_config is not an object", "restore config.json")
-        base = _llama_fields(tl)
-        if tl.get("model_type") == "qwen3":  # speculators model_definitions.py:136-143: the Qwen3 layer
-            base["qk_norm"] = True
-        base.update({k: _checked(c, k) for k in ("draft_vocab_size", "target_hidden_size") if c.get(k) is not None})
-        if "vocab_size" not in base and c.get("vocab_size") is not None:
-            base["vocab_size"] = _checked(c, "vocab_size")
-        # speculators 0.9.0 models/eagle3/config.py:43-82: all four default False; norm_output means
-        # "feed the normed state to the next step" (core.py:302-306)
-        for flag in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
-            if flag in c:
-                base[flag] = bool(c[flag])
-        return base
-    base = _llama_fields(c)
-    if c.get("draft_vocab_size") is not None:
-        base["draft_vocab_size"] = _checked(c, "draft_vocab_size")
-    elif "vocab_size" in base:
-        base["draft_vocab_size"] = base["vocab_size"]
-    if c.get("target_hidden_size"):
-        base["target_hidden_size"] = _checked(c, "target_hidden_size")
-    ec = c.get("eagle_config") if isinstance(c.get("eagle_config"), dict) else {}
-    if ec.get("norm_before_fc") or c.get("norm_before_fc"):
-        base["norm_before_fc"] = True
-    if c.get("fc_norm"):
-        base["fc_norm"] = True
-    if fmt == "sglang":
-        # As trained by SpecForge 0.2.0 (the released trainer that writes this format):
-        # ``norm_output`` (default True) is "norm before lm_head"; the fed-back state is always
-        # pre-norm (llama3_eagle.py:1690, 1773-1778). How each SGLang version *serves* the key is
-        # in served.py; inspect reports the difference.
-        if "norm_output" in c:
-            base["norm_before_lm_head"] = bool(c["norm_output"])
-        if "norm_before_residual" in c:
-            base["norm_before_residual"] = bool(c["norm_before_residual"])
-    return base
-
-
-def _find_layer_ids(c: dict[str, Any]) -> dict[str, list[int]]:
-    """Every place a layer-id list sits in a config, by dotted key (each a list of integers)."""
-    from ..io.checks import check_draft_layer_ids
-
-    check_draft_layer_ids(c, "config.json")
-    found: dict[str, list[int]] = {}
-    if isinstance(c.get(IDS_KEY), list):
-        found[IDS_KEY] = list(c[IDS_KEY])
-    ec = c.get("eagle_config")
-    if isinstance(ec, dict) and isinstance(ec.get(IDS_KEY), list):
-        found[f"eagle_config.{IDS_KEY}"] = list(ec[IDS_KEY])
-    for alt in ("aux_hidden_state_layer_ids", "eagle3_layers_to_capture"):
-        if isinstance(c.get(alt), list):
-            found[alt] = list(c[alt])
-    return found
-
-
-def _native_ids_key(fmt: str) -> str | None:
-    return {"sglang": f"eagle_config.{IDS_KEY}", "speculators": IDS_KEY, "eagle": None}[fmt]
-
-
-def ids_to_spec(convention: str, ids: list[int], num_layers: int, family: str = "llama") -> FeatureSpec:
-    """Ids as written in a draft config of this convention -> capture points, by the engine's rule."""
-    from ..engines.capture import RULES
-    from ..engines.releases import ENGINE_VERSIONS
-
-    return RULES[convention](ENGINE_VERSIONS[convention][0], family, num_layers, list(ids)).spec
-
-
-def spec_to_ids(convention: str, spec: FeatureSpec, num_layers: int, family: str = "llama") -> list[int]:
-    """The ids this convention's engine needs to capture ``spec`` (inverse of :func:`ids_to_spec`)."""
-    from ..engines.fixes import ids_to_serve
-
-    ids = ids_to_serve(convention, None, family, num_layers, tuple(spec))
-    if ids is None:
-        raise BadInput(
-            f"capture points {format_spec(spec)} cannot be written as {convention} layer ids",
-            "write the draft in another format, or retrain on points that engine can capture",
-        )
-    return ids
 
 
 # --------------------------------------------------------------------------- weight names
@@ -329,8 +162,8 @@ def read_draft(
     target_dtype = dtype or weight_dtype
     draft = _materialise(draft, cfg, canon, device, target_dtype)
     has_embed = _attach_embeddings(draft, cfg, canon, target_embed, device, target_dtype)
-    all_ids = _find_layer_ids(cfg_raw)
-    native = _native_ids_key(fmt)
+    all_ids = find_layer_ids(cfg_raw)
+    native = native_ids_key(fmt)
     ids = all_ids.get(native) if native else None
     others = {k: v for k, v in all_ids.items() if k != native}
     info = DraftInfo(
@@ -405,7 +238,8 @@ def _meta_draft(d: Path, canon_fields: dict[str, Any]) -> tuple[Any, Any]:
     """(DraftConfig, Eagle3Draft on the meta device): the expected shapes, before any memory is spent."""
     import torch
 
-    from .model import DraftConfig, Eagle3Draft
+    from .config import DraftConfig
+    from .model import Eagle3Draft
 
     try:
         cfg = DraftConfig.from_dict(canon_fields)
@@ -442,7 +276,7 @@ def _materialise(draft: Any, cfg: Any, canon: dict[str, Any], device: str, targe
     """The meta module given memory and the checkpoint's tensors; absent maps and head get engine-like stand-ins."""
     import torch
 
-    from .model import rope_inv_freq
+    from .rope import rope_inv_freq
 
     draft = draft.to_empty(device=device)
     with torch.no_grad():
@@ -488,174 +322,6 @@ def _attach_embeddings(draft: Any, cfg: Any, canon: dict[str, Any], target_embed
 # --------------------------------------------------------------------------- write
 
 
-def _llama_config(cfg) -> dict[str, Any]:
-    return {
-        "hidden_size": cfg.hidden_size,
-        "intermediate_size": cfg.intermediate_size,
-        "num_attention_heads": cfg.num_attention_heads,
-        "num_key_value_heads": cfg.num_key_value_heads,
-        "head_dim": cfg.head_dim,
-        "num_hidden_layers": cfg.num_hidden_layers,
-        "rms_norm_eps": cfg.rms_norm_eps,
-        "rope_theta": cfg.rope_theta,
-        "rope_scaling": cfg.rope_scaling,
-        "max_position_embeddings": cfg.max_position_embeddings,
-        "hidden_act": cfg.hidden_act,
-        "attention_bias": cfg.attention_bias,
-        "vocab_size": cfg.vocab_size,
-        "tie_word_embeddings": False,
-        "model_type": "llama",
-        "torch_dtype": cfg.torch_dtype or "float32",
-        **({"rope_is_neox_style": False} if cfg.rope_interleaved else {}),
-    }
-
-
-def native_config(
-    fmt: str, cfg, spec: FeatureSpec | None, num_layers: int | None = None, *, verifier: str | None = None, num_steps: int = 3
-) -> dict[str, Any]:
-    """The config.json a format's own tooling would write for this draft and training spec."""
-    if fmt == "eagle":
-        c = _llama_config(cfg)
-        c.update(architectures=["LlamaForCausalLM"], draft_vocab_size=cfg.draft_vocab_size)
-        return c
-    if cfg.qk_norm and fmt != "speculators":
-        raise BadInput(
-            f"the {fmt} format has no draft layer with q_norm/k_norm (SGLang and SpecForge draft with a Llama layer)",
-            "write the speculators format instead",
-        )
-    if fmt == "sglang":
-        return _sglang_config(cfg, spec, num_layers)
-    if fmt == "speculators":
-        return _speculators_config(cfg, spec, num_layers, verifier, num_steps)
-    raise ValueError(fmt)
-
-
-def _sglang_config(cfg: Any, spec: FeatureSpec | None, num_layers: int | None) -> dict[str, Any]:
-    c = _llama_config(cfg)
-    ec: dict[str, Any] = {"use_aux_hidden_state": True, "norm_before_fc": cfg.norm_before_fc}
-    if spec is not None:
-        ec[IDS_KEY] = spec_to_ids("sglang", spec, _need_layers(num_layers))
-    if cfg.norm_output:
-        raise BadInput(
-            "the sglang (SpecForge 0.2.0) format cannot record norm_output in the "
-            "feed-the-normed-state sense: SpecForge reads that key as 'norm before lm_head'",
-            "write the speculators format instead",
-        )
-    c.update(
-        architectures=["LlamaForCausalLMEagle3"],
-        draft_vocab_size=cfg.draft_vocab_size,
-        target_hidden_size=cfg.target_hidden_size,
-        eagle_config=ec,
-    )
-    if cfg.fc_norm:
-        c["fc_norm"] = True
-    if cfg.norm_before_residual:
-        c["norm_before_residual"] = True
-    if not cfg.norm_before_lm_head:
-        c["norm_output"] = False  # SpecForge 0.2.0's key for "no norm before lm_head"
-    return c
-
-
-def _speculators_config(
-    cfg: Any, spec: FeatureSpec | None, num_layers: int | None, verifier: str | None, num_steps: int
-) -> dict[str, Any]:
-    if not cfg.norm_before_lm_head:
-        raise BadInput(
-            "the speculators format always norms before lm_head (core.py:302-306); this draft "
-            "was trained without that norm (SpecForge norm_output=false)",
-            "write the sglang format instead",
-        )
-    tl = _llama_config(cfg)
-    tl["architectures"] = ["LlamaForCausalLM"]
-    if cfg.qk_norm:  # speculators' Qwen3 draft layer (model_definitions.py:136-143)
-        tl.update(model_type="qwen3", architectures=["Qwen3ForCausalLM"])
-    c = {
-        "architectures": ["Eagle3Speculator"],
-        "speculators_model_type": "eagle3",
-        "speculators_version": "0.2.0",
-        "transformer_layer_config": tl,
-        "draft_vocab_size": cfg.draft_vocab_size,
-        "target_hidden_size": cfg.target_hidden_size,
-        "norm_before_residual": cfg.norm_before_residual,
-        "norm_before_fc": cfg.norm_before_fc,
-        "fc_norm": cfg.fc_norm,
-        "norm_output": cfg.norm_output,
-        "speculators_config": {
-            "algorithm": "eagle3",
-            "proposal_methods": [
-                {"proposal_type": "greedy", "speculative_tokens": num_steps, "verifier_accept_k": 1, "accept_tolerance": 0.0}
-            ],
-            "default_proposal_method": "greedy",
-            "verifier": {"name_or_path": verifier, "architectures": ["LlamaForCausalLM"]},
-        },
-        "torch_dtype": cfg.torch_dtype or "float32",
-    }
-    if spec is not None:
-        c[IDS_KEY] = spec_to_ids("vllm", spec, _need_layers(num_layers))
-    return c
-
-
-def _need_layers(num_layers: int | None) -> int:
-    if num_layers is None:
-        raise ValueError("writing layer ids needs the target's number of layers")
-    return num_layers
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path`` and rename: a reader never sees half a file."""
-    from ..io.outputs import atomic_write_bytes as write
-
-    write(path, data)
-
-
-def write_draft(
-    draft,
-    path: str | os.PathLike,
-    fmt: str,
-    spec: FeatureSpec | None,
-    num_layers: int | None = None,
-    *,
-    verifier: str | None = None,
-    config: dict[str, Any] | None = None,
-) -> None:
-    """Save the canonical draft in a native format. ``config`` overrides the generated config.json
-    (used to round-trip a checkpoint's own config unchanged)."""
-    from safetensors.torch import save as st_save
-
-    cfg = draft.config
-    if fmt == "eagle" and spec is not None and config is None:
-        from ..engines.capture import default_spec_llama
-
-        if tuple(spec) != default_spec_llama(_need_layers(num_layers)):
-            raise BadInput(
-                f"the EAGLE reference format cannot record capture points {format_spec(spec)}",
-                "write the sglang or speculators format instead",
-            )
-    sd = {}
-    for k, v in draft.state_dict().items():
-        if k == "embed_tokens.weight" and not getattr(draft, "embeddings_are_own", False):
-            continue
-        if fmt == "speculators" and k in ("d2t", "t2d") and cfg.draft_vocab_size == cfg.vocab_size:
-            continue  # speculators omits the maps when the vocabularies are the same size
-        if fmt != "speculators" and k == "embed_tokens.weight":
-            continue  # SpecForge's export drops any key containing "embed"; EAGLE never saves them
-        sd[canonical_to_native_name(fmt, k)] = v.detach().contiguous().cpu()
-    c = config if config is not None else native_config(fmt, cfg, spec, num_layers, verifier=verifier)
-    out = Path(path)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out / "model.safetensors", st_save(sd, metadata={"format": "pt"}))
-    atomic_write_bytes(out / "config.json", (json.dumps(c, indent=2, sort_keys=True) + "\n").encode())
-
-
-# the id convention a key implies when a draft keeps its ids somewhere its format does not
-KEY_CONVENTION = {
-    IDS_KEY: "vllm",
-    f"eagle_config.{IDS_KEY}": "sglang",
-    "aux_hidden_state_layer_ids": "sglang",
-    "eagle3_layers_to_capture": "trtllm",
-}
-
-
 def spec_from_info(info: DraftInfo, num_layers: int, family: str = "llama") -> tuple[FeatureSpec, str]:
     """The capture points a draft says it was trained on, and where that came from."""
     from ..engines.capture import default_spec_llama
@@ -671,7 +337,7 @@ def spec_from_info(info: DraftInfo, num_layers: int, family: str = "llama") -> t
                 f"{key} = {ids} in {info.path}/config.json, a key the {info.format} format does not use (read as {conv} ids)"
             )
     where = {"eagle": "EAGLE reference default (the format records no ids)"}.get(
-        info.format, f"{info.format} default (no {_native_ids_key(info.format)} in config.json)"
+        info.format, f"{info.format} default (no {native_ids_key(info.format)} in config.json)"
     )
     return default_spec_llama(num_layers), where
 

@@ -49,65 +49,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-@dataclass
-class DraftConfig:
-    """Format-neutral draft hyper-parameters (Llama-style decoder layer)."""
-
-    hidden_size: int
-    intermediate_size: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    vocab_size: int  # target vocabulary
-    draft_vocab_size: int
-    target_hidden_size: int | None = None
-    head_dim: int | None = None
-    num_aux_states: int = 3
-    rms_norm_eps: float = 1e-6
-    rope_theta: float = 10000.0
-    rope_scaling: dict | None = None
-    max_position_embeddings: int = 2048
-    hidden_act: str = "silu"
-    attention_bias: bool = False
-    norm_before_residual: bool = False
-    norm_before_fc: bool = False
-    fc_norm: bool = False
-    norm_before_lm_head: bool = True
-    norm_output: bool = False
-    rope_interleaved: bool = False  # GPT-J pairs (2i, 2i+1); False = NeoX rotate-half (i, i + d/2)
-    qk_norm: bool = False  # Qwen3 attention: RMSNorm over head_dim on q and k, before RoPE
-    num_hidden_layers: int = 1  # decoder layers: the EAGLE-3 layer, then plain ones (see DecoderLayer)
-    torch_dtype: str | None = None
-    extra: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.target_hidden_size is None:
-            self.target_hidden_size = self.hidden_size
-        if self.head_dim is None:
-            self.head_dim = self.hidden_size // self.num_attention_heads
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"{self.num_attention_heads} attention heads do not split into {self.num_key_value_heads} KV groups")
-        if self.head_dim % 2:
-            raise ValueError(f"head_dim {self.head_dim} must be even for rotary embeddings")
-
-    @property
-    def fc_in_features(self) -> int:
-        return self.num_aux_states * int(self.target_hidden_size)  # type: ignore[arg-type]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> DraftConfig:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+from .config import DraftConfig
+from .rope import apply_rope, neox_order, rope_tables
 
 
 class RMSNorm(nn.Module):
@@ -122,113 +71,6 @@ class RMSNorm(nn.Module):
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x32.to(dtype)
-
-
-def rope_parameters(cfg: DraftConfig) -> dict[str, Any]:
-    """The draft's RoPE in transformers-5 form (``rope_parameters``), whichever layout it came in:
-    ``rope_scaling`` (+ top-level ``rope_theta``, transformers 4) or ``rope_parameters``."""
-    rp = dict(cfg.rope_scaling or {})
-    if "type" in rp and "rope_type" not in rp:
-        rp["rope_type"] = rp.pop("type")
-    rp.setdefault("rope_type", "default")
-    rp.setdefault("rope_theta", cfg.rope_theta)
-    prf = cfg.extra.get("partial_rotary_factor") if isinstance(cfg.extra, dict) else None
-    if prf is not None:
-        rp.setdefault("partial_rotary_factor", prf)
-    return rp
-
-
-def rope_tables(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
-    """(inv_freq [rotary_dim/2], attention scaling) as transformers' own RoPE initialisation computes
-    them (``modeling_rope_utils.ROPE_INIT_FUNCTIONS``: every rope_type transformers knows, yarn's
-    attention factor, partial_rotary_factor): by transformers itself, except the default type,
-    written out here and pinned to it bit for bit."""
-    rp = rope_parameters(cfg)
-    if rp["rope_type"] == "default":
-        # transformers' compute_default_rope_parameters, op for op (tests/test_draft_oracles.py checks
-        # it bit for bit against rope_tables_transformers): importing transformers costs inspect
-        # seconds of CPU for the one rope type most drafts use
-        dim = int(int(cfg.head_dim) * float(rp.get("partial_rotary_factor", 1.0)))  # type: ignore[arg-type]
-        exps = torch.arange(0, dim, 2, dtype=torch.int64, device="cpu").to(dtype=torch.float) / dim
-        return (1.0 / (float(rp["rope_theta"]) ** exps)).float(), 1.0
-    return rope_tables_transformers(cfg)
-
-
-def rope_tables_transformers(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
-    """:func:`rope_tables` computed by transformers for every rope type."""
-    rp = rope_parameters(cfg)
-    kind = rp["rope_type"]
-    from transformers import LlamaConfig
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
-    common = dict(
-        hidden_size=cfg.hidden_size,
-        num_attention_heads=cfg.num_attention_heads,
-        head_dim=cfg.head_dim,
-        max_position_embeddings=cfg.max_position_embeddings,
-    )
-    if hasattr(LlamaConfig(), "rope_parameters"):  # transformers 5
-        hf = LlamaConfig(rope_parameters=rp, **common)
-    else:  # transformers 4: rope_theta at the top level, the rest in rope_scaling
-        scaling = {k: v for k, v in rp.items() if k not in ("rope_theta", "partial_rotary_factor")}
-        hf = LlamaConfig(
-            rope_theta=rp["rope_theta"],
-            rope_scaling=None if kind == "default" else scaling,
-            partial_rotary_factor=rp.get("partial_rotary_factor", 1.0),
-            **common,
-        )
-    if kind in ROPE_INIT_FUNCTIONS:
-        fn = ROPE_INIT_FUNCTIONS[kind]
-    elif kind == "default":
-        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-
-        fn = LlamaRotaryEmbedding.compute_default_rope_parameters
-    else:
-        raise NotImplementedError(
-            f"rope_type {kind!r} is not one transformers {_tf_version()} knows ({', '.join(sorted(ROPE_INIT_FUNCTIONS))})"
-        )
-    # read_draft builds the module under torch.device("meta"); the device context (not a device=
-    # argument, deprecated for the default rope in transformers 5.17 and dropped from its signature
-    # later) puts the frequencies on the CPU
-    with torch.device("cpu"):
-        inv, scale = fn(config=hf)
-        prf = float(rp.get("partial_rotary_factor", 1.0))
-        if prf < 1 and 2 * inv.numel() == int(cfg.head_dim):  # type: ignore[arg-type]
-            # Llama's init functions ignore the factor; the same function over the rotary dims is
-            # what models that honour it compute (rotary_dim = head_dim * factor)
-            hf.head_dim = int(int(cfg.head_dim) * prf)  # type: ignore[arg-type]
-            inv, scale = fn(config=hf)
-    return inv.float(), float(scale)
-
-
-def _tf_version() -> str:
-    import transformers
-
-    return transformers.__version__
-
-
-def rope_inv_freq(cfg: DraftConfig) -> torch.Tensor:
-    return rope_tables(cfg)[0]
-
-
-def neox_order(x: torch.Tensor, rot: int) -> torch.Tensor:
-    """Reorder the first ``rot`` dims of the last axis from GPT-J pairs (2i, 2i+1) to NeoX
-    halves (i, i + rot/2); later (non-rotary) dims stay where they are."""
-    return torch.cat([x[..., 0:rot:2], x[..., 1:rot:2], x[..., rot:]], dim=-1)
-
-
-def apply_rope(x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
-    """x: [B, heads, T, d]; pos: [B, T] (int). NeoX rotate-half over the first 2*len(inv_freq)
-    dims (all of them unless partial_rotary_factor < 1), as transformers' Llama; ``scale`` is the
-    rope init function's attention factor (yarn, longrope), applied to cos and sin as transformers does."""
-    rot = 2 * inv_freq.shape[0]
-    freqs = pos[:, None, :, None].float() * inv_freq.to(x.device)[None, None, None, :]  # [B,1,T,d/2]
-    emb = torch.cat([freqs, freqs], dim=-1)
-    cos, sin = (emb.cos() * scale).to(x.dtype), (emb.sin() * scale).to(x.dtype)
-    xr, xp = x[..., :rot], x[..., rot:]
-    x1, x2 = xr.chunk(2, dim=-1)
-    out = xr * cos + torch.cat([-x2, x1], dim=-1) * sin
-    return out if xp.shape[-1] == 0 else torch.cat([out, xp], dim=-1)
 
 
 class DraftAttention(nn.Module):

@@ -51,7 +51,7 @@ def _jsonable(v: Any) -> Any:
 
 def examine(draft: str, fmt: str | None = None) -> Forensics:
     """Every tensor, dimension and key of the draft directory, read from the files as stored."""
-    from ...draft.formats import _find_layer_ids, _native_ids_key, _resolve_format, canonical_state, native_to_canonical_name
+    from ...draft.formats import _resolve_format, canonical_state, find_layer_ids, native_ids_key, native_to_canonical_name
     from ...io.hub import load_weights_dir
     from ...io.safeio import read_json_object
 
@@ -67,8 +67,8 @@ def examine(draft: str, fmt: str | None = None) -> Forensics:
     c = _context(cfg, fmt, canon)
     init_range = c.layer.get("initializer_range", cfg.get("initializer_range", DEFAULT_INIT_RANGE))
     init_range = init_range if isinstance(init_range, (int, float)) and not isinstance(init_range, bool) else DEFAULT_INIT_RANGE
-    native = _native_ids_key(fmt)
-    ids = _find_layer_ids(cfg).get(native) if native else None
+    native = native_ids_key(fmt)
+    ids = find_layer_ids(cfg).get(native) if native else None
     attn, edits = attention_geometry(c)
     fx.geometry = simple_rows(c)[:1] + ([attn] if attn else []) + simple_rows(c)[1:] + aux_rows(c, len(ids) if ids else None)
     fx.keys = key_rows(cfg)

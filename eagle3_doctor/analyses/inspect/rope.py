@@ -56,7 +56,7 @@ def _same_rope_frequencies(cfg: Any, dn: dict[str, Any], tn: dict[str, Any], the
     dicts that differ in spelling only (e.g. an explicit default) rotate identically."""
     from dataclasses import replace
 
-    from ...draft.model import rope_tables
+    from ...draft.rope import rope_tables
 
     same = False
     try:

@@ -40,10 +40,10 @@ def _served_findings(
     d: Any, info: DraftInfo, target: str, tcfg: dict[str, Any], engine: str, engine_version: str | None, tV: int
 ) -> tuple[list[Finding], list[tuple[str, str]]]:
     """The draft's own forward as the engine runs it (issue 13), and the flags it runs with as a fact."""
-    from ...draft import served
+    from ...draft import served, served_findings
 
     version = rules_release(engine, engine_version)  # a release newer than modelled runs the newest rules (ENG005)
-    fwd, sf = served.diagnose(
+    fwd, sf = served_findings.diagnose(
         d,
         info,
         engine,

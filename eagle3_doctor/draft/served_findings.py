@@ -1,0 +1,274 @@
+"""The FWD findings: where an engine release runs the draft otherwise than it was trained (flags, whose
+weights, the RoPE layout, q/k norms, the later layers), without a forward; analyses/as_served.py
+then measures each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .served import (
+    ENGINE_NAME,
+    DraftServing,
+    ServedForward,
+    flag_keys_present,
+    json_bool,
+    newest_release,
+    served_forward,
+    trained_where,
+)
+from .served_rope import qk_norm_findings, rope_findings
+
+
+def diagnose(
+    draft: Any,
+    info: Any,
+    engine: str,
+    version: str,
+    *,
+    target_vocab: int | None,
+    target_head: Any = None,
+    target_embed: Any = None,
+    target_config: dict[str, Any] | None = None,
+) -> tuple[list[Any], ServedForward | None]:
+    """Findings where the engine runs the draft differently from how it was trained (no forward)."""
+    from ..core.findings import DRAFT_CONFIG, Finding, Location
+
+    out: list[Any] = []
+    cfg = draft.config
+    if cfg.norm_before_fc and cfg.fc_norm:
+        out.append(
+            Finding(
+                "FWD005",
+                "the draft has both norm_before_fc (input_norm) and fc_norm",
+                [
+                    f"norm_before_fc: {trained_where('norm_before_fc', info)}; fc_norm: {trained_where('fc_norm', info)}",
+                    "speculators 0.9.0 rejects the pair (models/eagle3/config.py:89-96: 'mutually exclusive'); "
+                    "the doctor runs input_norm first, then fc_norm, as speculators' forward would (core.py:236-243)",
+                ],
+                "keep the one training used: delete the other flag and its weights (input_norm.weight or fc_norm.*)",
+                location=Location(DRAFT_CONFIG),
+            )
+        )
+    sf = served_forward(info, engine, version, target_vocab=target_vocab, target_has_head=target_head is not None)
+    if sf is None:
+        return out, None
+    label = f"{engine} {version}"
+    out += _flag_findings(cfg, info, sf, engine, version, label)
+    out += _undetermined_findings(cfg, info, sf, label)
+    out += _weight_source_findings(draft, cfg, sf, engine, version, label, target_head, target_embed)
+    out += rope_findings(info, cfg, sf, label, target_config)
+    out += qk_norm_findings(info, cfg, sf, label)
+    out += layer_findings(info, cfg, engine, version, label)
+    return out, sf
+
+
+def layer_findings(info: Any, cfg: Any, engine: str, version: str, label: str) -> list[Any]:
+    """FWD010 where the release does not build every layer; FWD009 where it normalises the later ones
+    with a weight the checkpoint does not hold (both from the release's executed draft model)."""
+    from ..core.findings import DRAFT_WEIGHTS, Finding, Fix, Location
+    from ..engines.draft_table import layers_rule
+
+    n = int(cfg.num_hidden_layers)
+    rule = layers_rule(engine, version) if n > 1 and engine in ENGINE_NAME else None
+    if rule is None:
+        return []
+    name = ENGINE_NAME[engine]
+    executed = f"{rule.source}: for num_hidden_layers = 2 the constructor "
+    if rule.two_layers != "built":
+        return [_not_served(rule, n, label, name, executed, engine)]
+    served = rule.later_norm
+    if served is None or all(_holds(info, f"layers.{i}.{served}.weight") for i in range(1, n)):
+        return []
+    trained = "hidden_norm" if served == "input_layernorm" else "input_layernorm"
+    code = (
+        "from safetensors.torch import load_file, save_file; sd = load_file(p); "
+        f"sd.update({{f'layers.{{i}}.{served}.weight': sd.pop(f'layers.{{i}}.{trained}.weight') for i in range(1, {n})}}); "
+        "save_file(sd, p)"
+    )
+    other = {"hidden_norm": "SGLang >= 0.5.12", "input_layernorm": "vLLM >= 0.11.1"}[trained]
+    layers = f"layer{'s 1-' if n > 2 else ' '}{n - 1}"
+    return [
+        Finding(
+            "FWD009",
+            f"{label} normalises decoder {layers} with {served}, which this checkpoint does not hold",
+            [
+                f"trained: the layers after the first apply layers.N.{trained} before attention (the weights hold "
+                f"layers.N.{trained}.weight{', as speculators builds the verifier decoder layer' if trained == 'input_layernorm' else ''})",
+                executed + f"built every layer, and a later layer's forward applies {served} before its attention",
+                f"the checkpoint has no layers.N.{served}.weight: {name} keeps its initial weight (1.0) and the trained "
+                f"{trained} goes unused",
+            ],
+            Fix(
+                f"in a copy of the draft for {name}, rename each later layer's {trained} weight to {served} "
+                f"(python, for each *.safetensors file p: {code}); or serve this checkpoint with {other}, which applies "
+                f"{trained}",
+                file=DRAFT_WEIGHTS,
+                key=f"layers.N.{served}.weight",
+                op="rewrite",
+                snippet=code,
+            ),
+            location=Location(DRAFT_WEIGHTS, key=f"layers.1.{trained}.weight"),
+            data={"layers": n, "served_norm": served, "trained_norm": trained},
+        )
+    ]
+
+
+def _not_served(rule: Any, n: int, label: str, name: str, executed: str, engine: str) -> Any:
+    from ..core.findings import Finding
+
+    got = rule.two_layers if rule.two_layers.startswith("built") else "raised " + rule.two_layers
+    up = (
+        f"upgrade to {name} >= {rule.first_serving}, which builds every layer"
+        if rule.first_serving
+        else "no release of it serves more than one layer"
+    )
+    return Finding(
+        "FWD010",
+        f"{label} does not serve this {n}-layer draft",
+        [f"the checkpoint holds {n} decoder layers (num_hidden_layers = {n})", executed + got],
+        up + " (or serve with vLLM >= 0.11.1)" * (engine == "sglang"),
+        data={"layers": n, "served": rule.two_layers},
+    )
+
+
+def _holds(info: Any, key: str) -> bool:
+    return any(k == key or k.endswith("." + key) for k in info.weight_keys)
+
+
+def _flag_findings(cfg: Any, info: Any, sf: ServedForward, engine: str, version: str, label: str) -> list[Any]:
+    """FWD001: each forward flag the engine runs at another value than training used, with the edit that aligns it."""
+    from ..core.findings import Finding, config_fix, json_snippet
+
+    out: list[Any] = []
+    for flag, (value, why) in sf.flags.items():
+        trained = bool(getattr(cfg, flag))
+        if value == trained:
+            continue
+        rule = sf.serving.flags[flag]
+        assert rule is not None
+        ev = [
+            f"trained: {flag} = {json_bool(trained)} ({trained_where(flag, info)})",
+            f"served by {label}: {flag} = {json_bool(value)}: {why}",
+        ]
+        if flag == "norm_before_lm_head":
+            fix = (
+                "no engine runs lm_head without the final norm: retrain with it (SpecForge: drop "
+                '"norm_output": false; SpecForge after PR #879 always norms before lm_head)'
+            )
+        elif flag == "norm_output" and info.format == "sglang":
+            ev.append(
+                "SpecForge 0.2.0 trained norm_output as 'norm before lm_head' and fed back the pre-norm state "
+                "(llama3_eagle.py:1690, 1773-1778); the engine reads the key as 'feed the normed state'"
+            )
+            fix = config_fix(
+                "delete \"norm_output\" from the draft's config.json: SpecForge 0.2.0's default (norm before "
+                f"lm_head, pre-norm state fed back) is what {label} runs when the key is absent",
+                "norm_output",
+                op="delete",
+            )
+        elif rule.keys:
+            fix = config_fix(f"set {json_snippet(rule.keys[0], trained)} in the draft's config.json", rule.keys[0], trained)
+            moved = [k for k in flag_keys_present(info.config, flag) if k not in rule.keys]
+            if moved:
+                ev.append(f"{label} never reads {', '.join(moved)}")
+        else:
+            newest = newest_release(engine)
+            fix = (
+                f"{label} cannot run this flag: "
+                + (f"upgrade to {rule.fixed_by}" if rule.fixed_by else "no release of it reads a key for it")
+                + (f" (--engine-version {newest} models one)" if rule.fixed_by and newest != version else "")
+                + (f", or retrain without {flag}" if flag != "norm_before_lm_head" else "")
+            )
+        out.append(
+            Finding(
+                "FWD001",
+                f"{label} runs the draft with {flag} = {json_bool(value)}, it was trained with {json_bool(trained)}",
+                ev,
+                fix,
+                data={"flag": flag, "trained": trained, "served": value},
+            )
+        )
+    return out
+
+
+def _undetermined_findings(cfg: Any, info: Any, sf: ServedForward, label: str) -> list[Any]:
+    from ..core.findings import Finding
+
+    out: list[Any] = []
+    for flag in sf.undetermined:
+        trained = bool(getattr(cfg, flag))
+        if trained == (flag == "norm_before_lm_head"):
+            continue  # the flag is at its plain EAGLE-3 value: every version runs that
+        out.append(
+            Finding(
+                "FWD002",
+                f"undetermined whether {label} runs the draft with {flag} = {json_bool(trained)}",
+                [
+                    f"trained: {flag} = {json_bool(trained)} ({trained_where(flag, info)})",
+                    f"which key {label} reads for {flag} is not pinned to a source (see draft/served.py)",
+                ],
+                f"check that the engine logs or applies {flag}, or name a modelled version with --engine-version",
+            )
+        )
+    return out
+
+
+def _weight_source_findings(
+    draft: Any, cfg: Any, sf: ServedForward, engine: str, version: str, label: str, target_head: Any, target_embed: Any
+) -> list[Any]:
+    """FWD003/FWD004: trained weights the engine swaps for the target's or for embed_tokens."""
+    out: list[Any] = []
+    row = sf.serving
+    newest = newest_release(engine)
+    up = f"upgrade to a release with {row.weights_fixed_by}" + (
+        f" (--engine-version {newest} models one)" if newest != version else ""
+    )
+    if (
+        sf.embed_from_target
+        and draft.embed_tokens is not None
+        and target_embed is not None
+        and row.embed == "target-if-same-shape"
+        and tuple(target_embed.shape) == tuple(draft.embed_tokens.weight.shape)
+    ):
+        out += _replaced_weight_findings("embed_tokens", target_embed, draft.embed_tokens.weight, row, label, up)
+    if sf.head_from_target and target_head is not None and tuple(target_head.shape) == tuple(draft.lm_head.weight.shape):
+        out += _replaced_weight_findings("lm_head", target_head, draft.lm_head.weight, row, label, up)
+    if sf.head_is_embed:
+        out.append(_tied_head_finding(draft, cfg, row, label))
+    return out
+
+
+def _replaced_weight_findings(weight: str, target: Any, own: Any, row: DraftServing, label: str, up: str) -> list[Any]:
+    """FWD003 for one weight, only where the target's copy differs from the draft's (a draft trained
+    with the target's frozen weights loses nothing by the swap)."""
+    from ..core.findings import Finding
+
+    diff = float((target.float().cpu() - own.detach().float().cpu()).abs().max())
+    if diff > 1e-3:
+        return [
+            Finding(
+                "FWD003",
+                f"{label} replaces the draft's own {weight} with the target's",
+                [f"draft and target {weight} differ by up to {diff:.4g}", row.weights_source],
+                up,
+                data={"weight": weight},
+            )
+        ]
+    return []
+
+
+def _tied_head_finding(draft: Any, cfg: Any, row: DraftServing, label: str) -> Any:
+    """FWD004: tie_word_embeddings makes the engine drop the trained lm_head for embed_tokens."""
+    from ..core.findings import Finding, config_fix
+
+    shape_ok = draft.embed_tokens is not None and draft.embed_tokens.weight.shape[0] == cfg.draft_vocab_size
+    return Finding(
+        "FWD004",
+        f"tie_word_embeddings: true makes {label} use embed_tokens as the draft's lm_head",
+        [
+            f"{row.weights_source}",
+            f"the trained lm_head.weight [{cfg.draft_vocab_size}, {cfg.hidden_size}] is ignored"
+            + ("" if shape_ok else f"; embed_tokens has {cfg.vocab_size} rows, the draft vocabulary {cfg.draft_vocab_size}"),
+        ],
+        config_fix('set "tie_word_embeddings": false in the draft\'s config.json', "tie_word_embeddings", False),
+    )
