@@ -213,3 +213,30 @@ def test_a_serving_side_nobody_modelled_is_undetermined_with_the_engine_finding(
     doc = json.loads(out.read_text())
     validate(doc)
     assert doc["branch"] == "undetermined" and "ENG004" in by_code(doc) and "DGN005" not in by_code(doc)
+
+
+def test_too_few_prompts_leaning_on_a_cause_is_undetermined_not_healthy(tmp_copy):
+    """The seed's ids written into the config, diagnosed on 4 prompts: the weights lean towards the trained
+    points but 4 prompts decide nothing; the verdict names that and what would decide, never "healthy"."""
+    d = tmp_copy(DRAFTS["sglang"], "incident")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [-1, 1, 3]
+    (d / "config.json").write_text(json.dumps(cfg))
+    r = invoke(
+        "diagnose",
+        "-t",
+        TARGET,
+        "--draft",
+        d,
+        "--engine",
+        "sglang",
+        "--prompts",
+        PROMPTS,
+        "--limit",
+        "4",
+        "--max-new-tokens",
+        "24",
+    )
+    assert "DGN005" not in r.output and "healthy" not in r.output.split("verdict:")[1].splitlines()[0]
+    assert "warning[DGN004]" in r.output and "4 prompts" in r.output and "more prompts" in r.output
+    assert "layer_out[1], layer_out[3], layer_out[4]" in r.output  # the lead it leans towards

@@ -79,8 +79,10 @@ def measure_gap(
     for alias, real in plan.aliases.items():
         results[alias] = results[real]
     plan.step1 = {n: c.counts.get(0, np.zeros((len(rep.seqs), 2))) for n, c in step1.items()}
-    extra = _weights_lever(setup, plan, rep, m.scan_result() or [], opts, progress)
-    d = _verdict(setup, plan, results, ctx, opts.num_steps, rep.notes + plan.notes, len(rep.seqs), extra)
+    scan = m.scan_result() or []
+    extra = _weights_lever(setup, plan, rep, scan, opts, progress)
+    leaning = [] if extra is not None else _weights_undecided(scan)
+    d = _verdict(setup, plan, results, ctx, opts.num_steps, rep.notes + plan.notes, len(rep.seqs), extra, leaning)
     if markup:
         d.findings.append(_markup_finding(markup, len(rep.seqs)))
     return d, results
@@ -124,6 +126,17 @@ def _weights_lever(
     fix, _ = fix_for(setup.serving, best.spec)
     what = f"feed {_spec(best.spec)}, which the weights fit best (step-1 {d.text()} above the configured points)"
     return LeverRow(WEIGHTS, what, own[1], diff[1], s1[1], fix or None)
+
+
+def _weights_undecided(rows: list[Any]) -> list[str]:
+    """The weights fit other points better, but on too few prompts or within the noise: evidence that
+    leans without deciding, which the verdict must not read as "healthy"."""
+    best = next((r for r in rows if not r.configured and r.diff_to_configured is not None), None)
+    d = best.diff_to_configured if best is not None else None
+    if d is None or d.point <= 0 or (d.lo > 0 and d.n >= MIN_PROMPTS):
+        return []
+    why = f"{d.n} prompts, fewer than the {MIN_PROMPTS} an interval needs" if d.n < MIN_PROMPTS else "its interval reaches 0"
+    return [f"the draft's weights fit {_spec(best.spec)} better than the configured points by step-1 {d.text()} ({why})"]
 
 
 def _replay(

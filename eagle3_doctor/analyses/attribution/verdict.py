@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...core.findings import Finding
-from ...core.stats import Interval, paired
+from ...core.stats import MIN_PROMPTS, Interval, paired
 from .context import ContextCounts
 from .plan import ABLATED, SERVING, TRAINING, WEIGHTS, Plan
 from .result import STEP1, Diagnosis, LeverRow, ModuleRow, _mal, _step1
@@ -63,6 +63,7 @@ def _verdict(
     notes: list[str],
     n: int,
     extra: LeverRow | None = None,
+    leaning: list[str] | None = None,
 ) -> Diagnosis:
     sides = [x for x in (SERVING, TRAINING) if x in results]
     own, diff = _mal(results, sides, K)
@@ -108,6 +109,10 @@ def _verdict(
                 "run eagle3-doctor inspect, which names what the engine feeds and why the draft cannot take it",
             )
         )
+    leaning = [*(leaning or []), *_undecided(levers, gap if len(sides) == 2 else None, n)]
+    if not branch and leaning:
+        branch = "undetermined"
+        findings.append(_leaning_finding(leaning, n))
     if not branch:
         branch = "undetermined" if base_step1 < LOW_STEP1 else "runtime"
         findings.append(_undetermined_finding(base_step1, plan.base) if branch == "undetermined" else _runtime_finding(serving))
@@ -121,7 +126,7 @@ def _verdict_line(branch: str, findings: list[Finding]) -> str:
         "checkpoint": "in the checkpoint: the weights as saved",
         "context": "in the data: the prompts' context lengths",
         "runtime": "not in anything measurable offline: the offline prediction is healthy",
-        "undetermined": "undetermined: no lever, module or position explains it",
+        "undetermined": "undetermined by these measurements",
     }[branch]
     return f"the gap lives {where} ({findings[0].code}: {findings[0].title})"
 
@@ -192,6 +197,35 @@ def _context_finding(pos: int, before: Interval, change: Interval, base: str) ->
         f"serve with contexts under {pos} tokens for speculation, or retrain the draft on sequences past {pos} "
         "tokens (SpecForge/speculators max length)",
         data={"position": pos},
+    )
+
+
+LEANS = 0.1  # mean acceptance length (tokens per pass) a recovery must point at to count as a lead
+
+
+def _undecided(levers: list[LeverRow], gap: Interval | None, n: int) -> list[str]:
+    """Measurements that point at a cause without deciding it: a gap or a lever whose point estimate
+    recovers acceptance but whose interval reaches 0, or any measurement on too few prompts."""
+    out = []
+    if n < MIN_PROMPTS:
+        out.append(f"{n} prompts: an interval over fewer than {MIN_PROMPTS} decides nothing, healthy or not")
+    if gap is not None and gap.point >= LEANS and gap.lo <= 0:
+        out.append(f"training - serving mean acceptance length {gap.text(2)}: the gap's interval reaches 0")
+    out += [
+        f"lever {r.name} recovers {r.recovery.text(2)} mean acceptance length: its interval reaches 0"
+        for r in levers
+        if r.recovery.point >= LEANS and r.recovery.lo <= 0
+    ]
+    return out
+
+
+def _leaning_finding(leaning: list[str], n: int) -> Finding:
+    return Finding(
+        "DGN004",
+        f"undetermined: on these {n} prompts the measurements lean towards a cause without deciding it",
+        leaning,
+        "what would decide it: the same run on more prompts (--limit, or a larger --prompts file) and longer "
+        "continuations (--max-new-tokens), until the leaning interval's lower bound clears 0 or its point falls to 0",
     )
 
 

@@ -55,15 +55,21 @@ RECORDS = (
     Code(
         "DGN004",
         WARNING,
-        "undetermined: acceptance is low as trained and no lever, module or position explains it",
+        "undetermined: the measurements cannot place the gap",
         meaning=(
-            "Acceptance is low even with every lever on the training side, every module of the draft costs accuracy "
-            "when ablated, and accuracy does not fall along the context. The measurements cannot place the gap."
+            "Either acceptance is low even with every lever on the training side, every module of the draft costs "
+            "accuracy when ablated, and accuracy does not fall along the context; or a measurement leans towards a "
+            "cause (a lever, a gap, weights that fit other capture points) without deciding it, because its interval "
+            "over prompts reaches 0 or the run has fewer than 5 prompts. The doctor then names what would decide "
+            "instead of calling the draft healthy."
         ),
-        why="Left: the draft was trained for another target or revision, on other data, or with another template.",
+        why=(
+            "Left, in the first case: the draft was trained for another target or revision, on other data, or with "
+            "another template; in the second, any of the causes the leaning measurement points at."
+        ),
         confirm=(
             "a training dump (`compare-hidden --train-dump`, `acceptance --train-dump`), `template-diff` with the "
-            "training template, and `fingerprint` decide between them"
+            "training template, and `fingerprint` decide the first; the same diagnose on more prompts the second"
         ),
     ),
     Code(
