@@ -197,8 +197,8 @@ def acceptance_intervals(
         method=f"percentile bootstrap over {n} prompts, B={B}, seed={seed}, level={level}",
         reliable=n >= MIN_PROMPTS,
         mean_acceptance_length=iv(lambda s: 1.0 + s[..., 1] / s[..., 0]),
-        per_position_rate=[iv(lambda s, k=k: s[..., 2 + k] / s[..., 0]) for k in range(K)],
-        acc_k=[iv(lambda s, k=k: s[..., 2 + K + k] / s[..., 2 + 2 * K + k]) for k in range(K)],
+        per_position_rate=[iv(ratio(2 + k, 0)) for k in range(K)],
+        acc_k=[iv(ratio(2 + K + k, 2 + 2 * K + k)) for k in range(K)],
         tau=iv(lambda s: _tau(s[..., hits] / s[..., tots])),
     )
 

@@ -101,6 +101,6 @@ def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return out
     if origin is dict or tp is dict:
         return {"type": "object"}
-    if is_dataclass(tp):
+    if isinstance(tp, type) and is_dataclass(tp):  # a hint is a class, never an instance
         return json_schema(tp, defs)
     raise TypeError(f"no JSON schema for {tp!r}")
