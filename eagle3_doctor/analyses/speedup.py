@@ -238,10 +238,6 @@ def _timed(fns: Sequence[Callable[[], Any]], repeats: int, dev: torch.device) ->
     return runs
 
 
-def _crop_draft(cache: DraftCache, n: int) -> None:
-    cache.k, cache.v = cache.k[:, :, :n], cache.v[:, :, :n]  # type: ignore[index]
-
-
 Timed = list[tuple[str, int, Callable[[], None]]]  # (part, tokens per sequence, the forward)
 
 
@@ -275,7 +271,7 @@ def _draft_forwards(draft: Any, aux: torch.Tensor, ids: torch.Tensor, extends: S
             def run(x: torch.Tensor = x, pos: torch.Tensor = pos, w: int = w, k: int = k, part: str = part) -> None:
                 o = draft.extend(x, ids[:, :w], pos, cache, from_aux=part == EXTEND)
                 draft.to_target_ids(draft.logits(o).topk(k, dim=-1).indices)
-                _crop_draft(cache, C)
+                cache.crop(C)
 
             out.append((part, w, run))
     return out

@@ -247,6 +247,13 @@ class DraftCache:
     def length(self) -> int:
         return 0 if self.k is None else self.k.shape[2]
 
+    def crop(self, n: int) -> None:
+        """Keep the first ``n`` positions, in every layer's cache (a decode loop drops the rejected tail)."""
+        if self.k is not None and self.v is not None:
+            self.k, self.v = self.k[:, :, :n], self.v[:, :, :n]
+        for c in self.later:
+            c.crop(n)
+
     def clone(self) -> DraftCache:
         """An independent copy, every layer's: a tree slot extends its own copy of the prefix."""
         k = None if self.k is None else self.k.clone()
