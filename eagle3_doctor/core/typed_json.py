@@ -37,7 +37,7 @@ def to_json(value: Any) -> Any:
     if isinstance(value, CapturePoint):
         return str(value)
     if is_dataclass(value) and not isinstance(value, type):
-        return value.to_dict()  # type: ignore[attr-defined]
+        return value.to_dict()  # type: ignore[attr-defined]  # every result dataclass defines to_dict
     if isinstance(value, (list, tuple)):
         return [to_json(v) for v in value]
     if isinstance(value, dict):
