@@ -28,10 +28,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/demo.sh
 
-# Lint first (seconds), then the suite. ruff is pinned in the test extra: its rules change between releases.
+# Lint first (seconds), then the suite. ruff and mypy are pinned in the test extra: their rules change
+# between releases. mypy checks the package ([tool.mypy] in pyproject.toml: files, Python 3.10).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test: lint
 	EAGLE3_DOCTOR_ORACLES=required $(BIN)/python -m pytest -q

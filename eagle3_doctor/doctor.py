@@ -153,11 +153,14 @@ def format_acceptance(setup: Setup, req: FormatRequest, opts: AcceptanceOptions,
     from .analyses.templates.chat_template import load_template
     from .analyses.templates.conversations import load_dataset, load_requests
 
-    if not (req.prompts or req.requests):
+    if req.requests:
+        convs = load_requests(req.requests)
+    elif req.prompts:
+        convs = load_dataset(req.prompts, "prompts file").conversations
+    else:
         raise BadInput(
             "the prompt-format comparison needs conversations", "pass --prompts FILE or --requests FILE (chat messages)"
         )
-    convs = load_requests(req.requests) if req.requests else load_dataset(req.prompts, "prompts file").conversations
     if not convs:
         raise BadInput("no chat conversations to render in two formats", "pass --prompts or --requests with messages")
     convs = convs[: opts.limit] if opts.limit else convs

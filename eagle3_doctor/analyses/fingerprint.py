@@ -50,8 +50,9 @@ def shifts(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
             if q is not None:
                 out.append(tuple(spec[:i]) + (q,) + tuple(spec[i + 1 :]))
         moved = [_move(p, d, num_layers) for p in spec]
-        if all(q is not None for q in moved):
-            out.append(tuple(moved))  # type: ignore[arg-type]
+        known = [q for q in moved if q is not None]
+        if len(known) == len(moved):
+            out.append(tuple(known))
     return [c for c in dict.fromkeys(out) if len(set(c)) == len(c)]
 
 

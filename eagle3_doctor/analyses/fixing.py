@@ -134,9 +134,11 @@ def write_copy(src: str, out: str, edits: list[tuple[str, Fix]]) -> list[Edit]:
     cfg = json.loads(cfg_path.read_text())
     done = []
     for code, fx in edits:
-        before = copy.deepcopy(_get(cfg, fx.key))  # type: ignore[arg-type]
-        apply_edit(cfg, fx.key, fx.op, fx.value)  # type: ignore[arg-type]
-        done.append(Edit(code, fx.key, fx.op, before, None if fx.op == "delete" else fx.value))  # type: ignore[arg-type]
+        key = fx.key
+        assert key is not None  # config_edits keeps only fixes that name a key
+        before = copy.deepcopy(_get(cfg, key))
+        apply_edit(cfg, key, fx.op, fx.value)
+        done.append(Edit(code, key, fx.op, before, None if fx.op == "delete" else fx.value))
     cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
     return done
 
@@ -212,10 +214,11 @@ def _compare(src: str, out: str, done: list[Edit], before: PathResult, after: Pa
     pb = after.name
     cb, ca = before.counts(K), after.counts(K)
     b, a = before.intervals, after.intervals
+    assert b is not None and a is not None  # path_results gives every path its intervals
     change, how = difference_interval(ca, cb, MAL)
     ev = [
-        f"mean acceptance length as the engine runs the draft: before {b.mean_acceptance_length.text(2)}, "  # type: ignore[union-attr]
-        f"after {a.mean_acceptance_length.text(2)}, change {change.text(2)} ({how})",  # type: ignore[union-attr]
+        f"mean acceptance length as the engine runs the draft: before {b.mean_acceptance_length.text(2)}, "
+        f"after {a.mean_acceptance_length.text(2)}, change {change.text(2)} ({how})",
         *(f"{e.code}: {e.key} {e.before!r} -> {e.after!r}" if e.op == "set" else f"{e.code}: delete {e.key}" for e in done),
     ]
     if change.lo > 0:
@@ -231,4 +234,4 @@ def _compare(src: str, out: str, done: list[Edit], before: PathResult, after: Pa
             "the edits were not the cause: run eagle3-doctor diagnose on the copy for what is left",
         )
         verdict = "not recovered"
-    return FixResult(src, out, done, pb, b.mean_acceptance_length, a.mean_acceptance_length, change, verdict, [f], d)  # type: ignore[union-attr]
+    return FixResult(src, out, done, pb, b.mean_acceptance_length, a.mean_acceptance_length, change, verdict, [f], d)

@@ -57,10 +57,6 @@ def _propose(draft: Eagle3Draft, h: torch.Tensor, cache: DraftCache, t: int, k: 
     return props, steps
 
 
-def _crop(cache: DraftCache, n: int) -> None:
-    cache.k, cache.v = cache.k[:, :, :n], cache.v[:, :, :n]  # type: ignore[index]
-
-
 @torch.inference_mode()
 def speculative_decode(
     target: CachedTarget, draft: Eagle3Draft, prompt: Sequence[int], total_len: int, num_steps: int
@@ -94,7 +90,7 @@ def speculative_decode(
         run.accepted.append(a)
         seq += props[:a]
         target.crop(t + 2 + a)
-        _crop(cache, t + 1)
+        cache.crop(t + 1)
         if len(seq) >= total_len:
             break
         seq.append(got[a])

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..core.errors import BadInput
-from ..core.stats import Interval, bootstrap, weights
+from ..core.stats import Interval, bootstrap, scaled, weights
 from ..core.typed_json import JsonFields, fields_json
 from ..draft.model import DraftCache
 from ..engines.spec_settings import Setting
@@ -42,6 +42,7 @@ from .acceptance.options import AcceptanceOptions, Replay, _no_progress
 
 if TYPE_CHECKING:
     from ..model.setup import Setup
+    from .spec_loop import LoopRun
 
 SCHEMA = "eagle3-doctor/speedup/1"
 Progress = Callable[[str, int, int], None]
@@ -196,6 +197,7 @@ def grid_acceptance(
     for rb in iter_captures(
         tgt, rep.seqs, set(spec), batch_size=batch_size, want_logits=True, progress=lambda d, n: progress("acceptance", d, n)
     ):
+        assert rb.last is not None  # replayed with want_logits
         labels = _labels_fn(rb, target_argmax(tgt, rb.last), True)
         aux = torch.cat([rb.captured[p] for p in spec], dim=-1)
         lens = rb.batch.lengths
@@ -238,10 +240,6 @@ def _timed(fns: Sequence[Callable[[], Any]], repeats: int, dev: torch.device) ->
     return runs
 
 
-def _crop_draft(cache: DraftCache, n: int) -> None:
-    cache.k, cache.v = cache.k[:, :, :n], cache.v[:, :, :n]  # type: ignore[index]
-
-
 Timed = list[tuple[str, int, Callable[[], None]]]  # (part, tokens per sequence, the forward)
 
 
@@ -275,7 +273,7 @@ def _draft_forwards(draft: Any, aux: torch.Tensor, ids: torch.Tensor, extends: S
             def run(x: torch.Tensor = x, pos: torch.Tensor = pos, w: int = w, k: int = k, part: str = part) -> None:
                 o = draft.extend(x, ids[:, :w], pos, cache, from_aux=part == EXTEND)
                 draft.to_target_ids(draft.logits(o).topk(k, dim=-1).indices)
-                _crop_draft(cache, C)
+                cache.crop(C)
 
             out.append((part, w, run))
     return out
@@ -351,7 +349,7 @@ def predict(
             counts = np.asarray([[len(a), sum(a)] for a in r.accepted_lengths], dtype=np.float64)
             tps, verify, draft_s = _speed_stat(r.setting, costs, B)
             t_iv = bootstrap(counts, tps, w=w)
-            s_iv = bootstrap(counts, lambda c, tps=tps, per=plain / B: tps(c) * per, w=w)
+            s_iv = bootstrap(counts, scaled(tps, plain / B), w=w)
             d = float(draft_s(np.asarray(r.tokens_per_pass.point)))
             here.append(Prediction(r.label, B, d, verify, t_iv, s_iv, False, False, r.current))
         best = max(here, key=lambda p: p.tokens_per_second.point)
@@ -382,13 +380,15 @@ def check_loop(
     of each): a slow spell of the machine lands on all of them alike."""
     from .spec_loop import plain_decode, speculative_decode
 
-    ct = CachedTarget(setup.target, setup.serving.spec)
+    ct, draft = CachedTarget(setup.target, setup.serving.spec), setup.draft
+    assert draft is not None  # predict_speedup refuses a Setup without one
     prompts = [p.ids for p in rep.src.prompts]
-    plain, runs = [], [[] for _ in rows]  # type: ignore[var-annotated]
+    plain: list[LoopRun] = []
+    runs: list[list[LoopRun]] = [[] for _ in rows]
     for i, (p, s) in enumerate(zip(prompts, rep.seqs)):
         for _ in range(2 if i == 0 else 1):  # the first prompt once more, untimed, as the warm-up
             q = plain_decode(ct, p, len(s))
-            got = [speculative_decode(ct, setup.draft, p, len(s), r.setting.num_steps) for r in rows]  # type: ignore[arg-type]
+            got = [speculative_decode(ct, draft, p, len(s), r.setting.num_steps) for r in rows]
         plain.append(q)
         for r, g in zip(runs, got):
             r.append(g)

@@ -32,6 +32,7 @@ Both estimators run all bases of a sequence at once; :func:`sglang_tree_referenc
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -185,6 +186,7 @@ def sglang_tree_accepted(
     H = h1.shape[-1]
 
     def slots(attn: Any, q: torch.Tensor, c: _TreeKV) -> torch.Tensor:
+        assert c.k1 is not None and c.v1 is not None  # the prefix forward (h1, above) set them
         return _attend_slots(attn, q.view(B, attn.nh, T, S, q.shape[-1]), c.k1, c.v1, prefix_mask, c.ek, c.ev)
 
     for i in range(K - 1):
@@ -307,6 +309,17 @@ def greedy_verify(
     return a, nxt
 
 
+def _sglang_child(order: list[int], cands: list[tuple[float, int, int]], cur: int, tok: int) -> int | None:
+    """greedy_verify's child in an SGLang pass: the selected candidate under ``cur`` holding ``tok``
+    (among equal tokens under one parent, the first selected), or None."""
+    return next((x for x in order if cands[x][2] == cur and cands[x][1] == tok), None)
+
+
+def _static_child(nodes: list[tuple[int, ...]], token: dict[tuple, int], cur: tuple, tok: int) -> tuple | None:
+    """greedy_verify's child in a static tree: the node under ``cur`` whose drafted token is ``tok``, or None."""
+    return next((n for n in nodes if len(n) == len(cur) + 1 and n[:-1] == cur and token[n] == tok), None)
+
+
 @torch.inference_mode()
 def sglang_tree_reference_loop(
     target_step: Callable[[list[int]], tuple[torch.Tensor, torch.Tensor]],
@@ -340,9 +353,7 @@ def sglang_tree_reference_loop(
         chosen = set(all_scores.topk(num_draft_tokens - 1).indices.tolist())
         order = sorted(chosen)  # among equal tokens under one parent, the first selected node
         a, nxt = greedy_verify(
-            lambda cur, tok, order=order, cands=cands: next(
-                (x for x in order if cands[x][2] == cur and cands[x][1] == tok), None
-            ),
+            functools.partial(_sglang_child, order, cands),
             -1,
             seq,
             amax,
@@ -372,6 +383,7 @@ def static_tree_accepted(ranks: torch.Tensor, valid: torch.Tensor, paths: Sequen
     r = ranks.permute(0, 2, 1).cpu()  # [B,T,K]
     v = valid.permute(0, 2, 1).cpu()
     out = torch.zeros(B, T, dtype=torch.long)
+    pre: tuple[int, ...]  # the path prefix walked so far
     for b in range(B):
         for t in range(T):
             n, pre = 0, ()
@@ -433,9 +445,7 @@ def static_tree_reference_loop(
                 )
                 state[node] = (c, h)
         a, nxt = greedy_verify(
-            lambda cur, tok, token=token: next(
-                (n for n in nodes if len(n) == len(cur) + 1 and n[:-1] == cur and token[n] == tok), None
-            ),
+            functools.partial(_static_child, nodes, token),
             (),
             seq,
             amax,

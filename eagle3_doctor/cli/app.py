@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
@@ -48,10 +48,18 @@ class _OneLineGroup(typer.core.TyperGroup):
     """
 
     def main(
-        self, args: Any = None, prog_name: Any = None, complete_var: Any = None, standalone_mode: bool = True, **extra: Any
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,  # click's own parameter and default, passed on
+        **extra: Any,
     ) -> Any:
         if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            return super().main(
+                args, prog_name, complete_var, standalone_mode=False, windows_expand_args=windows_expand_args, **extra
+            )
         cx = click_exceptions()
         # started with stdout or stderr closed (`>&-`): Python sets them to None; write into the void
         if sys.stdout is None:
@@ -59,7 +67,9 @@ class _OneLineGroup(typer.core.TyperGroup):
         if sys.stderr is None:
             sys.stderr = open(os.devnull, "w")
         try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            rv = super().main(
+                args, prog_name, complete_var, standalone_mode=False, windows_expand_args=windows_expand_args, **extra
+            )
             flush_stdout()
         except getattr(cx, "NoArgsIsHelpError", ()) as e:  # bare `eagle3-doctor`: the help is the answer
             try:

@@ -373,10 +373,10 @@ def _drop(m: dict[str, Any], base: dict[str, Any], key: str, policy: Policy) -> 
         return -iv.lo, (
             f"decided on the lower bound of the change's 95% interval {iv.point:+.4f} [{iv.lo:+.4f}, {iv.hi:+.4f}], {pairing}"
         )
-    iv = (m.get("intervals") or {}).get(key)
-    if iv and not math.isnan(iv.get("lo", float("nan"))):
-        return base[key] - iv["lo"], (
-            f"decided on the lower bound of this run's 95% interval [{iv['lo']:.4f}, {iv['hi']:.4f}] "
+    run_iv = (m.get("intervals") or {}).get(key)  # this run's interval, as its JSON holds it
+    if run_iv and not math.isnan(run_iv.get("lo", float("nan"))):
+        return base[key] - run_iv["lo"], (
+            f"decided on the lower bound of this run's 95% interval [{run_iv['lo']:.4f}, {run_iv['hi']:.4f}] "
             "(the baseline has no per-prompt samples)"
         )
     return point, "decided on the point estimate (no interval)"

@@ -57,7 +57,7 @@ class Policy:
         data: dict[str, Any] = {}
         if path:
             try:
-                import tomllib
+                import tomllib  # type: ignore[import-not-found]  # stdlib from 3.11; mypy checks as 3.10
             except ImportError:  # Python 3.10
                 raise BadInput("--policy needs Python 3.11+ (tomllib)", "pass the thresholds as flags instead") from None
             from ..io.safeio import read_regular_text

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, NoReturn, Optional, TypeVar
 
 import typer
 
@@ -40,7 +40,7 @@ def options(**given: Opt) -> Callable[[F], F]:
     def declare(fn: F) -> F:
         kw = inspect.Parameter.KEYWORD_ONLY
         params = [inspect.Parameter(name, kw, default=o.default, annotation=o.annotation) for name, o in given.items()]
-        fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # read by typer via inspect.signature
         return fn
 
     return declare
@@ -461,7 +461,7 @@ def click_exceptions() -> Any:
     return click.exceptions
 
 
-def missing_option(flag: str, what: str) -> None:
+def missing_option(flag: str, what: str) -> NoReturn:
     """The same one-line usage error click gives for a required option (--serve-cmd may stand in for it)."""
     vendored = getattr(typer.core, "_click", None)
     if vendored is not None:

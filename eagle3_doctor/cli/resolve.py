@@ -86,6 +86,7 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> Resolved:
     if draft_revision is None and sc is not None and draft == sc.draft:
         draft_revision = sc.draft_revision
     target_dir, draft_dir = resolve_models(target, draft, getattr(a, "draft_format", None), revision, draft_revision)
+    assert target_dir is not None  # target is given: missing_option raised above otherwise
     paths = role_paths(target, draft, target_dir=target_dir, draft_dir=draft_dir, serve_config=getattr(a, "serve_config", None))
     if (target_dir, draft_dir) != (target, draft):  # hub snapshots: outputs kept out of them too
         check_outputs_apart({**vars(a), "target": target_dir, "draft": draft_dir})

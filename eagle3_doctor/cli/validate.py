@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,7 @@ _FLOAT_OPTIONS: tuple[tuple[str, float, float, str], ...] = (
 
 def check_arguments(**kw: Any) -> None:
     """Options whose validity needs no file and no model. Unknown keys are ignored (other commands' options)."""
-    g = kw.get
+    g: Callable[[str], Any] = kw.get  # an option's value, None when not given
     for opt, lo, hi, fix in _INT_OPTIONS:
         _int_range(opt, g(opt[2:].replace("-", "_")), lo, hi, fix)
     for opt, flo, fhi, fix in _FLOAT_OPTIONS:

@@ -246,7 +246,7 @@ def check_policy_file(path: str | None) -> None:
     if path is None:
         return
     try:
-        import tomllib
+        import tomllib  # type: ignore[import-not-found]  # stdlib from 3.11; mypy checks as 3.10
     except ImportError:  # Python 3.10: gate_policy.Policy.load says so in one line
         return
     p = require_file(path, "policy file", "pass --policy FILE.toml")

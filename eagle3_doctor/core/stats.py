@@ -120,6 +120,11 @@ def ratio(num: int = 0, den: int = 1) -> Stat:
     return lambda s: s[..., num] / s[..., den]
 
 
+def scaled(stat: Stat, factor: float) -> Stat:
+    """``stat`` times ``factor``."""
+    return lambda s: stat(s) * factor
+
+
 # --------------------------------------------------------------------------- acceptance figures
 
 
@@ -197,8 +202,8 @@ def acceptance_intervals(
         method=f"percentile bootstrap over {n} prompts, B={B}, seed={seed}, level={level}",
         reliable=n >= MIN_PROMPTS,
         mean_acceptance_length=iv(lambda s: 1.0 + s[..., 1] / s[..., 0]),
-        per_position_rate=[iv(lambda s, k=k: s[..., 2 + k] / s[..., 0]) for k in range(K)],
-        acc_k=[iv(lambda s, k=k: s[..., 2 + K + k] / s[..., 2 + 2 * K + k]) for k in range(K)],
+        per_position_rate=[iv(ratio(2 + k, 0)) for k in range(K)],
+        acc_k=[iv(ratio(2 + K + k, 2 + 2 * K + k)) for k in range(K)],
         tau=iv(lambda s: _tau(s[..., hits] / s[..., tots])),
     )
 

@@ -55,6 +55,12 @@ class CapturePoint:
     def __repr__(self) -> str:
         return str(self)
 
+    def layer_index(self) -> int:
+        """The layer of a ``layer_out[i]`` point; embed and final_norm have none."""
+        if self.layer is None:
+            raise ValueError(f"{self} has no layer index")
+        return self.layer
+
     def is_embed(self) -> bool:
         return self.kind == EMBED
 
@@ -74,10 +80,10 @@ class CapturePoint:
             return -1
         if self.is_final_norm():
             return num_layers - 0.5
-        return self.layer  # type: ignore[return-value]
+        return self.layer_index()
 
     def check_range(self, num_layers: int) -> None:
-        if self.is_layer_out() and self.layer >= num_layers:  # type: ignore[operator]
+        if self.is_layer_out() and self.layer_index() >= num_layers:
             raise BadInput(
                 f"capture point {self} does not exist: the target has {num_layers} decoder layers "
                 f"(layer_out[0]..layer_out[{num_layers - 1}])",
@@ -153,7 +159,7 @@ def to_hs_index(point: CapturePoint, num_layers: int) -> int | None:
         return 0
     if point.is_final_norm():
         return num_layers
-    return None if point.layer == num_layers - 1 else point.layer + 1  # type: ignore[operator]
+    return None if point.layer == num_layers - 1 else point.layer_index() + 1
 
 
 def all_points(num_layers: int) -> list[CapturePoint]:

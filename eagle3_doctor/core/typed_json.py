@@ -37,7 +37,7 @@ def to_json(value: Any) -> Any:
     if isinstance(value, CapturePoint):
         return str(value)
     if is_dataclass(value) and not isinstance(value, type):
-        return value.to_dict()  # type: ignore[attr-defined]
+        return value.to_dict()  # type: ignore[attr-defined]  # every result dataclass defines to_dict
     if isinstance(value, (list, tuple)):
         return [to_json(v) for v in value]
     if isinstance(value, dict):
@@ -101,6 +101,6 @@ def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return out
     if origin is dict or tp is dict:
         return {"type": "object"}
-    if is_dataclass(tp):
+    if isinstance(tp, type) and is_dataclass(tp):  # a hint is a class, never an instance
         return json_schema(tp, defs)
     raise TypeError(f"no JSON schema for {tp!r}")

@@ -17,8 +17,9 @@ class DraftConfig:
     num_key_value_heads: int
     vocab_size: int  # target vocabulary
     draft_vocab_size: int
-    target_hidden_size: int | None = None
-    head_dim: int | None = None
+    # None in the constructor: __post_init__ derives them (hidden_size, hidden // heads), so an int after
+    target_hidden_size: int = None  # type: ignore[assignment]  # None until __post_init__ fills it
+    head_dim: int = None  # type: ignore[assignment]  # None until __post_init__ fills it
     num_aux_states: int = 3
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
@@ -49,7 +50,7 @@ class DraftConfig:
 
     @property
     def fc_in_features(self) -> int:
-        return self.num_aux_states * int(self.target_hidden_size)  # type: ignore[arg-type]
+        return self.num_aux_states * int(self.target_hidden_size)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

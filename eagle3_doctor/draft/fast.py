@@ -16,10 +16,10 @@ from .model import Eagle3Draft
 
 def compile_draft(draft: Eagle3Draft, **options: Any) -> Eagle3Draft:
     """Replace the draft's step pieces by compiled versions, in place; returns the draft."""
-    draft._layer_in = torch.compile(draft._layer_in, **options)  # type: ignore[method-assign]
-    draft._first_out = torch.compile(draft._first_out, **options)  # type: ignore[method-assign]
-    draft._fed_back = torch.compile(draft._fed_back, **options)  # type: ignore[method-assign]
-    draft.logits = torch.compile(draft.logits, **options)  # type: ignore[method-assign]
+    draft._layer_in = torch.compile(draft._layer_in, **options)  # type: ignore[method-assign]  # compiled in place
+    draft._first_out = torch.compile(draft._first_out, **options)  # type: ignore[method-assign]  # compiled in place
+    draft._fed_back = torch.compile(draft._fed_back, **options)  # type: ignore[method-assign]  # compiled in place
+    draft.logits = torch.compile(draft.logits, **options)  # type: ignore[method-assign]  # compiled in place
     attn = draft.midlayer.self_attn
-    attn.qkv = torch.compile(attn.qkv, **options)  # type: ignore[method-assign]
+    attn.qkv = torch.compile(attn.qkv, **options)  # type: ignore[method-assign]  # compiled in place
     return draft

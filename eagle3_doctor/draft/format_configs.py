@@ -119,7 +119,7 @@ def config_to_canonical(fmt: str, c: dict[str, Any]) -> dict[str, Any]:
         base["draft_vocab_size"] = base["vocab_size"]
     if c.get("target_hidden_size"):
         base["target_hidden_size"] = _checked(c, "target_hidden_size")
-    ec = c.get("eagle_config") if isinstance(c.get("eagle_config"), dict) else {}
+    ec = e if isinstance(e := c.get("eagle_config"), dict) else {}
     if ec.get("norm_before_fc") or c.get("norm_before_fc"):
         base["norm_before_fc"] = True
     if c.get("fc_norm"):

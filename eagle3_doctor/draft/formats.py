@@ -53,6 +53,14 @@ class DraftInfo:
     def convention(self) -> str:
         return FORMAT_CONVENTION[self.format]
 
+    def config_layer_ids(self) -> dict[str, list[int]]:
+        """Every layer-id list the config holds, by dotted key: the format's own key first, then the others."""
+        out: dict[str, list[int]] = {}
+        if self.layer_ids_key and self.layer_ids is not None:  # set together (read_draft)
+            out[self.layer_ids_key] = self.layer_ids
+        out.update(self.other_layer_id_keys)
+        return out
+
 
 # --------------------------------------------------------------------------- detection
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -76,7 +77,7 @@ class RMSNorm(nn.Module):
 class DraftAttention(nn.Module):
     def __init__(self, cfg: DraftConfig, in_features: int | None = None):
         super().__init__()
-        d = int(cfg.head_dim)  # type: ignore[arg-type]
+        d = int(cfg.head_dim)
         self.nh, self.nkv, self.d = cfg.num_attention_heads, cfg.num_key_value_heads, d
         b = cfg.attention_bias
         n_in = 2 * cfg.hidden_size if in_features is None else in_features  # the EAGLE-3 layer reads [embed, h]
@@ -246,6 +247,13 @@ class DraftCache:
     def length(self) -> int:
         return 0 if self.k is None else self.k.shape[2]
 
+    def crop(self, n: int) -> None:
+        """Keep the first ``n`` positions, in every layer's cache (a decode loop drops the rejected tail)."""
+        if self.k is not None and self.v is not None:
+            self.k, self.v = self.k[:, :, :n], self.v[:, :, :n]
+        for c in self.later:
+            c.crop(n)
+
     def clone(self) -> DraftCache:
         """An independent copy, every layer's: a tree slot extends its own copy of the prefix."""
         k = None if self.k is None else self.k.clone()
@@ -256,6 +264,11 @@ class DraftCache:
 class Eagle3Draft(nn.Module):
     """Canonical EAGLE-3 draft. Parameter names follow the SGLang/EAGLE layout (``midlayer.*``)."""
 
+    # the buffers (register_buffer in __init__), declared: nn.Module.__getattr__ types them Tensor | Module
+    d2t: torch.Tensor
+    t2d: torch.Tensor
+    inv_freq: torch.Tensor
+
     def __init__(self, cfg: DraftConfig):
         super().__init__()
         self.config = cfg
@@ -263,8 +276,7 @@ class Eagle3Draft(nn.Module):
             self.input_norm = RMSNorm(cfg.fc_in_features, cfg.rms_norm_eps)
         if cfg.fc_norm:
             self.fc_norm = nn.ModuleList(
-                RMSNorm(int(cfg.target_hidden_size), cfg.rms_norm_eps)
-                for _ in range(cfg.num_aux_states)  # type: ignore[arg-type]
+                RMSNorm(int(cfg.target_hidden_size), cfg.rms_norm_eps) for _ in range(cfg.num_aux_states)
             )
         self.fc = nn.Linear(cfg.fc_in_features, cfg.hidden_size, bias=False)
         self.midlayer = DraftLayer(cfg)
@@ -295,7 +307,7 @@ class Eagle3Draft(nn.Module):
         if cfg.norm_before_fc:
             aux = self.input_norm(aux)
         if cfg.fc_norm:
-            parts = aux.split(int(cfg.target_hidden_size), dim=-1)  # type: ignore[arg-type]
+            parts = aux.split(int(cfg.target_hidden_size), dim=-1)
             aux = torch.cat([n(p) for n, p in zip(self.fc_norm, parts)], dim=-1)
         return self.fc(aux.to(self.fc.weight.dtype))
 
@@ -310,7 +322,8 @@ class Eagle3Draft(nn.Module):
         return x, residual
 
     def later_layers(self) -> list[DecoderLayer]:
-        return list(self.extra_layers) if hasattr(self, "extra_layers") else []
+        # cast: nn.ModuleList iterates as Module; __init__ fills it with DecoderLayers only
+        return cast("list[DecoderLayer]", list(self.extra_layers)) if hasattr(self, "extra_layers") else []
 
     def _first_out(self, attn_out: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         m = self.midlayer
@@ -421,9 +434,9 @@ class _UnrollKV:
         self, attn: DraftAttention, x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor, key_mask: torch.Tensor | None
     ) -> torch.Tensor:
         q, kk, vv = attn.qkv(x, pos, inv_freq)
-        if self.k0 is None:
+        if self.k0 is None or self.v0 is None:  # set together: both None before step 1
             self.k0, self.v0 = kk, vv
         else:
             self.own_k.append(kk)
             self.own_v.append(vv)
-        return attn.attend_unroll(q, self.k0, self.v0, self.own_k, self.own_v, key_mask)  # type: ignore[arg-type]
+        return attn.attend_unroll(q, self.k0, self.v0, self.own_k, self.own_v, key_mask)

@@ -34,7 +34,7 @@ def rope_tables(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
         # transformers' compute_default_rope_parameters, op for op (tests/test_draft_oracles.py checks
         # it bit for bit against rope_tables_transformers): importing transformers costs inspect
         # seconds of CPU for the one rope type most drafts use
-        dim = int(int(cfg.head_dim) * float(rp.get("partial_rotary_factor", 1.0)))  # type: ignore[arg-type]
+        dim = int(int(cfg.head_dim) * float(rp.get("partial_rotary_factor", 1.0)))
         exps = torch.arange(0, dim, 2, dtype=torch.int64, device="cpu").to(dtype=torch.float) / dim
         return (1.0 / (float(rp["rope_theta"]) ** exps)).float(), 1.0
     return rope_tables_transformers(cfg)
@@ -47,22 +47,13 @@ def rope_tables_transformers(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    common = dict(
+    hf = LlamaConfig(
         hidden_size=cfg.hidden_size,
         num_attention_heads=cfg.num_attention_heads,
         head_dim=cfg.head_dim,
         max_position_embeddings=cfg.max_position_embeddings,
+        **_rope_keywords(LlamaConfig, rp),
     )
-    if hasattr(LlamaConfig(), "rope_parameters"):  # transformers 5
-        hf = LlamaConfig(rope_parameters=rp, **common)
-    else:  # transformers 4: rope_theta at the top level, the rest in rope_scaling
-        scaling = {k: v for k, v in rp.items() if k not in ("rope_theta", "partial_rotary_factor")}
-        hf = LlamaConfig(
-            rope_theta=rp["rope_theta"],
-            rope_scaling=None if kind == "default" else scaling,
-            partial_rotary_factor=rp.get("partial_rotary_factor", 1.0),
-            **common,
-        )
     if kind in ROPE_INIT_FUNCTIONS:
         fn = ROPE_INIT_FUNCTIONS[kind]
     elif kind == "default":
@@ -79,12 +70,26 @@ def rope_tables_transformers(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
     with torch.device("cpu"):
         inv, scale = fn(config=hf)
         prf = float(rp.get("partial_rotary_factor", 1.0))
-        if prf < 1 and 2 * inv.numel() == int(cfg.head_dim):  # type: ignore[arg-type]
+        if prf < 1 and 2 * inv.numel() == int(cfg.head_dim):
             # Llama's init functions ignore the factor; the same function over the rotary dims is
             # what models that honour it compute (rotary_dim = head_dim * factor)
-            hf.head_dim = int(int(cfg.head_dim) * prf)  # type: ignore[arg-type]
+            hf.head_dim = int(int(cfg.head_dim) * prf)
             inv, scale = fn(config=hf)
     return inv.float(), float(scale)
+
+
+def _rope_keywords(config_cls: type, rp: dict[str, Any]) -> dict[str, Any]:
+    """The RoPE keywords of the installed transformers' config: ``rope_parameters`` (transformers 5) or,
+    in transformers 4, rope_theta at the top level and the rest in rope_scaling. Any: the keywords of
+    one major version are not in the other's signature."""
+    if hasattr(config_cls(), "rope_parameters"):  # transformers 5
+        return {"rope_parameters": rp}
+    scaling = {k: v for k, v in rp.items() if k not in ("rope_theta", "partial_rotary_factor")}
+    return {
+        "rope_theta": rp["rope_theta"],
+        "rope_scaling": None if rp["rope_type"] == "default" else scaling,
+        "partial_rotary_factor": rp.get("partial_rotary_factor", 1.0),
+    }
 
 
 def _tf_version() -> str:

@@ -106,17 +106,13 @@ def executed_flags(engine: str, version: str, fmt: str) -> dict[str, FlagRule | 
 
 def _vllm(version: str, fmt: str) -> DraftServing:
     old_weights = version == "0.10.2"
-    weights = dict(
-        embed="target-if-same-shape" if old_weights else "own",
-        lm_head="target-if-same-shape" if old_weights else "own",
-        ties_head_to_embed=False,
-        weights_source=(
-            "vLLM before PR #28549 replaced the draft's lm_head / embed_tokens with the target's"
-            if old_weights
-            else "vLLM PR #28549: the draft keeps its own lm_head / embed_tokens"
-        ),
-        weights_fixed_by="vLLM PR #28549 (merged 2025-11-12)" if old_weights else None,
+    weights = "target-if-same-shape" if old_weights else "own"  # embed and lm_head alike
+    weights_source = (
+        "vLLM before PR #28549 replaced the draft's lm_head / embed_tokens with the target's"
+        if old_weights
+        else "vLLM PR #28549: the draft keeps its own lm_head / embed_tokens"
     )
+    weights_fixed_by = "vLLM PR #28549 (merged 2025-11-12)" if old_weights else None
     new = version in ("0.33.0", "0.33.0-v2")
     flags = executed_flags("vllm", version, fmt)
     flags["norm_before_lm_head"] = _NORM_HEAD
@@ -140,7 +136,20 @@ def _vllm(version: str, fmt: str) -> DraftServing:
             "Eagle3Qwen3vl -> the Llama draft, llama_eagle3.py, no q/k norm)",
         )
     )
-    return DraftServing("vllm", version, fmt, flags, **weights, rope_neox=rope, qk_norm=qk[0], qk_norm_source=qk[1])
+    return DraftServing(
+        "vllm",
+        version,
+        fmt,
+        flags,
+        embed=weights,
+        lm_head=weights,
+        ties_head_to_embed=False,
+        weights_source=weights_source,
+        weights_fixed_by=weights_fixed_by,
+        rope_neox=rope,
+        qk_norm=qk[0],
+        qk_norm_source=qk[1],
+    )
 
 
 def _sglang(version: str, fmt: str) -> DraftServing:

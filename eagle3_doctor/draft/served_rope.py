@@ -4,9 +4,12 @@ layout."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .served import DraftServing, FlagRule, ServedForward, json_bool, lookup, served_flag
+
+if TYPE_CHECKING:
+    from ..core.findings import Fix
 
 _TRAINERS = {
     "speculators": "speculators 0.9.0 (transformers' Llama/Qwen3 attention, rotate-half)",
@@ -134,6 +137,7 @@ def _rope_fix(rule: FlagRule, info: Any, cfg: Any, trained: bool, label: str) ->
     from ..core.findings import config_fix, json_snippet
 
     unread: list[str] = []
+    fix: Fix | str  # a text fix where no edit applies
     if rule.keys:
         fix = config_fix(f"set {json_snippet(rule.keys[0], not trained)} in the draft's config.json", rule.keys[0], not trained)
         moved = [

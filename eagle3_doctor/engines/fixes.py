@@ -29,13 +29,14 @@ def ids_to_serve(engine: str, version: str | None, family: str, num_layers: int,
     def num(p: CapturePoint, base: int) -> int | None:
         if p.is_final_norm():
             return -1 if engine == "trtllm" else None
-        return (-1 if p.is_embed() else int(p.layer)) + base  # type: ignore[arg-type]
+        return (-1 if p.is_embed() else p.layer_index()) + base
 
-    cands: list[list[int] | None] = []
+    cands: list[list[int]] = []
     for base in (0, 1):
-        ids = [num(p, base) for p in want]
-        if all(i is not None for i in ids):
-            cands.append(ids)  # type: ignore[arg-type]
+        nums = [num(p, base) for p in want]
+        known = [i for i in nums if i is not None]
+        if len(known) == len(nums):
+            cands.append(known)
     for ids in cands:
         got = rule(version, family, num_layers, ids)
         if got.spec == tuple(want) and got.failure is None:

@@ -83,7 +83,7 @@ def speculators_verifier(sc: ServeConfig, cfg: dict[str, Any] | None) -> None:
     spec = cfg.get("speculators_config") if cfg else None
     if sc.engine != "vllm" or sc.draft is not None or not isinstance(spec, dict):
         return
-    verifier = spec.get("verifier") if isinstance(spec.get("verifier"), dict) else {}
+    verifier = v if isinstance(v := spec.get("verifier"), dict) else {}
     name = verifier.get("name_or_path")
     if not isinstance(name, str) or not name:
         raise BadInput(

@@ -39,7 +39,7 @@ class Quant:
 
 
 def _compressed_scheme(q: dict[str, Any]) -> str:
-    groups = q.get("config_groups") if isinstance(q.get("config_groups"), dict) else {}
+    groups = cg if isinstance(cg := q.get("config_groups"), dict) else {}
     parts = []
     for g in groups.values():
         w = g.get("weights") if isinstance(g, dict) and isinstance(g.get("weights"), dict) else {}

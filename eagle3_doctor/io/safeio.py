@@ -10,7 +10,7 @@ import os
 import stat
 import struct
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from ..core.errors import BadInput
 
@@ -102,7 +102,8 @@ def load_pickle(path: str | os.PathLike) -> Any:
             warnings.simplefilter("ignore")
             if p.suffix == ".gz":
                 with gzip.open(p, "rb") as f:
-                    return torch.load(f, map_location="cpu", weights_only=True)
+                    # cast: typeshed's GzipFile is no IO[bytes], though it has every method torch.load calls
+                    return torch.load(cast(IO[bytes], f), map_location="cpu", weights_only=True)
             return torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]

@@ -55,12 +55,9 @@ def prompt_sequences(
 ) -> tuple[list[Prompt], list[str]]:
     prompts = load_prompts(target.tokenizer, prompts_path, max_tokens=max_tokens, max_positions=target.max_positions, limit=limit)
     notes = []
-    cut = [p for p in prompts if p.truncated_from]
+    cut = [p.truncated_from for p in prompts if p.truncated_from]
     if cut:
-        notes.append(
-            f"{len(cut)} prompt(s) truncated to --max-tokens {max_tokens} "
-            f"(longest had {max(p.truncated_from for p in cut)} tokens)"
-        )
+        notes.append(f"{len(cut)} prompt(s) truncated to --max-tokens {max_tokens} (longest had {max(cut)} tokens)")
     return prompts, notes
 
 
@@ -131,19 +128,24 @@ def iter_captures(
             progress(done, len(seqs))
 
 
-def dump_slots(
-    dump: Sequence[DumpSequence], rb: ReplayBatch, width: int, dtype: torch.dtype, hidden: bool = False
-) -> torch.Tensor | None:
-    """The dump's aux tensors (or, hidden=True, its hidden_state) for one batch, zero-padded to [B, T, width].
+def dump_slots(dump: Sequence[DumpSequence], rb: ReplayBatch, width: int, dtype: torch.dtype) -> torch.Tensor:
+    """The dump's aux tensors for one batch, zero-padded to [B, T, width]."""
+    return _padded([dump[i].aux for i in rb.index], rb, width, dtype)
 
-    None when ``hidden`` and a sequence of the batch has no hidden_state.
-    """
-    if hidden and not all(dump[i].hidden_state is not None for i in rb.index):
-        return None
+
+def dump_hidden(dump: Sequence[DumpSequence], rb: ReplayBatch, width: int, dtype: torch.dtype) -> torch.Tensor | None:
+    """The dump's hidden_state for one batch, zero-padded to [B, T, width]; None when a sequence of the
+    batch has none."""
+    rows = [dump[i].hidden_state for i in rb.index]
+    known = [h for h in rows if h is not None]
+    return _padded(known, rb, width, dtype) if len(known) == len(rows) else None
+
+
+def _padded(rows: Sequence[torch.Tensor], rb: ReplayBatch, width: int, dtype: torch.dtype) -> torch.Tensor:
+    """One [T_i, width] tensor per sequence of the batch, in its order, zero-padded to [B, T, width]."""
     B, T = rb.tokens.shape
     dev = rb.tokens.device
     out = torch.zeros(B, T, width, dtype=dtype, device=dev)
-    for b, i in enumerate(rb.index):
-        src = dump[i].hidden_state if hidden else dump[i].aux
-        out[b, : src.shape[0]] = src.to(dev, dtype)  # type: ignore[union-attr]
+    for b, src in enumerate(rows):
+        out[b, : src.shape[0]] = src.to(dev, dtype)
     return out

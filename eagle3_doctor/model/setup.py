@@ -203,11 +203,7 @@ def assemble(
     L = tgt.num_layers
     family = arch_family(tgt.config)
     d, info, notes = (None, None, []) if draft is None else _load_draft(tgt, draft, draft_format)
-    config_ids = {}
-    if info is not None:
-        if info.layer_ids_key:
-            config_ids[info.layer_ids_key] = info.layer_ids
-        config_ids.update(info.other_layer_id_keys)
+    config_ids = {} if info is None else info.config_layer_ids()
     serving = resolve_serving(engine, engine_version, family, L, config_ids, list(layer_ids) if layer_ids is not None else None)
     for p in serving.spec:
         p.check_range(L)

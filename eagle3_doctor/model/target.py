@@ -361,7 +361,7 @@ def greedy_continue(
     step = [0]
 
     class _Tick(StoppingCriteria):  # never stops generation: a per-token hook for the progress bar
-        def __call__(self, input_ids, scores, **kwargs):  # type: ignore[override]
+        def __call__(self, input_ids, scores, **kwargs):
             step[0] += 1
             if progress is not None:
                 progress(min(step[0], total), total)
@@ -371,8 +371,7 @@ def greedy_continue(
     eos = tok.eos_token_id
     pad = tok.pad_token_id if tok.pad_token_id is not None else (eos if eos is not None else 0)
     outs: list[list[int]] = []
-    for bi, chunk in enumerate(batches(list(prompts), batch_size)):
-        chunk = chunk[1]
+    for bi, (_, chunk) in enumerate(batches(list(prompts), batch_size)):
         step[0] = bi * max_new_tokens
         T = max(len(p) for p in chunk)
         ids = torch.full((len(chunk), T), pad, dtype=torch.long)

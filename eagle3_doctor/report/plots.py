@@ -58,7 +58,7 @@ def heatmap_png(
         color, ls, label = styles.get(kind, ("white", ":", kind))
         for i, point in cells.items():
             if point in matrix.cols and 0 <= i < rel.shape[0]:
-                j = matrix.cols.index(point)  # type: ignore[arg-type]
+                j = matrix.cols.index(point)  # type: ignore[arg-type]  # a compare matrix: its cols are capture points
                 ax.add_patch(
                     Rectangle(
                         (j - 0.45, i - 0.45),

@@ -199,10 +199,10 @@ def _acceptance_table(run: AcceptanceRun) -> Table:
     row("accept_rate (SGLang)", lambda p: _fmt(p.chain.sglang_accept_rate, 3))
     row("tau = 1 + sum prod acc_k", lambda p: _fmt(p.tau, 3))
     row("verify passes", lambda p: str(p.chain.passes))
-    for k in range(s.num_steps):
-        row(
+    for k in range(s.num_steps):  # cells built here, not by row(): a lambda would need k bound as a default
+        t.add_row(
             f"position {k + 1}: rate (vLLM) | acc_{k + 1} (SpecForge)",
-            lambda p, k=k: f"{_at(p.chain.per_position_rate, k)} | {_fmt(p.acc_k[k])}",
+            *[f"{_at(p.chain.per_position_rate, k)} | {_fmt(p.acc_k[k])}" for p in paths],
         )
     if any(p.tree is not None for p in paths):
         tr = s.tree
@@ -215,7 +215,9 @@ def _acceptance_table(run: AcceptanceRun) -> Table:
         )
         row(f"{what}: mean acceptance length (exact)", lambda p: _fmt(p.tree.mean_acceptance_length if p.tree else math.nan))
         for k in range(s.num_steps):
-            row(f"  tree position {k + 1}: rate (vLLM)", lambda p, k=k: _at(p.tree.per_position_rate, k) if p.tree else "-")
+            t.add_row(
+                f"  tree position {k + 1}: rate (vLLM)", *[_at(p.tree.per_position_rate, k) if p.tree else "-" for p in paths]
+            )
     if any(p.temperature is not None for p in paths):
         row(
             f"T={s.temperature} ({s.temperature_mode}): expected length",

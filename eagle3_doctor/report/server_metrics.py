@@ -28,7 +28,7 @@ def render_measured(console: Any, m: Measured) -> None:
     if m.requests is not None:
         t.add_row("requests", f"{m.requests:g}")
     for k, r in enumerate(m.per_position_rate or []):
-        t.add_row(f"position {k + 1} rate (unconditional)", f"{r:.3f}{ci((m.per_position_ci or [None] * (k + 1))[k])}")
+        t.add_row(f"position {k + 1} rate (unconditional)", f"{r:.3f}{ci(m.per_position_ci[k] if m.per_position_ci else None)}")
     console.print(t)
     console.print(f"source: {m.source}", markup=False)
     for n in m.notes:
@@ -55,7 +55,9 @@ def render_comparison(console: Any, c: ServingComparison) -> None:
     )
     K = len(next(iter(c.predicted.values()))["per_position_rate"])
     for k in range(K):
-        srv = "-" if m.per_position_rate is None else f(m.per_position_rate[k], (m.per_position_ci or [None] * K)[k])
+        srv = (
+            "-" if m.per_position_rate is None else f(m.per_position_rate[k], m.per_position_ci[k] if m.per_position_ci else None)
+        )
         t.add_row(
             f"position {k + 1} rate", srv, *[f(p["per_position_rate"][k], p["per_position_ci"][k]) for p in c.predicted.values()]
         )

@@ -54,6 +54,7 @@ class PathAccumulator:
         self._add_step1(m[:, 0] & region, v[:, 0] & region)
         A = _leading_ones_np(m.transpose(0, 2, 1))  # [B, T]
         drafted = v.sum(axis=1)  # [B, T] = min(K, len-2-t) for real bases
+        tree: np.ndarray | None
         if out.tree_accepted is not None:  # exact, for the engine's own tree (tree.py)
             tree = out.tree_accepted.cpu().numpy()
         else:
@@ -81,10 +82,10 @@ class PathAccumulator:
         if out.alpha is not None:
             al = out.alpha.cpu().double().numpy()  # [B, K, T]
             prod = np.cumprod(al, axis=1)  # P(first k accepted) along the teacher-forced path
-            sel = v[:, 0] & region
-            s = (prod * sel[:, None]).sum(axis=(0, 2))
+            base = v[:, 0] & region
+            s = (prod * base[:, None]).sum(axis=(0, 2))
             self.alpha_prod_sum = s if self.alpha_prod_sum is None else self.alpha_prod_sum + s
-            self.alpha_n += int(sel.sum())
+            self.alpha_n += int(base.sum())
 
     def _add_step1(self, step1: np.ndarray, valid1: np.ndarray) -> None:
         """Step-1 hits [B, T] per sequence, and by position bucket (accuracy as the context grows)."""
@@ -104,7 +105,10 @@ class PathAccumulator:
     def result(self) -> PathResult:
         """The path's figures, per-prompt lists still in replay order (see :func:`path_results`)."""
         K = self.num_steps
-        hits, totals = (self.hits, self.totals) if self.hits is not None and self.totals is not None else ([], [])
+        if self.hits is not None and self.totals is not None:
+            hits, totals = self.hits, self.totals
+        else:  # no batch added
+            hits = totals = np.zeros(0, dtype=np.int64)
         acc_k = [float(h / n) if n else float("nan") for h, n in zip(hits, totals)]
         tree = None
         if self.tree_acc:

@@ -94,9 +94,9 @@ def unroll_outcomes(
         v = pos[None, :] + 1 + k <= lens[:, None] - 1
         lab = labels(k)
         logits = draft.logits(h)
-        if topk > 1:
+        if hit is not None:  # topk > 1
             top = draft.to_target_ids(logits.topk(topk, dim=-1).indices)
-            hit[:, k0] = (top == lab[..., None]).any(-1) & v  # type: ignore[index]
+            hit[:, k0] = (top == lab[..., None]).any(-1) & v
             prop = top[..., 0]
         else:
             prop = draft.to_target_ids(logits.argmax(-1))
@@ -107,10 +107,10 @@ def unroll_outcomes(
             top = draft.to_target_ids(logits.topk(rank_width, dim=-1).indices)
             eq = top == lab[..., None]
             ranks[:, k0] = torch.where(eq.any(-1), eq.long().argmax(-1), torch.full_like(lab, rank_width))
-        if temperature > 0:
+        if alpha is not None:  # temperature > 0
             assert target_logits is not None
             a = _expected_alpha(draft, logits, prop, target_logits(k), temperature, temp_mode).view(B, T)
-            alpha[:, k0] = torch.where(v, a, torch.zeros_like(a))  # type: ignore[index]
+            alpha[:, k0] = torch.where(v, a, torch.zeros_like(a))
     return StepOutputs(match, valid, hit, alpha, ranks)
 
 

@@ -3,7 +3,7 @@ and each path's results in prompt order."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,7 +50,7 @@ class Measurement:
         self,
         setup: Setup,
         rep: Replay,
-        paths: dict[str, FeatureSpec | None],
+        paths: Mapping[str, FeatureSpec | None],  # read only: a dict of specs passes too
         tree: TreePlan | None,
         drafts: dict[str, Eagle3Draft],
         cands: list[FeatureSpec] | None = None,
@@ -75,16 +75,18 @@ class Measurement:
             return torch.cat([rb.captured[p] for p in spec], dim=-1)
         from ...model.replay import dump_slots
 
-        tgt, draft = self.setup.target, self.setup.draft
-        return dump_slots(self.rep.src.dump, rb, draft.config.num_aux_states * tgt.hidden_size, tgt.dtype)  # type: ignore
+        tgt, draft, dump = self.setup.target, self.setup.draft, self.rep.src.dump
+        assert draft is not None and dump is not None  # run_acceptance: a draft; a None spec: the dump's own path
+        return dump_slots(dump, rb, draft.config.num_aux_states * tgt.hidden_size, tgt.dtype)
 
     def add(self, rb: ReplayBatch) -> None:
         from ...model.target import target_argmax
 
-        tgt, draft, opts, tree = self.setup.target, self.setup.draft, self.rep.opts, self.tree
+        tgt, draft, opts, tree, last = self.setup.target, self.setup.draft, self.rep.opts, self.tree, rb.last
+        assert draft is not None and last is not None  # run_acceptance: a draft; replayed with want_logits
         greedy = opts.continuation == "greedy"
-        labels = _labels_fn(rb, target_argmax(tgt, rb.last), greedy)
-        tl = _target_logits_fn(tgt, rb.last) if opts.temperature > 0 else None
+        labels = _labels_fn(rb, target_argmax(tgt, last), greedy)
+        tl = _target_logits_fn(tgt, last) if opts.temperature > 0 else None
         lens, st = rb.batch.lengths, [self.rep.starts[i] for i in rb.index]
         for name, spec in self.paths.items():
             aux, d = self._aux(rb, spec), self.drafts[name]
@@ -180,7 +182,7 @@ def scan_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
     def around(p: CapturePoint, slot: int) -> list[CapturePoint]:
         opts = [p]
         if p.is_layer_out():
-            opts += [layer_out(i) for i in (p.layer - 1, p.layer + 1) if 0 <= i < num_layers]  # type: ignore[operator]
+            opts += [layer_out(i) for i in (p.layer_index() - 1, p.layer_index() + 1) if 0 <= i < num_layers]
         if slot == 0:
             opts.append(embed())
         if slot == len(spec) - 1:
@@ -208,6 +210,8 @@ def _tree_accepted(
     from ..tree import sglang_tree_accepted, static_tree_accepted
 
     if tree.kind == "sglang":
+        assert tree.topk is not None  # an sglang plan has its topk (tree_plan)
         acc, _ = sglang_tree_accepted(draft, aux, tokens, labels, lens, num_steps, tree.topk, tree.num_draft_tokens)
         return acc
+    assert out.ranks is not None and tree.paths is not None  # a static plan: its paths, unrolled with rank_width
     return static_tree_accepted(out.ranks, out.valid, tree.paths)

@@ -76,6 +76,7 @@ def _target_step_fn(tgt: Target, spec: FeatureSpec) -> Callable[[list[int]], tup
     def step(tokens: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         batch = make_batch([tokens], 0, tgt.device)
         got, last = capture(tgt, batch, spec, want_logits=True)
+        assert last is not None  # want_logits=True returns the final norm
         aux = torch.cat([got[p] for p in spec], dim=-1)
         return aux, target_argmax(tgt, last)[0]
 
@@ -85,15 +86,17 @@ def _target_step_fn(tgt: Target, spec: FeatureSpec) -> Callable[[list[int]], tup
 def _reference_tree(setup: Setup, rep: Replay, tree: TreePlan, step: Callable, progress: Progress) -> tuple[list, list, bool]:
     from ..tree import sglang_tree_reference_loop, static_tree_reference_loop
 
-    opts, prompts = rep.opts, rep.src.prompts
+    opts, prompts, draft = rep.opts, rep.src.prompts, setup.draft
+    assert draft is not None  # run_acceptance refuses a Setup without one
     t_acc, t_drf, same = [], [], True
     for i, p in enumerate(prompts):
         if tree.kind == "sglang":
             toks, a, d = sglang_tree_reference_loop(
-                step, setup.draft, list(p.ids), len(rep.seqs[i]), opts.num_steps, opts.topk, tree.num_draft_tokens
+                step, draft, list(p.ids), len(rep.seqs[i]), opts.num_steps, opts.topk, tree.num_draft_tokens
             )
         else:
-            toks, a, d = static_tree_reference_loop(step, setup.draft, list(p.ids), len(rep.seqs[i]), tree.paths)
+            assert tree.paths is not None  # a static plan has its paths (tree_plan)
+            toks, a, d = static_tree_reference_loop(step, draft, list(p.ids), len(rep.seqs[i]), tree.paths)
         same &= toks == rep.seqs[i]
         t_acc.append(a)
         t_drf.append(d)
@@ -111,9 +114,10 @@ def run_reference(
         raise BadInput("--reference-loop needs a serving path the draft can take", "fix the slot count first (see notes)")
     K, prompts, seqs = rep.opts.num_steps, rep.src.prompts, rep.seqs
     ref_acc, ref_drf, same_each = [], [], []
-    step = _target_step_fn(setup.target, setup.serving.spec)
+    step, draft = _target_step_fn(setup.target, setup.serving.spec), setup.draft
+    assert draft is not None  # run_acceptance refuses a Setup without one
     for i, p in enumerate(prompts):
-        toks, a, d = reference_loop(step, setup.draft, list(p.ids), len(seqs[i]), K)  # type: ignore[arg-type]
+        toks, a, d = reference_loop(step, draft, list(p.ids), len(seqs[i]), K)
         same_each.append(toks == seqs[i])
         ref_acc.append(a)
         ref_drf.append(d)

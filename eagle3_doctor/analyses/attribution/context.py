@@ -59,8 +59,9 @@ class ContextCounts:
         draft, trained on 128-token sequences: 0.79 up to position 160, then 0.53, 0.45, ... 0.05)."""
         keys = sorted(self.counts)
         for cut in keys[1:]:
-            before = sum(self.counts[b] for b in keys if b < cut)
-            after = sum(self.counts[b] for b in keys if cut <= b < cut + AFTER)
+            zero = np.zeros((self.n, 2))  # the start: the counts' own shape and dtype (each sum has a term)
+            before = sum((self.counts[b] for b in keys if b < cut), zero)
+            after = sum((self.counts[b] for b in keys if cut <= b < cut + AFTER), zero)
             both = (before[:, 1] > 0) & (after[:, 1] > 0)
             if both.sum() < MIN_PROMPTS:
                 continue

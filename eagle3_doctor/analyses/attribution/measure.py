@@ -96,9 +96,8 @@ def weight_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
     from ..acceptance.measurement import scan_candidates
 
     cands = scan_candidates(spec, num_layers)
-    last = spec[-1]
-    if spec and spec[0].is_embed() and last.is_layer_out() and int(last.layer) + 1 < num_layers:  # type: ignore[arg-type]
-        up = (*spec[1:], layer_out(int(last.layer) + 1))  # type: ignore[arg-type]
+    if spec and spec[0].is_embed() and spec[-1].is_layer_out() and spec[-1].layer_index() + 1 < num_layers:
+        up = (*spec[1:], layer_out(spec[-1].layer_index() + 1))
         if len(set(up)) == len(up) and up not in cands:
             cands.append(up)
     return cands
@@ -157,6 +156,7 @@ def _replay(
     def each(rb: ReplayBatch) -> None:
         # along the context the reference is the target's own next-token choice at every position, prompt
         # included: the greedy continuation alone would leave the first len(prompt) positions unmeasured
+        assert rb.last is not None  # replayed with want_logits
         amax = target_argmax(setup.target, rb.last)
         aux = torch.cat([rb.captured[p] for p in plan.paths[plan.base]], dim=-1)
         ctx.add(rb, plan.drafts[plan.base], aux, _labels_fn(rb, amax, False), [0] * len(rb.index))

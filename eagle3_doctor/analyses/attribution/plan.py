@@ -66,7 +66,8 @@ def _plan(setup: Setup) -> Plan:
         else:
             paths[TRAINING], drafts[TRAINING] = train, draft
     levers: list[tuple[str, str, str, str | None]] = []
-    if SERVING in paths and TRAINING in paths:  # (an alias means no lever: the sides are the same)
+    # (an alias means no lever: the sides are the same); train is not None once TRAINING is a path
+    if SERVING in paths and TRAINING in paths and train is not None:
         if train != serving.spec and served is not None:
             paths["lever:capture"], drafts["lever:capture"] = train, s_draft
         if train != serving.spec:

@@ -105,15 +105,16 @@ class HiddenComparison:
 
     def _train_slots(self, rb: Any) -> list[torch.Tensor]:
         if self.dump is None:
-            return [rb.captured[p] for p in self.train_spec]  # type: ignore[union-attr]
-        from ...model.replay import dump_slots
+            assert self.train_spec is not None  # compare_hidden refuses a run with neither
+            return [rb.captured[p] for p in self.train_spec]
+        from ...model.replay import dump_hidden, dump_slots
 
         H = self.hidden
         aux = dump_slots(self.dump, rb, self.n_slots * H, torch.float32)
-        hs = dump_slots(self.dump, rb, H, torch.float32, hidden=True)
-        if hs is not None:
-            self.hs_mat.add([hs], rb.captured, rb.mask)  # type: ignore[union-attr]
-        return list(aux.split(H, dim=-1))  # type: ignore[union-attr]
+        hs = dump_hidden(self.dump, rb, H, torch.float32)
+        if hs is not None and self.hs_mat is not None:  # hs_mat: built whenever there is a dump
+            self.hs_mat.add([hs], rb.captured, rb.mask)
+        return list(aux.split(H, dim=-1))
 
     def add(self, rb: Any) -> None:
         """One :class:`replay.ReplayBatch` into every accumulator."""
@@ -126,7 +127,7 @@ class HiddenComparison:
             self.mat.add(rows, rb.captured, rb.mask)
         if not self.slot_acc:
             for i in range(min(len(spec), len(train_slots))):
-                trained = self.train_spec[i] if self.dump is None else None  # type: ignore[index]
+                trained = self.train_spec[i] if self.dump is None and self.train_spec is not None else None
                 self.slot_acc.append(SlotAccumulator(i, trained, spec[i]))
         for acc in self.slot_acc:
             acc.add(rb.captured[spec[acc.slot]], train_slots[acc.slot], rb.index, rb.tokens, rb.mask)
@@ -142,7 +143,8 @@ def comparison_result(cmp: HiddenComparison, setup: Any, src: Any, train_dump: s
     dump_info, findings = None, []
     train_spec, train_source = setup.train_spec, setup.train_source
     if cmp.dump is not None:
-        ident = identify_dump(train_dump, len(cmp.dump), cmp.n_slots, L, matrix_res, cmp.hs_mat)  # type: ignore[arg-type]
+        assert train_dump is not None and matrix_res is not None  # a dump was read from it; a dump builds the matrix
+        ident = identify_dump(train_dump, len(cmp.dump), cmp.n_slots, L, matrix_res, cmp.hs_mat)
         train_spec, train_source, dump_info, findings = ident.spec, ident.source, ident.info, ident.findings
         if setup.info is not None:
             declared, where = spec_from_info(setup.info, L, setup.family)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ...core.findings import Finding
-from ...core.taps import FeatureSpec, format_spec
+from ...core.taps import CapturePoint, FeatureSpec, format_spec
 from .numeric import Matrix, MatrixAccumulator
 
 MATCH_REL = 0.5  # relative L2 above which a dump slot matches no capture point at all
@@ -29,7 +29,8 @@ def identify_dump(
     from ...core.taps import final_norm
 
     best = matrix.best[:n_slots]
-    spec: FeatureSpec = tuple(b.best for b in best)  # type: ignore[misc]  (the columns are capture points here)
+    # cast: the columns of a MatrixAccumulator's matrix are capture points (labels only in dump-vs-dump)
+    spec = cast(FeatureSpec, tuple(b.best for b in best))
     unmatched = [j for j in range(n_slots) if best[j].rel_l2 > MATCH_REL]
     info: dict[str, Any] = {
         "path": path,
@@ -50,7 +51,7 @@ def identify_dump(
         )
     if hs_mat is not None and hs_mat.n:
         hb = hs_mat.result()
-        rel = hb.rel_l2[0][hb.cols.index(final_norm())]  # type: ignore[arg-type]
+        rel = hb.rel_l2[0][cast("list[CapturePoint]", hb.cols).index(final_norm())]  # columns: capture points, as above
         hbest = hb.best[0]
         info["hidden_state"] = {"rel_l2_to_final_norm": rel, "best": str(hbest.best), "best_rel_l2": hbest.rel_l2}
         if rel > 0.05:

@@ -106,8 +106,8 @@ def _mismatch(S: FeatureSpec, T: FeatureSpec, label: str, data: dict[str, Any]) 
         code, title = "CAP005", f"{label} feeds {len(S)} slot(s), the draft was trained on {len(T)}"
     elif sorted(S, key=str) == sorted(T, key=str):
         code, title = "CAP004", f"{label} feeds the trained capture points in another order"
-    elif all(p.is_layer_out() for p in S + T) and len({s.layer - t.layer for s, t in zip(S, T)}) == 1:  # type: ignore[operator]
-        d = S[0].layer - T[0].layer  # type: ignore[operator]
+    elif all(p.is_layer_out() for p in S + T) and len({s.layer_index() - t.layer_index() for s, t in zip(S, T)}) == 1:
+        d = S[0].layer_index() - T[0].layer_index()
         way = "later" if d > 0 else "earlier"
         code, title = "CAP001", f"every slot is {abs(d)} layer(s) {way} than trained"
         data["shift"] = d

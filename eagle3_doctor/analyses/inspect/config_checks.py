@@ -38,10 +38,7 @@ def _ids_in_range(ids: list[int], L: int, engine: str) -> list[int]:
 def _layer_id_findings(info: DraftInfo, L: int, engine: str) -> tuple[dict[str, list[int]], list[Finding]]:
     """CFG001/CFG002 on every layer-id list the config holds, and those lists by key (the capture check reads them)."""
     out: list[Finding] = []
-    config_ids = {}
-    if info.layer_ids_key:
-        config_ids[info.layer_ids_key] = info.layer_ids
-    config_ids.update(info.other_layer_id_keys)
+    config_ids = info.config_layer_ids()
     for key, ids in config_ids.items():
         if L:
             oob = _ids_in_range(ids, L, engine)
@@ -84,10 +81,10 @@ def _dtype_and_flag_findings(
                 f"serve the draft in {tdt} (engines cast to the target dtype; check accuracy with acceptance --dtype {tdt})",
             )
         )
-    flags = {
+    flags: dict[str, Any] = {
         k: info.config.get(k) for k in ("norm_before_residual", "norm_output", "norm_before_fc", "fc_norm") if k in info.config
     }
-    ec = info.config.get("eagle_config") if isinstance(info.config.get("eagle_config"), dict) else {}
+    ec = e if isinstance(e := info.config.get("eagle_config"), dict) else {}
     if "norm_before_fc" in ec:
         flags["eagle_config.norm_before_fc"] = ec["norm_before_fc"]
     if "norm_before_residual" not in info.config and info.format == "speculators":

@@ -76,8 +76,9 @@ def simple_rows(c: _Ctx) -> list[GeometryRow]:
     vocab_src = ("t2d", "t2d length") if c.shape("t2d") else ("embed_tokens.weight", "embed_tokens.weight rows")
     vkey = c.key("vocab_size") if "vocab_size" in c.layer or "vocab_size" not in c.cfg else "vocab_size"
     vcfg = c.layer.get("vocab_size", c.cfg.get("vocab_size"))
-    if c.shape(vocab_src[0]):
-        rows.append(_row("vocabulary", vkey, vcfg, c.shape(vocab_src[0])[0], vocab_src[1]))  # type: ignore[index]
+    vshape = c.shape(vocab_src[0])
+    if vshape:
+        rows.append(_row("vocabulary", vkey, vcfg, vshape[0], vocab_src[1]))
     dv = c.shape("lm_head.weight") or c.shape("d2t")
     if dv:
         src = "lm_head.weight rows" if c.shape("lm_head.weight") else "d2t length"

@@ -15,7 +15,7 @@ from ...draft.formats import DraftInfo
 def normalised_rope(c: dict[str, Any]) -> dict[str, Any]:
     """A config's RoPE in one form, whichever layout it uses: transformers 4 (``rope_theta`` +
     ``rope_scaling`` + top-level ``partial_rotary_factor``) or 5 (``rope_parameters``)."""
-    rp = c.get("rope_parameters") if isinstance(c.get("rope_parameters"), dict) else None
+    rp = r if isinstance(r := c.get("rope_parameters"), dict) else None
     d = dict(rp if rp is not None else (c.get("rope_scaling") or {}))
     if "type" in d and "rope_type" not in d:
         d["rope_type"] = d.pop("type")

@@ -20,7 +20,7 @@ def _serving(
     info: DraftInfo, engine: str, engine_version: str | None, family: str, L: int, config_ids: dict[str, list[int]]
 ) -> Serving:
     """What the engine feeds this draft, from every id list its config holds."""
-    ec_all = info.config.get("eagle_config") if isinstance(info.config.get("eagle_config"), dict) else {}
+    ec_all = e if isinstance(e := info.config.get("eagle_config"), dict) else {}
     return resolve_serving(
         engine, engine_version, family, L, config_ids, use_aux_hidden_state=ec_all.get("use_aux_hidden_state", True) is not False
     )

@@ -223,14 +223,14 @@ def load_measured(
     after: str | None, before: str | None = None, log: str | None = None, engine: str | None = None, model: str | None = None
 ) -> Measured:
     """Measured acceptance from a scrape (optionally minus an earlier one) or an SGLang log."""
-    if after is None and log is None:
-        raise BadInput(
-            "no server evidence given", "pass --server-metrics FILE|URL (and --server-metrics-before) or --server-log FILE"
-        )
     if after is None:
+        if log is None:
+            raise BadInput(
+                "no server evidence given", "pass --server-metrics FILE|URL (and --server-metrics-before) or --server-log FILE"
+            )
         if before is not None:
             raise BadInput("--server-metrics-before needs --server-metrics", "pass the scrape taken after the workload too")
-        return measure_sglang_log(read_source(log, "log"), log)  # type: ignore[arg-type]
+        return measure_sglang_log(read_source(log, "log"), log)
     a = load_counters(after, engine, model)
     b = load_counters(before, a.engine, model) if before else None
     m = measure(a, b)

@@ -182,8 +182,8 @@ def _verdict(
     )
     if rel == "below":
         return "engine", [_engine_finding(measured, ps, ev)]
-    if rel == "agree" and wiring_gap and _below(measured, pt):
-        return "wiring", [_wiring_finding(measured, paths, ps, pt, ev, capture_fix)]  # type: ignore[arg-type]
+    if rel == "agree" and wiring_gap and pt is not None and _below(measured, pt):  # (wiring_gap implies pt)
+        return "wiring", [_wiring_finding(measured, paths, ps, pt, ev, capture_fix)]
     if rel == "agree" and ref_step1 < 0.3:
         return "draft", [_draft_finding(measured, ref_step1, ev)]
     if rel in ("unclear", "above") or (rel == "agree" and wiring_gap):

@@ -158,8 +158,7 @@ def render(tokenizer: Any, tpl: Template, conv: Conversation) -> Rendered:
     cur = 0
     for m in msgs:
         c = m.get("content")
-        pos = text.find(c, cur) if isinstance(c, str) and c else -1
-        if pos < 0:
+        if not isinstance(c, str) or not c or (pos := text.find(c, cur)) < 0:
             spans.append(None)
             continue
         spans.append((pos, pos + len(c)))

@@ -204,7 +204,10 @@ def load_dataset(path: str | Path, what: str = "training data") -> Dataset:
         layout, item = parse_record(obj, where)
         if layout not in layouts:
             layouts.append(layout)
-        (toks if isinstance(item, TokenizedSample) else convs).append(item)  # type: ignore[arg-type]
+        if isinstance(item, TokenizedSample):
+            toks.append(item)
+        else:
+            convs.append(item)
     return Dataset(str(p), layouts, convs, toks)
 
 

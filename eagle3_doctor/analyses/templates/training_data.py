@@ -63,17 +63,17 @@ def loss_mask_report(tokenizer: Any, tpl: Template, samples: Sequence[TokenizedS
     total: dict[str, int] = {}
     bos = tokenizer.bos_token_id
     dup_bos = 0
-    with_mask = [s for s in samples if s.loss_mask is not None]
+    with_mask = [(s, s.loss_mask) for s in samples if s.loss_mask is not None]
     for s in samples:
         if bos is not None and len(s.input_ids) > 1 and s.input_ids[0] == bos and s.input_ids[1] == bos:
             dup_bos += 1
-    for s in with_mask:
+    for s, mask in with_mask:
         marks = sorted((i + len(h), r) for r, h in headers.items() for i in _find_all(s.input_ids, h))
         role_at = ["(before any header)"] * len(s.input_ids)
         for (start, r), nxt in zip(marks, marks[1:] + [(len(s.input_ids), "")]):
             for j in range(start, nxt[0]):
                 role_at[j] = r
-        for r, m in zip(role_at, s.loss_mask):  # type: ignore[arg-type]
+        for r, m in zip(role_at, mask):
             total[r] = total.get(r, 0) + 1
             trained[r] = trained.get(r, 0) + int(m)
     return {

@@ -141,6 +141,7 @@ def _dump_training_spec(a: SimpleNamespace) -> tuple[Any, str, str]:
         from ...draft.formats import read_draft, spec_from_info
 
         _, draft_dir = resolve_models(None, draft, a.draft_format)
+        assert draft_dir is not None  # a draft was given
         _, info = read_draft(draft_dir, fmt=a.draft_format, device="cpu", dtype=None)
         tspec, tsrc = spec_from_info(info, num_layers)
     else:

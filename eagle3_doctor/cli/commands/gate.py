@@ -74,6 +74,7 @@ def gate_cmd(**given: Any) -> int:
     pol = Policy.load(a.policy, {"engine": engine, **flags, "fail_on": a.fail_on, "limit": a.limit})
     check_policy_values(pol, f"policy file {a.policy}" if a.policy else "gate options")
     target_dir, draft_dir = resolve_models(a.target, a.draft, a.draft_format)
+    assert target_dir is not None and draft_dir is not None  # both options required, non-empty (preflight_given)
     res = run_gate(
         target=target_dir,
         draft=draft_dir,

@@ -21,6 +21,7 @@ def inspect_cmd(**given: Any) -> int:
     from ...report.render import render_inspect
 
     r = resolve_serve(a, need_draft=True)
+    assert r.draft is not None  # need_draft: resolve_serve raised otherwise
     res = inspect(r.target, r.draft, engine=r.engine, engine_version=r.engine_version, draft_format=a.draft_format)
     r.locate(res.findings)
     render_inspect(console(stderr=a.json_out == "-"), res)
