@@ -131,7 +131,9 @@ def _weights_undecided(rows: list[Any]) -> list[str]:
     """The weights fit other points better, but on too few prompts or within the noise: evidence that
     leans without deciding, which the verdict must not read as "healthy"."""
     best = next((r for r in rows if not r.configured and r.diff_to_configured is not None), None)
-    d = best.diff_to_configured if best is not None else None
+    if best is None:
+        return []
+    d = best.diff_to_configured
     if d is None or d.point <= 0 or (d.lo > 0 and d.n >= MIN_PROMPTS):
         return []
     why = f"{d.n} prompts, fewer than the {MIN_PROMPTS} an interval needs" if d.n < MIN_PROMPTS else "its interval reaches 0"
