@@ -8,10 +8,9 @@ import itertools
 import json
 import os
 import pickle
-from pathlib import Path
 
 import pytest
-from conftest import DRAFTS, TARGET, invoke
+from conftest import DRAFTS, ROOT, TARGET, invoke
 from rich.console import Console
 
 from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
@@ -280,7 +279,7 @@ def test_exit_code_is_the_one_policy():
     assert exit_code([info], "error", passed=False) == 1
     with pytest.raises(ValueError):
         exit_code([], "fatal")
-    cli_src = (Path(__file__).resolve().parent.parent / "eagle3_doctor" / "cli" / "app.py").read_text()
+    cli_src = (ROOT / "eagle3_doctor" / "cli" / "app.py").read_text()
     assert "EXIT_FINDINGS" not in cli_src  # no command keeps a policy of its own
 
 

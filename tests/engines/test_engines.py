@@ -6,6 +6,7 @@ import functools
 import itertools
 
 import pytest
+from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -191,7 +192,7 @@ def test_a_fix_is_found_whenever_one_exists(engine):
 
 # --------------------------------------------------------------------------- engine truth: the executed table
 # Each test names the upstream file it models; the SGLang/vLLM rows are also checked case by case
-# against the executed table in tests/test_conformance.py.
+# against the executed table in tests/engines/test_conformance.py.
 
 
 def test_class1_sglang_052_has_no_eagle3_for_deepseek():
@@ -329,19 +330,17 @@ def test_inspect_and_compare_hidden_take_the_same_ids(engine):
 
 
 def test_docs_engine_table_is_generated_from_the_engine_table():
-    from pathlib import Path
-
     from eagle3_doctor.engines.table_markdown import engine_table_markdown
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "engine-table.md").read_text()
+    doc = (ROOT / "docs" / "engine-table.md").read_text()
     inner = doc.split("<!-- engine-table:begin -->\n", 1)[1].split("<!-- engine-table:end -->", 1)[0]
     assert inner == engine_table_markdown(), "docs/engine-table.md is stale: regenerate it (see its header)"
-    assert "docs/engine-table.md" in (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "docs/engine-table.md" in (ROOT / "README.md").read_text()
 
 
 # --------------------------------------------------------------------------- SGLang families with their own setter
 # Each row below was executed from the release by `make conformance` (conformance/sglang_exec.py FAMILIES);
-# tests/test_conformance.py checks every case, these pin the behaviour a user meets, file by file.
+# tests/engines/test_conformance.py checks every case, these pin the behaviour a user meets, file by file.
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 no hang, and the inputs untouched. 136 such inputs broke earlier versions; every class of them has cases here.
 
 Cases run in-process (typer's CliRunner) with a SIGALRM watchdog. Cases marked ``pre`` must be refused
-before any model is loaded: loading one fails the case. ``python tests/test_hostile.py --time`` runs the
+before any model is loaded: loading one fails the case. ``python tests/hostile/test_hostile.py --time`` runs the
 pre-load cases as real processes and prints the rejection times that docs/reliability.md quotes.
 """
 
@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import DRAFTS, FIX, PROMPTS, TARGET, invoke  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: conftest, when run as a script
+from conftest import DRAFTS, FIX, PROMPTS, ROOT, TARGET, invoke  # noqa: E402
 
 D = DRAFTS["sglang"]
 CH, ACC, INS, GATE = "compare-hidden", "acceptance", "inspect", "gate"
@@ -1078,7 +1078,7 @@ def run_sub(args: list, *, stdin_yes: bool = False, stdout_full: bool = False, t
     """The CLI as a real process (this checkout's copy), stdin and stdout as the case asks."""
     import subprocess
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")
     env.pop("GITHUB_STEP_SUMMARY", None)
     yes = subprocess.Popen(["yes"], stdout=subprocess.PIPE) if stdin_yes else None
@@ -1128,7 +1128,7 @@ def test_every_transformers_loader_is_told_about_remote_code():
     """Each from_pretrained in the package passes trust_remote_code explicitly: transformers' default asks on stdin."""
     import ast
 
-    pkg = Path(__file__).resolve().parent.parent / "eagle3_doctor"
+    pkg = ROOT / "eagle3_doctor"
     calls = []
     for f in sorted(pkg.rglob("*.py")):
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
@@ -1169,7 +1169,7 @@ def test_a_fifo_whose_reader_leaves_mid_write_is_one_line(tmp_path):
     os.mkfifo(fifo)
     rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader exists, so the writer's open succeeds
     fcntl.fcntl(rd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)  # the 6 KB JSON no longer fits in the pipe
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     args = [CH, "--target", TARGET, "--draft", D, "--limit", "1", "--matrix", "-q", "--json", fifo]
     p = subprocess.Popen(
         [sys.executable, "-m", "eagle3_doctor", *map(str, args)],
@@ -1225,9 +1225,7 @@ def test_the_report_files_kept_apart_from_inputs_are_the_ones_written():
 
     from eagle3_doctor.io.overlap import REPORT_FILES
 
-    tree = ast.parse(
-        (Path(__file__).resolve().parent.parent / "eagle3_doctor" / "report" / "render.py").read_text(encoding="utf-8")
-    )
+    tree = ast.parse((ROOT / "eagle3_doctor" / "report" / "render.py").read_text(encoding="utf-8"))
     added = {
         n.args[0].value
         for n in ast.walk(tree)
@@ -1260,7 +1258,7 @@ def _timing_main() -> None:
     import subprocess
     import tempfile
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     with tempfile.TemporaryDirectory() as tmp:
         h = build(Path(tmp) / "hostile")
         walls, cpus, bad = [], [], []
@@ -1314,7 +1312,7 @@ def test_a_signal_at_any_moment_of_start_up_is_one_line_and_the_shells_code(sig,
     import subprocess
 
     code = {"SIGINT": 130, "SIGTERM": 143}[sig]
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     args = ["compare-hidden", "--target", TARGET, "--draft", D, "--prompts", PROMPTS, "--json", tmp_path / "o.json", "-q"]
     p = subprocess.Popen(
         [sys.executable, "-m", "eagle3_doctor", *map(str, args)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
