@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import DRAFTS, DUMP, PROMPTS, ROOT, TARGET, invoke
 
+from eagle3_doctor.core.findings import DRAFT_CONFIG
+
 CLI = [sys.executable, "-m", "eagle3_doctor.cli.app"]
 
 
@@ -303,12 +305,19 @@ def test_gate_checks_the_engine_once_on_the_merged_policy(monkeypatch):
     assert r.exit_code == 2 and "tgi" in r.stderr and calls == [("tgi", None)], (r.exit_code, r.stderr, calls)
 
 
-def test_explain_without_a_code_lists_every_code():
-    from eagle3_doctor.core.findings import CODES
+# ----------------------------------------------------------------------------- where a finding points
 
-    r = invoke("explain")
-    assert r.exit_code == 0, r.output
-    lines = r.output.splitlines()
-    assert len(lines) == len(CODES)
-    assert lines[0].split()[:2] == [next(iter(CODES)), CODES[next(iter(CODES))][0]]
-    assert any(ln.startswith("CMD001 ") for ln in lines)
+
+def test_locations_name_the_files_this_run_used(tmp_copy, tmp_path):
+    """` --> ` names the --draft directory's own config.json; JSON keeps the role in `file`, the file in `path`."""
+    d = tmp_copy(DRAFTS["sglang"])
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "rope_theta": 500000.0}))
+    out = tmp_path / "inspect.json"
+    r = invoke("inspect", "-t", TARGET, "-d", d, "--json", out)
+    assert r.exit_code == 1, r.output
+    cfg = os.path.abspath(d / "config.json")
+    assert f" --> {cfg}: rope_theta\n" in r.output, r.output
+    f = next(x for x in json.loads(out.read_text())["findings"] if x["code"] == "CFG003")
+    assert f["location"] == {"file": DRAFT_CONFIG, "key": "rope_theta", "path": cfg}
+    assert (f["edit"]["file"], f["edit"]["path"]) == (DRAFT_CONFIG, cfg)
