@@ -1,4 +1,5 @@
-"""compare-hidden on the fixtures: every verdict the issue names, with its fix."""
+"""compare-hidden on the fixtures: every verdict it gives (consistent; a shifted, permuted, missing or
+substituted slot; numeric drift apart from a layer mismatch), each with its fix."""
 
 from __future__ import annotations
 
