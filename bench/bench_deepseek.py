@@ -11,7 +11,7 @@ per token with group-limited routing (8 groups, 4 chosen), vocabulary 129280. On
 expert count is scaled (256 -> --experts) so the weights fit one H200. Draft: an EAGLE-3 layer of
 hidden 7168 (56 heads x 128, 8 KV heads), draft vocabulary 32000.
 
-The seed case (as tests/test_architectures.py names it): a 61-layer DeepSeek target trained on
+The seed case (as tests/model/test_architectures.py names it): a 61-layer DeepSeek target trained on
 output_hidden_states 3, 31, 59 (= layer_out[2, 30, 58]), served by SGLang with the attempted fix
 [-1, 2, 30]. The executed engine table (conformance/) says SGLang 0.5.2 has no EAGLE-3 for DeepSeek
 (ENG001) and stock 0.5.10 crashes on -1, so the seed runs on 0.5.10 patched to map -1 to the
@@ -158,7 +158,7 @@ def main() -> None:
             device=dev,
         )
 
-    # as tests/test_architectures.py: 0.5.2 refuses DeepSeek; stock 0.5.10 crashes on -1
+    # as tests/model/test_architectures.py: 0.5.2 refuses DeepSeek; stock 0.5.10 crashes on -1
     seed, good = setup_for([-1, 2, 30], "0.5.10+minus-one-embed"), setup_for([2, 30, 58], "0.5.10")
     refused = setup_for([2, 30, 58], "0.5.2")
     g = torch.Generator(device=dev).manual_seed(1)

@@ -1,4 +1,5 @@
-"""The package's shape, checked: no long functions, no import cycles, each layer importing only those below.
+"""The package's shape, checked: no long functions, no import cycles, each layer importing only those below;
+and the tests laid out by the same layers.
 
 A function is counted from its ``def`` line to the last line of its body (a typer command's
 option list included). The functions named in LONG still wait to be split, in code other work is
@@ -224,3 +225,22 @@ def test_the_architecture_doc_names_paths_that_exist():
     assert not [p for p in sorted(paths) if not (root / p).exists()], "docs/architecture.md names paths that do not exist"
     # every layer folder is in the layer table
     assert all(f"`eagle3_doctor/{layer}/`" in text for layer in LAYERS if (PKG / layer).is_dir())
+
+
+def test_the_tests_mirror_the_layers():
+    """tests/ has one folder per layer folder plus hostile/; a test file's name is unique across folders
+    (pytest imports each by its name); the top holds only what spans the package."""
+    tests = PKG.parent / "tests"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in ("__pycache__", "golden")}
+    assert folders == {layer for layer in LAYERS if (PKG / layer).is_dir()} | {"hostile"}, sorted(folders)
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in set(names) if names.count(n) > 1)
+    top = {p.name for p in tests.glob("test_*.py")}
+    assert top == {
+        "test_structure.py",
+        "test_golden.py",
+        "test_finding_cases.py",
+        "test_readme_newcomer.py",
+        "test_fixture_build.py",
+    }, sorted(top)
+    assert not list(tests.rglob("__init__.py")), "no packages under tests/: conftest and oracles are imported by name"

@@ -1,7 +1,7 @@
 """Regenerate the reference pages under docs/ that are derived from the code.
 
 python tools/gen_docs.py          # rewrite docs/findings.md (the table and every code's explanation)
-python tools/gen_docs.py --check  # exit 1 if it is stale (tests/test_findings.py does this)
+python tools/gen_docs.py --check  # exit 1 if it is stale (tests/core/test_findings.py does this)
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 The acceptance document's settings, paths, reference and scan are written by the dataclasses in
 eagle3_doctor/analyses/results.py; their JSON Schema is generated from the same classes (eagle3_doctor/core/typed_json.py),
 so a field added, renamed or retyped there changes the schema here, and the test that validates real
-documents against it (tests/test_schemas.py) fails until this is re-run. The rest of the file (title,
+documents against it (tests/cli/test_schemas.py) fails until this is re-run. The rest of the file (title,
 tool stamp, findings, the launch command's settings) stays as written by hand.
 
 python tools/gen_schemas.py          # rewrite schemas/acceptance, speedup, diagnose and fix .v1.schema.json
-python tools/gen_schemas.py --check  # exit 1 if it is stale (tests/test_schemas.py does this)
+python tools/gen_schemas.py --check  # exit 1 if it is stale (tests/cli/test_schemas.py does this)
 """
 
 from __future__ import annotations

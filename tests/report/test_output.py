@@ -1,5 +1,6 @@
-"""Progress and output people can trust: plain progress lines in logs, 80-column tables that keep capture
-points whole, choices in --help, titled plots with the trained/configured cells, no hint contradicting a finding."""
+"""Output people can trust: findings as located diagnostics (rustc style, errors first), 80-column tables
+that keep capture points whole, titled plots with the trained/configured cells, no hint contradicting a
+finding, the gate's table. Progress lines and --help are the CLI's (tests/cli/test_progress.py)."""
 
 from __future__ import annotations
 
@@ -7,49 +8,19 @@ import re
 
 import pytest
 from conftest import DRAFTS, PROMPTS, TARGET, invoke
+from rich.console import Console
 
-from eagle3_doctor.cli import options, output
+from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
 from eagle3_doctor.core.findings import Finding
+from eagle3_doctor.core.taps import layer_out
+from eagle3_doctor.engines.serving import resolve_serving
+from eagle3_doctor.report.render import findings_markdown, render_findings
 
 
-def test_help_lists_the_choices_and_they_match_the_library():
-    from eagle3_doctor.draft.formats import FORMATS
-    from eagle3_doctor.engines.releases import ENGINES
-
-    assert options.ENGINE_CHOICES == ENGINES and options.FORMAT_CHOICES == FORMATS
-    r = invoke("acceptance", "--help", env={"COLUMNS": "120"})
-    assert "[sglang|vllm|trtllm|modelopt|eagle]" in r.output
-    assert "[eagle|sglang|speculators]" in r.output and "[greedy|text]" in r.output and "[sampled|argmax]" in r.output
-    r = invoke("--help", env={"COLUMNS": "120"})
-    assert "--install-completion" in r.output and "--show-completion" in r.output  # shell completion
-
-
-def test_plain_progress_lines_when_stderr_is_not_a_terminal(monkeypatch, capsys):
-    monkeypatch.setenv("EAGLE3_DOCTOR_PROGRESS_EVERY", "0")
-    with output.progress(False) as cb:
-        for i in range(5):
-            cb("greedy continuation", i, 4)
-    err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("eagle3-doctor: greedy continuation: 0/4 (0%)")
-    assert any("eta" in ln for ln in err) and err[-1].startswith("eagle3-doctor: greedy continuation: 4/4 (100%)")
-    monkeypatch.setenv("EAGLE3_DOCTOR_PROGRESS_EVERY", "3600")
-    with output.progress(False) as cb:
-        for i in range(101):
-            cb("scan", i, 100)
-    err = capsys.readouterr().err.splitlines()
-    assert len(err) == 2, err  # the start and the end; nothing in between within the interval
-    with output.progress(True) as cb:
-        cb("x", 1, 2)
-    assert capsys.readouterr().err == ""
-
-
-def test_greedy_continuation_reports_per_token(target):
-    from eagle3_doctor.model.target import greedy_continue
-
-    seen = []
-    greedy_continue(target, [[1, 2, 3], [4, 5]], 6, 1, progress=lambda d, n: seen.append((d, n)))
-    assert seen[-1] == (12, 12) and len(seen) >= 10
-    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+def _render(findings) -> str:
+    con = Console(record=True, width=200, color_system=None)
+    render_findings(con, findings, "ok")
+    return con.export_text()
 
 
 def test_tables_fit_80_columns_without_cutting_capture_points(monkeypatch):
@@ -126,3 +97,56 @@ def test_plots_are_titled_and_mark_the_trained_and_configured_cells(tmp_path):
 
     write_compare_report(res, str(tmp_path), None)
     assert (tmp_path / "heatmap.png").stat().st_size > 1000
+
+
+# ----------------------------------------------------------------------------- findings as located diagnostics
+
+
+def test_location_is_rendered_rustc_style_between_title_and_evidence():
+    f = diagnose_specs(
+        (layer_out(1), layer_out(3), layer_out(4)), "trained", resolve_serving("sglang", None, "llama", 8, {}, [-1, 1, 3])
+    )[0]
+    assert f.code == "CAP002"
+    lines = _render([f]).splitlines()
+    assert lines[0].startswith("error[CAP002]: ")
+    assert lines[1] == " --> draft/config.json: eagle_config.eagle_aux_hidden_state_layer_ids"
+    assert lines[2].startswith("   | ")
+    md = findings_markdown([f])
+    assert "`draft/config.json: eagle_config.eagle_aux_hidden_state_layer_ids`" in md
+    assert '"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]}' in md
+    # help is its own line, after the fix
+    h = Finding("CAP006", "t", ["e"], "the fix", help="why it helps")
+    assert _render([h]).splitlines()[-3:-1] == ["   = fix: the fix", "   = help: why it helps"]
+
+
+def test_findings_are_rendered_errors_first():
+    fs = [
+        Finding("CAP010", "info one"),
+        Finding("CAP001", "error one"),
+        Finding("CAP007", "warning one"),
+        Finding("CAP006", "error two"),
+    ]
+    text = _render(fs)
+    heads = [ln.split(":")[0] for ln in text.splitlines() if ln[:1] in "eiw" and "[" in ln]
+    assert heads == ["error[CAP001]", "error[CAP006]", "warning[CAP007]", "info[CAP010]"]
+    md = findings_markdown(fs)
+    assert md.index("CAP001") < md.index("CAP006") < md.index("CAP007") < md.index("CAP010")
+    assert [f.code for f in fs] == ["CAP010", "CAP001", "CAP007", "CAP006"]  # the caller's list is not reordered
+
+
+def test_gate_table_is_rendered_by_report():
+    from eagle3_doctor.cli.gate import Check, GateResult
+    from eagle3_doctor.cli.gate_policy import Policy
+    from eagle3_doctor.report.render import render_gate
+
+    res = GateResult(
+        Policy(),
+        [Check("no findings at or above error", 1.0, 0.0, False, "CAP001"), Check("min slot cosine", 0.99, 0.98, True)],
+        [Finding("CAP001", "shifted", ["e"], "set ids")],
+        {},
+    )
+    con = Console(record=True, width=200, color_system=None)
+    render_gate(con, res)
+    text = con.export_text()
+    assert "gate: FAIL" in text and "FAIL CAP001" in text and "0.9900" in text and "pass" in text
+    assert text.index("gate: FAIL") < text.index("error[CAP001]: shifted")

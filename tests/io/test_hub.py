@@ -229,3 +229,60 @@ def test_one_answer_to_is_this_a_local_path(name, local):
 
     assert hub.looks_local is checks.looks_local
     assert checks.looks_local(name) is local
+
+
+# ----------------------------------------------------------------------------- the real files behind a finding's roles
+
+
+def _render(findings) -> str:
+    from rich.console import Console
+
+    from eagle3_doctor.report.render import render_findings
+
+    con = Console(record=True, width=200, color_system=None)
+    render_findings(con, findings, "ok")
+    return con.export_text()
+
+
+def test_role_paths_local_hub_shards_and_roles_without_a_file(tmp_path, monkeypatch):
+    from eagle3_doctor.core.findings import DRAFT_CONFIG, DRAFT_WEIGHTS, REQUEST, SERVER_COMMAND, Finding, Fix, config_fix, locate
+    from eagle3_doctor.io.hub import role_paths
+    from eagle3_doctor.report.render import findings_markdown
+
+    serve = tmp_path / "serve.sh"
+    serve.write_text("python -m sglang.launch_server --model-path org/target\n")
+    draft = DRAFTS["sglang"]
+    p = role_paths("org/target", str(draft), serve_config=str(serve))
+    assert p == {
+        "target/config.json": "org/target:config.json",
+        DRAFT_CONFIG: os.path.abspath(draft / "config.json"),
+        DRAFT_WEIGHTS: os.path.abspath(draft / "model.safetensors"),
+        SERVER_COMMAND: os.path.abspath(serve),
+    }
+    # a hub draft, downloaded to a snapshot: the repository's files, not the cache's copies
+    assert role_paths(draft="org/draft", draft_dir=str(draft)) == {
+        DRAFT_CONFIG: "org/draft:config.json",
+        DRAFT_WEIGHTS: "org/draft:model.safetensors",
+    }
+    shards = tmp_path / "sharded"
+    shards.mkdir()
+    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+        (shards / name).write_bytes(b"")
+    assert role_paths(draft=str(shards))[DRAFT_WEIGHTS] == os.path.join(os.path.abspath(shards), "*.safetensors")
+
+    fs = [
+        Finding("CFG003", "t", [], config_fix("x", "rope_theta", 1.0)),
+        Finding("TPL003", "t", [], Fix("x", file=REQUEST, key="messages[0]")),
+        Finding("CAP006", "t", [], "text"),
+    ]
+    locate(fs, role_paths(draft=str(draft)))  # no --serve-config: no file for the launch command or a request
+    assert str(fs[0].location) == f"{os.path.abspath(draft / 'config.json')}: rope_theta"
+    assert fs[0].edit.path == fs[0].location.path and fs[0].location.file == DRAFT_CONFIG
+    assert fs[1].location.path is None and str(fs[1].location) == "each chat request: messages[0]"
+    assert fs[2].location is None
+    # the terminal shows it as rustc and ruff do: relative to the working directory when below it
+    monkeypatch.chdir(draft.parent.parent)
+    assert _render(fs[:1]).splitlines()[1] == f" --> {draft.parent.name}/{draft.name}/config.json: rope_theta"
+    monkeypatch.chdir(tmp_path)
+    assert _render(fs[:1]).splitlines()[1] == f" --> {os.path.abspath(draft / 'config.json')}: rope_theta"
+    assert f"`{os.path.abspath(draft / 'config.json')}: rope_theta`" in findings_markdown(fs[:1])

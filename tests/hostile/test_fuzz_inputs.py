@@ -8,7 +8,7 @@ import os
 import string
 
 import pytest
-from conftest import DRAFTS, TARGET, invoke
+from conftest import DRAFTS, ROOT, TARGET, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -297,4 +297,4 @@ def test_output_path_checkers(tmp_path_factory, path):
         _accepts_or_refuses(vf.check_output_file, path, "--json")
         _accepts_or_refuses(vf.check_output_dir, path, "--report")
     finally:
-        os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        os.chdir(ROOT)

@@ -1,4 +1,5 @@
-"""Draft checkpoint formats: detection, read-write-read identity, and identical logits."""
+"""Draft checkpoint formats: detection, read-write-read identity, and identical logits; a draft of its own
+hidden size with a large vocabulary written and read back."""
 
 from __future__ import annotations
 
@@ -108,3 +109,37 @@ def test_config_records_ids_in_each_formats_own_key():
     assert sgl["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
     assert spc["architectures"] == ["Eagle3Speculator"] and spc["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
     assert spc["speculators_config"]["algorithm"] == "eagle3"
+
+
+def test_draft_with_its_own_hidden_size_and_a_large_vocabulary(tmp_path):
+    from eagle3_doctor.draft.config import DraftConfig
+    from eagle3_doctor.draft.formats import read_draft
+    from eagle3_doctor.draft.model import Eagle3Draft
+    from eagle3_doctor.draft.writing import write_draft
+
+    cfg = DraftConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        vocab_size=151936,
+        draft_vocab_size=2048,
+        target_hidden_size=64,
+    )
+    torch.manual_seed(0)
+    d = Eagle3Draft(cfg)
+    d.d2t.copy_(torch.arange(2048) * 70 - torch.arange(2048))
+    d.t2d[torch.arange(2048) * 70] = True
+    d.set_embeddings(torch.randn(151936, 32), own=True)
+    spec = (layer_out(1), layer_out(14), layer_out(27))
+    write_draft(d, tmp_path / "spec", "speculators", spec, 32)
+    back, info = read_draft(tmp_path / "spec")
+    assert back.config.target_hidden_size == 64 and back.config.fc_in_features == 192
+    assert info.has_embed and info.has_d2t and int(back.to_target_ids(torch.tensor([2047]))) == 2047 * 70
+    with torch.no_grad():
+        outs = [back.logits(h) for h in back.unroll(torch.randn(1, 6, 192), torch.randint(0, 151936, (1, 6)), 2)]
+    assert outs[0].shape == (1, 6, 2048)
+    # without its own embeddings it cannot borrow a 64-wide target embedding
+    write_draft(d, tmp_path / "sgl", "sglang", spec, 32)
+    with pytest.raises(BadInput, match="no embed_tokens"):
+        read_draft(tmp_path / "sgl", target_embed=torch.zeros(151936, 64))

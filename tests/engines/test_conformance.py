@@ -1,5 +1,6 @@
 """The committed conformance table (conformance/table.json, written by `make conformance` from the
-engines' own released code) and what it says about the cases the issue names. No download here."""
+engines' own released code) and what it says: the seed case on each DeepSeek release, the start-up
+refusals, the key each runner reads, every family the harness derives, the draft table. No download here."""
 
 from __future__ import annotations
 

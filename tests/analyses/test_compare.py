@@ -1,17 +1,22 @@
-"""compare-hidden on the fixtures: every verdict the issue names, with its fix."""
+"""compare-hidden on the fixtures: every verdict it gives (consistent; a shifted, permuted, missing or
+substituted slot; numeric drift apart from a layer mismatch), each with its fix."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 
 import pytest
 import torch
 from conftest import DRAFTS, DUMP, PROMPTS, TARGET
 
+from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
+from eagle3_doctor.core.findings import DRAFT_CONFIG
 from eagle3_doctor.core.taps import TapRecorder, embed, final_norm, layer_out
 from eagle3_doctor.doctor import compare_hidden, load_setup
 from eagle3_doctor.engines.fixes import fix_snippet, ids_to_serve
 from eagle3_doctor.engines.releases import ENGINE_VERSIONS
+from eagle3_doctor.engines.serving import resolve_serving
 
 TRAINED = (layer_out(1), layer_out(3), layer_out(4))
 
@@ -223,3 +228,40 @@ def test_dump_hidden_state_taken_before_the_final_norm(tmp_path, target):
     f = next(f for f in res.findings if f.code == "NUM003")
     assert "best matches layer_out[7]" in f.title
     assert res.dump["hidden_state"]["best"] == "layer_out[7]"
+
+
+# --------------------------------------------------------------------------- the id edit, applied by its key
+
+POINTS = [embed(), *(layer_out(i) for i in range(8)), final_norm()]  # every capture point of a Llama of 8 layers
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm", "modelopt", "trtllm"])
+def test_the_edit_applied_by_key_serves_what_was_trained(engine):
+    """Write Fix.value under Fix.key -- all a tool applying it reads -- and the engine serves the trained spec.
+
+    Every 3-point training spec (and its reverse) against a served [0, 1, 2]; the count of edits
+    checked is asserted, so an empty fix finder fails."""
+    L = 8
+    checked = 0
+    for version in ENGINE_VERSIONS[engine]:
+        s = resolve_serving(engine, version, "llama", L, {}, [0, 1, 2])
+        if s.failure is not None:
+            continue
+        for combo in itertools.combinations(POINTS, 3):
+            for trained in (combo, combo[::-1]):
+                if s.spec == trained:
+                    continue
+                for f in diagnose_specs(trained, "trained", s):
+                    if not (f.code.startswith("CAP") and f.data.get("fix_ids")):
+                        continue
+                    e = f.edit
+                    assert e is not None and f.location == e.location and e.op == "set" and e.value == f.data["fix_ids"]
+                    if engine == "trtllm":  # the LLM API options file: the engine takes the list as given
+                        assert (e.file, e.key) == ("extra_llm_api_options.yaml", "speculative_config.eagle3_layers_to_capture")
+                        fixed = resolve_serving(engine, version, "llama", L, {}, e.value)
+                    else:
+                        assert e.file == DRAFT_CONFIG
+                        fixed = resolve_serving(engine, version, "llama", L, {e.key: e.value})
+                    assert fixed.spec == trained, (engine, version, e.to_dict())
+                    checked += 1
+    assert checked >= 40, (engine, checked)

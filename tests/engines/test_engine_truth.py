@@ -1,4 +1,7 @@
-"""Engine truth through the CLI: the states an engine really feeds, release strings, and fixes on later releases."""
+"""Engine truth through the CLI: release strings, and fixes on later releases.
+
+What an engine really feeds for an id list (ENG002/ENG003: a state short, none, repeated, fc skipped) is
+in rows of tests/test_finding_cases.py."""
 
 from __future__ import annotations
 
@@ -31,61 +34,6 @@ def _one(findings, code):
     hits = [f for f in findings if f["code"] == code]
     assert len(hits) == 1, [f["code"] for f in findings]
     return hits[0]
-
-
-def test_sglang_id_at_the_last_layer_leaves_the_fc_a_state_short(tmp_copy, tmp_path):
-    # the 8-layer fixture target: SGLang's +1 rule makes id 7 index 8, which the Llama loop (0..7) never tests
-    rc, found = _inspect(tmp_path, _with_ids(tmp_copy, [1, 3, 7]), "--engine", "sglang", "--engine-version", "0.5.23")
-    assert rc == 1
-    f = _one(found, "ENG002")
-    assert f["severity"] == "error" and "id 7 captures nothing" in f["title"]
-    assert f["data"]["fed"] == 2 and f["data"]["fc_states"] == 3 and f["data"]["uncaptured_ids"] == [7]
-    ev = "\n".join(f["evidence"])
-    assert "mat1 and mat2 shapes cannot be multiplied (Tx256 and 384x128)" in ev
-    assert "srt/models/llama_eagle3.py" in ev and "srt/models/llama.py" in ev
-    assert "id 7: index 8" in ev
-    # no SGLang list reaches layer_out[7] of a Llama target: the fix names the engines whose inverse rule does
-    assert "layer_out[1], layer_out[3], layer_out[7]" in f["fix"]
-    assert "vllm 0.33.0 with ids [2, 4, 8]" in f["fix"] and "trtllm 1.2 with ids [1, 3, 7]" in f["fix"]
-    assert f["location"]["key"] == "eagle_config.eagle_aux_hidden_state_layer_ids"
-
-
-def test_sglang_empty_id_list_captures_nothing(tmp_copy, tmp_path):
-    rc, found = _inspect(tmp_path, _with_ids(tmp_copy, []), "--engine", "sglang")
-    f = _one(found, "ENG002")
-    assert rc == 1 and f["data"]["fed"] == 0 and "empty" in f["title"]
-    assert "too many values to unpack" in f["evidence"][0]
-    assert f["edit"]["op"] == "delete" and f["edit"]["key"] == "eagle_config.eagle_aux_hidden_state_layer_ids"
-    assert "layer_out[1], layer_out[3], layer_out[4]" in f["fix"]  # what the default then feeds
-
-
-def test_repeated_id_that_serves_a_fixable_spec_gets_the_ids(tmp_copy, tmp_path):
-    # vLLM sorts and de-duplicates: [2, 2, 5] feeds two states to a 3-state fc
-    rc, found = _inspect(tmp_path, _with_ids(tmp_copy, [2, 2, 5], "speculators"), "--engine", "vllm")
-    f = _one(found, "ENG002")
-    assert rc == 1 and "id 2 repeats a layer" in f["title"] and f["data"]["fed"] == 2
-    assert "model_executor/models/llama_eagle3.py" in "\n".join(f["evidence"])
-
-
-def test_one_state_of_draft_width_skips_the_fc_in_sglang(tmp_copy, tmp_path):
-    # srt/models/llama_eagle3.py applies fc only when the width differs from the embeddings': one 128-wide state passes raw
-    rc, found = _inspect(tmp_path, _with_ids(tmp_copy, [6, 6, 6]), "--engine", "sglang")
-    f = _one(found, "ENG003")
-    assert rc == 1 and f["data"]["fed"] == 1 and "without its fc" in f["title"]
-
-
-def test_a_cut_fc_is_still_drf005_against_the_fed_states(tmp_copy):
-    from safetensors.torch import load_file, save_file
-
-    from eagle3_doctor.analyses.inspect.inspection import inspect
-
-    d = tmp_copy(DRAFTS["sglang"])
-    sd = load_file(d / "model.safetensors")
-    sd["fc.weight"] = sd["fc.weight"][:, :256].contiguous()
-    save_file(sd, d / "model.safetensors")
-    res = inspect(str(TARGET), str(d))
-    f = next(f for f in res.findings if f.code == "DRF005")
-    assert "feeds 3 aux state(s)" in f.title and not [x for x in res.findings if x.code == "ENG002"]
 
 
 @pytest.mark.parametrize("fmt,engine", [("sglang", "sglang"), ("speculators", "vllm"), ("sglang", "modelopt")])

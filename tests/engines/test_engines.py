@@ -6,6 +6,7 @@ import functools
 import itertools
 
 import pytest
+from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -191,10 +192,10 @@ def test_a_fix_is_found_whenever_one_exists(engine):
 
 # --------------------------------------------------------------------------- engine truth: the executed table
 # Each test names the upstream file it models; the SGLang/vLLM rows are also checked case by case
-# against the executed table in tests/test_conformance.py.
+# against the executed table in tests/engines/test_conformance.py.
 
 
-def test_class1_sglang_052_has_no_eagle3_for_deepseek():
+def test_sglang_052_has_no_eagle3_for_deepseek():
     # sglang 0.5.2 srt/models/deepseek_v2.py defines no set_eagle3_layers_to_capture; model_runner.py calls it
     s = serve("sglang", [2, 30, 58], version="0.5.2", family="deepseek", n=61)
     assert s.failure and s.failure.when == "start-up" and "set_eagle3_layers_to_capture" in s.failure.message
@@ -205,19 +206,19 @@ def test_class1_sglang_052_has_no_eagle3_for_deepseek():
 
 
 @pytest.mark.parametrize("family", ["mistral", "deepseek", "gpt_oss"])
-def test_class2_vllm_0102_refuses_targets_outside_llama_qwen(family):
+def test_vllm_0102_refuses_targets_outside_llama_qwen(family):
     # vllm 0.10.2 config/__init__.py: eagle3_target_supported = ["llama", "qwen"]
     s = serve("vllm", version="0.10.2", family=family)
     assert s.failure and "only supported for ['llama', 'qwen']" in s.failure.message
 
 
-def test_class2_vllm_0102_qwen3_moe_has_no_supportseagle3():
+def test_vllm_0102_qwen3_moe_has_no_supportseagle3():
     # vllm 0.10.2 model_executor/models/qwen3_moe.py: no SupportsEagle3 -> gpu_model_runner.py raises at load
     s = serve("vllm", version="0.10.2", family="qwen3_moe")
     assert s.failure and "does not support EAGLE3" in s.failure.message
 
 
-def test_class3_seed_minus_one_is_a_first_forward_failure_on_sglang_0523():
+def test_seed_minus_one_is_a_first_forward_failure_on_sglang_0523():
     # sglang 0.5.23 srt/models/deepseek_v2.py sizes AuxHiddenStatePacker by the id count;
     # srt/layers/aux_hidden_states.py asserts "captured 2 of 3 aux hidden states"
     s = serve("sglang", [-1, 2, 30], family="deepseek", n=61)
@@ -232,21 +233,21 @@ def test_class3_seed_minus_one_is_a_first_forward_failure_on_sglang_0523():
     assert "CAP002" in [x.code for x in diagnose_specs((layer_out(2), layer_out(30), layer_out(58)), "t", p)]
 
 
-def test_class4_sglang_qwen3_moe_id_past_the_last_layer_raises():
+def test_sglang_qwen3_moe_id_past_the_last_layer_raises():
     # sglang srt/models/qwen2_moe.py Qwen2MoeModel.set_eagle3_layers_to_capture indexes self.layers[id + 1]
     s = serve("sglang", [1, 15, L - 1], family="qwen3_moe")
     assert s.failure and s.failure.when == "start-up" and "IndexError" in s.failure.message
     assert serve("sglang", [1, 15, L - 1], family="llama").failure is None  # llama.py just drops it
 
 
-def test_class5_sglang_052_minus_one_crashes_llama_but_not_qwen():
+def test_sglang_052_minus_one_crashes_llama_but_not_qwen():
     # sglang 0.5.2 srt/models/llama.py appends hidden_states + residual unguarded; qwen2.py guards it
     assert serve("sglang", [-1, 2, 16], version="0.5.2").failure.when == "first forward"
     assert serve("sglang", [-1, 2, 16], version="0.5.2", family="gpt_oss").failure is not None
     assert serve("sglang", [-1, 2, 16], version="0.5.2", family="qwen").spec[0] == embed()
 
 
-def test_class6_capture_is_in_layer_order_once_per_layer():
+def test_capture_is_in_layer_order_once_per_layer():
     # sglang srt/models/llama.py: `if i in self.layers_to_capture` inside the layer loop
     assert serve("sglang", [30, 2, 28]).spec == (layer_out(2), layer_out(28), layer_out(30))
     assert serve("sglang", [2, 2, 30]).spec == (layer_out(2), layer_out(30))
@@ -274,7 +275,7 @@ def test_modelopt_default_collapses_below_seven_layers():
     assert serve("modelopt", [1, 4, 6], version="0.40.0", n=8).spec == (layer_out(1), layer_out(4), layer_out(6))
 
 
-def test_class8_vllm_deepseek_captures_before_each_layer():
+def test_vllm_deepseek_captures_before_each_layer():
     # vllm model_executor/models/deepseek_v2.py: `if idx in self.aux_hidden_state_layers` before the layer
     for v in ("0.18.0", "0.33.0"):
         assert serve("vllm", [0, 2, 16], version=v, family="deepseek").failure.when == "first forward"
@@ -329,19 +330,17 @@ def test_inspect_and_compare_hidden_take_the_same_ids(engine):
 
 
 def test_docs_engine_table_is_generated_from_the_engine_table():
-    from pathlib import Path
-
     from eagle3_doctor.engines.table_markdown import engine_table_markdown
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "engine-table.md").read_text()
+    doc = (ROOT / "docs" / "engine-table.md").read_text()
     inner = doc.split("<!-- engine-table:begin -->\n", 1)[1].split("<!-- engine-table:end -->", 1)[0]
     assert inner == engine_table_markdown(), "docs/engine-table.md is stale: regenerate it (see its header)"
-    assert "docs/engine-table.md" in (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "docs/engine-table.md" in (ROOT / "README.md").read_text()
 
 
 # --------------------------------------------------------------------------- SGLang families with their own setter
 # Each row below was executed from the release by `make conformance` (conformance/sglang_exec.py FAMILIES);
-# tests/test_conformance.py checks every case, these pin the behaviour a user meets, file by file.
+# tests/engines/test_conformance.py checks every case, these pin the behaviour a user meets, file by file.
 
 
 @pytest.mark.parametrize(
