@@ -1269,13 +1269,14 @@ def _timing_main() -> None:
             if not c.pre:
                 continue
             args = [str(a) for a in c.args(h)]
+            extra = {k: str(v(h) if callable(v) else v) for k, v in (c.env or {}).items()}  # as the test sets them
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             r = subprocess.run(
                 [sys.executable, "-m", "eagle3_doctor.cli.app", *args],
                 capture_output=True,
                 text=True,
-                env=dict(os.environ, PYTHONPATH=str(root)),
+                env=dict(os.environ, PYTHONPATH=str(root), **extra),
                 timeout=120,
                 cwd=root,
             )
