@@ -44,6 +44,8 @@ NOTHING = 0.02  # |cost| of step-1 accuracy under which an ablation "changes not
 
 
 def _module_verdict(cost: Interval) -> str:
+    # an ablation that helps shows wherever the draft fails for another reason (past the training length of
+    # the context, ablating the fixture draft's intact MLP raises step-1 accuracy by 0.07).
     # measured on the fixtures: trained modules cost 0.27-0.66; an attention saved at initialisation costs
     # exactly 0 (its output is near zero), and the MLP after it then costs -0.08 (ablating it helps: it was
     # trained to work with an attention that is no longer there)
@@ -79,9 +81,7 @@ def _verdict(
     if (len(sides) == 2 and gap.lo > 0) or any(r.recovery.lo > 0 for r in levers):
         branch = "pipeline"
         findings.append(_pipeline_finding(gap, serving, training, levers))
-    # the module that changes nothing is the cause. A module whose ablation helps is no cause by itself: it
-    # shows wherever the draft fails for another reason (measured: past the training length of the
-    # context, ablating the fixture draft's MLP raises step-1 accuracy by 0.07 with every weight intact)
+    # the module that changes nothing is the cause; one whose ablation helps is none (_module_verdict says why)
     if SERVING not in results and setup.serving.failure is not None and setup.train_spec is not None:
         # the engine refuses, crashes or is not modelled: that is the finding, whatever the rest measures
         from ..compare.engine_failures import engine_failure_finding
@@ -109,15 +109,23 @@ def _verdict(
                 "run eagle3-doctor inspect, which names what the engine feeds and why the draft cannot take it",
             )
         )
-    leaning = [*(leaning or []), *_undecided(levers, gap if len(sides) == 2 else None, n)]
-    if not branch and leaning:
-        branch = "undetermined"
-        findings.append(_leaning_finding(leaning, n))
     if not branch:
-        branch = "undetermined" if base_step1 < LOW_STEP1 else "runtime"
-        findings.append(_undetermined_finding(base_step1, plan.base) if branch == "undetermined" else _runtime_finding(serving))
+        branch, last = _last_resort(
+            [*(leaning or []), *_undecided(levers, gap if len(sides) == 2 else None, n)], n, base_step1, plan.base, serving
+        )
+        findings.append(last)
     verdict = _verdict_line(branch, findings)
     return Diagnosis(branch, verdict, serving, training, gap, plan.base, levers, modules, context, findings, notes, n)
+
+
+def _last_resort(leads: list[str], n: int, base_step1: float, base: str, serving: Interval) -> tuple[str, Finding]:
+    """No branch decided: a measurement that leans is undetermined (never healthy), then low accuracy is
+    undetermined, else the offline prediction is healthy."""
+    if leads:
+        return "undetermined", _leaning_finding(leads, n)
+    if base_step1 < LOW_STEP1:
+        return "undetermined", _undetermined_finding(base_step1, base)
+    return "runtime", _runtime_finding(serving)
 
 
 def _verdict_line(branch: str, findings: list[Finding]) -> str:
