@@ -123,3 +123,28 @@ def two_layer_draft(dst: Path, fmt: str = "speculators") -> Path:
     (layer_cfg if isinstance(layer_cfg, dict) else cfg)["num_hidden_layers"] = 2
     (dst / "config.json").write_text(json.dumps(cfg, indent=2))
     return dst
+
+
+def paste_printed_fix(c: dict, fix: str) -> bool:
+    """Apply a printed config fix to config dict ``c`` exactly as a user would paste it: 'set "k": {...}
+    in the draft's config.json' (nested objects merged) or 'delete "k" from ...'; False when ``fix`` is not
+    such a sentence."""
+    import re
+
+    m = re.match(r'set (".+) in the draft\'s config\.json', fix)
+    if m:
+
+        def merge(dst, src):
+            for k, v in src.items():
+                if isinstance(v, dict) and isinstance(dst.get(k), dict):
+                    merge(dst[k], v)
+                else:
+                    dst[k] = v
+
+        merge(c, json.loads("{" + m.group(1) + "}"))
+        return True
+    m = re.match(r'delete "([^"]+)" from', fix)
+    if m:
+        c.pop(m.group(1))
+        return True
+    return False

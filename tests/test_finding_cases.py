@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import DRAFTS, TARGET, invoke
+from conftest import paste_printed_fix as paste_printed
 from safetensors.torch import load_file, save_file
 
 DRAFT_CONFIG = "draft/config.json"
@@ -430,27 +430,6 @@ def apply_edit(c: dict, edit: dict) -> None:
         node[last].update(edit["value"])
     else:
         node[last] = edit["value"]
-
-
-def paste_printed(c: dict, fix: str) -> bool:
-    """Apply a printed config fix exactly as written; False when the fix is not such a sentence."""
-    m = re.match(r'set (".+) in the draft\'s config\.json', fix)
-    if m:
-
-        def merge(dst, src):
-            for k, v in src.items():
-                if isinstance(v, dict) and isinstance(dst.get(k), dict):
-                    merge(dst[k], v)
-                else:
-                    dst[k] = v
-
-        merge(c, json.loads("{" + m.group(1) + "}"))
-        return True
-    m = re.match(r'delete "([^"]+)" from', fix)
-    if m:
-        c.pop(m.group(1))
-        return True
-    return False
 
 
 def run(case: Case, target: Path, draft: Path, out: Path) -> tuple[int, dict, str]:

@@ -7,12 +7,11 @@ tests/test_finding_cases.py; here are those across releases, RoPE, the layout an
 from __future__ import annotations
 
 import json
-import re
 import shutil
 
 import pytest
 import torch
-from conftest import DRAFTS, TARGET, two_layer_draft
+from conftest import DRAFTS, TARGET, paste_printed_fix, two_layer_draft
 from safetensors.torch import load_file, save_file
 
 from eagle3_doctor.analyses.inspect.inspection import inspect
@@ -34,23 +33,9 @@ def _edit(d, cfg=None, weights=None):
 
 
 def apply_fix(d, fix: str) -> None:
-    """Apply a printed config fix exactly as written: 'set "k": {...} in ...' or 'delete "k" from ...'."""
+    """Apply a printed config fix exactly as written to the draft directory's config.json."""
     c = json.loads((d / "config.json").read_text())
-    m = re.match(r'set (".+) in the draft\'s config\.json', fix)
-    if m:
-
-        def merge(dst, src):
-            for k, v in src.items():
-                if isinstance(v, dict) and isinstance(dst.get(k), dict):
-                    merge(dst[k], v)
-                else:
-                    dst[k] = v
-
-        merge(c, json.loads("{" + m.group(1) + "}"))
-    else:
-        m = re.match(r'delete "([^"]+)" from', fix)
-        assert m, f"not a config fix: {fix}"
-        c.pop(m.group(1))
+    assert paste_printed_fix(c, fix), f"not a config fix: {fix}"
     (d / "config.json").write_text(json.dumps(c))
 
 
