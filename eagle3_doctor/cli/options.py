@@ -5,7 +5,7 @@ A command names its options, in --help order, with ``@options(name=OPT, **GROUP,
 parameter name is the keyword the command receives (its key in the preflight), the group a set of
 options that travel together (the served models, the acceptance measurement, the target's loading).
 Choices are shown in --help as metavars and validated in the library, so a wrong value is one error
-line (case-insensitive for --engine); tests/test_output.py keeps them equal to the library's tuples.
+line (case-insensitive for --engine); tests/cli/test_progress.py keeps them equal to the library's tuples.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def rope_tables(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
     written out here and pinned to it bit for bit."""
     rp = rope_parameters(cfg)
     if rp["rope_type"] == "default":
-        # transformers' compute_default_rope_parameters, op for op (tests/test_draft_oracles.py checks
+        # transformers' compute_default_rope_parameters, op for op (tests/draft/test_draft_oracles.py checks
         # it bit for bit against rope_tables_transformers): importing transformers costs inspect
         # seconds of CPU for the one rope type most drafts use
         dim = int(int(cfg.head_dim) * float(rp.get("partial_rotary_factor", 1.0)))

@@ -1,7 +1,7 @@
 """The engine table: one row of data per (engine, release range, target family), saying what decides capture.
 
 The SGLang and vLLM rows are checked case by case against conformance/table.json, which `make conformance`
-writes by EXECUTING each release's own functions (tests/test_conformance.py); a row's `src` names the file
+writes by EXECUTING each release's own functions (tests/engines/test_conformance.py); a row's `src` names the file
 the fact comes from. The TensorRT-LLM and ModelOpt rules (capture.py) are hand-read or executed apart, and
 do not depend on the target family. capture.py runs a row; keys.py reads which config key a release reads.
 """

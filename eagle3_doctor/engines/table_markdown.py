@@ -1,4 +1,4 @@
-"""The engine table as Markdown (docs/engine-table.md, kept in sync by tests/test_engines.py)."""
+"""The engine table as Markdown (docs/engine-table.md, kept in sync by tests/engines/test_engines.py)."""
 
 from __future__ import annotations
 

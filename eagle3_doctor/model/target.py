@@ -2,7 +2,7 @@
 
 Batches are right-padded on purpose: with a causal mask a real token never attends to a pad
 that comes after it, so a padded row's real positions see exactly what an unpadded run sees,
-and position ids stay 0..n-1 without any bookkeeping (tests/test_batching.py pins this).
+and position ids stay 0..n-1 without any bookkeeping (tests/model/test_batching.py pins this).
 """
 
 from __future__ import annotations

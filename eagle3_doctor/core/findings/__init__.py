@@ -3,7 +3,7 @@
 Codes are stable API: CI policies and users' scripts match on them. Each code is defined once, in one
 record (severity, summary, long form) in the module of its family (cap.py, drf.py, ...); registry.py
 collects them, explain.py prints them, and tools/gen_docs.py writes docs/findings.md from them
-(tests/test_findings.py keeps that page in step). This module is the finding itself: its fix, location
+(tests/core/test_findings.py keeps that page in step). This module is the finding itself: its fix, location
 and severity order.
 """
 
