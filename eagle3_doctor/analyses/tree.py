@@ -125,24 +125,22 @@ def _tree_forward(
     attend: Callable[[Any, torch.Tensor, _TreeKV], torch.Tensor],
     slot_shape: tuple[int, int] | None = None,
 ) -> torch.Tensor:
-    """One draft forward through every layer: the first over (embedding, state), each later one over
-    the previous layer's output, as speculators and vLLM chain them. Without ``slot_shape`` it is the
-    prefix extend (keys kept as each layer's k1/v1); with it, one round of slots (keys appended)."""
-    x, residual = draft._layer_in(h, ids)
-    layers: list[Any] = [None, *draft.later_layers()]  # None: the first layer, which reads x
-    out = residual  # rebound by the first layer before a later one reads it
-    for layer, c in zip(layers, kv):
-        attn = draft.midlayer.self_attn if layer is None else layer.self_attn
-        q, k, v = attn.qkv(x if layer is None else layer.input_layernorm(out), pos, draft.inv_freq)
+    """One draft forward through every layer (Eagle3Draft.through_layers) with the tree's keys: without
+    ``slot_shape`` the prefix extend (keys kept as each layer's k1/v1); with it, one round of slots (keys
+    appended per slot)."""
+
+    def layer_attend(i: int, attn: Any, x: torch.Tensor) -> torch.Tensor:
+        c = kv[i]
+        q, k, v = attn.qkv(x, pos, draft.inv_freq)
         if slot_shape is None:
             c.k1, c.v1 = k, v
         else:
             B, nkv, _, d = k.shape
             c.ek.append(k.view(B, nkv, *slot_shape, d))
             c.ev.append(v.view(B, nkv, *slot_shape, d))
-        o = attend(attn, q, c)
-        out = draft._first_out(o, residual) if layer is None else layer.finish(out, o)
-    return draft._fed_back(out)
+        return attend(attn, q, c)
+
+    return draft.through_layers(h, ids, layer_attend)
 
 
 @torch.inference_mode()

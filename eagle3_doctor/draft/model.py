@@ -48,7 +48,7 @@ Two ways to run K steps, kept deliberately separate so one can check the other:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -344,6 +344,19 @@ class Eagle3Draft(nn.Module):
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]
 
+    def through_layers(
+        self, h: torch.Tensor, ids: torch.Tensor, attend: Callable[[int, DraftAttention, torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        """One draft step through every decoder layer: the first over (embedding, state), each later one
+        over the previous layer's output, as speculators and vLLM chain them; returns the fed-back state.
+        ``attend(i, attn, x)`` is layer i's attention of its normed input x, against whatever keys the
+        caller keeps (an unroll's, a KV cache's, a tree's slots)."""
+        x, residual = self._layer_in(h, ids)
+        out = self._first_out(attend(0, self.midlayer.self_attn, x), residual)
+        for i, layer in enumerate(self.later_layers(), start=1):
+            out = layer.finish(out, attend(i, layer.self_attn, layer.input_layernorm(out)))
+        return self._fed_back(out)
+
     # ------------------------------------------------------------------ teacher-forced unroll
     def unroll(
         self,
@@ -371,14 +384,8 @@ class Eagle3Draft(nn.Module):
         kv: list[_UnrollKV] = [_UnrollKV() for _ in range(1 + len(self.later_layers()))]
         for k in range(num_steps):
             step_ids = ids if k == 0 else torch.roll(ids, shifts=-k, dims=1)
-            x, residual = self._layer_in(h, step_ids)
-            o = kv[0].attend(self.midlayer.self_attn, x, positions + k, self.inv_freq, key_mask)
-            out = self._first_out(o, residual)
-            for layer, c in zip(self.later_layers(), kv[1:]):
-                out = layer.finish(
-                    out, c.attend(layer.self_attn, layer.input_layernorm(out), positions + k, self.inv_freq, key_mask)
-                )
-            h = self._fed_back(out)
+            pos = positions + k
+            h = self.through_layers(h, step_ids, _unroll_attend(kv, pos, self.inv_freq, key_mask))
             yield h
 
     # ------------------------------------------------------------------ KV-cache forward
@@ -398,14 +405,17 @@ class Eagle3Draft(nn.Module):
         states; ids: [B, n] the tokens paired with them; positions: [B, n].
         """
         h = self.project_aux(h_or_aux) if from_aux else h_or_aux
-        x, residual = self._layer_in(h, ids)
-        out = self._first_out(_cached_attend(self.midlayer.self_attn, x, positions, self.inv_freq, cache), residual)
-        later = self.later_layers()
-        while len(cache.later) < len(later):
+        while len(cache.later) < len(self.later_layers()):
             cache.later.append(DraftCache())
-        for layer, c in zip(later, cache.later):
-            out = layer.finish(out, _cached_attend(layer.self_attn, layer.input_layernorm(out), positions, self.inv_freq, c))
-        return self._fed_back(out)
+        caches = [cache, *cache.later]
+        return self.through_layers(h, ids, lambda i, attn, x: _cached_attend(attn, x, positions, self.inv_freq, caches[i]))
+
+
+def _unroll_attend(
+    kv: list[_UnrollKV], pos: torch.Tensor, inv_freq: torch.Tensor, key_mask: torch.Tensor | None
+) -> Callable[[int, DraftAttention, torch.Tensor], torch.Tensor]:
+    """Layer i's attention in an unroll step: its step-1 keys and its own of the steps since."""
+    return lambda i, attn, x: kv[i].attend(attn, x, pos, inv_freq, key_mask)
 
 
 def _cached_attend(
