@@ -66,7 +66,7 @@ def layer_findings(info: Any, cfg: Any, engine: str, version: str, label: str) -
     """FWD010 where the release does not build every layer; FWD009 where it normalises the later ones
     with a weight the checkpoint does not hold (both from the release's executed draft model)."""
     from ..core.findings import DRAFT_WEIGHTS, Finding, Fix, Location
-    from ..engines.draft_table import layers_rule
+    from ..engines.draft_table import layers_rule, serving_elsewhere
 
     n = int(cfg.num_hidden_layers)
     rule = layers_rule(engine, version) if n > 1 and engine in ENGINE_NAME else None
@@ -75,7 +75,7 @@ def layer_findings(info: Any, cfg: Any, engine: str, version: str, label: str) -
     name = ENGINE_NAME[engine]
     executed = f"{rule.source}: for num_hidden_layers = 2 the constructor "
     if rule.two_layers != "built":
-        return [_not_served(rule, n, label, name, executed, engine)]
+        return [_not_served(rule, n, label, name, executed, engine, info)]
     served = rule.later_norm
     if served is None or all(_holds(info, f"layers.{i}.{served}.weight") for i in range(1, n)):
         return []
@@ -85,7 +85,7 @@ def layer_findings(info: Any, cfg: Any, engine: str, version: str, label: str) -
         f"sd.update({{f'layers.{{i}}.{served}.weight': sd.pop(f'layers.{{i}}.{trained}.weight') for i in range(1, {n})}}); "
         "save_file(sd, p)"
     )
-    other = {"hidden_norm": "SGLang >= 0.5.12", "input_layernorm": "vLLM >= 0.11.1"}[trained]
+    other = serving_elsewhere(engine, trained)
     layers = f"layer{'s 1-' if n > 2 else ' '}{n - 1}"
     return [
         Finding(
@@ -100,8 +100,8 @@ def layer_findings(info: Any, cfg: Any, engine: str, version: str, label: str) -
             ],
             Fix(
                 f"in a copy of the draft for {name}, rename each later layer's {trained} weight to {served} "
-                f"(python, for each *.safetensors file p: {code}); or serve this checkpoint with {other}, which applies "
-                f"{trained}",
+                f"(python, for each *.safetensors file p: {code})"
+                + (f"; or serve this checkpoint with {other}, which applies {trained}" if other else ""),
                 file=DRAFT_WEIGHTS,
                 key=f"layers.N.{served}.weight",
                 op="rewrite",
@@ -113,8 +113,12 @@ def layer_findings(info: Any, cfg: Any, engine: str, version: str, label: str) -
     ]
 
 
-def _not_served(rule: Any, n: int, label: str, name: str, executed: str, engine: str) -> Any:
+def _not_served(rule: Any, n: int, label: str, name: str, executed: str, engine: str, info: Any) -> Any:
     from ..core.findings import Finding
+    from ..engines.draft_table import serving_elsewhere
+
+    held = "hidden_norm" if _holds(info, "layers.1.hidden_norm.weight") else "input_layernorm"
+    other = serving_elsewhere(engine, held)
 
     got = rule.two_layers if rule.two_layers.startswith("built") else "raised " + rule.two_layers
     up = (
@@ -126,7 +130,7 @@ def _not_served(rule: Any, n: int, label: str, name: str, executed: str, engine:
         "FWD010",
         f"{label} does not serve this {n}-layer draft",
         [f"the checkpoint holds {n} decoder layers (num_hidden_layers = {n})", executed + got],
-        up + " (or serve with vLLM >= 0.11.1)" * (engine == "sglang"),
+        up + (f" (or serve with {other})" if other else ""),
         data={"layers": n, "served": rule.two_layers},
     )
 

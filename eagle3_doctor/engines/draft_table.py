@@ -100,6 +100,28 @@ def first_release_where(engine: str, version: str, pred: Any) -> str | None:
     return None
 
 
+def first_serving(engine: str, later_norm: str) -> str | None:
+    """The first release of ``engine`` that builds every layer of a two-layer draft and applies
+    ``later_norm`` before a later layer's attention."""
+    t = table()
+    for row in t["rows"]:
+        lay = row["behaviour"].get("layers", {})
+        if row["engine"] == engine and lay.get("two_layers") == "built":
+            if lay.get("later", {}).get("norm_before_attention") == later_norm:
+                return row["releases"][0]
+    return None
+
+
+def serving_elsewhere(engine: str, later_norm: str) -> str | None:
+    """'vLLM >= 0.11.1': the first release of another engine that serves a multi-layer draft whose later
+    layers hold ``later_norm``, for the fix's alternative."""
+    names = {"sglang": "SGLang", "vllm": "vLLM"}
+    for other in names:
+        if other != engine and (v := first_serving(other, later_norm)) is not None:
+            return f"{names[other]} >= {v}"
+    return None
+
+
 @dataclass(frozen=True)
 class ExecutedLayers:
     two_layers: str  # "built", "built 1" (later layers dropped), or the error the constructor raised
