@@ -61,8 +61,8 @@ def _speculators_rule(b: dict[str, Any], flag: str) -> tuple[tuple[str, ...], bo
         return None
     keys, default = _model_rule(b, flag)
     s = spec[flag]
-    if not s["passed"] or not keys:
-        return (), False if not keys else default
+    if not s["passed"] or not keys:  # the model's own default then applies (False where it reads no key)
+        return (), default
     return (flag,), bool(s["default"])
 
 
