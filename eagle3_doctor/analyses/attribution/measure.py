@@ -111,9 +111,9 @@ def _weights_lever(
     second replay: the general form of a config whose ids were edited after training."""
     from ..compare.fixes import fix_for
 
-    best = next((r for r in rows if not r.configured and r.diff_to_configured is not None), None)
+    best = _best_other_wiring(rows)
     d = best.diff_to_configured if best is not None else None
-    if best is None or d is None or d.lo <= 0 or d.n < MIN_PROMPTS or SERVING not in plan.paths:
+    if best is None or d is None or not _decided(d) or SERVING not in plan.paths:
         return None
     paths = {SERVING: plan.paths[SERVING], "lever:weights": best.spec}
     drafts = {n: plan.drafts[SERVING] for n in paths}
@@ -127,14 +127,24 @@ def _weights_lever(
     return LeverRow(WEIGHTS, what, own[1], diff[1], s1[1], fix or None)
 
 
+def _best_other_wiring(rows: list[Any]) -> Any:
+    """The scan's best-ranked wiring other than the configured one that has a paired interval to it."""
+    return next((r for r in rows if not r.configured and r.diff_to_configured is not None), None)
+
+
+def _decided(d: Any) -> bool:
+    """A step-1 difference over enough prompts whose interval clears 0: the weights' lever is measured."""
+    return d.lo > 0 and d.n >= MIN_PROMPTS
+
+
 def _weights_undecided(rows: list[Any]) -> list[str]:
     """The weights fit other points better, but on too few prompts or within the noise: evidence that
     leans without deciding, which the verdict must not read as "healthy"."""
-    best = next((r for r in rows if not r.configured and r.diff_to_configured is not None), None)
+    best = _best_other_wiring(rows)
     if best is None:
         return []
     d = best.diff_to_configured
-    if d is None or d.point <= 0 or (d.lo > 0 and d.n >= MIN_PROMPTS):
+    if d is None or d.point <= 0 or _decided(d):
         return []
     why = f"{d.n} prompts, fewer than the {MIN_PROMPTS} an interval needs" if d.n < MIN_PROMPTS else "its interval reaches 0"
     return [f"the draft's weights fit {_spec(best.spec)} better than the configured points by step-1 {d.text()} ({why})"]
