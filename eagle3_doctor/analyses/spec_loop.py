@@ -31,6 +31,8 @@ class LoopRun:
     draft_steps: int = 0  # draft forwards (each extend and each single-token step)
     accepted: list[int] = field(default_factory=list)  # draft tokens accepted per verify pass (bonus excluded)
     seconds: float = 0.0  # wall time after the prefill, synchronised
+    draft_seconds: float = 0.0  # of which in the draft: each pass's catch-up and proposals
+    verify_seconds: float = 0.0  # of which in the target's verify forwards (the rest: the loop's bookkeeping)
 
     @property
     def new_tokens(self) -> int:
@@ -42,17 +44,48 @@ def _sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
+# The loop's four operations, each a function the cost probe (``speedup.probe_costs``) times as it is:
+# the prediction then sums the costs of the very code the loop runs, host syncs and tensor building
+# included, instead of a model of it.
+
+
+def draft_next(draft: Eagle3Draft, h: torch.Tensor) -> list[int]:
+    """Each row's greedy draft token after its last state h [B, n, H], in target ids, on the host (the
+    loop must read it to feed it back)."""
+    return draft.to_target_ids(draft.logits(h[:, -1:]).argmax(-1))[:, 0].tolist()
+
+
+def draft_step(draft: Eagle3Draft, h: torch.Tensor, tokens: Sequence[int], pos: int, cache: DraftCache) -> torch.Tensor:
+    """One single-token draft forward per row: state h [B, 1, H] and its proposed token, at position pos."""
+    dev = h.device
+    ids = torch.tensor(list(tokens), device=dev)[:, None]
+    return draft.extend(h[:, -1:], ids, torch.full_like(ids, pos), cache, from_aux=False)
+
+
+def catch_up(draft: Eagle3Draft, aux: torch.Tensor, ids: Sequence[Sequence[int]], start: int, cache: DraftCache) -> torch.Tensor:
+    """The draft's extend over newly verified positions start..start+n-1, from the target's features
+    aux [B, n, ...] paired with the tokens after them ids [B][n]."""
+    dev = aux.device
+    t = torch.tensor([list(r) for r in ids], device=dev)
+    pos = torch.arange(start, start + t.shape[1], device=dev).expand_as(t)
+    return draft.extend(aux, t, pos, cache, from_aux=True)
+
+
+def verify(target: CachedTarget, rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, list[list[int]]]:
+    """One target forward over each row's new tokens: (their features, the target's token after each)."""
+    aux, amax = target.forward(torch.tensor([list(r) for r in rows], device=target.target.device))
+    return aux, amax.tolist()
+
+
 def _propose(draft: Eagle3Draft, h: torch.Tensor, cache: DraftCache, t: int, k: int) -> tuple[list[int], int]:
     """K greedy draft tokens from the state h [1, 1, H] at base t; returns (tokens, draft forwards run)."""
-    dev = h.device
     props: list[int] = []
     steps = 0
     for j in range(1, k + 1):
-        d = int(draft.to_target_ids(draft.logits(h).argmax(-1))[0, 0])
-        props.append(d)
+        props.append(draft_next(draft, h)[0])
         if j == k:
             break
-        h = draft.extend(h, torch.tensor([[d]], device=dev), torch.tensor([[t + j]], device=dev), cache, from_aux=False)
+        h = draft_step(draft, h, props[-1:], t + j, cache)
         steps += 1
     return props, steps
 
@@ -75,14 +108,19 @@ def speculative_decode(
     _sync(dev)
     t0 = time.perf_counter()
     cache = DraftCache()
-    n = len(prompt)
-    h = draft.extend(aux, torch.tensor([seq[1:]], device=dev), torch.arange(n, device=dev)[None], cache, from_aux=True)[:, -1:]
+    h = catch_up(draft, aux, [seq[1:]], 0, cache)
     run = LoopRun([], 0, 1)
+    # the clock is read only where the loop syncs anyway (each proposal and each verify is read on the
+    # host), so the split adds no sync: the draft's share includes the catch-up launched before it
+    t1 = time.perf_counter()
     while len(seq) < total_len:
         t = len(seq) - 2
         props, steps = _propose(draft, h, cache, t, min(num_steps, total_len - len(seq)))
-        aux, amax = target.forward(torch.tensor([[seq[-1], *props]], device=dev))
-        got = amax[0].tolist()  # got[j]: the target's token after [x_{t+1}, d_1..d_j]
+        t2 = time.perf_counter()
+        aux, rows = verify(target, [[seq[-1], *props]])
+        t3 = time.perf_counter()
+        run.draft_seconds, run.verify_seconds = run.draft_seconds + t2 - t1, run.verify_seconds + t3 - t2
+        got = rows[0]  # got[j]: the target's token after [x_{t+1}, d_1..d_j]
         a = 0
         while a < len(props) and props[a] == got[a]:
             a += 1
@@ -94,9 +132,8 @@ def speculative_decode(
         if len(seq) >= total_len:
             break
         seq.append(got[a])
-        ids = torch.tensor([seq[t + 2 : t + 3 + a]], device=dev)
-        pos = torch.arange(t + 1, t + 2 + a, device=dev)[None]
-        h = draft.extend(aux[:, : a + 1], ids, pos, cache, from_aux=True)[:, -1:]
+        t1 = time.perf_counter()
+        h = catch_up(draft, aux[:, : a + 1], [seq[t + 2 : t + 3 + a]], t + 1, cache)
         run.draft_steps += 1
     _sync(dev)
     run.seconds = time.perf_counter() - t0
@@ -115,8 +152,8 @@ def plain_decode(target: CachedTarget, prompt: Sequence[int], total_len: int) ->
     t0 = time.perf_counter()
     steps = 0
     while len(seq) < total_len:
-        _, amax = target.forward(torch.tensor([[seq[-1]]], device=dev))
-        seq.append(int(amax[0, -1]))
+        _, rows = verify(target, [[seq[-1]]])
+        seq.append(rows[0][0])
         steps += 1
     _sync(dev)
     return LoopRun(seq[:total_len], steps, seconds=time.perf_counter() - t0)

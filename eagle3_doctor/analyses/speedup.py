@@ -8,8 +8,9 @@
   first K steps), SGLang's trees come from :func:`tree.sglang_tree_accepted` on the same features,
   and each sequence is walked pass by pass as a decode loop would (:func:`acceptance.walk_chain`).
 - The costs are measured: the cached target forward over 1 + draft tokens per sequence against a
-  KV cache of ``context`` positions, the draft's extend over the newly verified tokens and its
-  single steps (``topk`` tokens wide in a tree), each the median of repeated runs at each batch size;
+  KV cache of about ``context`` positions (a new length each run, as in a decode loop), the draft's
+  extend over the newly verified tokens and its single steps (``topk`` tokens wide in a tree), each
+  the median of repeated runs at each batch size;
   the plain decode step (1 token) is the baseline. Eager PyTorch: no CUDA graphs, no torch.compile.
 - Intervals: prompts are resampled (:mod:`core.stats`, one shared resample for every setting, so
   settings are compared on the same prompts); costs stay at their measured medians.
@@ -67,7 +68,7 @@ class CostProbe(JsonFields):
     where: str  # "costs measured on the CPU" or on the named GPU
     mode: str  # eager
     dtype: str
-    context: int  # KV cache positions every timed forward attends to
+    context: int  # about the KV cache positions a timed forward attends to (see probe_costs)
     repeats: int
     rows: list[CostRow]
 
@@ -133,6 +134,13 @@ class LoopCheck(JsonFields):
     plain_seconds: float
     measured_speedup: float
     predicted_speedup: float
+    # per verify pass, measured in the loop and predicted from the probe: where a miss comes from
+    draft_ms_per_pass: float
+    verify_ms_per_pass: float
+    other_ms_per_pass: float  # the loop's own bookkeeping (comparing, cropping), which the probe does not time
+    predicted_draft_ms_per_pass: float
+    predicted_verify_ms_per_pass: float
+    plain_ms_per_step: float  # the plain loop's, against the probe's 1-token verify
 
 
 @dataclass
@@ -243,56 +251,77 @@ def _timed(fns: Sequence[Callable[[], Any]], repeats: int, dev: torch.device) ->
 Timed = list[tuple[str, int, Callable[[], None]]]  # (part, tokens per sequence, the forward)
 
 
-def _target_forwards(ct: CachedTarget, B: int, context: int, budgets: Sequence[int], g: torch.Generator) -> Timed:
-    dev, V = ct.target.device, ct.target.vocab_size
+def _target_forwards(ct: CachedTarget, B: int, budgets: Sequence[int], g: torch.Generator) -> Timed:
+    from .spec_loop import verify
+
     out: Timed = []
     for n in budgets:
-        new = torch.randint(0, V, (B, n), generator=g).to(dev)
+        rows = torch.randint(0, ct.target.vocab_size, (B, n), generator=g).tolist()
 
-        def verify(new: torch.Tensor = new) -> None:
-            ct.forward(new)
-            ct.crop(context)
+        def run(rows: list = rows) -> None:
+            start = ct.length
+            verify(ct, rows)
+            ct.crop(start + 1)  # see probe_costs: the next forward meets a cache one position longer
 
-        out.append((VERIFY, n, verify))
+        out.append((VERIFY, n, run))
     return out
 
 
 def _draft_forwards(draft: Any, aux: torch.Tensor, ids: torch.Tensor, extends: Sequence[int], widths: Sequence[int]) -> Timed:
-    """The draft's extend over w verified tokens (from the target's features) and its w-wide steps."""
+    """The loop's catch-up over w verified tokens and its single-token steps, each followed by the next
+    proposal (:mod:`spec_loop`'s own functions); a tree's w-wide steps score topk children per slot."""
+    from .spec_loop import catch_up, draft_next, draft_step
+
     B, C = ids.shape
     dev = ids.device
     cache = DraftCache()
-    h = draft.extend(aux, ids, torch.arange(C, device=dev).expand(B, C), cache, from_aux=True)
+    h = catch_up(draft, aux, ids.tolist(), 0, cache)
+    toks = ids[:, -1].tolist()
     out: Timed = []
-    for part, sizes in ((EXTEND, extends), (STEP, widths)):
-        for w in sizes:
-            pos = torch.arange(C, C + w, device=dev).expand(B, w)
-            x = aux[:, -w:] if part == EXTEND else h[:, -w:]
-            k = w if part == STEP else 1  # a tree step scores topk children per slot; a chain takes the argmax
+    for w in extends:
 
-            def run(x: torch.Tensor = x, pos: torch.Tensor = pos, w: int = w, k: int = k, part: str = part) -> None:
-                o = draft.extend(x, ids[:, :w], pos, cache, from_aux=part == EXTEND)
-                draft.to_target_ids(draft.logits(o).topk(k, dim=-1).indices)
-                cache.crop(C)
+        def extend(w: int = w) -> None:
+            start = cache.length
+            draft_next(draft, catch_up(draft, aux[:, -w:], ids[:, :w].tolist(), start, cache))
+            cache.crop(start + 1)
 
-            out.append((part, w, run))
+        out.append((EXTEND, w, extend))
+    for w in widths:
+
+        def step(w: int = w) -> None:
+            start = cache.length
+            if w == 1:
+                draft_next(draft, draft_step(draft, h, toks, start, cache))
+            else:
+                pos = torch.arange(start, start + w, device=dev).expand(B, w)
+                o = draft.extend(h[:, -w:], ids[:, :w], pos, cache, from_aux=False)
+                draft.to_target_ids(draft.logits(o).topk(w, dim=-1).indices).tolist()
+            cache.crop(start + 1)
+
+        out.append((STEP, w, step))
     return out
 
 
 @torch.inference_mode()
 def probe_costs(setup: Setup, settings: Sequence[Setting], batch_sizes: Sequence[int], context: int, repeats: int) -> CostProbe:
-    """Time every forward the settings need, at each batch size, against a cache of ``context`` positions."""
+    """Time every forward the settings need, at each batch size, against caches of about ``context`` positions.
+
+    Every timed forward leaves one position in its cache, so no two forwards of a cache meet the same
+    length, as no two passes of a decode loop do: a forward that pays for each new shape (an attention
+    plan, a mask, an allocation) pays for it here too. The lengths walk up through ``context``."""
     tgt, draft = setup.target, setup.draft
     budgets = sorted({1} | {s.verify_tokens for s in settings})
     extends = list(range(1, max(s.num_steps for s in settings) + 2))  # an extend covers accepted + bonus
-    widths = sorted({s.topk for s in settings if s.num_steps > 1})
+    widths = sorted({s.topk for s in settings if s.num_steps > 1})  # 1: a chain's step
+    runs_per_cache = (repeats + 1) * max(len(budgets), len(extends) + len(widths))
+    start = max(max(extends), context - runs_per_cache // 2)  # an extend reads its w tokens from the prefill
     g = torch.Generator().manual_seed(0)
     rows: list[CostRow] = []
     for B in batch_sizes:
         ct = CachedTarget(tgt, setup.serving.spec)
-        ids = torch.randint(0, tgt.vocab_size, (B, context), generator=g).to(tgt.device)
+        ids = torch.randint(0, tgt.vocab_size, (B, start), generator=g).to(tgt.device)
         aux, _ = ct.forward(ids, last_only=True)
-        fwd = _target_forwards(ct, B, context, budgets, g) + _draft_forwards(draft, aux, ids, extends, widths)
+        fwd = _target_forwards(ct, B, budgets, g) + _draft_forwards(draft, aux, ids, extends, widths)
         for (part, n, _), runs in zip(fwd, _timed([f for _, _, f in fwd], repeats, tgt.device)):
             rows.append(CostRow(B, part, n, statistics.median(runs), runs))
         del ct, aux, fwd
@@ -376,8 +405,10 @@ def check_loop(
 ) -> list:
     """The timed decode loop (batch 1) at each chain setting asked, on the replay's prompts.
 
-    Prompt by prompt, plain decoding and then every setting back to back (after one untimed warm-up
-    of each): a slow spell of the machine lands on all of them alike."""
+    Prompt by prompt, plain decoding and every setting back to back (after one untimed warm-up of
+    each), so a slow spell of the machine lands on all of them alike; the order turns by one each
+    prompt, because a host whose pace sags under sustained load (measured: a third slower after a
+    minute of the loop) would otherwise always charge the settings that run last."""
     from .spec_loop import plain_decode, speculative_decode
 
     ct, draft = CachedTarget(setup.target, setup.serving.spec), setup.draft
@@ -386,12 +417,16 @@ def check_loop(
     plain: list[LoopRun] = []
     runs: list[list[LoopRun]] = [[] for _ in rows]
     for i, (p, s) in enumerate(zip(prompts, rep.seqs)):
+
+        def one(j: int, p: list = p, n: int = len(s)) -> LoopRun:  # j 0: plain decoding, j: setting j - 1
+            return plain_decode(ct, p, n) if j == 0 else speculative_decode(ct, draft, p, n, rows[j - 1].setting.num_steps)
+
+        order = [(i + j) % (len(rows) + 1) for j in range(len(rows) + 1)]
         for _ in range(2 if i == 0 else 1):  # the first prompt once more, untimed, as the warm-up
-            q = plain_decode(ct, p, len(s))
-            got = [speculative_decode(ct, draft, p, len(s), r.setting.num_steps) for r in rows]
-        plain.append(q)
-        for r, g in zip(runs, got):
-            r.append(g)
+            got = {j: one(j) for j in order}
+        plain.append(got[0])
+        for j, r in enumerate(runs, start=1):
+            r.append(got[j])
         progress("decode loop", i + 1, len(prompts))
     plain_s = sum(r.seconds for r in plain)
     return [_loop_check(row, rr, plain, plain_s, preds) for row, rr in zip(rows, runs)]
@@ -400,11 +435,17 @@ def check_loop(
 def _loop_check(row: SettingAcceptance, runs: list, plain: list, plain_s: float, preds: Sequence[Prediction]) -> LoopCheck:
     new, passes, secs = sum(r.new_tokens for r in runs), sum(r.passes for r in runs), sum(r.seconds for r in runs)
     pred = next((p for p in preds if p.label == row.label and p.batch_size == 1), None)
+    ms = 1000.0 / max(passes, 1)
+    draft, verify = sum(r.draft_seconds for r in runs), sum(r.verify_seconds for r in runs)
+    nan = float("nan")
     return LoopCheck(
         row.label, len(runs), new, passes, sum(r.draft_steps for r in runs), new / max(passes, 1),
         row.tokens_per_pass.point, [r.accepted for r in runs] == row.accepted_lengths,
         all(r.tokens == q.tokens for r, q in zip(runs, plain)), secs, plain_s, plain_s / secs,
-        pred.speedup.point if pred is not None else float("nan"),
+        pred.speedup.point if pred is not None else nan,
+        draft * ms, verify * ms, (secs - draft - verify) * ms,
+        pred.draft_seconds * 1000.0 if pred is not None else nan, pred.verify_seconds * 1000.0 if pred is not None else nan,
+        1000.0 * plain_s / max(sum(q.passes for q in plain), 1),
     )  # fmt: skip
 
 
@@ -479,8 +520,8 @@ class _Step:
 def _notes(setup: Setup, opts: SpeedupOptions, costs: CostProbe, loop: list | None) -> list[str]:
     notes = list(setup.notes)
     notes.append(
-        f"{costs.where}, eager PyTorch (no CUDA graphs, no torch.compile), {costs.dtype}, KV cache of {costs.context} "
-        f"positions, median of {costs.repeats} runs; an engine's CUDA graphs cut every forward's launch overhead, "
+        f"{costs.where}, eager PyTorch (no CUDA graphs, no torch.compile), {costs.dtype}, KV caches of about {costs.context} "
+        f"positions, one longer each run, median of {costs.repeats} runs; an engine's CUDA graphs cut every forward's launch overhead, "
         "which favours the small draft steps: the ranking is the eager one"
     )
     notes.append(

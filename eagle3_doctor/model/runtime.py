@@ -5,6 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 
+def plan_free_attention(device: Any) -> None:
+    """On a CUDA device, keep PyTorch's attention off its cuDNN backend, process-wide (as TF32 is).
+
+    cuDNN's fused attention builds an execution plan for every new shape, and every forward of a
+    decode loop or a greedy continuation meets a KV length it has not met before. Measured on an H200
+    with the 8B shape (bench/RESULTS.md): a cached verify forward at a new length took 73-117 ms with
+    the backend allowed against 22-28 ms without it, and the draft's own attention 69-78 ms against
+    3 ms. The flash and memory-efficient kernels plan nothing; engines serve through kernels of that
+    kind (with CUDA graphs), so what the doctor times is then what serving pays."""
+    import torch
+
+    if getattr(device, "type", None) == "cuda" and hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def auto_batch_size(target: Any, seq_len: int, *, fraction: float = 0.6, cap: int = 64) -> int:
     """Sequences per forward that fit in ``fraction`` of the free GPU memory (1..cap; 8 on CPU).
 

@@ -67,6 +67,11 @@ class Target:
     trust_remote_code: bool = False
     capture_device: torch.device | None = None  # set when the target is sharded: captures gather here
 
+    def __post_init__(self) -> None:
+        from .runtime import plan_free_attention
+
+        plan_free_attention(torch.device(self.device))
+
     @property
     def parts(self) -> DecoderParts:
         return DecoderParts(self.model)

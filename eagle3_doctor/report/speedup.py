@@ -73,6 +73,22 @@ def _loop_table(console: Console, res: SpeedupResult) -> None:
             f"{r.measured_speedup:.2f}x", f"{r.predicted_speedup:.2f}x",
         )  # fmt: skip
     console.print(t)
+    t = Table(title="where a pass's time went: measured (predicted), ms", title_justify="left")
+    for col in ("setting", "draft", "verify", "other", "plain step"):
+        t.add_column(col)
+    plain = _probe_plain_ms(res)
+    for r in res.loop:
+        t.add_row(
+            r.label, f"{r.draft_ms_per_pass:.2f} ({r.predicted_draft_ms_per_pass:.2f})",
+            f"{r.verify_ms_per_pass:.2f} ({r.predicted_verify_ms_per_pass:.2f})", f"{r.other_ms_per_pass:.2f}",
+            f"{r.plain_ms_per_step:.2f} ({plain:.2f})",
+        )  # fmt: skip
+    console.print(t)
+
+
+def _probe_plain_ms(res: SpeedupResult) -> float:
+    """The probe's plain decode step at batch 1, in ms (what the loop's plain step is predicted to take)."""
+    return 1000.0 * next((b.plain_seconds for b in res.batches if b.batch_size == 1), float("nan"))
 
 
 def render_speedup(console: Console, res: SpeedupResult) -> None:
