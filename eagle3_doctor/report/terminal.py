@@ -33,7 +33,7 @@ def _groups(text: str, room: int) -> list[tuple[str, str]]:
             word = words[j][1]
             depth += sum(word.count(c) for c in OPEN) - sum(word.count(c) for c in CLOSE)
             quoted ^= word.count('"') % 2 == 1
-            if (depth <= 0 and not quoted) or j + 1 == len(words):
+            if (depth <= 0 and not quoted) or j + 1 == len(words) or "\n" in words[j + 1][0]:
                 break
             j += 1
         joined = words[i][1] + "".join(sp + w for sp, w in words[i + 1 : j + 1])
@@ -48,7 +48,8 @@ def _groups(text: str, room: int) -> list[tuple[str, str]]:
 
 def wrap(text: str, width: int, first: str = "", rest: str = "") -> list[str]:
     """text after ``first`` and then after ``rest`` on each further line, no line over width, broken only
-    at spaces (a word longer than a line gets a line of its own and overflows it: it is never cut)."""
+    at spaces (a word longer than a line gets a line of its own and overflows it: it is never cut); a
+    newline in text starts a new line."""
     lines: list[str] = []
     line = first
     bare = True  # nothing but the prefix on this line yet
@@ -56,7 +57,7 @@ def wrap(text: str, width: int, first: str = "", rest: str = "") -> list[str]:
         if bare:
             line += word
             bare = False
-        elif len(line) + len(space) + len(word) <= width:
+        elif "\n" not in space and len(line) + len(space) + len(word) <= width:
             line += space + word
         else:
             lines.append(line)

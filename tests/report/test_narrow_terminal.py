@@ -115,6 +115,7 @@ def test_wrap_breaks_only_between_words_and_keeps_a_json_value_whole():
     assert all(ln.startswith(" " * 10) for ln in lines[1:])
     # a word longer than the line overflows on a line of its own rather than being cut
     assert wrap("a " + "x" * 30 + " b", 20, "", "  ") == ["a", "  " + "x" * 30, "  b"]
+    assert wrap("one\ntwo three", 80, "| ", "|   ") == ["| one", "|   two three"]
 
 
 def test_fitted_tables_split_instead_of_dropping_columns():
