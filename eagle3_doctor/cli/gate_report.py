@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..core.findings import display_path
+from ..core.findings import Finding, display_path
 from .gate import GateResult
 
 
@@ -62,27 +62,48 @@ def _escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
-def github_annotations(res: GateResult, draft: str) -> list[str]:
-    """`::error file=...,line=...::` workflow commands, one per finding, at the file and key to change:
-    the file the finding's location names (filled by findings.locate), else the draft's config.json."""
-    from ..core.findings import by_severity
-
+def located(res: GateResult, draft: str) -> list[tuple[Finding, str, int | None]]:
+    """Each finding with the file and 1-based line to change: the file its location names (filled by
+    findings.locate), else the draft's config.json, at the layer-id key for the codes whose fix is there."""
     cfg = Path(draft) / "config.json"
     dr = (res.compare.draft if res.compare is not None else None) or {}
     ids_line = _key_line(cfg, str(dr["layer_ids_key"])) if dr.get("layer_ids_key") else None
+    out: list[tuple[Finding, str, int | None]] = []
+    for f in res.findings:
+        loc = f.location
+        if loc is not None and loc.path and Path(loc.path).is_file():
+            out.append((f, display_path(loc.path), _key_line(Path(loc.path), loc.key)))
+        else:
+            out.append((f, str(cfg), ids_line if f.code.startswith(_KEY_CODES) else None))
+    return out
+
+
+def github_annotations(res: GateResult, draft: str) -> list[str]:
+    """`::error file=...,line=...::` workflow commands, one per finding, at the file and key to change."""
+    from ..core.findings import by_severity
+
+    where = {id(f): (file, line) for f, file, line in located(res, draft)}
     out = []
     level = {"error": "error", "warning": "warning", "info": "notice"}
     for f in by_severity(res.findings):
-        loc = f.location
-        if loc is not None and loc.path and Path(loc.path).is_file():
-            file, line = display_path(loc.path), _key_line(Path(loc.path), loc.key)
-        else:
-            file, line = str(cfg), ids_line if f.code.startswith(_KEY_CODES) else None
+        file, line = where[id(f)]
         props = f"file={file}" + (f",line={line}" if line is not None else "")
         props += f",title={_escape('eagle3-doctor ' + f.code).replace(',', '%2C').replace(':', '%3A')}"
         msg = f.title + (f" -- fix: {f.fix}" if f.fix else "")
         out.append(f"::{level[f.severity or 'info']} {props}::{_escape(msg)}")
     return out
+
+
+def write_sarif(res: GateResult, draft: str, path: str | None) -> None:
+    """The findings as a SARIF 2.1.0 log (code scanning shows them inline at the key to change)."""
+    import json
+
+    from .. import __version__
+    from ..io.outputs import write_output
+    from ..report.sarif import sarif_log
+
+    if path:
+        write_output(path, (json.dumps(sarif_log(located(res, draft), __version__), indent=2) + "\n").encode())
 
 
 def _key_line(path: Path, dotted: str | None) -> int | None:

@@ -339,6 +339,9 @@ FAIL_ON = opt(Optional[str], None, "--fail-on", help="Findings at or above this 
 SUMMARY = opt(
     Optional[str], None, "--summary", help="Write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set)."
 )
+SARIF = opt(
+    Optional[str], None, "--sarif", help="Write the findings as a SARIF 2.1.0 log here (GitHub code scanning, GitLab, editors)."
+)
 
 
 # ----------------------------------------------------------------------------- fingerprint

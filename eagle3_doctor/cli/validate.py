@@ -339,6 +339,7 @@ def preflight(**kw: Any) -> None:
     check_output_file(kw.get("json_out"), "--json")
     check_output_file(kw.get("plot"), "--plot")
     check_output_file(kw.get("summary"), "--summary")
+    check_output_file(kw.get("sarif"), "--sarif")
     check_output_dir(kw.get("report"), "--report")
     # then what the files hold
     if kw.get("target") is not None:

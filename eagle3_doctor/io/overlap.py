@@ -43,6 +43,7 @@ OUTPUT_FILES: tuple[tuple[str, str], ...] = (
     ("json_out", "--json"),
     ("plot", "--plot"),
     ("summary", "--summary"),
+    ("sarif", "--sarif"),
     ("write_template", "--write-template"),
     ("out", "--out"),  # fix: the corrected copy of the draft
 )

@@ -193,7 +193,7 @@ def _load_kwargs(
         try:
             import accelerate  # noqa: F401
         except ImportError:
-            raise BadInput("--device-map needs accelerate", "pip install 'eagle3-doctor[multi-gpu]'") from None
+            raise BadInput("--device-map needs accelerate", "pip install 'accelerate>=0.30' (the multi-gpu extra)") from None
         if max_memory:
             kwargs["max_memory"] = max_memory
         import tempfile

@@ -1,5 +1,5 @@
 """PNG plots, as bytes: the slot x capture-point heatmap and per-position acceptance. matplotlib is an
-optional extra (``pip install eagle3-doctor[plots]``). report.py puts them beside its Markdown; io/outputs.py
+optional dependency (the ``plots`` extra). report.py puts them beside its Markdown; io/outputs.py
 writes the files."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def _plt():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise BadInput("plots need matplotlib", "pip install 'eagle3-doctor[plots]'") from None
+        raise BadInput("plots need matplotlib", "pip install 'matplotlib>=3.7' (the plots extra)") from None
     return plt
 
 

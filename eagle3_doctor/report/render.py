@@ -15,6 +15,7 @@ from rich.text import Text
 
 from ..core.findings import Finding, Location, by_severity, display_path
 from ..core.taps import format_spec
+from .terminal import Column, fitted_tables, print_wrapped, wrap
 
 if TYPE_CHECKING:
     from ..analyses.compare.comparison import CompareResult
@@ -23,25 +24,29 @@ if TYPE_CHECKING:
     from ..core.taps import FeatureSpec
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+MATRIX_COLUMNS = ("row", "best match", "rel L2", "cos", "runner-up", "rel L2 ", "margin")
 
 
 def render_findings(console: Console, findings: list[Finding], ok_text: str) -> None:
     if not findings:
         console.print(Text(f"OK  {ok_text}", style="bold green"))
         return
-    # soft_wrap: a fix is copied into a config file, so it must never be broken across lines
+    # broken only between words, each part indented under its label (rustc's layout), so a narrow
+    # terminal never cuts a key or an id in two; a JSON value in a fix stays on one line where it fits
     for f in by_severity(findings):
-        console.print(
-            Text.assemble((f"{f.severity}[{f.code}]", SEV_STYLE[f.severity or "info"]), (f": {f.title}", "bold")), soft_wrap=True
-        )
+        code = f"{f.severity}[{f.code}]"
+        lines = wrap(f"{code}: {f.title}", console.width, rest=" " * (len(code) + 2))
+        console.print(Text.assemble((code, SEV_STYLE[f.severity or "info"]), (lines[0][len(code) :], "bold")), soft_wrap=True)
+        for line in lines[1:]:
+            console.print(Text(line, style="bold"), soft_wrap=True)
         if f.location is not None:
-            console.print(Text.assemble((" --> ", "bold blue"), (_where(f.location), "")), soft_wrap=True)
+            print_wrapped(console, _where(f.location), " --> ", "     ", "bold blue")
         for line in f.evidence:
-            console.print(f"   | {line}", markup=False, highlight=False, soft_wrap=True)
+            print_wrapped(console, line, "   | ", "   |   ")
         if f.fix:
-            console.print(Text.assemble(("   = fix: ", "bold green"), (str(f.fix), "")), soft_wrap=True)
+            print_wrapped(console, str(f.fix), "   = fix: ", " " * 10, "bold green")
         if f.help:
-            console.print(Text.assemble(("   = help: ", "bold"), (f.help, "")), soft_wrap=True)
+            print_wrapped(console, f.help, "   = help: ", " " * 11, "bold")
         console.print()
 
 
@@ -66,7 +71,8 @@ def render_compare(console: Console, res: CompareResult) -> None:
         )
     console.print(f"[bold]serving[/bold] {escape(str(res.serving.label))}: {escape(str(res.serving.source))}")
     console.print(f"[bold]training[/bold] {escape(str(res.train_source))}")
-    console.print(_slot_table(console.width < 110, res.train_spec, res.serving.spec, res.slots))
+    for table in _slot_table(console, res.train_spec, res.serving.spec, res.slots):
+        console.print(table)
     worst = [(x.slot, x.worst[0]) for x in res.slots if x.worst and x.rel_mean > 0]
     if worst:
         console.print(
@@ -92,58 +98,43 @@ def render_compare(console: Console, res: CompareResult) -> None:
     render_findings(console, res.findings, "the serving engine feeds the draft the capture points it was trained on")
 
 
-def _slot_table(narrow: bool, trained: FeatureSpec, served: FeatureSpec, slots: list[SlotStats]) -> Table:
-    """Slot by slot: what was trained, what is served, how close; mismatched slots in red."""
-    t = Table(title="feature slots", show_lines=False)
-    # capture points are never cut: their columns do not wrap; on narrow terminals the least
-    # important numeric columns go (the JSON keeps them all)
+def _slot_table(console: Console, trained: FeatureSpec, served: FeatureSpec, slots: list[SlotStats]) -> list[Table]:
+    """Slot by slot: what was trained, what is served, how close; mismatched slots in red. On a narrow
+    terminal the figures go into a second table that repeats slot, trained and served."""
     cols = ("slot", "trained", "served", "cos mean", "cos min", "cos p5", "rel L2 mean", "rel L2 p95", "max |diff|")
-    keep = [c for c in cols if not (narrow and c in ("cos p5", "max |diff|"))]
-    cp_width = max([len(str(x)) for x in list(trained) + list(served)] + [len("- (not fed)")])
-    for col in keep:
-        if col in ("trained", "served"):
-            t.add_column(col, no_wrap=True, min_width=cp_width)
-        else:
-            t.add_column(col.replace("rel L2 ", "relL2 ") if narrow else col, justify="right")
+    nd = dict(zip(cols[3:], (5, 5, 5, 4, 4, 4)))
     stats = {x.slot: x for x in slots}
+    rows, styles = [], []
     for i in range(max(len(trained), len(served))):
         tr = trained[i] if i < len(trained) else None
         sv = served[i] if i < len(served) else None
-        row = [str(i), str(tr) if tr is not None else "-", str(sv) if sv is not None else "- (not fed)"]
         st = stats.get(i)
         vals = (st.cos_mean, st.cos_min, st.cos_p05, st.rel_mean, st.rel_p95, st.maxabs) if st else ()
-        nd = dict(zip(cols[3:], (5, 5, 5, 4, 4, 4)))
         shown = {c: _fmt(v, nd[c]) for c, v in zip(cols[3:], vals)}
-        row += [shown.get(c, "-") for c in keep[3:]]
-        t.add_row(*row, style="" if tr == sv else "red")
-    return t
+        rows.append([str(i), str(tr) if tr is not None else "-", str(sv) if sv is not None else "- (not fed)"])
+        rows[-1] += [shown.get(c, "-") for c in cols[3:]]
+        styles.append("" if tr == sv else "red")
+    columns = [Column(c, "left" if c in ("trained", "served") else "right") for c in cols]
+    return fitted_tables(console, "feature slots", columns, rows, keys=3, row_styles=styles, show_lines=False)
 
 
 def render_matrix(console: Console, m: Matrix) -> None:
-    t = Table(title="best-matching capture point (relative L2, lower is closer)")
-    for col in ("row", "best match", "rel L2", "cos", "runner-up", "rel L2 ", "margin"):
-        t.add_column(col, no_wrap=col in ("best match", "runner-up"))
-    for b in m.best:
-        t.add_row(
-            b.row,
-            str(b.best),
-            f"{b.rel_l2:.4f}",
-            f"{b.cos:.4f}",
-            str(b.runner_up),
-            f"{b.runner_up_rel_l2:.4f}",
-            f"{b.margin:.4f}",
-        )
-    console.print(t)
+    columns = [Column(c, "left" if c in ("row", "best match", "runner-up") else "right") for c in MATRIX_COLUMNS]
+    rows = [
+        [b.row, str(b.best), f"{b.rel_l2:.4f}", f"{b.cos:.4f}", str(b.runner_up), f"{b.runner_up_rel_l2:.4f}", f"{b.margin:.4f}"]
+        for b in m.best
+    ]
+    for table in fitted_tables(console, "best-matching capture point (relative L2, lower is closer)", columns, rows):
+        console.print(table)
     cols = [str(c) for c in m.cols]
     short = [c.replace("layer_out[", "L").replace("]", "").replace("final_norm", "fn").replace("embed", "emb") for c in cols]
-    g = Table(title="rel L2: rows x capture points", show_header=True, pad_edge=False)
-    g.add_column("row")
-    for c in short:
-        g.add_column(c, justify="right")
+    grid: list[list[str | Text]] = []
     for r, vals in zip(m.rows, m.rel_l2):
         best = min(range(len(vals)), key=lambda j: vals[j])
-        g.add_row(r, *[Text(f"{v:.2f}", style="bold green" if j == best else "") for j, v in enumerate(vals)])
-    console.print(g)
+        grid.append([r, *[Text(f"{v:.2f}", style="bold green" if j == best else "") for j, v in enumerate(vals)]])
+    columns = [Column("row"), *[Column(c, "right") for c in short]]
+    for table in fitted_tables(console, "rel L2: rows x capture points", columns, grid, pad_edge=False):
+        console.print(table)
 
 
 def _bar(x: float, width: int = 30) -> str:
@@ -184,10 +175,12 @@ def _acceptance_table(run: AcceptanceRun) -> Table:
     """One column per feature path, one row per metric in each engine's convention."""
     s = run.settings
     t = Table(title="acceptance by feature path")
-    t.add_column("metric", overflow="fold")
+    # the labels wrap between words and the figures never: on a narrow terminal rich narrows the label
+    # column instead of cutting a figure or a word
+    t.add_column("metric", min_width=len("(SpecForge)"))
     paths = list(run.paths.values())
     for n in run.paths:
-        t.add_column(n, justify="right")
+        t.add_column(n, justify="right", no_wrap=True)
 
     def row(label: str, fn: Callable[[PathResult], str]) -> None:
         t.add_row(label, *[fn(p) for p in paths])
@@ -230,14 +223,14 @@ def _acceptance_per_path(console: Console, run: AcceptanceRun) -> None:
     """Per feature path: intervals over prompts, per-position bars, triage hints; then the tree note."""
     for n, p in run.paths.items():  # issue 14: the noise over prompts beside every figure a decision rests on
         for i, line in enumerate(p.intervals.lines() if p.intervals else []):
-            console.print(f"{n}: {line}" if i == 0 else f"  {line}", markup=False, highlight=False, soft_wrap=True)
+            print_wrapped(console, line, f"{n}: " if i == 0 else "  ", "    ")
     for n, p in run.paths.items():
         console.print(f"[bold]{escape(n)}[/bold] per-position acceptance (vLLM convention)")
         for k, r in enumerate(p.chain.per_position_rate):
             console.print(f"  pos {k + 1} {_bar(r)} {r:.3f}", markup=False, highlight=False)
     for n, p in run.paths.items():
         for hint in p.triage:
-            console.print(f"hint ({n}): {hint}", markup=False, soft_wrap=True)
+            print_wrapped(console, hint, f"hint ({n}): ", "  ")
     if run.settings.tree is not None:
         console.print(f"note: {run.settings.tree.label}", style="dim", markup=False)
 
@@ -264,10 +257,10 @@ def _acceptance_reference(console: Console, run: AcceptanceRun) -> None:
 def _acceptance_scan(console: Console, scan: list[ScanRow]) -> None:
     """The capture-point scan's ten best feature sets."""
     st = Table(title="capture-point scan (step-1 accuracy, teacher-forced)")
-    st.add_column("rank")
-    st.add_column("features")
-    st.add_column("step-1 acc [95%]", justify="right")
-    st.add_column("vs configured [95%]", justify="right")
+    st.add_column("rank", no_wrap=True)
+    st.add_column("features", min_width=len("layer_out[99],"))  # wraps between capture points
+    st.add_column("step-1 acc [95%]", justify="right", no_wrap=True)
+    st.add_column("vs configured [95%]", justify="right", no_wrap=True)
     for i, r in enumerate(scan[:10]):
         d = r.diff_to_configured
         vs = "configured" if r.configured else (f"{d.point:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]" if d else "-")
@@ -306,7 +299,7 @@ def render_gate(console: Console, res: Any) -> None:
     """The gate's checks as a table (failed rows red), the fingerprint verdict, then the findings."""
     t = Table(title=f"gate: {'PASS' if res.passed else 'FAIL'}")
     for col in ("check", "value", "threshold", "result"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col in ("value", "threshold"))
     for c in res.checks:
         t.add_row(
             c.name,
@@ -318,11 +311,11 @@ def render_gate(console: Console, res: Any) -> None:
     console.print(t)
     fp = res.fingerprint
     if fp is not None:
-        console.print(
-            f"fingerprint: {fp.verdict} ({fp.settings['candidates']} candidates, {fp.seconds:.1f} s; "
-            "eagle3-doctor fingerprint shows the ranking)",
-            markup=False,
-            soft_wrap=True,
+        print_wrapped(
+            console,
+            f"{fp.verdict} ({fp.settings['candidates']} candidates, {fp.seconds:.1f} s; eagle3-doctor fingerprint shows the ranking)",
+            "fingerprint: ",
+            "  ",
         )
     render_findings(console, res.findings, "no findings")
 

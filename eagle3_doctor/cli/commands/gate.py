@@ -24,6 +24,7 @@ from ..options import (
     MIN_STEP1_ACCURACY,
     POLICY,
     PROMPTS,
+    SARIF,
     SUMMARY,
     TARGET,
     TRAIN_DUMP,
@@ -57,6 +58,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, resolve_models
     trust_remote_code=TRUST_REMOTE_CODE,
     json_out=JSON_OUT,
     summary=SUMMARY,
+    sarif=SARIF,
 )
 def gate_cmd(**given: Any) -> int:
     """CI gate: inspect + compare-hidden + acceptance under one policy. Exit 0 pass, 1 fail, 2 bad input."""
@@ -66,7 +68,7 @@ def gate_cmd(**given: Any) -> int:
     from ...report.render import render_gate
     from ..gate import run_gate
     from ..gate_policy import Policy
-    from ..gate_report import markdown, write_summary
+    from ..gate_report import markdown, write_sarif, write_summary
     from ..validate import check_policy_values
 
     flags = {k: getattr(a, k) for k in ("engine_version", "min_cosine", "min_step1_accuracy", "min_tau", "max_regression")}
@@ -98,5 +100,6 @@ def gate_cmd(**given: Any) -> int:
         for line in github_annotations(res, a.draft):
             print(line, flush=True)
     write_summary(text, a.summary)
+    write_sarif(res, a.draft, a.sarif)
     write_result(a.json_out, res.to_dict(), a.trust_remote_code)
     return exit_code(res.findings, pol.fail_on, passed=res.passed)
