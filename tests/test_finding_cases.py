@@ -336,6 +336,12 @@ CASES = [
     Case("rope-theta", "sglang", ROPE_THETA, S, "CFG003", "set", fix='"rope_theta": 10000.0', alone=True),
     Case("max-positions", "sglang", MAX_POSITIONS, S, "CFG004", "set"),
     Case("architecture-for-sglang", "sglang", LLAMA_ARCHITECTURE, S, "CFG007", "set"),
+    # the class named for vLLM keeps the draft's layout: Eagle3Speculator would make an EAGLE-layout
+    # draft read as speculators (whose config has no hidden_size at the top level)
+    Case("architecture-for-vllm-eagle-layout", "eagle", LLAMA_ARCHITECTURE, V, "CFG007", "set",
+         fix='"architectures": ["LlamaForCausalLMEagle3"]'),
+    Case("architecture-for-vllm-speculators", "speculators", LLAMA_ARCHITECTURE, V, "CFG007", "set",
+         fix='"architectures": ["Eagle3Speculator"]'),
     Case("unsorted-ids-top-level-vllm", "sglang", config(speculators_ids([5, 2, 4])), V, "CFG002", "set"),
     # SGLang captures in layer order (srt/models/llama.py: membership test inside the layer loop, executed in
     # conformance/table.json), as ModelOpt's hooks do: the training spec read through the draft's own convention

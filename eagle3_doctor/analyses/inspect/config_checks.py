@@ -26,7 +26,11 @@ REGISTERED = {
 }
 
 
-PREFERRED = {"sglang": "LlamaForCausalLMEagle3", "vllm": "Eagle3Speculator", "modelopt": "LlamaForCausalLMEagle3"}
+def preferred_architecture(engine: str, fmt: str) -> str:
+    """The registered class to name in a draft's config without changing how it is read: vLLM's
+    Eagle3Speculator is the speculators format's own (`detect_format` reads that name as it), so a
+    draft in another layout keeps LlamaForCausalLMEagle3, which both engines register."""
+    return "Eagle3Speculator" if engine == "vllm" and fmt == "speculators" else "LlamaForCausalLMEagle3"
 
 
 def _ids_in_range(ids: list[int], L: int, engine: str) -> list[int]:
@@ -123,10 +127,9 @@ def _registration_findings(info: DraftInfo, engine: str) -> list[Finding]:
             f"{engine} does not register {sorted(archs)} as an EAGLE-3 draft",
             [f"{engine} registers: {', '.join(sorted(REGISTERED[engine]))}"],
             config_fix(
-                f'set "architectures": ["{PREFERRED[engine]}"] or convert the draft to the '
-                f"{'speculators' if engine == 'vllm' else 'sglang'} format",
+                f'set "architectures": ["{preferred_architecture(engine, info.format)}"]',
                 "architectures",
-                [PREFERRED[engine]],
+                [preferred_architecture(engine, info.format)],
             ),
         )
     ]
