@@ -403,6 +403,11 @@ CASES = [
          family="FWD", check=_evidence_has("registers no Qwen3 EAGLE-3 draft", index=1)),
     Case("qwen3-layer-under-sglang", "speculators", QWEN3_SPECULATORS, S, "FWD008", fix="cannot run", family="FWD",
          check=_evidence_has("LlamaForCausalLMEagle3", index=1)),
+    # vLLM >= 0.33 runs the norms only where the config says Qwen3: the edit is what its check reads
+    Case("qwen3-norms-undeclared-speculators", "speculators", weights(_qwen3_norms("layers.0.self_attn.")), vllm("0.33.0"),
+         "FWD008", "set", fix='"transformer_layer_config": {"model_type": "qwen3"}', family="FWD"),
+    Case("qwen3-norms-undeclared-sglang-layout", "sglang", weights(_qwen3_norms("midlayer.self_attn.")), vllm("0.33.0"),
+         "FWD008", "set", fix='"architectures": ["Eagle3Qwen3ForCausalLM"]', family="FWD"),
     # --- quantization
     # vLLM builds the draft with the draft's own (here: fp8) scheme: QNT004 beside it
     Case("draft-config-quantized-but-weights-16-bit", "sglang", DRAFT_FP8_CONFIG, V, "QNT002", "delete",

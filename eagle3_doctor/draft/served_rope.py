@@ -179,7 +179,7 @@ def served_qk_norm(row: DraftServing, info: Any) -> bool:
 def qk_norm_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str) -> list[Any]:
     """FWD008 where the draft's attention was trained with Qwen3's q/k norms and the engine runs
     (or loads) it without them."""
-    from ..core.findings import Finding
+    from ..core.findings import Finding, config_fix, json_snippet
 
     if sf is None or not cfg.qk_norm or served_qk_norm(sf.serving, info):
         return []
@@ -208,7 +208,14 @@ def qk_norm_findings(info: Any, cfg: Any, sf: ServedForward | None, label: str) 
             f"{label} runs q/k norms for architectures Eagle3Qwen3ForCausalLM (registry.py:705) or a "
             "speculators config whose transformer_layer_config.model_type is qwen3"
         )
-        fix = 'set "architectures": ["Eagle3Qwen3ForCausalLM"] in the draft\'s config.json'
+        # what vLLM's check reads (served_qk_norm): the layer config's type in the speculators format,
+        # the registered class otherwise
+        key, value = (
+            ("transformer_layer_config.model_type", "qwen3")
+            if info.format == "speculators"
+            else ("architectures", ["Eagle3Qwen3ForCausalLM"])
+        )
+        fix = config_fix(f"set {json_snippet(key, value)} in the draft's config.json", key, value)
     else:
         fix = (
             f"{label} cannot run a Qwen3 draft layer: serve with vLLM 0.33.0 or later (speculators format, "
