@@ -4,8 +4,9 @@ every option declared once (options), the preflight that rejects bad arguments b
 
 ``run`` is the console script: its first instruction takes SIGINT and SIGTERM, so a signal while
 typer, rich or torch are still importing ends the process with the shell's code (130, 143) and one
-line, never a traceback. Once a command runs, its error boundary (``app.guarded``) takes them over
-and unwinds cleanly: temp files removed, old reports kept.
+line, never a traceback. Once a command runs, its error boundary (``app.guarded``) takes them over:
+in the console's own process it removes the temporaries a write has staged and exits at once (old
+reports kept); in a host process (tests, a library caller) it raises, and the command unwinds.
 """
 
 import os

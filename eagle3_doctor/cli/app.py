@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,6 +24,7 @@ from ..core.errors import (
     EXIT_TERMINATED,
     DoctorError,
 )
+from ..io.outputs import remove_staged  # the signal handler's cleanup: imported before it can be needed
 from .commands import (
     acceptance,
     compare_hidden,
@@ -111,8 +113,27 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is, so it unwinds like Ctrl-C: temp files removed, old reports kept."""
 
 
+_owns_process = False  # set by run(): a host process (tests, a library caller) keeps the unwinding handlers
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated()
+
+
+def _exit_at_once(signum: int, frame: Any) -> None:
+    """The console's handler while a command runs. An exception raised into whatever the main thread
+    is doing can break the promise: inside an import transformers turns it into a ModuleNotFoundError
+    (exit 3), numpy's import can end in a RecursionError, and torch's C++ calling back into Python can
+    abort. So nothing is raised: the temporaries a write has staged are removed, the one line written
+    straight to the descriptor, and the process ends with the shell's code. Buffered stdout is dropped
+    with it, which is what "no report was written" says."""
+    remove_staged()
+    what = "interrupted" if signum == signal.SIGINT else "terminated (SIGTERM)"
+    try:
+        os.write(2, f"eagle3-doctor: {what}: no report was written\n".encode())
+    except OSError:  # stderr closed: the exit code is all that is left
+        pass
+    os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED)
 
 
 def _report_bug(exc: BaseException) -> str:
@@ -158,6 +179,18 @@ def _exit_if_environment(e: BaseException) -> None:
     raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
+def _take_signals() -> tuple[Any, Any]:
+    """SIGTERM's and SIGINT's handlers for the command (from the main thread only); the old ones back."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None, None
+    if _owns_process:
+        return signal.signal(signal.SIGTERM, _exit_at_once), signal.signal(signal.SIGINT, _exit_at_once)
+    # in a host process Ctrl-C unwinds as KeyboardInterrupt: the host decides what happens next
+    return signal.signal(signal.SIGTERM, _on_sigterm), signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def guarded(fn: Callable[..., int]) -> Callable[..., None]:
     """The one error boundary: whatever escapes a command becomes one line on stderr and an exit code.
 
@@ -167,14 +200,7 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        import signal
-        import threading
-
-        old = old_int = None
-        if threading.current_thread() is threading.main_thread():
-            old = signal.signal(signal.SIGTERM, _on_sigterm)
-            # Ctrl-C unwinds as KeyboardInterrupt from here on (the start-up handler exits at once)
-            old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+        old, old_int = _take_signals()
         try:
             code = fn(*args, **kwargs)
             flush_stdout()  # a full disk or closed pipe under stdout surfaces here, not after exit
@@ -247,7 +273,9 @@ for _name, _cmd in COMMANDS:
 
 
 def run() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: the process is the command's, to end at once on a signal."""
+    global _owns_process
+    _owns_process = True
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     app(prog_name="eagle3-doctor")
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from ..engines.launch_args import MAX_DRAFT_TOKENS, MAX_NUM_STEPS, MAX_TOPK  # one range for options and commands
 from ..io.checks import MAX_LAYERS, check_target, kind, looks_local, require_dir, require_file
 from .validate_files import (
     check_baseline,
@@ -36,8 +37,6 @@ from .validate_files import (
     check_tokenizer_dir,
 )
 
-MAX_NUM_STEPS = 64  # draft tokens per verify pass; engines use 1..10
-MAX_TOPK = 64
 MAX_NEW_TOKENS = 1 << 20
 MAX_BATCH = 1 << 16
 
@@ -162,7 +161,9 @@ _INT_OPTIONS: tuple[tuple[str, int, int, str], ...] = (
     ("--num-steps", 1, MAX_NUM_STEPS, "use the engine's draft length, e.g. --num-steps 5"),
     ("--max-new-tokens", 0, MAX_NEW_TOKENS, "use e.g. --max-new-tokens 128"),
     ("--topk", 1, MAX_TOPK, "use 1 for chain drafting, or the engine's --speculative-eagle-topk"),
-    ("--num-draft-tokens", 1, 1 << 16, "use the engine's --speculative-num-draft-tokens"),
+    ("--num-draft-tokens", 1, MAX_DRAFT_TOKENS, "use the engine's --speculative-num-draft-tokens"),
+    # a dump vs dump takes the target's layer count on trust: each layer id of the fix is checked against it
+    ("--num-layers", 1, MAX_LAYERS, "pass num_hidden_layers of the target's config.json"),
     ("--context", 1, 1 << 24, "use the KV cache length the server sees, e.g. --context 2048"),
     ("--repeats", 1, 1000, "use e.g. --repeats 5"),
 )

@@ -21,6 +21,7 @@ from typing import Any
 from ..core.errors import BadInput
 from .launch_args import (
     MAX_SERVE_CONFIG,
+    STEPS,
     config_args,
     docker_image,
     find_entry,
@@ -96,7 +97,7 @@ def speculators_verifier(sc: ServeConfig, cfg: dict[str, Any] | None) -> None:
     sc.sources["target"] = "speculators_config.verifier.name_or_path of the served checkpoint"
     tokens = methods[0].get("speculative_tokens") if isinstance(methods[0], dict) else None
     if sc.num_steps is None and tokens is not None:
-        sc.num_steps = to_int(tokens, "speculators_config.proposal_methods[0].speculative_tokens")
+        sc.num_steps = to_int(tokens, "speculators_config.proposal_methods[0].speculative_tokens", STEPS)
         sc.topk, sc.num_draft_tokens = 1, sc.num_steps + 1
         sc.sources["num_steps"] = "speculators_config.proposal_methods[0].speculative_tokens"
     sc.notes = [n for n in sc.notes if not n.startswith("no --speculative-config")]

@@ -21,6 +21,15 @@ from typing import Any
 from ..core.errors import BadInput
 
 MAX_SERVE_CONFIG = 4 << 20  # a launch command or server-args file is a few KB
+# What the doctor measures, for a launch command's numbers and the equivalent options alike
+# (--num-steps, --topk, --num-draft-tokens): served drafts use 1 to 10 steps, a topk up to a few
+# dozen and tens of draft tokens; neither engine sets an upper bound of its own, so these are ours.
+MAX_NUM_STEPS = 64
+MAX_TOPK = 64
+MAX_DRAFT_TOKENS = 1 << 16
+STEPS = (1, MAX_NUM_STEPS)
+TOPK = (1, MAX_TOPK)
+DRAFT_TOKENS = (1, MAX_DRAFT_TOKENS)
 
 
 @lru_cache(maxsize=1)
@@ -209,11 +218,26 @@ def _is_number(tok: str) -> bool:
         return False
 
 
-def to_int(value: Any, what: str) -> int:
+def cut_value(value: Any, limit: int = 40) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def to_int(value: Any, what: str, bounds: tuple[int, int] | None = None) -> int:
+    """``value`` as an integer, refused in one line when it is none or lies outside ``bounds``: a
+    launch command's numbers size what the doctor builds (draft unrolls, trees), so a typo such as
+    100000 steps must be refused here, not spend hours or all memory being taken at its word."""
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise BadInput(f"--serve-cmd: {what} {value!r} is not an integer", f"write an integer for {what}") from None
+        n = int(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: JSON's 1e400 is float('inf')
+        raise BadInput(f"--serve-cmd: {what} {cut_value(value)} is not an integer", f"write an integer for {what}") from None
+    if bounds is not None and not bounds[0] <= n <= bounds[1]:
+        lo, hi = bounds
+        raise BadInput(
+            f"--serve-cmd: {what} {cut_value(n)} is out of range: the doctor measures {lo} to {hi}",
+            f"write {what} between {lo} and {hi}, as the server is (or will be) launched",
+        )
+    return n
 
 
 def config_args(engine: str, args: list[str]) -> list[str]:

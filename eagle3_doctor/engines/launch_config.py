@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
-from .launch_args import flag_table, to_int
+from .launch_args import DRAFT_TOKENS, MAX_DRAFT_TOKENS, MAX_NUM_STEPS, MAX_TOPK, STEPS, TOPK, cut_value, flag_table, to_int
 
 # SGLang's per-architecture defaults, speculative_hook.py:1430-1461 (0.5.23)
 _SGLANG_AUTO_548 = {"LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"}
@@ -119,7 +119,8 @@ def sglang_config(values: dict[str, Any], unknown: list[str], positional: list[s
             "num_draft_tokens": "speculative_num_draft_tokens",
         }[k]
         if values.get(flag) is not None:
-            setattr(sc, k, to_int(values[flag], "--" + flag.replace("_", "-")))
+            bounds = {"num_steps": STEPS, "topk": TOPK, "num_draft_tokens": DRAFT_TOKENS}[k]
+            setattr(sc, k, to_int(values[flag], "--" + flag.replace("_", "-"), bounds))
             src[k] = "--" + flag.replace("_", "-")
     if positional:
         sc.notes.append(f"positional words ignored by SGLang's parser: {' '.join(positional)}")
@@ -195,7 +196,7 @@ def _vllm_spec(spec: dict[str, Any], sc: ServeConfig) -> None:
     sc.draft_revision = spec.get("revision", sc.draft_revision)
     sc.algorithm = spec.get("method", sc.algorithm)
     if spec.get("num_speculative_tokens") is not None:
-        sc.num_steps = to_int(spec["num_speculative_tokens"], "num_speculative_tokens")
+        sc.num_steps = to_int(spec["num_speculative_tokens"], "num_speculative_tokens", STEPS)
         sc.sources["num_steps"] = "--speculative-config num_speculative_tokens"
     tree = spec.get("speculative_token_tree")
     if tree:
@@ -210,13 +211,26 @@ def parse_token_tree(tree: Any) -> list[list[int]]:
     try:
         paths = ast.literal_eval(tree) if isinstance(tree, str) else tree
         out = sorted({tuple(int(x) for x in p) for p in paths}, key=lambda p: (len(p), p))
-    except (ValueError, SyntaxError, TypeError):
+    except (ValueError, SyntaxError, TypeError, OverflowError, RecursionError, MemoryError):
         raise BadInput(
-            f"speculative_token_tree {tree!r} is not a list of tuples", 'write it as vLLM does, e.g. "[(0,), (1,), (0, 0)]"'
+            f"speculative_token_tree {cut_value(tree)} is not a list of tuples",
+            'write it as vLLM does, e.g. "[(0,), (1,), (0, 0)]"',
         ) from None
+    if len(out) >= MAX_DRAFT_TOKENS or max((len(p) for p in out), default=0) > MAX_NUM_STEPS:
+        raise BadInput(
+            f"speculative_token_tree has {len(out)} nodes, {max(len(p) for p in out)} deep: the doctor measures trees "
+            f"of fewer than {MAX_DRAFT_TOKENS} nodes and at most {MAX_NUM_STEPS} deep",
+            "write the tree the server is launched with (vLLM's examples are a few dozen nodes, 3 to 5 deep)",
+        )
+    nodes = set(out)
     for p in out:
-        if not p or min(p) < 0 or (len(p) > 1 and p[:-1] not in set(out)):
+        if not p or min(p) < 0 or (len(p) > 1 and p[:-1] not in nodes):
             raise BadInput(f"speculative_token_tree path {p} has no parent in the tree", "list every prefix of every path")
+        if max(p) >= MAX_TOPK:
+            raise BadInput(
+                f"speculative_token_tree path {p} has a child rank {max(p)}: the doctor measures ranks below {MAX_TOPK}",
+                "write child ranks as vLLM does, 0 for the most likely token",
+            )
     return [list(p) for p in out]
 
 

@@ -13,6 +13,29 @@ from typing import Any
 
 from ..core.errors import BadInput
 
+# Temporary files and stage directories a write has made and not yet renamed or removed. The console's
+# signal handler ends the process without unwinding (see cli/app.py), so it removes these itself.
+_STAGED: set[str] = set()
+
+
+def remove_staged() -> None:
+    """Remove every staged temporary (the signal handler's cleanup: no imports, no exceptions)."""
+    for path in list(_STAGED):
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                for root, dirs, files in os.walk(path, topdown=False):
+                    for name in files:
+                        os.unlink(os.path.join(root, name))
+                    for name in dirs:
+                        os.rmdir(os.path.join(root, name))
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+        except OSError:  # already renamed into place, or removed: nothing left to clean
+            pass
+        _STAGED.discard(path)
+
+
 # the environment refusing a write: (what happened, how to fix it); everything else stays a bug
 _WRITE_FAULTS = {
     errno.ENOSPC: ("no space left on the device", "free space there, or write to another filesystem"),
@@ -192,6 +215,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except OSError as e:
         _raise_write_fault(e, path)
         raise BadInput(f"cannot write {path} ({e.strerror})", "pass a path in a writable directory") from None
+    _STAGED.add(tmp)
     try:
         with os.fdopen(fd, "wb") as f:
             _write_all(f, data)
@@ -202,6 +226,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.unlink(tmp)
         _raise_write_fault(e, path)
         raise
+    finally:
+        _STAGED.discard(tmp)
 
 
 def _write_all(f: Any, data: bytes) -> None:
@@ -234,6 +260,7 @@ class OutputSet:
             raise BadInput(
                 f"cannot write the report into {self.dir} ({e.strerror})", "pass a writable --report directory"
             ) from None
+        _STAGED.add(str(self._stage))
         self._names: list[str] = []
 
     def add(self, name: str, data: bytes) -> None:
@@ -251,6 +278,7 @@ class OutputSet:
             os.chmod(self._stage, 0o777 & ~_umask())
             try:
                 os.rename(self._stage, self.dir)
+                _STAGED.discard(str(self._stage))
                 return
             except OSError:  # someone created it meanwhile: fall through to file-by-file
                 self._fresh = False
@@ -263,6 +291,7 @@ class OutputSet:
         import shutil
 
         shutil.rmtree(self._stage, ignore_errors=True)
+        _STAGED.discard(str(self._stage))
 
     def __enter__(self) -> OutputSet:
         return self

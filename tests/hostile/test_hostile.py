@@ -1308,6 +1308,18 @@ if __name__ == "__main__":
 # --------------------------------------------------------------------------- signals from the first instruction
 
 
+def _before_first_instruction(sig: str, returncode: int, err: str) -> bool:
+    """Under load Python's own start-up (site, .pth files) can outlast the delay. No handler of ours
+    exists then: SIGTERM kills silently, and SIGINT is Python's KeyboardInterrupt raised outside the
+    console entry's ``run`` (once ``run`` has started, no handler of ours raises it, so a traceback
+    through ``run`` is a real failure). test_signal_inside_import covers the handlers themselves."""
+    if sig == "SIGTERM":
+        return returncode == -signal.SIGTERM and not err.strip()
+    entry = str(ROOT / "eagle3_doctor" / "cli" / "__init__.py")
+    in_run = any(entry in ln and ln.rstrip().endswith(", in run") for ln in err.splitlines())
+    return returncode == 1 and err.rstrip().endswith("KeyboardInterrupt") and not in_run
+
+
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("delay", [0.1, 0.3, 0.8, 2.0])
 def test_a_signal_at_any_moment_of_start_up_is_one_line_and_the_shells_code(sig, delay, tmp_path):
@@ -1326,6 +1338,8 @@ def test_a_signal_at_any_moment_of_start_up_is_one_line_and_the_shells_code(sig,
     out, err = p.communicate(timeout=60)
     if p.returncode == 0:
         pytest.skip(f"the run finished within {delay} s on this machine: nothing left to interrupt")
+    if _before_first_instruction(sig, p.returncode, err.decode()):
+        pytest.skip(f"the signal came {delay} s in, while the interpreter was still starting: before any code of ours")
     # killed by the signal itself (-signum: Python re-raises an unhandled KeyboardInterrupt as SIGINT at exit)
     # is the same status to a shell, 128 + signum
     assert p.returncode in (code, -getattr(signal, sig)), (p.returncode, err.decode()[-2000:])

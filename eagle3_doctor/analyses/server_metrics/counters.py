@@ -79,20 +79,22 @@ MAX_SCRAPE = 256 << 20  # a /metrics page is kilobytes to a few MB; larger is no
 MAX_LOG = 4 << 30  # server logs of long runs are big, but they are read into memory whole
 
 
+# A live /metrics page is kilobytes and answers in milliseconds, even from a busy server; the whole
+# answer (connecting, headers, body) gets this long, so a server that trickles bytes cannot keep the
+# run waiting, and this much, so one that never ends its body cannot fill the memory.
+URL_SECONDS = 5.0
+
+
+MAX_URL_BODY = 64 << 20
+
+
 def read_source(src: str, what: str = "metrics") -> str:
     """Text of a saved scrape/log file, or of an http(s) URL (a live /metrics endpoint)."""
     if re.match(r"^https?://", src):
-        import urllib.error
-        import urllib.request
+        from ...io.netread import read_url
 
-        try:
-            with urllib.request.urlopen(src, timeout=30) as r:  # noqa: S310 (the user's own server)
-                return r.read().decode("utf-8", errors="replace")
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            raise BadInput(
-                f"cannot read {what} from {src} ({e})",
-                "check the server address and port (vLLM and SGLang serve /metrics on the API port)",
-            ) from None
+        fix = "check the server address and port (vLLM and SGLang serve /metrics on the API port), or pass a saved scrape"
+        return read_url(src, what, MAX_URL_BODY, URL_SECONDS, fix).decode("utf-8", errors="replace")
     from ...io.safeio import read_regular_bytes
 
     fix = "pass a saved scrape (curl -s http://HOST:PORT/metrics > FILE) or the URL"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.errors import BadInput
+from ...engines.launch_args import MAX_NUM_STEPS
 from .counters import (
     SGL_GEN,
     SGL_REQS,
@@ -183,7 +184,58 @@ def _sglang_measured(vals: dict[str, float], src: str, notes: list[str], gauges:
     return Measured("sglang", src, verify, mal, None, None, None, None, None, None, None, reqs, vals, notes)
 
 
-_SGL_LINE = re.compile(r"Decode batch.*?#running-req:\s*(\d+).*?accept len:\s*([0-9.]+),\s*accept rate:\s*([0-9.]+)")
+# Each pattern begins with a literal and its repeats end at a delimiter, and a line is searched from
+# its "Decode batch" on, once: the scan is linear in the log. (One pattern "Decode batch.*?#running-req
+# ...accept rate" restarted its lazy scan at every "Decode batch" of a line: quadratic in a long line.)
+_SGL_MARK = "Decode batch"
+_SGL_RUNNING = re.compile(r"#running-req:[ \t]*([^,\s]*)")
+_SGL_ACCEPT = re.compile(r"accept len:[ \t]*([^,\s]*),[ \t]*accept rate:[ \t]*([^,\s]*)")
+MAX_ACCEPT_LEN = 1 + MAX_NUM_STEPS  # the bonus token and at most one per draft step
+
+
+def _sglang_rows(text: str, src: str) -> list[tuple[int, float, float]]:
+    rows: list[tuple[int, float, float]] = []
+    pos = 0
+    while (i := text.find(_SGL_MARK, pos)) >= 0:
+        end = text.find("\n", i)
+        end = len(text) if end < 0 else end
+        running = _SGL_RUNNING.search(text, i, end)
+        accept = _SGL_ACCEPT.search(text, running.end(), end) if running else None
+        if running is None or accept is None:
+            pos = end + 1
+            continue
+        n, a, r = _number(running.group(1), int), _number(accept.group(1), float), _number(accept.group(2), float)
+        bad = _bad_row(n, a, r, running.group(1), accept.group(1), accept.group(2))
+        if bad is not None:  # the line number is counted only here: counting it per row would be quadratic
+            line = text.count("\n", 0, i) + 1
+            raise BadInput(
+                f"{src}, line {line}: {bad}", "pass the SGLang server's log as it wrote it (or only its 'Decode batch' lines)"
+            )
+        rows.append((int(n or 0), float(a or 0), float(r or 0)))
+        pos = accept.end()
+    return rows
+
+
+def _bad_row(n: float | None, a: float | None, r: float | None, running: str, length: str, rate: str) -> str | None:
+    """What is wrong with one log line's numbers, if anything: SGLang prints an integer request count,
+    an accept length of at least 1 (the bonus token is counted) and a rate in [0, 1]."""
+    if n is None or n < 0:
+        return f"#running-req {running[:40]!r} is not a request count"
+    if a is None or not 1 <= a <= MAX_ACCEPT_LEN:
+        return f"accept len {length[:40]!r} is not a number from 1 to {MAX_ACCEPT_LEN}"
+    if r is None or not 0 <= r <= 1:
+        return f"accept rate {rate[:40]!r} is not a rate from 0 to 1"
+    return None
+
+
+def _number(text: str, kind: type) -> float | None:
+    if len(text) > 20:  # SGLang prints counts and two-decimal figures: longer is not its number
+        return None
+    try:
+        v = kind(text)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
 
 
 def measure_sglang_log(text: str, src: str) -> Measured:
@@ -193,7 +245,7 @@ def measure_sglang_log(text: str, src: str) -> Measured:
     batch running then; its forward count (requests x forwards) is not printed, so lines are
     weighted by ``#running-req`` as the nearest printed proxy, and the interval is over lines.
     """
-    rows = [(int(m.group(1)), float(m.group(2)), float(m.group(3))) for m in _SGL_LINE.finditer(text)]
+    rows = _sglang_rows(text, src)
     if not rows:
         raise BadInput(
             f"{src} has no SGLang 'Decode batch ... accept len: ..., accept rate: ...' lines",

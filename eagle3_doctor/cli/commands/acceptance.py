@@ -54,11 +54,11 @@ def acceptance_cmd(**given: Any) -> int:
     """Per-position acceptance and draft accuracy under the serving and the training features."""
     a = SimpleNamespace(**given)
     preflight_given(a, skip=RESOLVED_LATER)
-    from ...doctor import FormatRequest, acceptance_report
-
-    # read (and reject) server evidence before the model loads
+    # read (and reject) server evidence and the launch command before torch is imported
     measured = _server_evidence(a.server_metrics, a.server_metrics_before, a.server_log, a.server_model)
     r = resolve_serve(a, need_draft=True)
+    from ...doctor import FormatRequest, acceptance_report
+
     setup = load_models(a, r)
     if a.compile_draft:
         setup.compile_draft()

@@ -56,12 +56,12 @@ def compare_hidden_cmd(**given: Any) -> int:
     """Training features vs what the serving engine captures: slot by slot, with the exact fix."""
     a = SimpleNamespace(**given)
     preflight_given(a, skip=RESOLVED_LATER)
+    if a.engine_dump is not None or (a.target is None and a.serve_cmd is None and a.serve_config is None):
+        return _compare_dumps(a)
+    r = resolve_serve(a)  # the launch command is read (and refused) before torch is imported
     from ...doctor import compare_hidden
     from ...report.render import render_compare
 
-    if a.engine_dump is not None or (a.target is None and a.serve_cmd is None and a.serve_config is None):
-        return _compare_dumps(a)
-    r = resolve_serve(a)
     setup = load_models(a, r)
     bs = batch_size_for(a.batch_size, setup, a.max_tokens)
     with progress(a.quiet) as cb:

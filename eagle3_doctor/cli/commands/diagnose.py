@@ -26,10 +26,10 @@ def diagnose_cmd(**given: Any) -> int:
     """Where the acceptance gap lives, measured: levers set back to training, module ablation, context."""
     a = SimpleNamespace(**given)
     preflight_given(a, skip=RESOLVED_LATER)
+    r = resolve_serve(a, need_draft=True)  # the launch command is read (and refused) before torch is imported
     from ...analyses.attribution.measure import diagnose_gap
     from ...report.diagnosis import render_diagnosis
 
-    r = resolve_serve(a, need_draft=True)
     setup = load_models(a, r)
     opts = acceptance_options(a, r, setup)
     with progress(a.quiet) as cb:

@@ -19,10 +19,10 @@ def fix_cmd(**given: Any) -> int:
     """Write a corrected copy of the draft (config edits the findings carry) and measure what it recovers."""
     a = SimpleNamespace(**given)
     preflight_given(a, skip=RESOLVED_LATER)
+    r = resolve_serve(a, need_draft=True)  # the launch command is read (and refused) before torch is imported
     from ...analyses.fixing import check_out, fix_draft
     from ...report.diagnosis import render_fix
 
-    r = resolve_serve(a, need_draft=True)
     check_out(a.out, r.draft)
     setup = load_models(a, r)
     opts = acceptance_options(a, r, setup)

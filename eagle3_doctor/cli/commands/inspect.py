@@ -16,11 +16,11 @@ def inspect_cmd(**given: Any) -> int:
     """Audit the draft checkpoint and config against the target and engine. No forward pass."""
     a = SimpleNamespace(**given)
     preflight_given(a, skip=RESOLVED_LATER)
+    r = resolve_serve(a, need_draft=True)  # the launch command is read (and refused) before torch is imported
     from ...analyses.inspect.inspection import inspect
     from ...io.outputs import write_json
     from ...report.render import render_inspect
 
-    r = resolve_serve(a, need_draft=True)
     assert r.draft is not None  # need_draft: resolve_serve raised otherwise
     res = inspect(r.target, r.draft, engine=r.engine, engine_version=r.engine_version, draft_format=a.draft_format)
     r.locate(res.findings)

@@ -43,10 +43,10 @@ def speedup_cmd(**given: Any) -> int:
     """Predicted tokens per second per speculative setting, the best setting, and the speedup over plain decoding."""
     a = SimpleNamespace(**given, continuation="greedy")  # greedy: --max-new-tokens 0 is refused up front
     preflight_given(a, skip=RESOLVED_LATER)
+    r = resolve_serve(a, need_draft=True)  # the launch command is read (and refused) before torch is imported
     from ...analyses.speedup import predict_speedup
     from ...report.speedup import render_speedup
 
-    r = resolve_serve(a, need_draft=True)
     setup = load_models(a, r)
     opts = _speedup_options(a, r, setup)
     with progress(a.quiet) as cb:
