@@ -37,6 +37,9 @@ class ServedPaths:
     drafts: dict[str, Any] = field(default_factory=dict)  # path name -> Eagle3Draft
     applied: list[str] = field(default_factory=list)  # what the as-served copy changes, for the evidence
     not_measured: list[str] = field(default_factory=list)
+    # with two or more differences applied: per finding code, (what it changes, its finding, a copy that
+    # runs every other served difference), so diagnose can set each back alone
+    singles: dict[str, tuple[str, Any, Any]] = field(default_factory=dict)
 
 
 def served_paths(setup: Any) -> ServedPaths:
@@ -64,18 +67,28 @@ def served_paths(setup: Any) -> ServedPaths:
         return out
     measured = [f for f in findings if f.code in MEASURED]
     if measured:
-        served = _eager_copy(draft)
-        cfg = served.config
-        for f in measured:
-            why = _apply(served, cfg, f, t_head, t_embed)
+        served, done = _served_copy(draft, measured, t_head, t_embed)
+        for f, why in zip(measured, done):
             (out.not_measured if why.startswith("not measured") else out.applied).append(f"{f.code}: {why}")
         if out.applied:
-            out.drafts[AS_SERVED] = served.eval()
+            out.drafts[AS_SERVED] = served
+        applied = [(f, why) for f, why in zip(measured, done) if not why.startswith("not measured")]
+        if len(applied) > 1:
+            for f, why in applied:
+                others = [g for g, _ in applied if g is not f]
+                out.singles[f.code] = (why, f, _served_copy(draft, others, t_head, t_embed)[0])
     if any(f.code == "FWD007" for f in findings):
         other = _eager_copy(draft)
         other.config.rope_interleaved = not draft.config.rope_interleaved
         out.drafts[OTHER_ROPE if other.config.rope_interleaved else OTHER_ROPE_NEOX] = other.eval()
     return out
+
+
+def _served_copy(draft: Any, findings: list[Any], t_head: torch.Tensor | None, t_embed: torch.Tensor) -> tuple[Any, list[str]]:
+    """A copy of the draft running the findings' served differences, and what each changed (or why not)."""
+    served = _eager_copy(draft)
+    done = [_apply(served, served.config, f, t_head, t_embed) for f in findings]
+    return served.eval(), done
 
 
 def _eager_copy(draft: Any) -> Any:

@@ -240,3 +240,29 @@ def test_too_few_prompts_leaning_on_a_cause_is_undetermined_not_healthy(tmp_copy
     assert "DGN005" not in r.output and "healthy" not in r.output.split("verdict:")[1].splitlines()[0]
     assert "warning[DGN004]" in r.output and "4 prompts" in r.output and "more prompts" in r.output
     assert "layer_out[1], layer_out[3], layer_out[4]" in r.output  # the lead it leans towards
+
+
+def test_each_served_forward_difference_is_set_back_alone_and_the_one_that_costs_is_named(tmp_path, tmp_copy):
+    """Two differences in how vLLM runs the draft: norm_before_residual missing from a speculators config
+    (vLLM's adapter then defaults it on, the weights were trained off), and q/k norms in the weights that
+    vLLM drops because the config does not say Qwen3 (random here, so running them hurts). Set back
+    together they lose acceptance; one at a time, the first recovers and is the verdict, with its own edit."""
+    d = tmp_copy(DRAFTS["speculators"], "draft-two-differences")
+    c = json.loads((d / "config.json").read_text())
+    c.pop("norm_before_residual")
+    (d / "config.json").write_text(json.dumps(c))
+    sd = load_file(d / "model.safetensors")
+    g = torch.Generator().manual_seed(0)
+    for k in ("q_norm", "k_norm"):
+        sd[f"layers.0.self_attn.{k}.weight"] = 1 + 0.3 * torch.randn(32, generator=g)
+    save_file(sd, d / "model.safetensors")
+    code, doc, _ = diagnose(tmp_path, d, "--engine", "vllm", "--engine-version", "0.33.0")
+    levers = {r["name"]: r for r in doc["levers"]}
+    assert set(levers) == {"draft forward", "draft forward FWD001", "draft forward FWD008"}
+    assert "part_of" not in levers["draft forward"]
+    assert {levers[n]["part_of"] for n in ("draft forward FWD001", "draft forward FWD008")} == {"draft forward"}
+    assert levers["draft forward FWD001"]["recovery"]["lo"] > 0 > levers["draft forward"]["recovery"]["hi"]
+    assert levers["draft forward FWD008"]["recovery"]["hi"] < 0
+    f = by_code(doc)["DGN001"]
+    assert code == 1 and f["data"]["lever"] == "draft forward FWD001"
+    assert '"norm_before_residual": false' in f["fix"] and "q_norm" not in f["fix"]

@@ -37,6 +37,7 @@ class Plan:
     ablations: dict[str, Eagle3Draft] = field(default_factory=dict)  # module -> its mean-ablated copy
     aliases: dict[str, str] = field(default_factory=dict)  # path -> the path measuring the same thing
     step1: dict[str, np.ndarray] = field(default_factory=dict)  # "" (unablated) or module -> per prompt [hits, n]
+    parts: dict[str, str] = field(default_factory=dict)  # lever name -> the lever it is one part of
 
 
 def _plan(setup: Setup) -> Plan:
@@ -76,11 +77,27 @@ def _plan(setup: Setup) -> Plan:
         if served is not None:
             paths["lever:forward"], drafts["lever:forward"] = serving.spec, draft
             what = "run the draft as trained, not as the engine runs it (" + "; ".join(sp.applied) + ")"
-            levers.append(("draft forward", what, "lever:forward", fwd_fix))
+            levers.append((FORWARD, what, "lever:forward", fwd_fix))
+    parts = _forward_parts(sp, paths, drafts, levers) if "lever:forward" in paths else {}
     base = TRAINING if TRAINING in paths else SERVING
     # module health is a step-1 measurement: the ablated copies run one step, not the K of the chains
     ablations = {mod: mean_ablated(draft, mod) for mod in ABLATED} if base in paths else {}
-    return Plan(paths, drafts, levers, base, notes, ablations, aliases)
+    return Plan(paths, drafts, levers, base, notes, ablations, aliases, parts=parts)
+
+
+FORWARD = "draft forward"
+
+
+def _forward_parts(sp: Any, paths: dict, drafts: dict, levers: list) -> dict[str, str]:
+    """One lever per served difference where the engine's forward differs in several: that difference set
+    back to training alone, every other one kept, so the verdict can say which of them costs acceptance."""
+    parts = {}
+    for code, (why, f, others) in sp.singles.items():
+        name, path = f"{FORWARD} {code}", f"lever:forward:{code}"
+        paths[path], drafts[path] = paths["lever:forward"], others
+        levers.append((name, f"set back the engine's {why}, every other served difference kept", path, f.fix or None))
+        parts[name] = FORWARD
+    return parts
 
 
 def _spec(spec: FeatureSpec | None) -> str:

@@ -32,6 +32,9 @@ class LeverRow(JsonFields):
     recovery: Interval  # lever - serving, paired over prompts (mean acceptance length)
     step1_recovery: Interval
     fix: str | None
+    part_of: str | None = None  # the lever this one is a part of (one difference of several set back alone)
+
+    JSON_OMIT_NONE: ClassVar[tuple[str, ...]] = ("part_of",)
 
 
 @dataclass

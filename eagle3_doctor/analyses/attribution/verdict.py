@@ -25,7 +25,10 @@ def _levers(plan: Plan, results: dict[str, PathResult], K: int) -> list[LeverRow
     names = [SERVING] + [p for _, _, p, _ in plan.levers]
     own, diff = _mal(results, names, K)
     _, s1 = _step1(results, names)
-    rows = [LeverRow(name, what, own[i + 1], diff[i + 1], s1[i + 1], fix) for i, (name, what, _, fix) in enumerate(plan.levers)]
+    rows = [
+        LeverRow(name, what, own[i + 1], diff[i + 1], s1[i + 1], fix, plan.parts.get(name))
+        for i, (name, what, _, fix) in enumerate(plan.levers)
+    ]
     return sorted(rows, key=lambda r: -r.recovery.point)
 
 
@@ -144,8 +147,9 @@ def _pipeline_finding(gap: Interval, serving: Interval, training: Interval, leve
         f"mean acceptance length: serving {serving.text(2)}, training {training.text(2)}, gap {gap.text(2)} (paired over {gap.n} prompts)"
     ]
     ev += [f"lever {r.name}: recovers {r.recovery.text(2)} ({r.what})" for r in levers]
-    top = next((r for r in levers if r.recovery.lo > 0), None)
-    sides = [r for r in levers if r.name != WEIGHTS]  # the weights lever is no part of the serving-training gap
+    top = _top_lever(levers)
+    # the weights lever is no part of the serving-training gap, and a part is counted in its whole
+    sides = [r for r in levers if r.name != WEIGHTS and r.part_of is None]
     if sides and gap.lo > 0:
         rest = sum(r.recovery.point for r in sides) - gap.point
         ev.append(f"residual (gap not explained by the levers one at a time): {-rest:+.2f}")
@@ -161,6 +165,16 @@ def _pipeline_finding(gap: Interval, serving: Interval, training: Interval, leve
         "apply every lever's training-side setting together (the training side recovers the gap): the fixes of the FWD and CAP findings",
         data={"lever": None},
     )
+
+
+def _top_lever(levers: list[LeverRow]) -> LeverRow | None:
+    """The lever recovering most beyond the noise; where it is a whole whose one part recovers as much
+    (its interval reaches the whole's point), that part, whose fix is the one edit that matters."""
+    top = next((r for r in levers if r.recovery.lo > 0 and r.part_of is None), None)
+    if top is None:
+        return next((r for r in levers if r.recovery.lo > 0), None)
+    part = next((r for r in levers if r.part_of == top.name and r.recovery.lo > 0 and r.recovery.hi >= top.recovery.point), None)
+    return part or top
 
 
 def _module_finding(r: ModuleRow, modules: list[ModuleRow], base: str) -> Finding:
