@@ -1,8 +1,8 @@
 """fix: write a corrected copy of the draft and measure that it recovers acceptance.
 
 The edits are the findings' own :class:`core.findings.Fix` objects (a dotted key of the draft's
-config.json and the value to write, or a key to delete), the same edits the terminal prints: `fix`
-never reinterprets a fix's text. The input directory is never touched; the copy goes to a new
+config.json and the value to write, or a key to delete; or a rename of weight tensors, given as data),
+the same edits the terminal prints: `fix` never reinterprets a fix's text, nor runs its snippet. The input directory is never touched; the copy goes to a new
 directory. Acceptance is then measured on the original and on the copy, on the same prompts and the
 same target forward settings, and the change in mean acceptance length (as the engine feeds and runs
 the draft) gets its paired interval over prompts. A fix that does not recover acceptance is reported
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.errors import BadInput
-from ..core.findings import DRAFT_CONFIG, Finding, Fix
+from ..core.findings import DRAFT_CONFIG, DRAFT_WEIGHTS, Finding, Fix
 from ..core.stats import Interval, difference_interval
 from ..core.typed_json import JsonFields
 from .attribution.measure import measure_gap
@@ -38,11 +38,11 @@ SCHEMA = "eagle3-doctor/fix/1"
 
 @dataclass
 class Edit(JsonFields):
-    """One key of the copy's config.json, as a finding asked for it."""
+    """One key of the copy's config.json, or one renamed weight tensor, as a finding asked for it."""
 
     code: str  # the finding whose fix this is
     key: str
-    op: str  # set | delete
+    op: str  # set | delete | rewrite (before: the tensor's name, after: its new name)
     before: Any
     after: Any
 
@@ -78,13 +78,44 @@ class FixResult(JsonFields):
 
 
 def config_edits(findings: list[Finding]) -> list[tuple[str, Fix]]:
-    """(code, fix) for every finding whose fix is a set/delete of a draft config key, first one per key."""
+    """(code, fix) for every finding whose fix is a set/delete of a draft config key or a rename of the
+    draft's weight tensors, first one per key."""
     seen: dict[str, tuple[str, Fix]] = {}
     for f in findings:
         fx = f.fix
         if isinstance(fx, Fix) and fx.file == DRAFT_CONFIG and fx.key and fx.op in ("set", "delete"):
             seen.setdefault(fx.key, (f.code, fx))
+        elif isinstance(fx, Fix) and fx.key and _renames(fx):
+            seen.setdefault(fx.key, (f.code, fx))
     return list(seen.values())
+
+
+def _renames(fx: Fix) -> dict[str, str]:
+    """The tensor renames a weights rewrite carries as data ({old name: new name}), or none."""
+    if fx.file != DRAFT_WEIGHTS or fx.op != "rewrite" or not isinstance(fx.value, dict):
+        return {}
+    got = fx.value.get("rename")
+    return {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else {}
+
+
+def _rename_tensors(copy_dir: Path, code: str, renames: dict[str, str]) -> list[Edit]:
+    """Rename tensors in every safetensors file of the copy (each file rewritten whole, its metadata kept)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    done = []
+    for f in sorted(copy_dir.glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as h:
+            meta = h.metadata()
+        sd = load_file(str(f))
+        hits = [k for k in renames if k in sd]
+        if not hits:
+            continue
+        for k in hits:
+            sd[renames[k]] = sd.pop(k)
+            done.append(Edit(code, renames[k], "rewrite", k, renames[k]))
+        save_file(sd, str(f), metadata=meta)
+    return done
 
 
 def _get(cfg: dict, dotted: str) -> Any:
@@ -126,7 +157,7 @@ def check_out(out: str, src: str | None) -> None:
 
 def write_copy(src: str, out: str, edits: list[tuple[str, Fix]]) -> list[Edit]:
     """Copy the draft directory ``src`` to the new directory ``out`` (links followed) and apply ``edits``
-    to the copy's config.json. ``out`` must not exist yet, nor lie inside ``src``."""
+    to the copy's config.json and weights. ``out`` must not exist yet, nor lie inside ``src``."""
     check_out(out, src)
     s, o = Path(src).resolve(), Path(out).resolve()
     shutil.copytree(s, o, symlinks=False)
@@ -136,6 +167,9 @@ def write_copy(src: str, out: str, edits: list[tuple[str, Fix]]) -> list[Edit]:
     for code, fx in edits:
         key = fx.key
         assert key is not None  # config_edits keeps only fixes that name a key
+        if fx.op == "rewrite":
+            done += _rename_tensors(o, code, _renames(fx))
+            continue
         before = copy.deepcopy(_get(cfg, key))
         apply_edit(cfg, key, fx.op, fx.value)
         done.append(Edit(code, key, fx.op, before, None if fx.op == "delete" else fx.value))
@@ -176,7 +210,7 @@ def fix_draft(
     if not edits:
         f = Finding(
             "FIX002",
-            f"nothing to write: no finding's fix is an edit of the draft's config.json ({d.verdict})",
+            f"nothing to write: no finding's fix is an edit of the draft's config.json or a rename of its weights ({d.verdict})",
             [f.title for f in d.findings],
             "apply the diagnosis' fix by hand (re-export, retrain, or change the launch command), then re-run diagnose",
         )

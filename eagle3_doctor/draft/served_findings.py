@@ -104,6 +104,8 @@ def layer_findings(info: Any, cfg: Any, engine: str, version: str, label: str) -
                 + (f"; or serve this checkpoint with {other}, which applies {trained}" if other else ""),
                 file=DRAFT_WEIGHTS,
                 key=f"layers.N.{served}.weight",
+                # the same rename as data, which fix applies to its copy without running the snippet
+                value={"rename": {f"layers.{i}.{trained}.weight": f"layers.{i}.{served}.weight" for i in range(1, n)}},
                 op="rewrite",
                 snippet=code,
             ),

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import DRAFTS, FIX, PROMPTS, TARGET, invoke
+from conftest import DRAFTS, FIX, PROMPTS, TARGET, invoke, two_layer_draft
 from safetensors.torch import load_file, save_file
 
 FAST = ("--prompts", PROMPTS, "--limit", "10", "--max-new-tokens", "48", "--num-steps", "4", "--quiet")
@@ -150,6 +150,33 @@ def test_fix_writes_a_copy_that_recovers_the_seed_incident(tmp_path, tmp_copy):
     assert json.loads((out / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
     assert {p.name: p.read_bytes() for p in d.iterdir()} == before  # the input is untouched
     assert (out / "model.safetensors").read_bytes() == (d / "model.safetensors").read_bytes()
+
+
+def test_fix_renames_the_later_layers_norm_the_engine_reads_in_its_copy(tmp_path):
+    """A two-layer draft under SGLang 0.5.23, which normalises layer 1 with hidden_norm where the checkpoint
+    holds input_layernorm (FWD009): the copy gets the tensor under SGLang's name, the input stays as it was,
+    and inspect of the copy under the same release is quiet about it."""
+    from safetensors import safe_open
+
+    from eagle3_doctor.analyses.inspect.inspection import inspect
+
+    d = two_layer_draft(tmp_path / "d2")
+    before = {q.name: q.read_bytes() for q in d.iterdir()}
+    out, js = tmp_path / "fixed", tmp_path / "fix.json"
+    invoke("fix", "--target", TARGET, "--draft", d, "--engine", "sglang", "--engine-version", "0.5.23",
+           "--out", out, "--json", js, *FAST)  # fmt: skip
+    doc = json.loads(js.read_text())
+    validate(doc)
+    # (beside CAP007's edit: SGLang reads a speculators config's layer ids from another key)
+    assert [(e["op"], e["before"], e["after"]) for e in doc["edits"] if e["code"] == "FWD009"] == [
+        ("rewrite", "layers.1.input_layernorm.weight", "layers.1.hidden_norm.weight")
+    ]
+    with safe_open(str(out / "model.safetensors"), framework="pt") as h:
+        keys = set(h.keys())
+    assert "layers.1.hidden_norm.weight" in keys and "layers.1.input_layernorm.weight" not in keys
+    assert {q.name: q.read_bytes() for q in d.iterdir()} == before
+    assert "FWD009" not in {f.code for f in inspect(str(TARGET), str(out), engine="sglang", engine_version="0.5.23").findings}
+    assert doc["verdict"] in ("recovered", "not recovered") and doc["change"] is not None
 
 
 @pytest.mark.parametrize("where", ["exists", "inside"])
