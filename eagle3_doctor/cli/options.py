@@ -140,6 +140,13 @@ PROMPTS = opt(
     "--prompts",
     help='JSONL chat messages ({"messages": [...]}) or plain text, one prompt per line. Default: built-in prompts.',
 )
+TRAIN_DATA = opt(
+    Optional[str],
+    None,
+    "--train-data",
+    help="The draft's training conversations (JSONL, as --prompts reads them): the draft's accuracy along them is "
+    "measured against its accuracy on the prompts.",
+)
 MAX_TOKENS = opt(int, 512, "--max-tokens", help="Truncate each prompt or dump sequence to this many tokens.")
 BATCH_SIZE = opt(str, "8", "--batch-size", help="Sequences per forward, or 'auto' (sized from free GPU memory).")
 LIMIT = opt(Optional[int], None, "--limit", help="Use only the first N prompts or dump files.")

@@ -323,6 +323,8 @@ def preflight(**kw: Any) -> None:
         )
     if kw.get("prompts") is not None:
         require_file(kw["prompts"], "prompts file", "pass --prompts FILE (JSONL chat messages or text lines)")
+    if kw.get("train_data") is not None:
+        require_file(kw["train_data"], "--train-data", "pass the draft's training conversations as a JSONL file")
     for key, what, fix in (
         ("policy", "policy file", "pass --policy FILE.toml"),
         ("baseline", "baseline", "pass the JSON written by an earlier `eagle3-doctor gate --json`"),
@@ -348,6 +350,7 @@ def preflight(**kw: Any) -> None:
     if d is not None and not is_hub_id(d):  # a hub id's files are checked once resolved (check_resolved)
         check_draft(d, kw.get("draft_format"))
     check_prompts(kw.get("prompts"))
+    check_prompts(kw.get("train_data"))
     check_dump(kw.get("train_dump"))
     check_policy_file(kw.get("policy"))
     check_baseline(kw.get("baseline"))

@@ -209,16 +209,25 @@ def acceptance_intervals(
 
 
 def difference_interval(
-    cur: np.ndarray, base: np.ndarray, stat: Stat, *, B: int = DEFAULT_B, seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL
+    cur: np.ndarray,
+    base: np.ndarray,
+    stat: Stat,
+    *,
+    B: int = DEFAULT_B,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+    independent: bool = False,
 ) -> tuple[Interval, str]:
     """Interval of stat(cur) - stat(base): paired over prompts when both ran the same number of prompts
-    (the gate replays the same prompt file), otherwise two independent resamples."""
+    (the gate replays the same prompt file), otherwise two independent resamples. ``independent``: two
+    different prompt sets, never paired even where their counts happen to agree."""
     cur, base = np.asarray(cur, dtype=np.float64), np.asarray(base, dtype=np.float64)
-    if cur.shape[0] == base.shape[0] and cur.shape[0] > 0:
+    if cur.shape[0] == base.shape[0] and cur.shape[0] > 0 and not independent:
         _, diff = paired([base, cur], stat, ref=0, B=B, seed=seed, level=level)
         return diff[1], "paired over prompts"
     wc, wb = weights(cur.shape[0], B, seed), weights(base.shape[0], B, seed + 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         s = stat(wc @ cur) - stat(wb @ base)
     point = float(stat(cur.sum(0)) - stat(base.sum(0)))
-    return _interval(point, s, level, cur.shape[0], B, seed), "independent resamples (prompt counts differ)"
+    why = "independent resamples of the two prompt sets" if independent else "independent resamples (prompt counts differ)"
+    return _interval(point, s, level, cur.shape[0], B, seed), why

@@ -22,6 +22,7 @@ INPUTS: tuple[tuple[str, str], ...] = (
     ("target", "--target"),
     ("draft", "--draft"),
     ("prompts", "--prompts"),
+    ("train_data", "--train-data"),
     ("serve_config", "--serve-config"),
     ("policy", "--policy"),
     ("baseline", "--baseline"),

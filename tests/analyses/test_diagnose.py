@@ -293,3 +293,33 @@ def test_each_served_forward_difference_is_set_back_alone_and_the_one_that_costs
     f = by_code(doc)["DGN001"]
     assert code == 1 and f["data"]["lever"] == "draft forward FWD001"
     assert '"norm_before_residual": false' in f["fix"] and "q_norm" not in f["fix"]
+
+
+FRENCH = [
+    "Le petit chat dort sur le canapé pendant que la pluie tombe doucement sur les toits de la ville.",
+    "Nous avons visité le marché samedi matin et acheté des fromages, du pain frais et des cerises.",
+    "Après le dîner, mon frère a raconté une histoire étrange sur un château abandonné dans les montagnes.",
+    "La bibliothèque municipale ouvrira ses portes plus tôt cet été pour accueillir les étudiants.",
+    "Elle a appris à jouer du piano à six ans et donne aujourd'hui des concerts dans toute l'Europe.",
+    "Le train de Lyon est arrivé avec une heure de retard à cause de la neige sur les voies.",
+    "Les enfants ont construit une cabane dans le jardin avec des branches et de vieilles planches.",
+    "Chaque automne, la forêt se couvre de rouge et d'or, et les promeneurs viennent de loin.",
+    "Le vieux boulanger se lève à quatre heures pour préparer les croissants du village.",
+    "La lettre est arrivée en retard, mais les nouvelles qu'elle contenait étaient excellentes.",
+]
+
+
+def test_prompts_unlike_the_training_data_are_the_data_verdict(tmp_path):
+    """French prose sent to a draft trained on English requests for Python source: along its own training
+    conversations it follows the target at 0.77 (positions before the context's fall), along the French
+    at about 0.53, with the same features and forward: the verdict is the data. The fixture prompts (the
+    training style) measured the same way are not."""
+    french = tmp_path / "french.jsonl"
+    french.write_text("".join(json.dumps({"messages": [{"role": "user", "content": t}]}) + "\n" for t in FRENCH))
+    train = FIX / "conversations" / "openai.jsonl"
+    _, doc, _ = diagnose(tmp_path, DRAFTS["sglang"], "--prompts", french, "--train-data", train)
+    f = by_code(doc)["DGN007"]
+    assert doc["branch"] == "data" and doc["findings"][0]["code"] == "DGN007" and "DGN005" not in by_code(doc)
+    assert f["data"]["step1_difference"][2] < 0 and "independent resamples" in f["evidence"][0]
+    _, doc, _ = diagnose(tmp_path, DRAFTS["sglang"], "--train-data", train)
+    assert "DGN007" not in by_code(doc) and any("predicted as well as the draft's training sample" in n for n in doc["notes"])

@@ -15,6 +15,7 @@ from ..acceptance.measurement import Measurement, _labels_fn, path_results
 from ..acceptance.options import AcceptanceOptions, _no_progress
 from ..acceptance.run import acceptance_sequences
 from .context import ContextCounts
+from .data import data_finding, lead_with_data, training_sample
 from .markup import _markup_finding, markup_in_prompts
 from .plan import SERVING, WEIGHTS, Plan, _plan, _spec
 from .result import Diagnosis, LeverRow, _mal, _step1
@@ -35,11 +36,13 @@ def diagnose_gap(
     opts: AcceptanceOptions,
     *,
     prompts_path: str | None = None,
+    train_data: str | None = None,
     bucket: int = 32,
     progress: Progress = _no_progress,
 ) -> Diagnosis:
-    """Levers, module ablations and context on one replay of the prompts, then the verdict."""
-    return measure_gap(setup, opts, prompts_path=prompts_path, bucket=bucket, progress=progress)[0]
+    """Levers, module ablations and context on one replay of the prompts, then the verdict; with
+    ``train_data`` (the draft's training conversations), the prompts measured against them too."""
+    return measure_gap(setup, opts, prompts_path=prompts_path, train_data=train_data, bucket=bucket, progress=progress)[0]
 
 
 def measure_gap(
@@ -47,6 +50,7 @@ def measure_gap(
     opts: AcceptanceOptions,
     *,
     prompts_path: str | None = None,
+    train_data: str | None = None,
     bucket: int = 32,
     progress: Progress = _no_progress,
 ) -> tuple[Diagnosis, dict[str, PathResult]]:
@@ -85,6 +89,9 @@ def measure_gap(
     d = _verdict(setup, plan, results, ctx, opts.num_steps, rep.notes + plan.notes, len(rep.seqs), extra, leaning)
     if markup:
         d.findings.append(_markup_finding(markup, len(rep.seqs)))
+    if train_data is not None and plan.base in results:
+        sample = training_sample(setup, opts, train_data, plan, bucket, progress)
+        lead_with_data(d, *data_finding(ctx, sample, plan.base, train_data))
     return d, results
 
 

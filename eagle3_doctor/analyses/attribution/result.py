@@ -62,7 +62,7 @@ class ContextRow(JsonFields):
 class Diagnosis(JsonFields):
     """The verdict, and the measurements it rests on."""
 
-    branch: str  # pipeline | checkpoint | context | runtime | undetermined
+    branch: str  # pipeline | checkpoint | context | data | runtime | undetermined
     verdict: str
     serving: Interval  # mean acceptance length, serving side as the engine runs it
     training: Interval  # the same with every lever on the training side

@@ -136,6 +136,7 @@ def _verdict_line(branch: str, findings: list[Finding]) -> str:
         "pipeline": "in the pipeline: how the engine feeds or runs the draft",
         "checkpoint": "in the checkpoint: the weights as saved",
         "context": "in the data: the prompts' context lengths",
+        "data": "in the data: the prompts are not what the draft was trained on",
         "runtime": "not in anything measurable offline: the offline prediction is healthy",
         "undetermined": "undetermined by these measurements",
     }[branch]

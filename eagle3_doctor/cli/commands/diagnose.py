@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ...core.findings import exit_code
-from ..options import ACCEPTANCE, JSON_OUT, LAYER_IDS, LOADING, PROMPTS, QUIET, REPORT, SERVED, TRAIN_RECIPE, options
+from ..options import ACCEPTANCE, JSON_OUT, LAYER_IDS, LOADING, PROMPTS, QUIET, REPORT, SERVED, TRAIN_DATA, TRAIN_RECIPE, options
 from ..output import console, progress, write_result
 from ..resolve import RESOLVED_LATER, acceptance_options, load_models, preflight_given, resolve_serve
 
@@ -16,6 +16,7 @@ from ..resolve import RESOLVED_LATER, acceptance_options, load_models, preflight
     layer_ids=LAYER_IDS,
     train_recipe=TRAIN_RECIPE,
     prompts=PROMPTS,
+    train_data=TRAIN_DATA,
     **ACCEPTANCE,
     **LOADING,
     json_out=JSON_OUT,
@@ -33,7 +34,7 @@ def diagnose_cmd(**given: Any) -> int:
     setup = load_models(a, r)
     opts = acceptance_options(a, r, setup)
     with progress(a.quiet) as cb:
-        d = diagnose_gap(setup, opts, prompts_path=a.prompts, progress=cb)
+        d = diagnose_gap(setup, opts, prompts_path=a.prompts, train_data=a.train_data, progress=cb)
     r.locate(d.findings)
     render_diagnosis(console(stderr=a.json_out == "-"), d)
     from ...analyses.attribution.result import SCHEMA

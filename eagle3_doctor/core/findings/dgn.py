@@ -100,4 +100,22 @@ RECORDS = (
         ),
         confirm="the prompt numbers in the finding; `eagle3-doctor template-diff` shows how the server renders them",
     ),
+    Code(
+        "DGN007",
+        WARNING,
+        "the prompts lie outside what the draft was trained on",
+        meaning=(
+            "The draft predicts the target much worse on these prompts than along its own training conversations "
+            "(--train-data), on the same features and the same draft forward: the traffic is another distribution "
+            "(another language, domain or format) than the training data."
+        ),
+        why=(
+            "A draft learns the target's behaviour on its training distribution; outside it, its guesses miss however "
+            "well the engine feeds and runs it."
+        ),
+        confirm=(
+            "the two step-1 accuracies and acceptance lengths in the finding, each with its interval over its own "
+            "prompts; retraining on (or adding) traffic like these prompts is the cure"
+        ),
+    ),
 )
