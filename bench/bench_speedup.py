@@ -182,7 +182,7 @@ def main() -> None:
 
 def drift(setup, chains, res) -> None:
     """The probe once more after the loop: if the machine's pace moved while the loop ran, the costs say so."""
-    from eagle3_doctor.analyses.speedup import probe_costs
+    from eagle3_doctor.analyses.cost_probe import probe_costs
 
     again = probe_costs(setup, chains, [1], res.costs.context, res.costs.repeats)
     print("\nprobe before the loop -> after it (batch 1, ms):")

@@ -44,7 +44,7 @@ def _sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
-# The loop's four operations, each a function the cost probe (``speedup.probe_costs``) times as it is:
+# The loop's four operations, each a function the cost probe (``cost_probe.probe_costs``) times as it is:
 # the prediction then sums the costs of the very code the loop runs, host syncs and tensor building
 # included, instead of a model of it.
 

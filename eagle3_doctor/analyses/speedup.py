@@ -21,8 +21,6 @@ prediction is checked against (:func:`check_loop`).
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,13 +31,13 @@ import torch
 from ..core.errors import BadInput
 from ..core.stats import Interval, bootstrap, scaled, weights
 from ..core.typed_json import JsonFields, fields_json
-from ..draft.model import DraftCache
 from ..engines.spec_settings import Setting
 from ..model.decode import CachedTarget
 from .acceptance.estimator import unroll_outcomes
 from .acceptance.measurement import _labels_fn
 from .acceptance.metrics import _leading_ones_np, walk_chain
 from .acceptance.options import AcceptanceOptions, Replay, _no_progress
+from .cost_probe import EXTEND, STEP, VERIFY, CostProbe, probe_costs
 
 if TYPE_CHECKING:
     from ..model.setup import Setup
@@ -47,33 +45,6 @@ if TYPE_CHECKING:
 
 SCHEMA = "eagle3-doctor/speedup/1"
 Progress = Callable[[str, int, int], None]
-VERIFY, EXTEND, STEP = "target verify", "draft extend", "draft step"
-
-
-@dataclass
-class CostRow(JsonFields):
-    """One timed forward: median seconds over the runs (after one warm-up)."""
-
-    batch_size: int
-    part: str  # target verify | draft extend | draft step
-    tokens: int  # new tokens per sequence in the forward
-    seconds: float
-    runs: list[float]
-
-
-@dataclass
-class CostProbe(JsonFields):
-    """What the costs were measured on, and how."""
-
-    where: str  # "costs measured on the CPU" or on the named GPU
-    mode: str  # eager
-    dtype: str
-    context: int  # about the KV cache positions a timed forward attends to (see probe_costs)
-    repeats: int
-    rows: list[CostRow]
-
-    def seconds(self, batch_size: int, part: str, tokens: int) -> float:
-        return next(r.seconds for r in self.rows if (r.batch_size, r.part, r.tokens) == (batch_size, part, tokens))
 
 
 @dataclass
@@ -220,118 +191,6 @@ def grid_acceptance(
                 a, d = sglang_tree_accepted(draft, aux, rb.tokens, labels, lens, s.num_steps, s.topk, s.num_draft_tokens)
                 _walk_all(acc, s, a.cpu().numpy(), d.cpu().numpy(), rb, rep)
     return acc
-
-
-# --------------------------------------------------------------------------- the cost probe
-
-
-def _timed(fns: Sequence[Callable[[], Any]], repeats: int, dev: torch.device) -> list[list[float]]:
-    """Wall seconds of every ``fn``, ``repeats`` runs each after one warm-up, each run synchronised.
-
-    Round robin (every forward once, then again): a slow spell of a shared machine then lands on all
-    the forwards alike instead of on whichever was being timed, and the medians keep their order."""
-
-    def sync() -> None:
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-
-    for fn in fns:
-        fn()
-    runs: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, r in zip(fns, runs):
-            sync()
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            r.append(time.perf_counter() - t0)
-    return runs
-
-
-Timed = list[tuple[str, int, Callable[[], None]]]  # (part, tokens per sequence, the forward)
-
-
-def _target_forwards(ct: CachedTarget, B: int, budgets: Sequence[int], g: torch.Generator) -> Timed:
-    from .spec_loop import verify
-
-    out: Timed = []
-    for n in budgets:
-        rows = torch.randint(0, ct.target.vocab_size, (B, n), generator=g).tolist()
-
-        def run(rows: list = rows) -> None:
-            start = ct.length
-            verify(ct, rows)
-            ct.crop(start + 1)  # see probe_costs: the next forward meets a cache one position longer
-
-        out.append((VERIFY, n, run))
-    return out
-
-
-def _draft_forwards(draft: Any, aux: torch.Tensor, ids: torch.Tensor, extends: Sequence[int], widths: Sequence[int]) -> Timed:
-    """The loop's catch-up over w verified tokens and its single-token steps, each followed by the next
-    proposal (:mod:`spec_loop`'s own functions); a tree's w-wide steps score topk children per slot."""
-    from .spec_loop import catch_up, draft_next, draft_step
-
-    B, C = ids.shape
-    dev = ids.device
-    cache = DraftCache()
-    h = catch_up(draft, aux, ids.tolist(), 0, cache)
-    toks = ids[:, -1].tolist()
-    out: Timed = []
-    for w in extends:
-
-        def extend(w: int = w) -> None:
-            start = cache.length
-            draft_next(draft, catch_up(draft, aux[:, -w:], ids[:, :w].tolist(), start, cache))
-            cache.crop(start + 1)
-
-        out.append((EXTEND, w, extend))
-    for w in widths:
-
-        def step(w: int = w) -> None:
-            start = cache.length
-            if w == 1:
-                draft_next(draft, draft_step(draft, h, toks, start, cache))
-            else:
-                pos = torch.arange(start, start + w, device=dev).expand(B, w)
-                o = draft.extend(h[:, -w:], ids[:, :w], pos, cache, from_aux=False)
-                draft.to_target_ids(draft.logits(o).topk(w, dim=-1).indices).tolist()
-            cache.crop(start + 1)
-
-        out.append((STEP, w, step))
-    return out
-
-
-@torch.inference_mode()
-def probe_costs(setup: Setup, settings: Sequence[Setting], batch_sizes: Sequence[int], context: int, repeats: int) -> CostProbe:
-    """Time every forward the settings need, at each batch size, against caches of about ``context`` positions.
-
-    Every timed forward leaves one position in its cache, so no two forwards of a cache meet the same
-    length, as no two passes of a decode loop do: a forward that pays for each new shape (an attention
-    plan, a mask, an allocation) pays for it here too. The lengths walk up through ``context``."""
-    tgt, draft = setup.target, setup.draft
-    budgets = sorted({1} | {s.verify_tokens for s in settings})
-    extends = list(range(1, max(s.num_steps for s in settings) + 2))  # an extend covers accepted + bonus
-    widths = sorted({s.topk for s in settings if s.num_steps > 1})  # 1: a chain's step
-    runs_per_cache = (repeats + 1) * max(len(budgets), len(extends) + len(widths))
-    start = max(max(extends), context - runs_per_cache // 2)  # an extend reads its w tokens from the prefill
-    g = torch.Generator().manual_seed(0)
-    rows: list[CostRow] = []
-    for B in batch_sizes:
-        ct = CachedTarget(tgt, setup.serving.spec)
-        ids = torch.randint(0, tgt.vocab_size, (B, start), generator=g).to(tgt.device)
-        aux, _ = ct.forward(ids, last_only=True)
-        fwd = _target_forwards(ct, B, budgets, g) + _draft_forwards(draft, aux, ids, extends, widths)
-        for (part, n, _), runs in zip(fwd, _timed([f for _, _, f in fwd], repeats, tgt.device)):
-            rows.append(CostRow(B, part, n, statistics.median(runs), runs))
-        del ct, aux, fwd
-    dev = tgt.device
-    where = "costs measured on the CPU" if dev.type == "cpu" else f"costs measured on {_device_name(dev)}"
-    return CostProbe(where, "eager", str(tgt.dtype).replace("torch.", ""), context, repeats, rows)
-
-
-def _device_name(dev: torch.device) -> str:
-    return torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev)
 
 
 # --------------------------------------------------------------------------- prediction
