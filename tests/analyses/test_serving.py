@@ -268,3 +268,15 @@ def test_weak_draft_and_undetermined():
     assert comp.verdict == "undetermined" and "cannot rule out" in f[0].title
     comp, f = compare_to_prediction(Measured("sglang", "x", 96.0, 1.25, (1.1, 1.4)), paths, _settings(3))
     assert comp.verdict == "wiring"
+
+
+def test_server_metrics_json_to_stdout_is_the_json_alone():
+    """`--json -` makes stdout a JSON document a pipe can parse; the human report goes to stderr."""
+    r = subprocess.run(
+        [sys.executable, "-m", "eagle3_doctor.cli.app", "server-metrics", "--metrics", prom("vllm-after-healthy.prom"),
+         "--before", prom("vllm-before.prom"), "--json", "-"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["schema"] == "eagle3-doctor/server-metrics/1"
+    assert "position 5 rate" in r.stderr

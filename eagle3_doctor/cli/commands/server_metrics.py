@@ -23,6 +23,6 @@ def server_metrics_cmd(**given: Any) -> int:
     from ...report.server_metrics import render_measured
 
     m = load_measured(a.metrics, a.before, a.log, engine=a.engine, model=a.model)
-    render_measured(console(), m)
+    render_measured(console(stderr=a.json_out == "-"), m)  # stdout carries the JSON alone
     write_result(a.json_out, m.to_dict(), False)
     return EXIT_OK
