@@ -127,13 +127,10 @@ def _exit_at_once(signum: int, frame: Any) -> None:
     abort. So nothing is raised: the temporaries a write has staged are removed, the one line written
     straight to the descriptor, and the process ends with the shell's code. Buffered stdout is dropped
     with it, which is what "no report was written" says."""
+    from . import exit_with_signal
+
     remove_staged()
-    what = "interrupted" if signum == signal.SIGINT else "terminated (SIGTERM)"
-    try:
-        os.write(2, f"eagle3-doctor: {what}: no report was written\n".encode())
-    except OSError:  # stderr closed: the exit code is all that is left
-        pass
-    os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED)
+    exit_with_signal(signum, ": no report was written")
 
 
 def _report_bug(exc: BaseException) -> str:
