@@ -89,7 +89,8 @@ def rounded_to(values: np.ndarray, dtype: str | None) -> np.ndarray:
     the torch draft casts every weight to its fc's dtype, and inspect must see the same numbers."""
     values = values.astype(np.float32, copy=False)
     if dtype == "float16":
-        return values.astype(np.float16).astype(np.float32)
+        with np.errstate(over="ignore"):  # past float16's range is inf, as torch's cast gives
+            return values.astype(np.float16).astype(np.float32)
     if dtype == "bfloat16":
         u = values.view(np.uint32).astype(np.uint64)
         r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16).astype(np.uint32).view(np.float32)
