@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import BadInput
 from ..core.taps import FeatureSpec
-from ..io.arrays import StoredArray
 from .config import DraftConfig
 from .format_configs import KEY_CONVENTION, config_to_canonical, find_layer_ids, ids_to_spec, native_ids_key
 from .rope import rope_parameters
@@ -28,6 +27,8 @@ from .shapes import expected_shapes
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from ..io.arrays import StoredArray
 
 FORMATS = ("eagle", "sglang", "speculators")
 

@@ -7,9 +7,10 @@ dtype (``StoredArray.to_torch``), so one reader serves both.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where an array is made: the CLI's preflight imports this module to reject bad input at once
+    import numpy as np
 
 # safetensors dtype code -> (torch's name for it, the numpy dtype its bytes are read as)
 SAFETENSORS_DTYPES: dict[str, tuple[str, str]] = {
@@ -64,6 +65,8 @@ class StoredArray:
 
     def values(self) -> np.ndarray:
         """The numbers: floats numpy lacks decoded to float32 (exactly), every other dtype as stored."""
+        import numpy as np
+
         if self.dtype == "bfloat16":
             # bf16 is the top half of a float32: shifting its bits back is exact
             return (self.raw.astype(np.uint32) << 16).view(np.float32)
@@ -73,10 +76,11 @@ class StoredArray:
 
     def float32(self) -> np.ndarray:
         v = self.values()
-        return v if v.dtype == np.float32 else v.astype(np.float32)
+        return v if v.dtype.name == "float32" else v.astype("float32")
 
     def to_torch(self) -> Any:
         """The same bits as a torch tensor of the stored dtype (torch imported here, by its callers' need)."""
+        import numpy as np
         import torch
 
         raw = self.raw if self.raw.flags.writeable else self.raw.copy()
@@ -87,6 +91,8 @@ class StoredArray:
 def rounded_to(values: np.ndarray, dtype: str | None) -> np.ndarray:
     """float32 ``values`` as a tensor cast to ``dtype`` holds them (round to nearest even), back in float32:
     the torch draft casts every weight to its fc's dtype, and inspect must see the same numbers."""
+    import numpy as np
+
     values = values.astype(np.float32, copy=False)
     if dtype == "float16":
         with np.errstate(over="ignore"):  # past float16's range is inf, as torch's cast gives
@@ -100,6 +106,7 @@ def rounded_to(values: np.ndarray, dtype: str | None) -> np.ndarray:
 
 def from_torch(t: Any) -> StoredArray:
     """A torch tensor (a pickled checkpoint's) as a StoredArray, its bits unchanged."""
+    import numpy as np
     import torch
 
     name = str(t.dtype).replace("torch.", "")
@@ -116,6 +123,8 @@ _F8_TABLES: dict[str, np.ndarray] = {}
 
 def _float8_table(dtype: str) -> np.ndarray:
     """float32 value of each of the 256 bit patterns of a float8 dtype (OCP FP8 and the FNUZ variants)."""
+    import numpy as np
+
     if dtype not in _F8_TABLES:
         exp_bits, bias = (4, 7) if "e4m3" in dtype else (5, 15)
         fnuz = dtype.endswith("fnuz")
