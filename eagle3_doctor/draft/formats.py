@@ -16,11 +16,19 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import BadInput
 from ..core.taps import FeatureSpec
+from .config import DraftConfig
 from .format_configs import KEY_CONVENTION, config_to_canonical, find_layer_ids, ids_to_spec, native_ids_key
+from .rope import rope_parameters
+from .shapes import expected_shapes
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..io.arrays import StoredArray
 
 FORMATS = ("eagle", "sglang", "speculators")
 
@@ -133,10 +141,91 @@ def canonical_to_native_name(fmt: str, name: str) -> str:
 
 
 def load_safetensors_dir(directory: Path) -> dict[str, Any]:
-    """All tensors of a draft directory: safetensors (sharded or not), else pytorch_model.bin (weights_only)."""
+    """All tensors of a draft directory as {name: StoredArray}: safetensors (sharded or not), else
+    pytorch_model.bin (weights_only)."""
     from ..io.hub import load_weights_dir
 
     return load_weights_dir(directory)
+
+
+@dataclass
+class DraftCheckpoint:
+    """A draft directory read and checked without torch: what inspect audits, and what read_draft builds
+    the module from (one reader for both)."""
+
+    config: DraftConfig
+    info: DraftInfo
+    state: dict[str, StoredArray]  # canonical names (canonical_state)
+    tensors: dict[str, StoredArray]  # the names as stored, for forensics
+
+    @property
+    def d2t(self) -> np.ndarray:
+        """int64 offsets (target id - draft id); zeros when absent, vLLM's silent reading of a missing map."""
+        import numpy as np
+
+        if "d2t" in self.state:
+            return self.state["d2t"].values().astype(np.int64)
+        return np.zeros(self.config.draft_vocab_size, dtype=np.int64)
+
+    @property
+    def t2d(self) -> np.ndarray:
+        """bool over the target vocabulary; when absent, the ids d2t reaches, as read_draft fills it in."""
+        import numpy as np
+
+        if "t2d" in self.state:
+            return self.state["t2d"].values().astype(bool)
+        cfg = self.config
+        t2d = np.zeros(cfg.vocab_size, dtype=bool)
+        t2d[np.clip(np.arange(cfg.draft_vocab_size) + self.d2t, 0, cfg.vocab_size - 1)] = True
+        return t2d
+
+    def weight(self, name: str) -> np.ndarray | None:
+        """A canonical tensor's values in float32 as read_draft's module holds them (cast to the fc's dtype), or None."""
+        from ..io.arrays import rounded_to
+
+        if name not in self.state:
+            return None
+        t = self.state[name]
+        return t.float32() if t.dtype == self.info.weight_dtype else rounded_to(t.float32(), self.info.weight_dtype)
+
+
+def read_checkpoint(path: str | os.PathLike, *, fmt: str | None = None) -> DraftCheckpoint:
+    """Read a draft directory: config, format, canonical tensors, every shape checked against the config."""
+    d = Path(path)
+    if not d.is_dir():
+        raise BadInput(f"draft directory {d} does not exist", "pass --draft DIR with the draft's config.json and weights")
+    from ..io.safeio import read_json_object
+
+    cfg_raw = read_json_object(d / "config.json", "point --draft at a directory holding config.json and *.safetensors")
+    tensors = load_safetensors_dir(d)
+    keys = sorted(tensors)
+    fmt, why = _resolve_format(cfg_raw, keys, fmt)
+    canon_fields = _config_fields(d, fmt, cfg_raw)
+    canon = canonical_state(tensors)
+    _fields_from_weights(canon_fields, canon)
+    cfg, expected = _checked_config(d, canon_fields)
+    missing, unexpected = _check_weights(d, fmt, expected, canon)
+    all_ids = find_layer_ids(cfg_raw)
+    native = native_ids_key(fmt)
+    ids = all_ids.get(native) if native else None
+    info = DraftInfo(
+        path=str(d),
+        format=fmt,
+        format_reason=why,
+        config=cfg_raw,
+        layer_ids=ids,
+        layer_ids_key=native if ids is not None else None,
+        other_layer_id_keys={k: v for k, v in all_ids.items() if k != native},
+        weight_keys=keys,
+        missing=missing,
+        unexpected=unexpected,
+        has_lm_head="lm_head.weight" in canon,
+        has_embed="embed_tokens.weight" in canon,
+        has_d2t="d2t" in canon,
+        has_t2d="t2d" in canon,
+        weight_dtype=canon["fc.weight"].dtype,
+    )
+    return DraftCheckpoint(cfg, info, canon, tensors)
 
 
 def read_draft(
@@ -152,47 +241,16 @@ def read_draft(
     ``target_embed`` ([V, H], or a callable returning it) is attached when the checkpoint carries no ``embed_tokens``
     (SGLang always uses the target's embeddings: the draft's own are never loaded there).
     """
-    d = Path(path)
-    if not d.is_dir():
-        raise BadInput(f"draft directory {d} does not exist", "pass --draft DIR with the draft's config.json and weights")
-    from ..io.safeio import read_json_object
+    import torch
 
-    cfg_raw = read_json_object(d / "config.json", "point --draft at a directory holding config.json and *.safetensors")
-    tensors = load_safetensors_dir(d)
-    keys = sorted(tensors)
-    fmt, why = _resolve_format(cfg_raw, keys, fmt)
-    canon_fields = _config_fields(d, fmt, cfg_raw)
-    canon = canonical_state(tensors)
-    _fields_from_weights(canon_fields, canon)
-    cfg, draft = _meta_draft(d, canon_fields)
-    missing, unexpected = _check_weights(d, fmt, draft, canon)
-    weight_dtype = canon["fc.weight"].dtype
-    target_dtype = dtype or weight_dtype
+    ck = read_checkpoint(path, fmt=fmt)
+    canon = {k: v.to_torch() for k, v in ck.state.items()}
+    cfg, draft = _meta_draft(Path(ck.info.path), ck.config)
+    target_dtype = dtype or getattr(torch, ck.info.weight_dtype or "float32")
     draft = _materialise(draft, cfg, canon, device, target_dtype)
-    has_embed = _attach_embeddings(draft, cfg, canon, target_embed, device, target_dtype)
-    all_ids = find_layer_ids(cfg_raw)
-    native = native_ids_key(fmt)
-    ids = all_ids.get(native) if native else None
-    others = {k: v for k, v in all_ids.items() if k != native}
-    info = DraftInfo(
-        path=str(d),
-        format=fmt,
-        format_reason=why,
-        config=cfg_raw,
-        layer_ids=ids,
-        layer_ids_key=native if ids is not None else None,
-        other_layer_id_keys=others,
-        weight_keys=keys,
-        missing=missing,
-        unexpected=unexpected,
-        has_lm_head="lm_head.weight" in canon,
-        has_embed=has_embed,
-        has_d2t="d2t" in canon,
-        has_t2d="t2d" in canon,
-        weight_dtype=str(weight_dtype).replace("torch.", ""),
-    )
+    _attach_embeddings(draft, cfg, canon, target_embed, device, target_dtype)
     draft.eval()
-    return draft, info
+    return draft, ck.info
 
 
 def _resolve_format(cfg_raw: dict[str, Any], keys: list[str], fmt: str | None) -> tuple[str, str]:
@@ -242,18 +300,40 @@ def _fields_from_weights(canon_fields: dict[str, Any], canon: dict[str, Any]) ->
     canon_fields["num_hidden_layers"] = 1 + (max(extra) + 1 if extra else 0)
 
 
-def _meta_draft(d: Path, canon_fields: dict[str, Any]) -> tuple[Any, Any]:
-    """(DraftConfig, Eagle3Draft on the meta device): the expected shapes, before any memory is spent."""
+def _checked_config(d: Path, canon_fields: dict[str, Any]) -> tuple[DraftConfig, dict[str, tuple[int, ...]]]:
+    """The DraftConfig and the state dict it implies, or BadInput where no module can be built from the config."""
+    try:
+        cfg = DraftConfig.from_dict(canon_fields)
+        expected = expected_shapes(cfg)
+        bad = next(
+            (k for k, shape in expected.items() if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in shape)),
+            None,
+        )
+        if bad is not None:
+            raise ValueError(f"{bad} would have shape {expected[bad]}")
+        if rope_parameters(cfg)["rope_type"] != "default":
+            # only transformers knows the other rope types: building their tables is what proves the config usable
+            from .rope import rope_tables
+
+            rope_tables(cfg)
+    except Exception as e:  # any failure to size the module from this config means the config is unusable
+        raise BadInput(
+            f"draft config in {d} is not usable: {type(e).__name__}: {str(e)[:160]}",
+            "check config.json against the checkpoint format",
+        ) from None
+    return cfg, expected
+
+
+def _meta_draft(d: Path, cfg: DraftConfig) -> tuple[DraftConfig, Any]:
+    """(DraftConfig, Eagle3Draft on the meta device): the module, before any memory is spent."""
     import torch
 
-    from .config import DraftConfig
     from .model import Eagle3Draft
 
     try:
-        cfg = DraftConfig.from_dict(canon_fields)
         with torch.device("meta"):
             draft = Eagle3Draft(cfg)
-    except Exception as e:  # any failure to build the module from this config means the config is unusable
+    except Exception as e:  # the same refusal as _checked_config, for whatever it could not foresee
         raise BadInput(
             f"draft config in {d} is not usable: {type(e).__name__}: {str(e)[:160]}",
             "check config.json against the checkpoint format",
@@ -261,15 +341,14 @@ def _meta_draft(d: Path, canon_fields: dict[str, Any]) -> tuple[Any, Any]:
     return cfg, draft
 
 
-def _check_weights(d: Path, fmt: str, draft: Any, canon: dict[str, Any]) -> tuple[list[str], list[str]]:
+def _check_weights(d: Path, fmt: str, expected: dict[str, tuple[int, ...]], canon: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(missing, unexpected) weight names; a shape mismatch or a missing layer weight is refused."""
-    expected = {k: v for k, v in draft.state_dict().items()}
     missing = sorted(k for k in expected if k not in canon and k not in ("d2t", "t2d", "lm_head.weight"))
     unexpected = sorted(k for k in canon if k not in expected and k != "embed_tokens.weight")
     for k, want in expected.items():
-        if k in canon and tuple(canon[k].shape) != tuple(want.shape):
+        if k in canon and tuple(canon[k].shape) != want:
             raise BadInput(
-                f"draft tensor {k} has shape {tuple(canon[k].shape)}, the config implies {tuple(want.shape)}",
+                f"draft tensor {k} has shape {tuple(canon[k].shape)}, the config implies {want}",
                 "the weights and config.json come from different checkpoints; restore a matching pair",
             )
     if missing:

@@ -3,11 +3,13 @@ type, and the rotation in NeoX or GPT-J layout."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from .config import DraftConfig
+
+if TYPE_CHECKING:  # torch is imported where a table is built: inspect reads a default-rope draft without it
+    import numpy as np
+    import torch
 
 
 def rope_parameters(cfg: DraftConfig) -> dict[str, Any]:
@@ -29,6 +31,8 @@ def rope_tables(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
     them (``modeling_rope_utils.ROPE_INIT_FUNCTIONS``: every rope_type transformers knows, yarn's
     attention factor, partial_rotary_factor): by transformers itself, except the default type,
     written out here and pinned to it bit for bit."""
+    import torch
+
     rp = rope_parameters(cfg)
     if rp["rope_type"] == "default":
         # transformers' compute_default_rope_parameters, op for op (tests/draft/test_draft_oracles.py checks
@@ -42,6 +46,8 @@ def rope_tables(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
 
 def rope_tables_transformers(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
     """:func:`rope_tables` computed by transformers for every rope type."""
+    import torch
+
     rp = rope_parameters(cfg)
     kind = rp["rope_type"]
     from transformers import LlamaConfig
@@ -98,6 +104,19 @@ def _tf_version() -> str:
     return transformers.__version__
 
 
+def rope_frequencies(cfg: DraftConfig) -> tuple[np.ndarray, float]:
+    """:func:`rope_tables` as numpy, for comparing two configs' rotations: the default type computed
+    here in float64 (without torch), every other one by transformers."""
+    import numpy as np
+
+    rp = rope_parameters(cfg)
+    if rp["rope_type"] == "default":
+        dim = int(int(cfg.head_dim) * float(rp.get("partial_rotary_factor", 1.0)))
+        return 1.0 / float(rp["rope_theta"]) ** (np.arange(0, dim, 2, dtype=np.float64) / dim), 1.0
+    inv, scale = rope_tables(cfg)
+    return inv.double().numpy(), scale
+
+
 def rope_inv_freq(cfg: DraftConfig) -> torch.Tensor:
     return rope_tables(cfg)[0]
 
@@ -105,6 +124,8 @@ def rope_inv_freq(cfg: DraftConfig) -> torch.Tensor:
 def neox_order(x: torch.Tensor, rot: int) -> torch.Tensor:
     """Reorder the first ``rot`` dims of the last axis from GPT-J pairs (2i, 2i+1) to NeoX
     halves (i, i + rot/2); later (non-rotary) dims stay where they are."""
+    import torch
+
     return torch.cat([x[..., 0:rot:2], x[..., 1:rot:2], x[..., rot:]], dim=-1)
 
 
@@ -112,6 +133,8 @@ def apply_rope(x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor, scale
     """x: [B, heads, T, d]; pos: [B, T] (int). NeoX rotate-half over the first 2*len(inv_freq)
     dims (all of them unless partial_rotary_factor < 1), as transformers' Llama; ``scale`` is the
     rope init function's attention factor (yarn, longrope), applied to cos and sin as transformers does."""
+    import torch
+
     rot = 2 * inv_freq.shape[0]
     freqs = pos[:, None, :, None].float() * inv_freq.to(x.device)[None, None, None, :]  # [B,1,T,d/2]
     emb = torch.cat([freqs, freqs], dim=-1)

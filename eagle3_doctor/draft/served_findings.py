@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .served import (
     ENGINE_NAME,
     DraftServing,
@@ -229,19 +231,48 @@ def _weight_source_findings(
     up = f"upgrade to a release with {row.weights_fixed_by}" + (
         f" (--engine-version {newest} models one)" if newest != version else ""
     )
-    if (
-        sf.embed_from_target
-        and draft.embed_tokens is not None
-        and target_embed is not None
-        and row.embed == "target-if-same-shape"
-        and tuple(target_embed.shape) == tuple(draft.embed_tokens.weight.shape)
-    ):
-        out += _replaced_weight_findings("embed_tokens", target_embed, draft.embed_tokens.weight, row, label, up)
-    if sf.head_from_target and target_head is not None and tuple(target_head.shape) == tuple(draft.lm_head.weight.shape):
-        out += _replaced_weight_findings("lm_head", target_head, draft.lm_head.weight, row, label, up)
+    # the draft's weights are copied to float32 only where a swap is in question: an embedding matrix is GBs
+    if sf.embed_from_target and target_embed is not None and row.embed == "target-if-same-shape":
+        embed = own_weight(draft, "embed_tokens")
+        if embed is not None and tuple(target_embed.shape) == tuple(embed.shape):
+            out += _replaced_weight_findings("embed_tokens", target_embed, embed, row, label, up)
+    if sf.head_from_target and target_head is not None:
+        head = own_weight(draft, "lm_head")
+        if head is not None and tuple(target_head.shape) == tuple(head.shape):
+            out += _replaced_weight_findings("lm_head", target_head, head, row, label, up)
     if sf.head_is_embed:
         out.append(_tied_head_finding(draft, cfg, row, label))
     return out
+
+
+def own_weight(draft: Any, module: str) -> Any:
+    """The draft's own ``embed_tokens`` or ``lm_head`` weight in float32 numpy, or None where it has none:
+    from the checkpoint as read (inspect, no torch) or from a loaded Eagle3Draft."""
+    from .formats import DraftCheckpoint
+
+    if isinstance(draft, DraftCheckpoint):
+        w = draft.weight(f"{module}.weight")
+        if w is None and module == "lm_head":  # read_draft's stand-in for a missing head
+            return np.zeros((draft.config.draft_vocab_size, draft.config.hidden_size), dtype=np.float32)
+        return w
+    m = getattr(draft, module)
+    return None if m is None else _as_f32(m.weight)
+
+
+def _embed_rows(draft: Any) -> int | None:
+    from .formats import DraftCheckpoint
+
+    if isinstance(draft, DraftCheckpoint):
+        t = draft.state.get("embed_tokens.weight")
+        return None if t is None else t.shape[0]
+    return None if draft.embed_tokens is None else int(draft.embed_tokens.weight.shape[0])
+
+
+def _as_f32(x: Any) -> Any:
+    """float32 numpy of a numpy array or a torch tensor (any dtype, any device)."""
+    if isinstance(x, np.ndarray):
+        return x.astype(np.float32, copy=False)
+    return x.detach().float().cpu().numpy()
 
 
 def _replaced_weight_findings(weight: str, target: Any, own: Any, row: DraftServing, label: str, up: str) -> list[Any]:
@@ -249,7 +280,7 @@ def _replaced_weight_findings(weight: str, target: Any, own: Any, row: DraftServ
     with the target's frozen weights loses nothing by the swap)."""
     from ..core.findings import Finding
 
-    diff = float((target.float().cpu() - own.detach().float().cpu()).abs().max())
+    diff = float(np.abs(_as_f32(target) - own).max())
     if diff > 1e-3:
         return [
             Finding(
@@ -267,7 +298,8 @@ def _tied_head_finding(draft: Any, cfg: Any, row: DraftServing, label: str) -> A
     """FWD004: tie_word_embeddings makes the engine drop the trained lm_head for embed_tokens."""
     from ..core.findings import Finding, config_fix
 
-    shape_ok = draft.embed_tokens is not None and draft.embed_tokens.weight.shape[0] == cfg.draft_vocab_size
+    rows = _embed_rows(draft)
+    shape_ok = rows is not None and rows == cfg.draft_vocab_size
     return Finding(
         "FWD004",
         f"tie_word_embeddings: true makes {label} use embed_tokens as the draft's lm_head",

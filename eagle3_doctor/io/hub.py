@@ -78,6 +78,37 @@ def resolve(name: str, revision: str | None = None, what: str = "model") -> str:
     return local
 
 
+def read_local_config(name_or_path: str) -> dict[str, Any] | None:
+    """A local target directory's config.json, checked before anything is built from it; None if the path does not exist."""
+    p = Path(name_or_path)
+    if not p.exists():
+        return None
+    if not p.is_dir():
+        raise BadInput(f"--target {p} is a file, not a model directory", "point --target at the directory with config.json")
+    from .checks import check_target
+    from .safeio import read_json_object
+
+    cfg = p / "config.json"
+    data = read_json_object(cfg, "point --target at a Hugging Face model directory (config.json + weights)")
+    if "num_hidden_layers" not in data and "n_layer" not in data and not isinstance(data.get("text_config"), dict):
+        raise BadInput(f"{cfg} lacks num_hidden_layers", "restore config.json from the original checkpoint")
+    # types, sizes bounded by the layers the weights hold, weight files regular with sane headers:
+    # before transformers builds anything (a 10^9-layer config would build for hours)
+    check_target(str(p))
+    return data
+
+
+def first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return (lines[0] if lines else type(e).__name__)[:200]
+
+
+def hub_fix(name: str) -> str:
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return f"HF_HUB_OFFLINE is set and {name} is not in the local cache: download it first or pass a local directory"
+    return "check the path or hub id (and network access for hub ids)"
+
+
 def _index_files(directory: Path, index_name: str) -> list[Path] | None:
     idx = directory / index_name
     if not idx.is_file():
@@ -107,7 +138,8 @@ def weight_files(directory: Path) -> list[Path]:
 
 
 def load_weights_dir(directory: Path) -> dict[str, Any]:
-    """Tensors of a checkpoint directory: safetensors (sharded or not) first, else pickled .bin."""
+    """Tensors of a checkpoint directory as {name: StoredArray}: safetensors (sharded or not) first,
+    read without torch, else pickled .bin, which only torch can unpickle (weights_only)."""
     from . import safeio
 
     files = weight_files(directory)
@@ -118,14 +150,16 @@ def load_weights_dir(directory: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in files:
         if f.suffix == ".safetensors":
-            out.update(safeio.load_file(f))
+            out.update(safeio.load_arrays(f))
             continue
         sd = safeio.load_pickle(f)  # torch.load(weights_only=True)
         if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
             sd = sd["state_dict"]
         if not isinstance(sd, dict):
             raise BadInput(f"{f} holds no state dict", "save the draft with model.state_dict() or as safetensors")
-        out.update(sd)
+        from .arrays import from_torch
+
+        out.update({k: from_torch(v) for k, v in sd.items() if hasattr(v, "is_floating_point")})
     return out
 
 

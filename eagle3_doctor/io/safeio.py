@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import stat
 import struct
@@ -87,6 +88,73 @@ def load_file(path: str | os.PathLike, device: str = "cpu") -> dict[str, Any]:
         return st_load(str(p), device=device)
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
         raise BadInput(f"{p} cannot be read as safetensors ({e})", "re-download or re-export the file") from None
+
+
+def load_arrays(path: str | os.PathLike) -> dict[str, Any]:
+    """A safetensors file as {name: StoredArray}, read with numpy alone: the header checked as for
+    load_file, the file read once, each tensor a view of those bytes."""
+    p = Path(path)
+    header = check_safetensors_header(p)
+    data = _read_span(p, 0, None)
+    return {name: _array(p, name, meta, data, 0) for name, meta in header.items() if name != "__metadata__"}
+
+
+def read_array(path: str | os.PathLike, name: str) -> Any:
+    """One tensor of a safetensors file as a StoredArray (only its bytes read), or None if the file lacks it."""
+    p = Path(path)
+    header = check_safetensors_header(p)
+    meta = header.get(name) if name != "__metadata__" else None
+    if meta is None:
+        return None
+    start, end = _offsets(p, name, meta)
+    return _array(p, name, meta, _read_span(p, start, end), start)
+
+
+def _read_span(p: Path, start: int, end: int | None) -> bytearray:
+    """Bytes start..end of the data section (after the header); writable, so torch takes them without a copy."""
+    try:
+        with open(p, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            f.seek(8 + n + start)
+            return bytearray(f.read() if end is None else f.read(end - start))
+    except OSError as e:
+        raise BadInput(f"{p} cannot be read ({e.strerror})", "re-download or re-export the file") from None
+
+
+def _offsets(p: Path, name: str, meta: Any) -> tuple[int, int]:
+    try:
+        start, end = (int(x) for x in meta["data_offsets"])
+    except (KeyError, TypeError, ValueError):
+        raise BadInput(f"{p}: tensor {name!r} has a malformed header entry", "re-export the file") from None
+    return start, end
+
+
+def _array(p: Path, name: str, meta: Any, data: bytearray, base: int) -> Any:
+    """The StoredArray a header entry describes, from ``data`` holding the data section from byte ``base``."""
+    import numpy as np
+
+    from .arrays import SAFETENSORS_DTYPES, StoredArray
+
+    code = meta.get("dtype") if isinstance(meta, dict) else None
+    if code not in SAFETENSORS_DTYPES:
+        raise BadInput(f"{p}: tensor {name!r} has dtype {code}, which the doctor cannot read", "re-export it as bf16, f16 or f32")
+    torch_name, np_name = SAFETENSORS_DTYPES[code]
+    dt = np.dtype(np_name)
+    start, end = _offsets(p, name, meta)
+    try:
+        shape = tuple(int(x) for x in meta["shape"])
+    except (KeyError, TypeError, ValueError):
+        raise BadInput(f"{p}: tensor {name!r} has a malformed header entry", "re-export the file") from None
+    count = math.prod(shape)
+    if min(shape, default=0) < 0 or start < base or end - start != count * dt.itemsize:
+        raise BadInput(
+            f"{p}: tensor {name!r} spans {end - start} bytes, its shape and dtype need {count * dt.itemsize}",
+            "re-export the file",
+        )
+    arr = np.frombuffer(data, dtype=dt, count=count, offset=start - base)
+    if (start - base) % dt.itemsize:  # safetensors does not promise alignment, and torch refuses misaligned views
+        arr = arr.copy()
+    return StoredArray(arr.reshape(shape), torch_name)
 
 
 def load_pickle(path: str | os.PathLike) -> Any:

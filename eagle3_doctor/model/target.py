@@ -7,17 +7,18 @@ and position ids stay 0..n-1 without any bookkeeping (tests/model/test_batching.
 
 from __future__ import annotations
 
-import os
 import pickle
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..core.errors import BadInput, ResourceError
 from ..core.taps import CapturePoint, DecoderParts, TapRecorder, final_norm
+from ..io.hub import first_line as _first_line
+from ..io.hub import hub_fix as _hub_fix
+from ..io.hub import read_local_config
 
 DTYPES = {
     "bfloat16": torch.bfloat16,
@@ -100,25 +101,6 @@ class Target:
         # offloaded by accelerate: the weights come in only for a forward, so take them through one
         with torch.no_grad():
             return emb(torch.arange(emb.weight.shape[0], device=_exec_device(emb)))
-
-
-def read_local_config(name_or_path: str) -> dict[str, Any] | None:
-    p = Path(name_or_path)
-    if not p.exists():
-        return None
-    if not p.is_dir():
-        raise BadInput(f"--target {p} is a file, not a model directory", "point --target at the directory with config.json")
-    from ..io.checks import check_target
-    from ..io.safeio import read_json_object
-
-    cfg = p / "config.json"
-    data = read_json_object(cfg, "point --target at a Hugging Face model directory (config.json + weights)")
-    if "num_hidden_layers" not in data and "n_layer" not in data and not isinstance(data.get("text_config"), dict):
-        raise BadInput(f"{cfg} lacks num_hidden_layers", "restore config.json from the original checkpoint")
-    # types, sizes bounded by the layers the weights hold, weight files regular with sane headers:
-    # before transformers builds anything (a 10^9-layer config would build for hours)
-    check_target(str(p))
-    return data
 
 
 def load_target(
@@ -238,17 +220,6 @@ def _remote_code_refused(e: BaseException, what: str, name: str, trusted: bool) 
         f"the {what} {name} needs its own Python code (auto_map in its config), which is not run unless asked",
         "pass --trust-remote-code if you trust that code",
     )
-
-
-def _first_line(e: BaseException) -> str:
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return (lines[0] if lines else type(e).__name__)[:200]
-
-
-def _hub_fix(name: str) -> str:
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        return f"HF_HUB_OFFLINE is set and {name} is not in the local cache: download it first or pass a local directory"
-    return "check the path or hub id (and network access for hub ids)"
 
 
 def _exec_device(module: torch.nn.Module) -> torch.device:

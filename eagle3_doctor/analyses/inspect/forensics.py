@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.findings import Finding
+from ...io.arrays import StoredArray
 from .config_keys import KeyRow, key_findings, key_rows
 from .geometry import GeometryRow, _context, attention_geometry, aux_rows, geometry_findings, simple_rows
 from .tensors import DEFAULT_INIT_RANGE, ModuleRow, TensorStat, init_findings, module_rows, tensor_findings, tensor_stat
@@ -49,15 +50,16 @@ def _jsonable(v: Any) -> Any:
     return v if isinstance(v, (str, int, float, bool, type(None), list, dict)) else repr(v)
 
 
-def examine(draft: str, fmt: str | None = None) -> Forensics:
-    """Every tensor, dimension and key of the draft directory, read from the files as stored."""
+def examine(draft: str, fmt: str | None = None, tensors: dict[str, StoredArray] | None = None) -> Forensics:
+    """Every tensor, dimension and key of the draft directory, read from the files as stored
+    (``tensors``: those files' tensors, where the caller has read them already)."""
     from ...draft.formats import _resolve_format, canonical_state, find_layer_ids, native_ids_key, native_to_canonical_name
     from ...io.hub import load_weights_dir
     from ...io.safeio import read_json_object
 
     d = Path(draft)
     cfg = read_json_object(d / "config.json", "point --draft at a directory holding config.json and *.safetensors")
-    tensors = {k: v for k, v in load_weights_dir(d).items() if hasattr(v, "is_floating_point")}
+    tensors = load_weights_dir(d) if tensors is None else tensors
     fmt, _ = _resolve_format(cfg, sorted(tensors), fmt)
     canon = canonical_state(tensors)
     fx = Forensics()

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...core.errors import BadInput
 from ...core.findings import Finding
-from ...draft.formats import DraftInfo, read_draft
+from ...draft.formats import DraftInfo, read_checkpoint
 from ...engines.families import arch_family
 from ...engines.releases import ENGINES
 from .config_checks import _dtype_and_flag_findings, _layer_id_findings, _registration_findings
@@ -52,7 +52,7 @@ def inspect(
     tV = int(tcfg.get("vocab_size") or 0)
     family = arch_family(tcfg)
     try:
-        d, info = read_draft(draft, fmt=draft_format, device="cpu", dtype=None)
+        d = read_checkpoint(draft, fmt=draft_format)
     except BadInput as e:
         # a config whose dimensions the tensors contradict is a finding with the implied values, not a refusal
         fx = _forensics_or_raise(draft, draft_format, e)
@@ -64,7 +64,8 @@ def inspect(
             [("geometry", geometry_fact(fx)), ("tensors", tensor_fact(fx))],
             fx,
         )
-    fx = examine(draft, info.format)
+    info = d.info
+    fx = examine(draft, info.format, d.tensors)
     cfg = d.config
     facts = _size_facts(cfg, info, tcfg, family, L, tH, tV) + [("geometry", geometry_fact(fx)), ("tensors", tensor_fact(fx))]
     config_ids, id_findings = _layer_id_findings(info, L, engine)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import torch
-
 from ...core.findings import DRAFT_CONFIG, Finding, Fix, config_fix, json_snippet
 from ...draft.formats import DraftInfo
 
@@ -56,13 +54,15 @@ def _same_rope_frequencies(cfg: Any, dn: dict[str, Any], tn: dict[str, Any], the
     dicts that differ in spelling only (e.g. an explicit default) rotate identically."""
     from dataclasses import replace
 
-    from ...draft.rope import rope_tables
+    import numpy as np
+
+    from ...draft.rope import rope_frequencies
 
     same = False
     try:
-        a = rope_tables(replace(cfg, rope_scaling={**dn, "rope_theta": theta}, extra={}))
-        b = rope_tables(replace(cfg, rope_scaling={**tn, "rope_theta": theta}, extra={}))
-        same = a[0].shape == b[0].shape and bool(torch.allclose(a[0], b[0], rtol=1e-6, atol=0)) and abs(a[1] - b[1]) < 1e-9
+        a = rope_frequencies(replace(cfg, rope_scaling={**dn, "rope_theta": theta}, extra={}))
+        b = rope_frequencies(replace(cfg, rope_scaling={**tn, "rope_theta": theta}, extra={}))
+        same = a[0].shape == b[0].shape and bool(np.allclose(a[0], b[0], rtol=1e-6, atol=0)) and abs(a[1] - b[1]) < 1e-9
     except Exception:  # a rope the installed transformers cannot build: compare the dicts only
         same = False
     return same

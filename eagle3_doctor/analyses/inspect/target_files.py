@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
+import numpy as np
 
 from ...core.errors import BadInput
 
@@ -15,7 +15,7 @@ def read_target_config(target: str) -> dict[str, Any]:
     from ...io.checks import looks_local
 
     if p.exists() or looks_local(target):
-        from ...model.target import read_local_config
+        from ...io.hub import read_local_config
 
         cfg = read_local_config(target)
         if cfg is None:
@@ -26,14 +26,14 @@ def read_target_config(target: str) -> dict[str, Any]:
 
         return AutoConfig.from_pretrained(target, trust_remote_code=False).to_dict()  # inspect runs no model code
     except (OSError, ValueError) as e:
-        from ...model.target import _first_line, _hub_fix
+        from ...io.hub import first_line, hub_fix
 
-        raise BadInput(f"cannot read the target config {target!r}: {_first_line(e)}", _hub_fix(target)) from None
+        raise BadInput(f"cannot read the target config {target!r}: {first_line(e)}", hub_fix(target)) from None
 
 
-def read_target_tensor(target: str, names: tuple[str, ...]) -> torch.Tensor | None:
-    """One tensor from a local target's safetensors, without loading the model."""
-    from safetensors import safe_open
+def read_target_tensor(target: str, names: tuple[str, ...]) -> np.ndarray | None:
+    """One tensor from a local target's safetensors in float32, without loading the model (nor torch)."""
+    from ...io.safeio import check_safetensors_header, read_array
 
     p = Path(target)
     if not p.is_dir():
@@ -49,8 +49,8 @@ def read_target_tensor(target: str, names: tuple[str, ...]) -> torch.Tensor | No
                 files = [p / wm[n]]
                 break
     for f in files:
-        with safe_open(str(f), framework="pt") as st:
-            for n in names:
-                if n in st.keys():
-                    return st.get_tensor(n)
+        keys = check_safetensors_header(f)
+        for n in names:
+            if n in keys and n != "__metadata__":
+                return read_array(f, n).float32()
     return None

@@ -9,7 +9,10 @@ from dataclasses import asdict, dataclass
 from itertools import combinations
 from typing import Any
 
+import numpy as np
+
 from ...core.findings import DRAFT_WEIGHTS, Finding, Location
+from ...io.arrays import StoredArray
 
 # A matrix left at its initialisation has i.i.d. entries: its top singular value sits at the
 # Marchenko-Pastur edge std*(sqrt(m)+sqrt(n)), and its row norms vary only as much as i.i.d.
@@ -67,73 +70,74 @@ class ModuleRow:
     verdict: str
 
 
-def _kind(canon: str, t: Any) -> str:
+def _kind(canon: str, t: StoredArray) -> str:
     if canon in ("d2t", "t2d"):
         return "map"
-    if not t.is_floating_point():
+    if not t.is_floating_point:
         return "other"
     if canon.endswith(".bias"):
         return "bias"
-    if t.dim() == 1 and re.search(r"(norm|layernorm)(\.\d+)?\.weight$", canon):
+    if t.ndim == 1 and re.search(r"(norm|layernorm)(\.\d+)?\.weight$", canon):
         return "norm"
-    return "matrix" if t.dim() == 2 else "other"
+    return "matrix" if t.ndim == 2 else "other"
 
 
-def _strided(w: Any) -> Any:
-    """An evenly strided sub-matrix at most SUBSAMPLE on each side, in float32."""
+def _strided(w: np.ndarray) -> np.ndarray:
+    """An evenly strided sub-matrix at most SUBSAMPLE on each side, in float64 (the statistics then
+    carry no rounding of their own)."""
     rs = max(1, math.ceil(w.shape[0] / SUBSAMPLE))
     cs = max(1, math.ceil(w.shape[1] / SUBSAMPLE))
-    return w[::rs, ::cs].float()
+    return w[::rs, ::cs].astype(np.float64)
 
 
-def matrix_stats(w: Any) -> tuple[float, float, float]:
-    """(std, spectral ratio, row ratio) of a 2-D tensor; both ratios are ~1 for i.i.d. entries."""
-    import torch
-
+def matrix_stats(w: np.ndarray) -> tuple[float, float, float]:
+    """(std, spectral ratio, row ratio) of a 2-D array; both ratios are ~1 for i.i.d. entries."""
     s = _strided(w)
     m, n = s.shape
-    std = float(s.std()) if s.numel() > 1 else 0.0
+    std = float(s.std(ddof=1)) if s.size > 1 else 0.0
     if std == 0.0 or m < 2 or n < 2:
         return std, float("nan"), float("nan")
     c = s - s.mean()
     kurt = float((c**4).mean() / (c**2).mean() ** 2)
-    top = float(torch.linalg.matrix_norm(s, ord=2))
+    top = float(np.linalg.norm(s, 2))
     spectral = top / (std * (math.sqrt(m) + math.sqrt(n)))
-    norms = s.norm(dim=1)
+    norms = np.linalg.norm(s, axis=1)
     iid_cv = 0.5 * math.sqrt(max(kurt - 1.0, 1e-6) / n)  # CV of an i.i.d. row's norm, delta method
-    row = float(norms.std() / norms.mean().clamp_min(1e-30)) / iid_cv
+    row = float(norms.std(ddof=1) / max(norms.mean(), 1e-30)) / iid_cv
     return std, spectral, row
 
 
-def tensor_stat(name: str, canon: str, t: Any) -> TensorStat:
+def tensor_stat(name: str, canon: str, t: StoredArray) -> TensorStat:
     """Every statistic of one stored tensor, and its verdict."""
     kind = _kind(canon, t)
-    st = TensorStat(name, re.sub(r"\.(weight|bias)$", "", name), list(t.shape), str(t.dtype).replace("torch.", ""), kind)
+    st = TensorStat(name, re.sub(r"\.(weight|bias)$", "", name), list(t.shape), t.dtype, kind)
     if kind == "map":
         st.verdict = "map"
         return st
-    if t.is_floating_point():
-        st.finite = bool(t.isfinite().all())
+    v = t.values()
+    if t.is_floating_point:
+        st.finite = bool(np.isfinite(v).all())
     if not st.finite:
         st.verdict = "non-finite"
     elif kind == "matrix":
-        _matrix_verdict(st, t)
+        _matrix_verdict(st, v)
     elif kind == "norm":
-        st.frac_one = float((t == 1).float().mean()) if t.numel() else None
-        st.std = float(t.float().std()) if t.numel() > 1 else None
-        st.verdict = "at init" if st.frac_one == 1.0 else "all zero" if not bool(t.any()) else "trained"
+        # float32 as torch takes the mean of a 0/1 mask: k/n rounded once, so 100% is exactly 1.0
+        st.frac_one = float((v == 1).astype(np.float32).mean(dtype=np.float32)) if v.size else None
+        st.std = float(v.astype(np.float64).std(ddof=1)) if v.size > 1 else None
+        st.verdict = "at init" if st.frac_one == 1.0 else "all zero" if not bool(v.any()) else "trained"
     elif kind == "bias":
-        st.verdict = "at init" if not bool(t.any()) else "trained"
+        st.verdict = "at init" if not bool(v.any()) else "trained"
     else:
         st.verdict = "not examined"
     return st
 
 
-def _matrix_verdict(st: TensorStat, w: Any) -> None:
+def _matrix_verdict(st: TensorStat, w: np.ndarray) -> None:
     if not bool(w.any()):
         st.verdict, st.std = "all zero", 0.0
         return
-    st.zero_rows = int((w == 0).all(dim=1).sum())
+    st.zero_rows = int((w == 0).all(axis=1).sum())
     if w.shape[0] > 1 and bool((w == w[0]).all()):
         st.verdict = "rows identical"
         return
@@ -162,10 +166,8 @@ def init_signature(st: TensorStat, init_range: float) -> str:
     )
 
 
-def duplicates(stats: list[TensorStat], tensors: dict[str, Any]) -> list[tuple[str, str]]:
+def duplicates(stats: list[TensorStat], tensors: dict[str, StoredArray]) -> list[tuple[str, str]]:
     """Pairs of stored tensors with identical values (a constant one is left to the init check)."""
-    import torch
-
     groups: dict[tuple, list[str]] = {}
     for st in stats:
         if st.kind in ("matrix", "norm") and st.finite and st.verdict not in ("at init", "all zero", "rows identical"):
@@ -173,7 +175,7 @@ def duplicates(stats: list[TensorStat], tensors: dict[str, Any]) -> list[tuple[s
     pairs = []
     for names in groups.values():
         for a, b in combinations(names, 2):
-            if torch.equal(tensors[a], tensors[b]):
+            if np.array_equal(tensors[a].values(), tensors[b].values()):
                 pairs.append((a, b))
     return pairs
 
@@ -304,7 +306,7 @@ def _head_finding(ev: list[str], keys: list[str]) -> Finding:
     )
 
 
-def tensor_findings(stats: list[TensorStat], tensors: dict[str, Any]) -> list[Finding]:
+def tensor_findings(stats: list[TensorStat], tensors: dict[str, StoredArray]) -> list[Finding]:
     """DRF009 (NaN/Inf) and DRF013 (duplicated tensors, zero rows)."""
     out = []
     bad = [s.name for s in stats if not s.finite]

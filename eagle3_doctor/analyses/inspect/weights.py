@@ -3,18 +3,19 @@ target and the states the engine feeds, its embeddings and the weights its forma
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
+import numpy as np
 
 from ...core.findings import DRAFT_CONFIG, DRAFT_WEIGHTS, Finding, Fix, Location
-from ...draft.formats import DraftInfo
+from ...draft.config import DraftConfig
+from ...draft.formats import DraftCheckpoint, DraftInfo
 from ...engines.serving import Serving
 from ..compare.engine_failures import served_state_findings
 from .target_files import read_target_tensor
 
 
-def _weight_findings(d: Any, info: DraftInfo, target: str, tH: int, tV: int, serving: Serving | None) -> list[Finding]:
+def _weight_findings(
+    d: DraftCheckpoint, info: DraftInfo, target: str, tH: int, tV: int, serving: Serving | None
+) -> list[Finding]:
     """DRF*: what the checkpoint's tensors say, in the order a reader fixes them (head, maps, sizes, values);
     each tensor's own values (NaN, initialisation) are tensors.py's."""
     out: list[Finding] = []
@@ -42,7 +43,7 @@ def _weight_findings(d: Any, info: DraftInfo, target: str, tH: int, tV: int, ser
     return out
 
 
-def fc_width_findings(cfg: Any, info: DraftInfo, tH: int, serving: Serving | None) -> list[Finding]:
+def fc_width_findings(cfg: DraftConfig, info: DraftInfo, tH: int, serving: Serving | None) -> list[Finding]:
     """DRF005/ENG002: the fc against the states the engine feeds after its rule (``serving``); with no
     resolved capture (ids out of range: CFG001), against one state per configured id, 3 by default."""
     if serving is not None:
@@ -60,7 +61,7 @@ def fc_width_findings(cfg: Any, info: DraftInfo, tH: int, serving: Serving | Non
     ]
 
 
-def _size_findings(cfg: Any, info: DraftInfo, tH: int, tV: int, serving: Serving | None) -> list[Finding]:
+def _size_findings(cfg: DraftConfig, info: DraftInfo, tH: int, tV: int, serving: Serving | None) -> list[Finding]:
     """DRF005/DRF008: shapes the engine cannot feed this draft (fc width, vocabulary, hidden size)."""
     out: list[Finding] = []
     out += fc_width_findings(cfg, info, tH, serving)
@@ -77,7 +78,7 @@ def _size_findings(cfg: Any, info: DraftInfo, tH: int, tV: int, serving: Serving
     return out
 
 
-def _vocab_map_findings(d: Any, info: DraftInfo) -> list[Finding]:
+def _vocab_map_findings(d: DraftCheckpoint, info: DraftInfo) -> list[Finding]:
     """DRF002-DRF004: d2t/t2d, the draft-to-target vocabulary map every engine trusts as is."""
     cfg = d.config
     out: list[Finding] = []
@@ -91,12 +92,13 @@ def _vocab_map_findings(d: Any, info: DraftInfo) -> list[Finding]:
                 location=Location(DRAFT_WEIGHTS, "d2t"),
             )
         )
-    tgt_ids = torch.arange(cfg.draft_vocab_size) + d.d2t.cpu()
     if not info.has_d2t:
         return out
-    bad = ((tgt_ids < 0) | (tgt_ids >= cfg.vocab_size)).nonzero().flatten()
-    absolute = absolute_d2t(d.d2t.cpu(), d.t2d.cpu() if info.has_t2d else None, cfg.vocab_size)
-    if bad.numel():
+    d2t = d.d2t
+    tgt_ids = np.arange(cfg.draft_vocab_size) + d2t
+    bad = np.flatnonzero((tgt_ids < 0) | (tgt_ids >= cfg.vocab_size))
+    absolute = absolute_d2t(d2t, d.t2d if info.has_t2d else None, cfg.vocab_size)
+    if bad.size:
         ev = [f"draft ids {bad[:5].tolist()} -> target ids {tgt_ids[bad[:5]].tolist()} (vocab {cfg.vocab_size})"]
         if absolute:
             out.append(_absolute_d2t_finding(ev + [absolute]))
@@ -104,7 +106,7 @@ def _vocab_map_findings(d: Any, info: DraftInfo) -> list[Finding]:
             out.append(
                 Finding(
                     "DRF003",
-                    f"d2t maps {bad.numel()} draft id(s) outside the target vocabulary",
+                    f"d2t maps {bad.size} draft id(s) outside the target vocabulary",
                     ev,
                     "re-create d2t from the draft vocabulary used in training",
                     location=Location(DRAFT_WEIGHTS, "d2t"),
@@ -113,7 +115,7 @@ def _vocab_map_findings(d: Any, info: DraftInfo) -> list[Finding]:
     elif absolute and info.has_t2d:
         out.append(_absolute_d2t_finding([absolute]))
     elif info.has_t2d:
-        out += _t2d_findings(d.t2d.cpu(), tgt_ids, cfg.draft_vocab_size)
+        out += _t2d_findings(d.t2d, tgt_ids, cfg.draft_vocab_size)
     return out
 
 
@@ -129,24 +131,24 @@ ABSOLUTE_D2T_FIX = Fix(
 )
 
 
-def absolute_d2t(d2t: torch.Tensor, t2d: torch.Tensor | None, vocab: int) -> str | None:
+def absolute_d2t(d2t: np.ndarray, t2d: np.ndarray | None, vocab: int) -> str | None:
     """Why ``d2t`` reads as absolute target ids, or None: ``d2t - arange`` is then a valid offset
     table (targets distinct, inside the vocabulary) and, where ``t2d`` exists, consistent with it,
     while ``d2t`` read as offsets is not."""
-    n = d2t.numel()
-    if n == 0 or bool((d2t < 0).any()) or bool((d2t >= vocab).any()) or d2t.unique().numel() != n:
+    n = d2t.size
+    if n == 0 or bool((d2t < 0).any()) or bool((d2t >= vocab).any()) or np.unique(d2t).size != n:
         return None
-    as_offsets = d2t + torch.arange(n)
+    as_offsets = d2t + np.arange(n)
     if t2d is not None:
-        marked = torch.zeros(vocab, dtype=torch.bool)
+        marked = np.zeros(vocab, dtype=bool)
         marked[d2t] = True
-        if not torch.equal(marked, t2d.bool()):
+        if not np.array_equal(marked, t2d.astype(bool)):
             return None
-        offsets_ok = bool((as_offsets < vocab).all()) and torch.equal(
-            torch.zeros(vocab, dtype=torch.bool).index_fill_(0, as_offsets.clamp(max=vocab - 1), True), t2d.bool()
-        )
+        reached = np.zeros(vocab, dtype=bool)
+        reached[np.minimum(as_offsets, vocab - 1)] = True
+        offsets_ok = bool((as_offsets < vocab).all()) and np.array_equal(reached, t2d.astype(bool))
     else:
-        offsets_ok = bool((as_offsets < vocab).all()) and as_offsets.unique().numel() == n
+        offsets_ok = bool((as_offsets < vocab).all()) and np.unique(as_offsets).size == n
     if offsets_ok:
         return None
     return (
@@ -167,17 +169,17 @@ def _absolute_d2t_finding(ev: list[str]) -> Finding:
     )
 
 
-def _t2d_findings(t2d: torch.Tensor, tgt_ids: torch.Tensor, draft_vocab: int) -> list[Finding]:
+def _t2d_findings(t2d: np.ndarray, tgt_ids: np.ndarray, draft_vocab: int) -> list[Finding]:
     """DRF004: t2d must mark exactly the target ids d2t reaches."""
-    from_d2t = torch.zeros_like(t2d)
+    from_d2t = np.zeros_like(t2d)
     from_d2t[tgt_ids] = True
-    if torch.equal(t2d, from_d2t) and int(t2d.sum()) == draft_vocab:
+    if np.array_equal(t2d, from_d2t) and int(t2d.sum()) == draft_vocab:
         return []
-    diff = (t2d != from_d2t).nonzero().flatten()
+    diff = np.flatnonzero(t2d != from_d2t)
     return [
         Finding(
             "DRF004",
-            f"t2d disagrees with d2t at {diff.numel()} target id(s)",
+            f"t2d disagrees with d2t at {diff.size} target id(s)",
             [
                 f"t2d marks {int(t2d.sum())} ids, d2t reaches {int(from_d2t.sum())}; first differences {diff[:5].tolist()}",
                 "SGLang ignores t2d; tools that use it to pick training targets see another vocabulary",
@@ -193,14 +195,14 @@ def _t2d_findings(t2d: torch.Tensor, tgt_ids: torch.Tensor, draft_vocab: int) ->
     ]
 
 
-def _embedding_findings(d: Any, info: DraftInfo, target: str) -> list[Finding]:
+def _embedding_findings(d: DraftCheckpoint, info: DraftInfo, target: str) -> list[Finding]:
     if not info.has_embed:
         return []
     temb = read_target_tensor(target, ("model.embed_tokens.weight", "embed_tokens.weight"))
-    demb = d.embed_tokens.weight.detach().float() if d.embed_tokens is not None else None
+    demb = d.weight("embed_tokens.weight")
     if temb is None or demb is None:
         return []
-    same = temb.shape == demb.shape and torch.allclose(temb.float(), demb, atol=1e-3, rtol=1e-3)
+    same = temb.shape == demb.shape and bool(np.allclose(temb, demb, atol=1e-3, rtol=1e-3))
     if same:
         return []
     return [

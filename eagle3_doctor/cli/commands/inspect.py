@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,6 +15,10 @@ from ..resolve import RESOLVED_LATER, preflight_given, resolve_serve
 @options(**SERVED, json_out=JSON_OUT, report=REPORT)
 def inspect_cmd(**given: Any) -> int:
     """Audit the draft checkpoint and config against the target and engine. No forward pass."""
+    # read when numpy loads OpenBLAS, so before anything (the preflight too) imports numpy: inspect's
+    # matrices are at most 512 a side (tensors.SUBSAMPLE), where one thread is fastest, and OpenBLAS's
+    # idle threads spin; on a loaded 2-core machine one 256x128 SVD took 1.4 s of CPU with them, 0.01 s without
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     a = SimpleNamespace(**given)
     preflight_given(a, skip=RESOLVED_LATER)
     r = resolve_serve(a, need_draft=True)  # the launch command is read (and refused) before torch is imported
