@@ -127,7 +127,7 @@ def _exit_at_once(signum: int, frame: Any) -> None:
     abort. So nothing is raised: the temporaries a write has staged are removed, the one line written
     straight to the descriptor, and the process ends with the shell's code. Buffered stdout is dropped
     with it, which is what "no report was written" says."""
-    from . import exit_with_signal
+    from .signals import exit_with_signal
 
     remove_staged()
     exit_with_signal(signum, ": no report was written")

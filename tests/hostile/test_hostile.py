@@ -553,6 +553,7 @@ class SubCase:
     stdout_full: bool = False  # stdout is /dev/full
     timeout: int = 10  # the hang classes: an answer within 10 s, or the case fails
     code: int = 2
+    report_first: bool = False  # the command's report goes to stderr first (--json -): the error is the last line
 
 
 SUB_CASES: list[SubCase] = []
@@ -929,7 +930,14 @@ WRITE_CASES = [
 CASES += WRITE_CASES
 SUB_CASES += [
     SubCase("stdout-full-server-metrics", sm(), "cannot write standard output: no space left", stdout_full=True, timeout=120),
-    SubCase("stdout-full-json-dash", sm("--json", "-"), "cannot write standard output", stdout_full=True, timeout=120),
+    SubCase(
+        "stdout-full-json-dash",
+        sm("--json", "-"),
+        "cannot write standard output",
+        stdout_full=True,
+        timeout=120,
+        report_first=True,
+    ),
     SubCase("stdout-full-inspect", cmd(INS, "--target", TARGET, "--draft", D), "ENOSPC", stdout_full=True, timeout=120),
     SubCase("stdout-full-explain", cmd("explain", "CAP001"), "ENOSPC", stdout_full=True, timeout=120),
     SubCase("stdout-full-help", cmd("--help"), "cannot write standard output", stdout_full=True, timeout=120),
@@ -1120,6 +1128,9 @@ def test_hostile_input_in_a_real_process(case: SubCase, hostile: Hostile):
     args = case.args(hostile)
     before = _snapshot(args)
     r = run_sub(args, stdin_yes=case.stdin_yes, stdout_full=case.stdout_full, timeout=case.timeout)
+    if case.report_first:  # the report on stderr (stdout holds the JSON alone), then the one error line
+        assert "Traceback" not in r.stderr, r.stderr
+        r.stderr = r.stderr.rstrip().rsplit("\n", 1)[-1] + "\n"
     assert_one_stderr_line(r, case.code, case.needle)
     assert not MARKER.exists(), "a checkpoint's own Python code ran"
     assert _snapshot(args) == before, "an input changed"
