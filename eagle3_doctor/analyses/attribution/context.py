@@ -43,6 +43,13 @@ class ContextCounts:
                 c = self.counts.setdefault(b, np.zeros((self.n, 2)))
                 c[i] += (float(match[row, t]), 1.0)
 
+    def add_along(self, rb: ReplayBatch, draft: Eagle3Draft, aux: torch.Tensor, amax: torch.Tensor) -> None:
+        """Count step 1 at every position of each sequence, prompt included, against the target's own
+        next-token choice ``amax`` there: the greedy continuation alone would leave the prompt unmeasured."""
+        from ..acceptance.measurement import _labels_fn
+
+        self.add(rb, draft, aux, _labels_fn(rb, amax, False), [0] * len(rb.index))
+
     def rows(self) -> list[ContextRow]:
         out = []
         for b in sorted(self.counts):

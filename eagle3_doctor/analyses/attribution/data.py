@@ -30,7 +30,7 @@ def training_sample(setup: Setup, opts: AcceptanceOptions, path: str, plan: Plan
     """Step-1 counts by position along the training conversations as written, on the base path."""
     from ...model.replay import load_sources
     from ...model.target import target_argmax
-    from ..acceptance.measurement import Measurement, _labels_fn
+    from ..acceptance.measurement import Measurement
     from ..acceptance.run import acceptance_sequences
 
     src = load_sources(setup.target, path, None, opts.max_tokens, opts.limit, None)
@@ -42,7 +42,7 @@ def training_sample(setup: Setup, opts: AcceptanceOptions, path: str, plan: Plan
     def each(rb: Any) -> None:
         assert rb.last is not None  # replayed with want_logits
         aux = torch.cat([rb.captured[p] for p in plan.paths[plan.base]], dim=-1)
-        ctx.add(rb, plan.drafts[plan.base], aux, _labels_fn(rb, target_argmax(setup.target, rb.last), False), [0] * len(rb.index))
+        ctx.add_along(rb, plan.drafts[plan.base], aux, target_argmax(setup.target, rb.last))
 
     m.replay(opts.batch_size, "training sample", progress, each)
     return ctx

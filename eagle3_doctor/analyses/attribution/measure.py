@@ -173,12 +173,10 @@ def _replay(
     greedy = opts.continuation == "greedy"
 
     def each(rb: ReplayBatch) -> None:
-        # along the context the reference is the target's own next-token choice at every position, prompt
-        # included: the greedy continuation alone would leave the first len(prompt) positions unmeasured
         assert rb.last is not None  # replayed with want_logits
         amax = target_argmax(setup.target, rb.last)
         aux = torch.cat([rb.captured[p] for p in plan.paths[plan.base]], dim=-1)
-        ctx.add(rb, plan.drafts[plan.base], aux, _labels_fn(rb, amax, False), [0] * len(rb.index))
+        ctx.add_along(rb, plan.drafts[plan.base], aux, amax)
         starts, labels = [rep.starts[i] for i in rb.index], _labels_fn(rb, amax, greedy)
         for name, counts in step1.items():
             counts.add(rb, plan.ablations.get(name, plan.drafts[plan.base]), aux, labels, starts)
