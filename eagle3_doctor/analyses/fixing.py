@@ -101,16 +101,16 @@ def _renames(fx: Fix) -> dict[str, str]:
 def _rename_tensors(copy_dir: Path, code: str, renames: dict[str, str]) -> list[Edit]:
     """Rename tensors in every safetensors file of the copy (each file rewritten whole, its metadata kept)."""
     from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
 
     done = []
     for f in sorted(copy_dir.glob("*.safetensors")):
-        with safe_open(str(f), framework="pt") as h:
-            meta = h.metadata()
-        sd = load_file(str(f))
-        hits = [k for k in renames if k in sd]
-        if not hits:
-            continue
+        with safe_open(str(f), framework="pt") as h:  # one read: names first, tensors only where one is renamed
+            names = list(h.keys())
+            hits = [k for k in renames if k in names]
+            if not hits:
+                continue
+            meta, sd = h.metadata(), {k: h.get_tensor(k) for k in names}
         for k in hits:
             sd[renames[k]] = sd.pop(k)
             done.append(Edit(code, renames[k], "rewrite", k, renames[k]))
