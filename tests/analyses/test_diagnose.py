@@ -319,7 +319,8 @@ def test_prompts_unlike_the_training_data_are_the_data_verdict(tmp_path):
     train = FIX / "conversations" / "openai.jsonl"
     _, doc, _ = diagnose(tmp_path, DRAFTS["sglang"], "--prompts", french, "--train-data", train)
     f = by_code(doc)["DGN007"]
-    assert doc["branch"] == "data" and doc["findings"][0]["code"] == "DGN007" and "DGN005" not in by_code(doc)
+    assert doc["branch"] == "data" and doc["findings"][0]["code"] == "DGN007"
+    assert "DGN005" not in by_code(doc) and "DGN004" not in by_code(doc)  # decided: neither healthy nor undetermined
     assert f["data"]["step1_difference"][2] < 0 and "independent resamples" in f["evidence"][0]
     _, doc, _ = diagnose(tmp_path, DRAFTS["sglang"], "--train-data", train)
     assert "DGN007" not in by_code(doc) and any("predicted as well as the draft's training sample" in n for n in doc["notes"])

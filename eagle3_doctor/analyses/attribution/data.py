@@ -91,28 +91,20 @@ def _finding(d: Interval, line: str) -> Finding:
     )
 
 
-def lead_with_data(d: Any, f: Finding | None, line: str) -> None:
-    """Put the data verdict into the diagnosis: DGN007 leads where nothing else is decided (no checkpoint
-    fault, no serving difference whose lever recovers acceptance), else it follows the finding that is."""
+def place_data(branch: str, findings: list[Finding], levers: list[Any], f: Finding) -> str:
+    """Put DGN007 among the verdict's findings and return the branch: the data leads where nothing else is
+    decided (no checkpoint fault, no serving difference whose lever recovers acceptance), else it follows."""
     from .plan import WEIGHTS
-    from .verdict import _verdict_line
 
-    if f is None:
-        d.notes.append(line)
-        return
-    d.findings = [x for x in d.findings if x.code != "DGN005"]  # "healthy offline" no longer holds
     # the weights' own lever is a step-1 fit measured on these very prompts: off the training distribution
     # it can favour another wiring by a little, so alone it does not outrank the data
-    weights_only = all(r.name == WEIGHTS for r in d.levers if r.recovery.lo > 0)
-    if d.branch in ("runtime", "undetermined", "context", "") or (d.branch == "pipeline" and weights_only):
-        if d.branch == "pipeline":
-            for x in d.findings:
-                if x.code == "DGN001":
-                    x.evidence.append(
-                        "measured on prompts outside the draft's training distribution (DGN007): the fit may be theirs"
-                    )
-        d.branch = "data"
-        d.findings.insert(0, f)
-    else:
-        d.findings.append(f)
-    d.verdict = _verdict_line(d.branch, d.findings)
+    weights_only = all(r.name == WEIGHTS for r in levers if r.recovery.lo > 0)
+    if branch not in ("", "context", "undetermined") and not (branch == "pipeline" and weights_only):
+        findings.append(f)
+        return branch
+    if branch == "pipeline":
+        for x in findings:
+            if x.code == "DGN001":
+                x.evidence.append("measured on prompts outside the draft's training distribution (DGN007): the fit may be theirs")
+    findings.insert(0, f)
+    return "data"

@@ -15,7 +15,7 @@ from ..acceptance.measurement import Measurement, _labels_fn, path_results
 from ..acceptance.options import AcceptanceOptions, _no_progress
 from ..acceptance.run import acceptance_sequences
 from .context import ContextCounts
-from .data import data_finding, lead_with_data, training_sample
+from .data import data_finding, training_sample
 from .markup import _markup_finding, markup_in_prompts
 from .plan import SERVING, WEIGHTS, Plan, _plan, _spec
 from .result import Diagnosis, LeverRow, _mal, _step1
@@ -86,12 +86,15 @@ def measure_gap(
     scan = m.scan_result() or []
     extra = _weights_lever(setup, plan, rep, scan, opts, progress)
     leaning = [] if extra is not None else _weights_undecided(scan)
-    d = _verdict(setup, plan, results, ctx, opts.num_steps, rep.notes + plan.notes, len(rep.seqs), extra, leaning)
-    if markup:
-        d.findings.append(_markup_finding(markup, len(rep.seqs)))
+    notes, data = rep.notes + plan.notes, None
     if train_data is not None and plan.base in results:
         sample = training_sample(setup, opts, train_data, plan, bucket, progress)
-        lead_with_data(d, *data_finding(ctx, sample, plan.base, train_data))
+        data, line = data_finding(ctx, sample, plan.base, train_data)
+        if data is None:  # how the two compared, or why they could not be
+            notes.append(line)
+    d = _verdict(setup, plan, results, ctx, opts.num_steps, notes, len(rep.seqs), extra, leaning, data)
+    if markup:
+        d.findings.append(_markup_finding(markup, len(rep.seqs)))
     return d, results
 
 

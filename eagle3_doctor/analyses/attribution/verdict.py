@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ...core.findings import Finding
 from ...core.stats import MIN_PROMPTS, Interval, paired
 from .context import ContextCounts
+from .data import place_data
 from .plan import ABLATED, SERVING, TRAINING, WEIGHTS, Plan
 from .result import STEP1, Diagnosis, LeverRow, ModuleRow, _mal, _step1
 
@@ -69,6 +70,7 @@ def _verdict(
     n: int,
     extra: LeverRow | None = None,
     leaning: list[str] | None = None,
+    data: Finding | None = None,
 ) -> Diagnosis:
     sides = [x for x in (SERVING, TRAINING) if x in results]
     own, diff = _mal(results, sides, K)
@@ -104,14 +106,9 @@ def _verdict(
     base_step1 = results[plan.base].step1
     if not branch and SERVING not in results:
         branch = "undetermined"
-        findings.append(
-            Finding(
-                "DGN004",
-                "undetermined: the serving side cannot be measured, so no gap can be placed",
-                [*notes, f"measured instead: the {plan.base} side, step-1 accuracy {base_step1:.3f}"],
-                "run eagle3-doctor inspect, which names what the engine feeds and why the draft cannot take it",
-            )
-        )
+        findings.append(_unmeasurable_finding(notes, plan.base, base_step1))
+    if data is not None:  # DGN007, decided before the last resort: a decided data verdict is not "undetermined"
+        branch = place_data(branch, findings, levers, data)
     if not branch:
         branch, last = _last_resort(
             [*(leaning or []), *_undecided(levers, gap if len(sides) == 2 else None, n)], n, base_step1, plan.base, serving
@@ -119,6 +116,15 @@ def _verdict(
         findings.append(last)
     verdict = _verdict_line(branch, findings)
     return Diagnosis(branch, verdict, serving, training, gap, plan.base, levers, modules, context, findings, notes, n)
+
+
+def _unmeasurable_finding(notes: list[str], base: str, base_step1: float) -> Finding:
+    return Finding(
+        "DGN004",
+        "undetermined: the serving side cannot be measured, so no gap can be placed",
+        [*notes, f"measured instead: the {base} side, step-1 accuracy {base_step1:.3f}"],
+        "run eagle3-doctor inspect, which names what the engine feeds and why the draft cannot take it",
+    )
 
 
 def _last_resort(leads: list[str], n: int, base_step1: float, base: str, serving: Interval) -> tuple[str, Finding]:
