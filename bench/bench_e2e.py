@@ -3,13 +3,21 @@
     PYTHONPATH=. python3 bench/bench_e2e.py --dir /tmp/e2e          # GPU: 8B-shaped pair saved to disk
     PYTHONPATH=. python3 bench/bench_e2e.py --dir /tmp/e2e --quick  # CPU smoke run: the tiny shape
 
+Prompts: `fixtures/prompts.jsonl` repeated `--copies` times (default 4: 64 prompts).
+
 It draws an 8B-shaped Llama target (32 layers, hidden 4096, 32/8 heads, vocabulary 128256) and a matching
 EAGLE-3 draft at random on the device, saves both to local disk in their released formats (the target as
 `save_pretrained` safetensors with the fixture tokenizer, the draft in the SGLang/SpecForge format), then
 times, as separate processes one after another (the page cache warm after the first read):
 - `plain_forward`: load with `from_pretrained(device_map=...)` + one forward with `output_hidden_states`;
 - `plain_generate`: the same plus greedy `generate` in batches of 8 (the continuation acceptance needs);
-- each doctor command on the same prompts and new-token count.
+- each doctor command on the same prompts and new-token count, as typed (no tuning options), its progress
+  lines timestamped as they arrive, which gives its phases (start-up and load until the first phase begins,
+  then each phase, then the report).
+Beside each command, its floor: the plain forward script's wall (interpreter, imports, load, one bare forward
+per sequence) plus, for the commands that continue the prompts, the greedy continuation at the HBM floor
+(new tokens x one decode step reading every weight byte once, at the device-to-device copy bandwidth
+measured in this run; all prompts in one batch).
 Weights are random, so acceptance itself is meaningless here: only the time is measured. Every figure
 is a wall-clock time of a whole process measured in this run; the ratios divide two of them.
 """
@@ -95,19 +103,59 @@ def build(out: Path, quick: bool, dev: str) -> tuple[Path, Path]:
             shutil.copy(f, tdir / f.name)
     spec = (layer_out(1), layer_out(NL // 2 - 1), layer_out(NL - 4))
     write_draft(draft, ddir, "sglang", spec, NL)
-    return tdir, ddir
+    floor = {"weights_gb": sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9}
+    if dev != "cpu":
+        x = torch.empty(1024**3, dtype=torch.bfloat16, device=dev)
+        y = torch.empty_like(x)
+        y.copy_(x)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(10):
+            y.copy_(x)
+        torch.cuda.synchronize()
+        floor["hbm_tb_s"] = 2 * 2 * x.numel() * 10 / (time.perf_counter() - t0) / 1e12  # read + write
+        floor["step_ms"] = floor["weights_gb"] / floor["hbm_tb_s"]
+    return tdir, ddir, floor
 
 
 def timed(name: str, cmd: list[str], env: dict[str, str], log: Path) -> dict:
+    """One whole process; a doctor's phases from the arrival times of its progress lines on stderr."""
+    import threading
+
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[tuple[float, str]] = []
+    reader = threading.Thread(target=lambda: lines.extend((time.perf_counter() - t0, x) for x in p.stderr))  # type: ignore[union-attr]
+    reader.start()
+    stdout = p.stdout.read()  # type: ignore[union-attr]
+    rc = p.wait()
+    reader.join()
     wall = time.perf_counter() - t0
-    log.write_text(r.stdout + "\n--- stderr ---\n" + r.stderr)
-    row = {"process": name, "wall_s": round(wall, 2), "rc": r.returncode}
-    if name.startswith("plain") and r.returncode == 0:
-        row["phases"] = json.loads(r.stdout.strip().splitlines()[-1])
+    log.write_text(stdout + "\n--- stderr ---\n" + "".join(f"{t:8.2f} {x}" for t, x in lines))
+    row = {"process": name, "wall_s": round(wall, 2), "rc": rc}
+    if name.startswith("plain") and rc == 0:
+        row["phases"] = json.loads(stdout.strip().splitlines()[-1])
+    elif rc in (0, 1):  # 1: findings (random weights make the draft look broken), the run itself complete
+        row["phases"] = doctor_phases(lines, wall)
     print(json.dumps(row), flush=True)
     return row
+
+
+def doctor_phases(lines: list[tuple[float, str]], wall: float) -> dict[str, float]:
+    """{"start-up and load": s, <phase>: s, ..., "report": s} from "eagle3-doctor: LABEL: done/total, ..." lines."""
+    spans: dict[str, list[float]] = {}
+    for t, x in lines:
+        if x.startswith("eagle3-doctor: ") and ": " in x[15:]:
+            label = x[15:].split(": ")[0]
+            spans.setdefault(label, [t, t])[1] = t
+    if not spans:
+        return {}
+    first = min(a for a, _ in spans.values())
+    last = max(b for _, b in spans.values())
+    out = {"start-up and load": round(first, 2)}
+    out.update({k: round(b - a, 2) for k, (a, b) in spans.items()})
+    out["report"] = round(wall - last, 2)
+    return out
 
 
 def main() -> None:
@@ -116,40 +164,52 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--only", default="", help="comma-separated process names to run (default: all)")
+    ap.add_argument("--copies", type=int, default=4, help="fixtures/prompts.jsonl this many times over (4: 64 prompts)")
     args = ap.parse_args()
     dev = "cpu" if args.quick else "cuda"
     out = Path(args.dir)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     t0 = time.perf_counter()
-    tdir, ddir = build(out, args.quick, dev)
-    print(json.dumps({"built_and_saved_s": round(time.perf_counter() - t0, 1)}), flush=True)
+    tdir, ddir, floor = build(out, args.quick, dev)
+    print(json.dumps({"built_and_saved_s": round(time.perf_counter() - t0, 1), **floor}), flush=True)
+    prompts = str(out / "prompts.jsonl")
+    Path(prompts).write_text((FIX / "prompts.jsonl").read_text() * args.copies)
     env = dict(os.environ, PYTHONPATH=str(ROOT), TOKENIZERS_PARALLELISM="false")
-    prompts, new = str(FIX / "prompts.jsonl"), str(args.new)
+    new = str(args.new)
     doc = [sys.executable, "-m", "eagle3_doctor"]
-    common = ["--target", str(tdir), "--draft", str(ddir), "--engine", "sglang", "--quiet"]
+    common = ["--target", str(tdir), "--draft", str(ddir), "--engine", "sglang"]
     gen = ["--prompts", prompts, "--max-new-tokens", new, "--device", dev]
     runs = {
         "plain_forward": [sys.executable, "-c", PLAIN, str(tdir), prompts, "0", dev],
         "plain_generate": [sys.executable, "-c", PLAIN, str(tdir), prompts, new, dev],
-        "inspect": [*doc, "inspect", *common[:-1]],
+        "inspect": [*doc, "inspect", *common],
         "compare-hidden": [*doc, "compare-hidden", *common, "--prompts", prompts, "--device", dev],
         "acceptance": [*doc, "acceptance", *common, *gen],
-        "acceptance_batch_auto": [*doc, "acceptance", *common, *gen, "--batch-size", "auto"],
         "fingerprint": [*doc, "fingerprint", *common, *gen],
         "diagnose": [*doc, "diagnose", *common, *gen],
     }
     only = set(filter(None, args.only.split(",")))
     rows = [timed(n, c, env, out / f"{n}.log") for n, c in runs.items() if not only or n in only]
-    print("\n| process | wall (s) | rc |\n|---|---|---|")
+    table(rows, floor, args.new)
+
+
+def table(rows: list[dict], floor: dict, new: int) -> None:
+    base = next((r["wall_s"] for r in rows if r["process"] == "plain_forward"), None)
+    cont = new * floor["step_ms"] / 1000 if "step_ms" in floor else None
+    print("\n| process | wall (s) | phases (s) | floor (s) | wall / floor |\n|---|---|---|---|---|")
     for r in rows:
-        ph = r.get("phases")
-        extra = (
-            f" (imports {ph['imports']:.1f}, load {ph['load']:.1f}, generate {ph['generate']:.1f}, forward {ph['forward']:.1f})"
-            if ph
-            else ""
-        )
-        print(f"| {r['process']} | {r['wall_s']:.1f}{extra} | {r['rc']} |")
+        ph = ", ".join(f"{k} {v:.1f}" for k, v in (r.get("phases") or {}).items())
+        bound = None
+        if base is not None and not r["process"].startswith("plain") and r["process"] != "inspect":
+            bound = base + (cont or 0.0) * (r["process"] != "compare-hidden")
+        fl = f"{bound:.1f}" if bound else "-"
+        ratio = f"{r['wall_s'] / bound:.2f}" if bound else "-"
+        print(f"| {r['process']} (rc {r['rc']}) | {r['wall_s']:.1f} | {ph} | {fl} | {ratio} |")
+    gen = next((r["wall_s"] for r in rows if r["process"] == "plain_generate"), None)
+    acc = next((r["wall_s"] for r in rows if r["process"] == "acceptance"), None)
+    if gen and acc:
+        print(f"\nacceptance / plain generate script: {acc / gen:.2f}")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ class CostProbe(JsonFields):
     """What the costs were measured on, and how."""
 
     where: str  # "costs measured on the CPU" or on the named GPU
-    mode: str  # eager
+    mode: str  # how the target's and the draft's forwards ran: "target cuda graphs, draft eager", "target eager, ..."
     dtype: str
     context: int  # about the KV cache positions a timed forward attends to (see probe_costs)
     repeats: int
@@ -140,8 +140,10 @@ def probe_costs(setup: Setup, settings: Sequence[Setting], batch_sizes: Sequence
     start = max(max(extends), context - runs_per_cache // 2)  # an extend reads its w tokens from the prefill
     g = torch.Generator().manual_seed(0)
     rows: list[CostRow] = []
+    mode = "eager"
     for B in batch_sizes:
-        ct = CachedTarget(tgt, setup.serving.spec)
+        ct = CachedTarget(tgt, setup.serving.spec, batch=B, max_len=start + runs_per_cache + max(budgets) + 1)
+        mode = ct.mode
         ids = torch.randint(0, tgt.vocab_size, (B, start), generator=g).to(tgt.device)
         aux, _ = ct.forward(ids, last_only=True)
         fwd = _target_forwards(ct, B, budgets, g) + _draft_forwards(draft, aux, ids, extends, widths)
@@ -150,7 +152,7 @@ def probe_costs(setup: Setup, settings: Sequence[Setting], batch_sizes: Sequence
         del ct, aux, fwd
     dev = tgt.device
     where = "costs measured on the CPU" if dev.type == "cpu" else f"costs measured on {_device_name(dev)}"
-    return CostProbe(where, "eager", str(tgt.dtype).replace("torch.", ""), context, repeats, rows)
+    return CostProbe(where, f"target {mode}, draft eager", str(tgt.dtype).replace("torch.", ""), context, repeats, rows)
 
 
 def _device_name(dev: torch.device) -> str:

@@ -270,7 +270,8 @@ def check_loop(
     minute of the loop) would otherwise always charge the settings that run last."""
     from .spec_loop import plain_decode, speculative_decode
 
-    ct, draft = CachedTarget(setup.target, setup.serving.spec), setup.draft
+    longest = max(len(s) for s in rep.seqs) + max(r.setting.num_steps for r in rows) + 1
+    ct, draft = CachedTarget(setup.target, setup.serving.spec, max_len=longest), setup.draft
     assert draft is not None  # predict_speedup refuses a Setup without one
     prompts = [p.ids for p in rep.src.prompts]
     plain: list[LoopRun] = []
@@ -379,10 +380,14 @@ class _Step:
 def _notes(setup: Setup, opts: SpeedupOptions, costs: CostProbe, loop: list | None) -> list[str]:
     notes = list(setup.notes)
     notes.append(
-        f"{costs.where}, eager PyTorch (no CUDA graphs, no torch.compile), {costs.dtype}, KV caches of about {costs.context} "
-        f"positions, one longer each run, median of {costs.repeats} runs; an engine's CUDA graphs cut every forward's launch overhead, "
-        "which favours the small draft steps: the ranking is the eager one"
+        f"{costs.where}, {costs.mode}, {costs.dtype}, KV caches of about {costs.context} positions, one longer each run, "
+        f"median of {costs.repeats} runs; the decode loop runs the same forwards the same way"
     )
+    if "draft eager" in costs.mode and "cuda graphs" in costs.mode:
+        notes.append(
+            "the draft's forwards run eager (an engine graphs them too): where their launch overhead weighs, the "
+            "prediction and the loop both carry it, so they agree with each other and sit under an engine's speedup"
+        )
     notes.append(
         "acceptance: greedy, along the target's own continuation of each prompt, the draft as checkpointed on the "
         f"serving features ({setup.serving.label}); intervals: 95% percentile bootstrap over prompts, costs fixed"

@@ -63,7 +63,7 @@ def _cost_table(console: Console, res: SpeedupResult) -> None:
 def _loop_table(console: Console, res: SpeedupResult) -> None:
     if not res.loop:
         return
-    t = Table(title="the real decode loop (batch 1, eager, greedy)", title_justify="left")
+    t = Table(title=f"the real decode loop (batch 1, {res.costs.mode}, greedy)", title_justify="left")
     for col in ("setting", "tok/pass", "predicted", "exact", "speedup", "predicted"):
         t.add_column(col)
     for r in res.loop:

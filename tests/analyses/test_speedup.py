@@ -41,7 +41,7 @@ def test_the_loop_is_exact_and_counts_what_the_prediction_assumes(run):
 
 def test_the_prediction_is_its_formula_over_the_measured_costs(run):
     costs = run.costs
-    assert costs.where == "costs measured on the CPU" and costs.mode == "eager"
+    assert costs.where == "costs measured on the CPU" and costs.mode == "target static cache, draft eager"
     tpp = {a.label: a.tokens_per_pass.point for a in run.acceptance}
     steps = {a.label: a.setting for a in run.acceptance}
     for p in run.predictions:

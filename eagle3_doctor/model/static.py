@@ -1,0 +1,209 @@
+"""The target over a static KV cache, each forward shape captured once as a CUDA graph on a GPU.
+
+Why: an eager Hugging Face decode step is bound by the host (tens of Python calls and kernel launches
+per layer), not by the weights it reads: on an H200 an 8B-shaped decode step took 20-100 ms where
+reading its weights takes 3.7 ms (bench/RESULTS.md). A CUDA graph replays the step's kernels with no
+host work, and a static cache gives it fixed addresses, which is what engines serve with and what
+gpt-fast's loop does. Nothing here changes the arithmetic: the same modules run with the same inputs;
+on the CPU (no graphs) the tests pin the tokens to ``generate``'s.
+
+What the path relies on is checked, not assumed (:func:`static_cache`): transformers' static layers
+that count their own length on the device (``cumulative_length``, 5.x), no sliding or linear-attention
+layers, and an attention implementation that takes a 4D additive mask (sdpa, eager). The mask is ours,
+built on the device from a slot counter: the model's own mask builder takes host decisions
+(``.all()`` checks) that a graph capture cannot hold. Anything else keeps transformers' ``generate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from ..core.taps import CapturePoint, TapRecorder
+from .target import Target
+
+MASKS_TAKEN = ("sdpa", "eager")
+
+
+def static_cache(target: Target, batch: int, max_len: int) -> Any | None:
+    """A transformers static cache for ``batch`` rows of ``max_len`` slots, or None where this path would
+    not hold (older transformers, sliding-window or linear-attention layers, another attention kernel)."""
+    cfg = target.model.config
+    if getattr(cfg, "_attn_implementation", "eager") not in MASKS_TAKEN:
+        return None
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    kinds = set(getattr(text, "layer_types", None) or ["full_attention"])
+    if kinds != {"full_attention"} or getattr(text, "sliding_window", None) and getattr(text, "use_sliding_window", True):
+        return None
+    try:
+        from transformers import StaticCache
+
+        cache = StaticCache(config=cfg, max_cache_len=max_len)
+    except (ImportError, TypeError, ValueError):
+        return None
+    layers = getattr(cache, "layers", None)
+    if not layers or not all(hasattr(layer, "cumulative_length") and not layer.is_sliding for layer in layers):
+        return None
+    return cache
+
+
+class StaticDecoder:
+    """B rows advancing together over one static cache: a prefill, then forwards of n new tokens each.
+
+    Rows are left-padded (prompts end at the same slot, generation appends at the right); ``pad[b]``
+    slots of row b are masked out of every query and its positions start at its first real token, as
+    ``generate`` numbers them. ``forward`` returns the target's argmax at every new position and the
+    taps asked for there; on CUDA each (n) shape is captured as a graph at its first use.
+    """
+
+    def __init__(self, target: Target, cache: Any, batch: int, max_len: int, points: Iterable[CapturePoint] = ()):
+        self.target, self.cache, self.max_len = target, cache, max_len
+        self.points = tuple(points)
+        dev = target.device
+        self.dev = dev
+        self.graphs = dev.type == "cuda"
+        self.slot = torch.zeros((), dtype=torch.long, device=dev)  # the next slot to write (every row alike)
+        self.pad = torch.zeros(batch, dtype=torch.long, device=dev)
+        self.length = 0  # the host's copy of slot, kept in step without a sync
+        self.head = target.model.get_output_embeddings()
+        self._base = target.parts.base
+        self._kw = cache_keyword(self._base)
+        self._dtype = target.model.get_input_embeddings().weight.dtype
+        self._graphed: dict[int, tuple[Any, torch.Tensor, tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]]] = {}
+
+    def _mask(self, n: int) -> torch.Tensor:
+        """[B, 1, n, L] additive: query i (slot + i) of row b sees slot j <= slot + i that is not b's padding."""
+        j = torch.arange(self.max_len, device=self.dev)
+        q = self.slot + torch.arange(n, device=self.dev)
+        ok = (j[None, :] <= q[:, None])[None, None] & (j[None, :] >= self.pad[:, None])[:, None, None, :]
+        zero = torch.zeros((), dtype=self._dtype, device=self.dev)
+        return torch.where(ok, zero, torch.finfo(self._dtype).min)
+
+    def _run(self, ids: torch.Tensor, last_only: bool = False) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
+        n = ids.shape[1]
+        pos = (self.slot + torch.arange(n, device=self.dev))[None, :] - self.pad[:, None]
+        with TapRecorder(self.target.model, self.points) as rec:
+            out = self._base(
+                input_ids=ids,
+                attention_mask=self._mask(n),
+                position_ids=pos.clamp(min=0),
+                use_cache=True,
+                **{self._kw: self.cache},
+            )
+            taps = rec.take()
+        self.slot.add_(n)
+        last = out.last_hidden_state[:, -1:] if last_only else out.last_hidden_state
+        return self.head(last.to(self.head.weight.dtype)).argmax(-1), taps
+
+    @torch.inference_mode()
+    def prefill(
+        self, ids: torch.Tensor, pad: torch.Tensor, *, last_only: bool = True
+    ) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
+        """Left-padded prompts ids [B, T] with pad [B] leading pads each: (argmax [B, 1] at the last slot,
+        or [B, T] at every slot; taps). Eager: a prompt's shape is met once."""
+        self.pad.copy_(pad)
+        self.crop(0)
+        amax, taps = self._run(ids, last_only)
+        self.length = ids.shape[1]
+        return amax, taps
+
+    @torch.inference_mode()
+    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
+        """ids [B, n] at the next n slots -> (argmax [B, n], taps {point: [B, n, H]}); outputs of a graph
+        are its own buffers, overwritten by its next replay: copy what must outlive it."""
+        n = ids.shape[1]
+        if self.length + n > self.max_len:
+            raise ValueError(f"the static cache holds {self.max_len} slots; {self.length + n} asked")
+        self.length += n
+        if not self.graphs:
+            return self._run(ids)
+        if n not in self._graphed:
+            self._graphed[n] = self._capture(ids)
+        graph, inp, out = self._graphed[n]
+        inp.copy_(ids)
+        graph.replay()
+        return out
+
+    def _capture(self, ids: torch.Tensor) -> tuple[Any, torch.Tensor, tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]]:
+        """Warm up on a side stream (cuBLAS and allocator state), set the cache back, capture one forward.
+        A capture runs no kernels, so the counters it records advancing move only when the graph replays."""
+        inp = ids.clone()
+        start = self.length - ids.shape[1]
+        side = torch.cuda.Stream(self.dev)
+        side.wait_stream(torch.cuda.current_stream(self.dev))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self._run(inp)
+                self._set_length(start)
+        torch.cuda.current_stream(self.dev).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = self._run(inp)
+        return graph, inp, out
+
+    def _set_length(self, length: int) -> None:
+        self.slot.fill_(length)
+        for layer in self.cache.layers:
+            if getattr(layer, "is_initialized", False):
+                layer.cumulative_length.fill_(length)
+
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` slots: later writes overwrite the rest, which the mask already hides."""
+        self._set_length(length)
+        self.length = length
+
+
+def slots(n: int) -> int:
+    """A cache length of at least n, rounded up to 64: a mask row whose length is a multiple of 8 keeps
+    PyTorch's memory-efficient attention kernel (an unaligned one may fall back to the math kernel)."""
+    return -(-n // 64) * 64
+
+
+def cache_keyword(base: torch.nn.Module) -> str:
+    """transformers renamed the forward's past_key_values to cache (5.2x); 5.17 knows only the old name."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+@torch.inference_mode()
+def greedy_static(
+    target: Target, prompts: list[list[int]], max_new_tokens: int, progress: Callable[[int], None] | None = None
+) -> list[list[int]] | None:
+    """One batch's greedy continuation over a static cache (None where :func:`static_cache` refuses).
+
+    The step's feedback (argmax -> next input) stays on the device, so a graphed loop runs with no host
+    sync; EOS is read every 32 steps there (every step on the CPU, where reading costs nothing), to stop
+    once every row has ended."""
+    B, T = len(prompts), max(len(p) for p in prompts)
+    L = slots(T + max_new_tokens)
+    cache = static_cache(target, B, L)
+    if cache is None:
+        return None
+    tok = target.tokenizer
+    eos, pad_id = tok.eos_token_id, tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+    ids = torch.full((B, T), pad_id, dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, T - len(p) :] = torch.as_tensor(p)
+    dec = StaticDecoder(target, cache, B, L)
+    pads = torch.tensor([T - len(p) for p in prompts])
+    nxt, _ = dec.prefill(ids.to(target.device), pads.to(target.device))
+    out = torch.empty((B, max_new_tokens), dtype=torch.long, device=target.device)
+    cur = nxt.clone()
+    every = 32 if dec.graphs else 1
+    for k in range(max_new_tokens):
+        out[:, k] = cur[:, 0]
+        if progress is not None:
+            progress(k + 1)
+        if k + 1 == max_new_tokens or (eos is not None and (k + 1) % every == 0 and bool((out[:, : k + 1] == eos).any(-1).all())):
+            break
+        amax, _ = dec.forward(cur)
+        cur.copy_(amax)
+    got = out.tolist()
+    return [list(p) + _until_eos(got[i][: k + 1], eos) for i, p in enumerate(prompts)]
+
+
+def _until_eos(new: list[int], eos: int | None) -> list[int]:
+    return new[: new.index(eos) + 1] if eos is not None and eos in new else new

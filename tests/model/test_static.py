@@ -1,0 +1,78 @@
+"""The static-cache decode path (CUDA-graphed on a GPU) gives transformers' own tokens and features:
+greedy continuations equal ``generate``'s token for token in float32, the cached target's features equal
+the dynamic cache's, and a model the path cannot hold (sliding-window layers) keeps ``generate``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from eagle3_doctor.core.taps import final_norm, layer_out
+from eagle3_doctor.model.decode import CachedTarget
+from eagle3_doctor.model.static import greedy_static, static_cache
+from eagle3_doctor.model.target import Target, _generate, greedy_continue
+
+
+def _prompts(target, n: int) -> list[list[int]]:
+    words = "def calendar module fractions import return self year width other op class".split()
+    tok = target.tokenizer
+    return [tok(" ".join(words[i % 5 : i % 5 + 2 + i % 7]))["input_ids"] for i in range(n)]
+
+
+@pytest.mark.parametrize("batch", [1, 3, 10])
+def test_static_greedy_continuation_is_generates_token_for_token(target, batch):
+    prompts = _prompts(target, 10)
+    assert len({len(p) for p in prompts}) > 2  # ragged: rows of one batch carry different padding
+    got = greedy_continue(target, prompts, 40, batch)
+    want = [s for i in range(0, 10, batch) for s in _generate(target, prompts[i : i + batch], 40, lambda k: None)]
+    assert got == want
+    assert greedy_static(target, prompts[:batch], 40) == want[:batch]  # the static path ran, not the fallback
+
+
+def _model_target(target, family: str) -> Target:
+    from transformers import AutoModelForCausalLM, GptOssConfig, Qwen3Config
+
+    common = dict(vocab_size=320, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=256)
+    cfg = {
+        "qwen3": lambda: Qwen3Config(intermediate_size=128, num_key_value_heads=2, head_dim=16, **common),
+        "gpt_oss": lambda: GptOssConfig(
+            intermediate_size=64, num_key_value_heads=2, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
+            sliding_window=8, **common,
+        ),
+    }[family]()  # fmt: skip
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    return Target(model, target.tokenizer, cfg.to_dict(), family, torch.device("cpu"), torch.float32)
+
+
+def test_another_family_decodes_the_same_over_the_static_cache(target):
+    tgt = _model_target(target, "qwen3")
+    prompts = _prompts(target, 4)
+    assert static_cache(tgt, 4, 64) is not None
+    assert greedy_static(tgt, prompts, 24) == _generate(tgt, prompts, 24, lambda k: None)
+
+
+def test_sliding_window_layers_keep_transformers_generate(target):
+    tgt = _model_target(target, "gpt_oss")
+    prompts = _prompts(target, 3)
+    assert static_cache(tgt, 3, 64) is None and greedy_static(tgt, prompts, 16) is None
+    assert greedy_continue(tgt, prompts, 16, 3) == _generate(tgt, prompts, 16, lambda k: None)
+
+
+def test_the_cached_target_gives_the_dynamic_caches_features_and_tokens_over_the_static_cache(target):
+    spec = [layer_out(1), layer_out(4), final_norm()]
+    dyn, st = CachedTarget(target, spec), CachedTarget(target, spec, max_len=64)
+    assert (dyn.mode, st.mode) == ("eager", "static cache")
+    prompt = torch.tensor([_prompts(target, 1)[0]])
+    steps = [(prompt, True), (torch.tensor([[5, 9, 11]]), False), (torch.tensor([[7, 8]]), False)]
+    for i, (ids, last) in enumerate(steps):
+        if i == 2:  # the verified prefix only: the rejected tail of the last pass is dropped
+            dyn.crop(dyn.length - 2), st.crop(st.length - 2)
+        a, b = dyn.forward(ids, last_only=last), st.forward(ids, last_only=last)
+        assert torch.allclose(a[0], b[0], atol=1e-5) and torch.equal(a[1], b[1])
+        assert dyn.length == st.length
+    st.reset()  # a new prompt over the same cache: nothing of the last one is seen
+    assert st.length == 0
+    again = st.forward(prompt, last_only=True)
+    first = CachedTarget(target, spec).forward(prompt, last_only=True)
+    assert torch.allclose(again[0], first[0], atol=1e-5) and torch.equal(again[1], first[1])
