@@ -174,7 +174,7 @@ def main() -> None:
 
     # reference loop vs the estimator on the same prompts and tokens: the continuation is generated
     # once (timed apart); the estimator is timed over exactly those tokens.
-    from eagle3_doctor.model.target import greedy_continue
+    from eagle3_doctor.model.continuation import greedy_continue
 
     sub = [s[:64] for s in seqs[: args.ref_prompts]]
     t_cont, _, conts = timed(lambda: greedy_continue(setup.target, sub, args.ref_new, args.batch), reps=1)

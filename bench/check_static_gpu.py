@@ -25,9 +25,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from eagle3_doctor.model.continuation import _generate, greedy_continue  # noqa: E402
 from eagle3_doctor.model.setup import Setup  # noqa: E402
 from eagle3_doctor.model.static import greedy_static  # noqa: E402
-from eagle3_doctor.model.target import _generate, greedy_continue, load_target  # noqa: E402
+from eagle3_doctor.model.target import load_target  # noqa: E402
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 

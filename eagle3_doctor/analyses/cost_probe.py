@@ -19,7 +19,7 @@ from ..model.decode import CachedTarget
 if TYPE_CHECKING:
     from ..model.setup import Setup
 
-VERIFY, EXTEND, STEP = "target verify", "draft extend", "draft step"
+VERIFY, EXTEND, CHAIN, STEP = "target verify", "draft extend", "draft chain", "draft step"
 
 
 @dataclass
@@ -27,7 +27,7 @@ class CostRow(JsonFields):
     """One timed forward: median seconds over the runs (after one warm-up)."""
 
     batch_size: int
-    part: str  # target verify | draft extend | draft step
+    part: str  # target verify | draft extend (catch-up) | draft chain (k proposals) | draft step (a tree's width)
     tokens: int  # new tokens per sequence in the forward
     seconds: float
     runs: list[float]
@@ -90,35 +90,44 @@ def _target_forwards(ct: CachedTarget, B: int, budgets: Sequence[int], g: torch.
     return out
 
 
-def _draft_forwards(draft: Any, aux: torch.Tensor, ids: torch.Tensor, extends: Sequence[int], widths: Sequence[int]) -> Timed:
-    """The loop's catch-up over w verified tokens and its single-token steps, each followed by the next
-    proposal (:mod:`spec_loop`'s own functions); a tree's w-wide steps score topk children per slot."""
-    from .spec_loop import catch_up, draft_next, draft_step
+def _draft_forwards(
+    draft: Any, aux: torch.Tensor, ids: torch.Tensor, extends: Sequence[int], chains: Sequence[int], widths: Sequence[int]
+) -> Timed:
+    """The loop's catch-up over w verified tokens and its chains of k proposals (:mod:`spec_loop`'s own
+    functions, over the draft's static cache); a tree's w-wide steps, which score topk children per slot,
+    over a dynamic cache (the loop runs chains only)."""
+    from ..draft.decode import DraftDecoder
+    from .spec_loop import catch_up, propose
 
     B, C = ids.shape
-    dev = ids.device
-    cache = DraftCache()
-    h = catch_up(draft, aux, ids.tolist(), 0, cache)
-    toks = ids[:, -1].tolist()
+    dd = DraftDecoder(draft, B, C + max([*extends, *chains]) + 2)
+    h = catch_up(dd, aux, ids.tolist(), 0, once=True)
     out: Timed = []
     for w in extends:
 
         def extend(w: int = w) -> None:
-            start = cache.length
-            draft_next(draft, catch_up(draft, aux[:, -w:], ids[:, :w].tolist(), start, cache))
-            cache.crop(start + 1)
+            catch_up(dd, aux[:, -w:], ids[:, :w].tolist(), C)
+            dd.crop(C + 1)  # see probe_costs: the next forward meets a cache one position longer
 
         out.append((EXTEND, w, extend))
+    for k in chains:
+
+        def chain(k: int = k) -> None:
+            start = dd.length
+            propose(dd, h, k)
+            dd.crop(start + 1)
+
+        out.append((CHAIN, k, chain))
+    if widths:
+        cache = DraftCache()
+        hd = draft.extend(aux, ids, torch.arange(C, device=ids.device).expand(B, C), cache, from_aux=True)
     for w in widths:
 
         def step(w: int = w) -> None:
             start = cache.length
-            if w == 1:
-                draft_next(draft, draft_step(draft, h, toks, start, cache))
-            else:
-                pos = torch.arange(start, start + w, device=dev).expand(B, w)
-                o = draft.extend(h[:, -w:], ids[:, :w], pos, cache, from_aux=False)
-                draft.to_target_ids(draft.logits(o).topk(w, dim=-1).indices).tolist()
+            pos = torch.arange(start, start + w, device=ids.device).expand(B, w)
+            o = draft.extend(hd[:, -w:], ids[:, :w], pos, cache, from_aux=False)
+            draft.to_target_ids(draft.logits(o).topk(w, dim=-1).indices).tolist()
             cache.crop(start + 1)
 
         out.append((STEP, w, step))
@@ -135,8 +144,9 @@ def probe_costs(setup: Setup, settings: Sequence[Setting], batch_sizes: Sequence
     tgt, draft = setup.target, setup.draft
     budgets = sorted({1} | {s.verify_tokens for s in settings})
     extends = list(range(1, max(s.num_steps for s in settings) + 2))  # an extend covers accepted + bonus
-    widths = sorted({s.topk for s in settings if s.num_steps > 1})  # 1: a chain's step
-    runs_per_cache = (repeats + 1) * max(len(budgets), len(extends) + len(widths))
+    chains = sorted({s.num_steps for s in settings if s.kind == "chain"} | {1})  # 1: a tree's first proposal
+    widths = sorted({s.topk for s in settings if s.kind != "chain" and s.num_steps > 1})
+    runs_per_cache = (repeats + 1) * max(len(budgets), len(extends) + len(chains) + len(widths))
     start = max(max(extends), context - runs_per_cache // 2)  # an extend reads its w tokens from the prefill
     g = torch.Generator().manual_seed(0)
     rows: list[CostRow] = []
@@ -146,13 +156,14 @@ def probe_costs(setup: Setup, settings: Sequence[Setting], batch_sizes: Sequence
         mode = ct.mode
         ids = torch.randint(0, tgt.vocab_size, (B, start), generator=g).to(tgt.device)
         aux, _ = ct.forward(ids, last_only=True)
-        fwd = _target_forwards(ct, B, budgets, g) + _draft_forwards(draft, aux, ids, extends, widths)
+        fwd = _target_forwards(ct, B, budgets, g) + _draft_forwards(draft, aux, ids, extends, chains, widths)
         for (part, n, _), runs in zip(fwd, _timed([f for _, _, f in fwd], repeats, tgt.device)):
             rows.append(CostRow(B, part, n, statistics.median(runs), runs))
         del ct, aux, fwd
     dev = tgt.device
     where = "costs measured on the CPU" if dev.type == "cpu" else f"costs measured on {_device_name(dev)}"
-    return CostProbe(where, f"target {mode}, draft eager", str(tgt.dtype).replace("torch.", ""), context, repeats, rows)
+    draft_mode = "cuda graphs" if mode == "cuda graphs" else "static cache"
+    return CostProbe(where, f"target {mode}, draft {draft_mode}", str(tgt.dtype).replace("torch.", ""), context, repeats, rows)
 
 
 def _device_name(dev: torch.device) -> str:

@@ -201,8 +201,8 @@ def _sequences(
     batch_size: int,
 ) -> list[Any]:
     """The prompts plus the target's greedy continuation: the tokens a draft sees in serving."""
+    from ..model.continuation import greedy_continue
     from ..model.replay import check_seq_len, prompts_from
-    from ..model.target import greedy_continue
 
     prompts, _ = prompts_from(tgt, prompts_path, max_tokens, limit, prompt_ids)
     seqs = [p.ids for p in prompts]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..draft.model import DraftCache, Eagle3Draft
+from ..draft.decode import DraftDecoder
 from ..model.decode import CachedTarget
 
 
@@ -44,31 +44,24 @@ def _sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
-# The loop's four operations, each a function the cost probe (``cost_probe.probe_costs``) times as it is:
-# the prediction then sums the costs of the very code the loop runs, host syncs and tensor building
+# The loop's three operations, each a function the cost probe (``cost_probe.probe_costs``) times as it is:
+# the prediction then sums the costs of the very code the loop runs, host reads and tensor building
 # included, instead of a model of it.
 
 
-def draft_next(draft: Eagle3Draft, h: torch.Tensor) -> list[int]:
-    """Each row's greedy draft token after its last state h [B, n, H], in target ids, on the host (the
-    loop must read it to feed it back)."""
-    return draft.to_target_ids(draft.logits(h[:, -1:]).argmax(-1))[:, 0].tolist()
-
-
-def draft_step(draft: Eagle3Draft, h: torch.Tensor, tokens: Sequence[int], pos: int, cache: DraftCache) -> torch.Tensor:
-    """One single-token draft forward per row: state h [B, 1, H] and its proposed token, at position pos."""
-    dev = h.device
-    ids = torch.tensor(list(tokens), device=dev)[:, None]
-    return draft.extend(h[:, -1:], ids, torch.full_like(ids, pos), cache, from_aux=False)
-
-
-def catch_up(draft: Eagle3Draft, aux: torch.Tensor, ids: Sequence[Sequence[int]], start: int, cache: DraftCache) -> torch.Tensor:
+def catch_up(
+    draft: DraftDecoder, aux: torch.Tensor, ids: Sequence[Sequence[int]], start: int, *, once: bool = False
+) -> torch.Tensor:
     """The draft's extend over newly verified positions start..start+n-1, from the target's features
-    aux [B, n, ...] paired with the tokens after them ids [B][n]."""
-    dev = aux.device
-    t = torch.tensor([list(r) for r in ids], device=dev)
-    pos = torch.arange(start, start + t.shape[1], device=dev).expand_as(t)
-    return draft.extend(aux, t, pos, cache, from_aux=True)
+    aux [B, n, ...] paired with the tokens after them ids [B][n]; ``once``: a prompt's (eager)."""
+    draft.crop(start)
+    return draft.catch_up(aux, torch.tensor([list(r) for r in ids], device=aux.device), once=once)
+
+
+def propose(draft: DraftDecoder, h: torch.Tensor, k: int) -> list[list[int]]:
+    """Each row's K greedy chain proposals (target ids) after its last state h [B, n, H], on the host
+    (the loop must read them to verify them): K - 1 draft steps, one read."""
+    return draft.propose(h[:, -1:], k).tolist()
 
 
 def verify(target: CachedTarget, rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, list[list[int]]]:
@@ -77,22 +70,9 @@ def verify(target: CachedTarget, rows: Sequence[Sequence[int]]) -> tuple[torch.T
     return aux, amax.tolist()
 
 
-def _propose(draft: Eagle3Draft, h: torch.Tensor, cache: DraftCache, t: int, k: int) -> tuple[list[int], int]:
-    """K greedy draft tokens from the state h [1, 1, H] at base t; returns (tokens, draft forwards run)."""
-    props: list[int] = []
-    steps = 0
-    for j in range(1, k + 1):
-        props.append(draft_next(draft, h)[0])
-        if j == k:
-            break
-        h = draft_step(draft, h, props[-1:], t + j, cache)
-        steps += 1
-    return props, steps
-
-
 @torch.inference_mode()
 def speculative_decode(
-    target: CachedTarget, draft: Eagle3Draft, prompt: Sequence[int], total_len: int, num_steps: int
+    target: CachedTarget, draft: DraftDecoder, prompt: Sequence[int], total_len: int, num_steps: int
 ) -> LoopRun:
     """Greedy chain speculative decoding of ``prompt`` until ``total_len`` tokens exist.
 
@@ -107,15 +87,15 @@ def speculative_decode(
     seq = [*prompt, int(amax[0, -1])]
     _sync(dev)
     t0 = time.perf_counter()
-    cache = DraftCache()
-    h = catch_up(draft, aux, [seq[1:]], 0, cache)
+    h = catch_up(draft, aux, [seq[1:]], 0, once=True)
     run = LoopRun([], 0, 1)
-    # the clock is read only where the loop syncs anyway (each proposal and each verify is read on the
-    # host), so the split adds no sync: the draft's share includes the catch-up launched before it
+    # the clock is read only where the loop reads the device anyway (each proposal and each verify), so
+    # the split adds no sync: the draft's share includes the catch-up launched before it
     t1 = time.perf_counter()
     while len(seq) < total_len:
         t = len(seq) - 2
-        props, steps = _propose(draft, h, cache, t, min(num_steps, total_len - len(seq)))
+        k = min(num_steps, total_len - len(seq))
+        props = propose(draft, h, k)[0]
         t2 = time.perf_counter()
         aux, rows = verify(target, [[seq[-1], *props]])
         t3 = time.perf_counter()
@@ -124,16 +104,15 @@ def speculative_decode(
         a = 0
         while a < len(props) and props[a] == got[a]:
             a += 1
-        run.passes, run.draft_steps = run.passes + 1, run.draft_steps + steps
+        run.passes, run.draft_steps = run.passes + 1, run.draft_steps + k - 1
         run.accepted.append(a)
         seq += props[:a]
         target.crop(t + 2 + a)
-        cache.crop(t + 1)
         if len(seq) >= total_len:
             break
         seq.append(got[a])
         t1 = time.perf_counter()
-        h = catch_up(draft, aux[:, : a + 1], [seq[t + 2 : t + 3 + a]], t + 1, cache)
+        h = catch_up(draft, aux[:, : a + 1], [seq[t + 2 : t + 3 + a]], t + 1)
         run.draft_steps += 1
     _sync(dev)
     run.seconds = time.perf_counter() - t0

@@ -37,7 +37,7 @@ from .acceptance.estimator import unroll_outcomes
 from .acceptance.measurement import _labels_fn
 from .acceptance.metrics import _leading_ones_np, walk_chain
 from .acceptance.options import AcceptanceOptions, Replay, _no_progress
-from .cost_probe import EXTEND, STEP, VERIFY, CostProbe, probe_costs
+from .cost_probe import CHAIN, EXTEND, STEP, VERIFY, CostProbe, probe_costs
 
 if TYPE_CHECKING:
     from ..model.setup import Setup
@@ -208,14 +208,19 @@ def _setting_acceptance(settings: Sequence[Setting], acc: dict, current: Setting
 def _speed_stat(s: Setting, costs: CostProbe, B: int) -> tuple[Callable[[np.ndarray], np.ndarray], float, Callable]:
     """(tokens/s as a function of summed [passes, accepted] counts, verify seconds, draft seconds of L).
 
-    The extend's cost at a fractional L (tokens per pass) is interpolated between the widths timed."""
+    A pass's draft work: the catch-up over the L tokens the last pass kept (interpolated between the
+    widths timed at a fractional L), then a chain's K proposals, or a tree's first proposal and its
+    steps - 1 topk-wide steps."""
     widths = sorted({r.tokens for r in costs.rows if r.part == EXTEND and r.batch_size == B})
     ext = np.asarray([costs.seconds(B, EXTEND, w) for w in widths])
-    step = costs.seconds(B, STEP, s.topk) if s.num_steps > 1 else 0.0
+    if s.kind == "chain":
+        propose = costs.seconds(B, CHAIN, s.num_steps)
+    else:
+        propose = costs.seconds(B, CHAIN, 1) + (s.num_steps - 1) * (costs.seconds(B, STEP, s.topk) if s.num_steps > 1 else 0.0)
     verify = costs.seconds(B, VERIFY, s.verify_tokens)
 
     def draft_s(L: np.ndarray) -> np.ndarray:
-        return np.interp(L, widths, ext) + (s.num_steps - 1) * step
+        return np.interp(L, widths, ext) + propose
 
     def tps(c: np.ndarray) -> np.ndarray:
         L = 1.0 + c[..., 1] / c[..., 0]
@@ -268,11 +273,13 @@ def check_loop(
     each), so a slow spell of the machine lands on all of them alike; the order turns by one each
     prompt, because a host whose pace sags under sustained load (measured: a third slower after a
     minute of the loop) would otherwise always charge the settings that run last."""
+    from ..draft.decode import DraftDecoder
     from .spec_loop import plain_decode, speculative_decode
 
     longest = max(len(s) for s in rep.seqs) + max(r.setting.num_steps for r in rows) + 1
-    ct, draft = CachedTarget(setup.target, setup.serving.spec, max_len=longest), setup.draft
-    assert draft is not None  # predict_speedup refuses a Setup without one
+    assert setup.draft is not None  # predict_speedup refuses a Setup without one
+    ct = CachedTarget(setup.target, setup.serving.spec, max_len=longest)
+    draft = DraftDecoder(setup.draft, 1, longest)
     prompts = [p.ids for p in rep.src.prompts]
     plain: list[LoopRun] = []
     runs: list[list[LoopRun]] = [[] for _ in rows]
@@ -383,11 +390,8 @@ def _notes(setup: Setup, opts: SpeedupOptions, costs: CostProbe, loop: list | No
         f"{costs.where}, {costs.mode}, {costs.dtype}, KV caches of about {costs.context} positions, one longer each run, "
         f"median of {costs.repeats} runs; the decode loop runs the same forwards the same way"
     )
-    if "draft eager" in costs.mode and "cuda graphs" in costs.mode:
-        notes.append(
-            "the draft's forwards run eager (an engine graphs them too): where their launch overhead weighs, the "
-            "prediction and the loop both carry it, so they agree with each other and sit under an engine's speedup"
-        )
+    if "cuda graphs" in costs.mode and any(x.kind != "chain" for x in opts.settings):
+        notes.append("a tree's topk-wide draft steps run eager over a dynamic cache: only chains are graphed")
     notes.append(
         "acceptance: greedy, along the target's own continuation of each prompt, the draft as checkpointed on the "
         f"serving features ({setup.serving.label}); intervals: 95% percentile bootstrap over prompts, costs fixed"

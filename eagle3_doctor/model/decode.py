@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
+from ..core.graphs import slots
 from ..core.taps import CapturePoint, TapRecorder, final_norm
-from .static import StaticDecoder, cache_keyword, slots, static_cache
+from .static import StaticDecoder, cache_keyword, static_cache
 from .target import Target
 
 
@@ -42,7 +43,7 @@ class CachedTarget:
         """How its forwards run: "cuda graphs" (static cache, graphed), "static cache" or "eager"."""
         if self.static is None:
             return "eager"
-        return "cuda graphs" if self.static.graphs else "static cache"
+        return "cuda graphs" if self.static.graphed else "static cache"
 
     @property
     def length(self) -> int:

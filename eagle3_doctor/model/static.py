@@ -17,12 +17,15 @@ built on the device from a slot counter: the model's own mask builder takes host
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..core.graphs import Graphs, slots
 from ..core.taps import CapturePoint, TapRecorder
-from .target import Target
+
+if TYPE_CHECKING:
+    from .target import Target
 
 MASKS_TAKEN = ("sdpa", "eager")
 
@@ -63,7 +66,6 @@ class StaticDecoder:
         self.points = tuple(points)
         dev = target.device
         self.dev = dev
-        self.graphs = dev.type == "cuda"
         self.slot = torch.zeros((), dtype=torch.long, device=dev)  # the next slot to write (every row alike)
         self.pad = torch.zeros(batch, dtype=torch.long, device=dev)
         self.length = 0  # the host's copy of slot, kept in step without a sync
@@ -71,7 +73,11 @@ class StaticDecoder:
         self._base = target.parts.base
         self._kw = cache_keyword(self._base)
         self._dtype = target.model.get_input_embeddings().weight.dtype
-        self._graphed: dict[int, tuple[Any, torch.Tensor, tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]]] = {}
+        self._graphs = Graphs(dev, lambda: self.length, self._set_length)
+
+    @property
+    def graphed(self) -> bool:
+        return self._graphs.on
 
     def _mask(self, n: int) -> torch.Tensor:
         """[B, 1, n, L] additive: query i (slot + i) of row b sees slot j <= slot + i that is not b's padding."""
@@ -111,37 +117,14 @@ class StaticDecoder:
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
-        """ids [B, n] at the next n slots -> (argmax [B, n], taps {point: [B, n, H]}); outputs of a graph
-        are its own buffers, overwritten by its next replay: copy what must outlive it."""
+        """ids [B, n] at the next n slots -> (argmax [B, n], taps {point: [B, n, H]}); on CUDA the outputs
+        are a graph's own buffers, overwritten by its next replay: copy what must outlive it."""
         n = ids.shape[1]
         if self.length + n > self.max_len:
             raise ValueError(f"the static cache holds {self.max_len} slots; {self.length + n} asked")
+        out = self._graphs.run(n, self._run, ids)
         self.length += n
-        if not self.graphs:
-            return self._run(ids)
-        if n not in self._graphed:
-            self._graphed[n] = self._capture(ids)
-        graph, inp, out = self._graphed[n]
-        inp.copy_(ids)
-        graph.replay()
         return out
-
-    def _capture(self, ids: torch.Tensor) -> tuple[Any, torch.Tensor, tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]]:
-        """Warm up on a side stream (cuBLAS and allocator state), set the cache back, capture one forward.
-        A capture runs no kernels, so the counters it records advancing move only when the graph replays."""
-        inp = ids.clone()
-        start = self.length - ids.shape[1]
-        side = torch.cuda.Stream(self.dev)
-        side.wait_stream(torch.cuda.current_stream(self.dev))
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                self._run(inp)
-                self._set_length(start)
-        torch.cuda.current_stream(self.dev).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = self._run(inp)
-        return graph, inp, out
 
     def _set_length(self, length: int) -> None:
         self.slot.fill_(length)
@@ -153,12 +136,6 @@ class StaticDecoder:
         """Keep the first ``length`` slots: later writes overwrite the rest, which the mask already hides."""
         self._set_length(length)
         self.length = length
-
-
-def slots(n: int) -> int:
-    """A cache length of at least n, rounded up to 64: a mask row whose length is a multiple of 8 keeps
-    PyTorch's memory-efficient attention kernel (an unaligned one may fall back to the math kernel)."""
-    return -(-n // 64) * 64
 
 
 def cache_keyword(base: torch.nn.Module) -> str:
@@ -192,7 +169,7 @@ def greedy_static(
     nxt, _ = dec.prefill(ids.to(target.device), pads.to(target.device))
     out = torch.empty((B, max_new_tokens), dtype=torch.long, device=target.device)
     cur = nxt.clone()
-    every = 32 if dec.graphs else 1
+    every = 32 if dec.graphed else 1
     for k in range(max_new_tokens):
         out[:, k] = cur[:, 0]
         if progress is not None:

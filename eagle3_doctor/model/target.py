@@ -8,7 +8,7 @@ and position ids stay 0..n-1 without any bookkeeping (tests/model/test_batching.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -315,78 +315,3 @@ def target_argmax(target: Target, last_hidden: torch.Tensor, chunk: int = 1024) 
     for s in range(0, flat.shape[0], chunk):
         out[s : s + chunk] = head(flat[s : s + chunk]).argmax(-1)
     return out.view(last_hidden.shape[:-1])
-
-
-@torch.inference_mode()
-def greedy_continue(
-    target: Target,
-    prompts: Sequence[Sequence[int]],
-    max_new_tokens: int,
-    batch_size: int,
-    progress: Callable[[int, int], None] | None = None,
-) -> list[list[int]]:
-    """The target's own greedy continuation of each prompt, stopping at the tokenizer's EOS.
-
-    Each batch runs over a static KV cache (CUDA-graphed on a GPU, :mod:`static`) where the model allows
-    it, else through ``generate`` (left-padded batches, a dynamic cache): the same tokens either way.
-    progress(done, total) is called per generated token (total = batches x max_new_tokens).
-    """
-    from .static import greedy_static
-
-    n_batches = (len(prompts) + batch_size - 1) // batch_size
-    total = n_batches * max_new_tokens
-    outs: list[list[int]] = []
-    for bi, (_, chunk) in enumerate(batches([list(p) for p in prompts], batch_size)):
-
-        def tick(k: int, bi: int = bi) -> None:
-            if progress is not None:
-                progress(min(bi * max_new_tokens + k, total), total)
-
-        got = greedy_static(target, list(chunk), max_new_tokens, tick)
-        outs += got if got is not None else _generate(target, chunk, max_new_tokens, tick)
-    if progress is not None:
-        progress(total, total)
-    return outs
-
-
-def _generate(target: Target, chunk: Sequence[list[int]], max_new_tokens: int, tick: Callable[[int], None]) -> list[list[int]]:
-    """One left-padded batch through transformers' ``generate`` (greedy, dynamic cache)."""
-    from transformers import StoppingCriteria, StoppingCriteriaList
-
-    step = [0]
-
-    class _Tick(StoppingCriteria):  # never stops generation: a per-token hook for the progress bar
-        def __call__(self, input_ids, scores, **kwargs):
-            step[0] += 1
-            tick(step[0])
-            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-
-    tok = target.tokenizer
-    eos = tok.eos_token_id
-    pad = tok.pad_token_id if tok.pad_token_id is not None else (eos if eos is not None else 0)
-    T = max(len(p) for p in chunk)
-    ids = torch.full((len(chunk), T), pad, dtype=torch.long)
-    mask = torch.zeros((len(chunk), T), dtype=torch.long)
-    for i, p in enumerate(chunk):
-        ids[i, T - len(p) :] = torch.as_tensor(list(p))
-        mask[i, T - len(p) :] = 1
-    gen = target.model.generate(
-        input_ids=ids.to(target.device),
-        attention_mask=mask.to(target.device),
-        max_new_tokens=max_new_tokens,
-        do_sample=False,
-        num_beams=1,
-        pad_token_id=pad,
-        eos_token_id=eos,
-        temperature=None,
-        top_p=None,
-        top_k=None,
-        stopping_criteria=StoppingCriteriaList([_Tick()]),
-    )
-    outs = []
-    for i, p in enumerate(chunk):
-        new = gen[i, T:].tolist()
-        if eos is not None and eos in new:
-            new = new[: new.index(eos) + 1]
-        outs.append(list(p) + new)
-    return outs

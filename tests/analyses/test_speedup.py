@@ -41,16 +41,19 @@ def test_the_loop_is_exact_and_counts_what_the_prediction_assumes(run):
 
 def test_the_prediction_is_its_formula_over_the_measured_costs(run):
     costs = run.costs
-    assert costs.where == "costs measured on the CPU" and costs.mode == "target static cache, draft eager"
+    assert costs.where == "costs measured on the CPU" and costs.mode == "target static cache, draft static cache"
     tpp = {a.label: a.tokens_per_pass.point for a in run.acceptance}
     steps = {a.label: a.setting for a in run.acceptance}
     for p in run.predictions:
         s, B, L = steps[p.label], p.batch_size, tpp[p.label]
         plain = costs.seconds(B, "target verify", 1)
         ext = np.interp(L, *zip(*[(r.tokens, r.seconds) for r in costs.rows if r.part == "draft extend" and r.batch_size == B]))
-        step = costs.seconds(B, "draft step", s.topk) if s.num_steps > 1 else 0.0
+        if s.kind == "chain":  # the catch-up, then the K proposals in one call
+            propose = costs.seconds(B, "draft chain", s.num_steps)
+        else:  # a tree: its first proposal, then steps - 1 topk-wide steps
+            propose = costs.seconds(B, "draft chain", 1) + (s.num_steps - 1) * costs.seconds(B, "draft step", s.topk)
         assert p.verify_seconds == costs.seconds(B, "target verify", s.verify_tokens)
-        assert p.draft_seconds == pytest.approx(ext + (s.num_steps - 1) * step)
+        assert p.draft_seconds == pytest.approx(ext + propose)
         assert p.tokens_per_second.point == pytest.approx(B * L / (p.draft_seconds + p.verify_seconds))
         assert p.speedup.point == pytest.approx(p.tokens_per_second.point * plain / B)
         assert p.tokens_per_second.lo <= p.tokens_per_second.point <= p.tokens_per_second.hi
@@ -75,9 +78,9 @@ def test_chain_acceptance_per_setting_is_the_acceptance_commands(run, setup_sgla
 
 def test_plain_decoding_is_the_targets_greedy_continuation(setup_sglang):
     from eagle3_doctor.analyses.spec_loop import plain_decode
+    from eagle3_doctor.model.continuation import greedy_continue
     from eagle3_doctor.model.decode import CachedTarget
     from eagle3_doctor.model.replay import prompt_sequences
-    from eagle3_doctor.model.target import greedy_continue
 
     prompts, _ = prompt_sequences(setup_sglang.target, str(PROMPTS), 512, 2)
     seqs = greedy_continue(setup_sglang.target, [p.ids for p in prompts], 16, 2)

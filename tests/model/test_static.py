@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from eagle3_doctor.core.taps import final_norm, layer_out
+from eagle3_doctor.model.continuation import _generate, greedy_continue
 from eagle3_doctor.model.decode import CachedTarget
 from eagle3_doctor.model.static import greedy_static, static_cache
-from eagle3_doctor.model.target import Target, _generate, greedy_continue
+from eagle3_doctor.model.target import Target
 
 
 def _prompts(target, n: int) -> list[list[int]]:

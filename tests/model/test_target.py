@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def test_greedy_continuation_reports_per_token(target):
-    from eagle3_doctor.model.target import greedy_continue
+    from eagle3_doctor.model.continuation import greedy_continue
 
     seen = []
     greedy_continue(target, [[1, 2, 3], [4, 5]], 6, 1, progress=lambda d, n: seen.append((d, n)))

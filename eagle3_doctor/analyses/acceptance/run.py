@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def acceptance_sequences(setup: Setup, src: Sources, opts: AcceptanceOptions, progress: Progress) -> Replay:
     """Prompts plus the target's greedy continuation, or the text (or dump) as given."""
-    from ...model.target import greedy_continue
+    from ...model.continuation import greedy_continue
 
     tgt = setup.target
     notes = list(setup.notes) + src.notes
