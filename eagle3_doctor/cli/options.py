@@ -164,6 +164,12 @@ DEVICE_MAP = opt(
 MAX_MEMORY = opt(
     Optional[str], None, "--max-memory", help="With --device-map: memory per device, e.g. 0=70GiB,1=70GiB,cpu=200GiB."
 )
+STREAM_LAYERS = opt(
+    Optional[bool],
+    None,
+    "--stream-layers/--no-stream-layers",
+    help="Replay a target larger than the GPU one decoder layer at a time, every sequence through a layer before the next is read from disk (each weight read once per group of sequences; given text only, no greedy continuation). Default: on when the weights exceed free GPU memory.",
+)
 TRUST_REMOTE_CODE = opt(
     bool, False, "--trust-remote-code", help="Allow the target's own modelling code to run (off unless you ask)."
 )

@@ -180,11 +180,22 @@ def load_setup(
     trust_remote_code: bool = False,
     device_map: str | dict | None = None,
     max_memory: dict | None = None,
+    stream_layers: bool = False,
 ) -> Setup:
-    """Load target and draft and resolve both feature paths; ``layer_ids`` overrides the draft config's ids."""
-    tgt = load_target(
-        target, dtype=dtype, device=device, trust_remote_code=trust_remote_code, device_map=device_map, max_memory=max_memory
-    )
+    """Load target and draft and resolve both feature paths; ``layer_ids`` overrides the draft config's ids.
+
+    ``stream_layers``: keep one decoder layer of the target resident at a time (:mod:`model.stream`), for a
+    target larger than the device; replays then read the weights once per group of sequences."""
+    if stream_layers:
+        if device_map is not None:
+            raise BadInput("--stream-layers and --device-map both place the target's layers", "pass one of them")
+        from .stream import load_streamed_target
+
+        tgt: Target = load_streamed_target(target, dtype=dtype, device=device, trust_remote_code=trust_remote_code)
+    else:
+        tgt = load_target(
+            target, dtype=dtype, device=device, trust_remote_code=trust_remote_code, device_map=device_map, max_memory=max_memory
+        )
     _check_finite_target(tgt)
     return assemble(tgt, draft, draft_format, engine, engine_version, layer_ids, train_recipe)
 
