@@ -190,9 +190,12 @@ def preflight_given(a: SimpleNamespace, skip: tuple[str, ...] = ()) -> None:
 
 def batch_size_for(text: str, setup: Any, max_tokens: int) -> int:
     if text == "auto" and getattr(setup.target, "streamer", None) is not None:
+        # a pass reads every weight: each replay takes as many sequences per pass as memory allows for its own
+        # lengths (replay_batch_size); this figure is only the bound for the longest input
+        setup.target.auto_groups = True
         from ..model.stream import group_size
 
-        return group_size(setup.target, max_tokens)  # a pass reads every weight: as few passes as memory allows
+        return group_size(setup.target, max_tokens)
     if text == "auto":
         from ..model.runtime import auto_batch_size
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,36 +35,23 @@ class WeightFiles:
         self.where = _weight_map(self.dir)
         self.reads: Counter[str] = Counter()
         self.bytes_read = 0
-        self._open: dict[str, Any] = {}
-        self._stack: ExitStack | None = None
+        self._open: dict[str, Any] = {}  # each file opened once (its header parsed once), kept for the replay
+        import threading
+
+        self._lock = threading.Lock()  # the background read and the hook never read at once
 
     def __contains__(self, name: str) -> bool:
         return name in self.where
-
-    @contextmanager
-    def opened(self) -> Iterator[WeightFiles]:
-        """Keep each file open for one pass (its header is parsed once, not once per tensor)."""
-        with ExitStack() as stack:
-            self._stack = stack
-            try:
-                yield self
-            finally:
-                self._stack, self._open = None, {}
 
     def read(self, name: str) -> torch.Tensor:
         from safetensors import safe_open
 
         fname = self.where[name]
-        f = self._open.get(fname)
-        if f is None:
-            f = safe_open(str(self.dir / fname), framework="pt", device="cpu")
-            if self._stack is not None:
-                self._open[fname] = self._stack.enter_context(f)
-            else:
-                with f as g:
-                    t = g.get_tensor(name)
-                return self._count(name, t)
-        return self._count(name, f.get_tensor(name))
+        with self._lock:
+            f = self._open.get(fname)
+            if f is None:
+                f = self._open[fname] = safe_open(str(self.dir / fname), framework="pt", device="cpu")
+            return self._count(name, f.get_tensor(name))
 
     def _count(self, name: str, t: torch.Tensor) -> torch.Tensor:
         self.reads[name] += 1
@@ -122,6 +109,8 @@ class LayerStreamer:
     passes: int = 0  # forwards that went through layer 0: each read every layer once
     layer_bytes: int = 0  # the largest layer, as read
     _handles: list[Any] = field(default_factory=list)
+    _pending: dict[int, Any] = field(default_factory=dict)  # layer -> the background read of its tensors
+    _pool: Any = None
 
     def install(self, layers: torch.nn.ModuleList) -> None:
         for i, layer in enumerate(layers):
@@ -131,22 +120,35 @@ class LayerStreamer:
     def _bring_in(self, i: int, layer: torch.nn.Module) -> None:
         if i == 0:
             self.passes += 1
+        pending = self._pending.pop(i, None)
+        host = pending.result() if pending is not None else self._read(i)
+        if i + 1 < len(self.names):  # the next layer comes off the disk while this one computes
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eagle3-doctor-stream")
+            self._pending[i + 1] = self._pool.submit(self._read, i + 1)
         n = 0
-        for pname, cname in self.names[i].items():
+        for pname, t in host.items():
             meta = layer.get_parameter(pname)
-            t = self.files.read(cname).to(self.device, meta.dtype, non_blocking=True)
             if t.shape != meta.shape:
                 raise BadInput(
-                    f"checkpoint tensor {cname} has shape {tuple(t.shape)}, the model built from config.json expects {tuple(meta.shape)}",
+                    f"checkpoint tensor {self.names[i][pname]} has shape {tuple(t.shape)}, the model built from "
+                    f"config.json expects {tuple(meta.shape)}",
                     "the config.json and the weights belong to different models",
                 )
+            t = t.to(self.device, meta.dtype, non_blocking=True)
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-                raise BadInput(f"target weight {cname} holds NaN or Inf", "re-download the checkpoint")
+                raise BadInput(f"target weight {self.names[i][pname]} holds NaN or Inf", "re-download the checkpoint")
             _set_param(layer, pname, t)
             n += t.numel() * t.element_size()
         self.layer_bytes = max(self.layer_bytes, n)
         self.resident.add(i)
         self.max_resident = max(self.max_resident, len(self.resident))
+
+    def _read(self, i: int) -> dict[str, torch.Tensor]:
+        """Layer ``i``'s tensors as stored, in host memory (the one read of these bytes in this pass)."""
+        return {pname: self.files.read(cname) for pname, cname in self.names[i].items()}
 
     def _drop(self, i: int, layer: torch.nn.Module) -> None:
         for pname in self.names[i]:
@@ -166,6 +168,7 @@ class StreamedTarget(Target):
     """A target whose decoder layers live on disk and come in one at a time, for the forward that needs them."""
 
     streamer: LayerStreamer | None = None
+    auto_groups: bool = False  # --batch-size auto: each replay sizes its groups from its own sequences (group_size)
 
     def reads_note(self) -> str:
         s = self.streamer
@@ -221,8 +224,7 @@ def load_streamed_target(
     model.eval()
     parts = DecoderParts(model)
     names = _layer_names(model, parts, files)
-    with files.opened():
-        _load_resident(model, parts, files, dev)
+    _load_resident(model, parts, files, dev)
     streamer = LayerStreamer(files, dev, names)
     streamer.install(parts.layers)
     tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
@@ -366,6 +368,14 @@ def should_stream(directory: str, dtype: str, device: str) -> tuple[bool, str | 
         f"the target's weights ({need / 2**30:.1f} GiB) exceed 90% of what {dev} has free ({have / 2**30:.1f} GiB): "
         "replayed one decoder layer at a time (--stream-layers; --no-stream-layers to load it whole)"
     )
+
+
+def replay_batch_size(target: Target, seqs: Sequence[Sequence[int]], n_points: int, batch_size: int) -> int:
+    """Sequences per forward: ``batch_size`` as asked, or for a streamed target on auto as many as the
+    replay's own longest sequence lets activation memory hold (each forward reads every weight)."""
+    if isinstance(target, StreamedTarget) and target.auto_groups and seqs:
+        return min(len(seqs), group_size(target, max(len(s) for s in seqs), n_points))
+    return batch_size
 
 
 def begin_replay(target: Target) -> None:

@@ -199,7 +199,10 @@ def _from_pretrained(name_or_path: str, dt: torch.dtype, dev: torch.device, kwar
             "check the target's config.json against its architecture, or upgrade transformers",
         ) from None
     except torch.cuda.OutOfMemoryError:
-        raise ResourceError(f"the target {name_or_path} does not fit on {dev}", "use --device-map auto across GPUs") from None
+        raise ResourceError(
+            f"the target {name_or_path} does not fit on {dev}",
+            "use --stream-layers (one decoder layer resident; compare-hidden, acceptance on given text) or --device-map auto",
+        ) from None
     except (OSError, ValueError) as e:
         raise BadInput(
             f"cannot load the target {name_or_path!r}: {_first_line(e)}", "check the checkpoint files (re-download if truncated)"

@@ -141,3 +141,26 @@ def test_cli_stream_layers(tmp_path):
     a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "b.json"))
     assert a["findings"] == b["findings"] and a["slots"] == b["slots"]
     assert "layer-streamed replay" in streamed.output and "layer-streamed" not in plain.output
+    assert any("read from disk 1 time(s)" in n for n in b["notes"])  # auto groups: the whole replay in one pass
+
+
+def test_group_size_follows_the_memory_left(pair, monkeypatch):
+    import dataclasses
+
+    from eagle3_doctor.model import stream
+
+    _, streamed = pair
+    gpu = dataclasses.replace(streamed.target, device=torch.device("cuda"))  # sized as on a GPU, nothing run
+    layer = max(sum(p.numel() * p.element_size() for p in lay.parameters()) for lay in gpu.parts.layers)
+    per_seq = (4 * 128 + 2 * 384 + (3 + 2) * 128) * 4 * 100  # hidden 128, intermediate 384, float32, 3 points
+    monkeypatch.setattr(stream, "device_budget", lambda _d: 2 * layer + int(10 * per_seq / 0.8) + 1)
+    assert stream.group_size(gpu, 100, 3) == 10
+    assert stream.group_size(gpu, 50, 3) == 20  # shorter sequences, more of them per pass
+    monkeypatch.setattr(stream, "device_budget", lambda _d: layer)  # not even room for the next layer
+    assert stream.group_size(gpu, 100, 3) == 1
+    gpu.auto_groups = True
+    monkeypatch.setattr(stream, "device_budget", lambda _d: 2 * layer + int(10 * per_seq / 0.8) + 1)
+    assert stream.replay_batch_size(gpu, [[1] * 100] * 25, 3, 8) == 10  # auto: the replay's own lengths decide
+    assert stream.replay_batch_size(gpu, [[1] * 100] * 4, 3, 8) == 4
+    gpu.auto_groups = False
+    assert stream.replay_batch_size(gpu, [[1] * 100] * 25, 3, 8) == 8  # an explicit --batch-size stands
