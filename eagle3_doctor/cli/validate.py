@@ -339,6 +339,8 @@ def preflight(**kw: Any) -> None:
             "draft directory" if kind(d) in ("missing", "dir") else "--draft",
             "pass --draft DIR with the draft's config.json and *.safetensors, or a hub id like org/name",
         )
+    if kw.get("reference_target") is not None:
+        require_dir(kw["reference_target"], "--reference-target", "pass the 16-bit target's local directory")
     if kw.get("prompts") is not None:
         require_file(kw["prompts"], "prompts file", "pass --prompts FILE (JSONL chat messages or text lines)")
     if kw.get("train_data") is not None:

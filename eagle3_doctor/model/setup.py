@@ -118,7 +118,8 @@ class _IdsOnlyTokenizer:
 def _check_finite_target(tgt: Target) -> None:
     """NaN/Inf in target weights poison every comparison silently: refuse them up front."""
     for name, p in tgt.model.named_parameters():
-        if p.device.type != "meta" and p.is_floating_point() and not bool(torch.isfinite(p).all()):
+        # float8 weights (a native FP8 load) are skipped: their scales carry the range, and isfinite has no float8 kernel
+        if p.device.type != "meta" and p.is_floating_point() and p.element_size() > 1 and not bool(torch.isfinite(p).all()):
             raise BadInput(
                 f"target weight {name} in {tgt.name} holds NaN or Inf",
                 "re-download the checkpoint (or load it in a wider --dtype if it overflowed on conversion)",
@@ -214,6 +215,8 @@ def assemble(
     L = tgt.num_layers
     family = arch_family(tgt.config)
     d, info, notes = (None, None, []) if draft is None else _load_draft(tgt, draft, draft_format)
+    if tgt.quant_note:
+        notes.insert(0, tgt.quant_note)
     config_ids = {} if info is None else info.config_layer_ids()
     serving = resolve_serving(engine, engine_version, family, L, config_ids, list(layer_ids) if layer_ids is not None else None)
     for p in serving.spec:
