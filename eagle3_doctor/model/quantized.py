@@ -158,7 +158,7 @@ def finish(model: torch.nn.Module, plan: QuantLoad, quantized: set[str]) -> bool
     try:
         with torch.inference_mode():
             probe(torch.zeros(1, w.shape[1], device=w.device, dtype=torch.bfloat16))
-    except (ImportError, RuntimeError, NotImplementedError, OSError) as e:
+    except Exception as e:  # noqa: BLE001  # any failure of the probe (a missing kernel, no Hub to fetch it): emulate instead
         plan.note += f" -- failed here ({str(e).splitlines()[0][:120]})"
         return False
     return True
