@@ -57,9 +57,15 @@ def compare_hidden(
     for s in seqs:
         check_seq_len(tgt, len(s))
     cmp = HiddenComparison(setup.serving, setup.train_spec, src.dump, tgt.num_layers, tgt.hidden_size, matrix)
+    from .model.stream import begin_replay, replay_note
+
+    begin_replay(tgt)
     for rb in iter_captures(tgt, seqs, cmp.points, batch_size=batch_size, progress=lambda d, n: progress("compare-hidden", d, n)):
         cmp.add(rb)
-    return comparison_result(cmp, setup, src, train_dump)
+    res = comparison_result(cmp, setup, src, train_dump)
+    if (note := replay_note(tgt)) is not None:
+        res.notes.append(note)
+    return res
 
 
 def acceptance(

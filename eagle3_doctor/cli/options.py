@@ -164,6 +164,18 @@ DEVICE_MAP = opt(
 MAX_MEMORY = opt(
     Optional[str], None, "--max-memory", help="With --device-map: memory per device, e.g. 0=70GiB,1=70GiB,cpu=200GiB."
 )
+STREAM_LAYERS = opt(
+    Optional[bool],
+    None,
+    "--stream-layers/--no-stream-layers",
+    help="Replay a target larger than the GPU one decoder layer at a time, every sequence through a layer before the next is read from disk (each weight read once per group of sequences; given text only, no greedy continuation). Default: on when the weights exceed free GPU memory.",
+)
+REFERENCE_TARGET = opt(
+    Optional[str],
+    None,
+    "--reference-target",
+    help="The 16-bit target a quantized --target was made from (local directory): compare-hidden measures the features' drift at every capture point, acceptance measures the draft both ways (QNT006 when the quantization costs acceptance).",
+)
 TRUST_REMOTE_CODE = opt(
     bool, False, "--trust-remote-code", help="Allow the target's own modelling code to run (off unless you ask)."
 )

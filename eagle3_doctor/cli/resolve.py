@@ -132,11 +132,12 @@ def resolve_models(
 def load_models(a: SimpleNamespace, r: Resolved) -> Any:
     """Target and draft loaded as ``r`` resolved them, with the command's loading options ``a``."""
     g = functools.partial(getattr, a)
+    stream, note = _stream_layers(a, r)
     with status(f"loading target {r.target}" + (f" and draft {r.draft}" if r.draft else "") + " ...", g("quiet", False)):
         from ..doctor import load_setup
         from .validate import parse_layer_ids
 
-        return load_setup(
+        setup = load_setup(
             target=r.target,
             draft=r.draft,
             draft_format=g("draft_format", None),
@@ -149,7 +150,25 @@ def load_models(a: SimpleNamespace, r: Resolved) -> Any:
             trust_remote_code=a.trust_remote_code,
             device_map=_device_map(g("device_map", None)),
             max_memory=_max_memory(g("max_memory", None)),
+            stream_layers=stream,
         )
+    if note:
+        setup.notes.append(note)
+    return setup
+
+
+def _stream_layers(a: SimpleNamespace, r: Resolved) -> tuple[bool, Optional[str]]:
+    """--stream-layers as given; not given, on when the target would not fit the device and the command
+    replays given sequences only (no greedy continuation, no reference loop, no --device-map)."""
+    asked = getattr(a, "stream_layers", False)
+    if asked is not None:
+        return bool(asked), None
+    generates = getattr(a, "continuation", "text") == "greedy" and not getattr(a, "train_dump", None)
+    if generates or getattr(a, "reference_loop", False) or getattr(a, "device_map", None) is not None:
+        return False, None
+    from ..model.stream import should_stream
+
+    return should_stream(r.target, r.dtype, a.device)
 
 
 # checked where they are resolved (``resolve_serve``, compare-hidden's ``_dump_training_spec``, the gate's merged policy in
@@ -170,6 +189,13 @@ def preflight_given(a: SimpleNamespace, skip: tuple[str, ...] = ()) -> None:
 
 
 def batch_size_for(text: str, setup: Any, max_tokens: int) -> int:
+    if text == "auto" and getattr(setup.target, "streamer", None) is not None:
+        # a pass reads every weight: each replay takes as many sequences per pass as memory allows for its own
+        # lengths (replay_batch_size); this figure is only the bound for the longest input
+        setup.target.auto_groups = True
+        from ..model.stream import group_size
+
+        return group_size(setup.target, max_tokens)
     if text == "auto":
         from ..model.runtime import auto_batch_size
 

@@ -177,6 +177,22 @@ _FLOAT_OPTIONS: tuple[tuple[str, float, float, str], ...] = (
 )
 
 
+def _check_streaming(g: Callable[[str], Any]) -> None:
+    """--stream-layers replays given sequences through one resident layer at a time: nothing that generates."""
+    if g("device_map") is not None:
+        raise BadInput("--stream-layers and --device-map both place the target's layers", "pass one of them")
+    if g("reference_loop"):
+        raise BadInput(
+            "--reference-loop decodes token by token: a layer-streamed target would read every layer per token",
+            "drop --reference-loop (or --stream-layers)",
+        )
+    if g("continuation") == "greedy" and not g("train_dump"):
+        raise BadInput(
+            "--stream-layers measures acceptance on given text: the greedy continuation reads every layer per token",
+            "pass --continuation text (the responses in --prompts) or --train-dump",
+        )
+
+
 def check_arguments(**kw: Any) -> None:
     """Options whose validity needs no file and no model. Unknown keys are ignored (other commands' options)."""
     g: Callable[[str], Any] = kw.get  # an option's value, None when not given
@@ -190,6 +206,8 @@ def check_arguments(**kw: Any) -> None:
         raise BadInput(f"unknown --temperature-mode {g('temperature_mode')!r}", "use sampled or argmax")
     if g("continuation") is not None and g("continuation") not in ("greedy", "text"):
         raise BadInput(f"unknown --continuation {g('continuation')!r}", "use greedy or text")
+    if g("stream_layers"):
+        _check_streaming(g)
     _check_batch_size(g("batch_size"))
     if g("max_new_tokens") == 0 and g("continuation") == "greedy":
         raise BadInput(
@@ -321,6 +339,8 @@ def preflight(**kw: Any) -> None:
             "draft directory" if kind(d) in ("missing", "dir") else "--draft",
             "pass --draft DIR with the draft's config.json and *.safetensors, or a hub id like org/name",
         )
+    if kw.get("reference_target") is not None:
+        require_dir(kw["reference_target"], "--reference-target", "pass the 16-bit target's local directory")
     if kw.get("prompts") is not None:
         require_file(kw["prompts"], "prompts file", "pass --prompts FILE (JSONL chat messages or text lines)")
     if kw.get("train_data") is not None:

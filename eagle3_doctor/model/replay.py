@@ -118,6 +118,9 @@ def iter_captures(
     """Batches of ``seqs`` through the target with taps on ``points``; progress(done, total) after each batch."""
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else 0
     pts = set(points)
+    from .stream import replay_batch_size
+
+    batch_size = replay_batch_size(target, seqs, len(pts) + int(want_logits), batch_size)
     done = 0
     for _, idx in batches(replay_order(seqs), batch_size):
         batch = make_batch([seqs[i] for i in idx], pad, target.device)

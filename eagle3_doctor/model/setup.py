@@ -118,7 +118,8 @@ class _IdsOnlyTokenizer:
 def _check_finite_target(tgt: Target) -> None:
     """NaN/Inf in target weights poison every comparison silently: refuse them up front."""
     for name, p in tgt.model.named_parameters():
-        if p.device.type != "meta" and p.is_floating_point() and not bool(torch.isfinite(p).all()):
+        # float8 weights (a native FP8 load) are skipped: their scales carry the range, and isfinite has no float8 kernel
+        if p.device.type != "meta" and p.is_floating_point() and p.element_size() > 1 and not bool(torch.isfinite(p).all()):
             raise BadInput(
                 f"target weight {name} in {tgt.name} holds NaN or Inf",
                 "re-download the checkpoint (or load it in a wider --dtype if it overflowed on conversion)",
@@ -180,11 +181,22 @@ def load_setup(
     trust_remote_code: bool = False,
     device_map: str | dict | None = None,
     max_memory: dict | None = None,
+    stream_layers: bool = False,
 ) -> Setup:
-    """Load target and draft and resolve both feature paths; ``layer_ids`` overrides the draft config's ids."""
-    tgt = load_target(
-        target, dtype=dtype, device=device, trust_remote_code=trust_remote_code, device_map=device_map, max_memory=max_memory
-    )
+    """Load target and draft and resolve both feature paths; ``layer_ids`` overrides the draft config's ids.
+
+    ``stream_layers``: keep one decoder layer of the target resident at a time (:mod:`model.stream`), for a
+    target larger than the device; replays then read the weights once per group of sequences."""
+    if stream_layers:
+        if device_map is not None:
+            raise BadInput("--stream-layers and --device-map both place the target's layers", "pass one of them")
+        from .stream import load_streamed_target
+
+        tgt: Target = load_streamed_target(target, dtype=dtype, device=device, trust_remote_code=trust_remote_code)
+    else:
+        tgt = load_target(
+            target, dtype=dtype, device=device, trust_remote_code=trust_remote_code, device_map=device_map, max_memory=max_memory
+        )
     _check_finite_target(tgt)
     return assemble(tgt, draft, draft_format, engine, engine_version, layer_ids, train_recipe)
 
@@ -203,6 +215,8 @@ def assemble(
     L = tgt.num_layers
     family = arch_family(tgt.config)
     d, info, notes = (None, None, []) if draft is None else _load_draft(tgt, draft, draft_format)
+    if tgt.quant_note:
+        notes.insert(0, tgt.quant_note)
     config_ids = {} if info is None else info.config_layer_ids()
     serving = resolve_serving(engine, engine_version, family, L, config_ids, list(layer_ids) if layer_ids is not None else None)
     for p in serving.spec:

@@ -67,6 +67,7 @@ class Target:
     dtype: torch.dtype
     trust_remote_code: bool = False
     capture_device: torch.device | None = None  # set when the target is sharded: captures gather here
+    quant_note: str | None = None  # how a quantized target runs (model.quantized), said in every run's notes
 
     def __post_init__(self) -> None:
         from .runtime import plan_free_attention
@@ -137,7 +138,7 @@ def load_target(
     cfg_dict = local_cfg if local_cfg is not None else hf_cfg.to_dict()
     dt = resolve_dtype(dtype, cfg_dict, dev)
     kwargs = _load_kwargs(dev, device_map, max_memory, trust_remote_code)
-    model = _from_pretrained(name_or_path, dt, dev, kwargs)
+    model, plan = _load_model(name_or_path, dt, dev, kwargs, cfg_dict)
     model.eval()
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
@@ -161,7 +162,18 @@ def load_target(
         dtype=dt,
         trust_remote_code=trust_remote_code,
         capture_device=cap_dev,
+        quant_note=plan.note if plan is not None else None,
     )
+
+
+def _load_model(name: str, dt: torch.dtype, dev: torch.device, kwargs: dict[str, Any], cfg: dict[str, Any]) -> tuple[Any, Any]:
+    """The model, and for a quantized checkpoint how it runs (model.quantized: refused before any weight is read)."""
+    from .quantized import load_quantized, plan_quantized
+
+    plan = plan_quantized(cfg, str(name), dev)
+    if plan is None:
+        return _from_pretrained(name, dt, dev, kwargs), None
+    return load_quantized(plan, str(name), cfg, lambda kw: _from_pretrained(name, dt, dev, {**kwargs, **kw})), plan
 
 
 def _load_kwargs(
@@ -199,7 +211,10 @@ def _from_pretrained(name_or_path: str, dt: torch.dtype, dev: torch.device, kwar
             "check the target's config.json against its architecture, or upgrade transformers",
         ) from None
     except torch.cuda.OutOfMemoryError:
-        raise ResourceError(f"the target {name_or_path} does not fit on {dev}", "use --device-map auto across GPUs") from None
+        raise ResourceError(
+            f"the target {name_or_path} does not fit on {dev}",
+            "use --stream-layers (one decoder layer resident; compare-hidden, acceptance on given text) or --device-map auto",
+        ) from None
     except (OSError, ValueError) as e:
         raise BadInput(
             f"cannot load the target {name_or_path!r}: {_first_line(e)}", "check the checkpoint files (re-download if truncated)"

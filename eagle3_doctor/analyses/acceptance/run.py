@@ -34,6 +34,9 @@ def acceptance_sequences(setup: Setup, src: Sources, opts: AcceptanceOptions, pr
             notes.append("a training dump fixes the text: acceptance is measured along it (--continuation text)")
             opts = replace(opts, continuation="text")
     elif opts.continuation == "greedy":
+        from ...model.stream import refuse_generation
+
+        refuse_generation(tgt, "the greedy continuation")
         for p in src.prompts:
             check_seq_len(tgt, len(p.ids) + opts.max_new_tokens)
         try:
@@ -115,6 +118,10 @@ def measure_acceptance(
     if setup.draft is None:
         raise BadInput("acceptance needs a draft", "pass --draft DIR")
     opts.check()
+    if opts.reference:
+        from ...model.stream import refuse_generation
+
+        refuse_generation(setup.target, "the reference loop (--reference-loop)")
     tree = tree_plan(setup.serving.engine, opts.num_steps, opts.topk, opts.num_draft_tokens, opts.token_tree)
     if tree is not None and tree.kind == "static":
         opts = replace(opts, num_steps=tree.depth)
@@ -130,7 +137,12 @@ def measure_acceptance(
         for n, d in served.drafts.items():
             paths[n], drafts[n] = setup.serving.spec, d
     m = Measurement(setup, rep, paths, tree, drafts)
+    from ...model.stream import begin_replay, replay_note
+
+    begin_replay(setup.target)
     m.replay(opts.batch_size, "acceptance", progress)
+    if (note := replay_note(setup.target)) is not None:
+        rep.notes.append(note)
     results = path_results(m)
     ref = run_reference(setup, rep, results, tree, progress) if opts.reference else None
     scan_res = m.scan_result()

@@ -19,10 +19,12 @@ from ..options import (
     PROMPT_FORMAT,
     PROMPTS,
     QUIET,
+    REFERENCE_TARGET,
     REPORT,
     SAMPLING,
     SERVED,
     SERVER_EVIDENCE,
+    STREAM_LAYERS,
     TRAIN_DUMP,
     TRAIN_RECIPE,
     options,
@@ -45,6 +47,8 @@ from ..resolve import RESOLVED_LATER, acceptance_options, load_models, preflight
     plot=ACCEPTANCE_PLOT,
     **SERVER_EVIDENCE,
     **LOADING,
+    stream_layers=STREAM_LAYERS,
+    reference_target=REFERENCE_TARGET,
     json_out=JSON_OUT,
     report=REPORT,
     quiet=QUIET,
@@ -79,9 +83,22 @@ def acceptance_cmd(**given: Any) -> int:
             min_tau=a.min_tau,
             progress=cb,
         )
+    both = _both_ways(a, setup, opts, rep)
     r.locate(rep.run.findings)
-    _render_acceptance(rep, a.json_out, a.report, a.plot, a.trust_remote_code)
+    _render_acceptance(rep, a.json_out, a.report, a.plot, a.trust_remote_code, both)
     return exit_code(rep.run.findings, "error")  # an ACC003 threshold the user set fails too
+
+
+def _both_ways(a: SimpleNamespace, setup: Any, opts: Any, rep: Any) -> Any:
+    """--reference-target: the same measurement with the 16-bit target; QNT006 joins the run's findings."""
+    if not a.reference_target:
+        return None
+    from ...analyses.quant_drift import acceptance_reference, load_reference
+
+    ref = load_reference(setup, a.reference_target, a.trust_remote_code)
+    both, found = acceptance_reference(setup, ref, opts, prompts_path=a.prompts, train_dump=a.train_dump, run=rep.run)
+    rep.run.findings.extend(found)
+    return both
 
 
 def _server_evidence(metrics: Optional[str], before: Optional[str], log: Optional[str], model: Optional[str]) -> Any:
@@ -93,13 +110,20 @@ def _server_evidence(metrics: Optional[str], before: Optional[str], log: Optiona
 
 
 def _render_acceptance(
-    rep: Any, json_out: Optional[str], report: Optional[str], plot: Optional[str], trust_remote_code: bool
+    rep: Any, json_out: Optional[str], report: Optional[str], plot: Optional[str], trust_remote_code: bool, both: Any = None
 ) -> None:
     from ...report.render import render_acceptance
 
     run = rep.run
     con = console(stderr=json_out == "-")
     render_acceptance(con, run)
+    doc = rep.to_dict()
+    if both is not None:
+        from ...analyses.quant_drift import both_ways_lines
+
+        for line in both_ways_lines(both):
+            con.print(line, markup=False, highlight=False)
+        doc["reference_target"] = both.to_dict()
     if rep.server is not None:
         from ...report.server_metrics import render_comparison
 
@@ -108,7 +132,7 @@ def _render_acceptance(
         from ...report.templates import render_format_table
 
         render_format_table(con, rep.formats)
-    write_result(json_out, rep.to_dict(), trust_remote_code)
+    write_result(json_out, doc, trust_remote_code)
     if plot or report:
         from ...report.render import write_acceptance_report
 

@@ -24,8 +24,10 @@ from ..options import (
     NUM_LAYERS,
     PROMPTS,
     QUIET,
+    REFERENCE_TARGET,
     REPORT,
     SERVED,
+    STREAM_LAYERS,
     TRAIN_DUMP,
     TRAIN_RECIPE,
     options,
@@ -46,6 +48,8 @@ from ..resolve import RESOLVED_LATER, batch_size_for, load_models, preflight_giv
     matrix=MATRIX,
     plot=HEATMAP_PLOT,
     **LOADING,
+    stream_layers=STREAM_LAYERS,
+    reference_target=REFERENCE_TARGET,
     json_out=JSON_OUT,
     report=REPORT,
     quiet=QUIET,
@@ -75,14 +79,35 @@ def compare_hidden_cmd(**given: Any) -> int:
             limit=a.limit,
             progress=cb,
         )
+    drift = _reference_drift(a, setup, bs)
     r.locate(res.findings)
-    render_compare(console(stderr=a.json_out == "-"), res)  # `--json -` owns stdout
-    write_result(a.json_out, {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})}, a.trust_remote_code)
+    con = console(stderr=a.json_out == "-")  # `--json -` owns stdout
+    render_compare(con, res)
+    doc = {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})}
+    if drift is not None:
+        from ...analyses.quant_drift import drift_lines
+
+        for line in drift_lines(drift):
+            con.print(line, markup=False, highlight=False)
+        doc["reference_target"] = drift.to_dict()
+    write_result(a.json_out, doc, a.trust_remote_code)
     if a.plot or a.report:
         from ...report.render import write_compare_report
 
         write_compare_report(res, a.report, a.plot)
     return exit_code(res.findings, "warning")
+
+
+def _reference_drift(a: SimpleNamespace, setup: Any, bs: int) -> Any:
+    """--reference-target: the quantized target's features against the 16-bit target's, at every capture point."""
+    if not a.reference_target:
+        return None
+    from ...analyses.quant_drift import compare_reference, load_reference
+
+    ref = load_reference(setup, a.reference_target, a.trust_remote_code)
+    return compare_reference(
+        setup, ref, prompts_path=a.prompts, train_dump=a.train_dump, max_tokens=a.max_tokens, limit=a.limit, batch_size=bs
+    )
 
 
 def _compare_dumps(a: SimpleNamespace) -> int:

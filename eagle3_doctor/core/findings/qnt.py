@@ -75,4 +75,22 @@ RECORDS = (
         why="If it applies the target's scheme, the draft runs in another precision than trained or fails to load.",
         confirm="read the file the finding names, or measure acceptance as served",
     ),
+    Code(
+        "QNT006",
+        WARNING,
+        "the quantized target's features cost the draft acceptance against the 16-bit target's (measured both ways)",
+        meaning=(
+            "The same draft, on the same prompts, accepts fewer tokens fed the quantized target's hidden states and "
+            "verified by the quantized target than fed and verified by the 16-bit reference target (--reference-target): "
+            "the paired interval over prompts of the difference in mean acceptance length lies below zero."
+        ),
+        why=(
+            "Weight and activation quantization shift every layer's residual stream a little; a draft trained on the "
+            "16-bit target's features meets features it never saw, and the quantized target's own token choices differ."
+        ),
+        confirm=(
+            "`eagle3-doctor compare-hidden --reference-target BF16_DIR` shows the drift at each capture point; "
+            "`acceptance --reference-target BF16_DIR` prints acceptance both ways with the paired interval"
+        ),
+    ),
 )
