@@ -23,6 +23,8 @@ class DraftDecoder:
         self.draft, self.batch, self.max_len = draft, batch, slots(max_len)
         self.dev = p.device
         self.slot = torch.zeros((), dtype=torch.long, device=self.dev)
+        # on the device once: a graph capture cannot copy from the host, and eager would copy every call
+        self.inv_freq = draft.inv_freq.to(self.dev)
         self.length = 0
         self._kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # layer -> [B, nkv, L, d] keys, values
         self._graphs = Graphs(self.dev, lambda: self.length, self._set_slot)
@@ -40,7 +42,7 @@ class DraftDecoder:
         self.length = length
 
     def _attend(self, i: int, attn: DraftAttention, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        q, k, v = attn.qkv(x, pos, self.draft.inv_freq)
+        q, k, v = attn.qkv(x, pos, self.inv_freq)
         if i not in self._kv:
             shape = (self.batch, k.shape[1], self.max_len, k.shape[3])
             self._kv[i] = (k.new_zeros(shape), v.new_zeros(shape))

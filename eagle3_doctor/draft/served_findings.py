@@ -269,9 +269,11 @@ def _embed_rows(draft: Any) -> int | None:
 
 
 def _as_f32(x: Any) -> Any:
-    """float32 numpy of a numpy array or a torch tensor (any dtype, any device)."""
+    """float32 numpy of a numpy array, an array-like read on demand, or a torch tensor (any dtype, any device)."""
     if isinstance(x, np.ndarray):
         return x.astype(np.float32, copy=False)
+    if not hasattr(x, "detach"):  # inspect's TargetTensor: numbers read from the file when asked
+        return np.asarray(x, dtype=np.float32)
     return x.detach().float().cpu().numpy()
 
 

@@ -305,12 +305,14 @@ def _load_resident(model: Any, parts: DecoderParts, files: WeightFiles, dev: tor
 def device_budget(device: torch.device) -> int:
     """Bytes this process may still allocate on a CUDA ``device``: the free memory, and under a
     ``torch.cuda.set_per_process_memory_fraction`` cap what the cap leaves (the allocator refuses beyond it)."""
-    free, total = torch.cuda.mem_get_info(device)
-    allocated, reserved = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
+    # an index, not "cuda": get_per_process_memory_fraction refuses a device without one
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    free, total = torch.cuda.mem_get_info(idx)
+    allocated, reserved = torch.cuda.memory_allocated(idx), torch.cuda.memory_reserved(idx)
     budget = free + (reserved - allocated)  # cached blocks this process can reuse
     get_frac = getattr(torch.cuda, "get_per_process_memory_fraction", None)
     if get_frac is not None:
-        budget = min(budget, int(get_frac(device) * total) - allocated)
+        budget = min(budget, int(get_frac(idx) * total) - allocated)
     return max(0, budget)
 
 

@@ -164,3 +164,30 @@ def test_group_size_follows_the_memory_left(pair, monkeypatch):
     assert stream.replay_batch_size(gpu, [[1] * 100] * 4, 3, 8) == 4
     gpu.auto_groups = False
     assert stream.replay_batch_size(gpu, [[1] * 100] * 25, 3, 8) == 8  # an explicit --batch-size stands
+
+
+def test_the_device_budget_asks_torch_by_device_index(monkeypatch):
+    """torch's per-process memory fraction refuses a device without an index ("cuda"), which is how a
+    user's --device cuda arrives: the budget asks every memory query by the index."""
+    import torch
+
+    from eagle3_doctor.model import stream
+
+    asked: list = []
+
+    def by_index(result):
+        def query(dev):
+            asked.append(dev)
+            if not isinstance(dev, int):
+                raise ValueError(f"Expected a torch.device with a specified index or an integer, but got:{dev}")
+            return result
+
+        return query
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", by_index((6 << 30, 8 << 30)))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", by_index(1 << 30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", by_index(2 << 30))
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", by_index(0.5), raising=False)
+    assert stream.device_budget(torch.device("cuda")) == (4 << 30) - (1 << 30)  # the cap: half of 8, less 1 in use
+    assert asked and all(a == 0 for a in asked)

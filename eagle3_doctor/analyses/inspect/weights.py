@@ -202,7 +202,7 @@ def _embedding_findings(d: DraftCheckpoint, info: DraftInfo, target: str) -> lis
     demb = d.weight("embed_tokens.weight")
     if temb is None or demb is None:
         return []
-    same = temb.shape == demb.shape and bool(np.allclose(temb, demb, atol=1e-3, rtol=1e-3))
+    same = tuple(temb.shape) == tuple(demb.shape) and bool(np.allclose(np.asarray(temb), demb, atol=1e-3, rtol=1e-3))
     if same:
         return []
     return [
