@@ -171,7 +171,7 @@ def fingerprint(
     L = tgt.num_layers
     anchors = _anchors(setup, draft.config.num_aux_states, extra)
     cands = candidates(anchors, L)
-    seqs = _sequences(tgt, prompts_path, max_tokens, limit, prompt_ids, max_new_tokens, batch_size)
+    seqs = _sequences(tgt, prompts_path, max_tokens, limit, prompt_ids, max_new_tokens, progress)
     # per candidate, per prompt: [weighted sum of log-likelihood, weighted scored positions,
     # weighted log-likelihood of a uniform guess over the draft vocabulary (the no-information line)]
     counts = np.zeros((len(cands), len(seqs), 3), dtype=np.float64)
@@ -198,18 +198,25 @@ def _sequences(
     limit: int | None,
     prompt_ids: Sequence[Sequence[int]] | None,
     max_new_tokens: int,
-    batch_size: int,
+    progress: Callable[[str, int, int], None] | None,
 ) -> list[Any]:
-    """The prompts plus the target's greedy continuation: the tokens a draft sees in serving."""
+    """The prompts plus the target's greedy continuation: the tokens a draft sees in serving.
+
+    The continuation takes as many prompts per batch as memory allows (the replay after it keeps every
+    layer's output, so it stays at ``batch_size``): on a GPU, batches of 8 ran the decode loop 8 times
+    for 64 prompts."""
     from ..model.continuation import greedy_continue
     from ..model.replay import check_seq_len, prompts_from
+    from ..model.runtime import auto_batch_size
 
     prompts, _ = prompts_from(tgt, prompts_path, max_tokens, limit, prompt_ids)
     seqs = [p.ids for p in prompts]
     for s in seqs:
         check_seq_len(tgt, len(s) + max_new_tokens)
-    if max_new_tokens:
-        seqs = greedy_continue(tgt, seqs, max_new_tokens, batch_size)
+    if max_new_tokens and seqs:
+        report = (lambda d, n: progress("greedy continuation (tokens x batches)", d, n)) if progress else None
+        size = auto_batch_size(tgt, max(map(len, seqs)) + max_new_tokens)
+        seqs = greedy_continue(tgt, seqs, max_new_tokens, size, progress=report)
     return seqs
 
 

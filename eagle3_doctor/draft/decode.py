@@ -25,6 +25,7 @@ class DraftDecoder:
         self.slot = torch.zeros((), dtype=torch.long, device=self.dev)
         # on the device once: a graph capture cannot copy from the host, and eager would copy every call
         self.inv_freq = draft.inv_freq.to(self.dev)
+        self.d2t = draft.d2t.to(self.dev)
         self.length = 0
         self._kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # layer -> [B, nkv, L, d] keys, values
         self._graphs = Graphs(self.dev, lambda: self.length, self._set_slot)
@@ -70,7 +71,8 @@ class DraftDecoder:
         d = self.draft
         toks = []
         for j in range(k):
-            t = d.to_target_ids(d.logits(h).argmax(-1))  # [B, 1]
+            best = d.logits(h).argmax(-1)  # [B, 1] draft ids
+            t = best + self.d2t[best]  # target ids (Eagle3Draft.to_target_ids, with the map on the device)
             toks.append(t)
             if j + 1 < k:
                 h = self._extend(h, t)
