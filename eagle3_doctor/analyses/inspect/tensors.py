@@ -114,6 +114,9 @@ def tensor_stat(name: str, canon: str, t: StoredArray) -> TensorStat:
     if kind == "map":
         st.verdict = "map"
         return st
+    if kind == "matrix" and t.dtype in _INF_BITS:
+        _matrix_from_bits(st, t)
+        return st
     v = t.values()
     if t.is_floating_point:
         st.finite = bool(np.isfinite(v).all())
@@ -131,6 +134,33 @@ def tensor_stat(name: str, canon: str, t: StoredArray) -> TensorStat:
     else:
         st.verdict = "not examined"
     return st
+
+
+# the first bit pattern past the finite ones, sign bit cleared: inf (and every NaN above it)
+_INF_BITS = {"bfloat16": 0x7F80, "float16": 0x7C00}
+
+
+def _matrix_from_bits(st: TensorStat, t: StoredArray) -> None:
+    """:func:`_matrix_verdict` on a 16-bit float matrix read as its bits: finite, zero and identical rows
+    need no decoding, and the statistics decode only their strided sample. An 8B draft's head and fc
+    decoded whole are GBs of float32 written once and read once."""
+    raw = t.raw.view(np.uint16)
+    mag = raw & np.uint16(0x7FFF)  # the bits without the sign: 0 is +-0
+    st.finite = bool(mag.max() < _INF_BITS[t.dtype]) if mag.size else True
+    if not st.finite:
+        st.verdict = "non-finite"
+        return
+    if mag.size == 0 or not mag.max():
+        st.verdict, st.std = "all zero", 0.0
+        return
+    st.zero_rows = int((mag.max(axis=1) == 0).sum())
+    if raw.shape[0] > 1 and np.array_equal(raw.min(axis=0), raw.max(axis=0)):
+        st.verdict = "rows identical"
+        return
+    rs, cs = max(1, math.ceil(raw.shape[0] / SUBSAMPLE)), max(1, math.ceil(raw.shape[1] / SUBSAMPLE))
+    st.std, st.spectral_ratio, st.row_cv_ratio = matrix_stats(StoredArray(t.raw[::rs, ::cs], t.dtype).values())
+    if st.spectral_ratio < SPECTRAL_AT_INIT and st.row_cv_ratio < ROW_CV_AT_INIT:
+        st.verdict = "at init"
 
 
 def _matrix_verdict(st: TensorStat, w: np.ndarray) -> None:
@@ -175,7 +205,10 @@ def duplicates(stats: list[TensorStat], tensors: dict[str, StoredArray]) -> list
     pairs = []
     for names in groups.values():
         for a, b in combinations(names, 2):
-            if np.array_equal(tensors[a].values(), tensors[b].values()):
+            ta, tb = tensors[a], tensors[b]
+            # 16-bit floats by their bits (finite here, so equal bits are equal values but for +-0)
+            same = np.array_equal(ta.raw, tb.raw) if ta.dtype in _INF_BITS else np.array_equal(ta.values(), tb.values())
+            if same:
                 pairs.append((a, b))
     return pairs
 
