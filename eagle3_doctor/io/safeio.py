@@ -110,15 +110,26 @@ def read_array(path: str | os.PathLike, name: str) -> Any:
     return _array(p, name, meta, _read_span(p, start, end), start)
 
 
-def _read_span(p: Path, start: int, end: int | None) -> bytearray:
-    """Bytes start..end of the data section (after the header); writable, so torch takes them without a copy."""
+def _read_span(p: Path, start: int, end: int | None) -> Any:
+    """Bytes start..end of the data section (after the header), mapped rather than read: a private
+    copy-on-write mapping (writable, so torch takes its arrays without a copy; nothing is ever written
+    back to the file), whose pages come from the page cache only where a tensor is read. Reading an 8B
+    draft's 0.8 GB into a buffer first was a third of inspect's wall."""
+    import mmap
+
     try:
         with open(p, "rb") as f:
             (n,) = struct.unpack("<Q", f.read(8))
-            f.seek(8 + n + start)
-            return bytearray(f.read() if end is None else f.read(end - start))
-    except OSError as e:
-        raise BadInput(f"{p} cannot be read ({e.strerror})", "re-download or re-export the file") from None
+            off = 8 + n + start
+            size = os.fstat(f.fileno()).st_size
+            length = (size - off) if end is None else (end - start)
+            if length <= 0:
+                return bytearray()
+            base = off - off % mmap.ALLOCATIONGRANULARITY  # a mapping starts on the granularity
+            mm = mmap.mmap(f.fileno(), length + off - base, access=mmap.ACCESS_COPY, offset=base)
+            return memoryview(mm)[off - base :]  # the view keeps the mapping alive as long as any array
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{p} cannot be read ({getattr(e, 'strerror', None) or e})", "re-download or re-export the file") from None
 
 
 def _offsets(p: Path, name: str, meta: Any) -> tuple[int, int]:
@@ -129,7 +140,7 @@ def _offsets(p: Path, name: str, meta: Any) -> tuple[int, int]:
     return start, end
 
 
-def _array(p: Path, name: str, meta: Any, data: bytearray, base: int) -> Any:
+def _array(p: Path, name: str, meta: Any, data: Any, base: int) -> Any:
     """The StoredArray a header entry describes, from ``data`` holding the data section from byte ``base``."""
     import numpy as np
 
