@@ -35,6 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures"
+sys.path.insert(0, str(ROOT / "bench"))
+from pair import build_pair, hbm_bandwidth  # noqa: E402
 
 PLAIN = r"""
 import json, sys, time
@@ -71,49 +73,12 @@ print(json.dumps({"imports": t1 - t0, "load": t2 - t1, "generate": t3 - t2, "for
 """
 
 
-def build(out: Path, quick: bool, dev: str) -> tuple[Path, Path]:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from eagle3_doctor.core.taps import layer_out
-    from eagle3_doctor.draft.config import DraftConfig
-    from eagle3_doctor.draft.model import Eagle3Draft
-    from eagle3_doctor.draft.writing import write_draft
-
-    H, FF, NL, V, nh, nkv = (4096, 14336, 32, 128256, 32, 8) if not quick else (128, 384, 8, 2048, 4, 2)
-    dtype = torch.bfloat16 if dev != "cpu" else torch.float32
-    cfg = LlamaConfig(
-        vocab_size=V, hidden_size=H, intermediate_size=FF, num_hidden_layers=NL, num_attention_heads=nh,
-        num_key_value_heads=nkv, max_position_embeddings=4096, rope_theta=500000.0, tie_word_embeddings=False,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    torch.set_default_dtype(dtype)
-    with torch.device(dev):
-        model = LlamaForCausalLM(cfg).eval()
-        dcfg = DraftConfig(
-            hidden_size=H, intermediate_size=FF, num_attention_heads=nh, num_key_value_heads=nkv, vocab_size=V,
-            draft_vocab_size=32000 if not quick else 1024, rope_theta=500000.0, max_position_embeddings=4096,
-        )  # fmt: skip
-        draft = Eagle3Draft(dcfg).eval()
-    torch.set_default_dtype(torch.float32)
-    tdir, ddir = out / "target", out / "draft"
-    model.save_pretrained(tdir, safe_serialization=True)
-    for f in (FIX / "target").iterdir():
-        if f.name.startswith(("tokenizer", "special_tokens", "chat_template")):
-            shutil.copy(f, tdir / f.name)
-    spec = (layer_out(1), layer_out(NL // 2 - 1), layer_out(NL - 4))
-    write_draft(draft, ddir, "sglang", spec, NL)
-    floor = {"weights_gb": sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9}
+def build(out: Path, quick: bool, dev: str) -> tuple[Path, Path, dict]:
+    """The pair (bench/pair.py) and the floor of a decode step: the weights over the measured HBM bandwidth."""
+    tdir, ddir, nbytes = build_pair(out, quick, dev)
+    floor = {"weights_gb": nbytes / 1e9}
     if dev != "cpu":
-        x = torch.empty(1024**3, dtype=torch.bfloat16, device=dev)
-        y = torch.empty_like(x)
-        y.copy_(x)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(10):
-            y.copy_(x)
-        torch.cuda.synchronize()
-        floor["hbm_tb_s"] = 2 * 2 * x.numel() * 10 / (time.perf_counter() - t0) / 1e12  # read + write
+        floor["hbm_tb_s"] = hbm_bandwidth(dev) / 1e12
         floor["step_ms"] = floor["weights_gb"] / floor["hbm_tb_s"]
     return tdir, ddir, floor
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from check_streamed import build  # noqa: E402  (the same 8B-shaped pair)
+from pair import build_pair as build  # noqa: E402  (the benchmarks' 8B-shaped pair)
 
 B = 128
 

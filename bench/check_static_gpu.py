@@ -25,6 +25,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from pair import hbm_bandwidth  # noqa: E402
+
 from eagle3_doctor.model.continuation import _generate, greedy_continue  # noqa: E402
 from eagle3_doctor.model.setup import Setup  # noqa: E402
 from eagle3_doctor.model.static import greedy_static  # noqa: E402
@@ -49,19 +51,6 @@ def exactness() -> None:
         got = greedy_continue(t, ps, 48, b)
         want = [s for i in range(0, len(ps), b) for s in _generate(t, ps[i : i + b], 48, lambda k: None)]
         say(check="fixture float32 graphed == generate", batch=b, equal=got == want, rows=len(ps))
-
-
-def hbm_bandwidth() -> float:
-    x = torch.empty(2 * 1024**3 // 2, dtype=torch.bfloat16, device="cuda")
-    y = torch.empty_like(x)
-    for _ in range(3):
-        y.copy_(x)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(10):
-        y.copy_(x)
-    torch.cuda.synchronize()
-    return 2 * x.numel() * x.element_size() * 10 / (time.perf_counter() - t0)  # read + write
 
 
 def eight_b(new: int) -> None:

@@ -33,6 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures"
+sys.path.insert(0, str(ROOT / "bench"))
+from pair import build_pair as build  # noqa: E402  (the benchmarks' 8B-shaped pair)
 
 # the doctor's own CLI in a process whose GPU memory is capped first; its peak allocation printed at exit
 CAPPED = r"""
@@ -92,44 +94,6 @@ if sys.argv[2] != "cpu":
 t2 = time.perf_counter()
 print(json.dumps({"imports": t1 - t0, "read": t2 - t1, "gib": n / 2**30}))
 """
-
-
-def build(out: Path, quick: bool, dev: str) -> tuple[Path, Path, int]:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from eagle3_doctor.core.taps import layer_out
-    from eagle3_doctor.draft.config import DraftConfig
-    from eagle3_doctor.draft.model import Eagle3Draft
-    from eagle3_doctor.draft.writing import write_draft
-
-    H, FF, NL, V, nh, nkv = (4096, 14336, 32, 128256, 32, 8) if not quick else (128, 384, 8, 2048, 4, 2)
-    dtype = torch.bfloat16 if dev != "cpu" else torch.float32
-    cfg = LlamaConfig(
-        vocab_size=V, hidden_size=H, intermediate_size=FF, num_hidden_layers=NL, num_attention_heads=nh,
-        num_key_value_heads=nkv, max_position_embeddings=4096, rope_theta=500000.0, tie_word_embeddings=False,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    torch.set_default_dtype(dtype)
-    with torch.device(dev):
-        model = LlamaForCausalLM(cfg).eval()
-        dcfg = DraftConfig(
-            hidden_size=H, intermediate_size=FF, num_attention_heads=nh, num_key_value_heads=nkv, vocab_size=V,
-            draft_vocab_size=32000 if not quick else 1024, rope_theta=500000.0, max_position_embeddings=4096,
-        )  # fmt: skip
-        draft = Eagle3Draft(dcfg).eval()
-    torch.set_default_dtype(torch.float32)
-    nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    tdir, ddir = out / "target", out / "draft"
-    model.save_pretrained(tdir, safe_serialization=True)
-    for f in (FIX / "target").iterdir():
-        if f.name.startswith(("tokenizer", "special_tokens", "chat_template")):
-            shutil.copy(f, tdir / f.name)
-    write_draft(draft, ddir, "sglang", (layer_out(1), layer_out(NL // 2 - 1), layer_out(NL - 4)), NL)
-    del model, draft
-    if dev != "cpu":
-        torch.cuda.empty_cache()
-    return tdir, ddir, nbytes
 
 
 def timed(name: str, cmd: list[str], env: dict[str, str], log: Path, limit: int) -> dict:
