@@ -87,7 +87,7 @@ def served_paths(setup: Any) -> ServedPaths:
 def _served_copy(draft: Any, findings: list[Any], t_head: torch.Tensor | None, t_embed: torch.Tensor) -> tuple[Any, list[str]]:
     """A copy of the draft running the findings' served differences, and what each changed (or why not)."""
     served = _eager_copy(draft)
-    done = [_apply(served, served.config, f, t_head, t_embed) for f in findings]
+    done = [_apply(served, f, t_head, t_embed) for f in findings]
     return served.eval(), done
 
 
@@ -105,9 +105,9 @@ def _eager_copy(draft: Any) -> Any:
     return c
 
 
-def _apply(served: Any, cfg: Any, f: Any, t_head: torch.Tensor | None, t_embed: torch.Tensor) -> str:
+def _apply(served: Any, f: Any, t_head: torch.Tensor | None, t_embed: torch.Tensor) -> str:
     """Make the copy run one served difference; returns what was done (or why it could not be)."""
-    d = f.data or {}
+    cfg, d = served.config, f.data or {}
     if f.code == "FWD001":
         flag, value = d["flag"], d["served"]
         if value and flag == "norm_before_fc" and not hasattr(served, "input_norm"):
