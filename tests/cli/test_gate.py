@@ -83,6 +83,15 @@ def gate_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
+def gate_on(draft, policy):
+    """The gate's library call on the fixture target and prompts, float32 on the CPU, no baseline."""
+    from eagle3_doctor.cli.gate import run_gate
+
+    return run_gate(
+        target=str(TARGET), draft=str(draft), policy=policy, prompts=str(PROMPTS), baseline=None, dtype="float32", device="cpu"
+    )
+
+
 def draft_with_ids(tmp_copy, ids, name):
     d = tmp_copy(DRAFTS["sglang"], name)
     cfg = json.loads((d / "config.json").read_text())
@@ -108,15 +117,12 @@ ONE_LAYER_SHIFTS = [[0, 3, 4], [2, 3, 4], [1, 2, 4], [1, 3, 5], [0, 2, 3], [2, 4
 
 
 def test_each_one_layer_shift_fails_the_shipped_policy(tmp_copy):
-    from eagle3_doctor.cli.gate import run_gate
     from eagle3_doctor.cli.gate_policy import Policy
 
     pol = Policy.load(str(SHIPPED_POLICY), {})
     for ids in ONE_LAYER_SHIFTS:
         d = draft_with_ids(tmp_copy, ids, "shift" + "_".join(map(str, ids)))
-        res = run_gate(
-            target=str(TARGET), draft=str(d), policy=pol, prompts=str(PROMPTS), baseline=None, dtype="float32", device="cpu"
-        )
+        res = gate_on(str(d), pol)
         codes = {f.code for f in res.findings if f.severity == "error"}
         assert not res.passed and codes & {"CAP001", "CAP006"}, (ids, codes)
         fix = next(f.fix for f in res.findings if f.code in ("CAP001", "CAP006"))
@@ -125,22 +131,13 @@ def test_each_one_layer_shift_fails_the_shipped_policy(tmp_copy):
 
 def test_without_a_training_table_the_fingerprint_catches_the_incident(tmp_path, tmp_copy):
     """The shipped policy minus its [training] table: the draft's own weights name what it was trained on."""
-    from eagle3_doctor.cli.gate import run_gate
     from eagle3_doctor.cli.gate_policy import Policy
     from eagle3_doctor.cli.gate_report import github_annotations
 
     inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
     p = tmp_path / "p.toml"
     p.write_text(SHIPPED_POLICY.read_text().split("[training]")[0])
-    res = run_gate(
-        target=str(TARGET),
-        draft=str(inc),
-        policy=Policy.load(str(p), {}),
-        prompts=str(PROMPTS),
-        baseline=None,
-        dtype="float32",
-        device="cpu",
-    )
+    res = gate_on(str(inc), Policy.load(str(p), {}))
     fpr = [f for f in res.findings if f.code == "FPR001"]
     assert not res.passed and fpr and '"eagle_aux_hidden_state_layer_ids": [1, 3, 4]' in fpr[0].fix
     assert "GATE002" not in {f.code for f in res.findings}  # the fingerprint is an independent training side
@@ -152,53 +149,27 @@ def test_without_a_training_table_the_fingerprint_catches_the_incident(tmp_path,
 
 
 def test_config_as_only_training_truth_is_a_warning_and_policy_can_make_it_an_error(tmp_path, tmp_copy):
-    from eagle3_doctor.cli.gate import run_gate
     from eagle3_doctor.cli.gate_policy import Policy
 
     inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident")
     p = tmp_path / "p.toml"
     p.write_text("[gate]\nmin_cosine = 0.999\nlimit = 4\nmax_new_tokens = 16\nfingerprint = false\n")
-    res = run_gate(
-        target=str(TARGET),
-        draft=str(inc),
-        policy=Policy.load(str(p), {}),
-        prompts=str(PROMPTS),
-        baseline=None,
-        dtype="float32",
-        device="cpu",
-    )
+    res = gate_on(str(inc), Policy.load(str(p), {}))
     g = [f for f in res.findings if f.code == "GATE002"]
     assert g and g[0].severity == "warning" and "invisible to this gate" in g[0].title
     assert "CAP002" not in {f.code for f in res.findings}  # exactly the blind spot GATE002 warns about
     p.write_text('[gate]\nlimit = 4\nmax_new_tokens = 16\nfingerprint = false\ntraining_from_config = "error"\n')
-    res = run_gate(
-        target=str(TARGET),
-        draft=str(DRAFTS["sglang"]),
-        policy=Policy.load(str(p), {}),
-        prompts=str(PROMPTS),
-        baseline=None,
-        dtype="float32",
-        device="cpu",
-    )
+    res = gate_on(str(DRAFTS["sglang"]), Policy.load(str(p), {}))
     assert not res.passed and any(f.code == "GATE002" and f.severity == "error" for f in res.findings)
 
 
 def test_thresholds_decide_on_the_interval_and_say_so(tmp_path):
-    from eagle3_doctor.cli.gate import run_gate
     from eagle3_doctor.cli.gate_policy import Policy
 
     p = tmp_path / "p.toml"
     p.write_text("[gate]\nlimit = 6\nmax_new_tokens = 24\nfingerprint = false\nmin_step1_accuracy = 0.2\n")
     pol = Policy.load(str(p), {})
-    res = run_gate(
-        target=str(TARGET),
-        draft=str(DRAFTS["sglang"]),
-        policy=pol,
-        prompts=str(PROMPTS),
-        baseline=None,
-        dtype="float32",
-        device="cpu",
-    )
+    res = gate_on(str(DRAFTS["sglang"]), pol)
     iv = res.metrics["intervals"]["step1_accuracy"]
     assert iv["lo"] < res.metrics["step1_accuracy"] < iv["hi"]
     c = next(c for c in res.checks if c.name == "step-1 accuracy")
@@ -206,15 +177,7 @@ def test_thresholds_decide_on_the_interval_and_say_so(tmp_path):
     # a threshold between the lower bound and the point: fails on the interval, passes on the point
     thr = (iv["lo"] + res.metrics["step1_accuracy"]) / 2
     for decide, passed in (("lower_bound", False), ("point", True)):
-        res2 = run_gate(
-            target=str(TARGET),
-            draft=str(DRAFTS["sglang"]),
-            policy=Policy.load(str(p), {"min_step1_accuracy": thr, "decide_on": decide}),
-            prompts=str(PROMPTS),
-            baseline=None,
-            dtype="float32",
-            device="cpu",
-        )
+        res2 = gate_on(str(DRAFTS["sglang"]), Policy.load(str(p), {"min_step1_accuracy": thr, "decide_on": decide}))
         c = next(c for c in res2.checks if c.name == "step-1 accuracy")
         assert c.passed is passed, (decide, c)
         if not passed:
