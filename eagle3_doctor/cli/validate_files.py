@@ -180,7 +180,10 @@ def check_draft(path: str, fmt: str | None = None) -> None:
         )
     if files:
         from ..draft.formats import FORMATS, config_to_canonical, detect_format
+        from ..draft.mtp.formats import detect_mtp
 
+        if fmt is None and detect_mtp(cfg, sorted(names)) is not None:
+            return  # an MTP head: its reader checks its layout's config (draft/mtp/formats.py)
         if fmt is None:
             fmt, _ = detect_format(cfg, sorted(names))
         if fmt in FORMATS:

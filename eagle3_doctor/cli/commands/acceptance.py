@@ -57,6 +57,10 @@ def acceptance_cmd(**given: Any) -> int:
     # read (and reject) server evidence and the launch command before torch is imported
     measured = _server_evidence(a.server_metrics, a.server_metrics_before, a.server_log, a.server_model)
     r = resolve_serve(a, need_draft=True)
+    from .mtp import is_mtp, mtp_acceptance
+
+    if is_mtp(r):
+        return mtp_acceptance(a, r)
     from ...doctor import FormatRequest, acceptance_report
 
     setup = load_models(a, r)

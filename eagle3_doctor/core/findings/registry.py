@@ -13,6 +13,7 @@ from .fix import RECORDS as FIX
 from .fpr import RECORDS as FPR
 from .fwd import RECORDS as FWD
 from .gate import RECORDS as GATE
+from .mtp import RECORDS as MTP
 from .num import RECORDS as NUM
 from .qnt import RECORDS as QNT
 from .record import Code
@@ -25,6 +26,7 @@ FAMILIES: dict[str, tuple[Code, ...]] = {
     "DRF": DRF,
     "CFG": CFG,
     "FWD": FWD,
+    "MTP": MTP,
     "QNT": QNT,
     "ACC": ACC,
     "GATE": GATE,
@@ -38,7 +40,25 @@ FAMILIES: dict[str, tuple[Code, ...]] = {
 }
 # The listed order, by topic: a family's codes in its module's order, or one code where a family spans two
 # topics (the gate's regression sits with acceptance, its own evidence after the serving evidence).
-ORDER = ("CAP", "NUM", "DRF", "CFG", "FWD", "QNT", "ACC", "GATE001", "SRV", "GATE002", "FPR", "ENG", "CMD", "DGN", "FIX", "TPL")
+ORDER = (
+    "CAP",
+    "NUM",
+    "DRF",
+    "CFG",
+    "FWD",
+    "MTP",
+    "QNT",
+    "ACC",
+    "GATE001",
+    "SRV",
+    "GATE002",
+    "FPR",
+    "ENG",
+    "CMD",
+    "DGN",
+    "FIX",
+    "TPL",
+)
 
 
 def _family(code: str) -> str:

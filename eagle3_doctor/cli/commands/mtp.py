@@ -1,0 +1,109 @@
+"""The four measuring commands and fix on an MTP head: chosen when the --draft checkpoint (or the target, for
+the DeepSeek layout) holds one; the rest of each command (options, the launch command, the exit codes) is its own."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from ...core.findings import exit_code
+from ..output import console, progress, status, write_result
+from ..resolve import Resolved, acceptance_options, batch_size_for
+
+
+def is_mtp(r: Resolved) -> bool:
+    from ...draft.drafter import detect_kind
+
+    return r.draft is not None and detect_kind(r.draft)[0] == "mtp"
+
+
+def _setup(a: SimpleNamespace, r: Resolved) -> Any:
+    from ...analyses.mtp.setup import load_mtp_setup
+
+    assert r.draft is not None  # is_mtp
+    with status(f"loading target {r.target} and MTP head {r.draft} ...", getattr(a, "quiet", False)):
+        return load_mtp_setup(target=r.target, draft=r.draft, engine=r.engine, engine_version=r.engine_version,
+                              dtype=r.dtype, device=a.device, trust_remote_code=a.trust_remote_code)  # fmt: skip
+
+
+def mtp_inspect(a: SimpleNamespace, r: Resolved) -> int:
+    from ...analyses.mtp.checks import inspect_mtp
+    from ...report.mtp import render_mtp_checks
+    from ...report.render import render_findings
+
+    assert r.draft is not None  # is_mtp
+    checks = inspect_mtp(r.target, r.draft, r.engine)
+    r.locate(checks.findings)
+    con = console(stderr=a.json_out == "-")
+    render_mtp_checks(con, checks)
+    render_findings(con, checks.findings, "the engine hands the MTP head the state it was trained on")
+    write_result(a.json_out, checks.to_dict(), False)
+    return exit_code(checks.findings, "warning")
+
+
+def mtp_compare_hidden(a: SimpleNamespace, r: Resolved) -> int:
+    from ...analyses.mtp.measure import mtp_compare
+    from ...report.mtp import render_mtp_compare
+
+    setup, checks = _setup(a, r)
+    res = mtp_compare(setup, checks, a.prompts, a.max_tokens, a.limit, batch_size_for(a.batch_size, setup, a.max_tokens))
+    r.locate(res.findings)
+    render_mtp_compare(console(stderr=a.json_out == "-"), res)
+    write_result(a.json_out, res.to_dict(), a.trust_remote_code)
+    return exit_code(res.findings, "warning")
+
+
+def mtp_acceptance(a: SimpleNamespace, r: Resolved) -> int:
+    from ...analyses.mtp.measure import mtp_acceptance as measure
+    from ...report.mtp import render_mtp_checks
+    from ...report.render import render_acceptance
+
+    setup, checks = _setup(a, r)
+    opts = acceptance_options(a, r, setup)
+    with progress(a.quiet) as cb:
+        run = measure(setup, checks, opts, a.prompts, cb)
+    r.locate(run.findings)
+    con = console(stderr=a.json_out == "-")
+    render_mtp_checks(con, checks)
+    render_acceptance(con, run)
+    write_result(a.json_out, {**run.to_dict(), "mtp": checks.to_dict()}, a.trust_remote_code)
+    if run.reference is not None and not run.reference.agrees_with_estimator:
+        console(stderr=True).print("warning: the estimator and the reference loop disagree (see JSON 'reference')", markup=False)
+    return exit_code(run.findings, "error")
+
+
+def mtp_diagnose(a: SimpleNamespace, r: Resolved) -> int:
+    from ...analyses.mtp.measure import mtp_diagnose as measure
+    from ...report.mtp import render_mtp_diagnosis
+
+    setup, checks = _setup(a, r)
+    opts = acceptance_options(a, r, setup)
+    with progress(a.quiet) as cb:
+        d = measure(setup, checks, opts, a.prompts, cb)
+    r.locate(d.findings)
+    render_mtp_diagnosis(console(stderr=a.json_out == "-"), d)
+    write_result(a.json_out, d.to_dict(), a.trust_remote_code)
+    return exit_code(d.findings, "error")
+
+
+def mtp_fix(a: SimpleNamespace, r: Resolved) -> int:
+    from ...analyses.mtp.fix import mtp_fix as fix
+    from ...report.render import render_findings
+
+    setup, checks = _setup(a, r)
+    opts = acceptance_options(a, r, setup)
+    with progress(a.quiet) as cb:
+        res = fix(setup, checks, a.out, opts, a.prompts, cb)
+    con = console(stderr=a.json_out == "-")
+    for line in res.applied or ["nothing to fix: no MTP001"]:
+        con.print(line, markup=False, soft_wrap=True)
+    for name, v in res.before.items():
+        con.print(
+            f"{name}: mean acceptance length {v:.3f} (original)"
+            + (f", {res.after.get(name, float('nan')):.3f} (copy)" if res.out else ""),
+            markup=False,
+        )
+    con.print()
+    render_findings(con, res.findings, "the copy is fed the state it now expects")
+    write_result(a.json_out, res.to_dict(), a.trust_remote_code)
+    return exit_code(res.findings, "error")
