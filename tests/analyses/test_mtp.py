@@ -78,3 +78,29 @@ def test_fix_on_a_copy_is_quiet_and_reproduces_the_trained_path(mtp_setup, tmp_p
     mtp001 = next(f for f in run.findings if f.code == "MTP001")
     diff = mtp001.data["recovered"]
     assert (mtp001.severity == "warning") == (diff["lo"] <= 0)
+
+
+def test_the_fold_takes_back_step_1_and_rescales_the_recycled_state(mtp_setup):
+    """On a final norm whose weight spreads, the folded copy predicts step 1 as the head does on its trained
+    state, and steps 2.. differently from it: hnorm also reads the recycled state (why fix measures its copy)."""
+    import torch
+
+    from eagle3_doctor.draft.mtp.fold import folded_copy
+    from eagle3_doctor.model.target import capture, make_batch
+
+    setup, _ = mtp_setup
+    head, tgt = setup.draft, setup.target
+    g = tgt.parts.norm.weight.detach()
+    spread = g * torch.exp(0.5 * torch.randn(g.shape, generator=torch.Generator().manual_seed(0)))
+    tokens = [list(range(5, 69))]
+    got, _ = capture(tgt, make_batch(tokens, 0, tgt.device), {layer_out(7)})
+    x = got[layer_out(7)]
+    served = spread * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    ids = torch.roll(torch.tensor(tokens), -1, dims=1)
+    with torch.no_grad():
+        trained = [head.logits(h) for h in head.unroll(x, ids, 3)]
+        unfolded = [head.logits(h) for h in head.unroll(served, ids, 3)]
+        folded = [c.logits(h) for c in [folded_copy(head, spread)] for h in c.unroll(served, ids, 3)]
+    fold = [float((f - t).norm() / t.norm()) for f, t in zip(folded, trained)]
+    none = [float((f - t).norm() / t.norm()) for f, t in zip(unfolded, trained)]
+    assert fold[0] < none[0] / 2 and fold[2] > none[2], (fold, none)  # step 1 taken back, step 3 worse than no fold

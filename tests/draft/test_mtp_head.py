@@ -60,8 +60,10 @@ def test_the_recycled_state_is_the_chosen_one():
         torch.testing.assert_close(pre.logits(h_pre), post.logits(h_post))
 
 
-@pytest.mark.parametrize("fmt", ["speculators", "deepseek"])
+@pytest.mark.parametrize("fmt", ["speculators", "deepseek", "nextn-export"])
 def test_layouts_round_trip(tmp_path, fmt):
+    """speculators' own directory, DeepSeek's layer inside the target (model.layers.{L}), and SGLang's NextN
+    export (the layer alone as model.layers.0, num_nextn_predict_layers == num_hidden_layers)."""
     head = make_head()
     target = tmp_path / "target"
     target.mkdir()
@@ -69,12 +71,23 @@ def test_layouts_round_trip(tmp_path, fmt):
 
     save_file({"model.embed_tokens.weight": head.embed_tokens.weight.clone(), "lm_head.weight": head.shared_head.head.weight.clone()},
               str(target / "model.safetensors"))  # fmt: skip
-    (target / "config.json").write_text(json.dumps({**_layer_json(head), "num_hidden_layers": 2}))
-    write_mtp(head, tmp_path / "out", fmt, verifier=str(target), target_dir=str(target))
+    export = fmt == "nextn-export"
+    (target / "config.json").write_text(json.dumps({**_layer_json(head), "num_hidden_layers": 1 if export else 2,
+                                                    **({"num_nextn_predict_layers": 1} if export else {})}))  # fmt: skip
+    write_mtp(
+        head,
+        tmp_path / "out",
+        "deepseek" if export else fmt,
+        verifier=str(target),
+        target_dir=str(target),
+        layer=0 if export else None,
+    )
     assert detect_kind(tmp_path / "out")[0] == "mtp"
-    assert detect_kind(target)[0] == "eagle3"
+    assert detect_kind(target)[0] == "eagle3"  # a target without the layer holds no head
+    fmt = "deepseek" if export else fmt
     back, info = read_mtp(tmp_path / "out", target_embed=head.embed_tokens.weight, target_head=head.shared_head.head.weight)
-    assert info.format == fmt and back.config.hidden == "layer_out_last" and back.config.recycle == "post_norm"
+    assert info.format == fmt and info.layer_index == (0 if export else 2 if fmt == "deepseek" else None)
+    assert back.config.hidden == "layer_out_last" and back.config.recycle == "post_norm"
     aux, ids = torch.randn(1, 6, 32), torch.randint(0, 40, (1, 6))
     with torch.no_grad():
         torch.testing.assert_close(back.logits(next(back.unroll(aux, ids, 1))), head.logits(next(head.unroll(aux, ids, 1))))

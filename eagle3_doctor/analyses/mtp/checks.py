@@ -22,7 +22,8 @@ def fold_fix(path: str | None) -> Fix:
     """MTP001's fix: a corrected copy (``eagle3-doctor fix`` writes it), the weight rewrite beside it."""
     return Fix(
         f"run `eagle3-doctor fix` on the head: it writes a copy with the target's final-norm weight folded into "
-        f'hnorm and records "{HIDDEN_KEY}": "final_norm" (or retrain the head on final_norm)',
+        f'hnorm, records "{HIDDEN_KEY}": "final_norm" and measures the chain on it (the fold is exact for step 1 only: '
+        "hnorm also reads the recycled state); where the copy accepts less, retrain the head on final_norm",
         file=DRAFT_WEIGHTS,
         key="hnorm.weight",
         op="rewrite",

@@ -23,6 +23,11 @@ class MTPFixResult:
     findings_before: list[Finding] = field(default_factory=list)
     checks: MTPChecks | None = None  # the original head's
 
+    @property
+    def loses(self) -> bool:
+        """The copy accepts less than the original on the serving state: the fold is not the fix here."""
+        return self.out is not None and self.after.get("serving", 0.0) < self.before.get("serving", 0.0)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             **(self.checks.to_dict("fix") if self.checks is not None else {}),
@@ -31,6 +36,7 @@ class MTPFixResult:
             "before": self.before,
             "after": self.after,
             "findings_before": [f.to_dict() for f in self.findings_before],
+            "copy_loses": self.loses,
             "findings": [f.to_dict() for f in self.findings],
         }
 
@@ -45,7 +51,7 @@ def write_folded(setup: Setup, checks: MTPChecks, out: str) -> None:
     fixed = folded_copy(head, setup.target.parts.norm.weight.detach())
     info = checks.info
     if info.format == "deepseek":
-        write_mtp(fixed, out, "deepseek", target_dir=info.path)
+        write_mtp(fixed, out, "deepseek", target_dir=info.path, layer=info.layer_index)
         return
     write_mtp(fixed, out, "speculators", num_steps=info.num_speculative_tokens or 1)
     cfg = {**info.config, HIDDEN_KEY: "final_norm"}  # every other key of the original kept as it was

@@ -104,6 +104,10 @@ def mtp_fix(a: SimpleNamespace, r: Resolved) -> int:
             markup=False,
         )
     con.print()
+    if res.loses:
+        con.print("the folded copy accepts less than the original on the serving state: keep the original and retrain "
+                  "the head on final_norm (the fold corrects step 1, and rescales the recycled state hnorm also reads)",
+                  markup=False, soft_wrap=True)  # fmt: skip
     render_findings(con, res.findings, "the copy is fed the state it now expects")
     write_result(a.json_out, res.to_dict(), a.trust_remote_code)
-    return exit_code(res.findings, "error")
+    return 1 if res.loses else exit_code(res.findings, "error")

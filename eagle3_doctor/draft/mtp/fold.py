@@ -4,8 +4,12 @@ into ``hnorm``.
 The engine hands the head s = g * x / rms(x) (g: the target's final-norm weight) where it was trained on x.
 hnorm(s) with weight w / g is w * x / rms(g * x); scaled by rms(g) it is w * x / rms(x) * (rms(g) rms(x) /
 rms(g * x)): the trained input up to one scalar per token, exactly 1 when x spreads over the channels as
-g does. The scalar touches only the hidden half of ``eh_proj``'s input, so the fold is close, not exact:
-``acceptance`` on the copy measures how close (fixtures/README.md).
+g does. The scalar touches only the hidden half of ``eh_proj``'s input, so step 1 is close, not exact.
+
+Steps 2..K are another matter: hnorm also reads the state the head recycles, which no final norm scaled,
+and the fold rescales that by 1 / g. Where g is nearly uniform this costs nothing; where it spreads, the
+fold takes back step 1 and loses the later steps (fixtures/README.md measures both on a synthetic
+spread), so ``fix`` measures the copy against the original and says so, exit 1, where it accepts less.
 """
 
 from __future__ import annotations

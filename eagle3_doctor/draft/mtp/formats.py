@@ -85,9 +85,25 @@ def detect_mtp(config: dict[str, Any], keys: list[str]) -> tuple[str, str] | Non
         return "speculators", "config has speculators_model_type mtp / architectures MTPDraftModel"
     n = config.get("num_nextn_predict_layers")
     L = config.get("num_hidden_layers")
-    if isinstance(n, int) and n > 0 and isinstance(L, int) and f"model.layers.{L}.eh_proj.weight" in keys:
-        return "deepseek", f"num_nextn_predict_layers = {n} and model.layers.{L}.eh_proj.weight in the target's weights"
+    if isinstance(n, int) and n > 0 and isinstance(L, int):
+        if f"model.layers.{L}.eh_proj.weight" in keys:
+            return "deepseek", f"num_nextn_predict_layers = {n} and model.layers.{L}.eh_proj.weight in the target's weights"
+        if n == L and "model.layers.0.eh_proj.weight" in keys:
+            # SGLang's NextN export: the one layer alone, as model.layers.0 (deepseek_nextn.py load_weights asserts
+            # num_nextn_predict_layers == num_hidden_layers and reads the prefix "model.layers.0")
+            return (
+                "deepseek",
+                f"num_nextn_predict_layers = num_hidden_layers = {n} and model.layers.0.eh_proj.weight (SGLang's NextN export)",
+            )
     return None
+
+
+def layer_index(config: dict[str, Any], keys: list[str]) -> int | None:
+    """The L of ``model.layers.{L}.*`` that holds the head in the deepseek layout (0 in SGLang's NextN export)."""
+    L = config.get("num_hidden_layers")
+    if not isinstance(L, int):
+        return None
+    return L if f"model.layers.{L}.eh_proj.weight" in keys else 0
 
 
 def canonical_names(fmt: str, keys: list[str], layer_index: int | None) -> dict[str, str]:
@@ -162,8 +178,8 @@ def read_mtp_checkpoint(path: str | os.PathLike, fmt: str | None = None) -> tupl
             f"{d} holds no MTP head", "pass an MTP checkpoint (speculators mtp, or a target with num_nextn_predict_layers)"
         )
     fmt, why = found
-    L = raw.get("num_hidden_layers") if fmt == "deepseek" else None
-    names = canonical_names(fmt, keys, L if isinstance(L, int) else None)
+    L = layer_index(raw, keys) if fmt == "deepseek" else None
+    names = canonical_names(fmt, keys, L)
     if any(m in n for n in names for m in _MLA):
         raise BadInput(
             f"the MTP layer in {d} is an MLA/MoE layer (DeepSeek-V3's own): not modelled",
@@ -185,7 +201,7 @@ def read_mtp_checkpoint(path: str | os.PathLike, fmt: str | None = None) -> tupl
         )
     steps = _speculative_tokens(raw)
     info = MTPInfo(
-        str(d), fmt, why, raw, keys, L if isinstance(L, int) else None, missing, unexpected,
+        str(d), fmt, why, raw, keys, L, missing, unexpected,
         has_head="shared_head.head.weight" in state, weight_dtype=state["eh_proj.weight"].dtype,
         num_speculative_tokens=steps, hidden_source=cfg.hidden_source,
     )  # fmt: skip

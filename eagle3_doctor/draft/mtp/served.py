@@ -47,8 +47,9 @@ _SGL_HIDDEN = (
 
 
 def mtp_serving(engine: str, fmt: str) -> MTPServing:
-    """The served side for an engine and checkpoint layout (any release: no release of either changed it in
-    what was read)."""
+    """The served side for an engine and checkpoint layout. One commit of each engine was read, so releases
+    are not told apart here: a release that changed either choice (the issue tracker reports vLLM skipping
+    shared_head.norm in recycling, #45895) is not modelled, and the sources name the commit read."""
     if engine == "vllm":
         if fmt == "deepseek":
             rec, why = "pre_norm", "vllm model_executor/models/deepseek_mtp.py @03356f8: forward returns residual + hidden_states"

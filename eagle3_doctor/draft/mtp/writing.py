@@ -69,10 +69,18 @@ def _stored(head: Any, fmt: str, L: int | None) -> dict[str, Any]:
 
 
 def write_mtp(
-    head: Any, path: str | os.PathLike, fmt: str, *, verifier: str = "", num_steps: int = 3, target_dir: str | None = None
+    head: Any,
+    path: str | os.PathLike,
+    fmt: str,
+    *,
+    verifier: str = "",
+    num_steps: int = 3,
+    target_dir: str | None = None,
+    layer: int | None = None,
 ) -> None:
     """Save the head: ``speculators`` (its own directory) or ``deepseek`` (a copy of ``target_dir`` with
-    ``model.layers.{L}.*`` added, ``num_nextn_predict_layers`` set and the shared embeddings stored in the layer)."""
+    ``model.layers.{L}.*`` added or replaced, L = ``layer`` or the target's ``num_hidden_layers``,
+    ``num_nextn_predict_layers`` set and the shared embeddings stored in the layer)."""
     from safetensors.torch import load_file, save_file
 
     out = Path(path)
@@ -82,14 +90,28 @@ def write_mtp(
         cfg = speculators_config(head, verifier, num_steps)
     else:
         assert target_dir is not None, "the deepseek layout lives inside a target checkpoint"
+        if not (Path(target_dir) / "model.safetensors").is_file():
+            from ...core.errors import BadInput
+
+            raise BadInput(
+                f"{target_dir} is not a single model.safetensors: the deepseek-layout copy is written for one-file checkpoints only",
+                "apply the printed hnorm rewrite to the shard holding model.layers.{L}.hnorm.weight",
+            )
         for f in Path(target_dir).iterdir():
             if f.is_file() and f.name != "model.safetensors":
                 shutil.copy2(f, out / f.name)
         cfg = json.loads((Path(target_dir) / "config.json").read_text())
-        L = cfg["num_hidden_layers"]
+        L = cfg["num_hidden_layers"] if layer is None else layer
         tensors = load_file(str(Path(target_dir) / "model.safetensors"))
         tensors.update(_stored(head, fmt, L))
-        tensors[f"model.layers.{L}.embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()
+        if "model.embed_tokens.weight" in tensors:
+            tensors[f"model.layers.{L}.embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()
         save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
-        cfg.update({"num_nextn_predict_layers": 1, HIDDEN_KEY: head.config.hidden, RECYCLE_KEY: head.config.recycle})
+        cfg.update(
+            {
+                "num_nextn_predict_layers": cfg.get("num_nextn_predict_layers") or 1,
+                HIDDEN_KEY: head.config.hidden,
+                RECYCLE_KEY: head.config.recycle,
+            }
+        )
     (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
