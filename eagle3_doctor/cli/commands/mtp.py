@@ -98,11 +98,8 @@ def mtp_fix(a: SimpleNamespace, r: Resolved) -> int:
     for line in res.applied or ["nothing to fix: no MTP001"]:
         con.print(line, markup=False, soft_wrap=True)
     for name, v in res.before.items():
-        con.print(
-            f"{name}: mean acceptance length {v:.3f} (original)"
-            + (f", {res.after.get(name, float('nan')):.3f} (copy)" if res.out else ""),
-            markup=False,
-        )
+        copy = f", {res.after[name]:.3f} (copy)" if res.out and name in res.after else ""
+        con.print(f"{name} path: mean acceptance length {v:.3f} (original){copy}", markup=False)
     con.print()
     if res.loses:
         con.print("the folded copy accepts less than the original on the serving state: keep the original and retrain "
