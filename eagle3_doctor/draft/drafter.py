@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from ..core.taps import FeatureSpec
 
-KINDS = ("eagle3", "mtp")
+KINDS = ("eagle3", "mtp", "dflash")
 
 
 class Drafter(Protocol):
@@ -58,6 +58,10 @@ def detect_kind(path: str | os.PathLike) -> tuple[str, str]:
     if not (d / "config.json").is_file():
         return "eagle3", "no config.json (the EAGLE-3 reader says what is missing)"
     cfg = read_json_object(d / "config.json", "restore the checkpoint's config.json")
+    from .dflash.taps import is_dflash
+
+    if is_dflash(cfg):
+        return "dflash", "a DFlash config (dflash_config, DFlashDraftModel or speculators_model_type dflash)"
     found = detect_mtp(cfg, tensor_names(d))
     if found is None:
         return "eagle3", "no MTP head in the checkpoint"

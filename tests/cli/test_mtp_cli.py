@@ -54,3 +54,26 @@ def test_the_deepseek_layout_inside_a_target_is_read_and_its_recycling_checked(t
         assert r.exit_code == 1, r.output
         out = valid(tmp_path / f"{engine}.json")
         assert out["layout"] == "deepseek" and sorted(f["code"] for f in out["findings"]) == codes, out
+
+
+def test_a_dflash_draft_is_inspected_and_the_measuring_commands_refuse_in_one_line(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    d = tmp_path / "dflash"
+    d.mkdir()
+    cfg = {"architectures": ["DFlashDraftModel"], "num_hidden_layers": 2, "hidden_size": 128,
+           "dflash_config": {"target_layer_ids": [1, 4]}, "eagle_aux_hidden_state_layer_ids": [1, 4]}  # fmt: skip
+    (d / "config.json").write_text(json.dumps(cfg))
+    save_file({"fc.weight": torch.zeros(128, 256)}, str(d / "model.safetensors"))
+    r = invoke("inspect", "-t", TARGET, "-d", d, "--engine", "vllm", "--json", tmp_path / "v.json")
+    assert r.exit_code == 1, r.output
+    import jsonschema
+
+    doc = json.loads((tmp_path / "v.json").read_text())
+    jsonschema.validate(doc, json.loads((Path(__file__).resolve().parents[2] / "schemas" / "dflash.v1.schema.json").read_text()))
+    assert [f["code"] for f in doc["findings"]] == ["DFL001"] and doc["fc_taps"] == 2
+    r = invoke("inspect", "-t", TARGET, "-d", d, "--engine", "sglang")
+    assert r.exit_code == 0, r.output
+    r = invoke("acceptance", "-t", TARGET, "-d", d, "--engine", "vllm")
+    assert r.exit_code == 2 and "does not run DFlash drafts yet" in r.output and "Traceback" not in r.output

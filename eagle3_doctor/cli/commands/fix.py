@@ -24,8 +24,9 @@ def fix_cmd(**given: Any) -> int:
     from ...report.diagnosis import render_fix
 
     check_out(a.out, r.draft)
-    from .mtp import is_mtp, mtp_fix
+    from .drafters import is_mtp, mtp_fix, refuse_dflash
 
+    refuse_dflash(r, "fix")
     if is_mtp(r):
         return mtp_fix(a, r)
     setup = load_models(a, r)

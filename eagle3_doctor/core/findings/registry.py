@@ -6,6 +6,7 @@ from .acc import RECORDS as ACC
 from .cap import RECORDS as CAP
 from .cfg import RECORDS as CFG
 from .cmd import RECORDS as CMD
+from .dfl import RECORDS as DFL
 from .dgn import RECORDS as DGN
 from .drf import RECORDS as DRF
 from .eng import RECORDS as ENG
@@ -27,6 +28,7 @@ FAMILIES: dict[str, tuple[Code, ...]] = {
     "CFG": CFG,
     "FWD": FWD,
     "MTP": MTP,
+    "DFL": DFL,
     "QNT": QNT,
     "ACC": ACC,
     "GATE": GATE,
@@ -47,6 +49,7 @@ ORDER = (
     "CFG",
     "FWD",
     "MTP",
+    "DFL",
     "QNT",
     "ACC",
     "GATE001",

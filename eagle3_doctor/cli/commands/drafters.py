@@ -1,5 +1,6 @@
-"""The four measuring commands and fix on an MTP head: chosen when the --draft checkpoint (or the target, for
-the DeepSeek layout) holds one; the rest of each command (options, the launch command, the exit codes) is its own."""
+"""The measuring commands and fix on the drafters beside EAGLE-3, chosen from the --draft checkpoint: an MTP
+head (every command), a DFlash draft (inspect; the others refuse in one line). Options, the launch command
+and the exit codes stay each command's own."""
 
 from __future__ import annotations
 
@@ -108,3 +109,40 @@ def mtp_fix(a: SimpleNamespace, r: Resolved) -> int:
     render_findings(con, res.findings, "the copy is fed the state it now expects")
     write_result(a.json_out, res.to_dict(), a.trust_remote_code)
     return 1 if res.loses else exit_code(res.findings, "error")
+
+
+def drafter_kind(r: Resolved) -> str:
+    from ...draft.drafter import detect_kind
+
+    return "eagle3" if r.draft is None else detect_kind(r.draft)[0]
+
+
+def refuse_dflash(r: Resolved, command: str) -> None:
+    """The measuring commands on a DFlash draft: one line, exit 2 (its block-parallel forward is not modelled)."""
+    from ...core.errors import BadInput
+
+    if drafter_kind(r) == "dflash":
+        raise BadInput(
+            f"{command} does not run DFlash drafts yet: their block-parallel forward is not modelled",
+            "run `eagle3-doctor inspect` on it: the trained and served taps, checked without a forward pass",
+        )
+
+
+def dflash_inspect(a: SimpleNamespace, r: Resolved) -> int:
+    from ...analyses.dflash import inspect_dflash
+    from ...report.render import render_findings
+
+    assert r.draft is not None  # drafter_kind
+    checks = inspect_dflash(r.target, r.draft, r.engine)
+    r.locate(checks.findings)
+    con = console(stderr=a.json_out == "-")
+    for name, t in (("trained", checks.trained), ("served", checks.served)):
+        spec = "unknown" if t is None or t.spec is None else ", ".join(map(str, t.spec))
+        con.print(f"DFlash {name} taps: {spec}  ({t.source if t else ''})", markup=False, soft_wrap=True)
+    con.print(
+        f"the draft's fc takes {checks.fc_taps if checks.fc_taps is not None else 'an unknown number of'} taps", markup=False
+    )
+    con.print()
+    render_findings(con, checks.findings, "the engine feeds the DFlash draft the taps it was trained on")
+    write_result(a.json_out, checks.to_dict(), False)
+    return exit_code(checks.findings, "warning")
