@@ -73,7 +73,24 @@ def test_a_dflash_draft_is_inspected_and_the_measuring_commands_refuse_in_one_li
     doc = json.loads((tmp_path / "v.json").read_text())
     jsonschema.validate(doc, json.loads((Path(__file__).resolve().parents[2] / "schemas" / "dflash.v1.schema.json").read_text()))
     assert [f["code"] for f in doc["findings"]] == ["DFL001"] and doc["fc_taps"] == 2
+    edit = doc["findings"][0]["edit"]
+    (d / "config.json").write_text(json.dumps({**cfg, edit["key"]: edit["value"]}))  # the fix, applied to the copy by its key
+    r = invoke("inspect", "-t", TARGET, "-d", d, "--engine", "vllm")
+    assert r.exit_code == 0, r.output
+    (d / "config.json").write_text(json.dumps(cfg))
     r = invoke("inspect", "-t", TARGET, "-d", d, "--engine", "sglang")
     assert r.exit_code == 0, r.output
     r = invoke("acceptance", "-t", TARGET, "-d", d, "--engine", "vllm")
     assert r.exit_code == 2 and "does not run DFlash drafts yet" in r.output and "Traceback" not in r.output
+
+
+def test_the_launch_command_names_the_mtp_head(tmp_path):
+    """`vllm serve <speculators mtp checkpoint>` serves its verifier with the head; `--speculative-config
+    {"method": "mtp"}` drafts with the target's own layer: both reach the MTP checks with the command's steps."""
+    r = invoke("inspect", "--serve-cmd", f"vllm serve {MTP}", "--json", tmp_path / "a.json")
+    assert r.exit_code == 1, r.output
+    assert [f["code"] for f in valid(tmp_path / "a.json")["findings"]] == ["MTP001"]
+    from eagle3_doctor.engines.launch import load
+
+    sc = load('vllm serve fixtures/target --speculative-config \'{"method": "mtp", "num_speculative_tokens": 2}\'', None)
+    assert sc is not None and sc.draft == sc.target == "fixtures/target" and sc.num_steps == 2
