@@ -94,3 +94,21 @@ def test_the_launch_command_names_the_mtp_head(tmp_path):
 
     sc = load('vllm serve fixtures/target --speculative-config \'{"method": "mtp", "num_speculative_tokens": 2}\'', None)
     assert sc is not None and sc.draft == sc.target == "fixtures/target" and sc.num_steps == 2
+
+
+def test_acceptance_on_the_mtp_head_writes_the_acceptance_document(tmp_path):
+    """The acceptance document, valid against its own schema, with the MTP checks under "mtp" and the reference loop's
+    agreement; MTP001 weighed by the measurement (a warning where the paired difference reaches 0)."""
+    import jsonschema
+
+    r = invoke("acceptance", "-t", TARGET, "-d", MTP, "--engine", "vllm", "--dtype", "float32", "--device", "cpu", "--limit", "2",
+               "--max-new-tokens", "24", "--num-steps", "3", "--reference-loop", "-q", "--json", tmp_path / "a.json")  # fmt: skip
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads((tmp_path / "a.json").read_text())
+    jsonschema.validate(
+        doc, json.loads((Path(__file__).resolve().parents[2] / "schemas" / "acceptance.v1.schema.json").read_text())
+    )
+    jsonschema.validate({**doc["mtp"], "tool": doc["tool"]}, SCHEMA)
+    assert doc["reference"]["agrees_with_estimator"] and doc["reference"]["same_tokens"]
+    f = next(f for f in doc["findings"] if f["code"] == "MTP001")
+    assert (f["severity"] == "warning") == (f["data"]["recovered"]["lo"] <= 0) and r.exit_code == (f["severity"] == "error")
