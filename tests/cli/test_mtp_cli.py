@@ -112,3 +112,15 @@ def test_acceptance_on_the_mtp_head_writes_the_acceptance_document(tmp_path):
     assert doc["reference"]["agrees_with_estimator"] and doc["reference"]["same_tokens"]
     f = next(f for f in doc["findings"] if f["code"] == "MTP001")
     assert (f["severity"] == "warning") == (f["data"]["recovered"]["lo"] <= 0) and r.exit_code == (f["severity"] == "error")
+
+
+def test_compare_hidden_and_diagnose_write_mtp_documents(tmp_path):
+    common = ["-t", TARGET, "-d", MTP, "--engine", "vllm", "--dtype", "float32", "--device", "cpu", "--limit", "2", "-q"]
+    r = invoke("compare-hidden", *common, "--json", tmp_path / "c.json")
+    assert r.exit_code == 1, r.output
+    c = valid(tmp_path / "c.json")
+    assert c["command"] == "compare-hidden" and c["tokens"] > 0 and 0 < c["rel_l2"] and c["cosine"] <= 1
+    r = invoke("diagnose", *common, "--max-new-tokens", "24", "--num-steps", "3", "--json", tmp_path / "d.json")
+    assert r.exit_code in (0, 1), r.output
+    d = valid(tmp_path / "d.json")
+    assert d["command"] == "diagnose" and d["verdict"] and d["recovered"] is not None
