@@ -26,7 +26,9 @@ KINDS = ("eagle3", "mtp", "dflash")
 
 
 class Drafter(Protocol):
-    """What every measurement asks of a drafter (Eagle3Draft and MTPHead both are one)."""
+    """What every measurement asks of a drafter (Eagle3Draft and MTPHead both are one): the estimator and the
+    reference loop call unroll, extend, logits and to_target_ids; the tree search also runs one step through
+    the layers against its own keys."""
 
     config: Any  # num_aux_states, vocab_size, draft_vocab_size, hidden_size
 
@@ -37,6 +39,13 @@ class Drafter(Protocol):
     def to_target_ids(self, draft_ids: Any) -> Any: ...
 
     def extend(self, h_or_aux: Any, ids: Any, positions: Any, cache: Any, *, from_aux: bool) -> Any: ...
+
+    # one step through every layer against the caller's keys, as the tree search runs it (analyses/tree.py)
+    def project_aux(self, aux: Any) -> Any: ...
+
+    def through_layers(self, h: Any, ids: Any, attend: Any) -> Any: ...
+
+    def later_layers(self) -> list[Any]: ...
 
 
 @dataclass(frozen=True)

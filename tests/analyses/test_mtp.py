@@ -104,3 +104,18 @@ def test_the_fold_takes_back_step_1_and_rescales_the_recycled_state(mtp_setup):
     fold = [float((f - t).norm() / t.norm()) for f, t in zip(folded, trained)]
     none = [float((f - t).norm() / t.norm()) for f, t in zip(unfolded, trained)]
     assert fold[0] < none[0] / 2 and fold[2] > none[2], (fold, none)  # step 1 taken back, step 3 worse than no fold
+
+
+@pytest.mark.parametrize(("engine", "steps", "topk", "ndt"), [("sglang", 3, 2, 5), ("vllm", 2, 2, None)])
+def test_the_tree_estimators_equal_their_sequential_loops_on_the_head(mtp_setup, engine, steps, topk, ndt):
+    """SGLang's scored tree and vLLM's full static tree, exact for the MTP head as for EAGLE-3 (the tree search
+    runs the head's one step against its own keys)."""
+    setup, _ = mtp_setup
+    s = copy.copy(setup)
+    s.serving = copy.copy(setup.serving)
+    s.serving.engine = engine
+    run = measure_acceptance(s, opts(num_steps=steps, topk=topk, num_draft_tokens=ndt), prompts_path=PROMPTS)
+    assert run.reference is not None and run.reference.tree is not None
+    assert run.reference.tree.agrees_with_estimator and run.reference.agrees_with_estimator and run.reference.same_tokens
+    tree = run.paths["serving"].tree
+    assert tree is not None and tree.mean_acceptance_length >= run.paths["serving"].chain.mean_acceptance_length

@@ -75,6 +75,19 @@ class MTPHead(nn.Module):
         out = self.layer.finish(x, attend(0, self.layer.self_attn, self.layer.input_layernorm(x)))
         return self.shared_head.norm(out) if self.config.recycle == "post_norm" else out
 
+    # the step as the tree search calls it on any drafter (analyses/tree.py): one decoder layer, no fc
+    def project_aux(self, aux: torch.Tensor) -> torch.Tensor:
+        """The target state as step 1 reads it: the state itself (the head has no fc; hnorm is inside the step)."""
+        return aux.to(self.eh_proj.weight.dtype)
+
+    def through_layers(
+        self, h: torch.Tensor, ids: torch.Tensor, attend: Callable[[int, DraftAttention, torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        return self.step(h, ids, attend)
+
+    def later_layers(self) -> list[DecoderLayer]:
+        return []  # the one layer is the step's own
+
     def logits(self, state: torch.Tensor) -> torch.Tensor:
         """A step's handed-on state -> logits over the target vocabulary (normed once, whichever state is recycled)."""
         if self.config.recycle == "post_norm":
