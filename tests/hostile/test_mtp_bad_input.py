@@ -61,3 +61,10 @@ def test_an_mtp_head_for_another_target_is_one_line(mtp_copy, tmp_path):
     t.mkdir()
     (t / "config.json").write_text(json.dumps({**json.loads((TARGET / "config.json").read_text()), "hidden_size": 256}))
     assert_bad_input(cli("inspect", "-t", t, "-d", mtp_copy, "--engine", "vllm"), "hidden_size")
+
+
+@pytest.mark.parametrize(
+    ("command", "flag"), [("inspect", ["--report", "r"]), ("acceptance", ["--train-recipe", "eagle-default"])]
+)
+def test_an_option_the_mtp_branch_does_not_honour_is_refused_not_ignored(command, flag, tmp_path):
+    assert_bad_input(cli(command, "-t", TARGET, "-d", MTP, "--engine", "vllm", *flag), "not supported for MTP heads")

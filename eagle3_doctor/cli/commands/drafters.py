@@ -18,9 +18,26 @@ def is_mtp(r: Resolved) -> bool:
     return r.draft is not None and detect_kind(r.draft)[0] == "mtp"
 
 
+# options the MTP branches do not honour yet: refused in one line rather than ignored
+_NOT_FOR_MTP = ("report", "plot", "matrix", "train_dump", "train_recipe", "layer_ids", "train_data", "requests",
+                "serve_template", "train_template", "server_metrics", "server_log", "compile_draft")  # fmt: skip
+
+
+def refuse_unhonoured(a: SimpleNamespace) -> None:
+    from ...core.errors import BadInput
+
+    given = [o for o in _NOT_FOR_MTP if getattr(a, o, None) not in (None, False, ())]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise BadInput(
+            f"{flag} is not supported for MTP heads yet", f"drop {flag}: --json holds every figure the MTP run measures"
+        )
+
+
 def _setup(a: SimpleNamespace, r: Resolved) -> Any:
     from ...analyses.mtp.setup import load_mtp_setup
 
+    refuse_unhonoured(a)
     assert r.draft is not None  # is_mtp
     with status(f"loading target {r.target} and MTP head {r.draft} ...", getattr(a, "quiet", False)):
         return load_mtp_setup(target=r.target, draft=r.draft, engine=r.engine, engine_version=r.engine_version,
@@ -33,6 +50,7 @@ def mtp_inspect(a: SimpleNamespace, r: Resolved) -> int:
     from ...report.render import render_findings
 
     assert r.draft is not None  # is_mtp
+    refuse_unhonoured(a)
     checks = inspect_mtp(r.target, r.draft, r.engine)
     r.locate(checks.findings)
     con = console(stderr=a.json_out == "-")
