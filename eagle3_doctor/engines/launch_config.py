@@ -283,6 +283,9 @@ def vllm_config(values: dict[str, Any], unknown: list[str], positional: list[str
     return sc
 
 
+_MTP_METHODS = ("mtp", "deepseek_mtp")
+
+
 def finish_vllm(sc: ServeConfig, spec: dict[str, Any]) -> None:
     if not spec:
         sc.notes.append("no --speculative-config: this server runs without speculative decoding")
@@ -290,7 +293,13 @@ def finish_vllm(sc: ServeConfig, spec: dict[str, Any]) -> None:
     if sc.algorithm is None and sc.draft and "eagle3" in sc.draft.lower():
         sc.algorithm = "eagle3"
         sc.sources["algorithm"] = f"detected from the draft path name ({_VLLM_SRC}:1447)"
-    if sc.algorithm is not None and str(sc.algorithm).lower() != "eagle3":
+    if sc.algorithm is not None and str(sc.algorithm).lower() in _MTP_METHODS:
+        if sc.draft is None:  # vllm config.py SpeculativeConfig: method "mtp" drafts with the target's own config
+            sc.draft = sc.target
+            sc.sources["draft"] = (
+                f"method {sc.algorithm}: the target's own MTP layer (vllm config.py: draft_model_config = target_model_config)"
+            )
+    elif sc.algorithm is not None and str(sc.algorithm).lower() != "eagle3":
         sc.notes.append(f"speculative method {sc.algorithm}: eagle3-doctor measures EAGLE-3 drafts")
     if sc.num_steps is None and spec:
         sc.notes.append(

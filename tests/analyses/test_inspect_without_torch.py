@@ -56,3 +56,30 @@ def test_inspect_imports_no_torch(argv, tmp_path):
     res = json.loads(out.read_text())
     assert [f["code"] for f in res["findings"] if f["severity"] in ("warning", "error")] == []
     assert res["forensics"]["tensors"] and all(t["verdict"] in ("trained", "map") for t in res["forensics"]["tensors"])
+
+
+def test_inspect_on_an_mtp_head_imports_no_torch(tmp_path):
+    """The MTP branch of inspect reads the head's tensors through the same numpy reader: no torch either."""
+    out = tmp_path / "inspect.json"
+    argv = [
+        "inspect",
+        "-t",
+        str(TARGET),
+        "-d",
+        str(ROOT / "fixtures" / "mtp-speculators"),
+        "--engine",
+        "vllm",
+        "--json",
+        str(out),
+    ]
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(argv)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"},
+        timeout=300,
+    )
+    probe = json.loads(p.stderr.strip().splitlines()[-1])
+    assert probe["torch"] == [], f"inspect imported {probe['torch'][:5]}"
+    assert probe["exit"] == 1 and [f["code"] for f in json.loads(out.read_text())["findings"]] == ["MTP001"]

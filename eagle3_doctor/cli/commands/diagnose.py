@@ -28,6 +28,11 @@ def diagnose_cmd(**given: Any) -> int:
     a = SimpleNamespace(**given)
     preflight_given(a, skip=RESOLVED_LATER)
     r = resolve_serve(a, need_draft=True)  # the launch command is read (and refused) before torch is imported
+    from .drafters import is_mtp, mtp_diagnose, refuse_dflash
+
+    refuse_dflash(r, "diagnose")
+    if is_mtp(r):
+        return mtp_diagnose(a, r)
     from ...analyses.attribution.measure import diagnose_gap
     from ...report.diagnosis import render_diagnosis
 

@@ -24,6 +24,11 @@ def fix_cmd(**given: Any) -> int:
     from ...report.diagnosis import render_fix
 
     check_out(a.out, r.draft)
+    from .drafters import is_mtp, mtp_fix, refuse_dflash
+
+    refuse_dflash(r, "fix")
+    if is_mtp(r):
+        return mtp_fix(a, r)
     setup = load_models(a, r)
     opts = acceptance_options(a, r, setup)
     with progress(a.quiet) as cb:

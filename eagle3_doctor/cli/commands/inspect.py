@@ -22,6 +22,14 @@ def inspect_cmd(**given: Any) -> int:
     a = SimpleNamespace(**given)
     preflight_given(a, skip=RESOLVED_LATER)
     r = resolve_serve(a, need_draft=True)  # the launch command is read (and refused) before torch is imported
+    from .drafters import is_mtp, mtp_inspect
+
+    if is_mtp(r):
+        return mtp_inspect(a, r)
+    from .drafters import dflash_inspect, drafter_kind
+
+    if drafter_kind(r) == "dflash":
+        return dflash_inspect(a, r)
     from ...analyses.inspect.inspection import inspect
     from ...io.outputs import write_json
     from ...report.render import render_inspect

@@ -6,6 +6,7 @@ from .acc import RECORDS as ACC
 from .cap import RECORDS as CAP
 from .cfg import RECORDS as CFG
 from .cmd import RECORDS as CMD
+from .dfl import RECORDS as DFL
 from .dgn import RECORDS as DGN
 from .drf import RECORDS as DRF
 from .eng import RECORDS as ENG
@@ -13,6 +14,7 @@ from .fix import RECORDS as FIX
 from .fpr import RECORDS as FPR
 from .fwd import RECORDS as FWD
 from .gate import RECORDS as GATE
+from .mtp import RECORDS as MTP
 from .num import RECORDS as NUM
 from .qnt import RECORDS as QNT
 from .record import Code
@@ -25,6 +27,8 @@ FAMILIES: dict[str, tuple[Code, ...]] = {
     "DRF": DRF,
     "CFG": CFG,
     "FWD": FWD,
+    "MTP": MTP,
+    "DFL": DFL,
     "QNT": QNT,
     "ACC": ACC,
     "GATE": GATE,
@@ -38,7 +42,26 @@ FAMILIES: dict[str, tuple[Code, ...]] = {
 }
 # The listed order, by topic: a family's codes in its module's order, or one code where a family spans two
 # topics (the gate's regression sits with acceptance, its own evidence after the serving evidence).
-ORDER = ("CAP", "NUM", "DRF", "CFG", "FWD", "QNT", "ACC", "GATE001", "SRV", "GATE002", "FPR", "ENG", "CMD", "DGN", "FIX", "TPL")
+ORDER = (
+    "CAP",
+    "NUM",
+    "DRF",
+    "CFG",
+    "FWD",
+    "MTP",
+    "DFL",
+    "QNT",
+    "ACC",
+    "GATE001",
+    "SRV",
+    "GATE002",
+    "FPR",
+    "ENG",
+    "CMD",
+    "DGN",
+    "FIX",
+    "TPL",
+)
 
 
 def _family(code: str) -> str:

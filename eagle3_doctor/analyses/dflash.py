@@ -1,0 +1,105 @@
+"""inspect on a DFlash draft: its trained taps against the taps the engine feeds it, and the fc's width, without
+a forward pass (DFL001-003). The block-parallel forward is not modelled: the measuring commands refuse."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import BadInput
+from ..core.findings import Finding, config_fix
+from ..core.taps import format_spec
+from ..draft.dflash.taps import Taps, served_taps, trained_taps
+
+SCHEMA = "eagle3-doctor/dflash/1"
+
+
+@dataclass
+class DFlashChecks:
+    engine: str
+    trained: Taps
+    served: Taps | None
+    fc_taps: int | None
+    findings: list[Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        def taps(t: Taps | None) -> dict[str, Any] | None:
+            if t is None:
+                return None
+            return {"spec": None if t.spec is None else [str(p) for p in t.spec], "ids": t.ids, "key": t.key,
+                    "source": t.source, "guessed": t.guessed}  # fmt: skip
+
+        return {"schema": SCHEMA, "command": "inspect", "drafter": "dflash", "engine": self.engine,
+                "trained": taps(self.trained), "served": taps(self.served), "fc_taps": self.fc_taps,
+                "findings": [f.to_dict() for f in self.findings]}  # fmt: skip
+
+
+def fc_taps(draft: Path, target_hidden: int) -> int | None:
+    """How many target states the draft's fc takes (its weight's input width / the target's hidden size)."""
+    from ..io.hub import weight_files
+
+    for f in weight_files(draft):
+        if f.suffix != ".safetensors":
+            continue
+        with open(f, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            header = json.loads(fh.read(n)) if 0 < n < 100_000_000 else {}
+        for name, meta in header.items():
+            if name.endswith("fc.weight") and isinstance(meta, dict) and len(meta.get("shape", [])) == 2:
+                width = meta["shape"][1]
+                return width // target_hidden if width % target_hidden == 0 else None
+    return None
+
+
+def _fix(served: Taps, trained: Taps) -> Any:
+    assert trained.ids is not None
+    if served.key == "eagle_aux_hidden_state_layer_ids":  # vLLM reads it first, in its own (+1) convention
+        return config_fix(
+            f'set "eagle_aux_hidden_state_layer_ids": {[i + 1 for i in trained.ids]} (vLLM ids: the DFlash ids + 1)',
+            "eagle_aux_hidden_state_layer_ids",
+            [i + 1 for i in trained.ids],
+        )
+    return config_fix(
+        f'set "dflash_config": {{"target_layer_ids": {trained.ids}}} (DFlash ids: after layer i)',
+        "dflash_config.target_layer_ids",
+        trained.ids,
+    )
+
+
+def dflash_findings(trained: Taps, served: Taps, n_fc: int | None) -> list[Finding]:
+    out: list[Finding] = []
+    ev = [f"trained: {trained.source}", f"served: {served.source}"]
+    if served.spec is not None and n_fc is not None and len(served.spec) != n_fc:
+        fix = _fix(served, trained) if trained.ids is not None and not trained.guessed else (
+            "write the ids the draft was trained on into dflash_config.target_layer_ids")  # fmt: skip
+        out.append(Finding("DFL002", f"the engine feeds {len(served.spec)} taps; the draft's fc takes {n_fc}",
+                           evidence=ev, fix=fix, data={"served": len(served.spec), "fc": n_fc}))  # fmt: skip
+    elif trained.spec is not None and served.spec is not None and trained.spec != served.spec and not trained.guessed:
+        out.append(Finding("DFL001", f"served {format_spec(served.spec)}, trained {format_spec(trained.spec)}", evidence=ev,
+                           fix=_fix(served, trained), data={"served": [str(p) for p in served.spec],
+                                                           "trained": [str(p) for p in trained.spec]}))  # fmt: skip
+    if served.guessed or trained.guessed:
+        out.append(Finding("DFL003", "no target_layer_ids in the draft config: the taps are a guess", evidence=ev,
+                           fix="write the ids the draft was trained on into dflash_config.target_layer_ids (DFlash ids: after layer i)"))  # fmt: skip
+    return out
+
+
+def inspect_dflash(target: str, draft: str, engine: str) -> DFlashChecks:
+    from ..io.safeio import read_json_object
+
+    cfg = read_json_object(Path(draft) / "config.json", "point --draft at the DFlash checkpoint")
+    tcfg = read_json_object(Path(target) / "config.json", "point --target at the model directory")
+    text = tcfg.get("text_config")
+    tc: dict[str, Any] = text if isinstance(text, dict) else tcfg
+    L, H = tc.get("num_hidden_layers"), tc.get("hidden_size")
+    if not isinstance(L, int) or not isinstance(H, int) or L < 1 or H < 1:
+        raise BadInput("the target's config.json lacks num_hidden_layers / hidden_size", "restore the target's config.json")
+    trained, served = trained_taps(cfg, L), served_taps(engine, cfg, L)
+    n_fc = fc_taps(Path(draft), int(cfg.get("target_hidden_size") or H))
+    checks = DFlashChecks(engine, trained, served, n_fc)
+    if served is None:
+        raise BadInput(f"DFlash serving is modelled for sglang and vllm, not {engine}", "pass --engine sglang or vllm")
+    checks.findings = dflash_findings(trained, served, n_fc)
+    return checks

@@ -1,0 +1,118 @@
+"""MTP findings decided without a forward pass: the trained state against the state the engine hands the
+head (MTP001), and the recycled state between steps (MTP002)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core.findings import DRAFT_WEIGHTS, Finding, Fix
+from ...core.taps import CapturePoint, final_norm, layer_out
+from ...draft.mtp.formats import HIDDEN_KEY, MTPInfo
+from ...draft.mtp.served import MTPServing, mtp_serving
+
+SCHEMA = "eagle3-doctor/mtp/1"
+
+
+def trained_point(hidden: str, num_layers: int) -> CapturePoint:
+    return layer_out(num_layers - 1) if hidden == "layer_out_last" else final_norm()
+
+
+def fold_fix(path: str | None) -> Fix:
+    """MTP001's fix: a corrected copy (``eagle3-doctor fix`` writes it), the weight rewrite beside it."""
+    return Fix(
+        f"run `eagle3-doctor fix` on the head: it writes a copy with the target's final-norm weight folded into "
+        f'hnorm, records "{HIDDEN_KEY}": "final_norm" and measures the chain on it (the fold is exact for step 1 only: '
+        "hnorm also reads the recycled state); where the copy accepts less, retrain the head on final_norm",
+        file=DRAFT_WEIGHTS,
+        key="hnorm.weight",
+        op="rewrite",
+        snippet="hnorm.weight = hnorm.weight / final_norm.weight * final_norm.weight.pow(2).mean().sqrt()",
+        path=None if path is None else f"{path}/model.safetensors",
+    )
+
+
+def hidden_finding(trained: CapturePoint, served: CapturePoint, source: str, serving: MTPServing, info: MTPInfo) -> Finding:
+    return Finding(
+        "MTP001",
+        f"the MTP head is fed {served} by {serving.engine} but was trained on {trained}",
+        evidence=[f"trained on {trained}: {source}", f"served {served}: {serving.hidden_source}"],
+        fix=fold_fix(info.path),
+        data={"trained": str(trained), "served": str(served), "engine": serving.engine, "layout": info.format},
+    )
+
+
+def recycle_finding(trained: str, serving: MTPServing) -> Finding:
+    return Finding(
+        "MTP002",
+        f"{serving.engine} recycles the {serving.recycle.replace('_', '-') if serving.recycle else '?'} state between MTP "
+        f"steps; training recycled the {trained.replace('_', '-')} one",
+        evidence=[f"served: {serving.recycle_source}"],
+        fix=f"serve the head with an engine release that recycles the {trained.replace('_', '-')} state, or retrain it",
+        data={"trained": trained, "served": serving.recycle, "engine": serving.engine},
+    )
+
+
+@dataclass
+class MTPChecks:
+    info: MTPInfo
+    serving: MTPServing
+    trained: CapturePoint
+    trained_source: str
+    recycle: str
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self, command: str = "inspect") -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "command": command,
+            "drafter": "mtp",
+            "layout": self.info.format,
+            "layout_reason": self.info.format_reason,
+            "trained_hidden": str(self.trained),
+            "trained_hidden_source": self.trained_source,
+            "trained_recycle": self.recycle,
+            "served_hidden": str(self.serving.hidden),
+            "served_hidden_source": self.serving.hidden_source,
+            "served_recycle": self.serving.recycle,
+            "served_recycle_source": self.serving.recycle_source,
+            "findings": [f.to_dict() for f in self.findings],
+            "notes": self.notes,
+        }
+
+
+def mtp_checks(info: MTPInfo, hidden: str, recycle: str, source: str, engine: str, num_layers: int) -> MTPChecks:
+    serving = mtp_serving(engine, info.format)
+    trained = trained_point(hidden, num_layers)
+    out = MTPChecks(info, serving, trained, source, recycle)
+    if trained != serving.hidden:
+        out.findings.append(hidden_finding(trained, serving.hidden, source, serving, info))
+    if serving.recycle is None:
+        out.notes.append(f"recycling between steps as {engine} serves this layout is undetermined ({serving.recycle_source})")
+    elif serving.recycle != recycle:
+        out.findings.append(recycle_finding(recycle, serving))
+    return out
+
+
+def inspect_mtp(target: str, draft: str, engine: str) -> MTPChecks:
+    """The MTP checkpoint against the target's config and the engine, without torch."""
+    from pathlib import Path
+
+    from ...core.errors import BadInput
+    from ...draft.mtp.formats import read_mtp_checkpoint
+    from ...io.safeio import read_json_object
+
+    cfg, info, _ = read_mtp_checkpoint(draft)
+    tcfg = read_json_object(Path(target) / "config.json", "point --target at the model directory")
+    text = tcfg.get("text_config")
+    tc: dict[str, Any] = text if isinstance(text, dict) else tcfg
+    L = tc.get("num_hidden_layers")
+    for key, mine in (("hidden_size", cfg.hidden_size), ("vocab_size", cfg.vocab_size)):
+        if tc.get(key) != mine:
+            raise BadInput(
+                f"the MTP head's {key} is {mine}, the target's {tc.get(key)}", "pass the target the head was trained for"
+            )
+    if not isinstance(L, int) or L < 1:
+        raise BadInput("the target's config.json has no num_hidden_layers", "restore the target's config.json")
+    return mtp_checks(info, cfg.hidden, cfg.recycle, cfg.hidden_source, engine, L)

@@ -1,0 +1,54 @@
+"""DFL: a DFlash draft fed other target taps than it was trained on (its own index semantics, the engines'
+readings of its config, and their guesses when the config names none)."""
+
+from __future__ import annotations
+
+from .record import ERROR, WARNING, Code
+
+_CONFIRM = (
+    "run `eagle3-doctor inspect` with the same --engine: the trained and served taps are listed in the capture "
+    "vocabulary with the config key each engine read"
+)
+
+RECORDS = (
+    Code(
+        "DFL001",
+        ERROR,
+        "the engine feeds the DFlash draft other target taps than it was trained on",
+        meaning=(
+            "DFlash numbers a tap by the layer it follows (id i is layer_out[i]); vLLM's EAGLE-3 ids count one higher. "
+            "vLLM adds 1 to dflash_config.target_layer_ids but reads a top-level eagle_aux_hidden_state_layer_ids first, "
+            "as vLLM ids; an id list written in the other convention, or a key the engine reads before the DFlash one, "
+            "moves every tap by a layer."
+        ),
+        why=(
+            "The draft's fc was fitted to specific layers; adjacent layers are similar but not interchangeable, so "
+            "every block position predicts worse while nothing crashes (vLLM #40727: a +1 offset raised acceptance)."
+        ),
+        confirm=_CONFIRM,
+    ),
+    Code(
+        "DFL002",
+        ERROR,
+        "the engine feeds the DFlash draft a number of taps its fc does not take",
+        meaning=(
+            "The draft's fc takes n target states concatenated; the engine captures another number (vLLM falls back "
+            "to the target's three EAGLE-3 default layers when the config names none, while sizing the fc for the "
+            "draft's num_hidden_layers)."
+        ),
+        why="The concatenated features do not fit the fc: the engine refuses to load or fails on the first forward.",
+        confirm=_CONFIRM,
+    ),
+    Code(
+        "DFL003",
+        WARNING,
+        "the DFlash config names no target_layer_ids: the engine guesses the taps",
+        meaning=(
+            "Without target_layer_ids SGLang guesses evenly spaced taps from the number of draft *layers* "
+            "(build_target_layer_ids), and vLLM uses the target's EAGLE-3 defaults. The guess loads cleanly whenever "
+            "the count happens to fit the fc, whatever taps the draft was trained on."
+        ),
+        why="A guess that differs from training collapses acceptance silently (sgl #37475: a count collision loaded cleanly).",
+        confirm=_CONFIRM,
+    ),
+)

@@ -1,0 +1,136 @@
+"""A DFlash draft's taps: trained (its config) and served (each engine's reading of the same config), in the
+capture vocabulary.
+
+DFlash numbers a tap by the layer it comes *after*: id i is ``layer_out[i]`` (SGLang
+``srt/speculative/dflash_utils.py`` @00731f0 ``build_target_layer_ids``: "DFlash uses hidden states after
+each selected target layer (HF-style)"). EAGLE-3's vLLM ids count one higher (id k is ``layer_out[k-1]``):
+"DFlash and EAGLE layer indexing semantics are different".
+
+Read, not executed (neither engine runs here):
+
+- SGLang (``dflash_utils.py`` @00731f0 ``parse_dflash_draft_config``, ``resolve_target_layer_ids``):
+  ``dflash_config.target_layer_ids``, else top-level ``target_layer_ids``; when neither is present it
+  **guesses** ``build_target_layer_ids(L, draft num_hidden_layers)``: ``[L // 2]`` for one draft layer,
+  else ``round(1 + i (L - 4) / (n - 1))`` for i < n. The guess counts the draft's *layers*, not the
+  taps its ``fc`` takes.
+- vLLM (``v1/worker/gpu/spec_decode/eagle/eagle3_utils.py`` @0cfdd2e ``get_eagle3_aux_layers_from_config``,
+  which ``qwen3_dflash.py`` sizes its fc from): top-level ``eagle_aux_hidden_state_layer_ids`` as vLLM ids,
+  first; else ``dflash_config.target_layer_ids`` + 1; else ``dspark_target_layer_ids`` + 1; else top-level
+  ``target_layer_ids`` + 1; else ``dflash_config.layer_ids`` / ``eagle_config.layer_ids`` as vLLM ids;
+  else the target's EAGLE-3 default aux layers (``set_eagle3_aux_hidden_state_layers``), with the fc sized
+  for the draft's num_hidden_layers taps (``qwen3_dflash.py`` ``_get_dflash_fc_input_size``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...core.taps import CapturePoint, FeatureSpec, embed, layer_out
+
+
+def is_dflash(config: dict[str, Any]) -> bool:
+    archs = config.get("architectures")
+    return (
+        isinstance(config.get("dflash_config"), dict)
+        or config.get("speculators_model_type") == "dflash"
+        or (isinstance(archs, list) and "DFlashDraftModel" in archs)
+    )
+
+
+def _ints(v: Any) -> list[int] | None:
+    if isinstance(v, (list, tuple)) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return list(v)
+    return None
+
+
+def _dflash_cfg(config: dict[str, Any]) -> dict[str, Any]:
+    d = config.get("dflash_config")
+    return d if isinstance(d, dict) else {}
+
+
+def draft_layers(config: dict[str, Any]) -> int | None:
+    n = config.get("num_hidden_layers")
+    return n if isinstance(n, int) and n > 0 else None
+
+
+def build_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
+    """SGLang's (and the DFlash reference's) default taps, op for op (dflash_utils.py @00731f0)."""
+    if num_draft_layers == 1:
+        return [num_target_layers // 2]
+    start, end = 1, num_target_layers - 3
+    span = end - start
+    return [int(round(start + (i * span) / (num_draft_layers - 1))) for i in range(num_draft_layers)]
+
+
+@dataclass(frozen=True)
+class Taps:
+    spec: FeatureSpec | None  # None: the engine refuses (ids out of range) or nothing is known
+    ids: list[int] | None
+    key: str | None  # the config key the ids came from; None where guessed
+    source: str
+    guessed: bool = False
+
+
+def _dflash_points(ids: list[int], L: int) -> FeatureSpec | None:
+    return tuple(layer_out(i) for i in ids) if all(0 <= i < L for i in ids) else None
+
+
+def _vllm_points(ids: list[int], L: int) -> FeatureSpec | None:
+    def point(k: int) -> CapturePoint | None:
+        return embed() if k == 0 else layer_out(k - 1) if 1 <= k <= L else None
+
+    pts = [point(k) for k in ids]
+    return None if any(p is None for p in pts) else tuple(p for p in pts if p is not None)
+
+
+def trained_taps(config: dict[str, Any], L: int) -> Taps:
+    """What the config says the draft was trained on; the reference default where it says nothing."""
+    for key, ids in (("dflash_config.target_layer_ids", _ints(_dflash_cfg(config).get("target_layer_ids"))),
+                     ("target_layer_ids", _ints(config.get("target_layer_ids")))):  # fmt: skip
+        if ids is not None:
+            return Taps(_dflash_points(ids, L), ids, key, f"{key} = {ids} in config.json (DFlash ids: after layer i)")
+    n = draft_layers(config)
+    if n is None:
+        return Taps(None, None, None, "no target_layer_ids and no num_hidden_layers: unknown")
+    ids = build_target_layer_ids(L, n)
+    why = f"no target_layer_ids: the DFlash reference default for {n} draft layers and {L} target layers"
+    return Taps(_dflash_points(ids, L), ids, None, why, guessed=True)
+
+
+def sglang_taps(config: dict[str, Any], L: int) -> Taps:
+    t = trained_taps(config, L)
+    if not t.guessed:
+        return Taps(t.spec, t.ids, t.key, f"sglang dflash_utils.py @00731f0 reads {t.key} = {t.ids}")
+    return Taps(t.spec, t.ids, None, f"sglang dflash_utils.py @00731f0: no target_layer_ids, guesses "
+                f"build_target_layer_ids({L}, num_hidden_layers) = {t.ids}", guessed=True)  # fmt: skip
+
+
+_SRC = "vllm eagle3_utils.py @0cfdd2e get_eagle3_aux_layers_from_config"
+
+
+def vllm_taps(config: dict[str, Any], L: int) -> Taps:
+    d, ecfg = _dflash_cfg(config), config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
+    chain: list[tuple[str, list[int] | None, int]] = [
+        ("eagle_aux_hidden_state_layer_ids", _ints(config.get("eagle_aux_hidden_state_layer_ids")), 0),
+        ("dflash_config.target_layer_ids", _ints(d.get("target_layer_ids")), 1),
+        ("dspark_target_layer_ids", _ints(config.get("dspark_target_layer_ids")), 1),
+        ("target_layer_ids", _ints(config.get("target_layer_ids")), 1),
+        ("dflash_config.layer_ids", _ints(d.get("layer_ids")), 0),
+        ("eagle_config.layer_ids", _ints(ecfg.get("layer_ids")) if isinstance(ecfg, dict) else None, 0),
+    ]
+    for key, ids, plus in chain:
+        if ids is not None:
+            vids = [i + plus for i in ids]
+            how = f" + 1 = {vids}" if plus else " (vLLM ids)"
+            return Taps(_vllm_points(vids, L), ids, key, f"{_SRC}: {key} = {ids}{how}")
+    dflt = (layer_out(1), layer_out(L // 2 - 1), layer_out(L - 4))
+    return Taps(dflt, None, None, f"{_SRC}: no ids in the config; the target's EAGLE-3 default aux layers", guessed=True)
+
+
+def served_taps(engine: str, config: dict[str, Any], L: int) -> Taps | None:
+    if engine == "sglang":
+        return sglang_taps(config, L)
+    if engine == "vllm":
+        return vllm_taps(config, L)
+    return None
