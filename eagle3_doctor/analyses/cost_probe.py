@@ -91,7 +91,13 @@ def _target_forwards(ct: CachedTarget, B: int, budgets: Sequence[int], g: torch.
 
 
 def _draft_forwards(
-    draft: Any, aux: torch.Tensor, ids: torch.Tensor, extends: Sequence[int], chains: Sequence[int], widths: Sequence[int]
+    draft: Any,
+    aux: torch.Tensor,
+    ids: torch.Tensor,
+    extends: Sequence[int],
+    chains: Sequence[int],
+    widths: Sequence[int],
+    runs: int,
 ) -> Timed:
     """The loop's catch-up over w verified tokens and its chains of k proposals (:mod:`spec_loop`'s own
     functions, over the draft's static cache); a tree's w-wide steps, which score topk children per slot,
@@ -100,14 +106,15 @@ def _draft_forwards(
     from .spec_loop import catch_up, propose
 
     B, C = ids.shape
-    dd = DraftDecoder(draft, B, C + max([*extends, *chains]) + 2)
+    dd = DraftDecoder(draft, B, C + runs + max([*extends, *chains]) + 1)  # runs: each leaves one position
     h = catch_up(dd, aux, ids.tolist(), 0, once=True)
     out: Timed = []
     for w in extends:
 
         def extend(w: int = w) -> None:
-            catch_up(dd, aux[:, -w:], ids[:, :w].tolist(), C)
-            dd.crop(C + 1)  # see probe_costs: the next forward meets a cache one position longer
+            start = dd.length
+            catch_up(dd, aux[:, -w:], ids[:, :w].tolist(), start)
+            dd.crop(start + 1)  # see probe_costs: the next forward meets a cache one position longer
 
         out.append((EXTEND, w, extend))
     for k in chains:
@@ -156,7 +163,7 @@ def probe_costs(setup: Setup, settings: Sequence[Setting], batch_sizes: Sequence
         mode = ct.mode
         ids = torch.randint(0, tgt.vocab_size, (B, start), generator=g).to(tgt.device)
         aux, _ = ct.forward(ids, last_only=True)
-        fwd = _target_forwards(ct, B, budgets, g) + _draft_forwards(draft, aux, ids, extends, chains, widths)
+        fwd = _target_forwards(ct, B, budgets, g) + _draft_forwards(draft, aux, ids, extends, chains, widths, runs_per_cache)
         for (part, n, _), runs in zip(fwd, _timed([f for _, _, f in fwd], repeats, tgt.device)):
             rows.append(CostRow(B, part, n, statistics.median(runs), runs))
         del ct, aux, fwd
