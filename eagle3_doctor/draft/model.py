@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -376,17 +376,7 @@ class Eagle3Draft(nn.Module):
         (the rest read a wrapped-around token and must be ignored by the caller).
         key_mask [B, T] (True = real token) keeps padding out of the step-1 keys.
         """
-        B, T = ids.shape
-        if positions is None:
-            positions = torch.arange(T, device=aux.device).expand(B, T)
-        h = self.project_aux(aux)
-        # per layer: its step-1 keys/values and its own keys/values of steps 2..k (every layer attends alike)
-        kv: list[_UnrollKV] = [_UnrollKV() for _ in range(1 + len(self.later_layers()))]
-        for k in range(num_steps):
-            step_ids = ids if k == 0 else torch.roll(ids, shifts=-k, dims=1)
-            pos = positions + k
-            h = self.through_layers(h, step_ids, _unroll_attend(kv, pos, self.inv_freq, key_mask))
-            yield h
+        return unroll_steps(self, aux, ids, num_steps, positions, key_mask)
 
     # ------------------------------------------------------------------ KV-cache forward
     def extend(
@@ -404,11 +394,38 @@ class Eagle3Draft(nn.Module):
         h_or_aux: [B, n, n_aux*H_t] target features (from_aux=True) or [B, n, H] fed-back draft
         states; ids: [B, n] the tokens paired with them; positions: [B, n].
         """
-        h = self.project_aux(h_or_aux) if from_aux else h_or_aux
-        while len(cache.later) < len(self.later_layers()):
-            cache.later.append(DraftCache())
-        caches = [cache, *cache.later]
-        return self.through_layers(h, ids, lambda i, attn, x: _cached_attend(attn, x, positions, self.inv_freq, caches[i]))
+        return extend_cached(self, h_or_aux, ids, positions, cache, from_aux=from_aux)
+
+
+# The two ways any drafter runs its steps (Eagle3Draft and the MTP head alike): each drafter supplies
+# project_aux, through_layers, later_layers and inv_freq; the schedules are written once, here.
+
+
+def unroll_steps(
+    d: Any, aux: torch.Tensor, ids: torch.Tensor, num_steps: int, positions: torch.Tensor | None, key_mask: torch.Tensor | None
+) -> Iterator[torch.Tensor]:
+    """The teacher-forced unroll's schedule (see :meth:`Eagle3Draft.unroll`) for drafter ``d``."""
+    B, T = ids.shape
+    if positions is None:
+        positions = torch.arange(T, device=aux.device).expand(B, T)
+    h = d.project_aux(aux)
+    # per layer: its step-1 keys/values and its own keys/values of steps 2..k (every layer attends alike)
+    kv: list[_UnrollKV] = [_UnrollKV() for _ in range(1 + len(d.later_layers()))]
+    for k in range(num_steps):
+        step_ids = ids if k == 0 else torch.roll(ids, shifts=-k, dims=1)
+        h = d.through_layers(h, step_ids, _unroll_attend(kv, positions + k, d.inv_freq, key_mask))
+        yield h
+
+
+def extend_cached(
+    d: Any, h_or_aux: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor, cache: DraftCache, *, from_aux: bool
+) -> torch.Tensor:
+    """The KV-cache forward (see :meth:`Eagle3Draft.extend`) for drafter ``d``: every layer's cache extended."""
+    h = d.project_aux(h_or_aux) if from_aux else h_or_aux
+    while len(cache.later) < len(d.later_layers()):
+        cache.later.append(DraftCache())
+    caches = [cache, *cache.later]
+    return d.through_layers(h, ids, lambda i, attn, x: _cached_attend(attn, x, positions, d.inv_freq, caches[i]))
 
 
 def _unroll_attend(

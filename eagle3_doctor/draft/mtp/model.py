@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from ...core.taps import CapturePoint, final_norm, layer_out
-from ..model import DecoderLayer, DraftAttention, DraftCache, RMSNorm, _cached_attend, _unroll_attend, _UnrollKV
+from ..model import DecoderLayer, DraftAttention, DraftCache, RMSNorm, extend_cached, unroll_steps
 from ..rope import rope_tables
 from .config import MTPConfig
 
@@ -109,20 +109,11 @@ class MTPHead(nn.Module):
         """Teacher-forced K steps at every position at once; aux [B, T, H] is the target state of x_t,
         ids[:, t] = x_{t+1}. Exactly :meth:`Eagle3Draft.unroll`'s schedule (step k at t reads x_{t+k},
         RoPE position t + k - 1, attends to the step-1 keys of positions <= t and its own steps 2..k at t)."""
-        B, T = ids.shape
-        if positions is None:
-            positions = torch.arange(T, device=aux.device).expand(B, T)
-        h = aux.to(self.eh_proj.weight.dtype)
-        kv = [_UnrollKV()]
-        for k in range(num_steps):
-            step_ids = ids if k == 0 else torch.roll(ids, shifts=-k, dims=1)
-            h = self.step(h, step_ids, _unroll_attend(kv, positions + k, self.inv_freq, key_mask))
-            yield h
+        return unroll_steps(self, aux, ids, num_steps, positions, key_mask)
 
     def extend(
         self, h_or_aux: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor, cache: DraftCache, *, from_aux: bool
     ) -> torch.Tensor:
         """New inputs against everything in ``cache`` (appended to it): target states (from_aux) or recycled
         ones, the same tensor either way (the head has no fc); returns the states handed on."""
-        h = h_or_aux.to(self.eh_proj.weight.dtype)
-        return self.step(h, ids, lambda i, attn, x: _cached_attend(attn, x, positions, self.inv_freq, cache))
+        return extend_cached(self, h_or_aux, ids, positions, cache, from_aux=from_aux)
