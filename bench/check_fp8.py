@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from pair import build_pair as build  # noqa: E402  (the benchmarks' 8B-shaped pair)
 
@@ -34,9 +35,10 @@ B = 128
 
 def quantize(src: Path, dst: Path, dev: str) -> dict:
     """``src`` (a save_pretrained directory) as block FP8 in ``dst``, quantized on ``dev``."""
-    import torch
     from safetensors import safe_open
     from safetensors.torch import save_file
+
+    from eagle3_doctor.model.quantized import block_fp8_config, quantize_block_e4m3
 
     dst.mkdir(parents=True)
     out: dict = {}
@@ -45,15 +47,8 @@ def quantize(src: Path, dst: Path, dev: str) -> dict:
             for k in g.keys():
                 w = g.get_tensor(k)
                 if ".layers." in k and k.endswith("_proj.weight"):
-                    N, K = w.shape
-                    nb, kb = -(-N // B), -(-K // B)
-                    wp = torch.zeros(nb * B, kb * B, device=w.device, dtype=torch.float32)
-                    wp[:N, :K] = w.float()
-                    blocks = wp.view(nb, B, kb, B)
-                    scale = blocks.abs().amax(dim=(1, 3)).clamp(min=1e-12) / 448.0
-                    q = (blocks / scale[:, None, :, None]).view(nb * B, kb * B)[:N, :K]
-                    out[k] = q.to(torch.float8_e4m3fn).cpu().contiguous()
-                    out[k + "_scale_inv"] = scale.cpu().contiguous()
+                    q, scale = quantize_block_e4m3(w, B)
+                    out[k], out[k + "_scale_inv"] = q.cpu().contiguous(), scale.cpu()
                 else:
                     out[k] = w.cpu()
     save_file(out, str(dst / "model.safetensors"))
@@ -61,12 +56,7 @@ def quantize(src: Path, dst: Path, dev: str) -> dict:
         if f.suffix != ".safetensors" and f.name != "model.safetensors.index.json":
             shutil.copy(f, dst / f.name)
     cfg = json.loads((dst / "config.json").read_text())
-    cfg["quantization_config"] = {
-        "quant_method": "fp8",
-        "fmt": "e4m3",
-        "activation_scheme": "dynamic",
-        "weight_block_size": [B, B],
-    }
+    cfg["quantization_config"] = block_fp8_config(B)
     (dst / "config.json").write_text(json.dumps(cfg, indent=2))
     return {"fp8_gib": round(sum(t.numel() * t.element_size() for t in out.values()) / 2**30, 2)}
 

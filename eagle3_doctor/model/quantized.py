@@ -134,6 +134,25 @@ def fake_quant_e4m3(x: torch.Tensor, group: int) -> torch.Tensor:
     return q.flatten(-2)[..., :K].to(x.dtype)
 
 
+def quantize_block_e4m3(w: torch.Tensor, block: int = 128, scale_mult: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A weight [N, K] as DeepSeek-V3 stores it, on its own device: float8_e4m3fn values and one
+    ``weight_scale_inv`` per ``block`` x ``block`` tile (amax / 448; the tail tiles zero-padded), the inverse of
+    what a block-FP8 load dequantizes. ``scale_mult`` > 1 plants a badly calibrated scale."""
+    N, K = w.shape
+    nb, kb = -(-N // block), -(-K // block)
+    wp = torch.zeros(nb * block, kb * block, device=w.device, dtype=torch.float32)
+    wp[:N, :K] = w.float()
+    tiles = wp.view(nb, block, kb, block)
+    scale = tiles.abs().amax(dim=(1, 3)).clamp(min=1e-12) / E4M3_MAX * scale_mult
+    q = (tiles / scale[:, None, :, None]).view(nb * block, kb * block)[:N, :K]
+    return q.to(torch.float8_e4m3fn), scale.contiguous()
+
+
+def block_fp8_config(block: int = 128) -> dict[str, Any]:
+    """The ``quantization_config`` a block-FP8 checkpoint (DeepSeek-V3's) carries in its config.json."""
+    return {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [block, block]}
+
+
 def finish(model: torch.nn.Module, plan: QuantLoad, quantized: set[str]) -> bool:
     """After loading: an emulated load's quantized layers get their input quantized (a forward pre-hook);
     a native load is probed once on one layer. False: the native kernel cannot run here (load emulated)."""

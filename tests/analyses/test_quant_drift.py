@@ -11,7 +11,7 @@ import torch
 from conftest import DRAFTS, PROMPTS, TARGET, invoke
 from safetensors.torch import load_file, save_file
 
-from eagle3_doctor.model.quantized import fake_quant_e4m3
+from eagle3_doctor.model.quantized import block_fp8_config, fake_quant_e4m3, quantize_block_e4m3
 
 B = 128
 
@@ -23,23 +23,12 @@ def quantize_fp8(dst, scale_mult: float = 1.0):
     out = {}
     for k, w in load_file(str(TARGET / "model.safetensors")).items():
         if ".layers." in k and k.endswith("_proj.weight"):
-            N, K = w.shape
-            nb, kb = -(-N // B), -(-K // B)
-            wp = torch.zeros(nb * B, kb * B)
-            wp[:N, :K] = w.float()
-            scale = wp.reshape(nb, B, kb, B).abs().amax(dim=(1, 3)).clamp(min=1e-12) / 448.0 * scale_mult
-            q = (wp.reshape(nb, B, kb, B) / scale[:, None, :, None]).reshape(nb * B, kb * B)[:N, :K]
-            out[k], out[k + "_scale_inv"] = q.to(torch.float8_e4m3fn), scale.contiguous()
+            out[k], out[k + "_scale_inv"] = quantize_block_e4m3(w, B, scale_mult)
         else:
             out[k] = w
     save_file(out, str(dst / "model.safetensors"))
     cfg = json.loads((dst / "config.json").read_text())
-    cfg["quantization_config"] = {
-        "quant_method": "fp8",
-        "fmt": "e4m3",
-        "activation_scheme": "dynamic",
-        "weight_block_size": [B, B],
-    }
+    cfg["quantization_config"] = block_fp8_config(B)
     (dst / "config.json").write_text(json.dumps(cfg))
     return dst
 
