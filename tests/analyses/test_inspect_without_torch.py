@@ -30,6 +30,19 @@ SERVE = (
 )
 
 
+def _probe(argv: list[str], home) -> tuple[subprocess.CompletedProcess, dict]:
+    """The CLI in a fresh process with a bare environment: (the process, PROBE's report of its imports and exit)."""
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(argv)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(home), "HF_HUB_OFFLINE": "1"},
+        timeout=300,
+    )
+    return p, json.loads(p.stderr.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -42,15 +55,7 @@ SERVE = (
 )
 def test_inspect_imports_no_torch(argv, tmp_path):
     out = tmp_path / "inspect.json"
-    p = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(["inspect", *argv, "--json", str(out), "--report", str(tmp_path / "r")])],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"},
-        timeout=300,
-    )
-    probe = json.loads(p.stderr.strip().splitlines()[-1])
+    p, probe = _probe(["inspect", *argv, "--json", str(out), "--report", str(tmp_path / "r")], tmp_path)
     assert probe["torch"] == [], f"inspect imported {probe['torch'][:5]}"
     assert probe["exit"] == 0, p.stderr[-2000:]
     res = json.loads(out.read_text())
@@ -72,14 +77,6 @@ def test_inspect_on_an_mtp_head_imports_no_torch(tmp_path):
         "--json",
         str(out),
     ]
-    p = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(argv)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"},
-        timeout=300,
-    )
-    probe = json.loads(p.stderr.strip().splitlines()[-1])
+    _, probe = _probe(argv, tmp_path)
     assert probe["torch"] == [], f"inspect imported {probe['torch'][:5]}"
     assert probe["exit"] == 1 and [f["code"] for f in json.loads(out.read_text())["findings"]] == ["MTP001"]
