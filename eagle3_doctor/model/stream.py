@@ -24,7 +24,7 @@ import torch
 
 from ..core.errors import BadInput
 from ..core.taps import DecoderParts
-from .target import Target, resolve_device, resolve_dtype
+from .target import Target, load_tokenizer, read_hf_config, resolve_device, resolve_dtype
 
 
 class WeightFiles:
@@ -205,7 +205,7 @@ def load_streamed_target(
 ) -> StreamedTarget:
     """The target at local directory ``path`` with only its embeddings, final norm and head resident;
     its decoder layers are read for each forward by the hooks of :class:`LayerStreamer`."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     from ..io.hub import read_local_config
@@ -218,7 +218,7 @@ def load_streamed_target(
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, cfg_dict, dev)
     files = WeightFiles(path)  # refuses a directory without safetensors before anything is built
-    hf_cfg = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    hf_cfg = read_hf_config(path, trust_remote_code)
     with _params_on_meta():
         model = AutoModelForCausalLM.from_config(hf_cfg, dtype=dt, trust_remote_code=trust_remote_code)
     model.eval()
@@ -227,7 +227,7 @@ def load_streamed_target(
     _load_resident(model, parts, files, dev)
     streamer = LayerStreamer(files, dev, names)
     streamer.install(parts.layers)
-    tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    tok = load_tokenizer(path, trust_remote_code)
     return StreamedTarget(
         model=model,
         tokenizer=tok,

@@ -118,7 +118,6 @@ def load_target(
     ``dtype=`` + ``device_map=`` make transformers materialise each tensor on the device in the
     final dtype: a bf16 checkpoint never passes through a float32 copy on the CPU.
     """
-    from transformers import AutoConfig, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()  # our own output is the report; keep loader chatter out of it
@@ -129,23 +128,13 @@ def load_target(
     if local_cfg is None and looks_local(name_or_path):  # a mistyped local path never goes to the hub
         raise BadInput(f"target directory {name_or_path} does not exist", "pass --target DIR or a hub id like org/name")
     dev = resolve_device(device)
-    try:
-        hf_cfg = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError) as e:
-        raise _remote_code_refused(e, "target", name_or_path, trust_remote_code) or BadInput(
-            f"cannot read the target config {name_or_path!r}: {_first_line(e)}", _hub_fix(name_or_path)
-        ) from None
+    hf_cfg = read_hf_config(name_or_path, trust_remote_code)
     cfg_dict = local_cfg if local_cfg is not None else hf_cfg.to_dict()
     dt = resolve_dtype(dtype, cfg_dict, dev)
     kwargs = _load_kwargs(dev, device_map, max_memory, trust_remote_code)
     model, plan = _load_model(name_or_path, dt, dev, kwargs, cfg_dict)
     model.eval()
-    try:
-        tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as e:
-        raise _remote_code_refused(e, "target tokenizer", name_or_path, trust_remote_code) or BadInput(
-            f"cannot load the target tokenizer {name_or_path!r}: {_first_line(e)}", "the target directory needs tokenizer files"
-        ) from None
+    tok = load_tokenizer(name_or_path, trust_remote_code)
     parts = DecoderParts(model)  # fail now, clearly, if the decoder layers cannot be found
     cap_dev = None
     if device_map is not None:
@@ -174,6 +163,30 @@ def _load_model(name: str, dt: torch.dtype, dev: torch.device, kwargs: dict[str,
     if plan is None:
         return _from_pretrained(name, dt, dev, kwargs), None
     return load_quantized(plan, str(name), cfg, lambda kw: _from_pretrained(name, dt, dev, {**kwargs, **kw})), plan
+
+
+def read_hf_config(name_or_path: str, trust_remote_code: bool) -> Any:
+    """The target's transformers config, every refusal one error line (the unloaded remote code named)."""
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError) as e:
+        raise _remote_code_refused(e, "target", name_or_path, trust_remote_code) or BadInput(
+            f"cannot read the target config {name_or_path!r}: {_first_line(e)}", _hub_fix(name_or_path)
+        ) from None
+
+
+def load_tokenizer(name_or_path: str, trust_remote_code: bool) -> Any:
+    """The target's tokenizer, every refusal one error line."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as e:
+        raise _remote_code_refused(e, "target tokenizer", name_or_path, trust_remote_code) or BadInput(
+            f"cannot load the target tokenizer {name_or_path!r}: {_first_line(e)}", "the target directory needs tokenizer files"
+        ) from None
 
 
 def _load_kwargs(
