@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from .static import greedy_static
+from .static import eos_and_pad, greedy_static, until_eos
 from .target import Target, batches
 
 
@@ -57,8 +57,7 @@ def _generate(target: Target, chunk: Sequence[list[int]], max_new_tokens: int, t
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
     tok = target.tokenizer
-    eos = tok.eos_token_id
-    pad = tok.pad_token_id if tok.pad_token_id is not None else (eos if eos is not None else 0)
+    eos, pad = eos_and_pad(tok)
     T = max(len(p) for p in chunk)
     ids = torch.full((len(chunk), T), pad, dtype=torch.long)
     mask = torch.zeros((len(chunk), T), dtype=torch.long)
@@ -80,8 +79,5 @@ def _generate(target: Target, chunk: Sequence[list[int]], max_new_tokens: int, t
     )
     outs = []
     for i, p in enumerate(chunk):
-        new = gen[i, T:].tolist()
-        if eos is not None and eos in new:
-            new = new[: new.index(eos) + 1]
-        outs.append(list(p) + new)
+        outs.append(list(p) + until_eos(gen[i, T:].tolist(), eos))
     return outs

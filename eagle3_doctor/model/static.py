@@ -160,7 +160,7 @@ def greedy_static(
     if cache is None:
         return None
     tok = target.tokenizer
-    eos, pad_id = tok.eos_token_id, tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+    eos, pad_id = eos_and_pad(tok)
     ids = torch.full((B, T), pad_id, dtype=torch.long)
     for i, p in enumerate(prompts):
         ids[i, T - len(p) :] = torch.as_tensor(p)
@@ -179,8 +179,15 @@ def greedy_static(
         amax, _ = dec.forward(cur)
         cur.copy_(amax)
     got = out.tolist()
-    return [list(p) + _until_eos(got[i][: k + 1], eos) for i, p in enumerate(prompts)]
+    return [list(p) + until_eos(got[i][: k + 1], eos) for i, p in enumerate(prompts)]
 
 
-def _until_eos(new: list[int], eos: int | None) -> list[int]:
+def eos_and_pad(tok: Any) -> tuple[int | None, int]:
+    """The tokenizer's EOS and the id left padding writes (its pad token, else EOS, else 0)."""
+    eos = tok.eos_token_id
+    return eos, tok.pad_token_id if tok.pad_token_id is not None else (eos if eos is not None else 0)
+
+
+def until_eos(new: list[int], eos: int | None) -> list[int]:
+    """New tokens up to and including the first EOS: a row stops there, as ``generate`` stops it."""
     return new[: new.index(eos) + 1] if eos is not None and eos in new else new
