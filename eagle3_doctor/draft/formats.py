@@ -359,19 +359,33 @@ def _check_weights(d: Path, fmt: str, expected: dict[str, tuple[int, ...]], cano
     return missing, unexpected
 
 
+def _storage_on(module: Any, device: str) -> None:
+    """Module.to_empty, tensor by tensor: to_empty runs meta tensors through torch's reference ops, which
+    import sympy (seconds of a process's start on a slow host) for an uninitialised copy."""
+    import torch
+
+    for mod in module.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is not None:
+                mod._parameters[name] = torch.nn.Parameter(torch.empty(p.shape, dtype=p.dtype, device=device), p.requires_grad)
+        for name, b in list(mod._buffers.items()):
+            if b is not None:
+                mod._buffers[name] = torch.empty(b.shape, dtype=b.dtype, device=device)
+
+
 def _materialise(draft: Any, cfg: Any, canon: dict[str, Any], device: str, target_dtype: Any) -> Any:
     """The meta module given memory and the checkpoint's tensors; absent maps and head get engine-like stand-ins."""
     import torch
 
     from .rope import rope_inv_freq
 
-    draft = draft.to_empty(device=device)
+    _storage_on(draft, device)
     with torch.no_grad():
         for k, p in draft.state_dict().items():
             if k in canon:
                 src = canon[k]
                 p.copy_(src.to(device=device, dtype=p.dtype if k in ("d2t", "t2d") else target_dtype))
-    draft.inv_freq = rope_inv_freq(cfg).to(device)  # non-persistent: to_empty left it uninitialised
+    draft.inv_freq = rope_inv_freq(cfg).to(device)  # non-persistent: the storage above is uninitialised
     draft.to(dtype=target_dtype)
     draft.d2t = draft.d2t.long()
     draft.t2d = draft.t2d.bool()
