@@ -38,6 +38,14 @@ def target():
 
 
 @pytest.fixture(scope="session")
+def hf_target():
+    """The fixture target on transformers' own model (the ``target`` fixture runs the native decoder)."""
+    from eagle3_doctor.model.target import load_target
+
+    return load_target(str(TARGET), dtype="float32", device="cpu", forward="transformers")
+
+
+@pytest.fixture(scope="session")
 def setup_sglang():
     from eagle3_doctor.doctor import load_setup
 

@@ -33,6 +33,8 @@ MASKS_TAKEN = ("sdpa", "eager")
 def static_cache(target: Target, batch: int, max_len: int) -> Any | None:
     """A transformers static cache for ``batch`` rows of ``max_len`` slots, or None where this path would
     not hold (older transformers, sliding-window or linear-attention layers, another attention kernel)."""
+    if getattr(target.model, "native", False):  # the native decoder's own cache keeps this contract
+        return target.model.new_static_cache(batch, max_len)
     cfg = target.model.config
     if getattr(cfg, "_attn_implementation", "eager") not in MASKS_TAKEN:
         return None

@@ -68,6 +68,7 @@ class Target:
     trust_remote_code: bool = False
     capture_device: torch.device | None = None  # set when the target is sharded: captures gather here
     quant_note: str | None = None  # how a quantized target runs (model.quantized), said in every run's notes
+    forward: str = "transformers"  # whose decoder runs: "native" (model.native) or transformers' own
 
     def __post_init__(self) -> None:
         from .runtime import plan_free_attention
@@ -112,22 +113,31 @@ def load_target(
     device_map: str | dict | None = None,
     max_memory: dict | None = None,
     trust_remote_code: bool = False,
+    forward: str = "auto",
 ) -> Target:
     """Load a causal LM from a directory or a hub id, weights straight into the asked dtype and device.
+
+    ``forward``: "auto" runs the native decoder (:mod:`model.native`) where its plan holds, else
+    transformers' model; "transformers" always the latter.
 
     ``dtype=`` + ``device_map=`` make transformers materialise each tensor on the device in the
     final dtype: a bf16 checkpoint never passes through a float32 copy on the CPU.
     """
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()  # our own output is the report; keep loader chatter out of it
-    hf_logging.disable_progress_bar()
     local_cfg = read_local_config(name_or_path)
     from ..io.checks import looks_local
 
     if local_cfg is None and looks_local(name_or_path):  # a mistyped local path never goes to the hub
         raise BadInput(f"target directory {name_or_path} does not exist", "pass --target DIR or a hub id like org/name")
     dev = resolve_device(device)
+    from .native.plan import native_plan
+
+    plan = native_plan(str(name_or_path), local_cfg, trust_remote_code=trust_remote_code, device_map=device_map, forward=forward)
+    if plan.reason is None and local_cfg is not None:
+        return _native_target(plan, str(name_or_path), local_cfg, resolve_dtype(dtype, local_cfg, dev), dev)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # our own output is the report; keep loader chatter out of it
+    hf_logging.disable_progress_bar()
     hf_cfg = read_hf_config(name_or_path, trust_remote_code)
     cfg_dict = local_cfg if local_cfg is not None else hf_cfg.to_dict()
     dt = resolve_dtype(dtype, cfg_dict, dev)
@@ -153,6 +163,26 @@ def load_target(
         capture_device=cap_dev,
         quant_note=plan.note if plan is not None else None,
     )
+
+
+def _native_target(plan: Any, name: str, cfg: dict[str, Any], dt: torch.dtype, dev: torch.device) -> Target:
+    """The target on the native decoder (model.native), its tokenizer by the class its config names."""
+    from .native.plan import load_native, load_tokenizer_class
+
+    try:
+        model = load_native(plan, dt, dev)
+    except torch.cuda.OutOfMemoryError:
+        raise ResourceError(
+            f"the target {name} does not fit on {dev}",
+            "use --stream-layers (one decoder layer resident; compare-hidden, acceptance on given text) or --device-map auto",
+        ) from None
+    except RuntimeError as e:  # a tensor whose shape the config contradicts
+        raise BadInput(
+            f"cannot load the target {name!r}: {_first_line(e)}", "check the checkpoint files against config.json"
+        ) from None
+    tok = load_tokenizer_class(name) or load_tokenizer(name, False)
+    DecoderParts(model)
+    return Target(model=model, tokenizer=tok, config=cfg, name=name, device=dev, dtype=dt, forward="native")
 
 
 def _load_model(name: str, dt: torch.dtype, dev: torch.device, kwargs: dict[str, Any], cfg: dict[str, Any]) -> tuple[Any, Any]:

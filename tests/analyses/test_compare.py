@@ -171,7 +171,7 @@ def test_perturbed_target_weights_are_drift_not_mismatch(tmp_path, target):
     shutil.copytree(TARGET, pert)
     from eagle3_doctor.model.target import load_target
 
-    t2 = load_target(str(pert), dtype="float32", device="cpu")
+    t2 = load_target(str(pert), dtype="float32", device="cpu", forward="transformers")  # it saves itself
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         w = t2.model.model.layers[0].mlp.down_proj.weight

@@ -245,5 +245,5 @@ def test_a_failing_torch_dtype_retry_is_one_error_line(monkeypatch, second):
     import re
 
     with pytest.raises(BadInput, match=f"cannot load the target .*{re.escape(str(second)[:20])}"):
-        load_target(str(TARGET), dtype="float32", device="cpu")
+        load_target(str(TARGET), dtype="float32", device="cpu", forward="transformers")
     assert calls == [["dtype"], ["torch_dtype"]]

@@ -20,14 +20,17 @@ def _prompts(target, n: int) -> list[list[int]]:
     return [tok(" ".join(words[i % 5 : i % 5 + 2 + i % 7]))["input_ids"] for i in range(n)]
 
 
+@pytest.mark.parametrize("forward", ["native", "transformers"])
 @pytest.mark.parametrize("batch", [1, 3, 10])
-def test_static_greedy_continuation_is_generates_token_for_token(target, batch):
+def test_static_greedy_continuation_is_generates_token_for_token(target, hf_target, batch, forward):
+    tgt = target if forward == "native" else hf_target
+    assert tgt.forward == forward
     prompts = _prompts(target, 10)
     assert len({len(p) for p in prompts}) > 2  # ragged: rows of one batch carry different padding
-    got = greedy_continue(target, prompts, 40, batch)
-    want = [s for i in range(0, 10, batch) for s in _generate(target, prompts[i : i + batch], 40, lambda k: None)]
+    got = greedy_continue(tgt, prompts, 40, batch)
+    want = [s for i in range(0, 10, batch) for s in _generate(hf_target, prompts[i : i + batch], 40, lambda k: None)]
     assert got == want
-    assert greedy_static(target, prompts[:batch], 40) == want[:batch]  # the static path ran, not the fallback
+    assert greedy_static(tgt, prompts[:batch], 40) == want[:batch]  # the static path ran, not the fallback
 
 
 def _model_target(target, family: str) -> Target:
@@ -60,7 +63,9 @@ def test_sliding_window_layers_keep_transformers_generate(target):
     assert greedy_continue(tgt, prompts, 16, 3) == _generate(tgt, prompts, 16, lambda k: None)
 
 
-def test_the_cached_target_gives_the_dynamic_caches_features_and_tokens_over_the_static_cache(target):
+@pytest.mark.parametrize("forward", ["native", "transformers"])
+def test_the_cached_target_gives_the_dynamic_caches_features_and_tokens_over_the_static_cache(target, hf_target, forward):
+    target = target if forward == "native" else hf_target
     spec = [layer_out(1), layer_out(4), final_norm()]
     dyn, st = CachedTarget(target, spec), CachedTarget(target, spec, max_len=64)
     assert (dyn.mode, st.mode) == ("eager", "static cache")

@@ -1,0 +1,70 @@
+"""Key/value caches of the native decoder, under the contracts the doctor drives transformers' by.
+
+``StaticKV``: fixed buffers that count their own length on the device (``cumulative_length``, as
+transformers 5's static layers do), so a CUDA graph replays a step with no host value in it; the
+static decoder sets that count to crop and reset. ``DynamicKV``: grows by concatenation and crops by a
+negative count, as transformers' dynamic cache does for the eager decode loop.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class StaticLayer:
+    is_sliding = False
+    is_initialized = True
+
+    def __init__(self, batch: int, kv_heads: int, max_len: int, head_dim: int, dtype: torch.dtype, device: torch.device):
+        self.keys = torch.zeros(batch, kv_heads, max_len, head_dim, dtype=dtype, device=device)
+        self.values = torch.zeros_like(self.keys)
+        self.cumulative_length = torch.zeros((), dtype=torch.long, device=device)
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        at = torch.arange(k.shape[2], device=k.device) + self.cumulative_length
+        self.cumulative_length.add_(k.shape[2])
+        self.keys.index_copy_(2, at, k)
+        self.values.index_copy_(2, at, v)
+        return self.keys, self.values
+
+
+class StaticKV:
+    def __init__(
+        self, layers: int, batch: int, kv_heads: int, max_len: int, head_dim: int, dtype: torch.dtype, device: torch.device
+    ):
+        self.layers = [StaticLayer(batch, kv_heads, max_len, head_dim, dtype, device) for _ in range(layers)]
+
+    def layer(self, i: int) -> StaticLayer:
+        return self.layers[i]
+
+
+class _DynamicLayer:
+    def __init__(self) -> None:
+        self.keys: torch.Tensor | None = None
+        self.values: torch.Tensor | None = None
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.keys is None or self.values is None:
+            self.keys, self.values = k, v
+        else:
+            self.keys, self.values = torch.cat([self.keys, k], dim=2), torch.cat([self.values, v], dim=2)
+        return self.keys, self.values
+
+
+class DynamicKV:
+    def __init__(self, layers: int):
+        self.layers = [_DynamicLayer() for _ in range(layers)]
+
+    def layer(self, i: int) -> _DynamicLayer:
+        return self.layers[i]
+
+    def seen(self) -> int:
+        k = self.layers[0].keys
+        return 0 if k is None else int(k.shape[2])
+
+    def crop(self, count: int) -> None:
+        """A negative count removes that many positions; a positive one keeps that many (transformers 4.x's form)."""
+        keep = self.seen() + count if count < 0 else count
+        for layer in self.layers:
+            if layer.keys is not None and layer.values is not None:
+                layer.keys, layer.values = layer.keys[:, :, :keep], layer.values[:, :, :keep]

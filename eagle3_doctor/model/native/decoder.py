@@ -1,0 +1,272 @@
+"""The Llama family's decoder (llama, mistral without a sliding window, qwen2, qwen3), op for op as
+transformers writes it, under the same module and parameter names.
+
+Why the doctor carries its own: a GPU command's wall was mostly Python importing transformers' modeling
+stack (its loader pulls torch's distributed tensors, sympy, dynamo and scikit-learn: 7-9 s of a 20 s
+process on an H200 host, bench/RESULTS.md), and the decode step it runs over a cache copied every key and
+value head once per query group. Here the same arithmetic runs with neither: RMSNorm in float32 and back,
+rotate-half RoPE from float32 tables, SiLU-gated MLP, scaled-dot-product attention; a decode step's grouped
+queries attend their key/value head in place (:func:`_attend`).
+
+The names match transformers' (``model.layers.{i}.self_attn.q_proj``...), so a checkpoint loads by name,
+the taps hook the same modules, and every helper that reads a Hugging Face model (embeddings, head,
+``DecoderParts``) reads this one. ``tests/model/test_native.py`` pins its features and greedy tokens to
+transformers' in float32 for each family.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .cache import DynamicKV
+
+
+@dataclass(frozen=True)
+class NativeSpec:
+    """What the decoder needs of a config.json, every family default already applied (:mod:`.plan`)."""
+
+    model_type: str
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    vocab_size: int
+    qkv_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    qk_norm: bool
+    tie_word_embeddings: bool
+
+
+class NativeConfig:
+    """The few config attributes code written for transformers' models reads off ``model.config``."""
+
+    _attn_implementation = "sdpa"
+
+    def __init__(self, spec: NativeSpec, raw: dict[str, Any]):
+        self.spec = spec
+        self.raw = raw
+        self.model_type = spec.model_type
+        self.num_hidden_layers = spec.num_layers
+        self.hidden_size = spec.hidden_size
+        self.vocab_size = spec.vocab_size
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.raw)
+
+
+class Linear(nn.Linear):
+    """nn.Linear whose weights only ever come from a checkpoint: no initialisation (on the meta device
+    torch's init runs through its reference ops, which import dynamo: seconds of a process's start)."""
+
+    def reset_parameters(self) -> None:
+        pass
+
+
+class Embedding(nn.Embedding):
+    def reset_parameters(self) -> None:
+        pass
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float, device: Any = None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size, device=device))
+        self.variance_epsilon = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return self.weight * x.to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool, scale: float
+) -> torch.Tensor:
+    """q [B, H, n, D] over k, v [B, Hkv, S, D]; mask [B|1, 1, n, S] (bool: attend; float: added) or None.
+
+    Grouped queries take transformers' three routes, so the features are its own to the last bit in
+    float32: no mask, the kernel's own grouping; one query position, the g queries of a key/value head
+    as g query rows against it (a decode step reads each head once, where ``repeat_kv`` would copy every
+    head g times per step); else ``repeat_kv``."""
+    B, H, n, D = q.shape
+    g = H // k.shape[1]
+    if g == 1:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale)
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
+    if n == 1:
+        out = F.scaled_dot_product_attention(q.reshape(B, k.shape[1], g, D), k, v, attn_mask=mask, scale=scale)
+        return out.reshape(B, H, 1, D)
+    k = k[:, :, None].expand(B, k.shape[1], g, *k.shape[2:]).reshape(B, H, *k.shape[2:])
+    v = v[:, :, None].expand(B, v.shape[1], g, *v.shape[2:]).reshape(B, H, *v.shape[2:])
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+class Attention(nn.Module):
+    def __init__(self, s: NativeSpec, dev: Any = None):
+        super().__init__()
+        self.head_dim, self.num_heads, self.num_kv = s.head_dim, s.num_heads, s.num_kv_heads
+        self.scaling = s.head_dim**-0.5
+        self.q_proj = Linear(s.hidden_size, s.num_heads * s.head_dim, bias=s.qkv_bias, device=dev)
+        self.k_proj = Linear(s.hidden_size, s.num_kv_heads * s.head_dim, bias=s.qkv_bias, device=dev)
+        self.v_proj = Linear(s.hidden_size, s.num_kv_heads * s.head_dim, bias=s.qkv_bias, device=dev)
+        self.o_proj = Linear(s.num_heads * s.head_dim, s.hidden_size, bias=s.o_bias, device=dev)
+        if s.qk_norm:
+            self.q_norm = RMSNorm(s.head_dim, s.rms_norm_eps, dev)
+            self.k_norm = RMSNorm(s.head_dim, s.rms_norm_eps, dev)
+
+    def forward(
+        self, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: Any, causal: bool, layer_cache: Any
+    ) -> torch.Tensor:
+        B, n, _ = h.shape
+        q = self.q_proj(h).view(B, n, -1, self.head_dim)
+        k = self.k_proj(h).view(B, n, -1, self.head_dim)
+        v = self.v_proj(h).view(B, n, -1, self.head_dim).transpose(1, 2)
+        if hasattr(self, "q_norm"):  # qwen3: RMSNorm over head_dim, before RoPE
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        cos, sin = rope[0].unsqueeze(1), rope[1].unsqueeze(1)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        if layer_cache is not None:
+            k, v = layer_cache.update(k, v)
+        out = _attend(q, k, v, mask, causal, self.scaling)
+        return self.o_proj(out.transpose(1, 2).reshape(B, n, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, s: NativeSpec, dev: Any = None):
+        super().__init__()
+        self.gate_proj = Linear(s.hidden_size, s.intermediate_size, bias=s.mlp_bias, device=dev)
+        self.up_proj = Linear(s.hidden_size, s.intermediate_size, bias=s.mlp_bias, device=dev)
+        self.down_proj = Linear(s.intermediate_size, s.hidden_size, bias=s.mlp_bias, device=dev)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, s: NativeSpec, dev: Any = None):
+        super().__init__()
+        self.self_attn = Attention(s, dev)
+        self.mlp = MLP(s, dev)
+        self.input_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps, dev)
+        self.post_attention_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps, dev)
+
+    def forward(self, hidden_states: torch.Tensor, rope: Any, mask: Any, causal: bool, layer_cache: Any) -> torch.Tensor:
+        h = hidden_states + self.self_attn(self.input_layernorm(hidden_states), rope, mask, causal, layer_cache)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+@dataclass
+class NativeOutput:
+    last_hidden_state: torch.Tensor
+    past_key_values: Any = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None  # transformers' tuple: embed, layers 0..L-2, final norm
+    logits: torch.Tensor | None = None
+
+
+class NativeModel(nn.Module):
+    """The decoder stack: ``forward`` takes what transformers' base model takes from the doctor's callers."""
+
+    inv_freq: torch.Tensor
+
+    def __init__(self, s: NativeSpec, inv_freq: torch.Tensor, rope_scale: float, dev: Any = None):
+        super().__init__()
+        self.embed_tokens = Embedding(s.vocab_size, s.hidden_size, device=dev)
+        self.layers = nn.ModuleList(DecoderLayer(s, dev) for _ in range(s.num_layers))
+        self.norm = RMSNorm(s.hidden_size, s.rms_norm_eps, dev)
+        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+        self.rope_scale = float(rope_scale)
+
+    def _rope(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = pos[..., None].float() * self.inv_freq.to(device=pos.device, dtype=torch.float)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * self.rope_scale).to(dtype), (emb.sin() * self.rope_scale).to(dtype)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        use_cache: bool = False,
+        past_key_values: Any = None,
+        output_hidden_states: bool = False,
+    ) -> NativeOutput:
+        B, n = input_ids.shape
+        cache = past_key_values if past_key_values is not None else (DynamicKV(len(self.layers)) if use_cache else None)
+        past = cache.seen() if isinstance(cache, DynamicKV) else 0
+        if position_ids is None:
+            position_ids = torch.arange(past, past + n, device=input_ids.device)[None].expand(B, n)
+        h = self.embed_tokens(input_ids)
+        rope = self._rope(position_ids, h.dtype)
+        mask, causal = _mask(attention_mask, B, n, past, input_ids.device)
+        states = []
+        for i, layer in enumerate(self.layers):
+            states.append(h)
+            h = layer(h, rope, mask, causal, None if cache is None else cache.layer(i))
+        h = self.norm(h)
+        return NativeOutput(h, cache, tuple(states + [h]) if output_hidden_states else None)
+
+
+def _mask(am: torch.Tensor | None, B: int, n: int, past: int, dev: torch.device) -> tuple[torch.Tensor | None, bool]:
+    """(mask, causal) as transformers' sdpa path reads a padding mask: a 4D mask is the caller's own; a 2D
+    one with no padding is dropped (the kernel's causal flag does it); else bool [B, 1, n, past + n]."""
+    if am is not None and am.dim() == 4:
+        return am, False
+    if am is not None and bool(am.all()):
+        am = None
+    if am is None:
+        if n == 1 or past == 0:
+            return None, n > 1
+        am = torch.ones(B, past + n, dtype=torch.bool, device=dev)
+    q = torch.arange(past, past + n, device=dev)
+    j = torch.arange(am.shape[-1], device=dev)
+    return ((j[None, :] <= q[:, None])[None, None] & am.bool()[:, None, None, :]), False
+
+
+class NativeForCausalLM(nn.Module):
+    """The decoder and its head, with the accessors the doctor reads off a transformers model."""
+
+    native = True
+
+    def __init__(self, s: NativeSpec, raw: dict[str, Any], inv_freq: torch.Tensor, rope_scale: float, device: Any = None):
+        """``device="meta"``: no storage; the loader assigns the checkpoint's tensors."""
+        super().__init__()
+        self.config = NativeConfig(s, raw)
+        self.model = NativeModel(s, inv_freq, rope_scale, device)
+        self.lm_head = Linear(s.hidden_size, s.vocab_size, bias=False, device=device)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kw: Any) -> NativeOutput:
+        """transformers' causal-LM call: logits at every position (and ``output_hidden_states``' tuple)."""
+        out = self.model(input_ids, attention_mask, **kw)
+        out.logits = self.lm_head(out.last_hidden_state)
+        return out
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.embed_tokens
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def new_static_cache(self, batch: int, max_len: int) -> Any:
+        from .cache import StaticKV
+
+        s = self.config.spec
+        w = self.model.embed_tokens.weight
+        return StaticKV(s.num_layers, batch, s.num_kv_heads, max_len, s.head_dim, w.dtype, w.device)
