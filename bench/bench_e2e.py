@@ -13,7 +13,8 @@ times, as separate processes one after another (the page cache warm after the fi
 - `plain_generate`: the same plus greedy `generate` in batches of 8 (the continuation acceptance needs);
 - each doctor command on the same prompts and new-token count, as typed (no tuning options), its progress
   lines timestamped as they arrive, which gives its phases (start-up and load until the first phase begins,
-  then each phase, then the report).
+  then each phase, then the report); `acceptance` once more on transformers' model
+  (`EAGLE3_DOCTOR_FORWARD=transformers`), for what the native decoder saves in the same run.
 Beside each command, its floor: the plain forward script's wall (interpreter, imports, load, one bare forward
 per sequence) plus, for the commands that continue the prompts, the greedy continuation at the HBM floor
 (new tokens x one decode step reading every weight byte once, at the device-to-device copy bandwidth
@@ -151,11 +152,14 @@ def main() -> None:
         "inspect": [*doc, "inspect", *common],
         "compare-hidden": [*doc, "compare-hidden", *common, "--prompts", prompts, "--device", dev],
         "acceptance": [*doc, "acceptance", *common, *gen],
+        "acceptance-transformers-forward": [*doc, "acceptance", *common, *gen],
         "fingerprint": [*doc, "fingerprint", *common, *gen],
         "diagnose": [*doc, "diagnose", *common, *gen],
     }
     only = set(filter(None, args.only.split(",")))
-    rows = [timed(n, c, env, out / f"{n}.log") for n, c in runs.items() if not only or n in only]
+    # the same command on transformers' model (EAGLE3_DOCTOR_FORWARD): what the native decoder saves
+    envs = {"acceptance-transformers-forward": dict(env, EAGLE3_DOCTOR_FORWARD="transformers")}
+    rows = [timed(n, c, envs.get(n, env), out / f"{n}.log") for n, c in runs.items() if not only or n in only]
     table(rows, floor, args.new)
 
 

@@ -1,0 +1,59 @@
+"""How fast a saved target's weights reach the GPU, each way the doctor could read them, one process each.
+
+    PYTHONPATH=. python3 bench/check_load.py --dir /tmp/e2e      # the pair bench_e2e.py saved
+
+Each way runs in a fresh process after torch is imported and CUDA initialised, so only the read is timed:
+transformers' ``from_pretrained(device_map="cuda")``, safetensors' ``load_file(device="cuda")``, and the
+native decoder's ``read_tensors`` (mapped files, copied tensor by tensor).
+Prints one JSON object per way: seconds and GB/s over the checkpoint's bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CODE = r"""
+import json, sys, time
+import torch
+torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+way, d = sys.argv[1], sys.argv[2]
+from pathlib import Path
+files = sorted(Path(d).glob("*.safetensors"))
+t0 = time.perf_counter()
+if way == "from_pretrained":
+    from transformers import AutoModelForCausalLM
+    t0 = time.perf_counter()  # its imports are not the read
+    m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16, device_map="cuda")
+    n = sum(p.numel() * p.element_size() for p in m.parameters())
+elif way == "load_file":
+    from safetensors.torch import load_file
+    sd = {}
+    for f in files:
+        sd.update(load_file(str(f), device="cuda"))
+    n = sum(t.numel() * t.element_size() for t in sd.values())
+else:
+    from eagle3_doctor.model.native.plan import read_tensors
+    sd = read_tensors(files, torch.bfloat16, torch.device("cuda"))
+    n = sum(t.numel() * t.element_size() for t in sd.values())
+torch.cuda.synchronize()
+s = time.perf_counter() - t0
+print(json.dumps({"way": way, "s": round(s, 2), "gb": round(n / 1e9, 2), "gb_per_s": round(n / 1e9 / s, 2)}))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default="/tmp/e2e")
+    args = ap.parse_args()
+    d = str(Path(args.dir) / "target")
+    for way in ("from_pretrained", "load_file", "read_tensors", "from_pretrained"):
+        out = subprocess.run([sys.executable, "-c", CODE, way, d], capture_output=True, text=True)
+        print(out.stdout.strip() or json.dumps({"way": way, "error": out.stderr[-400:]}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
