@@ -14,6 +14,7 @@ Seeded: the same counts and seed give the same interval, bit for bit, on every m
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -45,6 +46,8 @@ class Interval:
         return self.lo > 0 or self.hi < 0
 
     def text(self, nd: int = 3) -> str:
+        if not math.isfinite(self.point):
+            return "n/a"
         return f"{self.point:.{nd}f} [{self.lo:.{nd}f}, {self.hi:.{nd}f}]"
 
 
@@ -78,7 +81,8 @@ def bootstrap(
     """counts [n, m] per prompt; stat maps summed counts [..., m] to the statistic."""
     c = np.asarray(counts, dtype=np.float64)
     n = c.shape[0]
-    point = float(stat(c.sum(axis=0)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        point = float(stat(c.sum(axis=0)))
     if n == 0:
         return Interval(point, float("nan"), float("nan"), level, 0, B, seed)
     w = weights(n, B, seed) if w is None else w
@@ -109,7 +113,7 @@ def paired(
     w = weights(n, B, seed) if n else np.zeros((B, 0))
     with np.errstate(divide="ignore", invalid="ignore"):
         samples = [stat(w @ c) for c in cs]
-    points = [float(stat(c.sum(axis=0))) for c in cs]
+        points = [float(stat(c.sum(axis=0))) for c in cs]
     own = [_interval(p, s, level, n, B, seed) for p, s in zip(points, samples)]
     diff = [_interval(p - points[ref], s - samples[ref], level, n, B, seed) for p, s in zip(points, samples)]
     return own, diff

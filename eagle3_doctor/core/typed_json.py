@@ -88,7 +88,9 @@ def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return {"type": "null"}
     if origin in (typing.Union, types.UnionType):
         return {"anyOf": [_type_schema(a, defs) for a in args]}
-    simple = {bool: "boolean", int: "integer", float: "number", str: "string", CapturePoint: "string"}
+    if tp is float:  # null: a figure with nothing to measure (io.outputs.write_json writes NaN so)
+        return {"type": ["number", "null"]}
+    simple = {bool: "boolean", int: "integer", str: "string", CapturePoint: "string"}
     if tp in simple:
         return {"type": simple[tp]}
     if origin in (list, tuple) or tp in (list, tuple):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import stat
 import sys
@@ -184,8 +185,22 @@ def _write_into_special(p: Path, st: os.stat_result, data: bytes) -> None:
 
 
 def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
-    """A --json document: ``-`` is stdout; anything else is written atomically (see write_output)."""
-    write_output(path, (json.dumps(data, indent=2, sort_keys=True, default=str, allow_nan=True) + "\n").encode())
+    """A --json document: ``-`` is stdout; anything else is written atomically (see write_output).
+
+    A figure with nothing to measure (acc_k past the last position any prompt reached) is NaN in the
+    results and null here: NaN is not JSON, and jq and most parsers refuse the whole document over it."""
+    text = json.dumps(_finite(data), indent=2, sort_keys=True, default=str, allow_nan=False)
+    write_output(path, (text + "\n").encode())
+
+
+def _finite(v: Any) -> Any:
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
 
 
 def append_text(path: str | os.PathLike, text: str) -> None:

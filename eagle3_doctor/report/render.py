@@ -57,7 +57,7 @@ def _where(loc: Location) -> str:
 
 def _fmt(x: Any, nd: int = 3) -> str:
     if isinstance(x, float):
-        return "nan" if math.isnan(x) else f"{x:.{nd}f}"
+        return "n/a" if math.isnan(x) else f"{x:.{nd}f}"  # nothing measured there (a continuation shorter than K)
     return str(x)
 
 

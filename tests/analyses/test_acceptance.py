@@ -163,3 +163,33 @@ def test_temperature_acceptance_in_chunks_of_positions_equals_the_whole_logits(s
         b = unroll_outcomes(draft, aux, batch.input_ids, labels, batch.lengths, 3, temperature=0.7, target_logits=chunked)
     assert float(a.alpha.sum()) > 1.0  # something is accepted: the comparison below is not of zeros
     torch.testing.assert_close(b.alpha, a.alpha, rtol=1e-5, atol=1e-6)
+
+
+def test_a_continuation_shorter_than_the_chain_leaves_the_later_steps_unmeasured_not_nan():
+    """acc_k past the last position any prompt reached has nothing to measure: "n/a" in the report, null in
+    strict JSON (NaN is not JSON: jq refuses the document), tau over the measured steps, no numpy warning."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import DRAFTS, PROMPTS, ROOT, TARGET
+
+    args = ["acceptance", "--target", TARGET, "--draft", DRAFTS["sglang"], "--prompts", PROMPTS, "--max-new-tokens", "4"]
+    r = subprocess.run(
+        [sys.executable, "-m", "eagle3_doctor", *map(str, args), "--limit", "2", "--json", "-"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode in (0, 1) and "Warning" not in r.stderr, r.stderr[-800:]
+    doc = json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+    acc = doc["paths"]["serving"]["acc_k"]
+    assert acc[:3] == [pytest.approx(a) for a in acc[:3]] and all(a is not None for a in acc[:3])
+    assert acc[3:] == [None] * 4  # four new tokens: no position reached step 4 of 7
+    assert doc["paths"]["serving"]["tau"] == pytest.approx(1 + acc[0] + acc[0] * acc[1] + acc[0] * acc[1] * acc[2])
+    text = subprocess.run(
+        [sys.executable, "-m", "eagle3_doctor", *map(str, args), "--limit", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
+    assert "nan" not in text and "acc_4 (SpecForge)" in text and "| n/a" in text

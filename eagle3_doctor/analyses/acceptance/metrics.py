@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -50,6 +51,8 @@ def tau_from_acc(acc_k: Sequence[float]) -> float:
     """tau = 1 + sum_k prod_{i<=k} acc_i (the bridge from SpecForge acc_k to acceptance length)."""
     tau, prod = 1.0, 1.0
     for a in acc_k:
+        if math.isnan(a):  # no position reached step k: nothing past it was measured (as stats' tau reads it)
+            break
         prod *= a
         tau += prod
     return tau
