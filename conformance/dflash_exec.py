@@ -26,6 +26,7 @@ import copy
 import hashlib
 import sys
 import traceback
+import types
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +80,7 @@ def lift_module(path: Path, entries: list[str], given: dict | None = None) -> tu
         raise DflashCodeMoved(f"{path.name}: {', '.join(missing)} not found")
     nodes = {id(defs[n]): defs[n] for n in keep}
     body = [n for n in tree.body if id(n) in nodes]
-    imports = [
-        n for n in tree.body if isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] in _SAFE_IMPORTS
-    ]
+    imports = [n for n in tree.body if isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] in _SAFE_IMPORTS]
     mod = ast.Module([*imports, *body], [])
     g: dict[str, Any] = {"__builtins__": builtins, "__name__": "dflash_lifted"}
     for n in ast.walk(mod):
@@ -159,13 +158,16 @@ class SglangRelease:
         self.present = (root / SG_UTILS).exists()
         if not self.present:
             return
-        self.ns, self.lines, self.utils_src = lift_module(root / SG_UTILS, ["parse_dflash_draft_config", "build_target_layer_ids"])
+        self.ns, self.lines, self.utils_src = lift_module(
+            root / SG_UTILS, ["parse_dflash_draft_config", "build_target_layer_ids"]
+        )
         classes = sglang_exec._Classes(root)
         found = sglang_exec.find_method(classes, *SG_TARGET, "set_dflash_layers_to_capture")
         if found is None:
             raise DflashCodeMoved(f"sglang {version}: {SG_TARGET[1]} has no set_dflash_layers_to_capture")
         self.setter = {"file": f"{sglang_exec.MODELS}/{found[0]}", "line": found[2].lineno, "src": ast.unparse(found[2])}
-        code = sglang_exec.Release(root, version).class_code(*SG_TARGET)
+        # class_code reads only the models package (not the EAGLE-3 reader's model_executor/ scan)
+        code = sglang_exec.Release.class_code(types.SimpleNamespace(classes=classes), *SG_TARGET)  # type: ignore[arg-type]
         self.pattern, self.forward = code.get("pattern"), code.get("forward", {})
         init = _find_init(load_tree(root / SG_DRAFT), "num_context_features")
         names = {"draft_config", "target_num_layers", "target_layer_ids", "num_context_features"}
@@ -183,7 +185,9 @@ class SglangRelease:
     def sources(self) -> dict[str, str]:
         if not self.present:
             return {}
-        out = {k: f"{SG_UTILS}:{self.lines[k]}" for k in ("parse_dflash_draft_config", "DFlashDraftConfig", "build_target_layer_ids")}
+        out = {
+            k: f"{SG_UTILS}:{self.lines[k]}" for k in ("parse_dflash_draft_config", "DFlashDraftConfig", "build_target_layer_ids")
+        }
         out["set_dflash_layers_to_capture"] = f"{self.setter['file']}:{self.setter['line']}"
         out["fc"] = f"{SG_DRAFT}:{self.fc[0].lineno}-{self.fc[-1].end_lineno}" if self.fc else "-"
         if self.forward:
@@ -245,6 +249,17 @@ class VllmRelease:
         v2 = self.rel.v2_reader and spec.exists() and '"dflash"' in spec.read_text()
         self.runners = ["v1", "v2"] if v2 else ["v1"]
         self.info = {r: {**self.rel.family_code("qwen3", r), "check": None} for r in self.runners}
+        self._lift_fc(root, version)
+
+    @classmethod
+    def fc_only(cls, root: Path, version: str) -> VllmRelease:
+        """Only the draft's fc code (qwen3_dflash.py, eagle3_utils.py): what CI re-executes from testdata/."""
+        rel = cls.__new__(cls)
+        rel.root, rel.version, rel.present = root, version, True
+        rel._lift_fc(root, version)
+        return rel
+
+    def _lift_fc(self, root: Path, version: str) -> None:
         tree = load_tree(root / V_DRAFT)
         self.fc_fn = "_get_dflash_fc_input_size" in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
         if self.fc_fn:
@@ -261,7 +276,18 @@ class VllmRelease:
             last = keep[-1]
             assert isinstance(last, ast.If)  # `if self.use_aux_hidden_state:` ... `self.fc = ReplicatedLinear(...)`
             cut = next(i for i, s in enumerate(last.body) if "ReplicatedLinear" in ast.unparse(s))
-            self.fc_stmts = [*keep[:-1], ast.If(last.test, last.body[:cut], [], lineno=last.lineno, end_lineno=last.body[cut - 1].end_lineno, col_offset=0, end_col_offset=0)]
+            self.fc_stmts = [
+                *keep[:-1],
+                ast.If(
+                    last.test,
+                    last.body[:cut],
+                    [],
+                    lineno=last.lineno,
+                    end_lineno=last.body[cut - 1].end_lineno,
+                    col_offset=0,
+                    end_col_offset=0,
+                ),
+            ]
             self.fc_src = "\n".join(ast.unparse(s) for s in self.fc_stmts)
             self.fc_at = f"{V_DRAFT}:{keep[0].lineno}-{last.body[cut - 1].end_lineno}"
 
@@ -304,7 +330,11 @@ class VllmRelease:
             res = self.rel.run(self.info[runner], L, copy.deepcopy(cfg))
         except Exception as e:  # the reader raised on this config
             return {"taps": _err(e, "start-up", (V_UTILS, "vllm/v1/worker/gpu_model_runner.py")), "fc": self.fc_taps(cfg)}
-        taps = ",".join(res["points"]) if "points" in res else f"!{res.get('when', 'start-up')}: {res['error']} @ {res.get('at', '?')}"
+        taps = (
+            ",".join(res["points"])
+            if "points" in res
+            else f"!{res.get('when', 'start-up')}: {res['error']} @ {res.get('at', '?')}"
+        )
         return {"taps": taps, "fc": self.fc_taps(cfg)}
 
 
