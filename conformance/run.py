@@ -17,6 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import dflash_exec  # noqa: E402
 import draft_exec  # noqa: E402
 import fetch  # noqa: E402
 import modelopt_exec  # noqa: E402
@@ -190,6 +191,11 @@ def main() -> int:
     except draft_exec.DraftCodeMoved as e:
         raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/draft_exec.py its stubs.") from None
     (HERE.parent / draft_exec.PACKAGE_TABLE).write_text(json.dumps(drafts, indent=1) + "\n")
+    try:
+        dflash = dflash_exec.build_table(fetch.src_dir, RELEASES)
+    except dflash_exec.DflashCodeMoved as e:
+        raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/dflash_exec.py its shape.") from None
+    (HERE.parent / dflash_exec.PACKAGE_TABLE).write_text(json.dumps(dflash, indent=1) + "\n")
     n_rel = sum(len(v) for v in RELEASES.values())
     print(
         f"conformance: {n_rel} releases, {len(rows)} rows, {len(outcomes)} distinct outcomes, {n_cases} cases executed "

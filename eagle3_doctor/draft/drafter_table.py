@@ -1,11 +1,16 @@
 """The engine rows for the drafters beside EAGLE-3, generated from the rules the doctor runs
 (:mod:`.mtp.served`, :mod:`.dflash.taps`) into docs/engine-table.md; a test keeps the two in sync.
 
-Every row was read in the engine's source at the commit its source names; none was executed (neither
-engine's MTP or DFlash path runs on a CPU), which the table says.
+The MTP rows were read in the engine's source at the commit their source names (not executed). The
+DFlash rows are checked against the engines' own DFlash code executed release by release
+(``data/dflash_serving.json``, written by ``make conformance``; tests/draft/test_dflash_conformance.py):
+the table names the releases whose executed rows agree with the rule and the file:line executed.
 """
 
 from __future__ import annotations
+
+import json
+from importlib import resources
 
 from ..core.taps import format_spec
 from .dflash.taps import served_taps, trained_taps
@@ -42,8 +47,8 @@ def drafter_table_markdown() -> str:
             lines.append(f"| {engine} | {fmt} | {trained} | `{s.hidden}` | {rec} | {s.hidden_source}; {s.recycle_source} |")
     lines += [
         "",
-        f"DFlash taps on a {DFLASH_TARGET_LAYERS}-layer target: what the draft was trained on and what each engine feeds"
-        " (read, not executed; a guess is marked).",
+        f"DFlash taps on a {DFLASH_TARGET_LAYERS}-layer Qwen3 target: what the draft was trained on and what each engine"
+        " feeds (executed: the engines' own code, per release; a guess is marked).",
         "",
         "| config | trained on | sglang feeds | vllm feeds |",
         "|---|---|---|---|",
@@ -56,8 +61,25 @@ def drafter_table_markdown() -> str:
             spec = format_spec(t.spec) if t.spec is not None else "refused"
             cells.append(spec + (" (guessed)" if t.guessed else ""))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    src = served_taps("vllm", DFLASH_CASES[0][1], L)
-    s_src = served_taps("sglang", DFLASH_CASES[0][1], L)
-    assert src is not None and s_src is not None
-    lines += ["", f"Sources: {s_src.source.split(' reads ')[0]}; {src.source.split(': ')[0]}.", ""]
+    lines += ["", *_dflash_coverage(), ""]
     return "\n".join(lines)
+
+
+def _dflash_coverage() -> list[str]:
+    """Which executed rows of data/dflash_serving.json the rules above are: the newest release's row of each
+    engine (vLLM: the V2 runner, eagle3_utils.py), the releases it covers and the file:line it executed."""
+    table = json.loads(resources.files("eagle3_doctor").joinpath("data/dflash_serving.json").read_text())
+    rows = {r["id"]: r for r in table["rows"]}
+    out = []
+    for engine, runner, keys in (
+        ("sglang", "default", ("parse_dflash_draft_config", "build_target_layer_ids", "set_dflash_layers_to_capture")),
+        ("vllm", "v2", ("v2_reader", "fc")),
+    ):
+        row = rows[table["release_rows"][engine][table["releases"][engine][-1]][runner]]
+        first = next(r["executed_from"] for r in table["rows"] if r["engine"] == engine and r["present"])
+        rel = row["releases"]
+        span = rel[0] if len(rel) == 1 else f"{rel[0]}-{rel[-1]}"
+        where = ", ".join(row["sources"][k] for k in keys)
+        out.append(f"- {engine} {span} ({runner} runner), executed from {row['executed_from']}: {where}. "
+                   f"DFlash from {engine} {first}; each older release has its own executed row in data/dflash_serving.json.")  # fmt: skip
+    return out

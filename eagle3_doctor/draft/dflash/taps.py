@@ -6,7 +6,9 @@ DFlash numbers a tap by the layer it comes *after*: id i is ``layer_out[i]`` (SG
 each selected target layer (HF-style)"). EAGLE-3's vLLM ids count one higher (id k is ``layer_out[k-1]``):
 "DFlash and EAGLE layer indexing semantics are different".
 
-Read, not executed (neither engine runs here):
+Checked against the engines' own code executed per release (data/dflash_serving.json, written by
+``make conformance``; tests/draft/test_dflash_conformance.py holds these rules to the newest release's rows,
+vLLM's V2 runner); what was first read:
 
 - SGLang (``dflash_utils.py`` @00731f0 ``parse_dflash_draft_config``, ``resolve_target_layer_ids``):
   ``dflash_config.target_layer_ids``, else top-level ``target_layer_ids``; when neither is present it
@@ -26,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.taps import CapturePoint, FeatureSpec, embed, layer_out
+from ...core.taps import FeatureSpec, embed, layer_out
 
 
 def is_dflash(config: dict[str, Any]) -> bool:
@@ -76,12 +78,11 @@ def _dflash_points(ids: list[int], L: int) -> FeatureSpec | None:
     return tuple(layer_out(i) for i in ids) if all(0 <= i < L for i in ids) else None
 
 
-def _vllm_points(ids: list[int], L: int) -> FeatureSpec | None:
-    def point(k: int) -> CapturePoint | None:
-        return embed() if k == 0 else layer_out(k - 1) if 1 <= k <= L else None
-
-    pts = [point(k) for k in ids]
-    return None if any(p is None for p in pts) else tuple(p for p in pts if p is not None)
+def _vllm_points(ids: list[int], L: int) -> FeatureSpec:
+    """vLLM captures in layer order, once per layer: vLLM id 0 is the embeddings, k in 1..L is
+    ``layer_out[k-1]``; an id past L is never reached and silently dropped (executed: the ``ids up to L``
+    rows of eagle3_doctor/data/dflash_serving.json)."""
+    return tuple(embed() if k == 0 else layer_out(k - 1) for k in sorted(set(ids)) if 0 <= k <= L)
 
 
 def trained_taps(config: dict[str, Any], L: int) -> Taps:
@@ -99,13 +100,30 @@ def trained_taps(config: dict[str, Any], L: int) -> Taps:
 
 
 def sglang_taps(config: dict[str, Any], L: int) -> Taps:
-    t = trained_taps(config, L)
-    if not t.guessed:
-        return Taps(t.spec, t.ids, t.key, f"sglang dflash_utils.py @00731f0 reads {t.key} = {t.ids}")
-    return Taps(t.spec, t.ids, None, f"sglang dflash_utils.py @00731f0: no target_layer_ids, guesses "
-                f"build_target_layer_ids({L}, num_hidden_layers) = {t.ids}", guessed=True)  # fmt: skip
+    """SGLang reads ``dflash_config.target_layer_ids`` (the top-level key only where dflash_config has none),
+    refuses an empty or out-of-range list, and guesses where there is none. Its target captures before
+    layer i+1 for DFlash id i, in layer order, once per layer, and a Qwen3 target has no capture after its
+    last layer: id L-1 is dropped (executed: the ``the deep end`` rows of dflash_serving.json)."""
+    d = _dflash_cfg(config)
+    key = "dflash_config.target_layer_ids" if "target_layer_ids" in d else "target_layer_ids"
+    raw = d["target_layer_ids"] if "target_layer_ids" in d else config.get("target_layer_ids")
+    if raw is None:
+        t = trained_taps(config, L)
+        if t.ids is None:
+            return Taps(None, None, None, f"{_SG_SRC}: no target_layer_ids and no num_hidden_layers: refused")
+        return Taps(_sglang_points(t.ids, L), t.ids, None, f"{_SG_SRC}: no target_layer_ids, guesses "
+                    f"build_target_layer_ids({L}, num_hidden_layers) = {t.ids}", guessed=True)  # fmt: skip
+    ids = _ints(raw)
+    if ids is None or not all(0 <= i < L for i in ids):
+        return Taps(None, ids, key, f"{_SG_SRC}: refuses {key} = {raw!r} for a {L}-layer target (empty or out of range)")
+    return Taps(_sglang_points(ids, L), ids, key, f"{_SG_SRC} reads {key} = {ids}")
 
 
+def _sglang_points(ids: list[int], L: int) -> FeatureSpec:
+    return tuple(layer_out(i) for i in sorted(set(ids)) if 0 <= i < L - 1)
+
+
+_SG_SRC = "sglang dflash_utils.py parse_dflash_draft_config, resolve_target_layer_ids"
 _SRC = "vllm eagle3_utils.py @0cfdd2e get_eagle3_aux_layers_from_config"
 
 
