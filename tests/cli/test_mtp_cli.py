@@ -80,8 +80,10 @@ def test_a_dflash_draft_is_inspected_and_the_measuring_commands_refuse_in_one_li
     (d / "config.json").write_text(json.dumps(cfg))
     r = invoke("inspect", "-t", TARGET, "-d", d, "--engine", "sglang")
     assert r.exit_code == 0, r.output
-    r = invoke("acceptance", "-t", TARGET, "-d", d, "--engine", "vllm")
+    r = invoke("diagnose", "-t", TARGET, "-d", d, "--engine", "vllm")
     assert r.exit_code == 2 and "does not run DFlash drafts yet" in r.output and "Traceback" not in r.output
+    r = invoke("acceptance", "-t", TARGET, "-d", d, "--engine", "vllm")  # runs DFlash drafts: this one has no block
+    assert r.exit_code == 2 and "no block_size" in r.output and "Traceback" not in r.output
 
 
 def test_the_launch_command_names_the_mtp_head(tmp_path):

@@ -61,9 +61,10 @@ def acceptance_cmd(**given: Any) -> int:
     # read (and reject) server evidence and the launch command before torch is imported
     measured = _server_evidence(a.server_metrics, a.server_metrics_before, a.server_log, a.server_model)
     r = resolve_serve(a, need_draft=True)
-    from .drafters import is_mtp, mtp_acceptance, refuse_dflash
+    from .drafters import dflash_acceptance, is_dflash, is_mtp, mtp_acceptance
 
-    refuse_dflash(r, "acceptance")
+    if is_dflash(r):
+        return dflash_acceptance(a, r)
     if is_mtp(r):
         return mtp_acceptance(a, r)
     from ...doctor import FormatRequest, acceptance_report

@@ -1,5 +1,5 @@
 """The measuring commands and fix on the drafters beside EAGLE-3, chosen from the --draft checkpoint: an MTP
-head (every command), a DFlash draft (inspect; the others refuse in one line). Options, the launch command
+head (every command), a DFlash draft (inspect and acceptance; the others refuse in one line). Options, the launch command
 and the exit codes stay each command's own."""
 
 from __future__ import annotations
@@ -136,14 +136,49 @@ def drafter_kind(r: Resolved) -> str:
 
 
 def refuse_dflash(r: Resolved, command: str) -> None:
-    """The measuring commands on a DFlash draft: one line, exit 2 (its block-parallel forward is not modelled)."""
+    """The commands that do not run DFlash drafts yet: one line, exit 2."""
     from ...core.errors import BadInput
 
     if drafter_kind(r) == "dflash":
         raise BadInput(
-            f"{command} does not run DFlash drafts yet: their block-parallel forward is not modelled",
-            "run `eagle3-doctor inspect` on it: the trained and served taps, checked without a forward pass",
+            f"{command} does not run DFlash drafts yet",
+            "run `eagle3-doctor acceptance` on it (both tap paths measured) or `inspect` (the taps, without a forward pass)",
         )
+
+
+def is_dflash(r: Resolved) -> bool:
+    return drafter_kind(r) == "dflash"
+
+
+def dflash_acceptance(a: SimpleNamespace, r: Resolved) -> int:
+    """acceptance on a DFlash draft: its blocks over the target's greedy continuation, from both tap paths."""
+    from ...analyses.dflash_measure import dflash_acceptance as measure
+    from ...core.errors import BadInput
+    from ...io.prompts import load_prompts
+    from ...model.target import load_target
+    from ...report.dflash import render_dflash_acceptance
+    from ...report.render import render_findings
+
+    given = [o for o in _NOT_FOR_MTP if getattr(a, o, None) not in (None, False, ())]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise BadInput(
+            f"{flag} is not supported for DFlash drafts yet", f"drop {flag}: --json holds every figure the DFlash run measures"
+        )
+    assert r.draft is not None  # is_dflash
+    with status(f"loading target {r.target} ...", getattr(a, "quiet", False)):
+        tgt = load_target(r.target, dtype=r.dtype, device=a.device, trust_remote_code=a.trust_remote_code)
+    prompts = load_prompts(tgt.tokenizer, a.prompts, max_tokens=a.max_tokens, max_positions=tgt.max_positions, limit=a.limit)
+    with progress(a.quiet) as cb:
+        res = measure(tgt, r.draft, r.engine, [p.ids for p in prompts], a.max_new_tokens, cb)
+    r.locate(res.findings)
+    con = console(stderr=a.json_out == "-")
+    render_dflash_acceptance(con, res)
+    render_findings(con, res.findings, "the engine feeds the DFlash draft the taps it was trained on")
+    write_result(a.json_out, res.to_dict(), a.trust_remote_code)
+    if not (res.reference["tokens_equal_greedy"] and res.reference["passes_equal_estimator"]):
+        console(stderr=True).print("warning: the estimator and the reference loop disagree (see JSON 'reference')", markup=False)
+    return exit_code(res.findings, "error")
 
 
 def dflash_inspect(a: SimpleNamespace, r: Resolved) -> int:

@@ -51,4 +51,16 @@ RECORDS = (
         why="A guess that differs from training collapses acceptance silently (sgl #37475: a count collision loaded cleanly).",
         confirm=_CONFIRM,
     ),
+    Code(
+        "DFL004",
+        ERROR,
+        "the taps the engine feeds the DFlash draft cost acceptance, measured",
+        meaning=(
+            "acceptance on a DFlash draft drafts every block of the target's own greedy continuation twice, once from "
+            "the taps it was trained on and once from the taps the engine reads from its config, and compares the "
+            "tokens per verify pass (the bonus token included) with an interval over prompts."
+        ),
+        why="The measured cost of DFL001 on the user's own target and prompts: a warning where the interval reaches 0.",
+        confirm="rerun `eagle3-doctor acceptance` on the copy the fix describes: the served path then equals the trained one",
+    ),
 )

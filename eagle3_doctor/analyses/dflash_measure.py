@@ -1,0 +1,233 @@
+"""acceptance on a DFlash draft: its blocks over the target's own greedy continuation, drafted from the taps it
+was trained on and from the taps the engine reads from its config, checked against a sequential loop.
+
+A pass starts at an anchor (the last token the target produced), drafts ``block_size - 1`` tokens in one
+forward and keeps the leading ones the target's greedy choice agrees with, plus the target's own next token;
+the next anchor is that token. The estimator drafts every anchor of a sequence in one forward
+(:meth:`~eagle3_doctor.draft.dflash.model.DFlashDraft.blocks`) and walks the passes over it; the reference loop
+runs them one by one, a fresh target forward for each verify, and must give the same passes and the same
+tokens as greedy decoding. Passes stop at the continuation's end (accepted tokens are capped there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..core.findings import Finding
+from ..core.stats import Interval, acceptance_counts, paired
+from ..core.taps import FeatureSpec, format_spec
+
+SCHEMA = "eagle3-doctor/dflash-acceptance/1"
+
+
+def _mal(s: np.ndarray) -> np.ndarray:
+    return 1.0 + s[..., 1] / s[..., 0]
+
+
+def walk(accepts: Sequence[int], start: int, end: int) -> list[int]:
+    """The passes over anchors start.. given the accepted count at every anchor (accepts[a - start])."""
+    out, a = [], start
+    while a < end:
+        n = min(accepts[a - start], end - 1 - a)
+        out.append(n)
+        a += n + 1
+    return out
+
+
+@torch.inference_mode()
+def accepts_at_every_anchor(draft: Any, taps: torch.Tensor, ids: torch.Tensor, start: int, embed: Any, head: Any) -> list[int]:
+    """ids [T] one sequence (prompt + greedy continuation), taps [T, n*H]: the tokens accepted at each anchor
+    start..T-1 (leading proposals equal to the sequence's next tokens)."""
+    T, bs = ids.shape[0], draft.config.block_size
+    anchors = torch.arange(start, T, device=ids.device)
+    h = draft.blocks(taps[None], ids[None], anchors, embed)[0]  # [A, bs-1, H]
+    prop = head(h.to(head.weight.dtype)).argmax(-1)  # [A, bs-1]
+    nxt = torch.full((anchors.numel(), bs - 1), -1, dtype=torch.long, device=ids.device)
+    for i in range(bs - 1):
+        pos = anchors + i + 1
+        ok = pos < T
+        nxt[ok, i] = ids[pos[ok]]
+    return (prop == nxt).long().cumprod(-1).sum(-1).tolist()
+
+
+@torch.inference_mode()
+def reference_loop(target: Any, draft: Any, spec: FeatureSpec, prompt: list[int], end: int) -> tuple[list[int], list[int]]:
+    """(tokens, passes): the speculative loop run pass by pass, the target's verify a fresh forward each time."""
+    from ..model.target import capture, make_batch, target_argmax
+
+    def forward(seq: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        b = make_batch([seq], 0, target.device)
+        got, last = capture(target, b, spec, want_logits=True)
+        assert last is not None
+        return torch.cat([got[p] for p in spec], -1)[0], target_argmax(target, last)[0]
+
+    bs = draft.config.block_size
+    taps, amax = forward(prompt)
+    seq, passes = list(prompt) + [int(amax[-1])], []
+    embed, head = target.model.get_input_embeddings(), target.model.get_output_embeddings()
+    while len(seq) - 1 < end:
+        a = len(seq) - 1
+        h = draft.blocks(
+            taps[None, :a], torch.tensor([seq], device=target.device), torch.tensor([a], device=target.device), embed
+        )
+        prop = head(h[0, 0].to(head.weight.dtype)).argmax(-1).tolist()
+        taps, amax = forward(seq + prop)
+        post = amax[a : a + bs].tolist()
+        n = 0
+        while n < bs - 1 and prop[n] == post[n]:
+            n += 1
+        n = min(n, end - 1 - a)
+        passes.append(n)
+        seq += prop[:n] + [post[n]]
+    return seq[:end], passes
+
+
+@dataclass
+class DFlashPath:
+    name: str
+    spec: FeatureSpec
+    source: str
+    mean_acceptance_length: Interval
+    passes: int
+    accepted: list[list[int]]  # per prompt, accepted draft tokens per pass (the bonus token not counted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "spec": [str(p) for p in self.spec], "source": self.source,
+                "mean_acceptance_length": self.mean_acceptance_length.to_dict(), "passes": self.passes,
+                "accepted_per_pass": self.accepted}  # fmt: skip
+
+
+@dataclass
+class DFlashAcceptance:
+    engine: str
+    block_size: int
+    prompts: int
+    tokens: int
+    trained: DFlashPath
+    served: DFlashPath | None
+    difference: Interval | None  # served - trained, paired over prompts
+    reference: dict[str, Any]
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "command": "acceptance", "drafter": "dflash", "engine": self.engine,
+                "block_size": self.block_size, "prompts": self.prompts, "tokens": self.tokens,
+                "trained": self.trained.to_dict(), "served": self.served.to_dict() if self.served else None,
+                "difference": self.difference.to_dict() if self.difference else None, "reference": self.reference,
+                "findings": [f.to_dict() for f in self.findings], "notes": self.notes}  # fmt: skip
+
+
+def measure_paths(
+    target: Any,
+    draft: Any,
+    specs: dict[str, FeatureSpec],
+    seqs: list[list[int]],
+    starts: list[int],
+    progress: Callable[[int, int], None],
+) -> dict[str, list[list[int]]]:
+    """Per path, per sequence: the passes the estimator walks over its continuation."""
+    from ..model.target import capture, make_batch
+
+    pts = sorted({p for s in specs.values() for p in s}, key=lambda p: p.depth(target.num_layers))
+    embed, head = target.model.get_input_embeddings(), target.model.get_output_embeddings()
+    out: dict[str, list[list[int]]] = {n: [] for n in specs}
+    for i, (seq, start) in enumerate(zip(seqs, starts)):
+        got, _ = capture(target, make_batch([seq], 0, target.device), pts)
+        ids = torch.tensor(seq, device=target.device)
+        for name, spec in specs.items():
+            taps = torch.cat([got[p] for p in spec], -1)[0].to(target.dtype)
+            out[name].append(walk(accepts_at_every_anchor(draft, taps, ids, start, embed, head), start, len(seq)))
+        progress(i + 1, len(seqs))
+    return out
+
+
+def path_figures(walked: dict[str, list[list[int]]], proposals: int) -> tuple[dict[str, Interval], Interval | None]:
+    """Each path's mean acceptance length over prompts, and served - trained paired over the same prompts."""
+    names = list(walked)
+    counts = [acceptance_counts(walked[n], None, None, proposals) for n in names]
+    own, diff = paired(counts, _mal, 0)
+    return dict(zip(names, own)), (diff[1] if len(names) > 1 else None)
+
+
+def cost_finding(trained: DFlashPath, served: DFlashPath, diff: Interval, fix: Any) -> Finding:
+    t, s = trained.mean_acceptance_length, served.mean_acceptance_length
+    sev = "error" if diff.hi < 0 else "warning"
+    return Finding(
+        "DFL004",
+        f"served {format_spec(served.spec)} accepts {s.point:.3f} tokens per pass, trained {format_spec(trained.spec)} {t.point:.3f}",
+        severity=sev,
+        evidence=[f"served: {s.text()} ({served.source})", f"trained: {t.text()}", f"served - trained: {diff.text()}"],
+        fix=fix,
+        data={"served": s.to_dict(), "trained": t.to_dict(), "difference": diff.to_dict()},
+    )
+
+
+def dflash_acceptance(
+    target: Any,
+    draft_path: str,
+    engine: str,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    progress: Callable[[str, int, int], None],
+    reference_prompts: int = 2,
+) -> DFlashAcceptance:
+    """The DFlash draft on ``target`` (a loaded Target) over ``prompts`` (token ids), both paths measured."""
+    from ..core.errors import BadInput
+    from ..draft.dflash.formats import read_dflash
+    from ..draft.dflash.taps import served_taps, trained_taps
+    from ..model.continuation import greedy_continue
+    from .dflash import _fix, dflash_findings, fc_taps
+
+    L = target.num_layers
+    draft, raw = read_dflash(draft_path, target.hidden_size, target.vocab_size, target.device, target.dtype)
+    trained, served = trained_taps(raw, L), served_taps(engine, raw, L)
+    if served is None:
+        raise BadInput(f"DFlash serving is modelled for sglang and vllm, not {engine}", "pass --engine sglang or vllm")
+    from pathlib import Path
+
+    findings = dflash_findings(trained, served, fc_taps(Path(draft_path), target.hidden_size))
+    if trained.spec is None or len(trained.spec) != draft.config.num_taps:
+        raise BadInput(
+            f"the DFlash draft's config names {trained.ids} as its taps; its fc takes {draft.config.num_taps}",
+            "write the ids the draft was trained on into dflash_config.target_layer_ids",
+        )
+    batch = len(prompts) if target.device.type == "cuda" else 8  # a GPU continues them in one graphed batch
+    seqs = greedy_continue(target, prompts, max_new_tokens, batch, lambda k, n: progress("greedy continuation", k, n))
+    starts = [len(p) for p in prompts]
+    specs = {"trained": trained.spec}
+    runs_served = served.spec is not None and served.spec != trained.spec and len(served.spec) == draft.config.num_taps
+    if runs_served:
+        assert served.spec is not None
+        specs["served"] = served.spec
+    walked = measure_paths(target, draft, specs, seqs, starts, lambda i, n: progress("dflash acceptance", i, n))
+    figs, diff = path_figures(walked, draft.config.block_size - 1)
+    paths = {n: DFlashPath(n, specs[n], trained.source if n == "trained" else served.source, figs[n],
+                           sum(map(len, walked[n])), walked[n]) for n in specs}  # fmt: skip
+    ref = _reference(target, draft, specs["served" if runs_served else "trained"], prompts, seqs, walked, reference_prompts)
+    res = DFlashAcceptance(engine, draft.config.block_size, len(prompts), sum(len(s) - st for s, st in zip(seqs, starts)),
+                           paths["trained"], paths.get("served"), diff, ref, findings)  # fmt: skip
+    if runs_served and diff is not None:
+        res.findings.append(cost_finding(paths["trained"], paths["served"], diff, _fix(served, trained)))
+    elif served.spec == trained.spec:
+        res.notes.append(f"the engine feeds the taps the draft was trained on ({format_spec(trained.spec)}): one path measured")
+    return res
+
+
+def _reference(target: Any, draft: Any, spec: FeatureSpec, prompts: list[list[int]], seqs: list[list[int]],
+               walked: dict[str, list[list[int]]], n: int) -> dict[str, Any]:  # fmt: skip
+    """The sequential loop on the first ``n`` prompts, on the path the engine serves: its tokens against greedy
+    decoding, its passes against the estimator's."""
+    name = "served" if "served" in walked else "trained"
+    same_tokens = same_passes = True
+    for i in range(min(n, len(prompts))):
+        toks, passes = reference_loop(target, draft, spec, prompts[i], len(seqs[i]))
+        same_tokens &= toks == seqs[i]
+        same_passes &= passes == walked[name][i]
+    return {"path": name, "prompts": min(n, len(prompts)), "tokens_equal_greedy": same_tokens,
+            "passes_equal_estimator": same_passes}  # fmt: skip

@@ -1,0 +1,75 @@
+"""A DFlash checkpoint read into :class:`~.model.DFlashDraft`: the DFlash reference's layout, which SpecForge
+and speculators export (config.json with ``dflash_config``, ``block_size``; weights ``fc``, ``hidden_norm``,
+``layers.*``, ``norm``; no embedding or head, the target's are used)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...core.errors import BadInput
+from .model import DFlashConfig, DFlashDraft
+
+
+def read_dflash(path: str, target_hidden: int, vocab_size: int, device: Any, dtype: Any) -> tuple[DFlashDraft, dict[str, Any]]:
+    """The draft on ``device`` in ``dtype`` and its raw config; refused in one line where it cannot run."""
+    from ...io.hub import load_weights_dir
+    from ...io.safeio import read_json_object
+    from ..config import DraftConfig
+    from ..rope import rope_tables
+
+    raw = read_json_object(Path(path) / "config.json", "point --draft at the DFlash checkpoint")
+    arrays = load_weights_dir(Path(path))
+    sd = {k.removeprefix("model."): a.to_torch() for k, a in arrays.items()}
+    fc = sd.get("fc.weight")
+    if fc is None or fc.ndim != 2 or fc.shape[1] % target_hidden:
+        raise BadInput(
+            f"the DFlash draft in {path} has no fc taking a multiple of {target_hidden} inputs",
+            "pass the draft this target was trained with",
+        )
+    if not isinstance(raw.get("block_size"), int) or raw["block_size"] < 2:
+        raise BadInput(f"{path}/config.json has no block_size >= 2", "restore the DFlash draft's config.json")
+    c = DFlashConfig.from_dict(raw, fc.shape[1] // target_hidden)
+    if not 0 <= c.mask_token_id < vocab_size:
+        raise BadInput(
+            f"the DFlash draft's mask_token_id {c.mask_token_id} is not a token of the target's {vocab_size}",
+            'set "dflash_config": {"mask_token_id": ID} to the id the draft was trained with',
+        )
+    rope = DraftConfig(
+        hidden_size=c.hidden_size, intermediate_size=c.intermediate_size, num_attention_heads=c.num_attention_heads,
+        num_key_value_heads=c.num_key_value_heads, vocab_size=vocab_size, draft_vocab_size=vocab_size, head_dim=c.head_dim,
+        rope_theta=c.rope_theta, rope_scaling=c.rope_scaling, max_position_embeddings=c.max_position_embeddings,
+    )  # fmt: skip
+    inv_freq, scale = rope_tables(rope)
+    draft = DFlashDraft(c, inv_freq, scale)
+    try:
+        draft.load_state_dict(sd, strict=True)
+    except RuntimeError as e:
+        first = str(e).splitlines()[0][:200]
+        raise BadInput(f"the DFlash draft in {path} does not match its config.json ({first})", "re-export the draft") from None
+    draft = draft.to(device=device, dtype=dtype).eval().requires_grad_(False)
+    draft.inv_freq = inv_freq.float().to(device)  # the frequencies stay float32, as every engine keeps them
+    return draft, raw
+
+
+def write_dflash(draft: DFlashDraft, out: Path, target_layer_ids: list[int], num_target_layers: int) -> None:
+    """The draft in the DFlash reference's layout (the fixture's build writes it so)."""
+    import json
+
+    from safetensors.torch import save_file
+
+    c = draft.config
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = {
+        "architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": c.hidden_size,
+        "intermediate_size": c.intermediate_size, "num_attention_heads": c.num_attention_heads,
+        "num_key_value_heads": c.num_key_value_heads, "head_dim": c.head_dim, "num_hidden_layers": c.num_hidden_layers,
+        "rms_norm_eps": c.rms_norm_eps, "rope_theta": c.rope_theta, "max_position_embeddings": c.max_position_embeddings,
+        "attention_bias": c.attention_bias, "block_size": c.block_size, "num_target_layers": num_target_layers,
+        "dflash_config": {"target_layer_ids": list(target_layer_ids), "mask_token_id": c.mask_token_id},
+        "torch_dtype": "float32",
+    }  # fmt: skip
+    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    save_file(
+        {k: v.contiguous() for k, v in draft.state_dict().items()}, str(out / "model.safetensors"), metadata={"format": "pt"}
+    )

@@ -1,0 +1,58 @@
+"""acceptance on a DFlash draft: the estimator that drafts every anchor in one forward walks the same passes as
+the sequential loop, whose tokens are greedy decoding's; the planted mismatch of the fixture (the DFlash ids
+copied into the key vLLM reads first, as vLLM ids) is named and measured, and its fix, applied to a copy by
+its key, makes the run quiet."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import FIX, PROMPTS, ROOT, TARGET, invoke
+
+from eagle3_doctor.analyses.dflash_measure import dflash_acceptance, walk
+from eagle3_doctor.io.prompts import load_prompts
+
+DFLASH = FIX / "dflash-draft"
+
+
+def test_passes_walk_from_anchor_to_anchor_and_stop_at_the_end():
+    assert walk([2, 0, 3, 1, 3, 0, 0], 10, 17) == [2, 1, 0, 0]  # anchors 10 -> 13 -> 15 -> 16
+    assert walk([3, 3, 3], 0, 3) == [2]  # capped at the continuation's last token
+
+
+@pytest.mark.parametrize("engine, copied", [("sglang", False), ("vllm", True)], ids=["as-trained", "copied-ids"])
+def test_the_estimator_walks_the_sequential_loops_passes(target, tmp_path, engine, copied):
+    d = tmp_path / "draft"
+    shutil.copytree(DFLASH, d)
+    if copied:
+        cfg = json.loads((d / "config.json").read_text())
+        (d / "config.json").write_text(json.dumps({**cfg, "eagle_aux_hidden_state_layer_ids": [1, 3, 5]}))
+    prompts = [p.ids for p in load_prompts(target.tokenizer, PROMPTS, max_tokens=None, limit=4)]
+    res = dflash_acceptance(target, str(d), engine, prompts, 32, lambda *a: None, reference_prompts=4)
+    assert res.reference == {"path": "served" if copied else "trained", "prompts": 4,
+                             "tokens_equal_greedy": True, "passes_equal_estimator": True}  # fmt: skip
+    assert (res.served is not None) == copied and res.trained.passes > 4 * 32 / 4  # blocks of 4: at least a pass per 4 tokens
+    assert 1.0 < res.trained.mean_acceptance_length.point <= 4.0
+
+
+def test_the_planted_mismatch_is_named_measured_and_its_fix_makes_the_run_quiet(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    d = tmp_path / "copied"
+    shutil.copytree(DFLASH, d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["eagle_aux_hidden_state_layer_ids"] = cfg["dflash_config"]["target_layer_ids"]  # a copy-paste between recipes
+    (d / "config.json").write_text(json.dumps(cfg))
+    args = ["acceptance", "-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS, "--max-new-tokens", "48"]
+    r = invoke(*args, "--json", tmp_path / "a.json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads((tmp_path / "a.json").read_text())
+    jsonschema.validate(doc, json.loads((ROOT / "schemas" / "dflash-acceptance.v1.schema.json").read_text()))
+    codes = {f["code"]: f for f in doc["findings"]}
+    assert set(codes) == {"DFL001", "DFL004"} and codes["DFL004"]["severity"] == "error", r.output
+    assert doc["served"]["spec"] == ["layer_out[0]", "layer_out[2]", "layer_out[4]"] and doc["difference"]["hi"] < 0
+    edit = codes["DFL004"]["edit"]
+    (d / "config.json").write_text(json.dumps({**cfg, edit["key"]: edit["value"]}))
+    r = invoke(*args)
+    assert r.exit_code == 0 and "one path measured" in r.output, r.output
