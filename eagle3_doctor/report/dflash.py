@@ -34,3 +34,39 @@ def render_dflash_acceptance(con: Any, res: Any) -> None:
     for n in res.notes:
         con.print(f"note: {n}", markup=False, soft_wrap=True)
     con.print()
+
+
+def render_dflash_compare(con: Any, res: Any) -> None:
+    con.print(f"DFlash slots over {res.tokens} prompt tokens, engine {res.engine}:", markup=False)
+    for s in res.slots:
+        same = s["served"] == s["trained"]
+        con.print(
+            f"  slot {s['slot']}: served {s['served']}, trained {s['trained']}"
+            + ("  (the same tap)" if same else f": relative L2 {s['rel_l2']:.3f}, mean cosine {s['cosine']:.4f}"),
+            markup=False, soft_wrap=True,
+        )  # fmt: skip
+    con.print()
+
+
+def render_dflash_diagnosis(con: Any, res: Any) -> None:
+    con.print(f"DFlash draft, engine {res.engine}, {res.prompts} prompts: tokens per verify pass with each lever", markup=False)
+    for name, p in res.paths.items():
+        m, g = p["mean_acceptance_length"], p["gain_over_served"]
+        gain = "" if name == "served" else f"  gain over served {g['point']:.3f} [{g['lo']:.3f}, {g['hi']:.3f}]"
+        con.print(f"  {name}: {m['point']:.3f} [{m['lo']:.3f}, {m['hi']:.3f}]{gain}", markup=False, soft_wrap=True)
+    con.print(f"verdict: {res.verdict}", markup=False, soft_wrap=True)
+    con.print()
+
+
+def render_dflash_fix(con: Any, res: Any) -> None:
+    for e in res.applied:
+        con.print(f"{e.code}: {e.key}: {e.before} -> {e.after} (in {res.out}/config.json)", markup=False, soft_wrap=True)
+    if not res.applied:
+        con.print("nothing to fix: no DFL001", markup=False)
+    for name, run in (("original", res.before), ("copy", res.after)):
+        if run is None:
+            continue
+        served = run.served or run.trained
+        con.print(f"{name}: served {served.mean_acceptance_length.text()} tokens per pass (trained {run.trained.mean_acceptance_length.text()})",
+                  markup=False, soft_wrap=True)  # fmt: skip
+    con.print()

@@ -56,3 +56,50 @@ def test_the_planted_mismatch_is_named_measured_and_its_fix_makes_the_run_quiet(
     (d / "config.json").write_text(json.dumps({**cfg, edit["key"]: edit["value"]}))
     r = invoke(*args)
     assert r.exit_code == 0 and "one path measured" in r.output, r.output
+
+
+def test_compare_hidden_and_diagnose_on_the_planted_mismatch_name_every_slot_and_the_lever(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    d = tmp_path / "copied"
+    shutil.copytree(DFLASH, d)
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "eagle_aux_hidden_state_layer_ids": [1, 3, 5]}))
+    common = ["-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS]
+    r = invoke("compare-hidden", *common, "--limit", "4", "--json", tmp_path / "c.json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads((tmp_path / "c.json").read_text())
+    jsonschema.validate(doc, json.loads((ROOT / "schemas" / "dflash-compare.v1.schema.json").read_text()))
+    assert [(s["served"], s["trained"]) for s in doc["slots"]] == [(f"layer_out[{i - 1}]", f"layer_out[{i}]") for i in (1, 3, 5)]
+    assert all(0 < s["rel_l2"] and s["cosine"] < 1 for s in doc["slots"]) and [f["code"] for f in doc["findings"]] == ["DFL001"]
+    r = invoke("diagnose", *common, "--max-new-tokens", "48", "--json", tmp_path / "d.json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads((tmp_path / "d.json").read_text())
+    jsonschema.validate(doc, json.loads((ROOT / "schemas" / "dflash-diagnose.v1.schema.json").read_text()))
+    assert list(doc["paths"])[0] == "served" and list(doc["paths"])[-1] == "trained" and len(doc["paths"]) == 5
+    gain = doc["paths"]["trained"]["gain_over_served"]
+    assert doc["verdict"].startswith("the taps") and gain["lo"] > 0  # the whole gap is the taps, measured
+    assert {f["code"] for f in doc["findings"]} == {"DFL001", "DFL004"}
+    (d / "config.json").write_text(json.dumps(cfg))  # as trained: no lever to pull
+    r = invoke("diagnose", *common, "--max-new-tokens", "16", "--limit", "2")
+    assert r.exit_code == 0 and "no tap lever" in r.output, r.output
+
+
+def test_fix_writes_the_key_the_engine_reads_and_the_copy_is_fed_the_trained_taps(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    d = tmp_path / "copied"
+    shutil.copytree(DFLASH, d)
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "eagle_aux_hidden_state_layer_ids": [1, 3, 5]}))
+    before = sorted((p.name, p.read_bytes()) for p in d.iterdir())
+    out = tmp_path / "fixed"
+    r = invoke("fix", "-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "8",
+               "--max-new-tokens", "32", "--out", out, "--json", tmp_path / "f.json")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "f.json").read_text())
+    jsonschema.validate(doc, json.loads((ROOT / "schemas" / "dflash-fix.v1.schema.json").read_text()))
+    assert doc["applied"] == [
+        {"code": "DFL001", "key": "eagle_aux_hidden_state_layer_ids", "op": "set", "before": [1, 3, 5], "after": [2, 4, 6]}
+    ]
+    assert doc["after"]["served"] is None and doc["findings"] == []  # the copy is served its trained taps: quiet
+    assert json.loads((out / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [2, 4, 6]
+    assert sorted((p.name, p.read_bytes()) for p in d.iterdir()) == before  # the input untouched

@@ -56,7 +56,7 @@ def test_the_deepseek_layout_inside_a_target_is_read_and_its_recycling_checked(t
         assert out["layout"] == "deepseek" and sorted(f["code"] for f in out["findings"]) == codes, out
 
 
-def test_a_dflash_draft_is_inspected_and_the_measuring_commands_refuse_in_one_line(tmp_path):
+def test_a_dflash_draft_is_inspected_and_a_broken_one_refused_in_one_line(tmp_path):
     import torch
     from safetensors.torch import save_file
 
@@ -80,10 +80,9 @@ def test_a_dflash_draft_is_inspected_and_the_measuring_commands_refuse_in_one_li
     (d / "config.json").write_text(json.dumps(cfg))
     r = invoke("inspect", "-t", TARGET, "-d", d, "--engine", "sglang")
     assert r.exit_code == 0, r.output
-    r = invoke("diagnose", "-t", TARGET, "-d", d, "--engine", "vllm")
-    assert r.exit_code == 2 and "does not run DFlash drafts yet" in r.output and "Traceback" not in r.output
-    r = invoke("acceptance", "-t", TARGET, "-d", d, "--engine", "vllm")  # runs DFlash drafts: this one has no block
-    assert r.exit_code == 2 and "no block_size" in r.output and "Traceback" not in r.output
+    for cmd in ("acceptance", "diagnose", "compare-hidden", "fix"):  # they run DFlash drafts: this one has no block
+        r = invoke(cmd, "-t", TARGET, "-d", d, "--engine", "vllm", *(["--out", tmp_path / "fixed"] if cmd == "fix" else []))
+        assert r.exit_code == 2 and "no block_size" in r.output and "Traceback" not in r.output, (cmd, r.output)
 
 
 def test_the_launch_command_names_the_mtp_head(tmp_path):

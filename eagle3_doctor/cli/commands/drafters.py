@@ -1,6 +1,6 @@
 """The measuring commands and fix on the drafters beside EAGLE-3, chosen from the --draft checkpoint: an MTP
-head (every command), a DFlash draft (inspect and acceptance; the others refuse in one line). Options, the launch command
-and the exit codes stay each command's own."""
+head or a DFlash draft (inspect, compare-hidden, acceptance, diagnose, fix). Options, the launch command and
+the exit codes stay each command's own."""
 
 from __future__ import annotations
 
@@ -135,29 +135,15 @@ def drafter_kind(r: Resolved) -> str:
     return "eagle3" if r.draft is None else detect_kind(r.draft)[0]
 
 
-def refuse_dflash(r: Resolved, command: str) -> None:
-    """The commands that do not run DFlash drafts yet: one line, exit 2."""
-    from ...core.errors import BadInput
-
-    if drafter_kind(r) == "dflash":
-        raise BadInput(
-            f"{command} does not run DFlash drafts yet",
-            "run `eagle3-doctor acceptance` on it (both tap paths measured) or `inspect` (the taps, without a forward pass)",
-        )
-
-
 def is_dflash(r: Resolved) -> bool:
     return drafter_kind(r) == "dflash"
 
 
-def dflash_acceptance(a: SimpleNamespace, r: Resolved) -> int:
-    """acceptance on a DFlash draft: its blocks over the target's greedy continuation, from both tap paths."""
-    from ...analyses.dflash_measure import dflash_acceptance as measure
+def _dflash_target(a: SimpleNamespace, r: Resolved) -> tuple[Any, list[list[int]]]:
+    """The target and the prompts' token ids, the options DFlash does not honour refused first."""
     from ...core.errors import BadInput
     from ...io.prompts import load_prompts
     from ...model.target import load_target
-    from ...report.dflash import render_dflash_acceptance
-    from ...report.render import render_findings
 
     given = [o for o in _NOT_FOR_MTP if getattr(a, o, None) not in (None, False, ())]
     if given:
@@ -165,12 +151,72 @@ def dflash_acceptance(a: SimpleNamespace, r: Resolved) -> int:
         raise BadInput(
             f"{flag} is not supported for DFlash drafts yet", f"drop {flag}: --json holds every figure the DFlash run measures"
         )
-    assert r.draft is not None  # is_dflash
     with status(f"loading target {r.target} ...", getattr(a, "quiet", False)):
         tgt = load_target(r.target, dtype=r.dtype, device=a.device, trust_remote_code=a.trust_remote_code)
     prompts = load_prompts(tgt.tokenizer, a.prompts, max_tokens=a.max_tokens, max_positions=tgt.max_positions, limit=a.limit)
+    return tgt, [p.ids for p in prompts]
+
+
+def dflash_compare_hidden(a: SimpleNamespace, r: Resolved) -> int:
+    from ...analyses.dflash_levers import dflash_compare
+    from ...report.dflash import render_dflash_compare
+    from ...report.render import render_findings
+
+    tgt, prompts = _dflash_target(a, r)
+    assert r.draft is not None  # is_dflash
+    res = dflash_compare(tgt, r.draft, r.engine, prompts)
+    r.locate(res.findings)
+    con = console(stderr=a.json_out == "-")
+    render_dflash_compare(con, res)
+    render_findings(con, res.findings, "the engine feeds the DFlash draft the taps it was trained on")
+    write_result(a.json_out, res.to_dict(), a.trust_remote_code)
+    return exit_code(res.findings, "warning")
+
+
+def dflash_diagnose(a: SimpleNamespace, r: Resolved) -> int:
+    from ...analyses.dflash_levers import dflash_diagnose as measure
+    from ...report.dflash import render_dflash_diagnosis
+    from ...report.render import render_findings
+
+    tgt, prompts = _dflash_target(a, r)
+    assert r.draft is not None  # is_dflash
     with progress(a.quiet) as cb:
-        res = measure(tgt, r.draft, r.engine, [p.ids for p in prompts], a.max_new_tokens, cb)
+        res = measure(tgt, r.draft, r.engine, prompts, a.max_new_tokens, cb)
+    r.locate(res.findings)
+    con = console(stderr=a.json_out == "-")
+    render_dflash_diagnosis(con, res)
+    render_findings(con, res.findings, "the engine feeds the DFlash draft the taps it was trained on")
+    write_result(a.json_out, res.to_dict(), a.trust_remote_code)
+    return exit_code(res.findings, "error")
+
+
+def dflash_fix(a: SimpleNamespace, r: Resolved) -> int:
+    from ...analyses.dflash_levers import dflash_fix as fix
+    from ...report.dflash import render_dflash_fix
+    from ...report.render import render_findings
+
+    tgt, prompts = _dflash_target(a, r)
+    assert r.draft is not None  # is_dflash
+    with progress(a.quiet) as cb:
+        res = fix(tgt, r.draft, r.engine, prompts, a.max_new_tokens, a.out, cb)
+    r.locate(res.findings)
+    con = console(stderr=a.json_out == "-")
+    render_dflash_fix(con, res)
+    render_findings(con, res.findings, "the copy is fed the taps it was trained on")
+    write_result(a.json_out, res.to_dict(), a.trust_remote_code)
+    return exit_code(res.findings, "error")
+
+
+def dflash_acceptance(a: SimpleNamespace, r: Resolved) -> int:
+    """acceptance on a DFlash draft: its blocks over the target's greedy continuation, from both tap paths."""
+    from ...analyses.dflash_measure import dflash_acceptance as measure
+    from ...report.dflash import render_dflash_acceptance
+    from ...report.render import render_findings
+
+    tgt, prompts = _dflash_target(a, r)
+    assert r.draft is not None  # is_dflash
+    with progress(a.quiet) as cb:
+        res = measure(tgt, r.draft, r.engine, prompts, a.max_new_tokens, cb)
     r.locate(res.findings)
     con = console(stderr=a.json_out == "-")
     render_dflash_acceptance(con, res)

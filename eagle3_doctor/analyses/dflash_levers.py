@@ -1,0 +1,210 @@
+"""compare-hidden and diagnose on a DFlash draft.
+
+compare-hidden: each of the draft's slots, the tap it was trained on against the tap the engine feeds there,
+over the replayed prompts (relative L2 and mean cosine, as for EAGLE-3's slots). diagnose: where the gap
+between the served and the trained taps lives, by intervention: each slot the engine feeds differently is set
+back to its trained tap alone, and the chain's tokens per verify pass measured again on the same prompts
+(paired intervals against the served path), beside all of them at once (the trained path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..core.findings import Finding
+from ..core.stats import Interval, acceptance_counts, paired
+from ..core.taps import FeatureSpec, format_spec
+from .dflash_measure import _mal, measure_paths
+
+COMPARE_SCHEMA = "eagle3-doctor/dflash-compare/1"
+DIAGNOSE_SCHEMA = "eagle3-doctor/dflash-diagnose/1"
+
+
+@dataclass
+class _Side:
+    trained: Any
+    served: Any
+    draft: Any
+    findings: list[Finding]
+
+
+def _sides(target: Any, draft_path: str, engine: str) -> _Side:
+    from pathlib import Path
+
+    from ..core.errors import BadInput
+    from ..draft.dflash.formats import read_dflash
+    from ..draft.dflash.taps import served_taps, trained_taps
+    from .dflash import dflash_findings, fc_taps
+
+    L = target.num_layers
+    draft, raw = read_dflash(draft_path, target.hidden_size, target.vocab_size, target.device, target.dtype)
+    trained, served = trained_taps(raw, L), served_taps(engine, raw, L)
+    if served is None:
+        raise BadInput(f"DFlash serving is modelled for sglang and vllm, not {engine}", "pass --engine sglang or vllm")
+    if trained.spec is None or len(trained.spec) != draft.config.num_taps:
+        raise BadInput(
+            f"the DFlash draft's config names {trained.ids} as its taps; its fc takes {draft.config.num_taps}",
+            "write the ids the draft was trained on into dflash_config.target_layer_ids",
+        )
+    return _Side(trained, served, draft, dflash_findings(trained, served, fc_taps(Path(draft_path), target.hidden_size)))
+
+
+@dataclass
+class DFlashCompare:
+    engine: str
+    tokens: int
+    slots: list[dict[str, Any]]  # per slot: trained, served, rel_l2, cosine
+    findings: list[Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": COMPARE_SCHEMA, "command": "compare-hidden", "drafter": "dflash", "engine": self.engine,
+                "tokens": self.tokens, "slots": self.slots, "findings": [f.to_dict() for f in self.findings]}  # fmt: skip
+
+
+@torch.inference_mode()
+def dflash_compare(target: Any, draft_path: str, engine: str, prompts: list[list[int]]) -> DFlashCompare:
+    from ..model.target import capture, make_batch
+
+    side = _sides(target, draft_path, engine)
+    t_spec: FeatureSpec = side.trained.spec
+    s_spec: FeatureSpec | None = side.served.spec if side.served.spec and len(side.served.spec) == len(t_spec) else None
+    pairs = list(zip(t_spec, s_spec or t_spec))
+    acc = [[0.0, 0.0, 0.0] for _ in pairs]  # squared difference, squared trained, summed cosine
+    n = 0
+    for seq in prompts:
+        got, _ = capture(target, make_batch([seq], 0, target.device), {p for pr in pairs for p in pr})
+        for a, (tp, sp) in zip(acc, pairs):
+            t, s = got[tp][0].double(), got[sp][0].double()
+            a[0] += float(((s - t) ** 2).sum())
+            a[1] += float((t**2).sum())
+            a[2] += float(torch.nn.functional.cosine_similarity(s, t, dim=-1).sum())
+        n += len(seq)
+    slots = [{"slot": i, "trained": str(tp), "served": str(sp), "rel_l2": (a[0] / a[1]) ** 0.5 if a[1] else None,
+              "cosine": a[2] / n if n else None} for i, ((tp, sp), a) in enumerate(zip(pairs, acc))]  # fmt: skip
+    for f in side.findings:
+        if f.code == "DFL001":
+            f.evidence += [f"slot {s['slot']}: served {s['served']} against trained {s['trained']}: relative L2 "
+                           f"{s['rel_l2']:.3f}, mean cosine {s['cosine']:.4f} over {n} tokens" for s in slots if s["served"] != s["trained"]]  # fmt: skip
+    return DFlashCompare(engine, n, slots, side.findings)
+
+
+@dataclass
+class DFlashDiagnosis:
+    engine: str
+    prompts: int
+    paths: dict[str, dict[str, Any]]  # name -> spec, mean acceptance length, gain over served
+    verdict: str
+    findings: list[Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": DIAGNOSE_SCHEMA, "command": "diagnose", "drafter": "dflash", "engine": self.engine,
+                "prompts": self.prompts, "paths": self.paths, "verdict": self.verdict,
+                "findings": [f.to_dict() for f in self.findings]}  # fmt: skip
+
+
+def levers(trained: FeatureSpec, served: FeatureSpec) -> dict[str, FeatureSpec]:
+    """served, each differing slot set back to its trained tap alone, then trained (all of them)."""
+    out = {"served": served}
+    for i, (t, s) in enumerate(zip(trained, served)):
+        if t != s:
+            out[f"slot {i} as trained ({s} -> {t})"] = tuple(t if j == i else x for j, x in enumerate(served))
+    out["trained"] = trained
+    return out
+
+
+def dflash_diagnose(
+    target: Any,
+    draft_path: str,
+    engine: str,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    progress: Callable[[str, int, int], None],
+) -> DFlashDiagnosis:
+    from ..model.continuation import greedy_continue
+    from .dflash import _fix
+
+    side = _sides(target, draft_path, engine)
+    t_spec, s_spec = side.trained.spec, side.served.spec
+    if s_spec is None or len(s_spec) != len(t_spec) or s_spec == t_spec:
+        why = (
+            "the engine feeds the taps the draft was trained on"
+            if s_spec == t_spec
+            else "the engine cannot run this draft (DFL002)"
+        )
+        return DFlashDiagnosis(engine, len(prompts), {}, f"no tap lever: {why}", side.findings)
+    batch = len(prompts) if target.device.type == "cuda" else 8
+    seqs = greedy_continue(target, prompts, max_new_tokens, batch, lambda k, n: progress("greedy continuation", k, n))
+    specs = levers(t_spec, s_spec)
+    walked = measure_paths(target, side.draft, specs, seqs, [len(p) for p in prompts], lambda i, n: progress("diagnose", i, n))
+    K = side.draft.config.block_size - 1
+    own, gain = paired([acceptance_counts(walked[n], None, None, K) for n in specs], _mal, 0)
+    paths = {n: {"spec": [str(p) for p in specs[n]], "mean_acceptance_length": o.to_dict(), "gain_over_served": g.to_dict()}
+             for n, o, g in zip(specs, own, gain)}  # fmt: skip
+    total = gain[-1]
+    parts = [f"{n}: {g.text()}" for n, g in zip(specs, gain) if n.startswith("slot")]
+    verdict = _verdict(total, parts, t_spec, s_spec)
+    fix = _fix(side.served, side.trained)
+    side.findings.append(
+        Finding(
+            "DFL004",
+            f"served {format_spec(s_spec)} accepts {own[0].point:.3f} tokens per pass, trained {format_spec(t_spec)} "
+            f"{own[-1].point:.3f}",
+            severity="error" if total.lo > 0 else "warning",
+            evidence=[f"gain of each lever over served: {'; '.join(parts)}", f"all slots as trained: {total.text()}"],
+            fix=fix,
+            data={"gain": total.to_dict()},
+        )  # fmt: skip
+    )
+    return DFlashDiagnosis(engine, len(prompts), paths, verdict, side.findings)
+
+
+def _verdict(total: Interval, parts: list[str], t: FeatureSpec, s: FeatureSpec) -> str:
+    if total.lo > 0:
+        return f"the taps: serving {format_spec(t)} instead of {format_spec(s)} gains {total.text()} tokens per pass ({'; '.join(parts)})"
+    return (f"undetermined: the taps differ ({format_spec(s)} served, {format_spec(t)} trained) but their measured gain "
+            f"{total.text()} reaches 0 on these prompts; more prompts or longer continuations would decide it")  # fmt: skip
+
+
+FIX_SCHEMA = "eagle3-doctor/dflash-fix/1"
+
+
+@dataclass
+class DFlashFix:
+    source: str
+    out: str | None  # None: nothing to fix, nothing written
+    applied: list[Any]  # fixing.Edit
+    before: Any  # DFlashAcceptance on the original
+    after: Any  # DFlashAcceptance on the copy, or None
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.after.findings if self.after is not None else self.before.findings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": FIX_SCHEMA, "command": "fix", "drafter": "dflash", "source": self.source, "out": self.out,
+                "applied": [e.to_dict() for e in self.applied], "before": self.before.to_dict(),
+                "after": self.after.to_dict() if self.after is not None else None,
+                "findings": [f.to_dict() for f in self.findings]}  # fmt: skip
+
+
+def dflash_fix(
+    target: Any, draft_path: str, engine: str, prompts: list[list[int]], max_new_tokens: int, out: str,
+    progress: Callable[[str, int, int], None],
+) -> DFlashFix:  # fmt: skip
+    """acceptance on the draft; the copy at ``out`` with every tap fix its findings carry (config keys, in the
+    engine's own convention); acceptance on the copy, which must then feed the trained taps."""
+    from ..core.findings import Fix
+    from .dflash_measure import dflash_acceptance
+    from .fixing import write_copy
+
+    before = dflash_acceptance(target, draft_path, engine, prompts, max_new_tokens, progress)
+    edits = [(f.code, f.fix) for f in before.findings if f.code == "DFL001" and isinstance(f.fix, Fix) and f.fix.key]
+    if not edits:
+        return DFlashFix(draft_path, None, [], before, None)
+    applied = write_copy(draft_path, out, edits)
+    after = dflash_acceptance(target, out, engine, prompts, max_new_tokens, progress)
+    return DFlashFix(draft_path, out, applied, before, after)
