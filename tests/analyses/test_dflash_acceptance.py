@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import FIX, PROMPTS, ROOT, TARGET, invoke
@@ -15,6 +16,18 @@ from eagle3_doctor.analyses.dflash_measure import dflash_acceptance, walk
 from eagle3_doctor.io.prompts import load_prompts
 
 DFLASH = FIX / "dflash-draft"
+
+
+def _copied(tmp_path: Path) -> tuple[Path, dict]:
+    """A copy of the fixture whose config also carries its DFlash ids as eagle_aux_hidden_state_layer_ids (a
+    copy-paste between recipes), which vLLM reads first, as vLLM ids; and the fixture's own config."""
+    d = tmp_path / "copied"
+    shutil.copytree(DFLASH, d)
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(
+        json.dumps({**cfg, "eagle_aux_hidden_state_layer_ids": cfg["dflash_config"]["target_layer_ids"]})
+    )
+    return d, cfg
 
 
 def test_passes_walk_from_anchor_to_anchor_and_stop_at_the_end():
@@ -39,11 +52,7 @@ def test_the_estimator_walks_the_sequential_loops_passes(target, tmp_path, engin
 
 def test_the_planted_mismatch_is_named_measured_and_its_fix_makes_the_run_quiet(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
-    d = tmp_path / "copied"
-    shutil.copytree(DFLASH, d)
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["eagle_aux_hidden_state_layer_ids"] = cfg["dflash_config"]["target_layer_ids"]  # a copy-paste between recipes
-    (d / "config.json").write_text(json.dumps(cfg))
+    d, cfg = _copied(tmp_path)
     args = ["acceptance", "-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS, "--max-new-tokens", "48"]
     r = invoke(*args, "--json", tmp_path / "a.json")
     assert r.exit_code == 1, r.output
@@ -60,10 +69,7 @@ def test_the_planted_mismatch_is_named_measured_and_its_fix_makes_the_run_quiet(
 
 def test_compare_hidden_and_diagnose_on_the_planted_mismatch_name_every_slot_and_the_lever(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
-    d = tmp_path / "copied"
-    shutil.copytree(DFLASH, d)
-    cfg = json.loads((d / "config.json").read_text())
-    (d / "config.json").write_text(json.dumps({**cfg, "eagle_aux_hidden_state_layer_ids": [1, 3, 5]}))
+    d, cfg = _copied(tmp_path)
     common = ["-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS]
     r = invoke("compare-hidden", *common, "--limit", "4", "--json", tmp_path / "c.json")
     assert r.exit_code == 1, r.output
@@ -86,10 +92,7 @@ def test_compare_hidden_and_diagnose_on_the_planted_mismatch_name_every_slot_and
 
 def test_fix_writes_the_key_the_engine_reads_and_the_copy_is_fed_the_trained_taps(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
-    d = tmp_path / "copied"
-    shutil.copytree(DFLASH, d)
-    cfg = json.loads((d / "config.json").read_text())
-    (d / "config.json").write_text(json.dumps({**cfg, "eagle_aux_hidden_state_layer_ids": [1, 3, 5]}))
+    d, cfg = _copied(tmp_path)
     before = sorted((p.name, p.read_bytes()) for p in d.iterdir())
     out = tmp_path / "fixed"
     r = invoke("fix", "-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "8",

@@ -61,10 +61,10 @@ def acceptance_cmd(**given: Any) -> int:
     # read (and reject) server evidence and the launch command before torch is imported
     measured = _server_evidence(a.server_metrics, a.server_metrics_before, a.server_log, a.server_model)
     r = resolve_serve(a, need_draft=True)
-    from .drafters import dflash_acceptance, is_dflash, is_mtp, mtp_acceptance
+    from .drafters import dflash_run, is_dflash, is_mtp, mtp_acceptance
 
     if is_dflash(r):
-        return dflash_acceptance(a, r)
+        return dflash_run(a, r, "acceptance")
     if is_mtp(r):
         return mtp_acceptance(a, r)
     from ...doctor import FormatRequest, acceptance_report

@@ -63,10 +63,10 @@ def compare_hidden_cmd(**given: Any) -> int:
     if a.engine_dump is not None or (a.target is None and a.serve_cmd is None and a.serve_config is None):
         return _compare_dumps(a)
     r = resolve_serve(a)  # the launch command is read (and refused) before torch is imported
-    from .drafters import dflash_compare_hidden, is_dflash, is_mtp, mtp_compare_hidden
+    from .drafters import dflash_run, is_dflash, is_mtp, mtp_compare_hidden
 
     if is_dflash(r):
-        return dflash_compare_hidden(a, r)
+        return dflash_run(a, r, "compare-hidden")
     if is_mtp(r):
         return mtp_compare_hidden(a, r)
     from ...doctor import compare_hidden

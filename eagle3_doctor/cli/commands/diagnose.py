@@ -28,10 +28,10 @@ def diagnose_cmd(**given: Any) -> int:
     a = SimpleNamespace(**given)
     preflight_given(a, skip=RESOLVED_LATER)
     r = resolve_serve(a, need_draft=True)  # the launch command is read (and refused) before torch is imported
-    from .drafters import dflash_diagnose, is_dflash, is_mtp, mtp_diagnose
+    from .drafters import dflash_run, is_dflash, is_mtp, mtp_diagnose
 
     if is_dflash(r):
-        return dflash_diagnose(a, r)
+        return dflash_run(a, r, "diagnose")
     if is_mtp(r):
         return mtp_diagnose(a, r)
     from ...analyses.attribution.measure import diagnose_gap

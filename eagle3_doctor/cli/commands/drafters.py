@@ -157,74 +157,46 @@ def _dflash_target(a: SimpleNamespace, r: Resolved) -> tuple[Any, list[list[int]
     return tgt, [p.ids for p in prompts]
 
 
-def dflash_compare_hidden(a: SimpleNamespace, r: Resolved) -> int:
-    from ...analyses.dflash_levers import dflash_compare
-    from ...report.dflash import render_dflash_compare
+_SERVED_OK = "the engine feeds the DFlash draft the taps it was trained on"
+
+
+def dflash_run(a: SimpleNamespace, r: Resolved, command: str) -> int:
+    """compare-hidden, acceptance, diagnose or fix on a DFlash draft: one target load, the measurement, its
+    report, the findings and the JSON document."""
+    from ...analyses import dflash_levers as lv
+    from ...analyses import dflash_measure as ms
+    from ...report import dflash as rep
     from ...report.render import render_findings
 
     tgt, prompts = _dflash_target(a, r)
     assert r.draft is not None  # is_dflash
-    res = dflash_compare(tgt, r.draft, r.engine, prompts)
-    r.locate(res.findings)
-    con = console(stderr=a.json_out == "-")
-    render_dflash_compare(con, res)
-    render_findings(con, res.findings, "the engine feeds the DFlash draft the taps it was trained on")
-    write_result(a.json_out, res.to_dict(), a.trust_remote_code)
-    return exit_code(res.findings, "warning")
-
-
-def dflash_diagnose(a: SimpleNamespace, r: Resolved) -> int:
-    from ...analyses.dflash_levers import dflash_diagnose as measure
-    from ...report.dflash import render_dflash_diagnosis
-    from ...report.render import render_findings
-
-    tgt, prompts = _dflash_target(a, r)
-    assert r.draft is not None  # is_dflash
+    res: Any
     with progress(a.quiet) as cb:
-        res = measure(tgt, r.draft, r.engine, prompts, a.max_new_tokens, cb)
+        if command == "compare-hidden":
+            res, show, ok, level = (
+                lv.dflash_compare(tgt, r.draft, r.engine, prompts),
+                rep.render_dflash_compare,
+                _SERVED_OK,
+                "warning",
+            )
+        elif command == "diagnose":
+            res = lv.dflash_diagnose(tgt, r.draft, r.engine, prompts, a.max_new_tokens, cb)
+            show, ok, level = rep.render_dflash_diagnosis, _SERVED_OK, "error"
+        elif command == "fix":
+            res = lv.dflash_fix(tgt, r.draft, r.engine, prompts, a.max_new_tokens, a.out, cb)
+            show, ok, level = rep.render_dflash_fix, "the copy is fed the taps it was trained on", "error"
+        else:
+            res = ms.dflash_acceptance(tgt, r.draft, r.engine, prompts, a.max_new_tokens, cb)
+            show, ok, level = rep.render_dflash_acceptance, _SERVED_OK, "error"
     r.locate(res.findings)
     con = console(stderr=a.json_out == "-")
-    render_dflash_diagnosis(con, res)
-    render_findings(con, res.findings, "the engine feeds the DFlash draft the taps it was trained on")
+    show(con, res)
+    render_findings(con, res.findings, ok)
     write_result(a.json_out, res.to_dict(), a.trust_remote_code)
-    return exit_code(res.findings, "error")
-
-
-def dflash_fix(a: SimpleNamespace, r: Resolved) -> int:
-    from ...analyses.dflash_levers import dflash_fix as fix
-    from ...report.dflash import render_dflash_fix
-    from ...report.render import render_findings
-
-    tgt, prompts = _dflash_target(a, r)
-    assert r.draft is not None  # is_dflash
-    with progress(a.quiet) as cb:
-        res = fix(tgt, r.draft, r.engine, prompts, a.max_new_tokens, a.out, cb)
-    r.locate(res.findings)
-    con = console(stderr=a.json_out == "-")
-    render_dflash_fix(con, res)
-    render_findings(con, res.findings, "the copy is fed the taps it was trained on")
-    write_result(a.json_out, res.to_dict(), a.trust_remote_code)
-    return exit_code(res.findings, "error")
-
-
-def dflash_acceptance(a: SimpleNamespace, r: Resolved) -> int:
-    """acceptance on a DFlash draft: its blocks over the target's greedy continuation, from both tap paths."""
-    from ...analyses.dflash_measure import dflash_acceptance as measure
-    from ...report.dflash import render_dflash_acceptance
-    from ...report.render import render_findings
-
-    tgt, prompts = _dflash_target(a, r)
-    assert r.draft is not None  # is_dflash
-    with progress(a.quiet) as cb:
-        res = measure(tgt, r.draft, r.engine, prompts, a.max_new_tokens, cb)
-    r.locate(res.findings)
-    con = console(stderr=a.json_out == "-")
-    render_dflash_acceptance(con, res)
-    render_findings(con, res.findings, "the engine feeds the DFlash draft the taps it was trained on")
-    write_result(a.json_out, res.to_dict(), a.trust_remote_code)
-    if not (res.reference["tokens_equal_greedy"] and res.reference["passes_equal_estimator"]):
+    ref = getattr(res, "reference", None)
+    if ref is not None and not (ref["tokens_equal_greedy"] and ref["passes_equal_estimator"]):
         console(stderr=True).print("warning: the estimator and the reference loop disagree (see JSON 'reference')", markup=False)
-    return exit_code(res.findings, "error")
+    return exit_code(res.findings, level)
 
 
 def dflash_inspect(a: SimpleNamespace, r: Resolved) -> int:

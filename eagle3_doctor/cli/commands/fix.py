@@ -24,10 +24,10 @@ def fix_cmd(**given: Any) -> int:
     from ...report.diagnosis import render_fix
 
     check_out(a.out, r.draft)
-    from .drafters import dflash_fix, is_dflash, is_mtp, mtp_fix
+    from .drafters import dflash_run, is_dflash, is_mtp, mtp_fix
 
     if is_dflash(r):
-        return dflash_fix(a, r)
+        return dflash_run(a, r, "fix")
     if is_mtp(r):
         return mtp_fix(a, r)
     setup = load_models(a, r)
