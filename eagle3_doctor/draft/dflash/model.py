@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..model import RMSNorm
+
 
 @dataclass(frozen=True)
 class DFlashConfig:
@@ -63,18 +65,6 @@ class DFlashConfig:
         )
 
 
-class _Norm(nn.Module):
-    def __init__(self, n: int, eps: float):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(n))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dt = x.dtype
-        x = x.float()
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)).to(dt)
-
-
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
@@ -89,8 +79,8 @@ class _Attention(nn.Module):
         self.k_proj = nn.Linear(H, c.num_key_value_heads * D, bias=c.attention_bias)
         self.v_proj = nn.Linear(H, c.num_key_value_heads * D, bias=c.attention_bias)
         self.o_proj = nn.Linear(c.num_attention_heads * D, H, bias=c.attention_bias)
-        self.q_norm = _Norm(D, c.rms_norm_eps)
-        self.k_norm = _Norm(D, c.rms_norm_eps)
+        self.q_norm = RMSNorm(D, c.rms_norm_eps)
+        self.k_norm = RMSNorm(D, c.rms_norm_eps)
 
     def forward(self, h: torch.Tensor, ctx: torch.Tensor, rope: Any, mask: torch.Tensor) -> torch.Tensor:
         """h [B, Q, H] block rows, ctx [B, C, H] projected taps; mask [B, 1, Q, C + Q] (True: attend)."""
@@ -118,8 +108,8 @@ class _Layer(nn.Module):
                 "down_proj": nn.Linear(c.intermediate_size, c.hidden_size, bias=False),
             }
         )
-        self.input_layernorm = _Norm(c.hidden_size, c.rms_norm_eps)
-        self.post_attention_layernorm = _Norm(c.hidden_size, c.rms_norm_eps)
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
     def forward(self, h: torch.Tensor, ctx: torch.Tensor, rope: Any, mask: torch.Tensor) -> torch.Tensor:
         h = h + self.self_attn(self.input_layernorm(h), ctx, rope, mask)
@@ -137,9 +127,9 @@ class DFlashDraft(nn.Module):
         super().__init__()
         self.config = c
         self.fc = nn.Linear(c.num_taps * c.hidden_size, c.hidden_size, bias=False)
-        self.hidden_norm = _Norm(c.hidden_size, c.rms_norm_eps)
+        self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.layers = nn.ModuleList(_Layer(c) for _ in range(c.num_hidden_layers))
-        self.norm = _Norm(c.hidden_size, c.rms_norm_eps)
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
         self.rope_scale = rope_scale
 
