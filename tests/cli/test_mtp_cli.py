@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import TARGET, invoke
+import pytest
+from conftest import FIX, PROMPTS, TARGET, invoke
 
 MTP = Path(__file__).resolve().parents[2] / "fixtures" / "mtp-speculators"
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "mtp.v1.schema.json").read_text())
@@ -125,3 +126,13 @@ def test_compare_hidden_and_diagnose_write_mtp_documents(tmp_path):
     assert r.exit_code in (0, 1), r.output
     d = valid(tmp_path / "d.json")
     assert d["command"] == "diagnose" and d["verdict"] and d["recovered"] is not None
+
+
+@pytest.mark.parametrize("draft", [MTP, FIX / "dflash-draft"], ids=["mtp", "dflash"])
+def test_an_eagle3_command_on_another_drafter_names_the_commands_that_run_it(draft):
+    """fingerprint and speedup read EAGLE-3 drafts: another drafter is one line naming what it is, not the EAGLE-3
+    reader's list of keys the other layout does not have."""
+    for cmd in ("fingerprint", "speedup"):
+        r = invoke(cmd, "-t", TARGET, "-d", draft, "--prompts", PROMPTS, "--limit", "2")
+        assert r.exit_code == 2 and "this command runs EAGLE-3 drafts" in r.output and "Traceback" not in r.output, r.output
+        assert "run inspect, compare-hidden, acceptance, diagnose or fix on it" in r.output
