@@ -130,24 +130,10 @@ def resolve_models(
     return target_dir, draft_dir
 
 
-def refuse_other_drafters(draft: str | None) -> None:
-    """The EAGLE-3 commands on an MTP head or a DFlash draft: one line naming the commands that run it (the
-    EAGLE-3 reader would otherwise report keys the other layout does not have)."""
-    if draft is None:
-        return
-    from ..draft.drafter import detect_kind
-
-    kind, why = detect_kind(draft)
-    if kind != "eagle3":
-        what = "an MTP head" if kind == "mtp" else "a DFlash draft"
-        raise BadInput(
-            f"{draft} is {what} ({why}); this command runs EAGLE-3 drafts",
-            "run inspect, compare-hidden, acceptance, diagnose or fix on it",
-        )
-
-
 def load_models(a: SimpleNamespace, r: Resolved) -> Any:
     """Target and draft loaded as ``r`` resolved them, with the command's loading options ``a``."""
+    from ..draft.drafter import refuse_other_drafters
+
     g = functools.partial(getattr, a)
     refuse_other_drafters(r.draft)
     stream, note = _stream_layers(a, r)

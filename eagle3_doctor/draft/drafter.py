@@ -102,3 +102,19 @@ def tensor_names(d: Path) -> list[str]:
 
 def mtp_reads(head: Any, num_layers: int) -> Reads:
     return Reads("mtp", (head.hidden_point(num_layers),), head.config.hidden_source)
+
+
+def refuse_other_drafters(draft: str | None) -> None:
+    """The EAGLE-3 commands on an MTP head or a DFlash draft: one line naming the commands that run it (the
+    EAGLE-3 reader would otherwise report keys the other layout does not have)."""
+    if draft is None:
+        return
+    from ..core.errors import BadInput
+
+    kind, why = detect_kind(draft)
+    if kind != "eagle3":
+        what = "an MTP head" if kind == "mtp" else "a DFlash draft"
+        raise BadInput(
+            f"{draft} is {what} ({why}); this command runs EAGLE-3 drafts",
+            "run inspect, compare-hidden, acceptance, diagnose or fix on it",
+        )

@@ -130,9 +130,9 @@ def test_compare_hidden_and_diagnose_write_mtp_documents(tmp_path):
 
 @pytest.mark.parametrize("draft", [MTP, FIX / "dflash-draft"], ids=["mtp", "dflash"])
 def test_an_eagle3_command_on_another_drafter_names_the_commands_that_run_it(draft):
-    """fingerprint and speedup read EAGLE-3 drafts: another drafter is one line naming what it is, not the EAGLE-3
+    """fingerprint, speedup and gate read EAGLE-3 drafts: another drafter is one line naming what it is, not the EAGLE-3
     reader's list of keys the other layout does not have."""
-    for cmd in ("fingerprint", "speedup"):
-        r = invoke(cmd, "-t", TARGET, "-d", draft, "--prompts", PROMPTS, "--limit", "2")
+    for cmd in ("fingerprint", "speedup", "gate"):
+        r = invoke(cmd, "-t", TARGET, "-d", draft, "--prompts", PROMPTS, *(["--limit", "2"] if cmd != "gate" else []))
         assert r.exit_code == 2 and "this command runs EAGLE-3 drafts" in r.output and "Traceback" not in r.output, r.output
         assert "run inspect, compare-hidden, acceptance, diagnose or fix on it" in r.output
