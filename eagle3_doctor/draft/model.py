@@ -57,7 +57,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import DraftConfig
-from .rope import apply_rope, neox_order, rope_tables
+from .rope import neox_order, rope_cos_sin, rope_tables, rotate
 
 
 class RMSNorm(nn.Module):
@@ -102,7 +102,8 @@ class DraftAttention(nn.Module):
         if self.cfg.rope_interleaved:  # q and k permuted alike: q.k and so the attention are unchanged
             rot = 2 * inv_freq.shape[0]
             q, k = neox_order(q, rot), neox_order(k, rot)
-        return apply_rope(q, pos, inv_freq, self.rope_scale), apply_rope(k, pos, inv_freq, self.rope_scale), v
+        cos, sin = rope_cos_sin(pos, inv_freq, self.rope_scale, q.dtype)
+        return rotate(q, cos, sin), rotate(k, cos, sin), v
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """q: [B,nh,Tq,d]; k,v: [B,nkv,Tk,d]; mask: bool, broadcastable to [B,1,Tq,Tk] (True = attend)."""

@@ -129,17 +129,31 @@ def neox_order(x: torch.Tensor, rot: int) -> torch.Tensor:
     return torch.cat([x[..., 0:rot:2], x[..., 1:rot:2], x[..., rot:]], dim=-1)
 
 
-def apply_rope(x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
-    """x: [B, heads, T, d]; pos: [B, T] (int). NeoX rotate-half over the first 2*len(inv_freq)
-    dims (all of them unless partial_rotary_factor < 1), as transformers' Llama; ``scale`` is the
-    rope init function's attention factor (yarn, longrope), applied to cos and sin as transformers does."""
+def rope_cos_sin(
+    pos: torch.Tensor, inv_freq: torch.Tensor, scale: float, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [B, 1, T, 2 * len(inv_freq)] for positions pos [B, T], as transformers' rotary embedding
+    computes them: float32 angles, ``scale`` (the rope init function's attention factor: yarn, longrope)
+    applied to both, then cast to ``dtype``. Computed once per forward, shared by q and k of every layer."""
     import torch
 
-    rot = 2 * inv_freq.shape[0]
-    freqs = pos[:, None, :, None].float() * inv_freq.to(x.device)[None, None, None, :]  # [B,1,T,d/2]
+    freqs = pos[:, None, :, None].float() * inv_freq.to(device=pos.device, dtype=torch.float)[None, None, None, :]
     emb = torch.cat([freqs, freqs], dim=-1)
-    cos, sin = (emb.cos() * scale).to(x.dtype), (emb.sin() * scale).to(x.dtype)
+    return (emb.cos() * scale).to(dtype), (emb.sin() * scale).to(dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: [B, heads, T, d] rotated NeoX rotate-half over its first cos.shape[-1] dims (all of them unless
+    partial_rotary_factor < 1), as transformers' Llama; later dims pass through."""
+    import torch
+
+    rot = cos.shape[-1]
     xr, xp = x[..., :rot], x[..., rot:]
     x1, x2 = xr.chunk(2, dim=-1)
     out = xr * cos + torch.cat([-x2, x1], dim=-1) * sin
     return out if xp.shape[-1] == 0 else torch.cat([out, xp], dim=-1)
+
+
+def apply_rope(x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    """x: [B, heads, T, d]; pos: [B, T] (int): :func:`rotate` by :func:`rope_cos_sin`."""
+    return rotate(x, *rope_cos_sin(pos, inv_freq.to(x.device), scale, x.dtype))

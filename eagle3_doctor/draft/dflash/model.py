@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model import RMSNorm
+from ..rope import rope_cos_sin, rotate
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,6 @@ class DFlashConfig:
         )
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
-
-
 class _Attention(nn.Module):
     def __init__(self, c: DFlashConfig):
         super().__init__()
@@ -91,7 +87,7 @@ class _Attention(nn.Module):
         k = self.k_norm(self.k_proj(kv_in).view(B, kv_in.shape[1], -1, D)).transpose(1, 2)
         v = self.v_proj(kv_in).view(B, kv_in.shape[1], -1, D).transpose(1, 2)
         (qc, qs), (kc, ks) = rope
-        q, k = _rotate(q, qc, qs), _rotate(k, kc, ks)
+        q, k = rotate(q, qc, qs), rotate(k, kc, ks)
         k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=D**-0.5)
         return self.o_proj(out.transpose(1, 2).reshape(B, Q, -1))
@@ -133,11 +129,6 @@ class DFlashDraft(nn.Module):
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
         self.rope_scale = rope_scale
 
-    def _rope(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        f = pos[..., None].float() * self.inv_freq.to(pos.device)
-        emb = torch.cat((f, f), dim=-1)
-        return (emb.cos() * self.rope_scale).to(dtype)[:, None], (emb.sin() * self.rope_scale).to(dtype)[:, None]
-
     def blocks(self, taps: torch.Tensor, ids: torch.Tensor, anchors: torch.Tensor, embed: nn.Module) -> torch.Tensor:
         """Every anchor's block drafted in one forward.
 
@@ -151,9 +142,9 @@ class DFlashDraft(nn.Module):
         block_ids[:, :, 0] = ids[:, anchors]
         h = embed(block_ids).reshape(B, A * bs, -1).to(ctx.dtype)
         bpos = (anchors[:, None] + torch.arange(bs, device=dev)).reshape(-1)
-        rope_q = self._rope(bpos[None].expand(B, -1), ctx.dtype)
+        rope_q = rope_cos_sin(bpos[None].expand(B, -1), self.inv_freq, self.rope_scale, ctx.dtype)
         kpos = torch.cat([torch.arange(T, device=dev), bpos])
-        rope_k = self._rope(kpos[None].expand(B, -1), ctx.dtype)
+        rope_k = rope_cos_sin(kpos[None].expand(B, -1), self.inv_freq, self.rope_scale, ctx.dtype)
         owner = torch.arange(A, device=dev).repeat_interleave(bs)
         sees_ctx = torch.arange(T, device=dev)[None, :] < anchors[owner][:, None]  # [A*bs, T]
         sees_block = owner[:, None] == owner[None, :]  # [A*bs, A*bs]: its own block, both ways

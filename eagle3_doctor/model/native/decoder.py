@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...draft.rope import rope_cos_sin, rotate
 from .cache import DynamicKV
 
 
@@ -89,11 +90,6 @@ class RMSNorm(nn.Module):
         return self.weight * x.to(dtype)
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
 def _attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool, scale: float
 ) -> torch.Tensor:
@@ -140,9 +136,7 @@ class Attention(nn.Module):
         if hasattr(self, "q_norm"):  # qwen3: RMSNorm over head_dim, before RoPE
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
-        cos, sin = rope[0].unsqueeze(1), rope[1].unsqueeze(1)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
+        q, k = rotate(q, *rope), rotate(k, *rope)
         if layer_cache is not None:
             k, v = layer_cache.update(k, v)
         out = _attend(q, k, v, mask, causal, self.scaling)
@@ -194,11 +188,6 @@ class NativeModel(nn.Module):
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
         self.rope_scale = float(rope_scale)
 
-    def _rope(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = pos[..., None].float() * self.inv_freq.to(device=pos.device, dtype=torch.float)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return (emb.cos() * self.rope_scale).to(dtype), (emb.sin() * self.rope_scale).to(dtype)
-
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -214,7 +203,7 @@ class NativeModel(nn.Module):
         if position_ids is None:
             position_ids = torch.arange(past, past + n, device=input_ids.device)[None].expand(B, n)
         h = self.embed_tokens(input_ids)
-        rope = self._rope(position_ids, h.dtype)
+        rope = rope_cos_sin(position_ids, self.inv_freq, self.rope_scale, h.dtype)  # once, for every layer
         mask, causal = _mask(attention_mask, B, n, past, input_ids.device)
         states = []
         for i, layer in enumerate(self.layers):
