@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...draft.model import RMSNorm
 from ...draft.rope import rope_cos_sin, rotate
 from .cache import DynamicKV
 
@@ -75,19 +76,6 @@ class Linear(nn.Linear):
 class Embedding(nn.Embedding):
     def reset_parameters(self) -> None:
         pass
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, size: int, eps: float, device: Any = None):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(size, device=device))
-        self.variance_epsilon = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.to(torch.float32)
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
-        return self.weight * x.to(dtype)
 
 
 def _attend(
