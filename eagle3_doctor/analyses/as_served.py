@@ -152,11 +152,11 @@ def compare_line(
     """One evidence line: step-1 accuracy and mean acceptance length on two paths with their 95%
     intervals over prompts, and their paired differences (other - base). Returns (line, point, lo,
     hi) of the step-1 difference and the lower bound of the acceptance-length difference."""
-    from ..core.stats import difference_interval
+    from ..core.stats import difference_interval, mean_acceptance_length
 
     a, b = results[base], results[other]
     acc1 = lambda s: s[..., 2 + K] / s[..., 2 + 2 * K]  # noqa: E731  (hits / positions at step 1)
-    mal = lambda s: 1.0 + s[..., 1] / s[..., 0]  # noqa: E731
+    mal = mean_acceptance_length
     diff, how = difference_interval(b.counts(K), a.counts(K), acc1)
     dlen, _ = difference_interval(b.counts(K), a.counts(K), mal)
     ia, ib = a.intervals, b.intervals

@@ -16,9 +16,9 @@ from typing import Any
 import torch
 
 from ..core.findings import Finding
-from ..core.stats import Interval, acceptance_counts, paired
+from ..core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
 from ..core.taps import FeatureSpec, format_spec
-from .dflash_measure import _mal, measure_paths
+from .dflash_measure import measure_paths
 
 COMPARE_SCHEMA = "eagle3-doctor/dflash-compare/1"
 DIAGNOSE_SCHEMA = "eagle3-doctor/dflash-diagnose/1"
@@ -141,7 +141,7 @@ def dflash_diagnose(
     specs = levers(t_spec, s_spec)
     walked = measure_paths(target, side.draft, specs, seqs, [len(p) for p in prompts], lambda i, n: progress("diagnose", i, n))
     K = side.draft.config.block_size - 1
-    own, gain = paired([acceptance_counts(walked[n], None, None, K) for n in specs], _mal, 0)
+    own, gain = paired([acceptance_counts(walked[n], None, None, K) for n in specs], mean_acceptance_length, 0)
     paths = {n: {"spec": [str(p) for p in specs[n]], "mean_acceptance_length": o.to_dict(), "gain_over_served": g.to_dict()}
              for n, o, g in zip(specs, own, gain)}  # fmt: skip
     total = gain[-1]

@@ -15,18 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..core.findings import Finding
-from ..core.stats import Interval, acceptance_counts, paired
+from ..core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
 from ..core.taps import FeatureSpec, format_spec
 
 SCHEMA = "eagle3-doctor/dflash-acceptance/1"
-
-
-def _mal(s: np.ndarray) -> np.ndarray:
-    return 1.0 + s[..., 1] / s[..., 0]
 
 
 def walk(accepts: Sequence[int], start: int, end: int) -> list[int]:
@@ -151,7 +146,7 @@ def path_figures(walked: dict[str, list[list[int]]], proposals: int) -> tuple[di
     """Each path's mean acceptance length over prompts, and served - trained paired over the same prompts."""
     names = list(walked)
     counts = [acceptance_counts(walked[n], None, None, proposals) for n in names]
-    own, diff = paired(counts, _mal, 0)
+    own, diff = paired(counts, mean_acceptance_length, 0)
     return dict(zip(names, own)), (diff[1] if len(names) > 1 else None)
 
 

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.errors import BadInput
 from ..core.findings import DRAFT_CONFIG, DRAFT_WEIGHTS, Finding, Fix
-from ..core.stats import Interval, difference_interval
+from ..core.stats import Interval, difference_interval, mean_acceptance_length
 from ..core.typed_json import JsonFields
 from .attribution.measure import measure_gap
 from .attribution.plan import SERVING
-from .attribution.result import MAL, Diagnosis
+from .attribution.result import Diagnosis
 
 if TYPE_CHECKING:
     from ..model.setup import Setup
@@ -249,7 +249,7 @@ def _compare(src: str, out: str, done: list[Edit], before: PathResult, after: Pa
     cb, ca = before.counts(K), after.counts(K)
     b, a = before.intervals, after.intervals
     assert b is not None and a is not None  # path_results gives every path its intervals
-    change, how = difference_interval(ca, cb, MAL)
+    change, how = difference_interval(ca, cb, mean_acceptance_length)
     ev = [
         f"mean acceptance length as the engine runs the draft: before {b.mean_acceptance_length.text(2)}, "
         f"after {a.mean_acceptance_length.text(2)}, change {change.text(2)} ({how})",

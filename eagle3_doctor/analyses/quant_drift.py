@@ -114,10 +114,10 @@ def _figures(run: AcceptanceRun) -> dict[str, Any]:
 
 def acceptance_both_ways(run: AcceptanceRun, ref_run: AcceptanceRun, num_steps: int) -> tuple[AcceptanceBothWays, list[Finding]]:
     """QNT006 when the quantized target's acceptance is below the reference's beyond the paired interval."""
-    from ..core.stats import difference_interval
+    from ..core.stats import difference_interval, mean_acceptance_length
 
     cur, base = run.paths["serving"].counts(num_steps), ref_run.paths["serving"].counts(num_steps)
-    diff, how = difference_interval(cur, base, lambda s: 1.0 + s[..., 1] / s[..., 0])
+    diff, how = difference_interval(cur, base, mean_acceptance_length)
     both = AcceptanceBothWays(_figures(run), _figures(ref_run), {**diff.to_dict(), "method": how})
     if not diff.hi < 0:
         return both, []

@@ -132,6 +132,12 @@ def scaled(stat: Stat, factor: float) -> Stat:
 # --------------------------------------------------------------------------- acceptance figures
 
 
+def mean_acceptance_length(s: np.ndarray) -> np.ndarray:
+    """From summed :func:`acceptance_counts` rows: 1 + accepted / passes (vLLM's mean acceptance length,
+    SGLang's accept length: the bonus token included)."""
+    return 1.0 + s[..., 1] / s[..., 0]
+
+
 def acceptance_counts(
     accepted_lengths: Sequence[Sequence[int]],
     hits: Sequence[Sequence[int]] | None,
@@ -205,7 +211,7 @@ def acceptance_intervals(
     return AcceptanceIntervals(
         method=f"percentile bootstrap over {n} prompts, B={B}, seed={seed}, level={level}",
         reliable=n >= MIN_PROMPTS,
-        mean_acceptance_length=iv(lambda s: 1.0 + s[..., 1] / s[..., 0]),
+        mean_acceptance_length=iv(mean_acceptance_length),
         per_position_rate=[iv(ratio(2 + k, 0)) for k in range(K)],
         acc_k=[iv(ratio(2 + K + k, 2 + 2 * K + k)) for k in range(K)],
         tau=iv(lambda s: _tau(s[..., hits] / s[..., tots])),

@@ -9,14 +9,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ...core.findings import Finding
-from ...core.stats import Interval, paired, ratio
+from ...core.stats import Interval, mean_acceptance_length, paired, ratio
 from ...core.typed_json import JsonFields
 
 if TYPE_CHECKING:
     from ..results import PathResult
-
-
-MAL = lambda s: 1.0 + s[..., 1] / s[..., 0]  # noqa: E731  mean acceptance length from acceptance_counts rows
 
 
 STEP1 = ratio(0, 1)  # step-1 accuracy from [hits, positions] rows
@@ -87,7 +84,7 @@ SCHEMA = "eagle3-doctor/diagnose/1"
 
 
 def _mal(results: dict[str, PathResult], names: list[str], K: int) -> tuple[list[Interval], list[Interval]]:
-    return paired([results[n].counts(K) for n in names], MAL, 0)
+    return paired([results[n].counts(K) for n in names], mean_acceptance_length, 0)
 
 
 def _step1(results: dict[str, PathResult], names: list[str]) -> tuple[list[Interval], list[Interval]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
 from ...core.findings import Finding
@@ -15,10 +14,6 @@ from ..results import AcceptanceRun
 from .checks import MTPChecks
 
 MAL = "mean acceptance length"
-
-
-def _mal(s: np.ndarray) -> np.ndarray:
-    return 1.0 + s[..., 1] / s[..., 0]
 
 
 @dataclass
@@ -66,12 +61,12 @@ def weigh(checks: MTPChecks, run: AcceptanceRun, K: int) -> Any:
     """MTP001 against its measurement: the paired difference of mean acceptance length, training - serving.
     Where the interval reaches 0 the measurement wins: a warning, saying so (hnorm absorbs a nearly uniform
     final-norm weight). Returns the interval (None without both paths)."""
-    from ...core.stats import difference_interval
+    from ...core.stats import difference_interval, mean_acceptance_length
 
     s, t = run.paths.get("serving"), run.paths.get("training")
     if s is None or t is None:
         return None
-    diff, how = difference_interval(t.counts(K), s.counts(K), _mal)
+    diff, how = difference_interval(t.counts(K), s.counts(K), mean_acceptance_length)
     for f in checks.findings:
         if f.code != "MTP001":
             continue
