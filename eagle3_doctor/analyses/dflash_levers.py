@@ -10,7 +10,7 @@ back to its trained tap alone, and the chain's tokens per verify pass measured a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -18,39 +18,10 @@ import torch
 from ..core.findings import Finding
 from ..core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
 from ..core.taps import FeatureSpec, format_spec
-from .dflash_measure import measure_paths
+from .dflash_measure import continue_prompts, cost_finding, measure_paths, read_sides
 
 COMPARE_SCHEMA = "eagle3-doctor/dflash-compare/1"
 DIAGNOSE_SCHEMA = "eagle3-doctor/dflash-diagnose/1"
-
-
-@dataclass
-class _Side:
-    trained: Any
-    served: Any
-    draft: Any
-    findings: list[Finding]
-
-
-def _sides(target: Any, draft_path: str, engine: str) -> _Side:
-    from pathlib import Path
-
-    from ..core.errors import BadInput
-    from ..draft.dflash.formats import read_dflash
-    from ..draft.dflash.taps import served_taps, trained_taps
-    from .dflash import dflash_findings, fc_taps
-
-    L = target.num_layers
-    draft, raw = read_dflash(draft_path, target.hidden_size, target.vocab_size, target.device, target.dtype)
-    trained, served = trained_taps(raw, L), served_taps(engine, raw, L)
-    if served is None:
-        raise BadInput(f"DFlash serving is modelled for sglang and vllm, not {engine}", "pass --engine sglang or vllm")
-    if trained.spec is None or len(trained.spec) != draft.config.num_taps:
-        raise BadInput(
-            f"the DFlash draft's config names {trained.ids} as its taps; its fc takes {draft.config.num_taps}",
-            "write the ids the draft was trained on into dflash_config.target_layer_ids",
-        )
-    return _Side(trained, served, draft, dflash_findings(trained, served, fc_taps(Path(draft_path), target.hidden_size)))
 
 
 @dataclass
@@ -69,7 +40,7 @@ class DFlashCompare:
 def dflash_compare(target: Any, draft_path: str, engine: str, prompts: list[list[int]]) -> DFlashCompare:
     from ..model.target import capture, make_batch
 
-    side = _sides(target, draft_path, engine)
+    side = read_sides(target, draft_path, engine)
     t_spec: FeatureSpec = side.trained.spec
     s_spec: FeatureSpec | None = side.served.spec if side.served.spec and len(side.served.spec) == len(t_spec) else None
     pairs = list(zip(t_spec, s_spec or t_spec))
@@ -124,10 +95,9 @@ def dflash_diagnose(
     max_new_tokens: int,
     progress: Callable[[str, int, int], None],
 ) -> DFlashDiagnosis:
-    from ..model.continuation import greedy_continue
     from .dflash import _fix
 
-    side = _sides(target, draft_path, engine)
+    side = read_sides(target, draft_path, engine)
     t_spec, s_spec = side.trained.spec, side.served.spec
     if s_spec is None or len(s_spec) != len(t_spec) or s_spec == t_spec:
         why = (
@@ -136,8 +106,7 @@ def dflash_diagnose(
             else "the engine cannot run this draft (DFL002)"
         )
         return DFlashDiagnosis(engine, len(prompts), {}, f"no tap lever: {why}", side.findings)
-    batch = len(prompts) if target.device.type == "cuda" else 8
-    seqs = greedy_continue(target, prompts, max_new_tokens, batch, lambda k, n: progress("greedy continuation", k, n))
+    seqs = continue_prompts(target, prompts, max_new_tokens, progress)
     specs = levers(t_spec, s_spec)
     walked = measure_paths(target, side.draft, specs, seqs, [len(p) for p in prompts], lambda i, n: progress("diagnose", i, n))
     K = side.draft.config.block_size - 1
@@ -147,18 +116,9 @@ def dflash_diagnose(
     total = gain[-1]
     parts = [f"{n}: {g.text()}" for n, g in zip(specs, gain) if n.startswith("slot")]
     verdict = _verdict(total, parts, t_spec, s_spec)
-    fix = _fix(side.served, side.trained)
-    side.findings.append(
-        Finding(
-            "DFL004",
-            f"served {format_spec(s_spec)} accepts {own[0].point:.3f} tokens per pass, trained {format_spec(t_spec)} "
-            f"{own[-1].point:.3f}",
-            severity="error" if total.lo > 0 else "warning",
-            evidence=[f"gain of each lever over served: {'; '.join(parts)}", f"all slots as trained: {total.text()}"],
-            fix=fix,
-            data={"gain": total.to_dict()},
-        )  # fmt: skip
-    )
+    served_minus_trained = replace(total, point=-total.point, lo=-total.hi, hi=-total.lo)  # the same resamples, negated
+    ev = [f"served: {own[0].text()}", f"trained: {own[-1].text()}", f"gain of each lever over served: {'; '.join(parts)}"]
+    side.findings.append(cost_finding(t_spec, s_spec, own[-1], own[0], served_minus_trained, _fix(side.served, side.trained), ev))
     return DFlashDiagnosis(engine, len(prompts), paths, verdict, side.findings)
 
 

@@ -150,17 +150,63 @@ def path_figures(walked: dict[str, list[list[int]]], proposals: int) -> tuple[di
     return dict(zip(names, own)), (diff[1] if len(names) > 1 else None)
 
 
-def cost_finding(trained: DFlashPath, served: DFlashPath, diff: Interval, fix: Any) -> Finding:
-    t, s = trained.mean_acceptance_length, served.mean_acceptance_length
-    sev = "error" if diff.hi < 0 else "warning"
+def cost_finding(trained: FeatureSpec, served: FeatureSpec, t: Interval, s: Interval, diff: Interval, fix: Any,
+                 evidence: list[str]) -> Finding:  # fmt: skip
+    """DFL004: mean acceptance length served against trained, ``diff`` = served - trained paired over prompts;
+    an error where its interval excludes 0, a warning where it reaches it."""
     return Finding(
         "DFL004",
-        f"served {format_spec(served.spec)} accepts {s.point:.3f} tokens per pass, trained {format_spec(trained.spec)} {t.point:.3f}",
-        severity=sev,
-        evidence=[f"served: {s.text()} ({served.source})", f"trained: {t.text()}", f"served - trained: {diff.text()}"],
+        f"served {format_spec(served)} accepts {s.point:.3f} tokens per pass, trained {format_spec(trained)} {t.point:.3f}",
+        severity="error" if diff.hi < 0 else "warning",
+        evidence=[*evidence, f"served - trained: {diff.text()}"],
         fix=fix,
         data={"served": s.to_dict(), "trained": t.to_dict(), "difference": diff.to_dict()},
     )
+
+
+@dataclass
+class DraftSides:
+    """A DFlash draft read against one target: the module, the taps it was trained on and the taps the engine
+    feeds it, and what inspect finds in those."""
+
+    draft: Any
+    trained: Any  # draft.dflash.taps.Taps
+    served: Any
+    findings: list[Finding]
+
+
+def read_sides(target: Any, draft_path: str, engine: str) -> DraftSides:
+    """The draft on the target's device and dtype, its two tap readings, refused in one line where the engine
+    is not modelled or the config's taps do not fit the fc."""
+    from pathlib import Path
+
+    from ..core.errors import BadInput
+    from ..draft.dflash.formats import read_dflash
+    from ..draft.dflash.taps import served_taps, trained_taps
+    from .dflash import dflash_findings, fc_taps
+
+    L = target.num_layers
+    draft, raw = read_dflash(draft_path, target.hidden_size, target.vocab_size, target.device, target.dtype)
+    trained, served = trained_taps(raw, L), served_taps(engine, raw, L)
+    if served is None:
+        raise BadInput(f"DFlash serving is modelled for sglang and vllm, not {engine}", "pass --engine sglang or vllm")
+    if trained.spec is None or len(trained.spec) != draft.config.num_taps:
+        raise BadInput(
+            f"the DFlash draft's config names {trained.ids} as its taps; its fc takes {draft.config.num_taps}",
+            "write the ids the draft was trained on into dflash_config.target_layer_ids",
+        )
+    return DraftSides(draft, trained, served, dflash_findings(trained, served, fc_taps(Path(draft_path), target.hidden_size)))
+
+
+def continue_prompts(
+    target: Any, prompts: list[list[int]], max_new_tokens: int, progress: Callable[[str, int, int], None]
+) -> list[list[int]]:
+    """The target's greedy continuation of every prompt, in batches as large as memory allows."""
+    from ..model.continuation import greedy_continue
+    from ..model.runtime import auto_batch_size
+
+    batch = auto_batch_size(target, max(map(len, prompts)) + max_new_tokens)
+    return greedy_continue(target, prompts, max_new_tokens, batch, lambda k, n: progress("greedy continuation", k, n))
 
 
 def dflash_acceptance(
@@ -173,32 +219,15 @@ def dflash_acceptance(
     reference_prompts: int = 2,
 ) -> DFlashAcceptance:
     """The DFlash draft on ``target`` (a loaded Target) over ``prompts`` (token ids), both paths measured."""
-    from ..core.errors import BadInput
-    from ..draft.dflash.formats import read_dflash
-    from ..draft.dflash.taps import served_taps, trained_taps
-    from ..model.continuation import greedy_continue
-    from .dflash import _fix, dflash_findings, fc_taps
+    from .dflash import _fix
 
-    L = target.num_layers
-    draft, raw = read_dflash(draft_path, target.hidden_size, target.vocab_size, target.device, target.dtype)
-    trained, served = trained_taps(raw, L), served_taps(engine, raw, L)
-    if served is None:
-        raise BadInput(f"DFlash serving is modelled for sglang and vllm, not {engine}", "pass --engine sglang or vllm")
-    from pathlib import Path
-
-    findings = dflash_findings(trained, served, fc_taps(Path(draft_path), target.hidden_size))
-    if trained.spec is None or len(trained.spec) != draft.config.num_taps:
-        raise BadInput(
-            f"the DFlash draft's config names {trained.ids} as its taps; its fc takes {draft.config.num_taps}",
-            "write the ids the draft was trained on into dflash_config.target_layer_ids",
-        )
-    batch = len(prompts) if target.device.type == "cuda" else 8  # a GPU continues them in one graphed batch
-    seqs = greedy_continue(target, prompts, max_new_tokens, batch, lambda k, n: progress("greedy continuation", k, n))
+    side = read_sides(target, draft_path, engine)
+    draft, trained, served = side.draft, side.trained, side.served
+    seqs = continue_prompts(target, prompts, max_new_tokens, progress)
     starts = [len(p) for p in prompts]
     specs = {"trained": trained.spec}
     runs_served = served.spec is not None and served.spec != trained.spec and len(served.spec) == draft.config.num_taps
     if runs_served:
-        assert served.spec is not None
         specs["served"] = served.spec
     walked = measure_paths(target, draft, specs, seqs, starts, lambda i, n: progress("dflash acceptance", i, n))
     figs, diff = path_figures(walked, draft.config.block_size - 1)
@@ -206,9 +235,11 @@ def dflash_acceptance(
                            sum(map(len, walked[n])), walked[n]) for n in specs}  # fmt: skip
     ref = _reference(target, draft, specs["served" if runs_served else "trained"], prompts, seqs, walked, reference_prompts)
     res = DFlashAcceptance(engine, draft.config.block_size, len(prompts), sum(len(s) - st for s, st in zip(seqs, starts)),
-                           paths["trained"], paths.get("served"), diff, ref, findings)  # fmt: skip
+                           paths["trained"], paths.get("served"), diff, ref, side.findings)  # fmt: skip
     if runs_served and diff is not None:
-        res.findings.append(cost_finding(paths["trained"], paths["served"], diff, _fix(served, trained)))
+        t, s = figs["trained"], figs["served"]
+        ev = [f"served: {s.text()} ({served.source})", f"trained: {t.text()}"]
+        res.findings.append(cost_finding(trained.spec, served.spec, t, s, diff, _fix(served, trained), ev))
     elif served.spec == trained.spec:
         res.notes.append(f"the engine feeds the taps the draft was trained on ({format_spec(trained.spec)}): one path measured")
     return res
