@@ -18,20 +18,18 @@ def is_mtp(r: Resolved) -> bool:
     return r.draft is not None and detect_kind(r.draft)[0] == "mtp"
 
 
-# options the MTP branches do not honour yet: refused in one line rather than ignored
-_NOT_FOR_MTP = ("report", "plot", "matrix", "train_dump", "train_recipe", "layer_ids", "train_data", "requests",
-                "serve_template", "train_template", "server_metrics", "server_log", "compile_draft")  # fmt: skip
+# options the MTP and DFlash branches do not honour yet: refused in one line rather than ignored
+_NOT_FOR_OTHER_DRAFTERS = ("report", "plot", "matrix", "train_dump", "train_recipe", "layer_ids", "train_data", "requests",
+                           "serve_template", "train_template", "server_metrics", "server_log", "compile_draft")  # fmt: skip
 
 
-def refuse_unhonoured(a: SimpleNamespace) -> None:
+def refuse_unhonoured(a: SimpleNamespace, drafter: str = "MTP heads", run: str = "MTP run") -> None:
     from ...core.errors import BadInput
 
-    given = [o for o in _NOT_FOR_MTP if getattr(a, o, None) not in (None, False, ())]
+    given = [o for o in _NOT_FOR_OTHER_DRAFTERS if getattr(a, o, None) not in (None, False, ())]
     if given:
         flag = "--" + given[0].replace("_", "-")
-        raise BadInput(
-            f"{flag} is not supported for MTP heads yet", f"drop {flag}: --json holds every figure the MTP run measures"
-        )
+        raise BadInput(f"{flag} is not supported for {drafter} yet", f"drop {flag}: --json holds every figure the {run} measures")
 
 
 def _setup(a: SimpleNamespace, r: Resolved) -> Any:
@@ -141,16 +139,10 @@ def is_dflash(r: Resolved) -> bool:
 
 def _dflash_target(a: SimpleNamespace, r: Resolved) -> tuple[Any, list[list[int]]]:
     """The target and the prompts' token ids, the options DFlash does not honour refused first."""
-    from ...core.errors import BadInput
     from ...io.prompts import load_prompts
     from ...model.target import load_target
 
-    given = [o for o in _NOT_FOR_MTP if getattr(a, o, None) not in (None, False, ())]
-    if given:
-        flag = "--" + given[0].replace("_", "-")
-        raise BadInput(
-            f"{flag} is not supported for DFlash drafts yet", f"drop {flag}: --json holds every figure the DFlash run measures"
-        )
+    refuse_unhonoured(a, "DFlash drafts", "DFlash run")
     with status(f"loading target {r.target} ...", getattr(a, "quiet", False)):
         tgt = load_target(r.target, dtype=r.dtype, device=a.device, trust_remote_code=a.trust_remote_code)
     prompts = load_prompts(tgt.tokenizer, a.prompts, max_tokens=a.max_tokens, max_positions=tgt.max_positions, limit=a.limit)
