@@ -165,6 +165,14 @@ def load_target(
     )
 
 
+def does_not_fit(name: str, dev: torch.device) -> ResourceError:
+    """The one line for a target whose weights do not fit on the device, whichever loader read them."""
+    return ResourceError(
+        f"the target {name} does not fit on {dev}",
+        "use --stream-layers (one decoder layer resident; compare-hidden, acceptance on given text) or --device-map auto",
+    )
+
+
 def _native_target(plan: Any, name: str, cfg: dict[str, Any], dt: torch.dtype, dev: torch.device) -> Target:
     """The target on the native decoder (model.native), its tokenizer by the class its config names."""
     from .native.plan import load_native, load_tokenizer_class
@@ -172,10 +180,7 @@ def _native_target(plan: Any, name: str, cfg: dict[str, Any], dt: torch.dtype, d
     try:
         model = load_native(plan, dt, dev)
     except torch.cuda.OutOfMemoryError:
-        raise ResourceError(
-            f"the target {name} does not fit on {dev}",
-            "use --stream-layers (one decoder layer resident; compare-hidden, acceptance on given text) or --device-map auto",
-        ) from None
+        raise does_not_fit(name, dev) from None
     except RuntimeError as e:  # a tensor whose shape the config contradicts
         raise BadInput(
             f"cannot load the target {name!r}: {_first_line(e)}", "check the checkpoint files against config.json"
@@ -254,10 +259,7 @@ def _from_pretrained(name_or_path: str, dt: torch.dtype, dev: torch.device, kwar
             "check the target's config.json against its architecture, or upgrade transformers",
         ) from None
     except torch.cuda.OutOfMemoryError:
-        raise ResourceError(
-            f"the target {name_or_path} does not fit on {dev}",
-            "use --stream-layers (one decoder layer resident; compare-hidden, acceptance on given text) or --device-map auto",
-        ) from None
+        raise does_not_fit(name_or_path, dev) from None
     except (OSError, ValueError) as e:
         raise BadInput(
             f"cannot load the target {name_or_path!r}: {_first_line(e)}", "check the checkpoint files (re-download if truncated)"
