@@ -15,8 +15,6 @@ def read_dflash(path: str, target_hidden: int, vocab_size: int, device: Any, dty
     """The draft on ``device`` in ``dtype`` and its raw config; refused in one line where it cannot run."""
     from ...io.hub import load_weights_dir
     from ...io.safeio import read_json_object
-    from ..config import DraftConfig
-    from ..rope import rope_tables
 
     raw = read_json_object(Path(path) / "config.json", "point --draft at the DFlash checkpoint")
     arrays = load_weights_dir(Path(path))
@@ -35,20 +33,15 @@ def read_dflash(path: str, target_hidden: int, vocab_size: int, device: Any, dty
             f"the DFlash draft's mask_token_id {c.mask_token_id} is not a token of the target's {vocab_size}",
             'set "dflash_config": {"mask_token_id": ID} to the id the draft was trained with',
         )
-    rope = DraftConfig(
-        hidden_size=c.hidden_size, intermediate_size=c.intermediate_size, num_attention_heads=c.num_attention_heads,
-        num_key_value_heads=c.num_key_value_heads, vocab_size=vocab_size, draft_vocab_size=vocab_size, head_dim=c.head_dim,
-        rope_theta=c.rope_theta, rope_scaling=c.rope_scaling, max_position_embeddings=c.max_position_embeddings,
-    )  # fmt: skip
-    inv_freq, scale = rope_tables(rope)
-    draft = DFlashDraft(c, inv_freq, scale)
+    draft = DFlashDraft(c)
     try:
         draft.load_state_dict(sd, strict=True)
     except RuntimeError as e:
         first = str(e).splitlines()[0][:200]
         raise BadInput(f"the DFlash draft in {path} does not match its config.json ({first})", "re-export the draft") from None
+    inv_freq = draft.inv_freq  # float32: .to(dtype) below would round the frequencies, which every engine keeps in float32
     draft = draft.to(device=device, dtype=dtype).eval().requires_grad_(False)
-    draft.inv_freq = inv_freq.float().to(device)  # the frequencies stay float32, as every engine keeps them
+    draft.inv_freq = inv_freq.to(device)
     return draft, raw
 
 

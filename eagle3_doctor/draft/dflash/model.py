@@ -114,13 +114,35 @@ class _Layer(nn.Module):
         return h + m["down_proj"](F.silu(m["gate_proj"](x)) * m["up_proj"](x))
 
 
+def _rope_tables(c: DFlashConfig) -> tuple[torch.Tensor, float]:
+    """(inv_freq, attention scaling) for the draft's RoPE, by the function every draft's tables come from."""
+    from ..config import DraftConfig
+    from ..rope import rope_tables
+
+    return rope_tables(
+        DraftConfig(
+            hidden_size=c.hidden_size,
+            intermediate_size=c.intermediate_size,
+            num_attention_heads=c.num_attention_heads,
+            num_key_value_heads=c.num_key_value_heads,
+            vocab_size=1,
+            draft_vocab_size=1,
+            head_dim=c.head_dim,
+            rope_theta=c.rope_theta,
+            rope_scaling=c.rope_scaling,
+            max_position_embeddings=c.max_position_embeddings,
+        )  # fmt: skip
+    )
+
+
 class DFlashDraft(nn.Module):
     """fc + hidden_norm over the taps, the block layers, the final norm; the target's embedding and head."""
 
     inv_freq: torch.Tensor
 
-    def __init__(self, c: DFlashConfig, inv_freq: torch.Tensor, rope_scale: float = 1.0):
+    def __init__(self, c: DFlashConfig):
         super().__init__()
+        inv_freq, rope_scale = _rope_tables(c)
         self.config = c
         self.fc = nn.Linear(c.num_taps * c.hidden_size, c.hidden_size, bias=False)
         self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
