@@ -15,15 +15,31 @@ if TYPE_CHECKING:  # torch is imported where a table is built: inspect reads a d
 def rope_parameters(cfg: DraftConfig) -> dict[str, Any]:
     """The draft's RoPE in transformers-5 form (``rope_parameters``), whichever layout it came in:
     ``rope_scaling`` (+ top-level ``rope_theta``, transformers 4) or ``rope_parameters``."""
-    rp = dict(cfg.rope_scaling or {})
+    prf = cfg.extra.get("partial_rotary_factor") if isinstance(cfg.extra, dict) else None
+    return normalised_rope(cfg.rope_scaling, cfg.rope_theta, prf)
+
+
+def normalised_rope(scaling: dict | None, theta: float, partial_rotary_factor: float | None = None) -> dict[str, Any]:
+    """A config's RoPE dict (4.x's ``rope_scaling`` or 5.x's ``rope_parameters``) in transformers-5 form: the
+    type under ``rope_type`` (``type`` renamed), ``default`` where none is named, the top-level theta where
+    the dict has none."""
+    rp = dict(scaling or {})
     if "type" in rp and "rope_type" not in rp:
         rp["rope_type"] = rp.pop("type")
     rp.setdefault("rope_type", "default")
-    rp.setdefault("rope_theta", cfg.rope_theta)
-    prf = cfg.extra.get("partial_rotary_factor") if isinstance(cfg.extra, dict) else None
-    if prf is not None:
-        rp.setdefault("partial_rotary_factor", prf)
+    rp.setdefault("rope_theta", theta)
+    if partial_rotary_factor is not None:
+        rp.setdefault("partial_rotary_factor", partial_rotary_factor)
     return rp
+
+
+def config_rope(c: dict[str, Any], partial_default: float | None = None) -> dict[str, Any]:
+    """:func:`normalised_rope` of a config.json dict: ``rope_parameters`` where it is a dict, else
+    ``rope_scaling``; the top-level ``rope_theta`` and ``partial_rotary_factor`` (``partial_default`` where
+    absent; None leaves the key out)."""
+    rp = c.get("rope_parameters")
+    scaling = rp if isinstance(rp, dict) else c.get("rope_scaling")
+    return normalised_rope(scaling, c.get("rope_theta", 10000.0), c.get("partial_rotary_factor", partial_default))
 
 
 def rope_tables(cfg: DraftConfig) -> tuple[torch.Tensor, float]:

@@ -8,19 +8,14 @@ from typing import Any
 
 from ...core.findings import DRAFT_CONFIG, Finding, Fix, config_fix, json_snippet
 from ...draft.formats import DraftInfo
+from ...draft.rope import config_rope
 
 
 def normalised_rope(c: dict[str, Any]) -> dict[str, Any]:
     """A config's RoPE in one form, whichever layout it uses: transformers 4 (``rope_theta`` +
-    ``rope_scaling`` + top-level ``partial_rotary_factor``) or 5 (``rope_parameters``)."""
-    rp = r if isinstance(r := c.get("rope_parameters"), dict) else None
-    d = dict(rp if rp is not None else (c.get("rope_scaling") or {}))
-    if "type" in d and "rope_type" not in d:
-        d["rope_type"] = d.pop("type")
-    d.setdefault("rope_type", "default")
-    d.setdefault("rope_theta", c.get("rope_theta", 10000.0))
-    d.setdefault("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))
-    return d
+    ``rope_scaling`` + top-level ``partial_rotary_factor``) or 5 (``rope_parameters``); the factor 1.0 where
+    it is not set, so two configs that leave it out compare equal."""
+    return config_rope(c, 1.0)
 
 
 def rope_findings(cfg: Any, dl: dict[str, Any], tcfg: dict[str, Any], nested: str | None) -> list[Finding]:

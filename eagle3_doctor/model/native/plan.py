@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...draft.rope import config_rope
+
 if TYPE_CHECKING:
     import torch
 
@@ -77,21 +79,10 @@ def _config_refusal(cfg: dict[str, Any], mt: str) -> str | None:
     windowed = mt == "mistral" and cfg.get("sliding_window", 4096) is not None
     if kinds != {"full_attention"} or windowed or (mt in ("qwen2", "qwen3") and cfg.get("use_sliding_window")):
         return "sliding-window layers"
-    rp = _rope_dict(cfg)
+    rp = config_rope(cfg)
     if rp.get("rope_type", "default") not in ROPE_TYPES or "partial_rotary_factor" in rp or "partial_rotary_factor" in cfg:
         return f"rope {rp.get('rope_type')!r}"
     return None
-
-
-def _rope_dict(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The RoPE settings in transformers-5 form, from either layout (``rope_parameters``, or 4.x's
-    ``rope_scaling`` + ``rope_theta``)."""
-    rp = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
-    if "type" in rp and "rope_type" not in rp:
-        rp["rope_type"] = rp.pop("type")
-    rp.setdefault("rope_type", "default")
-    rp.setdefault("rope_theta", cfg.get("rope_theta", 10000.0))
-    return rp
 
 
 def _spec(cfg: dict[str, Any], mt: str) -> NativeSpec:
@@ -158,7 +149,7 @@ def load_native(plan: NativePlan, dtype: torch.dtype, device: torch.device) -> N
 
     s, raw = plan.spec, plan.raw
     assert s is not None
-    rp = _rope_dict(raw)
+    rp = config_rope(raw)
     rope_cfg = DraftConfig(
         hidden_size=s.hidden_size,
         intermediate_size=s.intermediate_size,
