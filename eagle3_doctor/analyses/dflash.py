@@ -3,7 +3,6 @@ a forward pass (DFL001-003). The block-parallel forward is not modelled: the mea
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,14 +38,12 @@ class DFlashChecks:
 def fc_taps(draft: Path, target_hidden: int) -> int | None:
     """How many target states the draft's fc takes (its weight's input width / the target's hidden size)."""
     from ..io.hub import weight_files
+    from ..io.safeio import check_safetensors_header
 
     for f in weight_files(draft):
         if f.suffix != ".safetensors":
             continue
-        with open(f, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            header = json.loads(fh.read(n)) if 0 < n < 100_000_000 else {}
-        for name, meta in header.items():
+        for name, meta in check_safetensors_header(f).items():
             if name.endswith("fc.weight") and isinstance(meta, dict) and len(meta.get("shape", [])) == 2:
                 width = meta["shape"][1]
                 return width // target_hidden if width % target_hidden == 0 else None

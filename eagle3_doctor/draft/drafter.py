@@ -78,10 +78,10 @@ def detect_kind(path: str | os.PathLike) -> tuple[str, str]:
 
 
 def tensor_names(d: Path) -> list[str]:
-    """Every tensor name a safetensors directory holds (headers only: a target's shards are never read)."""
-    import json
-
+    """Every tensor name a safetensors directory holds (headers only, each checked as every reader checks it:
+    a target's shards are never read)."""
     from ..io.hub import weight_files
+    from ..io.safeio import check_safetensors_header
 
     names: list[str] = []
     try:
@@ -89,14 +89,8 @@ def tensor_names(d: Path) -> list[str]:
     except Exception:  # no weights at all: the format readers say so in their own words
         return names
     for f in files:
-        if f.suffix != ".safetensors":
-            continue
-        with open(f, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            if n <= 0 or n > 100_000_000:
-                continue
-            header = json.loads(fh.read(n))
-        names += [k for k in header if k != "__metadata__"]
+        if f.suffix == ".safetensors":
+            names += [k for k in check_safetensors_header(f) if k != "__metadata__"]
     return sorted(names)
 
 
