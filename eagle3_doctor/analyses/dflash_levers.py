@@ -38,7 +38,8 @@ class DFlashCompare:
 
 @torch.inference_mode()
 def dflash_compare(target: Any, draft_path: str, engine: str, prompts: list[list[int]]) -> DFlashCompare:
-    from ..model.target import capture, make_batch
+    from ..model.replay import iter_captures
+    from ..model.runtime import auto_batch_size
 
     side = read_sides(target, draft_path, engine)
     t_spec: FeatureSpec = side.trained.spec
@@ -46,14 +47,15 @@ def dflash_compare(target: Any, draft_path: str, engine: str, prompts: list[list
     pairs = list(zip(t_spec, s_spec or t_spec))
     acc = [[0.0, 0.0, 0.0] for _ in pairs]  # squared difference, squared trained, summed cosine
     n = 0
-    for seq in prompts:
-        got, _ = capture(target, make_batch([seq], 0, target.device), {p for pr in pairs for p in pr})
+    pts = {p for pr in pairs for p in pr}
+    for rb in iter_captures(target, prompts, pts, batch_size=auto_batch_size(target, max(map(len, prompts)))):
+        m = rb.mask
         for a, (tp, sp) in zip(acc, pairs):
-            t, s = got[tp][0].double(), got[sp][0].double()
+            t, s = rb.captured[tp][m].double(), rb.captured[sp][m].double()  # the real tokens, padding left out
             a[0] += float(((s - t) ** 2).sum())
             a[1] += float((t**2).sum())
             a[2] += float(torch.nn.functional.cosine_similarity(s, t, dim=-1).sum())
-        n += len(seq)
+        n += int(m.sum())
     slots = [{"slot": i, "trained": str(tp), "served": str(sp), "rel_l2": (a[0] / a[1]) ** 0.5 if a[1] else None,
               "cosine": a[2] / n if n else None} for i, ((tp, sp), a) in enumerate(zip(pairs, acc))]  # fmt: skip
     for f in side.findings:

@@ -126,19 +126,22 @@ def measure_paths(
     starts: list[int],
     progress: Callable[[int, int], None],
 ) -> dict[str, list[list[int]]]:
-    """Per path, per sequence: the passes the estimator walks over its continuation."""
-    from ..model.target import capture, make_batch
+    """Per path, per sequence: the passes the estimator walks over its continuation (the sequences replayed
+    through the target in batches, as every replay runs)."""
+    from ..model.replay import iter_captures
+    from ..model.runtime import auto_batch_size
 
-    pts = sorted({p for s in specs.values() for p in s}, key=lambda p: p.depth(target.num_layers))
+    pts = {p for s in specs.values() for p in s}
     embed, head = target.model.get_input_embeddings(), target.model.get_output_embeddings()
-    out: dict[str, list[list[int]]] = {n: [] for n in specs}
-    for i, (seq, start) in enumerate(zip(seqs, starts)):
-        got, _ = capture(target, make_batch([seq], 0, target.device), pts)
-        ids = torch.tensor(seq, device=target.device)
-        for name, spec in specs.items():
-            taps = torch.cat([got[p] for p in spec], -1)[0].to(target.dtype)
-            out[name].append(walk(accepts_at_every_anchor(draft, taps, ids, start, embed, head), start, len(seq)))
-        progress(i + 1, len(seqs))
+    out: dict[str, list[list[int]]] = {n: [[] for _ in seqs] for n in specs}
+    batch = auto_batch_size(target, max(map(len, seqs)))
+    for rb in iter_captures(target, seqs, pts, batch_size=batch, progress=progress):
+        for row, i in enumerate(rb.index):
+            T = len(seqs[i])
+            for name, spec in specs.items():
+                taps = torch.cat([rb.captured[p][row, :T] for p in spec], -1).to(target.dtype)
+                got = accepts_at_every_anchor(draft, taps, rb.tokens[row, :T], starts[i], embed, head)
+                out[name][i] = walk(got, starts[i], T)
     return out
 
 
