@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -37,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures"
 sys.path.insert(0, str(ROOT / "bench"))
-from pair import build_pair, hbm_bandwidth  # noqa: E402
+from pair import build_pair, fresh_dir, hbm_bandwidth  # noqa: E402
 
 PLAIN = r"""
 import json, sys, time
@@ -133,9 +132,7 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=4, help="fixtures/prompts.jsonl this many times over (4: 64 prompts)")
     args = ap.parse_args()
     dev = "cpu" if args.quick else "cuda"
-    out = Path(args.dir)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    out = fresh_dir(args.dir)
     t0 = time.perf_counter()
     tdir, ddir, floor = build(out, args.quick, dev)
     print(json.dumps({"built_and_saved_s": round(time.perf_counter() - t0, 1), **floor}), flush=True)

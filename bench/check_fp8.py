@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from pair import build_pair as build  # noqa: E402  (the benchmarks' 8B-shaped pair)
+from pair import fresh_dir  # noqa: E402
 
 B = 128
 
@@ -82,9 +83,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     dev = "cpu" if args.quick else "cuda"
-    out = Path(args.dir)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    out = fresh_dir(args.dir)
     t0 = time.perf_counter()
     bf16, ddir, nbytes = build(out, args.quick, dev)
     fp8 = out / "target-fp8"

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures"
 sys.path.insert(0, str(ROOT / "bench"))
 from pair import build_pair as build  # noqa: E402  (the benchmarks' 8B-shaped pair)
+from pair import fresh_dir  # noqa: E402
 
 # the doctor's own CLI in a process whose GPU memory is capped first; its peak allocation printed at exit
 CAPPED = r"""
@@ -153,9 +153,7 @@ def main() -> None:
     ap.add_argument("--skip-acceptance", action="store_true")
     args = ap.parse_args()
     dev = "cpu" if args.quick else "cuda"
-    out = Path(args.dir)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    out = fresh_dir(args.dir)
     t0 = time.perf_counter()
     tdir, ddir, nbytes = build(out, args.quick, dev)
     built = time.perf_counter() - t0

@@ -14,6 +14,14 @@ from pathlib import Path
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
 
+def fresh_dir(path: str) -> Path:
+    """``path`` emptied and made: each run builds its pair from nothing."""
+    out = Path(path)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    return out
+
+
 def build_pair(out: Path, quick: bool, dev: str) -> tuple[Path, Path, int]:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
