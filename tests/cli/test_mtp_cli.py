@@ -136,3 +136,11 @@ def test_an_eagle3_command_on_another_drafter_names_the_commands_that_run_it(dra
         r = invoke(cmd, "-t", TARGET, "-d", draft, "--prompts", PROMPTS, *(["--limit", "2"] if cmd != "gate" else []))
         assert r.exit_code == 2 and "this command runs EAGLE-3 drafts" in r.output and "Traceback" not in r.output, r.output
         assert "run inspect, compare-hidden, acceptance, diagnose or fix on it" in r.output
+
+
+@pytest.mark.parametrize("draft", [MTP, FIX / "dflash-draft"], ids=["mtp", "dflash"])
+@pytest.mark.parametrize("flag", [["--device-map", "auto"], ["--stream-layers"]], ids=["device-map", "stream-layers"])
+def test_a_loading_option_the_other_drafters_do_not_honour_is_refused_not_dropped(draft, flag):
+    """Their target loads whole on one device: --device-map or --stream-layers would be silently ignored."""
+    r = invoke("compare-hidden", "-t", TARGET, "-d", draft, "--prompts", PROMPTS, "--limit", "2", *flag)
+    assert r.exit_code == 2 and f"{flag[0]} is not supported for" in r.output and "Traceback" not in r.output, r.output

@@ -18,9 +18,11 @@ def is_mtp(r: Resolved) -> bool:
     return r.draft is not None and detect_kind(r.draft)[0] == "mtp"
 
 
-# options the MTP and DFlash branches do not honour yet: refused in one line rather than ignored
+# options the MTP and DFlash branches do not honour yet: refused in one line rather than ignored (their
+# target loads whole on one device: a sharding or streaming request would be dropped silently)
 _NOT_FOR_OTHER_DRAFTERS = ("report", "plot", "matrix", "train_dump", "train_recipe", "layer_ids", "train_data", "requests",
-                           "serve_template", "train_template", "server_metrics", "server_log", "compile_draft")  # fmt: skip
+                           "serve_template", "train_template", "server_metrics", "server_log", "compile_draft",
+                           "device_map", "max_memory", "stream_layers")  # fmt: skip
 
 
 def refuse_unhonoured(a: SimpleNamespace, drafter: str = "MTP heads", run: str = "MTP run") -> None:
