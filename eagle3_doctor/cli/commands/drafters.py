@@ -18,11 +18,11 @@ def is_mtp(r: Resolved) -> bool:
     return r.draft is not None and detect_kind(r.draft)[0] == "mtp"
 
 
-# options the MTP and DFlash branches do not honour yet: refused in one line rather than ignored (their
-# target loads whole on one device: a sharding or streaming request would be dropped silently)
+# options the MTP and DFlash branches do not honour yet: refused in one line rather than ignored
+_WHOLE_TARGET = ("device_map", "max_memory", "stream_layers")  # their target loads whole on one device
 _NOT_FOR_OTHER_DRAFTERS = ("report", "plot", "matrix", "train_dump", "train_recipe", "layer_ids", "train_data", "requests",
                            "serve_template", "train_template", "server_metrics", "server_log", "compile_draft",
-                           "device_map", "max_memory", "stream_layers")  # fmt: skip
+                           *_WHOLE_TARGET)  # fmt: skip
 
 
 def refuse_unhonoured(a: SimpleNamespace, drafter: str = "MTP heads", run: str = "MTP run") -> None:
@@ -31,7 +31,9 @@ def refuse_unhonoured(a: SimpleNamespace, drafter: str = "MTP heads", run: str =
     given = [o for o in _NOT_FOR_OTHER_DRAFTERS if getattr(a, o, None) not in (None, False, ())]
     if given:
         flag = "--" + given[0].replace("_", "-")
-        raise BadInput(f"{flag} is not supported for {drafter} yet", f"drop {flag}: --json holds every figure the {run} measures")
+        why = ("the target loads whole on one device" if given[0] in _WHOLE_TARGET
+               else f"--json holds every figure the {run} measures")  # fmt: skip
+        raise BadInput(f"{flag} is not supported for {drafter} yet", f"drop {flag}: {why}")
 
 
 def _setup(a: SimpleNamespace, r: Resolved) -> Any:
