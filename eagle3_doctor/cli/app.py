@@ -176,6 +176,22 @@ def _exit_if_environment(e: BaseException) -> None:
     raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
+def _after_command(old: Any, old_int: Any) -> None:
+    """The command has ended and said what it had to: in the console's own process the rest is the
+    interpreter's teardown (a second or more with torch loaded), in which Python puts SIGINT and SIGTERM
+    back to their defaults, so a signal there killed the process silently and turned a finished run's
+    exit code into 130. From here on a signal changes nothing, so it is ignored. A host process gets its
+    own handlers back."""
+    if _owns_process:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        return
+    if old is not None:
+        signal.signal(signal.SIGTERM, old)
+    if old_int is not None:
+        signal.signal(signal.SIGINT, old_int)
+
+
 def _take_signals() -> tuple[Any, Any]:
     """SIGTERM's and SIGINT's handlers for the command (from the main thread only); the old ones back."""
     import threading
@@ -234,10 +250,7 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
             )
             raise typer.Exit(EXIT_BUG) from None
         finally:
-            if old is not None:
-                signal.signal(signal.SIGTERM, old)
-            if old_int is not None:
-                signal.signal(signal.SIGINT, old_int)
+            _after_command(old, old_int)
         raise typer.Exit(code)
 
     return wrapper

@@ -72,3 +72,27 @@ def test_what_a_write_has_staged_is_removed_and_nothing_else(tmp_path):
     assert not outputs._STAGED
     outputs.write_json(tmp_path / "j.json", {"a": 1})  # a completed write leaves nothing staged
     assert not outputs._STAGED
+
+
+AFTER = """
+import os, signal, sys, time
+from eagle3_doctor.cli import app
+
+app._owns_process = True  # as the console entry (app.run) sets it
+try:
+    app.guarded(lambda: 1)()  # a command that ran to its end: findings, exit 1
+except BaseException as e:  # typer.Exit carries the command's code
+    code = e.exit_code
+for sig in (signal.SIGINT, signal.SIGTERM):  # as a signal lands in the interpreter's teardown
+    os.kill(os.getpid(), sig)
+    time.sleep(0.2)
+sys.exit(code)
+"""
+
+
+def test_a_signal_after_the_command_has_ended_leaves_its_exit_code():
+    """Once the command has said what it had to, the teardown left (a second or more with torch loaded) is no
+    moment to interrupt: the run's own exit code stands, with nothing more on stderr."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", AFTER], capture_output=True, text=True, env=env, timeout=60)
+    assert (r.returncode, r.stderr) == (1, ""), (r.returncode, r.stderr[-2000:])
