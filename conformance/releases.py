@@ -51,7 +51,7 @@ CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
         r"^vllm/transformers_utils/configs/speculators/.*\.py$",  # update_eagle3: a speculators config's flags
         r"^vllm/v1/worker/gpu_model_runner\.py$",
         r"^vllm/v1/worker/gpu/.*\.py$",
-        r"^vllm/v1/spec_decode/eagle\.py$",
+        r"^vllm/v1/spec_decode/(eagle|llm_base_proposer)\.py$",  # the proposer: P-EAGLE's mask token (peagle_exec)
         r"^vllm/envs\.py$",
     ],
 }

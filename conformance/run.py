@@ -21,6 +21,7 @@ import dflash_exec  # noqa: E402
 import draft_exec  # noqa: E402
 import fetch  # noqa: E402
 import modelopt_exec  # noqa: E402
+import peagle_exec  # noqa: E402
 import sglang_exec  # noqa: E402
 import vllm_exec  # noqa: E402
 from releases import RELEASES  # noqa: E402
@@ -196,6 +197,11 @@ def main() -> int:
     except dflash_exec.DflashCodeMoved as e:
         raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/dflash_exec.py its shape.") from None
     (HERE.parent / dflash_exec.PACKAGE_TABLE).write_text(json.dumps(dflash, indent=1) + "\n")
+    try:
+        peagle = peagle_exec.build_table(fetch.src_dir, RELEASES)
+    except peagle_exec.PeagleCodeMoved as e:
+        raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/peagle_exec.py its shape.") from None
+    (HERE.parent / peagle_exec.PACKAGE_TABLE).write_text(json.dumps(peagle, indent=1) + "\n")
     n_rel = sum(len(v) for v in RELEASES.values())
     print(
         f"conformance: {n_rel} releases, {len(rows)} rows, {len(outcomes)} distinct outcomes, {n_cases} cases executed "

@@ -130,12 +130,13 @@ def resolve_models(
     return target_dir, draft_dir
 
 
-def load_models(a: SimpleNamespace, r: Resolved) -> Any:
-    """Target and draft loaded as ``r`` resolved them, with the command's loading options ``a``."""
+def load_models(a: SimpleNamespace, r: Resolved, *, parallel_ok: bool = False) -> Any:
+    """Target and draft loaded as ``r`` resolved them, with the command's loading options ``a``; ``parallel_ok``: a
+    P-EAGLE draft is read as the EAGLE-3 draft it extends (compare-hidden: its taps are EAGLE-3's)."""
     from ..draft.drafter import refuse_other_drafters
 
     g = functools.partial(getattr, a)
-    refuse_other_drafters(r.draft)
+    refuse_other_drafters(r.draft, ("peagle",) if parallel_ok else ())
     stream, note = _stream_layers(a, r)
     with status(f"loading target {r.target}" + (f" and draft {r.draft}" if r.draft else "") + " ...", g("quiet", False)):
         from ..doctor import load_setup

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from ..core.taps import FeatureSpec
 
-KINDS = ("eagle3", "mtp", "dflash")
+KINDS = ("eagle3", "mtp", "dflash", "peagle")
 
 
 class Drafter(Protocol):
@@ -58,7 +58,7 @@ class Reads:
 
 
 def detect_kind(path: str | os.PathLike) -> tuple[str, str]:
-    """('mtp' | 'eagle3', why) from a checkpoint directory's config.json and tensor names, without torch or the
+    """('mtp' | 'dflash' | 'peagle' | 'eagle3', why) from a checkpoint directory's config.json and tensor names, without torch or the
     tensors themselves; 'eagle3' is what every directory that holds no MTP head is read as."""
     from ..io.safeio import read_json_object
     from .mtp.formats import detect_mtp
@@ -71,34 +71,30 @@ def detect_kind(path: str | os.PathLike) -> tuple[str, str]:
 
     if is_dflash(cfg):
         return "dflash", "a DFlash config (dflash_config, DFlashDraftModel or speculators_model_type dflash)"
-    found = detect_mtp(cfg, tensor_names(d))
+    names = tensor_names(d)
+    from .peagle.formats import peagle_evidence
+
+    parallel = peagle_evidence(cfg, names)
+    if parallel is not None:
+        return "peagle", f"a P-EAGLE draft: {parallel}"
+    found = detect_mtp(cfg, names)
     if found is None:
         return "eagle3", "no MTP head in the checkpoint"
     return "mtp", f"{found[0]} MTP layout: {found[1]}"
 
 
 def tensor_names(d: Path) -> list[str]:
-    """Every tensor name a safetensors directory holds (headers only, each checked as every reader checks it:
-    a target's shards are never read)."""
-    from ..io.hub import weight_files
-    from ..io.safeio import check_safetensors_header
+    """Every tensor name a safetensors directory holds (headers only: a target's shards are never read)."""
+    from ..io.hub import tensor_shapes
 
-    names: list[str] = []
-    try:
-        files = weight_files(d)
-    except Exception:  # no weights at all: the format readers say so in their own words
-        return names
-    for f in files:
-        if f.suffix == ".safetensors":
-            names += [k for k in check_safetensors_header(f) if k != "__metadata__"]
-    return sorted(names)
+    return sorted(tensor_shapes(d))
 
 
 def mtp_reads(head: Any, num_layers: int) -> Reads:
     return Reads("mtp", (head.hidden_point(num_layers),), head.config.hidden_source)
 
 
-def refuse_other_drafters(draft: str | None) -> None:
+def refuse_other_drafters(draft: str | None, allowed: tuple[str, ...] = ()) -> None:
     """The EAGLE-3 commands on an MTP head or a DFlash draft: one line naming the commands that run it (the
     EAGLE-3 reader would otherwise report keys the other layout does not have)."""
     if draft is None:
@@ -106,8 +102,8 @@ def refuse_other_drafters(draft: str | None) -> None:
     from ..core.errors import BadInput
 
     kind, why = detect_kind(draft)
-    if kind != "eagle3":
-        what = "an MTP head" if kind == "mtp" else "a DFlash draft"
+    if kind != "eagle3" and kind not in allowed:
+        what = {"mtp": "an MTP head", "dflash": "a DFlash draft", "peagle": "a P-EAGLE draft"}[kind]
         raise BadInput(
             f"{draft} is {what} ({why}); this command runs EAGLE-3 drafts",
             "run inspect, compare-hidden, acceptance, diagnose or fix on it",

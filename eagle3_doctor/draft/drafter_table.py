@@ -16,6 +16,7 @@ from ..core.taps import format_spec
 from .dflash.taps import served_taps, trained_taps
 from .mtp.formats import DEFAULTS
 from .mtp.served import mtp_serving
+from .peagle.table import peagle_table_markdown
 
 _POINT = {"layer_out_last": "layer_out[L-1]"}  # the layouts' defaults, in the capture vocabulary
 DFLASH_TARGET_LAYERS = 32
@@ -61,7 +62,7 @@ def drafter_table_markdown() -> str:
             spec = format_spec(t.spec) if t.spec is not None else "refused"
             cells.append(spec + (" (guessed)" if t.guessed else ""))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", *_dflash_coverage(), ""]
+    lines += ["", *_dflash_coverage(), "", *peagle_table_markdown(), ""]
     return "\n".join(lines)
 
 

@@ -137,6 +137,22 @@ def weight_files(directory: Path) -> list[Path]:
     )
 
 
+def tensor_shapes(d: Path) -> dict[str, list[int]]:
+    """{name: shape} of every tensor a safetensors directory holds, from the headers alone (a target's shards are never
+    read), each header checked as every reader checks it; {} where the directory has no weights."""
+    from .safeio import check_safetensors_header
+
+    shapes: dict[str, list[int]] = {}
+    try:
+        files = weight_files(d)
+    except Exception:  # no weights at all: the format readers say so in their own words
+        return shapes
+    for f in files:
+        if f.suffix == ".safetensors":
+            shapes.update({k: list(v.get("shape", [])) for k, v in check_safetensors_header(f).items() if k != "__metadata__"})
+    return shapes
+
+
 def load_weights_dir(directory: Path) -> dict[str, Any]:
     """Tensors of a checkpoint directory as {name: StoredArray}: safetensors (sharded or not) first,
     read without torch, else pickled .bin, which only torch can unpickle (weights_only)."""

@@ -65,6 +65,10 @@ def acceptance_cmd(**given: Any) -> int:
 
     if is_dflash(r):
         return dflash_run(a, r, "acceptance")
+    from .peagle_cmd import is_peagle, peagle_run
+
+    if is_peagle(r):
+        return peagle_run(a, r, "acceptance")
     if is_mtp(r):
         return mtp_acceptance(a, r)
     from ...doctor import FormatRequest, acceptance_report

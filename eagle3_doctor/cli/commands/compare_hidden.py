@@ -72,7 +72,7 @@ def compare_hidden_cmd(**given: Any) -> int:
     from ...doctor import compare_hidden
     from ...report.render import render_compare
 
-    setup = load_models(a, r)
+    setup = load_models(a, r, parallel_ok=True)
     bs = batch_size_for(a.batch_size, setup, a.max_tokens)
     with progress(a.quiet) as cb:
         res = compare_hidden(

@@ -32,6 +32,10 @@ def diagnose_cmd(**given: Any) -> int:
 
     if is_dflash(r):
         return dflash_run(a, r, "diagnose")
+    from .peagle_cmd import is_peagle, peagle_run
+
+    if is_peagle(r):
+        return peagle_run(a, r, "diagnose")
     if is_mtp(r):
         return mtp_diagnose(a, r)
     from ...analyses.attribution.measure import diagnose_gap

@@ -141,12 +141,14 @@ def is_dflash(r: Resolved) -> bool:
     return drafter_kind(r) == "dflash"
 
 
-def _dflash_target(a: SimpleNamespace, r: Resolved) -> tuple[Any, list[list[int]]]:
-    """The target and the prompts' token ids, the options DFlash does not honour refused first."""
+def target_and_prompts(
+    a: SimpleNamespace, r: Resolved, drafter: str = "DFlash drafts", run: str = "DFlash run"
+) -> tuple[Any, list[list[int]]]:
+    """The target and the prompts' token ids, the options the drafter's commands do not honour refused first."""
     from ...io.prompts import load_prompts
     from ...model.target import load_target
 
-    refuse_unhonoured(a, "DFlash drafts", "DFlash run")
+    refuse_unhonoured(a, drafter, run)
     with status(f"loading target {r.target} ...", getattr(a, "quiet", False)):
         tgt = load_target(r.target, dtype=r.dtype, device=a.device, trust_remote_code=a.trust_remote_code)
     prompts = load_prompts(tgt.tokenizer, a.prompts, max_tokens=a.max_tokens, max_positions=tgt.max_positions, limit=a.limit)
@@ -164,7 +166,7 @@ def dflash_run(a: SimpleNamespace, r: Resolved, command: str) -> int:
     from ...report import dflash as rep
     from ...report.render import render_findings
 
-    tgt, prompts = _dflash_target(a, r)
+    tgt, prompts = target_and_prompts(a, r)
     assert r.draft is not None  # is_dflash
     res: Any
     with progress(a.quiet) as cb:

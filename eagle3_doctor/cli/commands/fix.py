@@ -28,6 +28,10 @@ def fix_cmd(**given: Any) -> int:
 
     if is_dflash(r):
         return dflash_run(a, r, "fix")
+    from .peagle_cmd import is_peagle, peagle_run
+
+    if is_peagle(r):
+        return peagle_run(a, r, "fix")
     if is_mtp(r):
         return mtp_fix(a, r)
     setup = load_models(a, r)

@@ -30,6 +30,10 @@ def inspect_cmd(**given: Any) -> int:
 
     if drafter_kind(r) == "dflash":
         return dflash_inspect(a, r)
+    if drafter_kind(r) == "peagle":
+        from .peagle_cmd import peagle_inspect
+
+        return peagle_inspect(a, r)
     from ...analyses.inspect.inspection import inspect
     from ...io.outputs import write_json
     from ...report.render import render_inspect

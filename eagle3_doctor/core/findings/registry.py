@@ -16,6 +16,7 @@ from .fwd import RECORDS as FWD
 from .gate import RECORDS as GATE
 from .mtp import RECORDS as MTP
 from .num import RECORDS as NUM
+from .pea import RECORDS as PEA
 from .qnt import RECORDS as QNT
 from .record import Code
 from .srv import RECORDS as SRV
@@ -29,6 +30,7 @@ FAMILIES: dict[str, tuple[Code, ...]] = {
     "FWD": FWD,
     "MTP": MTP,
     "DFL": DFL,
+    "PEA": PEA,
     "QNT": QNT,
     "ACC": ACC,
     "GATE": GATE,
@@ -50,6 +52,7 @@ ORDER = (
     "FWD",
     "MTP",
     "DFL",
+    "PEA",
     "QNT",
     "ACC",
     "GATE001",

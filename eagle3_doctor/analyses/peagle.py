@@ -1,0 +1,210 @@
+"""inspect and acceptance on a P-EAGLE draft: how the engine runs it (in parallel, as an EAGLE-3 chain, with which
+mask token, or not at all) against how it was trained, said by the checkpoint and measured.
+
+inspect reads the config and the tensor headers only. acceptance reads the draft through the EAGLE-3 reader (its
+taps, both tap paths and the vocabulary map are EAGLE-3's) plus ``mask_hidden``, and measures both ways of running
+it on the target's own greedy continuation (:mod:`.peagle_measure`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.findings import Finding, config_fix
+from ..core.stats import Interval
+from ..core.taps import format_spec
+from .peagle_measure import Way
+
+SCHEMA = "eagle3-doctor/peagle-acceptance/1"
+INSPECT_SCHEMA = "eagle3-doctor/peagle-inspect/1"
+UPGRADE = "vllm 0.22.0"
+
+
+def serving_findings(info: Any, s: Any) -> list[Finding]:
+    """PEA001-PEA003 from the checkpoint and the engine's reading of it (``s`` a PEagleServing)."""
+    ev = [f"checkpoint: {info.evidence}; mask_hidden {info.mask_hidden_shape}; mask_token_id {info.mask_token_id}; "
+          f"trained to draft {info.depths} tokens a pass", f"{s.engine}: {s.why} ({s.source})"]  # fmt: skip
+    if s.mode == "refused":
+        if "mask_token_id" in s.why:
+            fix: Any = "write the mask_token_id the draft was trained with into config.json (speculators: --mask-token-id)"
+        elif "mask_hidden" in s.why:
+            fix = "export mask_hidden with the draft's weights (speculators saves it beside the layers)"
+        elif "no SGLang model class" in s.why:
+            fix = f"serve it on {UPGRADE} or later: SGLang has no P-EAGLE class and no parallel drafting for EAGLE-3 drafts"
+        elif "Expected one of" in s.why:
+            fix = f'upgrade to {UPGRADE} or later, the first release that reads speculators_model_type "peagle"'
+        else:
+            fix = "serve it on vllm (P-EAGLE serving is modelled for vllm and sglang)"
+        return [Finding("PEA002", f"{s.engine} refuses the draft: {s.why}", evidence=ev, fix=fix)]
+    if s.mode == "chain":
+        if s.engine == "vllm":
+            fix = config_fix('set "speculators_model_type": "peagle" (vLLM 0.22.0 and later then draft it in parallel)',
+                             "speculators_model_type", "peagle")  # fmt: skip
+        else:
+            fix = (f'serve it on {UPGRADE} or later with speculators_model_type "peagle": SGLang has no parallel drafting '
+                   "for EAGLE-3 drafts")  # fmt: skip
+        return [Finding("PEA001", f"{s.engine} drafts this P-EAGLE draft as an EAGLE-3 chain", evidence=ev, fix=fix)]
+    if s.mask_token_id != info.mask_token_id:
+        fix = config_fix("delete transformer_layer_config.mask_token_id (vLLM reads it before the top-level one)",
+                         "transformer_layer_config.mask_token_id", op="delete")  # fmt: skip
+        return [Finding("PEA003", f"{s.engine} fills the parallel slots with token {s.mask_token_id}, trained with "
+                        f"{info.mask_token_id}", evidence=ev, fix=fix)]  # fmt: skip
+    return []
+
+
+@dataclass
+class PEagleInspect:
+    engine: str
+    info: Any  # PEagleInfo
+    serving: Any  # PEagleServing
+    findings: list[Finding]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": INSPECT_SCHEMA, "command": "inspect", "drafter": "peagle", "engine": self.engine,
+                "checkpoint": self.info.to_dict(), "serving": self.serving.to_dict(),
+                "findings": [f.to_dict() for f in self.findings]}  # fmt: skip
+
+
+def inspect_peagle(draft_path: str, engine: str, version: str | None) -> PEagleInspect:
+    from ..draft.peagle.formats import peagle_info
+    from ..draft.peagle.served import peagle_serving
+    from ..engines.releases import check_engine
+
+    info = peagle_info(draft_path)
+    s = peagle_serving(engine, check_engine(engine, version) if engine in ("vllm", "sglang") else version, info)
+    return PEagleInspect(engine, info, s, serving_findings(info, s))
+
+
+@dataclass
+class PEagleSides:
+    """The draft read against one target: the module, the two ways of running it and the checkpoint's findings."""
+
+    pe: Any
+    info: Any
+    serving: Any
+    trained: Way
+    served: Way | None
+    findings: list[Finding]
+
+
+def read_sides(target: Any, draft_path: str, engine: str, version: str | None) -> PEagleSides:
+    from ..core.errors import BadInput
+    from ..draft.peagle.formats import with_mask_hidden
+    from ..draft.peagle.served import peagle_serving
+    from ..model.setup import assemble
+
+    setup = assemble(target, draft_path, None, engine, version)
+    assert setup.draft is not None and setup.train_spec is not None  # a draft was given; speculators drafts name their taps
+    pe, info = with_mask_hidden(setup.draft, draft_path)
+    s = peagle_serving(engine, setup.serving.version, info)
+    if s.mode == "refused" and engine not in ("vllm", "sglang"):
+        raise BadInput(s.why, "pass --engine vllm or sglang")
+    trained = Way("trained", "parallel", setup.train_spec, pe.depths, pe.mask_token_id, "offset",
+                  f"speculators' P-EAGLE training: {pe.depths} slots in one forward; taps {setup.train_source}")  # fmt: skip
+    served = None
+    if s.mode != "refused":
+        served = Way("served", s.mode, setup.serving.spec, s.k or pe.depths, s.mask_token_id, "offset",
+                     f"{s.why} ({s.source}); taps {setup.serving.source}")  # fmt: skip
+    return PEagleSides(pe, info, s, trained, served, serving_findings(info, s))
+
+
+@dataclass
+class PEagleAcceptance:
+    engine: str
+    prompts: int
+    tokens: int
+    ways: dict[str, Way]
+    figures: dict[str, Interval]
+    passes: dict[str, list[list[int]]]
+    difference: Interval | None  # served - trained, paired over prompts
+    reference: dict[str, Any]
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        paths = {n: {**w.to_dict(), "mean_acceptance_length": self.figures[n].to_dict(), "passes": sum(map(len, self.passes[n])),
+                     "accepted_per_pass": self.passes[n]} for n, w in self.ways.items()}  # fmt: skip
+        return {"schema": SCHEMA, "command": "acceptance", "drafter": "peagle", "engine": self.engine,
+                "prompts": self.prompts, "tokens": self.tokens, "paths": paths,
+                "difference": self.difference.to_dict() if self.difference else None, "reference": self.reference,
+                "findings": [f.to_dict() for f in self.findings], "notes": self.notes}  # fmt: skip
+
+
+def differs(a: Way, b: Way) -> bool:
+    return (a.mode, a.spec, a.k, a.token, a.positions) != (b.mode, b.spec, b.k, b.token, b.positions)
+
+
+def peagle_acceptance(
+    target: Any, draft_path: str, engine: str, version: str | None, prompts: list[list[int]], max_new_tokens: int,
+    progress: Callable[[str, int, int], None], reference_prompts: int = 2,
+) -> PEagleAcceptance:  # fmt: skip
+    """Both ways of running the draft on ``target`` over ``prompts`` (token ids), the served one checked against a
+    sequential loop on the first ``reference_prompts``."""
+    from .dflash_measure import continue_prompts
+    from .peagle_measure import measure_ways
+
+    side = read_sides(target, draft_path, engine, version)
+    ways = {"trained": side.trained}
+    if side.served is not None and differs(side.served, side.trained):
+        ways["served"] = side.served
+    seqs = continue_prompts(target, prompts, max_new_tokens, progress)
+    starts = [len(p) for p in prompts]
+    walked = measure_ways(target, side.pe, ways, seqs, starts, lambda i, n: progress("p-eagle acceptance", i, n))
+    figs, diff = way_figures(walked, ways)
+    run_on = ways.get("served", side.trained)
+    ref = _reference(
+        target, side.pe, run_on, prompts, seqs, walked["served" if "served" in ways else "trained"], reference_prompts
+    )
+    res = PEagleAcceptance(engine, len(prompts), sum(len(s) - st for s, st in zip(seqs, starts)), ways, figs, walked, diff,
+                           ref, side.findings)  # fmt: skip
+    if diff is not None:
+        res.findings.append(cost_finding(ways["trained"], ways["served"], figs, diff, side.findings))
+    elif side.served is not None:
+        res.notes.append(f"{engine} runs the draft as it was trained ({side.trained.mode}, K {side.trained.k}, "
+                         f"taps {format_spec(side.trained.spec)}): one path measured")  # fmt: skip
+    return res
+
+
+def way_figures(walked: dict[str, list[list[int]]], ways: dict[str, Way]) -> tuple[dict[str, Interval], Interval | None]:
+    """Each way's mean acceptance length over prompts, and served - trained paired over the same prompts."""
+    from ..core.stats import acceptance_counts, mean_acceptance_length, paired
+
+    K = max(w.k for w in ways.values())
+    names = list(walked)
+    own, diff = paired([acceptance_counts(walked[n], None, None, K) for n in names], mean_acceptance_length, 0)
+    return dict(zip(names, own)), (diff[1] if len(names) > 1 else None)
+
+
+def cost_finding(t: Way, s: Way, figs: dict[str, Interval], diff: Interval, found: list[Finding]) -> Finding:
+    """PEA004: served against trained, an error where the paired interval excludes 0; the fix the cause carries."""
+    cause = next((f for f in found if f.code in ("PEA001", "PEA003")), None)
+    how = [f"{n}: {w.mode}, K {w.k}" + (f", mask token {w.token}" if w.mode == "parallel" else "") + f", taps {format_spec(w.spec)}"
+           for n, w in (("trained", t), ("served", s))]  # fmt: skip
+    return Finding(
+        "PEA004",
+        f"served ({s.mode}) accepts {figs['served'].point:.3f} tokens per pass, trained ({t.mode}) {figs['trained'].point:.3f}",
+        severity="error" if diff.hi < 0 else "warning",
+        evidence=[
+            *how,
+            f"served: {figs['served'].text()}",
+            f"trained: {figs['trained'].text()}",
+            f"served - trained: {diff.text()}",
+        ],
+        fix=cause.fix if cause is not None else "set the taps the draft was trained on (run inspect on it as an EAGLE-3 draft)",
+        data={"served": figs["served"].to_dict(), "trained": figs["trained"].to_dict(), "difference": diff.to_dict()},
+    )
+
+
+def _reference(target: Any, pe: Any, way: Way, prompts: list[list[int]], seqs: list[list[int]], walked: list[list[int]],
+               n: int) -> dict[str, Any]:  # fmt: skip
+    from .peagle_measure import reference_loop
+
+    same_tokens = same_passes = True
+    for i in range(min(n, len(prompts))):
+        toks, passes = reference_loop(target, pe, way, prompts[i], len(seqs[i]))
+        same_tokens &= toks == seqs[i]
+        same_passes &= passes == walked[i]
+    return {"path": way.name, "prompts": min(n, len(prompts)), "tokens_equal_greedy": same_tokens,
+            "passes_equal_estimator": same_passes}  # fmt: skip

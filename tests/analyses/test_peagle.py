@@ -1,0 +1,143 @@
+"""P-EAGLE drafts: the estimator that drafts every pass in one forward walks the same passes as the sequential loop,
+whose tokens are greedy decoding's, run in parallel and as a chain; the parallel slots' mask is speculators' own,
+executed; the fixture's planted mismatch (a converted config typed eagle3, which vLLM drafts as a chain) is named,
+measured and, fixed on a copy by its key, quiet."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import FIX, PROMPTS, ROOT, TARGET, invoke
+
+from eagle3_doctor.analyses.peagle import peagle_acceptance
+from eagle3_doctor.draft.peagle.model import _mask
+from eagle3_doctor.io.prompts import load_prompts
+
+PEAGLE = FIX / "peagle-draft"
+SCHEMAS = ROOT / "schemas"
+
+
+def _copy(tmp_path: Path, name: str = "draft", **changes) -> Path:
+    d = tmp_path / name
+    shutil.copytree(PEAGLE, d)
+    cfg = json.loads((d / "config.json").read_text())
+    for k, v in changes.items():
+        if k == "inner_mask_token_id":
+            cfg["transformer_layer_config"]["mask_token_id"] = v
+        else:
+            cfg[k] = v
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def _as_eagle3(tmp_path: Path) -> Path:
+    """The planted mismatch: the config a converter writes for an EAGLE-3 engine path; the weights keep mask_hidden."""
+    return _copy(tmp_path, "as-eagle3", speculators_model_type="eagle3", architectures=["Eagle3Speculator"])
+
+
+def test_the_parallel_mask_is_speculators_own():
+    spec = importlib.util.spec_from_file_location(
+        "peagle_attention", ROOT / "conformance/testdata/speculators/peagle_attention.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    T, k = 7, 4
+    anchors = torch.tensor([0, 2, 5])
+    depth = torch.arange(1, k).repeat(3)
+    anchor = anchors.repeat_interleave(k - 1)
+    a_all, d_all = torch.cat([torch.arange(T), anchor]), torch.cat([torch.zeros(T, dtype=torch.long), depth])
+    mm = mod.create_peagle_mask_mod(a_all, d_all, torch.zeros(T + k, dtype=torch.long))
+    n = a_all.shape[0]
+    theirs = torch.tensor([[bool(mm(0, 0, torch.tensor(q), torch.tensor(kv))) for kv in range(n)] for q in range(n)])
+    assert torch.equal(_mask(T, anchor, depth), theirs)
+
+
+@pytest.mark.parametrize("case", ["as-trained", "as-eagle3", "inner-token"])
+def test_the_estimator_walks_the_sequential_loops_passes(target, tmp_path, case):
+    d = {"as-trained": lambda: PEAGLE, "as-eagle3": lambda: _as_eagle3(tmp_path),
+         "inner-token": lambda: _copy(tmp_path, inner_mask_token_id=2)}[case]()  # fmt: skip
+    prompts = [p.ids for p in load_prompts(target.tokenizer, PROMPTS, max_tokens=None, limit=4)]
+    res = peagle_acceptance(target, str(d), "vllm", None, prompts, 32, lambda *a: None, reference_prompts=4)
+    assert res.reference == {"path": "trained" if case == "as-trained" else "served", "prompts": 4,
+                             "tokens_equal_greedy": True, "passes_equal_estimator": True}  # fmt: skip
+    served = res.ways.get("served")
+    assert (served is None) == (case == "as-trained")
+    if served is not None:
+        assert (served.mode, served.token) == (("chain", None) if case == "as-eagle3" else ("parallel", 2))
+    assert 1.0 < res.figures["trained"].point <= 5.0 and sum(map(len, res.passes["trained"])) >= 4 * 32 / 5
+
+
+def test_the_planted_mismatch_is_named_measured_and_fixed_on_a_copy(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    d = _as_eagle3(tmp_path)
+    before = sorted((p.name, p.read_bytes()) for p in d.iterdir())
+    args = ["-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "8", "--max-new-tokens", "48"]
+    r = invoke("acceptance", *args, "--json", tmp_path / "a.json")
+    assert r.exit_code == 1, r.output
+    doc = json.loads((tmp_path / "a.json").read_text())
+    jsonschema.validate(doc, json.loads((SCHEMAS / "peagle-acceptance.v1.schema.json").read_text()))
+    codes = {f["code"]: f for f in doc["findings"]}
+    assert set(codes) == {"PEA001", "PEA004"} and codes["PEA004"]["severity"] == "error", r.output
+    assert doc["paths"]["served"]["mode"] == "chain" and doc["difference"]["hi"] < 0
+    assert codes["PEA001"]["edit"]["key"] == "speculators_model_type" and codes["PEA001"]["edit"]["value"] == "peagle"
+    out = tmp_path / "fixed"
+    r = invoke("fix", *args, "--out", out, "--json", tmp_path / "f.json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "f.json").read_text())
+    jsonschema.validate(doc, json.loads((SCHEMAS / "peagle-fix.v1.schema.json").read_text()))
+    assert doc["applied"] == [
+        {"code": "PEA001", "key": "speculators_model_type", "op": "set", "before": "eagle3", "after": "peagle"}
+    ]
+    assert list(doc["after"]["paths"]) == ["trained"] and doc["findings"] == []  # the copy runs in parallel: quiet
+    assert sorted((p.name, p.read_bytes()) for p in d.iterdir()) == before  # the input untouched
+
+
+def test_diagnose_sets_each_difference_back_and_measures_the_slot_positions(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    d = _as_eagle3(tmp_path)
+    r = invoke("diagnose", "-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "8",
+               "--max-new-tokens", "48", "--json", tmp_path / "d.json")  # fmt: skip
+    assert r.exit_code != 0, r.output
+    doc = json.loads((tmp_path / "d.json").read_text())
+    jsonschema.validate(doc, json.loads((SCHEMAS / "peagle-diagnose.v1.schema.json").read_text()))
+    assert doc["order"] == ["served", "parallel drafting as trained", "trained", "trained, slots at the anchor's position"]
+    assert (
+        doc["verdict"].startswith("the way the engine runs the draft") and doc["paths"]["trained"]["gain_over_served"]["lo"] > 0
+    )
+    assert doc["paths"]["trained, slots at the anchor's position"]["positions"] == "anchor"
+    assert {"PEA001", "PEA004"} <= {f["code"] for f in doc["findings"]}
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "changes", "code", "says"),
+    [
+        ("vllm", None, {}, None, "parallel, K 4"),
+        ("vllm", "0.21.0", {}, "PEA002", "upgrade to vllm 0.22.0"),
+        ("vllm", None, {"mask_token_id": None}, "PEA002", "mask_token_id"),
+        ("vllm", "0.33.0", {"inner_mask_token_id": 2}, "PEA003", "transformer_layer_config.mask_token_id"),
+        ("vllm", "0.27.1", {"inner_mask_token_id": 2}, None, "parallel, K 4"),
+        ("sglang", None, {}, "PEA002", "SGLang has no P-EAGLE class"),
+    ],
+    ids=["vllm", "vllm-0.21", "no-mask-token", "inner-token", "inner-token-0.27", "sglang"],
+)
+def test_inspect_says_how_each_engine_release_runs_the_draft(tmp_path, engine, version, changes, code, says):
+    d = _copy(tmp_path, **changes)
+    ver = ["--engine-version", version] if version else []
+    r = invoke("inspect", "-t", TARGET, "-d", d, "--engine", engine, *ver, "--json", tmp_path / "i.json")
+    doc = json.loads((tmp_path / "i.json").read_text())
+    assert [f["code"] for f in doc["findings"]] == ([code] if code else []), r.output
+    assert says in r.output and r.exit_code == (0 if code is None else 1), r.output
+
+
+def test_a_mask_hidden_tensor_makes_an_eagle3_checkpoint_a_peagle_draft(tmp_path):
+    d = _as_eagle3(tmp_path)
+    r = invoke("fingerprint", "-t", TARGET, "-d", d)
+    assert r.exit_code == 2 and "is a P-EAGLE draft (a P-EAGLE draft: a mask_hidden tensor" in r.output, r.output
+    r = invoke("compare-hidden", "-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "2")
+    assert r.exit_code == 0, r.output  # its taps are EAGLE-3's, and vLLM feeds the trained ones
