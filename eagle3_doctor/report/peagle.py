@@ -50,10 +50,16 @@ def render_peagle_diagnosis(con: Any, res: Any) -> None:
     for name, p in res.paths.items():
         m = p["mean_acceptance_length"]
         g = p.get(f"gain_over_{first}")
-        gain = "" if name == first or g is None else f"  gain over {first} {g['point']:.3f} [{g['lo']:.3f}, {g['hi']:.3f}]"
+        gain = "" if name == first or g is None else f"  gain over {first} {_iv(g)}"
+        if first != "trained" and "gain_over_trained" in p:
+            gain += f", over trained {_iv(p['gain_over_trained'])}"
         con.print(f"  {name} ({_way(p)}): {m['point']:.3f} [{m['lo']:.3f}, {m['hi']:.3f}]{gain}", markup=False, soft_wrap=True)
     con.print(f"verdict: {res.verdict}", markup=False, soft_wrap=True)
     con.print()
+
+
+def _iv(g: dict[str, Any]) -> str:
+    return f"{g['point']:.3f} [{g['lo']:.3f}, {g['hi']:.3f}]"
 
 
 def render_peagle_fix(con: Any, res: Any) -> None:
