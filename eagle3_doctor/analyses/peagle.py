@@ -67,14 +67,16 @@ class PEagleInspect:
                 "findings": [f.to_dict() for f in self.findings]}  # fmt: skip
 
 
-def inspect_peagle(draft_path: str, engine: str, version: str | None) -> PEagleInspect:
+def inspect_peagle(target_dir: str, draft_path: str, engine: str, version: str | None) -> PEagleInspect:
     from ..draft.peagle.formats import peagle_info
     from ..draft.peagle.served import peagle_serving
     from ..engines.releases import check_engine
+    from .mask_token import mask_token_findings
 
     info = peagle_info(draft_path)
     s = peagle_serving(engine, check_engine(engine, version) if engine in ("vllm", "sglang") else version, info)
-    return PEagleInspect(engine, info, s, serving_findings(info, s))
+    found = serving_findings(info, s) + mask_token_findings(target_dir, info.mask_token_id, "mask_token_id", "P-EAGLE draft")
+    return PEagleInspect(engine, info, s, found)
 
 
 @dataclass

@@ -153,6 +153,31 @@ def tensor_shapes(d: Path) -> dict[str, list[int]]:
     return shapes
 
 
+EMBED_NAMES = ("model.embed_tokens.weight", "model.language_model.embed_tokens.weight",
+               "language_model.model.embed_tokens.weight", "transformer.wte.weight")  # fmt: skip
+
+
+def embedding_row(directory: Path, row: int) -> tuple[Any, int] | None:
+    """(row ``row`` of the input embedding in float32, the embedding's rows): only that tensor's header read and
+    that row's bytes touched; None where no safetensors file holds an embedding under a known name."""
+    from . import safeio
+    from .arrays import StoredArray
+
+    for f in weight_files(directory):
+        if f.suffix != ".safetensors":
+            continue
+        names = safeio.check_safetensors_header(f)
+        name = next((n for n in EMBED_NAMES if n in names), None)
+        if name is None:
+            continue
+        arr = safeio.read_array(f, name)
+        rows = int(arr.shape[0])
+        if not 0 <= row < rows:
+            return None, rows
+        return StoredArray(arr.raw[row], arr.dtype).values(), rows
+    return None
+
+
 def load_weights_dir(directory: Path) -> dict[str, Any]:
     """Tensors of a checkpoint directory as {name: StoredArray}: safetensors (sharded or not) first,
     read without torch, else pickled .bin, which only torch can unpickle (weights_only)."""

@@ -24,7 +24,7 @@ def peagle_inspect(a: SimpleNamespace, r: Resolved) -> int:
     from ...report.render import render_findings
 
     assert r.draft is not None  # is_peagle
-    res = inspect_peagle(r.draft, r.engine, r.engine_version)
+    res = inspect_peagle(r.target, r.draft, r.engine, r.engine_version)
     r.locate(res.findings)
     con = console(stderr=a.json_out == "-")
     render_peagle_inspect(con, res)

@@ -165,4 +165,20 @@ RECORDS = (
         ),
         confirm="`eagle3-doctor inspect --json` names the pairs and the rows; compare them with the training checkpoint",
     ),
+    Code(
+        "DRF014",
+        WARNING,
+        "a parallel drafter's mask token has no usable embedding row in the target",
+        meaning=(
+            "DFlash and P-EAGLE drafts fill their parallel slots with one mask token, embedded by the target's "
+            "embedding. The id is outside the target's vocabulary (the engine fails on the first draft), or its row "
+            "is exactly zero (a padding row): every slot of a pass then reads the same zero token input, and only the "
+            "positions tell the slots apart."
+        ),
+        why=(
+            "Trained on a zero row, the slots of a block attend alike and propose alike: the fixture's first DFlash "
+            "training on the pad token learned nothing past the anchor."
+        ),
+        confirm="read the row: `safetensors` get_slice of the target's embed_tokens at the mask id, or `inspect --json`",
+    ),
 )
