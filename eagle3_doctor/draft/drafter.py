@@ -8,8 +8,11 @@ the target's features at position t with token x_{t+1}, step k > 1 over the stat
 own proposal, each step's state -> logits over the draft vocabulary -> target ids. Both implementations
 satisfy :class:`Drafter`, which is all the acceptance estimator, the sequential reference loop and the tree
 code call: :class:`~eagle3_doctor.draft.model.Eagle3Draft` (three taps through ``fc``) and
-:class:`~eagle3_doctor.draft.mtp.model.MTPHead` (one tap through ``hnorm``). How each is **served** per
-engine release is data beside it: :mod:`eagle3_doctor.draft.served` for EAGLE-3, :mod:`.mtp.served` for MTP.
+:class:`~eagle3_doctor.draft.mtp.model.MTPHead` (one tap through ``hnorm``). Two drafters draft a pass in one
+forward instead: :class:`~eagle3_doctor.draft.dflash.model.DFlashDraft` (blocks over its own taps) and
+:class:`~eagle3_doctor.draft.peagle.model.PEagleDraft` (an Eagle3Draft with parallel mask slots). How each is
+**served** per engine release is data beside it: :mod:`eagle3_doctor.draft.served` for EAGLE-3,
+:mod:`.mtp.served`, :mod:`.dflash.taps` and :mod:`.peagle.served` for the others.
 """
 
 from __future__ import annotations
