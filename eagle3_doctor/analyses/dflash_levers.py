@@ -18,7 +18,8 @@ import torch
 from ..core.findings import Finding
 from ..core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
 from ..core.taps import FeatureSpec, format_spec
-from .dflash_measure import continue_prompts, cost_finding, measure_paths, read_sides
+from .dflash_measure import cost_finding, measure_paths, read_sides
+from .passes import CopyFix, continue_prompts
 
 COMPARE_SCHEMA = "eagle3-doctor/dflash-compare/1"
 DIAGNOSE_SCHEMA = "eagle3-doctor/dflash-diagnose/1"
@@ -134,29 +135,10 @@ def _verdict(total: Interval, parts: list[str], t: FeatureSpec, s: FeatureSpec) 
 FIX_SCHEMA = "eagle3-doctor/dflash-fix/1"
 
 
-@dataclass
-class DFlashFix:
-    source: str
-    out: str | None  # None: nothing to fix, nothing written
-    applied: list[Any]  # fixing.Edit
-    before: Any  # DFlashAcceptance on the original
-    after: Any  # DFlashAcceptance on the copy, or None
-
-    @property
-    def findings(self) -> list[Finding]:
-        return self.after.findings if self.after is not None else self.before.findings
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": FIX_SCHEMA, "command": "fix", "drafter": "dflash", "source": self.source, "out": self.out,
-                "applied": [e.to_dict() for e in self.applied], "before": self.before.to_dict(),
-                "after": self.after.to_dict() if self.after is not None else None,
-                "findings": [f.to_dict() for f in self.findings]}  # fmt: skip
-
-
 def dflash_fix(
     target: Any, draft_path: str, engine: str, prompts: list[list[int]], max_new_tokens: int, out: str,
     progress: Callable[[str, int, int], None],
-) -> DFlashFix:  # fmt: skip
+) -> CopyFix:  # fmt: skip
     """acceptance on the draft; the copy at ``out`` with every tap fix its findings carry (config keys, in the
     engine's own convention); acceptance on the copy, which must then feed the trained taps."""
     from ..core.findings import Fix
@@ -166,7 +148,7 @@ def dflash_fix(
     before = dflash_acceptance(target, draft_path, engine, prompts, max_new_tokens, progress)
     edits = [(f.code, f.fix) for f in before.findings if f.code == "DFL001" and isinstance(f.fix, Fix) and f.fix.key]
     if not edits:
-        return DFlashFix(draft_path, None, [], before, None)
+        return CopyFix(FIX_SCHEMA, "dflash", draft_path, None, [], before, None)
     applied = write_copy(draft_path, out, edits)
     after = dflash_acceptance(target, out, engine, prompts, max_new_tokens, progress)
-    return DFlashFix(draft_path, out, applied, before, after)
+    return CopyFix(FIX_SCHEMA, "dflash", draft_path, out, applied, before, after)

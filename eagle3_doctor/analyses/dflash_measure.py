@@ -11,7 +11,7 @@ tokens as greedy decoding. Passes stop at the continuation's end (accepted token
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,18 +20,9 @@ import torch
 from ..core.findings import Finding
 from ..core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
 from ..core.taps import FeatureSpec, format_spec
+from .passes import continue_prompts, walk
 
 SCHEMA = "eagle3-doctor/dflash-acceptance/1"
-
-
-def walk(accepts: Sequence[int], start: int, end: int) -> list[int]:
-    """The passes over anchors start.. given the accepted count at every anchor (accepts[a - start])."""
-    out, a = [], start
-    while a < end:
-        n = min(accepts[a - start], end - 1 - a)
-        out.append(n)
-        a += n + 1
-    return out
 
 
 @torch.inference_mode()
@@ -199,17 +190,6 @@ def read_sides(target: Any, draft_path: str, engine: str) -> DraftSides:
             "write the ids the draft was trained on into dflash_config.target_layer_ids",
         )
     return DraftSides(draft, trained, served, dflash_findings(trained, served, fc_taps(Path(draft_path), target.hidden_size)))
-
-
-def continue_prompts(
-    target: Any, prompts: list[list[int]], max_new_tokens: int, progress: Callable[[str, int, int], None]
-) -> list[list[int]]:
-    """The target's greedy continuation of every prompt, in batches as large as memory allows."""
-    from ..model.continuation import greedy_continue
-    from ..model.runtime import auto_batch_size
-
-    batch = auto_batch_size(target, max(map(len, prompts)) + max_new_tokens)
-    return greedy_continue(target, prompts, max_new_tokens, batch, lambda k, n: progress("greedy continuation", k, n))
 
 
 def dflash_acceptance(

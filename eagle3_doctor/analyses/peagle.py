@@ -144,7 +144,7 @@ def peagle_acceptance(
 ) -> PEagleAcceptance:  # fmt: skip
     """Both ways of running the draft on ``target`` over ``prompts`` (token ids), the served one checked against a
     sequential loop on the first ``reference_prompts``."""
-    from .dflash_measure import continue_prompts
+    from .passes import continue_prompts
     from .peagle_measure import measure_ways
 
     side = read_sides(target, draft_path, engine, version)

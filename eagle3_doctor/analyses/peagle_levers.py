@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core.findings import Finding, Fix
 from ..core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
+from .passes import CopyFix, continue_prompts
 from .peagle import cost_finding, differs, peagle_acceptance, read_sides
 from .peagle_measure import Way, measure_ways
 
@@ -57,8 +58,6 @@ def peagle_diagnose(
     target: Any, draft_path: str, engine: str, version: str | None, prompts: list[list[int]], max_new_tokens: int,
     progress: Callable[[str, int, int], None],
 ) -> PEagleDiagnosis:  # fmt: skip
-    from .dflash_measure import continue_prompts
-
     side = read_sides(target, draft_path, engine, version)
     ways = levers(side.trained, side.served)
     seqs = continue_prompts(target, prompts, max_new_tokens, progress)
@@ -108,36 +107,17 @@ def _verdict(names: list[str], gain: list[Interval], ti: int) -> str:
             f"reaches 0 on these prompts ({parts}); more prompts or longer continuations would decide it")  # fmt: skip
 
 
-@dataclass
-class PEagleFix:
-    source: str
-    out: str | None
-    applied: list[Any]
-    before: Any
-    after: Any
-
-    @property
-    def findings(self) -> list[Finding]:
-        return self.after.findings if self.after is not None else self.before.findings
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": FIX_SCHEMA, "command": "fix", "drafter": "peagle", "source": self.source, "out": self.out,
-                "applied": [e.to_dict() for e in self.applied], "before": self.before.to_dict(),
-                "after": self.after.to_dict() if self.after is not None else None,
-                "findings": [f.to_dict() for f in self.findings]}  # fmt: skip
-
-
 def peagle_fix(
     target: Any, draft_path: str, engine: str, version: str | None, prompts: list[list[int]], max_new_tokens: int,
     out: str, progress: Callable[[str, int, int], None],
-) -> PEagleFix:  # fmt: skip
+) -> CopyFix:  # fmt: skip
     """acceptance on the draft; the copy at ``out`` with every config edit its findings carry; acceptance on the copy."""
     from .fixing import write_copy
 
     before = peagle_acceptance(target, draft_path, engine, version, prompts, max_new_tokens, progress)
     edits = [(f.code, f.fix) for f in before.findings if f.code in ("PEA001", "PEA003") and isinstance(f.fix, Fix) and f.fix.key]
     if not edits:
-        return PEagleFix(draft_path, None, [], before, None)
+        return CopyFix(FIX_SCHEMA, "peagle", draft_path, None, [], before, None)
     applied = write_copy(draft_path, out, edits)
     after = peagle_acceptance(target, out, engine, version, prompts, max_new_tokens, progress)
-    return PEagleFix(draft_path, out, applied, before, after)
+    return CopyFix(FIX_SCHEMA, "peagle", draft_path, out, applied, before, after)

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ..core.taps import FeatureSpec
-from .dflash_measure import walk
+from .passes import walk
 
 
 @dataclass(frozen=True)

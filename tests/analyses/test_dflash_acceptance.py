@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import FIX, PROMPTS, ROOT, TARGET, invoke
 
-from eagle3_doctor.analyses.dflash_measure import dflash_acceptance, walk
+from eagle3_doctor.analyses.dflash_measure import dflash_acceptance
+from eagle3_doctor.analyses.passes import walk
 from eagle3_doctor.io.prompts import load_prompts
 
 DFLASH = FIX / "dflash-draft"
