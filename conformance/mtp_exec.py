@@ -34,13 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import mtp_stubs as S
-from stubs import Obj
+from mtp_patterns import MODELS, sglang_speculators, step1, vllm_method, vllm_targets
+from stubs import Obj, load_tree
 
 FAMILIES = {
     "vllm": {"deepseek_v3": "deepseek_mtp", "glm4_moe": "glm4_moe_mtp", "qwen3_next": "qwen3_next_mtp", "qwen3_5": "qwen3_5_mtp"},
     "sglang": {"deepseek_v3": "deepseek_nextn", "glm4_moe": "glm4_moe_nextn", "qwen3_next": "qwen3_next_mtp", "qwen3_5": "qwen3_5_mtp"},
 }  # fmt: skip
-MODELS = {"vllm": "vllm/model_executor/models", "sglang": "sglang/srt/models"}
 PROPOSERS = ("vllm/v1/spec_decode/llm_base_proposer.py", "vllm/v1/spec_decode/eagle.py")
 SPEC_DIR = "vllm/transformers_utils/configs/speculators"
 HF_CONFIG = "vllm/transformers_utils/config.py"
@@ -177,7 +177,7 @@ def vllm_arch(root: Path, stem: str) -> tuple[str, str, int] | None:
     reg = root / MODELS["vllm"] / "registry.py"
     if not reg.exists():
         return None
-    for n in ast.walk(S_tree(reg)):
+    for n in ast.walk(load_tree(reg)):
         if isinstance(n, ast.Dict):
             for k, v in zip(n.keys, n.values, strict=False):
                 if isinstance(k, ast.Constant) and isinstance(v, ast.Tuple) and len(v.elts) == 2:
@@ -185,12 +185,6 @@ def vllm_arch(root: Path, stem: str) -> tuple[str, str, int] | None:
                     if mod == stem:
                         return str(k.value), str(cls), k.lineno
     return None
-
-
-def S_tree(path: Path) -> ast.Module:
-    from stubs import load_tree
-
-    return load_tree(path)
 
 
 def vllm_split(root: Path, stem: str, arch: str) -> dict[str, Any]:
@@ -202,7 +196,7 @@ def vllm_split(root: Path, stem: str, arch: str) -> dict[str, Any]:
         p = root / rel
         if not p.exists():
             continue
-        tree = S_tree(p)
+        tree = load_tree(p)
         me = Obj(method=method, draft_model_config=Obj(hf_config=Obj(architectures=[arch])))
         for f in ast.walk(tree):
             if isinstance(f, ast.FunctionDef) and f.name == "model_returns_tuple":
@@ -225,34 +219,6 @@ def vllm_split(root: Path, stem: str, arch: str) -> dict[str, Any]:
     return {"method": method, "method_from": method_at, "tuple": None, "at": "no MTP branch in v1/spec_decode"}
 
 
-def vllm_method(root: Path, stem: str) -> tuple[str, str]:
-    """The speculative method the release's config turns the family's draft model type into (pattern, not
-    executed: the first ``if`` whose test names the model type, or the MTP model-type list, and whose body
-    sets ``self.method``)."""
-    for rel in ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py"):
-        p = root / rel
-        if not p.exists():
-            continue
-        tree = S_tree(p)
-        lists = {
-            t.id: ast.unparse(n.value)
-            for n in tree.body
-            if isinstance(n, (ast.Assign, ast.AnnAssign))
-            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-            if isinstance(t, ast.Name) and t.id in ("MTP_MODEL_TYPES", "MTPModelTypes")
-        }
-        listed = [name for name, src in lists.items() if f"'{stem}'" in src]
-        for n in ast.walk(tree):
-            if not isinstance(n, ast.If):
-                continue
-            test = ast.unparse(n.test)
-            for s in n.body:
-                if isinstance(s, ast.Assign) and ast.unparse(s.targets[0]) == "self.method" and isinstance(s.value, ast.Constant):
-                    if f"'{stem}'" in test or any(name in test for name in listed):
-                        return str(s.value.value), f"{rel}:{s.lineno} (pattern, not executed)"
-    return stem, "the draft's model type (no renaming found)"
-
-
 def run_vllm(rel: Release, fam: str) -> dict[str, Any]:
     stem = FAMILIES["vllm"][fam]
     f = rel.root / MODELS["vllm"] / f"{stem}.py"
@@ -260,31 +226,34 @@ def run_vllm(rel: Release, fam: str) -> dict[str, Any]:
     if not f.exists() or found is None:
         return {"absent": f"{MODELS['vllm']}/{stem}.py" + ("" if f.exists() else " absent")}
     arch, cname, reg_line = found
-    cls = rel.module(f).get(cname)
+    split = vllm_split(rel.root, stem, arch)
+    row, top = vllm_model(rel, stem, cname, split["tuple"])
+    row = {"architecture": arch, **row, "split": split}
+    row["executed"].append(f"registry.py:{reg_line}")
+    row["_code"] = [*_class_sources(top), json.dumps({k: v for k, v in split.items() if k != "at"}), split.get("src", "")]
+    return row
+
+
+def vllm_model(rel: Release, stem: str, cname: str, pair: bool | None) -> tuple[dict[str, Any], Any]:
+    """The MTP model's forward and compute_logits, executed; ``pair``: the proposer splits a returned pair
+    into (logits hidden, recycled hidden), as the release's proposer decides (vllm_split)."""
+    cls = rel.module(rel.root / MODELS["vllm"] / f"{stem}.py").get(cname)
     if not isinstance(cls, type):
         raise S.MTPCodeMoved(f"{stem}.py has no class {cname}")
     top = rel.builder.build(cls)
     out = type(top).forward(top, **_kwargs(type(top).forward, {**_IN, "inputs_embeds": None, "intermediate_tensors": None}))
-    split = vllm_split(rel.root, stem, arch)
-    if isinstance(out, tuple):
-        if split["tuple"] is False:
-            raise S.MTPCodeMoved(f"{cname} returns a pair but the proposer takes one tensor ({split['at']})")
-        logits_in, recycled = out
-    else:
-        if split["tuple"]:
-            raise S.MTPCodeMoved(f"{cname} returns one tensor but the proposer splits a pair ({split['at']})")
-        logits_in = recycled = out
+    if isinstance(out, tuple) != bool(pair) and pair is not None:
+        raise S.MTPCodeMoved(f"{cname} returns {'a pair' if isinstance(out, tuple) else 'one tensor'}; the proposer disagrees")
+    logits_in, recycled = out if isinstance(out, tuple) else (out, out)
     cl = type(top).compute_logits
     given = {"hidden_states": logits_in, "spec_step_idx": 0, "sampling_metadata": S.Rec("sampling_metadata")}
     logits = cl(top, **_kwargs(cl, given))
     if not (isinstance(logits, S.Sym) and logits.op == "logits"):
         raise S.MTPCodeMoved(f"{cname}.compute_logits did not reach the logits processor: {logits!r}")
     src = rel.rel(cls._mtp_file)
-    row = {"architecture": arch, "class": cname, "returns": "pair" if isinstance(out, tuple) else "one", "split": split}
-    row |= _read_off(recycled, logits.args[0])
-    row["executed"] = [f"{src}:{_line(cls, 'forward')}", f"{src}:{_line(cls, 'compute_logits')}", f"registry.py:{reg_line}"]
-    row["_code"] = [*_class_sources(top), json.dumps({k: v for k, v in split.items() if k != "at"}), split.get("src", "")]
-    return row
+    row = {"class": cname, "returns": "pair" if isinstance(out, tuple) else "one", **_read_off(recycled, logits.args[0])}
+    row["executed"] = [f"{src}:{_line(cls, 'forward')}", f"{src}:{_line(cls, 'compute_logits')}"]
+    return row, top
 
 
 _RUN = ("__init__", "forward", "compute_logits", "embed_input_ids")
@@ -318,7 +287,7 @@ def speculators(root: Path, cfg: dict) -> dict[str, Any]:
             out[meth] = {k: got[k] for k in ("method", "num_speculative_tokens", "architectures") if k in got}
         except Exception as e:  # the engine's refusal, as it words it
             out[meth] = _err(e, ("base.py", "algos.py"))
-    out["mtp_targets"] = mtp_targets(root)
+    out["mtp_targets"] = vllm_targets(root)
     hf = root / HF_CONFIG
     lines = [i + 1 for i, s in enumerate(hf.read_text().splitlines()) if "speculators_config" in s] if hf.exists() else []
     out["called_from"] = f"{HF_CONFIG}:{','.join(map(str, lines[:3]))} (pattern, not executed)" if lines else "not found"
@@ -357,7 +326,7 @@ def sglang_stored(root: Path, hidden: Any) -> tuple[Any, str, str]:
     p = root / SG_LOGITS
     if not p.exists():
         return hidden, f"{SG_LOGITS} absent from the cache: the stored state taken as the one given (assumed)", ""
-    tree = S_tree(p)
+    tree = load_tree(p)
     f = next((f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "_get_hidden_states_to_store"), None)
     if f is not None:
         fn = S.compile_method(f, str(p))
@@ -412,90 +381,6 @@ def _built_classes(obj: Any, seen: set | None = None) -> set[type]:
 
 
 # --------------------------------------------------------------------------- checked patterns, and the table
-
-TARGETS = {
-    "vllm": {"deepseek_v3": ["deepseek_v2"], "glm4_moe": ["glm4_moe"], "qwen3_next": ["qwen3_next"], "qwen3_5": ["qwen3_5", "qwen3_next"]},
-    "sglang": {"deepseek_v3": ["deepseek_v2"], "glm4_moe": ["glm4_moe"], "qwen3_next": ["qwen3_next"], "qwen3_5": ["qwen3_5"]},
-}  # fmt: skip
-
-
-def step1(root: Path, engine: str, fam: str) -> dict[str, Any]:
-    """Step 1's hidden: the state the target forward returns (pattern, not executed: its inner model's forward
-    ends in the final norm), and (vLLM) the runner line that hands it to the proposer."""
-    out: dict[str, Any] = {"hidden": None, "at": "not found", "how": "pattern, not executed"}
-    for stem in TARGETS[engine][fam]:
-        p = root / MODELS[engine] / f"{stem}.py"
-        if not p.exists():
-            continue
-        for c in S_tree(p).body:
-            if not (isinstance(c, ast.ClassDef) and c.name.endswith("Model")):
-                continue
-            f = next((f for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
-            hits = (
-                [s for s in ast.walk(f) if isinstance(s, (ast.Assign, ast.Return)) and "self.norm" in ast.unparse(s)] if f else []
-            )
-            if hits:
-                s = max(hits, key=lambda s: s.lineno)
-                out.update(hidden="final_norm", at=f"{MODELS[engine]}/{stem}.py:{s.lineno} {c.name}.forward: {ast.unparse(s)}")
-                break
-        if out["hidden"]:
-            break
-    if engine == "vllm":
-        r = root / "vllm/v1/worker/gpu_model_runner.py"
-        lines = (
-            [i + 1 for i, s in enumerate(r.read_text().splitlines()) if "target_hidden_states = hidden_states[" in s]
-            if r.exists()
-            else []
-        )
-        out["runner"] = f"vllm/v1/worker/gpu_model_runner.py:{lines[0]}" if lines else "not found"
-    return out
-
-
-def mtp_targets(root: Path) -> dict[str, Any]:
-    """The target model types the release turns into an MTP draft (pattern, not executed: the string constants
-    ``hf_config_override`` compares ``hf_config.model_type`` with): the layout vLLM does load, the head inside
-    the target, is served for these only."""
-    for rel in ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py"):
-        p = root / rel
-        f = (
-            next((f for f in ast.walk(S_tree(p)) if isinstance(f, ast.FunctionDef) and f.name == "hf_config_override"), None)
-            if p.exists()
-            else None
-        )
-        if f is None:
-            continue
-        types_: set[str] = set()
-        for c in ast.walk(f):
-            if isinstance(c, ast.Compare) and ast.unparse(c.left).endswith("hf_config.model_type"):
-                types_ |= {
-                    n.value
-                    for n in ast.walk(c)
-                    if isinstance(n, ast.Constant) and isinstance(n.value, str) and not n.value.endswith("mtp")
-                }
-        return {"model_types": sorted(types_), "at": f"{rel}:{f.lineno} hf_config_override (pattern, not executed)"}
-    return {"model_types": [], "at": "hf_config_override not found"}
-
-
-def sglang_speculators(root: Path) -> dict[str, Any]:
-    """SGLang and a speculators MTP head (pattern, not executed): no config reader of the release (srt/configs/,
-    hf_transformers_utils.py, server_args.py, srt/speculative/, srt/model_executor/) reads speculators_model_type,
-    and no model class is registered under MTPDraftModel."""
-    srt = root / "sglang/srt"
-    files = [*srt.glob("configs/**/*.py"), *srt.glob("**/hf_transformers_utils.py"), srt / "server_args.py",
-             *srt.glob("speculative/**/*.py"), *srt.glob("model_executor/**/*.py")]  # fmt: skip
-    hits = sorted(str(p.relative_to(root)) for p in files if p.exists() and "speculators_model_type" in p.read_text())
-    arch = [str(p.relative_to(root)) for p in sorted((root / MODELS["sglang"]).glob("*.py")) if "MTPDraftModel" in p.read_text()]
-    reg = root / MODELS["sglang"] / "registry.py"
-    fallback = (
-        [i + 1 for i, s in enumerate(reg.read_text().splitlines()) if "TransformersForCausalLM" in s] if reg.exists() else []
-    )
-    return {
-        "reader": hits or None,
-        "MTPDraftModel": arch or None,
-        "outcome": "!no speculators reader and no MTPDraftModel class in this release"
-        + (f"; the registry falls back to TransformersForCausalLM ({MODELS['sglang']}/registry.py:{fallback[0]}), a plain model, not an MTP head" if fallback else "")
-        + " (pattern, not executed)",
-    }  # fmt: skip
 
 
 def _key(row: dict[str, Any]) -> str:
