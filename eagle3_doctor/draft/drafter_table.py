@@ -92,7 +92,9 @@ def _mtp_layouts() -> list[str]:
             rec = s.recycle or "undetermined"
             if s.refusal:
                 rec = f"**refused** (MTP003): {s.refusal}; measured as served in the layout it loads: {rec}"
-            lines.append(f"| {engine} {s.release} | {fmt} | {trained} | `{s.hidden}` | {rec} | {s.hidden_source}; {s.recycle_source} |")
+            lines.append(
+                f"| {engine} {s.release} | {fmt} | {trained} | `{s.hidden}` | {rec} | {s.hidden_source}; {s.recycle_source} |"
+            )
     return lines
 
 
