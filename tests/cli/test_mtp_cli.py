@@ -73,6 +73,8 @@ def test_the_deepseek_layout_inside_a_target_is_read_and_its_recycling_checked(t
         assert r.exit_code == 1, r.output
         out = valid(tmp_path / f"{engine}.json")
         assert out["layout"] == "deepseek" and sorted(f["code"] for f in out["findings"]) == codes, out
+        # vLLM turns no llama target into an MTP draft (hf_config_override): said beside the rows, not hidden
+        assert any("llama is not among them" in n for n in out["notes"]) == (engine == "vllm"), out["notes"]
 
 
 def test_a_dflash_draft_is_inspected_and_a_broken_one_refused_in_one_line(tmp_path):

@@ -126,12 +126,19 @@ def mtp_checks(
     num_layers: int,
     version: str | None = None,
     family: str = "deepseek_v3",
+    target_type: str | None = None,
 ) -> MTPChecks:
     serving = mtp_serving(engine, info.format, version, family)
     trained = trained_point(hidden, num_layers)
     out = MTPChecks(info, serving, trained, source, recycle)
     if serving.refusal is not None:
         out.findings.append(refusal_finding(serving, info))
+    elif serving.served_targets and target_type and target_type not in serving.served_targets:
+        out.notes.append(
+            f"{engine} {serving.release} turns only {len(serving.served_targets)} target model types into an MTP draft "
+            f"({serving.served_targets_source}); this target's {target_type} is not among them: the rows above are the "
+            f"{serving.family} MTP model's, as if it were served"
+        )
     if trained != serving.hidden:
         out.findings.append(hidden_finding(trained, serving.hidden, source, serving, info))
     if serving.recycle is None:
@@ -161,6 +168,5 @@ def inspect_mtp(target: str, draft: str, engine: str, engine_version: str | None
             )
     if not isinstance(L, int) or L < 1:
         raise BadInput("the target's config.json has no num_hidden_layers", "restore the target's config.json")
-    return mtp_checks(
-        info, cfg.hidden, cfg.recycle, cfg.hidden_source, engine, L, engine_version, mtp_family(tc.get("model_type"))
-    )
+    mt = tc.get("model_type")
+    return mtp_checks(info, cfg.hidden, cfg.recycle, cfg.hidden_source, engine, L, engine_version, mtp_family(mt), mt)

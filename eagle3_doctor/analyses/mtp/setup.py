@@ -25,8 +25,9 @@ def assemble_mtp(tgt: Target, draft: str, engine: str, engine_version: str | Non
     )
     L = tgt.num_layers
     version = check_engine(engine, engine_version)
-    fam = mtp_family(getattr(tgt.config, "model_type", None))
-    checks = mtp_checks(info, head.config.hidden, head.config.recycle, head.config.hidden_source, engine, L, engine_version, fam)
+    mt = getattr(tgt.config, "model_type", None)
+    c = head.config
+    checks = mtp_checks(info, c.hidden, c.recycle, c.hidden_source, engine, L, engine_version, mtp_family(mt), mt)
     family = arch_family(tgt.config)
     s = checks.serving
     serving = Serving(engine, version, family, L, (s.hidden,), None, f"MTP step 1: {s.hidden_source}")

@@ -124,9 +124,9 @@ def mtp_serving(engine: str, fmt: str, version: str | None = None, family: str =
         why = f"{engine} {rel} has no MTP model ({r['behaviour']['absent']})"
         return MTPServing(engine, final_norm(), why, None, why, rel, family, refusal=why)
     hidden, recycle_src, rec = _sources(engine, r)
-    if fmt != "speculators":
-        return MTPServing(engine, final_norm(), hidden, rec, recycle_src, rel, family)
     refused, targets, where = refusal(engine, rel)
+    if fmt != "speculators":
+        return MTPServing(engine, final_norm(), hidden, rec, recycle_src, rel, family, None, targets, where)
     if refused is None:
         why = f"{engine} {rel} reads the speculators layout, but the class that serves it was not executed"
         return MTPServing(engine, final_norm(), hidden, None, why, rel, family)
