@@ -94,7 +94,12 @@ def test_vllm_refuses_a_speculators_mtp_head_in_its_own_words():
 
 @pytest.mark.parametrize(
     ("engine", "version", "family"),
-    [("vllm", "0.33.0", "deepseek_v3"), ("vllm", "0.33.0", "glm4_moe"), ("vllm", "0.23.0", "deepseek_v3"), ("sglang", "0.5.23", "deepseek_v3")],
+    [
+        ("vllm", "0.33.0", "deepseek_v3"),
+        ("vllm", "0.33.0", "glm4_moe"),
+        ("vllm", "0.23.0", "deepseek_v3"),
+        ("sglang", "0.5.23", "deepseek_v3"),
+    ],
 )
 def test_the_release_files_in_testdata_reexecute_to_their_committed_rows(engine, version, family):
     """The model files as released, executed here: the same recycled and logits states as the committed row
