@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import mtp_stubs as S
+from mtp_build import Builder
 from mtp_patterns import MODELS, sglang_speculators, step1, vllm_method, vllm_targets
 from stubs import Obj, load_tree
 
@@ -55,7 +56,7 @@ class Release:
     def __init__(self, engine: str, root: Path, version: str):
         self.engine, self.root, self.version = engine, root, version
         self._mods: dict[Path, dict] = {}
-        self.builder = S.Builder(self.resolve)
+        self.builder = Builder(self.resolve)
 
     def module(self, path: Path) -> dict:
         if path not in self._mods:
