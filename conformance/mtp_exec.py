@@ -272,13 +272,20 @@ def speculators(root: Path, cfg: dict) -> dict[str, Any]:
     """vLLM's own speculators reader on the config (executed), and where the release calls it (pattern)."""
     base, algos = root / SPEC_DIR / "base.py", root / SPEC_DIR / "algos.py"
     if not base.exists():
-        return {"reader": None, "outcome": f"!no speculators reader ({SPEC_DIR} absent): the config is read as a plain model"}
+        return {"reader": None, "outcome": f"!no speculators reader ({SPEC_DIR} absent): nothing reads an MTPDraftModel config"}
     ga = S.load_module(algos, decorators=True) if algos.exists() else {}  # register_speculator fills the registry
     types_ = ga.get("SUPPORTED_SPECULATORS_TYPES", {})
     gb = S.load_module(base)
     gb["SUPPORTED_SPECULATORS_TYPES"] = types_
     cls = gb["SpeculatorsConfig"]
     out: dict[str, Any] = {"registered": sorted(types_), "reader": f"{SPEC_DIR}/base.py"}
+    if not hasattr(cls, "extract_vllm_speculative_config"):  # 0.10.x: the check sits in from_pretrained itself
+        given = type("SpeculatorsConfig", (cls,), {"get_config_dict": classmethod(lambda c, p, **k: (copy.deepcopy(cfg), {}))})
+        try:
+            given.from_pretrained("mtp-speculators")
+            out["from_pretrained"] = "read"
+        except Exception as e:  # the engine's refusal, as it words it
+            out["from_pretrained"] = _err(e, ("base.py", "algos.py"))
     for meth in ("extract_vllm_speculative_config", "extract_transformers_pre_trained_config"):
         if not hasattr(cls, meth):
             out[meth] = "absent"

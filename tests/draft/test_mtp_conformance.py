@@ -83,7 +83,8 @@ def test_vllm_refuses_a_speculators_mtp_head_in_its_own_words():
     assert "mtp" not in newest["registered"] and newest["extract_vllm_speculative_config"]["method"] == "mtp"
     assert newest["extract_transformers_pre_trained_config"].startswith("!ValueError: Expected one of: {'eagle3'")
     assert spec["0.14.0"]["extract_vllm_speculative_config"].startswith("!ValueError: Expected one of")
-    assert spec["0.8.4"]["reader"] is None
+    assert spec["0.8.4"]["reader"] is None and spec["0.10.1"]["from_pretrained"].startswith("!ValueError: Expected one of")
+    assert all(mtp_serving("vllm", "speculators", v).refusal for v in RELEASES["vllm"])  # no release reads it
     s = mtp_serving("vllm", "speculators")
     assert s.refusal is not None and "extract_transformers_pre_trained_config raises ValueError" in s.refusal
     assert s.recycle == "post_norm" and s.hidden_source.startswith("as vllm serves the layout it does load")

@@ -49,8 +49,8 @@ RECORDS = (
         "the engine release does not load the MTP checkpoint's layout",
         meaning=(
             "The engine refuses the head's layout at start-up, in its own words: vLLM's speculators reader "
-            "(transformers_utils/configs/speculators) registers eagle3, peagle, dflash, dflash2 and dspark but no "
-            "mtp algorithm, so a speculators MTPDraftModel config raises ValueError; SGLang reads no speculators "
+            "(transformers_utils/configs/speculators) registers no mtp algorithm in any release (0.33.0: eagle3, peagle, "
+            "dflash, dflash2, dspark), so a speculators MTPDraftModel config raises ValueError; SGLang reads no speculators "
             "config and has no MTPDraftModel class. Each engine serves an MTP head only inside its target "
             "(num_nextn_predict_layers, the deepseek layout), for the target families it has an MTP model for."
         ),

@@ -103,7 +103,7 @@ def refusal(engine: str, rel: str) -> tuple[str | None, tuple[str, ...], str]:
     targets, where = tuple(tg.get("model_types", ())), str(tg.get("at", ""))
     if engine == "sglang":
         return f"sglang {rel}: {sp['outcome'].lstrip('!')}", targets, where
-    for step in ("extract_vllm_speculative_config", "extract_transformers_pre_trained_config"):
+    for step in ("from_pretrained", "extract_vllm_speculative_config", "extract_transformers_pre_trained_config"):
         got = sp.get(step)
         if isinstance(got, str) and got.startswith("!"):
             how = f"executed ({HARNESS}); the reader is called from {sp.get('called_from')}"
