@@ -41,6 +41,8 @@ CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
         r"^sglang/srt/speculative/.*\.py$",
         r"^sglang/srt/layers/.*(aux|boundary).*\.py$",
         r"^sglang/srt/server_args\.py$",
+        r"^sglang/srt/layers/logits_processor\.py$",  # MTP: the hidden state it hands on for recycling
+        r"^sglang/srt/(configs/.*|hf_transformers_utils|utils/hf_transformers_utils)\.py$",  # MTP: config readers
         r"^sglang/version\.py$",
     ],
     "nvidia-modelopt": [r"^modelopt/torch/speculative/.*\.py$"],
@@ -51,7 +53,8 @@ CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
         r"^vllm/transformers_utils/configs/speculators/.*\.py$",  # update_eagle3: a speculators config's flags
         r"^vllm/v1/worker/gpu_model_runner\.py$",
         r"^vllm/v1/worker/gpu/.*\.py$",
-        r"^vllm/v1/spec_decode/(eagle|llm_base_proposer)\.py$",  # the proposer: P-EAGLE's mask token (peagle_exec)
+        r"^vllm/v1/spec_decode/(eagle|llm_base_proposer)\.py$",  # MTP: how the proposer splits the head's output; P-EAGLE's mask token (peagle_exec)
+        r"^vllm/transformers_utils/config\.py$",  # MTP: where a speculators config is read
         r"^vllm/envs\.py$",
     ],
 }

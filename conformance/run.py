@@ -21,6 +21,8 @@ import dflash_exec  # noqa: E402
 import draft_exec  # noqa: E402
 import fetch  # noqa: E402
 import modelopt_exec  # noqa: E402
+import mtp_exec  # noqa: E402
+import mtp_stubs  # noqa: E402
 import peagle_exec  # noqa: E402
 import sglang_exec  # noqa: E402
 import vllm_exec  # noqa: E402
@@ -202,6 +204,13 @@ def main() -> int:
     except peagle_exec.PeagleCodeMoved as e:
         raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/peagle_exec.py its shape.") from None
     (HERE.parent / peagle_exec.PACKAGE_TABLE).write_text(json.dumps(peagle, indent=1) + "\n")
+    t_mtp = time.time()
+    try:
+        mtp = mtp_exec.build_table(fetch.src_dir, RELEASES)
+    except mtp_stubs.MTPCodeMoved as e:
+        raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/mtp_stubs.py its stubs.") from None
+    (HERE.parent / mtp_exec.PACKAGE_TABLE).write_text(json.dumps(mtp, indent=1) + "\n")
+    print(f"conformance: MTP table {len(mtp['rows'])} rows in {time.time() - t_mtp:.0f} s -> {mtp_exec.PACKAGE_TABLE}")
     n_rel = sum(len(v) for v in RELEASES.values())
     print(
         f"conformance: {n_rel} releases, {len(rows)} rows, {len(outcomes)} distinct outcomes, {n_cases} cases executed "

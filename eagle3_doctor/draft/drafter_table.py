@@ -1,7 +1,9 @@
 """The engine rows for the drafters beside EAGLE-3, generated from the rules the doctor runs
 (:mod:`.mtp.served`, :mod:`.dflash.taps`) into docs/engine-table.md; a test keeps the two in sync.
 
-The MTP rows were read in the engine's source at the commit their source names (not executed). The
+The MTP rows are the engines' own MTP code executed release by release (``data/mtp_serving.json``, written by
+``make conformance``; tests/draft/test_mtp_conformance.py): the layout table is the newest release's, the
+family table lists every span of releases that recycles the same state, with the file:line executed. The
 DFlash rows are checked against the engines' own DFlash code executed release by release
 (``data/dflash_serving.json``, written by ``make conformance``; tests/draft/test_dflash_conformance.py):
 the table names the releases whose executed rows agree with the rule and the file:line executed.
@@ -15,7 +17,8 @@ from importlib import resources
 from ..core.taps import format_spec
 from .dflash.taps import served_taps, trained_taps
 from .mtp.formats import DEFAULTS
-from .mtp.served import mtp_serving
+from .mtp.served import FAMILIES, mtp_serving, span
+from .mtp.served import table as mtp_table
 from .peagle.table import peagle_table_markdown
 
 _POINT = {"layer_out_last": "layer_out[L-1]"}  # the layouts' defaults, in the capture vocabulary
@@ -33,19 +36,7 @@ DFLASH_CASES: tuple[tuple[str, dict], ...] = (
 
 
 def drafter_table_markdown() -> str:
-    lines = [
-        "MTP heads: what each engine hands the head (read, not executed).",
-        "",
-        "| engine | checkpoint layout | trained on (layout default) | step 1 receives | recycled between steps | source |",
-        "|---|---|---|---|---|---|",
-    ]
-    for engine in ("vllm", "sglang"):
-        for fmt in ("deepseek", "speculators"):
-            s = mtp_serving(engine, fmt)
-            hidden, recycle, _ = DEFAULTS[fmt]
-            trained = f"`{_POINT.get(hidden, hidden)}`; recycles {recycle}"
-            rec = s.recycle or "undetermined"
-            lines.append(f"| {engine} | {fmt} | {trained} | `{s.hidden}` | {rec} | {s.hidden_source}; {s.recycle_source} |")
+    lines = [*_mtp_layouts(), "", *_mtp_families(), ""]
     lines += [
         "",
         f"DFlash taps on a {DFLASH_TARGET_LAYERS}-layer Qwen3 target: what the draft was trained on and what each engine"
@@ -84,3 +75,57 @@ def _dflash_coverage() -> list[str]:
         out.append(f"- {engine} {span} ({runner} runner), executed from {row['executed_from']}: {where}. "
                    f"DFlash from {engine} {first}; each older release has its own executed row in data/dflash_serving.json.")  # fmt: skip
     return out
+
+
+def _mtp_layouts() -> list[str]:
+    lines = [
+        "MTP heads: what the newest release of each engine hands the head (recycling executed, each release's own MTP "
+        "code; step 1 a checked pattern; a layout the engine refuses says so in its own words).",
+        "",
+        "| engine | checkpoint layout | trained on (layout default) | step 1 receives | recycled between steps | source |",
+        "|---|---|---|---|---|---|",
+    ]
+    for engine in ("vllm", "sglang"):
+        for fmt in ("deepseek", "speculators"):
+            s = mtp_serving(engine, fmt)
+            hidden, recycle, _ = DEFAULTS[fmt]
+            trained = f"`{_POINT.get(hidden, hidden)}`; recycles {recycle}"
+            rec = s.recycle or "undetermined"
+            if s.refusal:
+                rec = f"**refused** (MTP003): {s.refusal}; measured as served in the layout it loads: {rec}"
+            lines.append(
+                f"| {engine} {s.release} | {fmt} | {trained} | `{s.hidden}` | {rec} | {s.hidden_source}; {s.recycle_source} |"
+            )
+    return lines
+
+
+def _mtp_families() -> list[str]:
+    """Every span of releases of one engine and family that recycles the same state, with what was executed."""
+    t = mtp_table()
+    rows = {r["id"]: r for r in t["rows"]}
+    lines = [
+        "MTP recycling per family and release (executed): what the next step reads, what the logits read.",
+        "",
+        "| engine | family | releases | recycled | logits read | executed (the span's newest row) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for engine in ("vllm", "sglang"):
+        for fam in FAMILIES:
+            spans: list[tuple[str, list[str], dict]] = []
+            for v in t["releases"][engine]:
+                r = rows[t["release_rows"][engine][v][fam]]
+                b = r["behaviour"]
+                if "absent" in b:
+                    continue
+                what = f"{b['recycle']} ({', '.join(b['recycle_norms']) or 'no norm'})"
+                key = f"{what} | {', '.join(b['logits_norms'])}"
+                if spans and spans[-1][0] == key:
+                    spans[-1][1].append(v)
+                    spans[-1] = (key, spans[-1][1], r)
+                else:
+                    spans.append((key, [v], r))
+            for key, vs, r in spans:
+                rel = vs[0] if len(vs) == 1 else f"{vs[0]}-{vs[-1]}"
+                where = ", ".join(r["behaviour"]["executed"])
+                lines.append(f"| {engine} | {fam} | {rel} | {key} | {where} (row {span(r)}) |")
+    return lines

@@ -79,4 +79,4 @@ def test_inspect_on_an_mtp_head_imports_no_torch(tmp_path):
     ]
     _, probe = _probe(argv, tmp_path)
     assert probe["torch"] == [], f"inspect imported {probe['torch'][:5]}"
-    assert probe["exit"] == 1 and [f["code"] for f in json.loads(out.read_text())["findings"]] == ["MTP001"]
+    assert probe["exit"] == 1 and [f["code"] for f in json.loads(out.read_text())["findings"]] == ["MTP003", "MTP001"]

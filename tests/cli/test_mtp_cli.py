@@ -21,25 +21,29 @@ def valid(path: Path) -> dict:
     return doc
 
 
-def test_inspect_names_mtp001_and_the_folded_copy_is_quiet(tmp_path):
+def test_inspect_names_mtp001_and_the_folded_copy_leaves_only_the_refusal(tmp_path):
+    """vLLM refuses a speculators MTP head (MTP003, its own error): fix takes MTP001 away, not the refusal."""
     r = invoke("inspect", "-t", TARGET, "-d", MTP, "--engine", "vllm", "--json", tmp_path / "a.json")
     assert r.exit_code == 1, r.output
     out = valid(tmp_path / "a.json")
-    assert out["drafter"] == "mtp" and [f["code"] for f in out["findings"]] == ["MTP001"]
+    assert out["drafter"] == "mtp" and [f["code"] for f in out["findings"]] == ["MTP003", "MTP001"]
+    assert "ValueError: Expected one of" in out["findings"][0]["evidence"][0] and out["served_release"] == "0.33.0"
     assert out["trained_hidden"] == "layer_out[7]" and out["served_hidden"] == "final_norm"
     r = invoke("fix", "-t", TARGET, "-d", MTP, "--engine", "vllm", "--out", tmp_path / "fixed", "--dtype", "float32",
                "--device", "cpu", "--limit", "2", "--max-new-tokens", "16", "--num-steps", "2", "--json", tmp_path / "f.json")  # fmt: skip
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output
     fixed = valid(tmp_path / "f.json")
-    assert fixed["command"] == "fix" and fixed["findings"] == [] and [f["code"] for f in fixed["findings_before"]] == ["MTP001"]
+    assert fixed["command"] == "fix" and [f["code"] for f in fixed["findings"]] == ["MTP003"]
+    assert [f["code"] for f in fixed["findings_before"]] == ["MTP003", "MTP001"]
     r = invoke("inspect", "-t", TARGET, "-d", tmp_path / "fixed", "--engine", "vllm", "--json", tmp_path / "b.json")
-    assert r.exit_code == 0, r.output
-    assert valid(tmp_path / "b.json")["findings"] == []
+    assert r.exit_code == 1, r.output
+    assert [f["code"] for f in valid(tmp_path / "b.json")["findings"]] == ["MTP003"]
 
 
 def test_the_deepseek_layout_inside_a_target_is_read_and_its_recycling_checked(tmp_path):
-    """The head written as DeepSeek-V3 ships it (model.layers.{L}.* in a copy of the target): under vLLM, whose
-    deepseek_mtp.py recycles the pre-norm state, the head's post-norm training is MTP002 beside MTP001."""
+    """The head written as DeepSeek-V3 ships it (model.layers.{L}.* in a copy of the target): vLLM's deepseek_mtp.py
+    recycles the pre-norm state up to 0.23.0 (the head's post-norm training is MTP002 beside MTP001) and
+    shared_head.norm's output from 0.24.0, as SGLang does."""
     from safetensors.torch import load_file
 
     from eagle3_doctor.draft.mtp.formats import read_mtp
@@ -48,13 +52,29 @@ def test_the_deepseek_layout_inside_a_target_is_read_and_its_recycling_checked(t
     sd = load_file(TARGET / "model.safetensors")
     head, _ = read_mtp(MTP, target_embed=sd["model.embed_tokens.weight"], target_head=sd["lm_head.weight"])
     write_mtp(head, tmp_path / "ds", "deepseek", target_dir=str(TARGET))
-    for engine, codes in (("vllm", ["MTP001", "MTP002"]), ("sglang", ["MTP001"])):
+    for engine, version, codes in (
+        ("vllm", "0.23.0", ["MTP001", "MTP002"]),
+        ("vllm", "0.24.0", ["MTP001"]),
+        ("sglang", None, ["MTP001"]),
+    ):
+        pin = ["--engine-version", version] if version else []
         r = invoke(
-            "inspect", "-t", tmp_path / "ds", "-d", tmp_path / "ds", "--engine", engine, "--json", tmp_path / f"{engine}.json"
+            "inspect",
+            "-t",
+            tmp_path / "ds",
+            "-d",
+            tmp_path / "ds",
+            "--engine",
+            engine,
+            *pin,
+            "--json",
+            tmp_path / f"{engine}.json",
         )
         assert r.exit_code == 1, r.output
         out = valid(tmp_path / f"{engine}.json")
         assert out["layout"] == "deepseek" and sorted(f["code"] for f in out["findings"]) == codes, out
+        # vLLM turns no llama target into an MTP draft (hf_config_override): said beside the rows, not hidden
+        assert any("llama is not among them" in n for n in out["notes"]) == (engine == "vllm"), out["notes"]
 
 
 def test_a_dflash_draft_is_inspected_and_a_broken_one_refused_in_one_line(tmp_path):
@@ -91,7 +111,7 @@ def test_the_launch_command_names_the_mtp_head(tmp_path):
     {"method": "mtp"}` drafts with the target's own layer: both reach the MTP checks with the command's steps."""
     r = invoke("inspect", "--serve-cmd", f"vllm serve {MTP}", "--json", tmp_path / "a.json")
     assert r.exit_code == 1, r.output
-    assert [f["code"] for f in valid(tmp_path / "a.json")["findings"]] == ["MTP001"]
+    assert [f["code"] for f in valid(tmp_path / "a.json")["findings"]] == ["MTP003", "MTP001"]
     from eagle3_doctor.engines.launch import load
 
     sc = load('vllm serve fixtures/target --speculative-config \'{"method": "mtp", "num_speculative_tokens": 2}\'', None)
@@ -113,7 +133,9 @@ def test_acceptance_on_the_mtp_head_writes_the_acceptance_document(tmp_path):
     jsonschema.validate({**doc["mtp"], "tool": doc["tool"]}, SCHEMA)
     assert doc["reference"]["agrees_with_estimator"] and doc["reference"]["same_tokens"]
     f = next(f for f in doc["findings"] if f["code"] == "MTP001")
-    assert (f["severity"] == "warning") == (f["data"]["recovered"]["lo"] <= 0) and r.exit_code == (f["severity"] == "error")
+    assert (f["severity"] == "warning") == (f["data"]["recovered"]["lo"] <= 0)
+    # vLLM refuses the speculators layout (MTP003, an error): the figures are those of the layout it loads
+    assert doc["findings"][0]["code"] == "MTP003" and r.exit_code == 1
 
 
 def test_compare_hidden_and_diagnose_write_mtp_documents(tmp_path):

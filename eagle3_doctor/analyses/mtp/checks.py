@@ -9,7 +9,7 @@ from typing import Any
 from ...core.findings import DRAFT_WEIGHTS, Finding, Fix
 from ...core.taps import CapturePoint, final_norm, layer_out
 from ...draft.mtp.formats import HIDDEN_KEY, MTPInfo
-from ...draft.mtp.served import MTPServing, mtp_serving
+from ...draft.mtp.served import MTPServing, mtp_family, mtp_serving
 
 SCHEMA = "eagle3-doctor/mtp/1"
 
@@ -53,6 +53,39 @@ def recycle_finding(trained: str, serving: MTPServing) -> Finding:
     )
 
 
+def refusal_finding(serving: MTPServing, info: MTPInfo) -> Finding:
+    """MTP003: the engine's own refusal; the fix is the layout it does load, where its sources serve the
+    verifier's model type there, or undetermined with what would decide it."""
+    layer = info.config.get("transformer_layer_config")
+    mt = layer.get("model_type") if isinstance(layer, dict) else info.config.get("model_type")
+    e, rel, k = serving.engine, serving.release, info.num_speculative_tokens or 3
+    if mt in serving.served_targets:
+        fix = (
+            f"serve the head inside its target, the layout {e} {rel} loads: write num_nextn_predict_layers = 1 and the "
+            "head's tensors as model.layers.{L}.* (enorm, hnorm, eh_proj, shared_head.norm and the layer's own) into the "
+            f'target checkpoint, then start {e} with --speculative-config \'{{"method": "mtp", "num_speculative_tokens": {k}}}\''
+        )
+    else:
+        t = serving.served_targets
+        where = (
+            f"for {len(t)} target model types ({', '.join(t[:6])}, ...: {serving.served_targets_source})"
+            if t
+            else "through its NextN/MTP model classes (deepseek_nextn.py, glm4_moe_nextn.py, qwen3_next_mtp.py, qwen3_5_mtp.py)"
+        )
+        fix = (
+            f"undetermined: {e} {rel} serves an MTP head only inside its target, {where}; a {mt} verifier is not among "
+            f"them. What would decide it: a {e} release whose speculators reader registers an mtp algorithm, or an MTP "
+            f"model for {mt}"
+        )
+    return Finding(
+        "MTP003",
+        f"{e} {rel} does not load this {info.format} MTP checkpoint",
+        evidence=[f"refused: {serving.refusal}"],
+        fix=fix,
+        data={"engine": e, "release": rel, "layout": info.format, "refusal": serving.refusal, "verifier_model_type": mt},
+    )
+
+
 @dataclass
 class MTPChecks:
     info: MTPInfo
@@ -77,15 +110,35 @@ class MTPChecks:
             "served_hidden_source": self.serving.hidden_source,
             "served_recycle": self.serving.recycle,
             "served_recycle_source": self.serving.recycle_source,
+            "served_release": self.serving.release,
+            "served_refusal": self.serving.refusal,
             "findings": [f.to_dict() for f in self.findings],
             "notes": self.notes,
         }
 
 
-def mtp_checks(info: MTPInfo, hidden: str, recycle: str, source: str, engine: str, num_layers: int) -> MTPChecks:
-    serving = mtp_serving(engine, info.format)
+def mtp_checks(
+    info: MTPInfo,
+    hidden: str,
+    recycle: str,
+    source: str,
+    engine: str,
+    num_layers: int,
+    version: str | None = None,
+    family: str = "deepseek_v3",
+    target_type: str | None = None,
+) -> MTPChecks:
+    serving = mtp_serving(engine, info.format, version, family)
     trained = trained_point(hidden, num_layers)
     out = MTPChecks(info, serving, trained, source, recycle)
+    if serving.refusal is not None:
+        out.findings.append(refusal_finding(serving, info))
+    elif serving.served_targets and target_type and target_type not in serving.served_targets:
+        out.notes.append(
+            f"{engine} {serving.release} turns only {len(serving.served_targets)} target model types into an MTP draft "
+            f"({serving.served_targets_source}); this target's {target_type} is not among them: the rows above are the "
+            f"{serving.family} MTP model's, as if it were served"
+        )
     if trained != serving.hidden:
         out.findings.append(hidden_finding(trained, serving.hidden, source, serving, info))
     if serving.recycle is None:
@@ -95,7 +148,7 @@ def mtp_checks(info: MTPInfo, hidden: str, recycle: str, source: str, engine: st
     return out
 
 
-def inspect_mtp(target: str, draft: str, engine: str) -> MTPChecks:
+def inspect_mtp(target: str, draft: str, engine: str, engine_version: str | None = None) -> MTPChecks:
     """The MTP checkpoint against the target's config and the engine, without torch."""
     from pathlib import Path
 
@@ -115,4 +168,5 @@ def inspect_mtp(target: str, draft: str, engine: str) -> MTPChecks:
             )
     if not isinstance(L, int) or L < 1:
         raise BadInput("the target's config.json has no num_hidden_layers", "restore the target's config.json")
-    return mtp_checks(info, cfg.hidden, cfg.recycle, cfg.hidden_source, engine, L)
+    mt = tc.get("model_type")
+    return mtp_checks(info, cfg.hidden, cfg.recycle, cfg.hidden_source, engine, L, engine_version, mtp_family(mt), mt)

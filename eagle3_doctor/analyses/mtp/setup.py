@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...draft.mtp.served import mtp_family
 from ...engines.families import arch_family
 from ...engines.releases import check_engine
 from ...engines.serving import Serving
@@ -23,8 +24,10 @@ def assemble_mtp(tgt: Target, draft: str, engine: str, engine_version: str | Non
         draft, device=str(tgt.capture_device or tgt.device), dtype=tgt.dtype, target_embed=tgt.embed_weight(), target_head=head_w
     )
     L = tgt.num_layers
-    checks = mtp_checks(info, head.config.hidden, head.config.recycle, head.config.hidden_source, engine, L)
     version = check_engine(engine, engine_version)
+    mt = getattr(tgt.config, "model_type", None)
+    c = head.config
+    checks = mtp_checks(info, c.hidden, c.recycle, c.hidden_source, engine, L, engine_version, mtp_family(mt), mt)
     family = arch_family(tgt.config)
     s = checks.serving
     serving = Serving(engine, version, family, L, (s.hidden,), None, f"MTP step 1: {s.hidden_source}")

@@ -53,7 +53,7 @@ def mtp_inspect(a: SimpleNamespace, r: Resolved) -> int:
 
     assert r.draft is not None  # is_mtp
     refuse_unhonoured(a)
-    checks = inspect_mtp(r.target, r.draft, r.engine)
+    checks = inspect_mtp(r.target, r.draft, r.engine, r.engine_version)
     r.locate(checks.findings)
     con = console(stderr=a.json_out == "-")
     render_mtp_checks(con, checks)

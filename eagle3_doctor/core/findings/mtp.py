@@ -43,4 +43,24 @@ RECORDS = (
         ),
         confirm="`acceptance` measures the chain with the engine's recycling beside the trained one",
     ),
+    Code(
+        "MTP003",
+        ERROR,
+        "the engine release does not load the MTP checkpoint's layout",
+        meaning=(
+            "The engine refuses the head's layout at start-up, in its own words: vLLM's speculators reader "
+            "(transformers_utils/configs/speculators) registers no mtp algorithm in any release (0.33.0: eagle3, peagle, "
+            "dflash, dflash2, dspark), so a speculators MTPDraftModel config raises ValueError; SGLang reads no speculators "
+            "config and has no MTPDraftModel class. Each engine serves an MTP head only inside its target "
+            "(num_nextn_predict_layers, the deepseek layout), for the target families it has an MTP model for."
+        ),
+        why=(
+            "Nothing is drafted: the server does not start with the head, so no acceptance is measured in serving; "
+            "the doctor's served figures are those of the layout the engine does load, and say so."
+        ),
+        confirm=(
+            "the evidence quotes the engine's error and the file:line that raises it, executed on the release's own "
+            "code (conformance/mtp_exec.py); `inspect --engine-version` shows other releases"
+        ),
+    ),
 )
