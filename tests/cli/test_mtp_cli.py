@@ -77,6 +77,26 @@ def test_the_deepseek_layout_inside_a_target_is_read_and_its_recycling_checked(t
         assert any("llama is not among them" in n for n in out["notes"]) == (engine == "vllm"), out["notes"]
 
 
+def test_in_a_layout_an_engine_loads_the_folded_copy_makes_the_run_quiet(tmp_path):
+    """The planted mismatch (a head trained on layer_out[L-1], fed final_norm) in DeepSeek's own layout, which
+    SGLang loads: fix folds the final norm into hnorm in a copy, and the copy's run has no finding left (in the
+    speculators layout MTP003 stays: no engine release loads it)."""
+    from safetensors.torch import load_file
+
+    from eagle3_doctor.draft.mtp.formats import read_mtp
+    from eagle3_doctor.draft.mtp.writing import write_mtp
+
+    sd = load_file(TARGET / "model.safetensors")
+    head, _ = read_mtp(MTP, target_embed=sd["model.embed_tokens.weight"], target_head=sd["lm_head.weight"])
+    write_mtp(head, tmp_path / "ds", "deepseek", target_dir=str(TARGET))
+    ds = tmp_path / "ds"
+    common = ["--engine", "sglang", "--prompts", PROMPTS, "--limit", "4", "--max-new-tokens", "32", "--num-steps", "3"]
+    r = invoke("fix", "-t", ds, "-d", ds, *common, "--out", tmp_path / "fixed", "--json", tmp_path / "f.json")
+    assert r.exit_code == 0 and "MTP001: hnorm.weight folded" in r.output, r.output
+    r = invoke("acceptance", "-t", ds, "-d", tmp_path / "fixed", *common, "--json", tmp_path / "a.json")
+    assert r.exit_code == 0 and json.loads((tmp_path / "a.json").read_text())["findings"] == [], r.output
+
+
 def test_a_dflash_draft_is_inspected_and_a_broken_one_refused_in_one_line(tmp_path):
     import torch
     from safetensors.torch import save_file
