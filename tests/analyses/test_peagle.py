@@ -143,3 +143,22 @@ def test_a_mask_hidden_tensor_makes_an_eagle3_checkpoint_a_peagle_draft(tmp_path
     assert r.exit_code == 2 and "is a P-EAGLE draft (a P-EAGLE draft: a mask_hidden tensor" in r.output, r.output
     r = invoke("compare-hidden", "-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "2")
     assert r.exit_code == 0, r.output  # its taps are EAGLE-3's, and vLLM feeds the trained ones
+
+
+def test_a_draft_trained_with_its_slots_at_the_anchor_is_told_apart_by_diagnose(target, monkeypatch):
+    """A draft that learned every parallel slot at its anchor's position (a trainer that ignored position_ids) is
+    what diagnose's anchor lever is for. Played here by swapping the two layouts inside the draft: the engine's
+    a + d then runs what the draft did not learn, and PEA005 must say the anchor layout accepts more."""
+    from eagle3_doctor.analyses.peagle_levers import ANCHOR, peagle_diagnose
+    from eagle3_doctor.draft.peagle.model import PEagleDraft
+
+    real = PEagleDraft.slot_logits
+    swap = {"offset": "anchor", "anchor": "offset"}
+    monkeypatch.setattr(
+        PEagleDraft, "slot_logits", lambda self, a, i, s, k, positions="offset": real(self, a, i, s, k, swap[positions])
+    )
+    prompts = [p.ids for p in load_prompts(target.tokenizer, PROMPTS, max_tokens=None, limit=8)]
+    d = peagle_diagnose(target, str(PEAGLE), "vllm", None, prompts, 48, lambda *a: None)
+    assert list(d.paths) == ["trained", ANCHOR] and d.verdict.startswith("the engine runs the draft as it was trained")
+    assert d.paths[ANCHOR]["gain_over_trained"]["lo"] > 0
+    assert [f.code for f in d.findings] == ["PEA005"] and "retrain" in d.findings[0].fix
