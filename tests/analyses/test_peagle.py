@@ -162,3 +162,21 @@ def test_a_draft_trained_with_its_slots_at_the_anchor_is_told_apart_by_diagnose(
     assert list(d.paths) == ["trained", ANCHOR] and d.verdict.startswith("the engine runs the draft as it was trained")
     assert d.paths[ANCHOR]["gain_over_trained"]["lo"] > 0
     assert [f.code for f in d.findings] == ["PEA005"] and "retrain" in d.findings[0].fix
+
+
+@pytest.mark.parametrize(
+    ("tensor", "says"),
+    [((1, 1, 128), "mask_hidden holds 128 values, the fc takes 384"), (None, "holds no mask_hidden tensor")],
+    ids=["misshapen", "missing"],
+)
+def test_a_mask_hidden_the_draft_cannot_run_with_is_one_line(tmp_path, tensor, says):
+    from safetensors.torch import load_file, save_file
+
+    d = _copy(tmp_path)
+    sd = load_file(d / "model.safetensors")
+    sd.pop("mask_hidden")
+    if tensor is not None:
+        sd["mask_hidden"] = torch.zeros(tensor)
+    save_file(sd, d / "model.safetensors")
+    r = invoke("acceptance", "-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "1")
+    assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output, r.output
