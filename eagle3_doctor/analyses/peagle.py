@@ -91,7 +91,8 @@ class PEagleSides:
     findings: list[Finding]
 
 
-def read_sides(target: Any, draft_path: str, engine: str, version: str | None) -> PEagleSides:
+def read_sides(target: Any, draft_path: str, engine: str, version: str | None, k: int | None = None) -> PEagleSides:
+    """The draft and its two ways; ``k`` the tokens a pass the launch line asks for (None: the config's)."""
     from ..core.errors import BadInput
     from ..draft.peagle.formats import with_mask_hidden
     from ..draft.peagle.served import peagle_serving
@@ -106,10 +107,20 @@ def read_sides(target: Any, draft_path: str, engine: str, version: str | None) -
     trained = Way("trained", "parallel", setup.train_spec, pe.depths, pe.mask_token_id, "offset",
                   f"speculators' P-EAGLE training: {pe.depths} slots in one forward; taps {setup.train_source}")  # fmt: skip
     served = None
+    found = serving_findings(info, s)
     if s.mode != "refused":
-        served = Way("served", s.mode, setup.serving.spec, s.k or pe.depths, s.mask_token_id, "offset",
+        served = Way("served", s.mode, setup.serving.spec, k or s.k or pe.depths, s.mask_token_id, "offset",
                      f"{s.why} ({s.source}); taps {setup.serving.source}")  # fmt: skip
-    return PEagleSides(pe, info, s, trained, served, serving_findings(info, s))
+        if k is not None and k != pe.depths:
+            found.append(_k_finding(k, pe.depths, s.engine))
+    return PEagleSides(pe, info, s, trained, served, found)
+
+
+def _k_finding(k: int, depths: int, engine: str) -> Finding:
+    return Finding("PEA006", f"{engine} drafts {k} tokens a pass; the draft was trained for {depths}",
+                   evidence=[f"served: num_speculative_tokens {k} (the launch line or --num-steps)",
+                             f"trained: speculative_tokens {depths} in the draft's config.json"],
+                   fix=f"launch with num_speculative_tokens {depths} (vLLM --speculative-config), the depths the draft was trained for")  # fmt: skip
 
 
 @dataclass
@@ -140,14 +151,14 @@ def differs(a: Way, b: Way) -> bool:
 
 def peagle_acceptance(
     target: Any, draft_path: str, engine: str, version: str | None, prompts: list[list[int]], max_new_tokens: int,
-    progress: Callable[[str, int, int], None], reference_prompts: int = 2,
+    progress: Callable[[str, int, int], None], reference_prompts: int = 2, k: int | None = None,
 ) -> PEagleAcceptance:  # fmt: skip
     """Both ways of running the draft on ``target`` over ``prompts`` (token ids), the served one checked against a
     sequential loop on the first ``reference_prompts``."""
     from .passes import continue_prompts
     from .peagle_measure import measure_ways
 
-    side = read_sides(target, draft_path, engine, version)
+    side = read_sides(target, draft_path, engine, version, k)
     ways = {"trained": side.trained}
     if side.served is not None and differs(side.served, side.trained):
         ways["served"] = side.served
@@ -161,8 +172,10 @@ def peagle_acceptance(
     )
     res = PEagleAcceptance(engine, len(prompts), sum(len(s) - st for s, st in zip(seqs, starts)), ways, figs, walked, diff,
                            ref, side.findings)  # fmt: skip
-    if diff is not None:
+    if diff is not None and diff.lo < 0:
         res.findings.append(cost_finding(ways["trained"], ways["served"], figs, diff, side.findings))
+    elif diff is not None:
+        res.notes.append(f"the served way accepts no less than the trained one (served - trained {diff.text()})")
     elif side.served is not None:
         res.notes.append(f"{engine} runs the draft as it was trained ({side.trained.mode}, K {side.trained.k}, "
                          f"taps {format_spec(side.trained.spec)}): one path measured")  # fmt: skip
@@ -181,7 +194,7 @@ def way_figures(walked: dict[str, list[list[int]]], ways: dict[str, Way]) -> tup
 
 def cost_finding(t: Way, s: Way, figs: dict[str, Interval], diff: Interval, found: list[Finding]) -> Finding:
     """PEA004: served against trained, an error where the paired interval excludes 0; the fix the cause carries."""
-    cause = next((f for f in found if f.code in ("PEA001", "PEA003")), None)
+    cause = next((f for f in found if f.code in ("PEA001", "PEA003", "PEA006")), None)
     how = [f"{n}: {w.mode}, K {w.k}" + (f", mask token {w.token}" if w.mode == "parallel" else "") + f", taps {format_spec(w.spec)}"
            for n, w in (("trained", t), ("served", s))]  # fmt: skip
     return Finding(

@@ -22,7 +22,7 @@ from .peagle_measure import Way, measure_ways
 
 DIAGNOSE_SCHEMA = "eagle3-doctor/peagle-diagnose/1"
 FIX_SCHEMA = "eagle3-doctor/peagle-fix/1"
-_ATTRS = (("mode", "parallel drafting"), ("token", "mask token"), ("spec", "taps"))
+_ATTRS = (("mode", "parallel drafting"), ("token", "mask token"), ("spec", "taps"), ("k", "tokens a pass"))
 ANCHOR = "trained, slots at the anchor's position"
 
 
@@ -56,9 +56,9 @@ class PEagleDiagnosis:
 
 def peagle_diagnose(
     target: Any, draft_path: str, engine: str, version: str | None, prompts: list[list[int]], max_new_tokens: int,
-    progress: Callable[[str, int, int], None],
+    progress: Callable[[str, int, int], None], k: int | None = None,
 ) -> PEagleDiagnosis:  # fmt: skip
-    side = read_sides(target, draft_path, engine, version)
+    side = read_sides(target, draft_path, engine, version, k)
     ways = levers(side.trained, side.served)
     seqs = continue_prompts(target, prompts, max_new_tokens, progress)
     walked = measure_ways(target, side.pe, ways, seqs, [len(p) for p in prompts], lambda i, n: progress("diagnose", i, n))
@@ -70,8 +70,8 @@ def peagle_diagnose(
     found = side.findings
     figs = dict(zip(names, own))
     ti = names.index("trained")
-    if "served" in ways:
-        back = gain[ti]  # trained - served, paired
+    if "served" in ways and gain[ti].hi > 0:  # trained - served, paired: the served way may cost something
+        back = gain[ti]
         diff = replace(back, point=-back.point, lo=-back.hi, hi=-back.lo)
         found.append(cost_finding(side.trained, side.served, figs, diff, found))  # type: ignore[arg-type]
     pair = [acceptance_counts(walked[n], None, None, K) for n in ("trained", ANCHOR)]
@@ -109,15 +109,15 @@ def _verdict(names: list[str], gain: list[Interval], ti: int) -> str:
 
 def peagle_fix(
     target: Any, draft_path: str, engine: str, version: str | None, prompts: list[list[int]], max_new_tokens: int,
-    out: str, progress: Callable[[str, int, int], None],
+    out: str, progress: Callable[[str, int, int], None], k: int | None = None,
 ) -> CopyFix:  # fmt: skip
     """acceptance on the draft; the copy at ``out`` with every config edit its findings carry; acceptance on the copy."""
     from .fixing import write_copy
 
-    before = peagle_acceptance(target, draft_path, engine, version, prompts, max_new_tokens, progress)
+    before = peagle_acceptance(target, draft_path, engine, version, prompts, max_new_tokens, progress, k=k)
     edits = [(f.code, f.fix) for f in before.findings if f.code in ("PEA001", "PEA003") and isinstance(f.fix, Fix) and f.fix.key]
     if not edits:
         return CopyFix(FIX_SCHEMA, "peagle", draft_path, None, [], before, None)
     applied = write_copy(draft_path, out, edits)
-    after = peagle_acceptance(target, out, engine, version, prompts, max_new_tokens, progress)
+    after = peagle_acceptance(target, out, engine, version, prompts, max_new_tokens, progress, k=k)
     return CopyFix(FIX_SCHEMA, "peagle", draft_path, out, applied, before, after)

@@ -180,3 +180,14 @@ def test_a_mask_hidden_the_draft_cannot_run_with_is_one_line(tmp_path, tensor, s
     save_file(sd, d / "model.safetensors")
     r = invoke("acceptance", "-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "1")
     assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output, r.output
+
+
+@pytest.mark.parametrize(("k", "codes"), [(2, {"PEA004", "PEA006"}), (6, {"PEA006"})], ids=["fewer", "more"])
+def test_the_launch_lines_tokens_a_pass_are_the_served_k(tmp_path, k, codes):
+    """Fewer slots than trained cap every pass (a measured cost); more add depths the draft never learned, which
+    cost no acceptance but verify work: PEA006 either way, PEA004 only where the served way accepts less."""
+    r = invoke("acceptance", "-t", TARGET, "-d", PEAGLE, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "8",
+               "--max-new-tokens", "48", "--num-steps", str(k), "--json", tmp_path / "a.json")  # fmt: skip
+    doc = json.loads((tmp_path / "a.json").read_text())
+    assert {f["code"] for f in doc["findings"]} == codes and doc["paths"]["served"]["k"] == k, r.output
+    assert doc["difference"]["hi"] < 0 if k == 2 else doc["difference"]["lo"] >= 0

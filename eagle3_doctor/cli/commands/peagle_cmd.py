@@ -45,13 +45,15 @@ def peagle_run(a: SimpleNamespace, r: Resolved, command: str) -> int:
     assert r.draft is not None  # is_peagle
     res: Any
     args = (tgt, r.draft, r.engine, r.engine_version, prompts, a.max_new_tokens)
+    # the tokens a pass the launch line asks for (num_speculative_tokens), else the draft config's
+    k = getattr(a, "num_steps", None) or (r.serve.num_steps if r.serve is not None and r.serve.num_steps else None)
     with progress(a.quiet) as cb:
         if command == "diagnose":
-            res, show, ok = lv.peagle_diagnose(*args, cb), rep.render_peagle_diagnosis, _OK
+            res, show, ok = lv.peagle_diagnose(*args, cb, k=k), rep.render_peagle_diagnosis, _OK
         elif command == "fix":
-            res, show, ok = lv.peagle_fix(*args, a.out, cb), rep.render_peagle_fix, "the copy runs as the draft was trained"
+            res, show, ok = lv.peagle_fix(*args, a.out, cb, k=k), rep.render_peagle_fix, "the copy runs as the draft was trained"
         else:
-            res, show, ok = pa.peagle_acceptance(*args, cb), rep.render_peagle_acceptance, _OK
+            res, show, ok = pa.peagle_acceptance(*args, cb, k=k), rep.render_peagle_acceptance, _OK
     r.locate(res.findings)
     con = console(stderr=a.json_out == "-")
     show(con, res)

@@ -75,4 +75,17 @@ RECORDS = (
         why="No engine key moves the slots: the draft keeps losing the difference until it is retrained with positions.",
         confirm="rerun `eagle3-doctor diagnose` on the retrained draft: the two layouts then agree or favour the engine's",
     ),
+    Code(
+        "PEA006",
+        WARNING,
+        "the engine drafts another number of tokens a pass than the draft was trained for",
+        meaning=(
+            "A P-EAGLE draft is trained for K depths (speculators writes them as the proposal's speculative_tokens). "
+            "The launch line's num_speculative_tokens (or --num-steps here) overrides them: fewer slots cap every "
+            "pass below what the draft can reach, more slots add depths it never learned, each one more token to "
+            "verify."
+        ),
+        why="Acceptance per pass is capped by the served K, or verify work is spent on untrained slots.",
+        confirm=_CONFIRM,
+    ),
 )
