@@ -20,7 +20,7 @@ import torch
 from ..core.findings import Finding
 from ..core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
 from ..core.taps import FeatureSpec, format_spec
-from .passes import continue_prompts, walk
+from .passes import continue_prompts, leading_accepted, replay_passes, sequential_loop
 
 SCHEMA = "eagle3-doctor/dflash-acceptance/1"
 
@@ -29,48 +29,21 @@ SCHEMA = "eagle3-doctor/dflash-acceptance/1"
 def accepts_at_every_anchor(draft: Any, taps: torch.Tensor, ids: torch.Tensor, start: int, embed: Any, head: Any) -> list[int]:
     """ids [T] one sequence (prompt + greedy continuation), taps [T, n*H]: the tokens accepted at each anchor
     start..T-1 (leading proposals equal to the sequence's next tokens)."""
-    T, bs = ids.shape[0], draft.config.block_size
-    anchors = torch.arange(start, T, device=ids.device)
+    anchors = torch.arange(start, ids.shape[0], device=ids.device)
     h = draft.blocks(taps[None], ids[None], anchors, embed)[0]  # [A, bs-1, H]
-    prop = head(h.to(head.weight.dtype)).argmax(-1)  # [A, bs-1]
-    nxt = torch.full((anchors.numel(), bs - 1), -1, dtype=torch.long, device=ids.device)
-    for i in range(bs - 1):
-        pos = anchors + i + 1
-        ok = pos < T
-        nxt[ok, i] = ids[pos[ok]]
-    return (prop == nxt).long().cumprod(-1).sum(-1).tolist()
+    return leading_accepted(head(h.to(head.weight.dtype)).argmax(-1), ids, anchors)
 
 
-@torch.inference_mode()
 def reference_loop(target: Any, draft: Any, spec: FeatureSpec, prompt: list[int], end: int) -> tuple[list[int], list[int]]:
     """(tokens, passes): the speculative loop run pass by pass, the target's verify a fresh forward each time."""
-    from ..model.target import capture, make_batch, target_argmax
-
-    def forward(seq: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        b = make_batch([seq], 0, target.device)
-        got, last = capture(target, b, spec, want_logits=True)
-        assert last is not None
-        return torch.cat([got[p] for p in spec], -1)[0], target_argmax(target, last)[0]
-
-    bs = draft.config.block_size
-    taps, amax = forward(prompt)
-    seq, passes = list(prompt) + [int(amax[-1])], []
     embed, head = target.model.get_input_embeddings(), target.model.get_output_embeddings()
-    while len(seq) - 1 < end:
-        a = len(seq) - 1
-        h = draft.blocks(
-            taps[None, :a], torch.tensor([seq], device=target.device), torch.tensor([a], device=target.device), embed
-        )
-        prop = head(h[0, 0].to(head.weight.dtype)).argmax(-1).tolist()
-        taps, amax = forward(seq + prop)
-        post = amax[a : a + bs].tolist()
-        n = 0
-        while n < bs - 1 and prop[n] == post[n]:
-            n += 1
-        n = min(n, end - 1 - a)
-        passes.append(n)
-        seq += prop[:n] + [post[n]]
-    return seq[:end], passes
+
+    def propose(taps: torch.Tensor, seq: list[int], a: int) -> list[int]:
+        dev = target.device
+        h = draft.blocks(taps[None], torch.tensor([seq], device=dev), torch.tensor([a], device=dev), embed)
+        return head(h[0, 0].to(head.weight.dtype)).argmax(-1).tolist()
+
+    return sequential_loop(target, spec, prompt, end, draft.config.block_size - 1, propose)
 
 
 @dataclass
@@ -117,23 +90,10 @@ def measure_paths(
     starts: list[int],
     progress: Callable[[int, int], None],
 ) -> dict[str, list[list[int]]]:
-    """Per path, per sequence: the passes the estimator walks over its continuation (the sequences replayed
-    through the target in batches, as every replay runs)."""
-    from ..model.replay import iter_captures
-    from ..model.runtime import auto_batch_size
-
-    pts = {p for s in specs.values() for p in s}
+    """Per path, per sequence: the passes the estimator walks over its continuation."""
     embed, head = target.model.get_input_embeddings(), target.model.get_output_embeddings()
-    out: dict[str, list[list[int]]] = {n: [[] for _ in seqs] for n in specs}
-    batch = auto_batch_size(target, max(map(len, seqs)))
-    for rb in iter_captures(target, seqs, pts, batch_size=batch, progress=progress):
-        for row, i in enumerate(rb.index):
-            T = len(seqs[i])
-            for name, spec in specs.items():
-                taps = torch.cat([rb.captured[p][row, :T] for p in spec], -1).to(target.dtype)
-                got = accepts_at_every_anchor(draft, taps, rb.tokens[row, :T], starts[i], embed, head)
-                out[name][i] = walk(got, starts[i], T)
-    return out
+    return replay_passes(target, specs, seqs, starts, progress,
+                         lambda _, taps, ids, start: accepts_at_every_anchor(draft, taps, ids, start, embed, head))  # fmt: skip
 
 
 def path_figures(walked: dict[str, list[list[int]]], proposals: int) -> tuple[dict[str, Interval], Interval | None]:

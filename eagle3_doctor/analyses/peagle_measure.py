@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ..core.taps import FeatureSpec
-from .passes import walk
+from .passes import leading_accepted, replay_passes, sequential_loop
 
 
 @dataclass(frozen=True)
@@ -46,92 +46,51 @@ def _paired(seq: torch.Tensor) -> torch.Tensor:
     return torch.cat([seq[1:], seq[-1:]])
 
 
-def _accepted(prop: torch.Tensor, seq: torch.Tensor, anchors: torch.Tensor) -> list[int]:
-    """Leading proposals equal to the sequence's next tokens: prop[i, d] proposes x_{anchors[i] + 1 + d}."""
-    T, k = seq.shape[0], prop.shape[1]
-    nxt = torch.full_like(prop, -1)
-    for d in range(k):
-        pos = anchors + 1 + d
-        ok = pos < T
-        nxt[ok, d] = seq[pos[ok]]
-    return (prop == nxt).long().cumprod(-1).sum(-1).tolist()
-
-
 @torch.inference_mode()
 def accepts_at_every_anchor(pe: Any, way: Way, taps: torch.Tensor, seq: torch.Tensor, start: int) -> list[int]:
     """seq [T] one sequence (prompt + greedy continuation), taps [T, F] the way's taps: the tokens accepted at every
     anchor start..T-1."""
-    T = seq.shape[0]
-    anchors = torch.arange(start, T, device=seq.device)
+    anchors = torch.arange(start, seq.shape[0], device=seq.device)
     ids = _paired(seq)
     if way.mode == "parallel":
-        run = pe if way.token in (None, pe.mask_token_id) else _with_token(pe, way.token)
-        prop = run.parallel(taps, ids, anchors - 1, way.k, way.positions)
+        prop = _run(pe, way).parallel(taps, ids, anchors - 1, way.k, way.positions)
     else:
         d = pe.draft
         steps = [d.to_target_ids(d.logits(h).argmax(-1))[0] for h in d.unroll(taps[None], ids[None], way.k)]
         prop = torch.stack(steps, 1)[anchors - 1]
-    return _accepted(prop, seq, anchors)
+    return leading_accepted(prop, seq, anchors)
 
 
-def _with_token(pe: Any, token: int) -> Any:
+def _run(pe: Any, way: Way) -> Any:
+    """The draft with the way's mask token in its parallel slots."""
     from dataclasses import replace
 
-    return replace(pe, mask_token_id=token)
+    return pe if way.token in (None, pe.mask_token_id) else replace(pe, mask_token_id=way.token)
 
 
 def measure_ways(
     target: Any, pe: Any, ways: dict[str, Way], seqs: list[list[int]], starts: list[int], progress: Callable[[int, int], None]
 ) -> dict[str, list[list[int]]]:
-    """Per way, per sequence: the passes the estimator walks over its continuation (replayed in batches)."""
-    from ..model.replay import iter_captures
-    from ..model.runtime import auto_batch_size
-
-    pts = {p for w in ways.values() for p in w.spec}
-    out: dict[str, list[list[int]]] = {n: [[] for _ in seqs] for n in ways}
-    batch = auto_batch_size(target, max(map(len, seqs)))
-    for rb in iter_captures(target, seqs, pts, batch_size=batch, progress=progress):
-        for row, i in enumerate(rb.index):
-            T = len(seqs[i])
-            for name, w in ways.items():
-                taps = torch.cat([rb.captured[p][row, :T] for p in w.spec], -1).to(target.dtype)
-                got = accepts_at_every_anchor(pe, w, taps, rb.tokens[row, :T], starts[i])
-                out[name][i] = walk([min(g, w.k) for g in got], starts[i], T)
-    return out
+    """Per way, per sequence: the passes the estimator walks over its continuation."""
+    specs = {n: w.spec for n, w in ways.items()}
+    return replay_passes(target, specs, seqs, starts, progress,
+                         lambda name, taps, ids, start: accepts_at_every_anchor(pe, ways[name], taps, ids, start))  # fmt: skip
 
 
-@torch.inference_mode()
 def reference_loop(target: Any, pe: Any, way: Way, prompt: list[int], end: int) -> tuple[list[int], list[int]]:
     """(tokens, passes): the speculative loop run pass by pass, the target's verify a fresh forward each time."""
-    from ..model.target import capture, make_batch, target_argmax
 
-    def forward(s: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        got, last = capture(target, make_batch([s], 0, target.device), way.spec, want_logits=True)
-        assert last is not None
-        return torch.cat([got[p] for p in way.spec], -1)[0].to(target.dtype), target_argmax(target, last)[0]
+    def propose(taps: torch.Tensor, seq: list[int], a: int) -> list[int]:
+        ids = torch.tensor(seq[1 : a + 1], device=target.device)  # slot t pairs the taps at t with x_{t+1}
+        return _propose(pe, way, taps.to(target.dtype), ids, a)
 
-    taps, amax = forward(prompt)
-    seq, passes = list(prompt) + [int(amax[-1])], []
-    while len(seq) - 1 < end:
-        a = len(seq) - 1
-        ids = torch.tensor(seq[1:] + seq[-1:], device=target.device)
-        prop = _propose(pe, way, taps[:a], ids[:a], a)
-        taps, amax = forward(seq + prop)
-        post = amax[a : a + way.k + 1].tolist()
-        n = 0
-        while n < way.k and prop[n] == post[n]:
-            n += 1
-        n = min(n, end - 1 - a)
-        passes.append(n)
-        seq += prop[:n] + [post[n]]
-    return seq[:end], passes
+    return sequential_loop(target, way.spec, prompt, end, way.k, propose)
 
 
 def _propose(pe: Any, way: Way, taps: torch.Tensor, ids: torch.Tensor, a: int) -> list[int]:
     """The K tokens of one pass from the taps and paired tokens of slots 0..a-1."""
     if way.mode == "parallel":
-        run = pe if way.token in (None, pe.mask_token_id) else _with_token(pe, way.token)
-        return run.parallel(taps, ids, torch.tensor([a - 1], device=ids.device), way.k, way.positions)[0].tolist()
+        return _run(pe, way).parallel(taps, ids, torch.tensor([a - 1], device=ids.device), way.k, way.positions)[0].tolist()
     from ..draft.model import DraftCache
 
     d, cache, out = pe.draft, DraftCache(), []
