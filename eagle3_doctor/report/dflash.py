@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.stats import Interval
 from ..core.taps import format_spec
 
 
@@ -52,8 +53,8 @@ def render_dflash_diagnosis(con: Any, res: Any) -> None:
     con.print(f"DFlash draft, engine {res.engine}, {res.prompts} prompts: tokens per verify pass with each lever", markup=False)
     for name, p in res.paths.items():
         m, g = p["mean_acceptance_length"], p["gain_over_served"]
-        gain = "" if name == "served" else f"  gain over served {g['point']:.3f} [{g['lo']:.3f}, {g['hi']:.3f}]"
-        con.print(f"  {name}: {m['point']:.3f} [{m['lo']:.3f}, {m['hi']:.3f}]{gain}", markup=False, soft_wrap=True)
+        gain = "" if name == "served" else f"  gain over served {Interval(**g).text()}"
+        con.print(f"  {name}: {Interval(**m).text()}{gain}", markup=False, soft_wrap=True)
     con.print(f"verdict: {res.verdict}", markup=False, soft_wrap=True)
     con.print()
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.stats import Interval
+
 SLOTS = {"offset": "anchor + d", "anchor": "the anchor"}
 
 
@@ -53,13 +55,14 @@ def render_peagle_diagnosis(con: Any, res: Any) -> None:
         gain = "" if name == first or g is None else f"  gain over {first} {_iv(g)}"
         if first != "trained" and "gain_over_trained" in p:
             gain += f", over trained {_iv(p['gain_over_trained'])}"
-        con.print(f"  {name} ({_way(p)}): {m['point']:.3f} [{m['lo']:.3f}, {m['hi']:.3f}]{gain}", markup=False, soft_wrap=True)
+        con.print(f"  {name} ({_way(p)}): {_iv(m)}{gain}", markup=False, soft_wrap=True)
     con.print(f"verdict: {res.verdict}", markup=False, soft_wrap=True)
     con.print()
 
 
-def _iv(g: dict[str, Any]) -> str:
-    return f"{g['point']:.3f} [{g['lo']:.3f}, {g['hi']:.3f}]"
+def _iv(d: dict[str, Any]) -> str:
+    """An interval from a document's figures, written as every report writes it (Interval.text)."""
+    return Interval(**d).text()
 
 
 def render_peagle_fix(con: Any, res: Any) -> None:

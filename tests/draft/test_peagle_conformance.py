@@ -15,19 +15,11 @@ sys.path.insert(0, str(ROOT / "conformance"))
 import peagle_exec  # noqa: E402
 from releases import RELEASES  # noqa: E402
 
-from eagle3_doctor.draft.peagle.formats import PEagleInfo, peagle_evidence, trained_depths  # noqa: E402
 from eagle3_doctor.draft.peagle.served import peagle_serving  # noqa: E402
+from eagle3_doctor.draft.peagle.table import case_info  # noqa: E402
 
 TABLE = json.loads((ROOT / peagle_exec.PACKAGE_TABLE).read_text())
 TESTDATA = ROOT / "conformance" / "testdata"
-
-
-def _info(cfg: dict) -> PEagleInfo:
-    """The checkpoint a case's config belongs to, with its mask_hidden tensor (speculators always saves it)."""
-    tok = cfg.get("mask_token_id")
-    why = peagle_evidence(cfg, ["mask_hidden"])
-    assert why is not None
-    return PEagleInfo("d", cfg.get("speculators_model_type"), tok, trained_depths(cfg), [1, 1, 384], why, cfg)
 
 
 def _row(version: str) -> dict:
@@ -44,7 +36,7 @@ def test_every_listed_release_has_a_row_and_the_cases_are_the_harness_own():
 def test_peagle_serving_is_what_each_release_executes(version):
     outcome = _row(version)["outcome"]
     for name, cfg in TABLE["cases"].items():
-        got, ran = peagle_serving("vllm", version, _info(cfg)), outcome[name]
+        got, ran = peagle_serving("vllm", version, case_info(cfg)), outcome[name]
         if ran["mode"] == "absent":  # the reader before 0.16.0 has another shape: not executed, the rule refuses the type
             continue
         assert got.mode == ran["mode"], (version, name, got, ran)

@@ -20,11 +20,16 @@ from ...core.errors import BadInput
 MASK_HIDDEN = "mask_hidden"
 
 
+def mask_hidden_name(names: Any) -> str | None:
+    """The name the checkpoint stores mask_hidden under (bare, or under a module prefix), or None."""
+    return next((n for n in names if n == MASK_HIDDEN or n.endswith("." + MASK_HIDDEN)), None)
+
+
 def peagle_evidence(config: dict[str, Any], names: list[str]) -> str | None:
     """Why a checkpoint is a P-EAGLE draft, or None."""
     if config.get("speculators_model_type") == "peagle":
         return 'speculators_model_type "peagle"'
-    if any(n == MASK_HIDDEN or n.endswith("." + MASK_HIDDEN) for n in names):
+    if mask_hidden_name(names) is not None:
         return f"a {MASK_HIDDEN} tensor beside an EAGLE-3 draft's (config type {config.get('speculators_model_type')!r})"
     return None
 
@@ -58,15 +63,21 @@ def peagle_info(path: str | os.PathLike) -> PEagleInfo:
 
     d = Path(path)
     cfg = read_json_object(d / "config.json", "point --draft at a directory holding config.json and *.safetensors")
-    shapes = tensor_shapes(d)
-    names = sorted(shapes)
-    why = peagle_evidence(cfg, names)
-    if why is None:
+    info = info_from_config(cfg, tensor_shapes(d), str(d))
+    if info is None:
         raise BadInput(f"{d} holds no P-EAGLE draft", f'write speculators_model_type "peagle" or a {MASK_HIDDEN} tensor')
-    mname = next((n for n in names if n == MASK_HIDDEN or n.endswith("." + MASK_HIDDEN)), None)
+    return info
+
+
+def info_from_config(cfg: dict[str, Any], shapes: dict[str, list[int]], path: str = "") -> PEagleInfo | None:
+    """What a config and its tensors' shapes say of the parallel drafting, or None for no P-EAGLE draft."""
+    why = peagle_evidence(cfg, sorted(shapes))
+    if why is None:
+        return None
+    name = mask_hidden_name(shapes)
     tok = cfg.get("mask_token_id")
-    return PEagleInfo(str(d), cfg.get("speculators_model_type"), tok if isinstance(tok, int) else None,
-                      trained_depths(cfg), shapes[mname] if mname else None, why, cfg)  # fmt: skip
+    return PEagleInfo(path, cfg.get("speculators_model_type"), tok if isinstance(tok, int) else None,
+                      trained_depths(cfg), shapes[name] if name else None, why, cfg)  # fmt: skip
 
 
 def with_mask_hidden(draft: Any, path: str) -> tuple[Any, PEagleInfo]:
@@ -83,7 +94,8 @@ def with_mask_hidden(draft: Any, path: str) -> tuple[Any, PEagleInfo]:
         raise BadInput(f"{path}: config.json has no integer mask_token_id, the parallel slots' token",
                        "write the mask_token_id the draft was trained with into config.json")  # fmt: skip
     tensors = load_weights_dir(Path(path))
-    name = next(k for k in tensors if k == MASK_HIDDEN or k.endswith("." + MASK_HIDDEN))
+    name = mask_hidden_name(tensors)
+    assert name is not None  # info.mask_hidden_shape came from the same tensors' headers
     mh = tensors[name].to_torch().reshape(-1)
     if mh.numel() != draft.config.fc_in_features:
         raise BadInput(f"{path}: {MASK_HIDDEN} holds {mh.numel()} values, the fc takes {draft.config.fc_in_features}",

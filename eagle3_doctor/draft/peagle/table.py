@@ -7,14 +7,18 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-from .formats import PEagleInfo, peagle_evidence, trained_depths
+from .formats import PEagleInfo, info_from_config
 from .served import peagle_serving
 
+# speculators saves mask_hidden with every P-EAGLE draft: the table's cases are such checkpoints
+SAVED = {"mask_hidden": [1, 1, 384]}
 
-def _info(cfg: dict) -> PEagleInfo:
-    tok = cfg.get("mask_token_id")
-    why = peagle_evidence(cfg, ["mask_hidden"]) or ""
-    return PEagleInfo("", cfg.get("speculators_model_type"), tok, trained_depths(cfg), [1, 1, 384], why, cfg)
+
+def case_info(cfg: dict) -> PEagleInfo:
+    """The checkpoint a case's config belongs to, as the doctor reads it."""
+    info = info_from_config(cfg, SAVED)
+    assert info is not None  # a mask_hidden tensor makes every config a P-EAGLE draft
+    return info
 
 
 def _cell(s) -> str:
@@ -34,8 +38,8 @@ def peagle_table_markdown() -> list[str]:
         "|---|" + "---|" * (len(executed) + 1),
     ]
     for name, cfg in table["cases"].items():
-        cells = [_cell(peagle_serving("vllm", r["executed_from"], _info(cfg))) for r in executed]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_cell(peagle_serving('sglang', None, _info(cfg)))} |")
+        cells = [_cell(peagle_serving("vllm", r["executed_from"], case_info(cfg))) for r in executed]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_cell(peagle_serving('sglang', None, case_info(cfg)))} |")
     first = executed[0]["executed_from"]
     lines += ["", f"- vllm: each release's `transformers_utils/configs/speculators/{{algos,base}}.py` and the proposer's "
               f"`_init_parallel_drafting_params`, executed (`conformance/peagle_exec.py`); releases before {first} read "
