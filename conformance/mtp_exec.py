@@ -36,6 +36,7 @@ from typing import Any
 import mtp_stubs as S
 from mtp_build import Builder
 from mtp_patterns import MODELS, sglang_speculators, step1, vllm_method, vllm_targets
+from speculators_reader import SPEC_DIR, load_reader
 from stubs import Obj, load_tree
 
 FAMILIES = {
@@ -43,7 +44,6 @@ FAMILIES = {
     "sglang": {"deepseek_v3": "deepseek_nextn", "glm4_moe": "glm4_moe_nextn", "qwen3_next": "qwen3_next_mtp", "qwen3_5": "qwen3_5_mtp"},
 }  # fmt: skip
 PROPOSERS = ("vllm/v1/spec_decode/llm_base_proposer.py", "vllm/v1/spec_decode/eagle.py")
-SPEC_DIR = "vllm/transformers_utils/configs/speculators"
 HF_CONFIG = "vllm/transformers_utils/config.py"
 SG_LOGITS = "sglang/srt/layers/logits_processor.py"
 PACKAGE_TABLE = "eagle3_doctor/data/mtp_serving.json"
@@ -270,14 +270,10 @@ def _class_sources(top: Any) -> list[str]:
 
 def speculators(root: Path, cfg: dict) -> dict[str, Any]:
     """vLLM's own speculators reader on the config (executed), and where the release calls it (pattern)."""
-    base, algos = root / SPEC_DIR / "base.py", root / SPEC_DIR / "algos.py"
-    if not base.exists():
+    loaded = load_reader(root)
+    if loaded is None:
         return {"reader": None, "outcome": f"!no speculators reader ({SPEC_DIR} absent): nothing reads an MTPDraftModel config"}
-    ga = S.load_module(algos, decorators=True) if algos.exists() else {}  # register_speculator fills the registry
-    types_ = ga.get("SUPPORTED_SPECULATORS_TYPES", {})
-    gb = S.load_module(base)
-    gb["SUPPORTED_SPECULATORS_TYPES"] = types_
-    cls = gb["SpeculatorsConfig"]
+    cls, types_ = loaded
     out: dict[str, Any] = {"registered": sorted(types_), "reader": f"{SPEC_DIR}/base.py"}
     if not hasattr(cls, "extract_vllm_speculative_config"):  # 0.10.x: the check sits in from_pretrained itself
         given = type("SpeculatorsConfig", (cls,), {"get_config_dict": classmethod(lambda c, p, **k: (copy.deepcopy(cfg), {}))})

@@ -4,10 +4,9 @@ parallel, as an EAGLE-3 chain or refused, with how many tokens and which mask to
 Executed from the release (never re-typed here):
 - ``transformers_utils/configs/speculators/algos.py``, whole (pure Python): the registry of speculators types
   and each type's config update (``update_peagle`` from 0.22.0);
-- ``transformers_utils/configs/speculators/base.py``: the ``SpeculatorsConfig`` class methods
-  ``extract_transformers_pre_trained_config``, ``extract_vllm_speculative_config``,
-  ``validate_speculators_config`` and ``build_vllm_speculative_config``, lifted with ``ast`` and run as plain
-  functions of a stub class;
+- ``transformers_utils/configs/speculators/base.py``: ``SpeculatorsConfig``'s classmethods
+  ``extract_transformers_pre_trained_config`` and ``extract_vllm_speculative_config`` (and what they call), the
+  module run over permissive stubs (speculators_reader.py, the loader mtp_exec uses too);
 - ``v1/spec_decode/llm_base_proposer.py`` (``v1/spec_decode/eagle.py`` before 0.20.0)
   ``_init_parallel_drafting_params``: the parallel slots' token, read from the config the two steps above build.
 
@@ -22,51 +21,31 @@ import types
 from pathlib import Path
 from typing import Any
 
-ALGOS = "vllm/transformers_utils/configs/speculators/algos.py"
-BASE = "vllm/transformers_utils/configs/speculators/base.py"
+import mtp_stubs as S
+from speculators_reader import SPEC_DIR, load_reader
+
+ALGOS = f"{SPEC_DIR}/algos.py"
 PROPOSER = "vllm/v1/spec_decode/llm_base_proposer.py"
 PROPOSERS = (PROPOSER, "vllm/v1/spec_decode/eagle.py")  # from 0.20.0 the proposer's base class has its own file
-_METHODS = ("extract_transformers_pre_trained_config", "extract_vllm_speculative_config",
-            "validate_speculators_config", "build_vllm_speculative_config")  # fmt: skip
 
 
 class PeagleCodeMoved(Exception):
     """The release's speculators reader no longer has the shape the harness lifts: read it again."""
 
 
-def _methods(path: Path, cls: str, names: tuple[str, ...]) -> dict[str, ast.FunctionDef]:
-    tree = ast.parse(path.read_text(), str(path))
-    body = next((n.body for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
-    if body is None:
-        raise PeagleCodeMoved(f"{path.name}: class {cls} not found")
-    return {n.name: n for n in body if isinstance(n, ast.FunctionDef) and n.name in names}
-
-
-def _compile(fns: dict[str, ast.FunctionDef], path: Path, ns: dict[str, Any]) -> types.SimpleNamespace:
-    """The methods as functions of a stub class (``cls``/``self`` bound to it), compiled at their own lines."""
-    stub = types.SimpleNamespace()
-    for name, fn in fns.items():
-        fn = ast.fix_missing_locations(ast.FunctionDef(**{**fn.__dict__, "decorator_list": []}))
-        code = compile(ast.Module(body=[fn], type_ignores=[]), str(path), "exec")
-        scope: dict[str, Any] = dict(ns)
-        exec(code, scope)
-        setattr(stub, name, types.MethodType(scope[name], stub))
-    return stub
-
-
 def reader(src: Path) -> types.SimpleNamespace:
-    """The release's speculators reader: ``algos`` (its namespace) and ``cls`` (the lifted class methods)."""
-    algos: dict[str, Any] = {"__name__": "vllm_algos"}
-    exec(compile((src / ALGOS).read_text(), str(src / ALGOS), "exec"), algos)
-    fns = _methods(src / BASE, "SpeculatorsConfig", _METHODS)
-    missing = [m for m in ("extract_transformers_pre_trained_config", "extract_vllm_speculative_config") if m not in fns]
-    if missing:
-        raise PeagleCodeMoved(f"{BASE}: {', '.join(missing)} not found")
-    cls = _compile(fns, src / BASE, {"SUPPORTED_SPECULATORS_TYPES": algos["SUPPORTED_SPECULATORS_TYPES"], "Any": Any})
+    """The release's speculators reader (``cls``, its SpeculatorsConfig) and the proposer's token reading."""
+    loaded = load_reader(src)
+    if loaded is None:
+        raise PeagleCodeMoved(f"{SPEC_DIR}/base.py not found")
+    cls, _ = loaded
+    missing = [m for m in ("extract_transformers_pre_trained_config", "extract_vllm_speculative_config") if not hasattr(cls, m)]
+    if missing:  # the reader of 0.10-0.15 has another shape: no P-EAGLE, no peagle type
+        raise PeagleCodeMoved(f"{SPEC_DIR}/base.py: {', '.join(missing)} not found")
     proposer = next((_proposer_method(src / f) for f in PROPOSERS if (src / f).is_file()), {}).get(
         "_init_parallel_drafting_params"
     )
-    return types.SimpleNamespace(algos=algos, cls=cls, proposer=proposer, src=src)
+    return types.SimpleNamespace(cls=cls, proposer=proposer, src=src)
 
 
 def _proposer_method(path: Path) -> dict[str, ast.FunctionDef]:
@@ -99,13 +78,11 @@ def read_config(r: types.SimpleNamespace, config: dict[str, Any]) -> dict[str, A
 
 
 def _token(r: types.SimpleNamespace, pre: dict[str, Any]) -> Any:
-    fn = ast.fix_missing_locations(ast.FunctionDef(**{**r.proposer.__dict__, "decorator_list": []}))
-    scope: dict[str, Any] = {}
-    exec(compile(ast.Module(body=[fn], type_ignores=[]), "_init_parallel_drafting_params", "exec"), scope)
+    init = S.compile_method(r.proposer, str(r.src / PROPOSER))
     me = types.SimpleNamespace(draft_model_config=types.SimpleNamespace(hf_config=types.SimpleNamespace(**pre)),
                                pass_hidden_states_to_model=False, parallel_drafting_token_id=None)  # fmt: skip
     try:
-        scope["_init_parallel_drafting_params"](me)
+        init(me)
     except Exception as e:
         return f"!{type(e).__name__}: {e}"
     return me.parallel_drafting_token_id
