@@ -59,7 +59,9 @@ def peagle_run(a: SimpleNamespace, r: Resolved, command: str) -> int:
     show(con, res)
     render_findings(con, res.findings, ok)
     write_result(a.json_out, res.to_dict(), a.trust_remote_code)
-    runs = [res] if command == "acceptance" else [x for x in (res.before, res.after) if x is not None] if command == "fix" else []
+    runs = [res] if command == "acceptance" else []  # diagnose runs no sequential loop
+    if command == "fix":
+        runs = [x for x in (res.before, res.after) if x is not None]
     if any(not (x.reference["tokens_equal_greedy"] and x.reference["passes_equal_estimator"]) for x in runs):
         console(stderr=True).print("warning: the estimator and the reference loop disagree (see JSON 'reference')", markup=False)
     return exit_code(res.findings, "error")
