@@ -98,10 +98,13 @@ def inspect_dflash(target: str, draft: str, engine: str) -> DFlashChecks:
     checks = DFlashChecks(engine, trained, served, n_fc)
     if served is None:
         raise BadInput(f"DFlash serving is modelled for sglang and vllm, not {engine}", "pass --engine sglang or vllm")
+    from .inspect.tensors import checkpoint_finite
     from .mask_token import mask_token_findings
 
     mask = (cfg.get("dflash_config") or {}).get("mask_token_id")
-    checks.findings = dflash_findings(trained, served, n_fc) + mask_token_findings(
-        target, mask if isinstance(mask, int) else None, "dflash_config.mask_token_id", "DFlash draft"
+    checks.findings = (
+        dflash_findings(trained, served, n_fc)
+        + mask_token_findings(target, mask if isinstance(mask, int) else None, "dflash_config.mask_token_id", "DFlash draft")
+        + checkpoint_finite(draft)
     )
     return checks

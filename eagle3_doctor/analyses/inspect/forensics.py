@@ -22,7 +22,16 @@ from ...core.findings import Finding
 from ...io.arrays import StoredArray
 from .config_keys import KeyRow, key_findings, key_rows
 from .geometry import GeometryRow, _context, attention_geometry, aux_rows, geometry_findings, simple_rows
-from .tensors import DEFAULT_INIT_RANGE, ModuleRow, TensorStat, init_findings, module_rows, tensor_findings, tensor_stat
+from .tensors import (
+    DEFAULT_INIT_RANGE,
+    ModuleRow,
+    TensorStat,
+    inherited_zero_rows,
+    init_findings,
+    module_rows,
+    tensor_findings,
+    tensor_stat,
+)
 
 
 @dataclass
@@ -50,9 +59,12 @@ def _jsonable(v: Any) -> Any:
     return v if isinstance(v, (str, int, float, bool, type(None), list, dict)) else repr(v)
 
 
-def examine(draft: str, fmt: str | None = None, tensors: dict[str, StoredArray] | None = None) -> Forensics:
+def examine(
+    draft: str, fmt: str | None = None, tensors: dict[str, StoredArray] | None = None, target: str | None = None
+) -> Forensics:
     """Every tensor, dimension and key of the draft directory, read from the files as stored
-    (``tensors``: those files' tensors, where the caller has read them already)."""
+    (``tensors``: those files' tensors, where the caller has read them already; ``target``: the target's
+    directory, whose embedding tells a padding row copied with the rest from a row zeroed by an export)."""
     from ...draft.formats import _resolve_format, canonical_state, find_layer_ids, native_ids_key, native_to_canonical_name
     from ...io.hub import load_weights_dir
     from ...io.safeio import read_json_object
@@ -75,7 +87,7 @@ def examine(draft: str, fmt: str | None = None, tensors: dict[str, StoredArray] 
     fx.geometry = simple_rows(c)[:1] + ([attn] if attn else []) + simple_rows(c)[1:] + aux_rows(c, len(ids) if ids else None)
     fx.keys = key_rows(cfg)
     fx.findings = (
-        tensor_findings(fx.tensors, tensors)
+        tensor_findings(fx.tensors, tensors, inherited_zero_rows(fx.tensors, tensors, target))
         + init_findings(fx.tensors, verdicts, float(init_range))
         + geometry_findings(fx.geometry, attn, edits, c)
         + key_findings(fx.keys)

@@ -65,7 +65,7 @@ def inspect(
             fx,
         )
     info = d.info
-    fx = examine(draft, info.format, d.tensors)
+    fx = examine(draft, info.format, d.tensors, target)
     cfg = d.config
     facts = _size_facts(cfg, info, tcfg, family, L, tH, tV) + [("geometry", geometry_fact(fx)), ("tensors", tensor_fact(fx))]
     config_ids, id_findings = _layer_id_findings(info, L, engine)

@@ -339,25 +339,72 @@ def _head_finding(ev: list[str], keys: list[str]) -> Finding:
     )
 
 
-def tensor_findings(stats: list[TensorStat], tensors: dict[str, StoredArray]) -> list[Finding]:
-    """DRF009 (NaN/Inf) and DRF013 (duplicated tensors, zero rows)."""
-    out = []
+def nonfinite_findings(stats: list[TensorStat]) -> list[Finding]:
+    """DRF009 where any stored tensor holds NaN or Inf, naming them."""
     bad = [s.name for s in stats if not s.finite]
-    if bad:
-        out.append(
-            Finding(
-                "DRF009",
-                f"{len(bad)} draft tensor(s) hold NaN or Inf",
-                [", ".join(bad[:6])],
-                "re-export from a healthy training checkpoint",
-                location=Location(DRAFT_WEIGHTS, bad[0]),
-            )
+    if not bad:
+        return []
+    return [
+        Finding(
+            "DRF009",
+            f"{len(bad)} draft tensor(s) hold NaN or Inf",
+            [", ".join(bad[:6])],
+            "re-export from a healthy training checkpoint",
+            location=Location(DRAFT_WEIGHTS, bad[0]),
         )
+    ]
+
+
+def checkpoint_finite(draft: str) -> list[Finding]:
+    """DRF009 for a checkpoint directory of any drafter kind, read from the files as stored (every floating
+    tensor checked, matrices by their bits where the dtype allows it)."""
+    from pathlib import Path
+
+    from ...io.hub import load_weights_dir
+
+    tensors = load_weights_dir(Path(draft))
+    return nonfinite_findings([tensor_stat(k, k, v) for k, v in sorted(tensors.items())])
+
+
+def zero_row_ids(t: StoredArray, limit: int = 64) -> list[int]:
+    """The first ``limit`` rows of a matrix that are exactly zero, read from its bits where the dtype is 16-bit."""
+    if t.dtype in _INF_BITS:
+        mag = t.raw.view(np.uint16) & np.uint16(0x7FFF)
+        rows = np.nonzero(mag.max(axis=1) == 0)[0]
+    else:
+        rows = np.nonzero((t.values() == 0).all(axis=1))[0]
+    return [int(r) for r in rows[:limit]]
+
+
+def inherited_zero_rows(stats: list[TensorStat], tensors: dict[str, StoredArray], target_dir: str | None) -> set[str]:
+    """The draft's embedding matrices whose zero rows are zero in the target's own embedding too (a padding row
+    copied with the rest): inherited, not an export fault. Read from the target's checkpoint, one row at a time."""
+    if target_dir is None:
+        return set()
+    from pathlib import Path
+
+    from ...io.hub import embedding_row
+
+    out = set()
+    for st in stats:
+        if st.kind != "matrix" or not st.zero_rows or "embed" not in st.name or st.zero_rows > 64:
+            continue
+        rows = [embedding_row(Path(target_dir), r) for r in zero_row_ids(tensors[st.name])]
+        if rows and all(got is not None and got[0] is not None and not got[0].any() for got in rows):
+            out.add(st.name)
+    return out
+
+
+def tensor_findings(
+    stats: list[TensorStat], tensors: dict[str, StoredArray], inherited: frozenset[str] | set[str] = frozenset()
+) -> list[Finding]:
+    """DRF009 (NaN/Inf) and DRF013 (duplicated tensors, zero rows; not the ``inherited`` ones)."""
+    out = nonfinite_findings(stats)
     ev = [f"{a} and {b} hold identical values" for a, b in duplicates(stats, tensors)]
     ev += [
         f"{s.name} {s.shape}: {s.zero_rows} row(s) exactly zero"
         for s in stats
-        if s.kind == "matrix" and s.zero_rows and s.verdict not in UNTRAINED
+        if s.kind == "matrix" and s.zero_rows and s.verdict not in UNTRAINED and s.name not in inherited
     ]
     if ev:
         out.append(

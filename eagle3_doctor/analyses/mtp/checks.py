@@ -168,5 +168,9 @@ def inspect_mtp(target: str, draft: str, engine: str, engine_version: str | None
             )
     if not isinstance(L, int) or L < 1:
         raise BadInput("the target's config.json has no num_hidden_layers", "restore the target's config.json")
+    from ..inspect.tensors import checkpoint_finite
+
     mt = tc.get("model_type")
-    return mtp_checks(info, cfg.hidden, cfg.recycle, cfg.hidden_source, engine, L, engine_version, mtp_family(mt), mt)
+    checks = mtp_checks(info, cfg.hidden, cfg.recycle, cfg.hidden_source, engine, L, engine_version, mtp_family(mt), mt)
+    checks.findings += checkpoint_finite(draft)
+    return checks
