@@ -16,11 +16,11 @@ import torch
 
 # re-exported: the library's acceptance API
 from .analyses.acceptance.findings import acc_fix, acceptance_findings, threshold_findings  # noqa: F401
-from .analyses.acceptance.measurement import scan_candidates  # noqa: F401
 from .analyses.acceptance.options import AcceptanceOptions, Progress, _no_progress, options_from_serve  # noqa: F401
 from .analyses.acceptance.run import measure_acceptance, tree_plan  # noqa: F401
 from .analyses.compare.comparison import CompareResult, HiddenComparison, comparison_result
 from .analyses.results import AcceptanceRun  # noqa: F401
+from .analyses.weights_fit import candidates as scan_candidates  # noqa: F401
 from .core.errors import BadInput
 from .core.findings import Finding
 from .model.replay import check_seq_len, iter_captures, load_sources, prompt_sequences  # noqa: F401
@@ -57,12 +57,34 @@ def compare_hidden(
     for s in seqs:
         check_seq_len(tgt, len(s))
     cmp = HiddenComparison(setup.serving, setup.train_spec, src.dump, tgt.num_layers, tgt.hidden_size, matrix)
+    from .analyses.weights_fit import WeightsFit, fit_candidates, fit_outcome, text_labels
     from .model.stream import begin_replay, replay_note
 
+    # the weights' own fit beside the config's training side, on the same replay (a dump's side is its own tensors)
+    cands = fit_candidates(setup, setup.train_spec) if setup.train_spec is not None and src.dump is None else None
+    fit = WeightsFit(setup.draft, setup.train_spec, cands) if cands and setup.draft is not None and setup.train_spec else None
+    points = cmp.points | (fit.points if fit is not None else set())
     begin_replay(tgt)
-    for rb in iter_captures(tgt, seqs, cmp.points, batch_size=batch_size, progress=lambda d, n: progress("compare-hidden", d, n)):
+    for rb in iter_captures(
+        tgt,
+        seqs,
+        points,
+        batch_size=batch_size,
+        want_logits=fit is not None,
+        progress=lambda d, n: progress("compare-hidden", d, n),
+    ):
         cmp.add(rb)
+        if fit is not None:
+            fit.add(rb, text_labels(tgt, rb), [0] * len(rb.index))
     res = comparison_result(cmp, setup, src, train_dump)
+    if fit is not None:
+        finding, line = fit_outcome(fit.rows(), setup)
+        res.findings += [finding] if finding is not None else []
+        res.notes += [line] if line else []
+    elif src.dump is None:
+        res.notes.append(
+            "the weights' own fit was not measured (no EAGLE-3 draft with aux slots): the training side is the config's"
+        )
     if (note := replay_note(tgt)) is not None:
         res.notes.append(note)
     return res

@@ -239,6 +239,7 @@ def test_the_tests_mirror_the_layers():
     assert top == {
         "test_structure.py",
         "test_golden.py",
+        "test_calibration.py",
         "test_finding_cases.py",
         "test_readme_newcomer.py",
         "test_fixture_build.py",

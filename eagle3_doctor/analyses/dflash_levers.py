@@ -18,7 +18,7 @@ import torch
 from ..core.findings import Finding
 from ..core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
 from ..core.taps import FeatureSpec, format_spec
-from .dflash_measure import cost_finding, measure_paths, read_sides
+from .dflash_measure import cost_finding, dflash_health, measure_paths, read_sides
 from .passes import CopyFix, continue_prompts
 
 COMPARE_SCHEMA = "eagle3-doctor/dflash-compare/1"
@@ -102,34 +102,57 @@ def dflash_diagnose(
 
     side = read_sides(target, draft_path, engine)
     t_spec, s_spec = side.trained.spec, side.served.spec
-    if s_spec is None or len(s_spec) != len(t_spec) or s_spec == t_spec:
-        why = (
-            "the engine feeds the taps the draft was trained on"
-            if s_spec == t_spec
-            else "the engine cannot run this draft (DFL002)"
-        )
-        return DFlashDiagnosis(engine, len(prompts), {}, f"no tap lever: {why}", side.findings)
+    if s_spec is not None and len(s_spec) != len(t_spec):
+        return DFlashDiagnosis(engine, len(prompts), {}, "no tap lever: the engine cannot run this draft (DFL002)", side.findings)
     seqs = continue_prompts(target, prompts, max_new_tokens, progress)
-    specs = levers(t_spec, s_spec)
+    # with the taps served as trained there is no lever, and the one path is still measured: health needs a figure
+    specs = levers(t_spec, s_spec) if s_spec != t_spec else {"trained": t_spec}
     walked = measure_paths(target, side.draft, specs, seqs, [len(p) for p in prompts], lambda i, n: progress("diagnose", i, n))
     K = side.draft.config.block_size - 1
     own, gain = paired([acceptance_counts(walked[n], None, None, K) for n in specs], mean_acceptance_length, 0)
     paths = {n: {"spec": [str(p) for p in specs[n]], "mean_acceptance_length": o.to_dict(), "gain_over_served": g.to_dict()}
              for n, o, g in zip(specs, own, gain)}  # fmt: skip
-    total = gain[-1]
-    parts = [f"{n}: {g.text()}" for n, g in zip(specs, gain) if n.startswith("slot")]
-    verdict = _verdict(total, parts, t_spec, s_spec)
-    served_minus_trained = replace(total, point=-total.point, lo=-total.hi, hi=-total.lo)  # the same resamples, negated
-    ev = [f"served: {own[0].text()}", f"trained: {own[-1].text()}", f"gain of each lever over served: {'; '.join(parts)}"]
-    side.findings.append(cost_finding(t_spec, s_spec, own[-1], own[0], served_minus_trained, _fix(side.served, side.trained), ev))
+    figs = dict(zip(specs, own))
+    served = "served" if "served" in specs else "trained"
+    if served == "served":
+        total = gain[-1]
+        parts = [f"{n}: {g.text()}" for n, g in zip(specs, gain) if n.startswith("slot")]
+        served_minus_trained = replace(total, point=-total.point, lo=-total.hi, hi=-total.lo)  # the same resamples, negated
+        ev = [f"served: {own[0].text()}", f"trained: {own[-1].text()}", f"gain of each lever over served: {'; '.join(parts)}"]
+        side.findings.append(
+            cost_finding(t_spec, s_spec, own[-1], own[0], served_minus_trained, _fix(side.served, side.trained), ev)
+        )
+    side.findings += dflash_health(figs, served, side.findings)
+    if served == "served":
+        verdict = _verdict(figs, total, parts, t_spec, s_spec, side.findings)
+    else:
+        verdict = _verdict(figs, None, [], t_spec, t_spec, side.findings)
     return DFlashDiagnosis(engine, len(prompts), paths, verdict, side.findings)
 
 
-def _verdict(total: Interval, parts: list[str], t: FeatureSpec, s: FeatureSpec) -> str:
-    if total.lo > 0:
-        return f"the taps: serving {format_spec(t)} instead of {format_spec(s)} gains {total.text()} tokens per pass ({'; '.join(parts)})"
-    return (f"undetermined: the taps differ ({format_spec(s)} served, {format_spec(t)} trained) but their measured gain "
-            f"{total.text()} reaches 0 on these prompts; more prompts or longer continuations would decide it")  # fmt: skip
+def _verdict(figs: dict[str, Interval], total: Interval | None, parts: list[str], t: FeatureSpec, s: FeatureSpec,
+             found: list[Finding]) -> str:  # fmt: skip
+    """The judgment's verdict line: the tap lever decides by size and interval, after the draft's absolute health."""
+    from .judgment import lever_branch, verdict_line
+
+    served = figs.get("served", figs["trained"])
+    branch, decided_by = lever_branch(served, total, figs, found)
+    if decided_by is not None:
+        return verdict_line(branch, f"{decided_by.code}: {decided_by.title}")
+    if branch == "pipeline" and total is not None:
+        return verdict_line(
+            branch,
+            f"the taps: serving {format_spec(t)} instead of {format_spec(s)} gains {total.text()} tokens per pass ({'; '.join(parts)})",
+        )
+    if branch == "undetermined" and total is not None:
+        return verdict_line(branch, f"the taps differ ({format_spec(s)} served, {format_spec(t)} trained) but their measured gain "
+                                    f"{total.text()} reaches 0 on these prompts; more prompts or longer continuations would decide it")  # fmt: skip
+    why = (
+        "the engine feeds the taps the draft was trained on"
+        if total is None
+        else f"the tap lever gains {total.text()}, under the practical size"
+    )
+    return verdict_line(branch, f"{why}; the draft accepts {served.text()} tokens per pass as served")
 
 
 FIX_SCHEMA = "eagle3-doctor/dflash-fix/1"

@@ -185,7 +185,21 @@ def dflash_acceptance(
         res.findings.append(cost_finding(trained.spec, served.spec, t, s, diff, _fix(served, trained), ev))
     elif served.spec == trained.spec:
         res.notes.append(f"the engine feeds the taps the draft was trained on ({format_spec(trained.spec)}): one path measured")
+    res.findings += dflash_health(figs, "served" if runs_served else "trained", res.findings)
     return res
+
+
+def dflash_health(figs: dict[str, Interval], served: str, found: list[Finding]) -> list[Finding]:
+    """The health judgment of a DFlash run: the path the engine serves against every other path measured."""
+    from .judgment import health
+
+    sides = {_path_name(n, served): iv for n, iv in figs.items()}
+    return health("dflash", figs[served], sides, found, served_name=_path_name(served, served),
+                  unseen=["the weights' own fit to other taps (diagnose measures the tap levers)"])  # fmt: skip
+
+
+def _path_name(name: str, served: str) -> str:
+    return f"the {name} taps" + (" (as served)" if name == served and name != "served" else "")
 
 
 def _reference(target: Any, draft: Any, spec: FeatureSpec, prompts: list[list[int]], seqs: list[list[int]],

@@ -71,12 +71,13 @@ def inspect_peagle(target_dir: str, draft_path: str, engine: str, version: str |
     from ..draft.peagle.formats import peagle_info
     from ..draft.peagle.served import peagle_serving
     from ..engines.releases import check_engine
+    from .inspect.tensors import checkpoint_finite
     from .mask_token import mask_token_findings
 
     info = peagle_info(draft_path)
     s = peagle_serving(engine, check_engine(engine, version) if engine in ("vllm", "sglang") else version, info)
     found = serving_findings(info, s) + mask_token_findings(target_dir, info.mask_token_id, "mask_token_id", "P-EAGLE draft")
-    return PEagleInspect(engine, info, s, found)
+    return PEagleInspect(engine, info, s, found + checkpoint_finite(draft_path))
 
 
 @dataclass
@@ -179,7 +180,20 @@ def peagle_acceptance(
     elif side.served is not None:
         res.notes.append(f"{engine} runs the draft as it was trained ({side.trained.mode}, K {side.trained.k}, "
                          f"taps {format_spec(side.trained.spec)}): one path measured")  # fmt: skip
+    res.findings += peagle_health(figs, res.findings)
     return res
+
+
+def peagle_health(figs: dict[str, Interval], found: list[Finding]) -> list[Finding]:
+    """The health judgment of a P-EAGLE run: the way the engine runs the draft against every other way measured."""
+    from .judgment import health
+
+    served = "served" if "served" in figs else "trained"
+
+    def name(n: str) -> str:
+        return f"the {n} way" + (" (as served)" if n == served and n != "served" else "")
+
+    return health("peagle", figs[served], {name(n): iv for n, iv in figs.items()}, found, served_name=name(served))
 
 
 def way_figures(walked: dict[str, list[list[int]]], ways: dict[str, Way]) -> tuple[dict[str, Interval], Interval | None]:

@@ -17,7 +17,7 @@ from typing import Any
 from ..core.findings import Finding, Fix
 from ..core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
 from .passes import CopyFix, continue_prompts
-from .peagle import cost_finding, differs, peagle_acceptance, read_sides
+from .peagle import cost_finding, differs, peagle_acceptance, peagle_health, read_sides
 from .peagle_measure import Way, measure_ways
 
 DIAGNOSE_SCHEMA = "eagle3-doctor/peagle-diagnose/1"
@@ -79,7 +79,8 @@ def peagle_diagnose(
     paths[ANCHOR]["gain_over_trained"] = a_minus_t.to_dict()
     if a_minus_t.lo > 0:
         found.append(anchor_finding(t_own, a_own, a_minus_t))
-    return PEagleDiagnosis(engine, len(prompts), paths, _verdict(names, gain, ti), found)
+    found += peagle_health({n: iv for n, iv in figs.items() if n in ("served", "trained")}, found)
+    return PEagleDiagnosis(engine, len(prompts), paths, _verdict(names, gain, ti, figs, found), found)
 
 
 def anchor_finding(t: Interval, a: Interval, diff: Interval) -> Finding:
@@ -96,15 +97,30 @@ def anchor_finding(t: Interval, a: Interval, diff: Interval) -> Finding:
     )
 
 
-def _verdict(names: list[str], gain: list[Interval], ti: int) -> str:
-    if names[0] != "served":
-        return "the engine runs the draft as it was trained; no lever to pull"
-    total = gain[ti]
+def _verdict(names: list[str], gain: list[Interval], ti: int, figs: dict[str, Interval], found: list[Finding]) -> str:
+    """The judgment's verdict line: the way lever decides by size and interval, after the draft's absolute health."""
+    from .judgment import lever_branch, verdict_line
+
+    served = figs.get("served", figs["trained"])
+    total = gain[ti] if names[0] == "served" else None
+    sides = {n: iv for n, iv in figs.items() if n != ANCHOR}
+    branch, decided_by = lever_branch(served, total, sides, found)
     parts = "; ".join(f"{n}: {g.text()}" for n, g in zip(names, gain) if n.endswith("as trained"))
-    if total.lo > 0:
-        return f"the way the engine runs the draft: running it as trained gains {total.text()} tokens per pass ({parts})"
-    return (f"undetermined: the engine runs the draft otherwise than it was trained, but the measured gain {total.text()} "
-            f"reaches 0 on these prompts ({parts}); more prompts or longer continuations would decide it")  # fmt: skip
+    if decided_by is not None:
+        return verdict_line(branch, f"{decided_by.code}: {decided_by.title}")
+    if branch == "pipeline" and total is not None:
+        return verdict_line(
+            branch, f"the way the engine runs the draft: running it as trained gains {total.text()} tokens per pass ({parts})"
+        )
+    if branch == "undetermined" and total is not None:
+        return verdict_line(branch, f"the engine runs the draft otherwise than it was trained, but the measured gain {total.text()} "
+                                    f"reaches 0 on these prompts ({parts}); more prompts or longer continuations would decide it")  # fmt: skip
+    why = (
+        "the engine runs the draft as it was trained"
+        if total is None
+        else f"running it as trained gains {total.text()}, under the practical size"
+    )
+    return verdict_line(branch, f"{why}; the draft accepts {served.text()} tokens per pass as served")
 
 
 def peagle_fix(

@@ -331,6 +331,14 @@ def render_inspect(console: Console, res: Any) -> None:
     if getattr(res, "forensics", None) is not None:
         render_modules(console, res.forensics.modules)
     render_findings(console, res.findings, "no problems found in the draft checkpoint or config")
+    console.print(Text(INSPECT_UNSEEN, style="dim"), soft_wrap=True)
+
+
+# inspect reads files and runs nothing: what only a forward pass can judge, said wherever it prints its verdict
+INSPECT_UNSEEN = (
+    "not looked at (inspect runs no forward pass): which capture points the weights fit and what the draft accepts; "
+    "run eagle3-doctor diagnose"
+)
 
 
 def render_modules(console: Console, modules: list[Any]) -> None:

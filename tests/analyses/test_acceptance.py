@@ -103,7 +103,11 @@ def test_scan_finding_decides_on_the_paired_interval():
 
     eight = run(8)
     f = next(f for f in eight.findings if f.code == "ACC004")
-    assert f.title.startswith(format_spec(eight.scan[0].spec) + " fits the draft better than layer_out[2], layer_out[4]")
+    assert (
+        f.title
+        == f"the draft's weights fit {format_spec(eight.scan[0].spec)}, not the configured layer_out[2], layer_out[4], layer_out[5]"
+    )
+    assert f.severity == "error" and "eagle_aux_hidden_state_layer_ids" in str(f.fix)
     assert not eight.scan[0].configured
     d = eight.scan[0].diff_to_configured
     assert d.lo > 0 and "paired bootstrap over 8 prompts" in f.evidence[0]

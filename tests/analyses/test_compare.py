@@ -11,6 +11,7 @@ import torch
 from conftest import DRAFTS, DUMP, PROMPTS, TARGET
 
 from eagle3_doctor.analyses.compare.symbolic import diagnose_specs
+from eagle3_doctor.analyses.weights_fit import candidates
 from eagle3_doctor.core.findings import DRAFT_CONFIG
 from eagle3_doctor.core.taps import TapRecorder, embed, final_norm, layer_out
 from eagle3_doctor.doctor import compare_hidden, load_setup
@@ -202,7 +203,10 @@ def test_matrix_identifies_every_slot_and_only_asks_for_what_it_needs(monkeypatc
 
     monkeypatch.setattr(TapRecorder, "__init__", spy)
     run("sglang", "sglang", layer_ids=[-1, 1, 3])
-    assert max(seen) == 4  # embed, layer_out[1], layer_out[3] served + layer_out[4] trained
+    # embed, layer_out[1], layer_out[3] served, layer_out[4] trained, and the wirings the weights' fit scores around
+    # the trained [1, 3, 4] (each slot +-1 layer, the embeddings in front, the final norm at the back): no more
+    fit = {p for c in candidates((layer_out(1), layer_out(3), layer_out(4)), 8) for p in c}
+    assert max(seen) == len(fit | {embed(), layer_out(1), layer_out(3)}) < 10
     seen.clear()
     res = run("sglang", "sglang", layer_ids=[-1, 1, 3], matrix=True)
     assert max(seen) == 10  # all L + 2 capture points, only with --matrix

@@ -84,11 +84,12 @@ def test_compare_hidden_and_diagnose_on_the_planted_mismatch_name_every_slot_and
     jsonschema.validate(doc, json.loads((ROOT / "schemas" / "dflash-diagnose.v1.schema.json").read_text()))
     assert list(doc["paths"])[0] == "served" and list(doc["paths"])[-1] == "trained" and len(doc["paths"]) == 5
     gain = doc["paths"]["trained"]["gain_over_served"]
-    assert doc["verdict"].startswith("the taps") and gain["lo"] > 0  # the whole gap is the taps, measured
+    # the taps recover 0.10 [0.04, ...] here: the rule's DFL001 leads the pipeline verdict, the lever beside it measured
+    assert doc["verdict"].startswith("the gap lives in the pipeline") and gain["lo"] > 0
     assert {f["code"] for f in doc["findings"]} == {"DFL001", "DFL004"}
     (d / "config.json").write_text(json.dumps(cfg))  # as trained: no lever to pull
     r = invoke("diagnose", *common, "--max-new-tokens", "16", "--limit", "2")
-    assert r.exit_code == 0 and "no tap lever" in r.output, r.output
+    assert r.exit_code == 0 and "verdict: healthy offline" in r.output and "info[HLT002]" in r.output, r.output
 
 
 def test_fix_writes_the_key_the_engine_reads_and_the_copy_is_fed_the_trained_taps(tmp_path):
@@ -104,6 +105,7 @@ def test_fix_writes_the_key_the_engine_reads_and_the_copy_is_fed_the_trained_tap
     assert doc["applied"] == [
         {"code": "DFL001", "key": "eagle_aux_hidden_state_layer_ids", "op": "set", "before": [1, 3, 5], "after": [2, 4, 6]}
     ]
-    assert doc["after"]["served"] is None and doc["findings"] == []  # the copy is served its trained taps: quiet
+    # the copy is served its trained taps: quiet, and judged healthy
+    assert doc["after"]["served"] is None and [f["code"] for f in doc["findings"]] == ["HLT002"]
     assert json.loads((out / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [2, 4, 6]
     assert sorted((p.name, p.read_bytes()) for p in d.iterdir()) == before  # the input untouched

@@ -94,7 +94,8 @@ def test_the_planted_mismatch_is_named_measured_and_fixed_on_a_copy(tmp_path):
     assert doc["applied"] == [
         {"code": "PEA001", "key": "speculators_model_type", "op": "set", "before": "eagle3", "after": "peagle"}
     ]
-    assert list(doc["after"]["paths"]) == ["trained"] and doc["findings"] == []  # the copy runs in parallel: quiet
+    # the copy runs in parallel: quiet, and judged healthy
+    assert list(doc["after"]["paths"]) == ["trained"] and [f["code"] for f in doc["findings"]] == ["HLT002"]
     assert sorted((p.name, p.read_bytes()) for p in d.iterdir()) == before  # the input untouched
 
 
@@ -103,12 +104,13 @@ def test_diagnose_sets_each_difference_back_and_measures_the_slot_positions(tmp_
     d = _as_eagle3(tmp_path)
     r = invoke("diagnose", "-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "8",
                "--max-new-tokens", "48", "--json", tmp_path / "d.json")  # fmt: skip
-    assert r.exit_code == 1 and "verdict: the way the engine runs the draft" in r.output, r.output
+    assert r.exit_code == 1 and "verdict: the gap lives in the pipeline" in r.output, r.output
     doc = json.loads((tmp_path / "d.json").read_text())
     jsonschema.validate(doc, json.loads((SCHEMAS / "peagle-diagnose.v1.schema.json").read_text()))
     assert doc["order"] == ["served", "parallel drafting as trained", "trained", "trained, slots at the anchor's position"]
     assert (
-        doc["verdict"].startswith("the way the engine runs the draft") and doc["paths"]["trained"]["gain_over_served"]["lo"] > 0
+        "(the way the engine runs the draft: running it as trained gains" in doc["verdict"]
+        and doc["paths"]["trained"]["gain_over_served"]["lo"] > 0
     )
     assert doc["paths"]["trained, slots at the anchor's position"]["positions"] == "anchor"
     assert {"PEA001", "PEA004"} <= {f["code"] for f in doc["findings"]}
@@ -159,7 +161,9 @@ def test_a_draft_trained_with_its_slots_at_the_anchor_is_told_apart_by_diagnose(
     )
     prompts = [p.ids for p in load_prompts(target.tokenizer, PROMPTS, max_tokens=None, limit=8)]
     d = peagle_diagnose(target, str(PEAGLE), "vllm", None, prompts, 48, lambda *a: None)
-    assert list(d.paths) == ["trained", ANCHOR] and d.verdict.startswith("the engine runs the draft as it was trained")
+    # served as trained, so no lever: the layout only retraining changes is the checkpoint's (never "healthy")
+    assert list(d.paths) == ["trained", ANCHOR] and d.verdict.startswith("the problem lives in the checkpoint")
+    assert "(PEA005: " in d.verdict
     assert d.paths[ANCHOR]["gain_over_trained"]["lo"] > 0
     assert [f.code for f in d.findings] == ["PEA005"] and "retrain" in d.findings[0].fix
 

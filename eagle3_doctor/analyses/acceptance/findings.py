@@ -1,11 +1,12 @@
-"""What an acceptance run concludes: the gap and the weak draft (ACC001, ACC002), a better-fitting wiring
-(ACC004), the user's thresholds (ACC003), and hints for the report."""
+"""What an acceptance run concludes: the gap and the weak draft (ACC001, ACC002), the wiring the weights fit
+(ACC004), the health judgment (HLT), the user's thresholds (ACC003), and hints for the report."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ...core.findings import Finding
+from ...core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
 from ..results import PathResult, ScanRow, spec_label
 
 if TYPE_CHECKING:
@@ -55,28 +56,38 @@ def acc_fix(setup: Setup) -> str:
 
 
 def acceptance_findings(results: dict[str, PathResult], scan_res: list[ScanRow] | None, setup: Setup) -> list[Finding]:
-    """ACC001 (serving features cost accuracy), ACC002 (low even on the best path), ACC004 (scan found better)."""
+    """ACC001 (serving features cost acceptance, decided by size and interval), ACC002 (low even on the best path),
+    ACC004 (the weights fit another wiring), then the health judgment (HLT001, HLT002) over every path."""
+    from ..judgment import decides
+
     out: list[Finding] = []
     s, t = results.get("serving"), results.get("training")
     if s and t and s.acc_k and t.acc_k:
-        ds, dt = s.step1, t.step1
-        ls, lt = s.chain.mean_acceptance_length, t.chain.mean_acceptance_length
-        if dt - ds > 0.05:
+        K = len(s.acc_k)
+        (iv_s, iv_t), (_, gap) = paired([s.counts(K), t.counts(K)], mean_acceptance_length, 0)
+        if decides(gap, gap.point):
             out.append(
                 Finding(
                     "ACC001",
-                    f"the serving features cost {100 * (dt - ds):.1f} points of step-1 accuracy "
-                    f"({ds:.3f} served vs {dt:.3f} trained)",
+                    f"the serving features cost {gap.text(2)} tokens per verify pass ({iv_s.point:.2f} served vs "
+                    f"{iv_t.point:.2f} trained)",
                     [
-                        f"step-1 accuracy: serving {ds:.3f}, training {dt:.3f}",
-                        f"mean acceptance length: serving {ls:.2f}, training {lt:.2f}",
+                        f"mean acceptance length: serving {iv_s.text(2)}, training {iv_t.text(2)}, training - serving "
+                        f"{gap.text(2)} (paired over {gap.n} prompts)",
+                        f"step-1 accuracy: serving {s.step1:.3f}, training {t.step1:.3f}",
                         f"serving feeds {spec_label(s.spec)}; trained on {spec_label(t.spec)}",
                     ],
                     acc_fix(setup),
                 )
             )
+    if scan_res:
+        from ..weights_fit import fit_finding
+
+        fit = fit_finding(scan_res, setup)
+        out += [fit] if fit is not None else []
+    health = acceptance_health(results, out, setup, scan_res)
     ref = t or s
-    if ref and ref.acc_k and ref.step1 < 0.3:
+    if ref and ref.acc_k and ref.step1 < 0.3 and not any(f.code == "HLT001" for f in health):
         out.append(
             Finding(
                 "ACC002",
@@ -86,34 +97,42 @@ def acceptance_findings(results: dict[str, PathResult], scan_res: list[ScanRow] 
                 "the draft, which part of the context) instead of guessing",
             )
         )
-    return out + _scan_finding(scan_res, setup)
+    return out + health
 
 
-def _scan_finding(scan_res: list[ScanRow] | None, setup: Setup) -> list[Finding]:
-    from ...core.stats import MIN_PROMPTS
+def served_figure(res: PathResult) -> Interval:
+    """Mean acceptance length of one path with its interval over prompts: the tree's where the engine drafts one."""
+    if res.tree is not None and res.tree.accepted_lengths is not None:
+        counts = acceptance_counts(res.tree.accepted_lengths, None, None, 1)  # passes and accepted: all it reads
+        (iv,), _ = paired([counts], mean_acceptance_length, 0)
+        return iv
+    assert res.intervals is not None  # path_results fills them
+    return res.intervals.mean_acceptance_length
 
-    if not scan_res:
+
+def acceptance_health(
+    results: dict[str, PathResult], found: list[Finding], setup: Setup, scan_res: list[ScanRow] | None = None
+) -> list[Finding]:
+    """The health judgment of an acceptance run: the serving path (as the engine runs the draft, where it differs)
+    against every other path measured, and the weights' own fit where it was measured."""
+    from ..as_served import AS_SERVED
+    from ..judgment import health
+
+    served_name = AS_SERVED if AS_SERVED in results else "serving"
+    if served_name not in results:
         return []
-    best = scan_res[0]
-    cur_row = next((r for r in scan_res if r.configured), None)
-    d = best.diff_to_configured
-    # decided on the paired interval over prompts, not on the point estimate: a better-looking
-    # candidate whose interval reaches 0 is not reported (the scan table shows it with its interval)
-    if not (cur_row and not best.configured and d is not None and d.lo > 0 and d.n >= MIN_PROMPTS):
-        return []
-    evidence = [
-        f"step-1 accuracy {best.step1_acc:.3f} vs {cur_row.step1_acc:.3f}; difference "
-        f"{d.point:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}] (95%, paired bootstrap over {d.n} prompts)"
-    ]
-    tied = [spec_label(r.spec) for r in scan_res[1:] if r.tied_with_best and not r.configured]
-    fix = "the draft was probably trained on those capture points: set the training recipe accordingly and re-run compare-hidden"
-    if tied:  # the best one is not singled out: say which, and what can tell them apart
-        evidence.append(f"not separated from it on these prompts (paired 95% interval reaching 0): {'; '.join(tied)}")
-        fix = (
-            "the draft was probably trained on one of these capture points: `eagle3-doctor fingerprint` tells them "
-            "apart; then set the training recipe accordingly and re-run compare-hidden"
-        )
-    return [Finding("ACC004", f"{spec_label(best.spec)} fits the draft better than {spec_label(cur_row.spec)}", evidence, fix)]
+    sides = {f"the {n} path": served_figure(r) for n, r in results.items()}
+    kind = getattr(setup.draft, "kind", "eagle3")
+    unseen = ["the draft's own training sample (diagnose --train-data)"] if kind == "eagle3" else []
+    refs = []
+    if scan_res:
+        from ..weights_fit import fit_outcome
+
+        refs.append(fit_outcome(scan_res, setup)[1])
+    else:
+        unseen.insert(0, "the weights' own fit (no aux-slot wiring to scan for this drafter)")
+    served = f"the {served_name} path"
+    return health(kind, sides[served], sides, found, served_name=served, references=refs, unseen=unseen)
 
 
 def threshold_findings(paths: dict[str, PathResult], min_accept_rate: float | None, min_tau: float | None) -> list[Finding]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from ...core.taps import CapturePoint, FeatureSpec
@@ -55,20 +54,21 @@ class Measurement:
         drafts: dict[str, Eagle3Draft],
         cands: list[FeatureSpec] | None = None,
     ):
+        from ..weights_fit import WeightsFit, candidates
+
         self.setup, self.rep, self.paths, self.tree = setup, rep, paths, tree
         self.drafts = drafts  # per path: the draft as trained, or a copy as the engine runs it (as_served)
         opts = rep.opts
-        L = setup.target.num_layers
+        configured = setup.train_spec or setup.serving.spec
         if cands is None:
-            cands = scan_candidates(setup.train_spec or setup.serving.spec, L) if opts.scan else []
-        self.cands = cands
+            cands = candidates(configured, setup.target.num_layers, product=True) if opts.scan else []
         self.accs = {n: PathAccumulator(n, opts.num_steps) for n in paths}
-        # per replayed sequence [step-1 hits, positions]: the scan's ranking gets paired intervals over prompts
-        self.scan_hits: dict[FeatureSpec, list[tuple[int, int]]] = {c: [] for c in self.cands}
+        # the weights' own fit: per replayed sequence, step-1 [hits, positions] on each candidate wiring
+        self.fit = WeightsFit(setup.draft, configured, cands) if cands and setup.draft is not None else None
 
     @property
     def points(self) -> set[CapturePoint]:
-        return {p for s in self.paths.values() if s for p in s} | {p for c in self.cands for p in c}
+        return {p for s in self.paths.values() if s for p in s} | (self.fit.points if self.fit is not None else set())
 
     def _aux(self, rb: ReplayBatch, spec: FeatureSpec | None) -> torch.Tensor:
         if spec is not None:
@@ -106,12 +106,8 @@ class Measurement:
             if tree is not None:
                 out.tree_accepted = _tree_accepted(tree, d, aux, rb.tokens, labels, lens, opts.num_steps, out)
             self.accs[name].add(out, st, lens, walk=greedy)
-        for c in self.cands:
-            aux = torch.cat([rb.captured[p] for p in c], dim=-1)
-            out = unroll_outcomes(draft, aux, rb.tokens, labels, lens, 1)
-            region = torch.stack([torch.arange(rb.tokens.shape[1], device=rb.tokens.device) >= s for s in st])
-            hits, valid = (out.match[:, 0] & region).sum(dim=1), (out.valid[:, 0] & region).sum(dim=1)
-            self.scan_hits[c].extend(zip(hits.tolist(), valid.tolist()))
+        if self.fit is not None:
+            self.fit.add(rb, labels, st)
 
     def replay(self, batch_size: int, label: str, progress: Progress, each: Callable[[ReplayBatch], None] | None = None) -> None:
         """Every sequence through the target once, each batch added to every path (and handed to ``each``)."""
@@ -130,22 +126,7 @@ class Measurement:
     def scan_result(self) -> list[ScanRow] | None:
         """Candidates by step-1 accuracy, each with its interval over prompts and, paired on the same
         prompts, its difference to the configured capture points (what ACC004 decides on)."""
-        if not self.rep.opts.scan and not self.cands:
-            return None
-        from ...core.stats import paired, ratio
-
-        cur = self.setup.train_spec or self.setup.serving.spec
-        ref = self.cands.index(cur) if cur in self.cands else None
-        counts = [np.asarray(self.scan_hits[c], dtype=np.float64).reshape(-1, 2) for c in self.cands]
-        own, diff = paired(counts, ratio(0, 1), ref or 0)
-        # which candidates the prompts cannot tell apart from the best one (paired interval reaching 0)
-        best = int(np.nanargmax([o.point for o in own])) if any(o.point == o.point for o in own) else 0
-        _, vs_best = paired(counts, ratio(0, 1), best)
-        rows = [
-            ScanRow(c, o.point, int(k[:, 1].sum()), (o.lo, o.hi), c == cur, d if ref is not None else None, not b.excludes_zero())
-            for c, k, o, d, b in zip(self.cands, counts, own, diff, vs_best)
-        ]
-        return sorted(rows, key=lambda r: -r.step1_acc if r.step1_acc == r.step1_acc else 1.0)
+        return self.fit.rows() if self.fit is not None else None
 
 
 def _to_prompt_order(values: list[Any], order: Sequence[int]) -> list[Any]:
@@ -171,30 +152,6 @@ def path_results(m: Measurement) -> dict[str, PathResult]:
             res.tree.accepted_lengths = _to_prompt_order(res.tree.accepted_lengths, order)
         res.intervals = acceptance_intervals(res.counts(K), K)
     return results
-
-
-def scan_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
-    """Each slot +-1 layer, embed in front, final_norm at the back: the plausible wirings."""
-    import itertools
-
-    from ...core.taps import embed, final_norm, layer_out
-
-    def around(p: CapturePoint, slot: int) -> list[CapturePoint]:
-        opts = [p]
-        if p.is_layer_out():
-            opts += [layer_out(i) for i in (p.layer_index() - 1, p.layer_index() + 1) if 0 <= i < num_layers]
-        if slot == 0:
-            opts.append(embed())
-        if slot == len(spec) - 1:
-            opts.append(final_norm())
-        return list(dict.fromkeys(opts))
-
-    # duplicates are dropped: no training recipe feeds one capture point twice
-    cands = [tuple(c) for c in itertools.product(*(around(p, i) for i, p in enumerate(spec))) if len(set(c)) == len(c)]
-    shift = (embed(),) + tuple(spec[:-1])  # the seed-style slot shift
-    if shift not in cands:
-        cands.append(shift)
-    return cands
 
 
 def _tree_accepted(

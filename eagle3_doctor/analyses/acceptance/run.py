@@ -136,7 +136,12 @@ def measure_acceptance(
     if "serving" in paths:
         for n, d in served.drafts.items():
             paths[n], drafts[n] = setup.serving.spec, d
-    m = Measurement(setup, rep, paths, tree, drafts)
+    # the weights' own fit, always: the one training side a config edited after training cannot mislead
+    from ..weights_fit import fit_candidates
+
+    configured = setup.train_spec or setup.serving.spec
+    cands = fit_candidates(setup, configured, product=opts.scan)
+    m = Measurement(setup, rep, paths, tree, drafts, cands=cands)
     from ...model.stream import begin_replay, replay_note
 
     begin_replay(setup.target)
@@ -150,7 +155,7 @@ def measure_acceptance(
     findings = acceptance_findings(results, scan_res, setup) + measured_findings(served, results, rep.opts.num_steps)
     for res in results.values():
         res.triage = triage(res, settings.dtype)
-    return AcceptanceRun(results, settings, findings, rep.notes, ref, scan_res)
+    return AcceptanceRun(results, settings, findings, rep.notes, ref, scan_res if opts.scan else None)
 
 
 def tree_plan(

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ...core.stats import MIN_PROMPTS
 from ..acceptance.measurement import Measurement, _labels_fn, path_results
 from ..acceptance.options import AcceptanceOptions, _no_progress
 from ..acceptance.run import acceptance_sequences
+from ..weights_fit import candidates
+from ..weights_fit import leaning as weights_leaning
 from .context import ContextCounts
 from .data import data_finding, training_sample
 from .markup import _markup_finding, markup_in_prompts
@@ -22,7 +23,6 @@ from .result import Diagnosis, LeverRow, _mal, _step1
 from .verdict import _verdict
 
 if TYPE_CHECKING:
-    from ...core.taps import FeatureSpec
     from ...model.replay import ReplayBatch
     from ...model.setup import Setup
     from ..results import PathResult
@@ -61,9 +61,13 @@ def measure_gap(
     if setup.draft is None:
         raise BadInput("diagnose needs a draft", "pass --draft DIR")
     opts.check()
-    if opts.topk != 1 or opts.num_draft_tokens or opts.token_tree:
-        # the levers and ablations compare chains; the engine's own tree is acceptance's to measure
-        opts = replace(opts, topk=1, num_draft_tokens=None, token_tree=None)
+    from ..acceptance.run import tree_plan
+
+    # what the server drafts is what is measured: every path and lever through the engine's own tree where it
+    # builds one (module health and the context are step-1 figures, the same for a chain and a tree)
+    tree = tree_plan(setup.serving.engine, opts.num_steps, opts.topk, opts.num_draft_tokens, opts.token_tree)
+    if tree is not None and tree.kind == "static":
+        opts = replace(opts, num_steps=tree.depth)
     src = load_sources(setup.target, prompts_path, None, opts.max_tokens, opts.limit, None)
     rep = acceptance_sequences(setup, src, opts, progress)
     plan = _plan(setup)
@@ -72,8 +76,8 @@ def measure_gap(
             "neither the serving nor the training side feeds the draft's fc its width of features",
             "run eagle3-doctor inspect for the engine and draft findings",
         )
-    cands = weight_candidates(plan.paths[plan.base], setup.target.num_layers)
-    m = Measurement(setup, rep, plan.paths, None, plan.drafts, cands=cands)
+    cands = candidates(plan.paths[plan.base], setup.target.num_layers)
+    m = Measurement(setup, rep, plan.paths, tree, plan.drafts, cands=cands)
     ctx = ContextCounts(bucket, len(rep.seqs))
     # one bucket spanning every position: per prompt step-1 [hits, positions], the unablated draft first
     step1 = {name: ContextCounts(1 << 40, len(rep.seqs)) for name in ("", *plan.ablations)}
@@ -84,50 +88,35 @@ def measure_gap(
         results[alias] = results[real]
     plan.step1 = {n: c.counts.get(0, np.zeros((len(rep.seqs), 2))) for n, c in step1.items()}
     scan = m.scan_result() or []
-    extra = _weights_lever(setup, plan, rep, scan, opts, progress)
-    leaning = [] if extra is not None else _weights_undecided(scan)
-    notes, data = rep.notes + plan.notes, None
+    extra = _weights_lever(setup, plan, rep, scan, opts, tree)
+    leaning = [] if extra is not None else weights_leaning(scan)
+    notes, data = rep.notes + plan.notes + ([f"every path measured for the engine's tree: {tree.label}"] if tree else []), None
     if train_data is not None and plan.base in results:
         sample = training_sample(setup, opts, train_data, plan, bucket, progress)
         data, line = data_finding(ctx, sample, plan.base, train_data)
         if data is None:  # how the two compared, or why they could not be
             notes.append(line)
-    d = _verdict(setup, plan, results, ctx, opts.num_steps, notes, len(rep.seqs), extra, leaning, data)
+    d = _verdict(setup, plan, results, ctx, opts.num_steps, notes, len(rep.seqs), extra, leaning, data, train_data is not None)
     if markup:
         d.findings.append(_markup_finding(markup, len(rep.seqs)))
     return d, results
 
 
-def weight_candidates(spec: FeatureSpec, num_layers: int) -> list[FeatureSpec]:
-    """The acceptance scan's wirings around ``spec`` plus the seed incident's inverse: a spec that starts
-    with the embeddings shifted back up one slot (the weights of a draft whose config ids were "fixed"
-    into [-1, a, b] fit (a, b, b + 1), which no single-slot change of the config reaches)."""
-    from ...core.taps import layer_out
-    from ..acceptance.measurement import scan_candidates
-
-    cands = scan_candidates(spec, num_layers)
-    if spec and spec[0].is_embed() and spec[-1].is_layer_out() and spec[-1].layer_index() + 1 < num_layers:
-        up = (*spec[1:], layer_out(spec[-1].layer_index() + 1))
-        if len(set(up)) == len(up) and up not in cands:
-            cands.append(up)
-    return cands
-
-
-def _weights_lever(
-    setup: Setup, plan: Plan, rep: Any, rows: list[Any], opts: AcceptanceOptions, progress: Progress
-) -> LeverRow | None:
-    """Where the draft's weights fit other capture points than the configured ones (paired step-1 interval
-    above zero on enough prompts), acceptance is measured on those points as a lever of its own, in a
+def _weights_lever(setup: Setup, plan: Plan, rep: Any, rows: list[Any], opts: AcceptanceOptions, tree: Any) -> LeverRow | None:
+    """Where the draft's weights fit other capture points than the configured ones (weights_fit.decided: a lead
+    of practical size with its paired interval above zero on enough prompts), acceptance is measured on those points as a lever of its own, in a
     second replay: the general form of a config whose ids were edited after training."""
     from ..compare.fixes import fix_for
+    from ..weights_fit import fitted
 
-    best = _best_other_wiring(rows)
-    d = best.diff_to_configured if best is not None else None
-    if best is None or d is None or not _decided(d) or SERVING not in plan.paths:
+    best = fitted(rows)
+    if best is None or SERVING not in plan.paths:
         return None
+    d = best.diff_to_configured
+    assert d is not None  # fitted
     paths = {SERVING: plan.paths[SERVING], "lever:weights": best.spec}
     drafts = {n: plan.drafts[SERVING] for n in paths}
-    m = Measurement(setup, rep, paths, None, drafts, cands=[])
+    m = Measurement(setup, rep, paths, tree, drafts, cands=[])
     m.replay(opts.batch_size, "", _no_progress)  # a second, short replay: no second progress bar
     res = path_results(m)
     own, diff = _mal(res, [SERVING, "lever:weights"], opts.num_steps)
@@ -135,29 +124,6 @@ def _weights_lever(
     fix, _ = fix_for(setup.serving, best.spec)
     what = f"feed {_spec(best.spec)}, which the weights fit best (step-1 {d.text()} above the configured points)"
     return LeverRow(WEIGHTS, what, own[1], diff[1], s1[1], fix or None)
-
-
-def _best_other_wiring(rows: list[Any]) -> Any:
-    """The scan's best-ranked wiring other than the configured one that has a paired interval to it."""
-    return next((r for r in rows if not r.configured and r.diff_to_configured is not None), None)
-
-
-def _decided(d: Any) -> bool:
-    """A step-1 difference over enough prompts whose interval clears 0: the weights' lever is measured."""
-    return d.lo > 0 and d.n >= MIN_PROMPTS
-
-
-def _weights_undecided(rows: list[Any]) -> list[str]:
-    """The weights fit other points better, but on too few prompts or within the noise: evidence that
-    leans without deciding, which the verdict must not read as "healthy"."""
-    best = _best_other_wiring(rows)
-    if best is None:
-        return []
-    d = best.diff_to_configured
-    if d is None or d.point <= 0 or _decided(d):
-        return []
-    why = f"{d.n} prompts, fewer than the {MIN_PROMPTS} an interval needs" if d.n < MIN_PROMPTS else "its interval reaches 0"
-    return [f"the draft's weights fit {_spec(best.spec)} better than the configured points by step-1 {d.text()} ({why})"]
 
 
 def _replay(

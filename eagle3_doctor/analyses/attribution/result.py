@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ...core.findings import Finding
-from ...core.stats import Interval, mean_acceptance_length, paired, ratio
+from ...core.stats import Interval, acceptance_counts, mean_acceptance_length, paired, ratio
 from ...core.typed_json import JsonFields
 
 if TYPE_CHECKING:
@@ -84,7 +84,14 @@ SCHEMA = "eagle3-doctor/diagnose/1"
 
 
 def _mal(results: dict[str, PathResult], names: list[str], K: int) -> tuple[list[Interval], list[Interval]]:
-    return paired([results[n].counts(K) for n in names], mean_acceptance_length, 0)
+    """Mean acceptance length of each path, paired over prompts: the tree's where the engine drafts one."""
+    return paired([_counts(results[n], K) for n in names], mean_acceptance_length, 0)
+
+
+def _counts(res: PathResult, K: int) -> np.ndarray:
+    if res.tree is not None and res.tree.accepted_lengths is not None:
+        return acceptance_counts(res.tree.accepted_lengths, None, None, 1)  # passes and accepted: all _mal reads
+    return res.counts(K)
 
 
 def _step1(results: dict[str, PathResult], names: list[str]) -> tuple[list[Interval], list[Interval]]:

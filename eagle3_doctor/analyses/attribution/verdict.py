@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ...core.findings import Finding
 from ...core.stats import MIN_PROMPTS, Interval, paired
-from .context import ContextCounts
+from .context import CONTEXT_DROP, CONTEXT_LEAD, ContextCounts
 from .data import place_data
 from .plan import ABLATED, SERVING, TRAINING, WEIGHTS, Plan
 from .result import STEP1, Diagnosis, LeverRow, ModuleRow, _mal, _step1
@@ -71,7 +71,13 @@ def _verdict(
     extra: LeverRow | None = None,
     leaning: list[str] | None = None,
     data: Finding | None = None,
+    sampled: bool = False,
 ) -> Diagnosis:
+    """The branch and its findings, by the rules of :mod:`..judgment`: absolute health first (a draft with no skill
+    on any path is the checkpoint's), then levers and the gap by size and interval together, then the modules, the
+    context and the data; what leans without deciding is "undetermined", never "healthy"."""
+    from .. import judgment as jd
+
     sides = [x for x in (SERVING, TRAINING) if x in results]
     own, diff = _mal(results, sides, K)
     serving, training = own[0], own[-1]
@@ -81,28 +87,23 @@ def _verdict(
     levers, modules, context = _levers(plan, results, K), _modules(plan), ctx.rows()
     if extra is not None:
         levers = sorted([*levers, extra], key=lambda r: -r.recovery.point)
+    measured = {**({TRAINING: training} if len(sides) == 2 else {}), **{r.name: r.mean_acceptance_length for r in levers}}
+    gone = jd.missing(serving, measured)
     findings: list[Finding] = []
     branch = ""
-    if (len(sides) == 2 and gap.lo > 0) or any(r.recovery.lo > 0 for r in levers):
+    kind = "peagle" if type(setup.draft).__name__ == "PEagleDraft" else "eagle3"
+    paths = {f"the {TRAINING} path" if k == TRAINING else f"lever {k}": v for k, v in measured.items()}
+    if SERVING in results and jd.no_skill(serving) and all(jd.no_skill(iv) for iv in measured.values()):
+        # no skill on any path: a lever that recovers a few hundredths is noise around zero, not a cause
+        findings += jd.health(kind, serving, paths, [], served_name="the serving path")
+        branch = "checkpoint"
+    gap_decides = len(sides) == 2 and jd.decides(gap, gone)
+    if not branch and (gap_decides or any(jd.decides(r.recovery, gone) for r in levers)):
         branch = "pipeline"
-        findings.append(_pipeline_finding(gap, serving, training, levers))
-    # the module that changes nothing is the cause; one whose ablation helps is none (_module_verdict says why)
-    if SERVING not in results and setup.serving.failure is not None and setup.train_spec is not None:
-        # the engine refuses, crashes or is not modelled: that is the finding, whatever the rest measures
-        from ..compare.engine_failures import engine_failure_finding
-
-        findings.append(engine_failure_finding(setup.serving, setup.train_spec))
-        branch = "undetermined" if setup.serving.failure.when == "undetermined" else "pipeline"
-    bad = [r for r in modules if r.verdict == "contributes nothing"]
-    if bad and len(bad) == len(modules):
-        findings.append(_nothing_trained_finding(modules, results[plan.base].step1, plan.base))
-    else:
-        findings += [_module_finding(r, modules, plan.base) for r in bad]
-    branch = branch or ("checkpoint" if bad else "")
-    drop = ctx.drop()
-    if drop is not None:
-        findings.append(_context_finding(*drop, plan.base))
-        branch = branch or "context"
+        findings.append(_pipeline_finding(gap, serving, training, levers, gone))
+    branch = _engine_failure(setup, results, findings) or branch
+    leads = list(leaning or [])
+    branch = _checkpoint_and_context(plan, results, modules, ctx, notes, findings, branch, leads)
     base_step1 = results[plan.base].step1
     if not branch and SERVING not in results:
         branch = "undetermined"
@@ -111,11 +112,80 @@ def _verdict(
         branch = place_data(branch, findings, levers, data)
     if not branch:
         branch, last = _last_resort(
-            [*(leaning or []), *_undecided(levers, gap if len(sides) == 2 else None, n)], n, base_step1, plan.base, serving
+            [*leads, *_undecided(levers, gap if len(sides) == 2 else None, n, gone)], n, base_step1, plan.base, serving
         )
         findings.append(last)
+    if branch == "runtime":
+        refs, unseen = _references(modules), _unseen(sampled)
+        findings += jd.health(kind, serving, paths, findings, served_name="the serving path", references=refs, unseen=unseen)
     verdict = _verdict_line(branch, findings)
     return Diagnosis(branch, verdict, serving, training, gap, plan.base, levers, modules, context, findings, notes, n)
+
+
+def _engine_failure(setup: Setup, results: dict[str, PathResult], findings: list[Finding]) -> str:
+    """The engine refuses, crashes or is not modelled: that is the finding (appended), whatever the rest measures."""
+    if SERVING in results or setup.serving.failure is None or setup.train_spec is None:
+        return ""
+    from ..compare.engine_failures import engine_failure_finding
+
+    findings.append(engine_failure_finding(setup.serving, setup.train_spec))
+    return "undetermined" if setup.serving.failure.when == "undetermined" else "pipeline"
+
+
+def _checkpoint_and_context(
+    plan: Plan,
+    results: dict[str, PathResult],
+    modules: list[ModuleRow],
+    ctx: ContextCounts,
+    notes: list[str],
+    findings: list[Finding],
+    branch: str,
+    leads: list[str],
+) -> str:
+    """The module and context findings (appended to ``findings``), and the branch they give where none is set; a
+    large fall too few prompts decide joins ``leads`` (the verdict is then undetermined), a small one ``notes``."""
+    # the module that changes nothing is the cause; one whose ablation helps is none (_module_verdict says why)
+    bad = [r for r in modules if r.verdict == "contributes nothing"]
+    if bad and len(bad) == len(modules):
+        findings.append(_nothing_trained_finding(modules, results[plan.base].step1, plan.base))
+    else:
+        findings += [_module_finding(r, modules, plan.base) for r in bad]
+    branch = branch or ("checkpoint" if bad else "")
+    drop = ctx.drop()
+    if drop is not None and decided_fall(drop[2]):
+        findings.append(_context_finding(*drop, plan.base))
+        return branch or "context"
+    few = drop or ctx.drop(min_prompts=2)  # a fall the prompts reaching past it are too few to decide
+    if few is not None:
+        pos, change = few[0], few[2]
+        line = (
+            f"step-1 accuracy falls by {-change.point:.3f} [{-change.hi:.3f}, {-change.lo:.3f}] past position {pos} of the "
+            f"context, over the {change.n} prompts that reach past it; a fall decides at {CONTEXT_DROP} with its whole "
+            f"interval beyond it, on {MIN_PROMPTS} prompts or more"
+        )
+        if -change.point >= CONTEXT_LEAD:
+            leads.append(line)
+        else:
+            notes.append(f"a lead, not a finding: {line}")
+    return branch
+
+
+def decided_fall(change: Interval) -> bool:
+    """Size and interval together for the context: the whole interval of the fall beyond CONTEXT_DROP."""
+    return change.hi <= -CONTEXT_DROP
+
+
+def _references(modules: list[ModuleRow]) -> list[str]:
+    """What diagnose judged a healthy draft against beside the paths: the weights' fit and the modules."""
+    return [
+        "the weights' own fit: no wiring around the configured capture points fits them better by the decision rule",
+        "module health: " + ", ".join(f"{m.module} {m.verdict} (ablation costs {m.cost.text()})" for m in modules),
+    ]
+
+
+def _unseen(sampled: bool) -> list[str]:
+    """The references a diagnose run did not look at (the training sample only with --train-data)."""
+    return ([] if sampled else ["the draft's own training sample (--train-data)"]) + ["a training record of acceptance"]
 
 
 def _unmeasurable_finding(notes: list[str], base: str, base_step1: float) -> Finding:
@@ -138,23 +208,27 @@ def _last_resort(leads: list[str], n: int, base_step1: float, base: str, serving
 
 
 def _verdict_line(branch: str, findings: list[Finding]) -> str:
-    where = {
-        "pipeline": "in the pipeline: how the engine feeds or runs the draft",
-        "checkpoint": "in the checkpoint: the weights as saved",
-        "context": "in the data: the prompts' context lengths",
-        "data": "in the data: the prompts are not what the draft was trained on",
-        "runtime": "not in anything measurable offline: the offline prediction is healthy",
-        "undetermined": "undetermined by these measurements",
-    }[branch]
-    return f"the gap lives {where} ({findings[0].code}: {findings[0].title})"
+    from ..judgment import verdict_line
+
+    return verdict_line(branch, f"{findings[0].code}: {findings[0].title}")
 
 
-def _pipeline_finding(gap: Interval, serving: Interval, training: Interval, levers: list[LeverRow]) -> Finding:
+def _pipeline_finding(gap: Interval, serving: Interval, training: Interval, levers: list[LeverRow], gone: float) -> Finding:
+    from ..judgment import decides, practical, share_text
+
+    need = practical(gone)
     ev = [
-        f"mean acceptance length: serving {serving.text(2)}, training {training.text(2)}, gap {gap.text(2)} (paired over {gap.n} prompts)"
+        f"mean acceptance length: serving {serving.text(2)}, training {training.text(2)}, gap {gap.text(2)} (paired over {gap.n} prompts)",
+        f"decision rule: a lever decides where its interval clears 0 and it recovers at least {need:.2f} tokens per pass "
+        f"(0.1, or a tenth of the {gone:.2f} missing between serving and the best path measured)",
     ]
-    ev += [f"lever {r.name}: recovers {r.recovery.text(2)} ({r.what})" for r in levers]
-    top = _top_lever(levers)
+    ev += [
+        f"lever {r.name}: recovers {r.recovery.text(2)}: {share_text(r.recovery, gone)}"
+        + ("" if decides(r.recovery, gone) else " (a lead: it does not decide)")
+        + f" ({r.what})"
+        for r in levers
+    ]
+    top = _top_lever(levers, gone)
     # the weights lever is no part of the serving-training gap, and a part is counted in its whole
     sides = [r for r in levers if r.name != WEIGHTS and r.part_of is None]
     if sides and gap.lo > 0:
@@ -162,7 +236,7 @@ def _pipeline_finding(gap: Interval, serving: Interval, training: Interval, leve
         ev.append(f"residual (gap not explained by the levers one at a time): {-rest:+.2f}")
     if top is not None:
         how = "feeding the capture points the weights fit" if top.name == WEIGHTS else f"setting the {top.name} back to training"
-        title = f"{how} recovers {top.recovery.text(2)} of mean acceptance length"
+        title = f"{how} recovers {top.recovery.text(2)} of mean acceptance length: {share_text(top.recovery, gone)}"
         return Finding("DGN001", title, ev, top.fix or "apply the lever's training-side setting", data={"lever": top.name})
     title = f"serving loses {gap.text(2)} of mean acceptance length, and no single lever recovers it alone"
     return Finding(
@@ -174,13 +248,17 @@ def _pipeline_finding(gap: Interval, serving: Interval, training: Interval, leve
     )
 
 
-def _top_lever(levers: list[LeverRow]) -> LeverRow | None:
-    """The lever recovering most beyond the noise; where it is a whole whose one part recovers as much
-    (its interval reaches the whole's point), that part, whose fix is the one edit that matters."""
-    top = next((r for r in levers if r.recovery.lo > 0 and r.part_of is None), None)
+def _top_lever(levers: list[LeverRow], gone: float) -> LeverRow | None:
+    """The lever recovering most that decides (size and interval); where it is a whole whose one part recovers as
+    much (its interval reaches the whole's point), that part, whose fix is the one edit that matters."""
+    from ..judgment import decides
+
+    top = next((r for r in levers if decides(r.recovery, gone) and r.part_of is None), None)
     if top is None:
-        return next((r for r in levers if r.recovery.lo > 0), None)
-    part = next((r for r in levers if r.part_of == top.name and r.recovery.lo > 0 and r.recovery.hi >= top.recovery.point), None)
+        return next((r for r in levers if decides(r.recovery, gone)), None)
+    part = next(
+        (r for r in levers if r.part_of == top.name and decides(r.recovery, gone) and r.recovery.hi >= top.recovery.point), None
+    )
     return part or top
 
 
@@ -229,21 +307,20 @@ def _context_finding(pos: int, before: Interval, change: Interval, base: str) ->
     )
 
 
-LEANS = 0.1  # mean acceptance length (tokens per pass) a recovery must point at to count as a lead
+def _undecided(levers: list[LeverRow], gap: Interval | None, n: int, gone: float) -> list[str]:
+    """Measurements that point at a cause without deciding it: a gap or a lever whose point recovers a practical
+    share (judgment.leans) but whose interval reaches 0, or any measurement on too few prompts."""
+    from ..judgment import leans
 
-
-def _undecided(levers: list[LeverRow], gap: Interval | None, n: int) -> list[str]:
-    """Measurements that point at a cause without deciding it: a gap or a lever whose point estimate
-    recovers acceptance but whose interval reaches 0, or any measurement on too few prompts."""
     out = []
     if n < MIN_PROMPTS:
         out.append(f"{n} prompts: an interval over fewer than {MIN_PROMPTS} decides nothing, healthy or not")
-    if gap is not None and gap.point >= LEANS and gap.lo <= 0:
+    if gap is not None and leans(gap, gone):
         out.append(f"training - serving mean acceptance length {gap.text(2)}: the gap's interval reaches 0")
     out += [
         f"lever {r.name} recovers {r.recovery.text(2)} mean acceptance length: its interval reaches 0"
         for r in levers
-        if r.recovery.point >= LEANS and r.recovery.lo <= 0
+        if leans(r.recovery, gone)
     ]
     return out
 

@@ -91,7 +91,8 @@ def mtp_acceptance(setup: Setup, checks: MTPChecks, opts: Any, prompts_path: str
     weigh(checks, run, opts.num_steps)
     if any(f.code == "MTP002" for f in checks.findings):
         recycled_as_served(setup, checks, run, opts, prompts_path)
-    run.findings[:0] = checks.findings
+    own = [f for f in run.findings if not f.code.startswith("HLT")]
+    run.findings = [*checks.findings, *own, *_health(setup, run, list(checks.findings))]
     return run
 
 
@@ -142,19 +143,34 @@ class MTPDiagnosis:
 def mtp_diagnose(setup: Setup, checks: MTPChecks, opts: Any, prompts_path: str | None, progress: Any) -> MTPDiagnosis:
     """Measure both paths; MTP001 leads the verdict when the trained state recovers acceptance beyond the noise."""
     from ..acceptance.run import measure_acceptance
+    from ..judgment import lever_branch, verdict_line
 
     run = measure_acceptance(setup, opts, prompts_path=prompts_path, progress=progress)
     s, t = run.paths["serving"], run.paths.get("training")
     diff = weigh(checks, run, opts.num_steps)
+    found = list(checks.findings)
+    health = _health(setup, run, found)
+    assert s.intervals is not None  # path_results fills them
+    served = s.intervals.mean_acceptance_length
+    sides = {"serving": served, **({"training": t.intervals.mean_acceptance_length} if t is not None and t.intervals else {})}
+    branch, decided_by = lever_branch(served, diff, sides, [*found, *health])
     if t is None or diff is None:
-        d = MTPDiagnosis(checks, s.chain.mean_acceptance_length, None, None, list(checks.findings))
-        d.verdict = f"the engine feeds the head the state it was trained on ({checks.trained}): no serving difference to set back"
-        return d
-    d = MTPDiagnosis(checks, s.chain.mean_acceptance_length, t.chain.mean_acceptance_length, diff)
-    lever = f"step 1 fed {checks.trained} instead of {checks.serving.hidden}: {MAL} {d.serving:.3f} -> {d.training:.3f}, recovered {diff.text()}"
-    if diff.lo > 0:
-        d.verdict = f"MTP001 decides the gap: {lever}"
+        d = MTPDiagnosis(checks, s.chain.mean_acceptance_length, None, None, [*found, *health])
+        why = f"the engine feeds the head the state it was trained on ({checks.trained}): no serving difference to set back"
     else:
-        d.verdict = f"the served state is not measurably worse ({lever}): MTP001 stands on the rule alone"
-    d.findings = list(checks.findings)
+        d = MTPDiagnosis(checks, s.chain.mean_acceptance_length, t.chain.mean_acceptance_length, diff, [*found, *health])
+        lever = f"step 1 fed {checks.trained} instead of {checks.serving.hidden}: {MAL} {d.serving:.3f} -> {d.training:.3f}, recovered {diff.text()}"
+        why = (
+            f"MTP001 decides the gap: {lever}" if branch == "pipeline" else f"the served state is not measurably worse ({lever})"
+        )
+    if decided_by is not None:
+        why = f"{decided_by.code}: {decided_by.title}"
+    d.verdict = verdict_line(branch, why)
     return d
+
+
+def _health(setup: Setup, run: AcceptanceRun, found: list[Finding]) -> list[Finding]:
+    """The health judgment over the run's paths, after the head's own checks (an error there is never healthy)."""
+    from ..acceptance.findings import acceptance_health
+
+    return acceptance_health(run.paths, [*found, *(f for f in run.findings if not f.code.startswith("HLT"))], setup)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .record import ERROR, INFO, WARNING, Code
+from .record import ERROR, WARNING, Code
 
 RECORDS = (
     Code(
@@ -10,8 +10,9 @@ RECORDS = (
         ERROR,
         "acceptance under the serving features is far below the training features",
         meaning=(
-            "Replayed through the target, the draft's step-1 accuracy under the features the engine feeds is far below "
-            "its accuracy under the features it was trained on."
+            "Replayed through the target, the draft's mean acceptance length under the features the engine feeds is "
+            "below its acceptance under the features it was trained on by a practical amount: the paired interval over "
+            "prompts of training - serving excludes zero and its point is at least 0.1 tokens per verify pass."
         ),
         why="This is the measured cost of a capture mismatch: the fix of the CAP finding removes it.",
         confirm="`eagle3-doctor acceptance` prints both paths side by side with intervals over prompts",
@@ -37,15 +38,21 @@ RECORDS = (
     ),
     Code(
         "ACC004",
-        INFO,
-        "a capture-point scan found features that fit the draft better than the configured ones",
+        ERROR,
+        "the draft's weights fit other capture points than the configured ones",
         meaning=(
-            "A scan over capture-point triples found features that fit the draft better than the configured ones: "
-            "the paired 95% interval over prompts of the step-1 accuracy difference lies above 0, on at least 5 prompts "
-            "(with fewer, or an interval reaching 0, the scan table shows the gap and no finding is made). Candidates "
-            "the prompts cannot separate from the best one are listed with it."
+            "Step-1 accuracy of the draft on each plausible wiring around the configured capture points (each slot +-1 "
+            "layer, the embeddings in front, the final norm at the back, the seed-style shifts), over the same replay: "
+            "another wiring leads the configured one by at least 0.02, with the paired 95% interval over prompts above 0 "
+            "on at least 5 prompts (a smaller lead, or an interval reaching 0, is shown in the scan table and decides "
+            "nothing). acceptance and compare-hidden measure it on every EAGLE-3 run; diagnose measures the acceptance "
+            "it recovers (DGN001)."
         ),
-        why="The draft was probably trained on those points: the declared training recipe is wrong.",
-        confirm="`eagle3-doctor fingerprint` ranks candidates from the draft's weights",
+        why=(
+            "The weights were trained on those points: the ids in the config were changed after training (the seed "
+            "incident), or the declared training recipe is wrong. The config then names the same points for serving and "
+            "training, so every comparison of the two agrees while the draft is fed what it was never trained on."
+        ),
+        confirm="`eagle3-doctor diagnose` measures what feeding them recovers; `eagle3-doctor fingerprint` ranks candidates",
     ),
 )

@@ -12,8 +12,10 @@ RECORDS = (
         meaning=(
             "`diagnose` measured acceptance with each difference between serving and training (a lever: the capture "
             "points the engine feeds, the draft forward as the engine runs it) set back to the training side, one at a "
-            "time, on the same prompts. Setting this lever back recovers acceptance, with a paired interval over prompts "
-            "that excludes zero."
+            "time, on the same prompts. Setting this lever back recovers acceptance by a practical amount: the paired "
+            "interval over prompts excludes zero and the point recovers at least 0.1 tokens per verify pass, or a tenth "
+            "of what is missing between serving and the best path measured where that is more (a smaller recovery is "
+            "a lead, printed with its share, never the verdict)."
         ),
         why="The draft is fed or run differently from training; the lever's own finding (CAP, FWD) says exactly how.",
         confirm=(
@@ -43,8 +45,9 @@ RECORDS = (
         WARNING,
         "step-1 accuracy falls past a position of the context",
         meaning=(
-            "Step-1 accuracy, measured per prompt in buckets of absolute position, falls past this position by more "
-            "than 0.15, and the paired interval over the prompts that reach past it excludes no fall."
+            "Step-1 accuracy, measured per prompt in buckets of absolute position, falls past this position by 0.15 "
+            "or more with the whole paired interval over the prompts that reach past it beyond 0.15 (size and "
+            "interval together: a fall whose interval reaches under 0.15 is printed as a lead, not a finding)."
         ),
         why=(
             "Drafts are trained on sequences of a fixed maximum length (SpecForge, speculators: --max-length); past it "

@@ -14,6 +14,7 @@ from .fix import RECORDS as FIX
 from .fpr import RECORDS as FPR
 from .fwd import RECORDS as FWD
 from .gate import RECORDS as GATE
+from .hlt import RECORDS as HLT
 from .mtp import RECORDS as MTP
 from .num import RECORDS as NUM
 from .pea import RECORDS as PEA
@@ -33,6 +34,7 @@ FAMILIES: dict[str, tuple[Code, ...]] = {
     "PEA": PEA,
     "QNT": QNT,
     "ACC": ACC,
+    "HLT": HLT,
     "GATE": GATE,
     "SRV": SRV,
     "FPR": FPR,
@@ -55,6 +57,7 @@ ORDER = (
     "PEA",
     "QNT",
     "ACC",
+    "HLT",
     "GATE001",
     "SRV",
     "GATE002",

@@ -1,0 +1,237 @@
+"""The judgment every measuring command and every drafter kind ends in: absolute health against a stated
+reference, and the size rule that decides whether a measured difference explains what is missing.
+
+Rules, stated once (docs/diagnose.md, "How a verdict is decided", prints them):
+
+- **No skill.** A verify pass always yields one token, the target's own, so a draft that proposes nothing the target
+  takes has a mean acceptance length of 1.0. A draft whose interval over prompts stays under 1.0 + ``USEFUL`` on
+  every path measured has no useful skill (speculation with it costs more than it saves): that is the checkpoint's
+  problem whatever its serving and training paths agree on (HLT001). A figure that is NaN counts as none.
+- **Size and interval together.** A lever (a serving difference set back, a wiring the weights fit, a tap or way
+  run as trained) decides only when its recovery's interval clears 0 *and* its point recovers at least
+  ``practical(missing)``: ``PRACTICAL_TOKENS`` tokens per pass, or ``PRACTICAL_SHARE`` of what is missing where
+  that is more. A smaller recovery whose interval clears 0 is a lead, printed with its share, never the verdict.
+- **Healthy is a positive finding** (HLT002), given only where the draft has skill as served, nothing the run
+  measured accepts practically more, and no other finding is a warning or an error; its evidence names each
+  reference used and what the command did not look at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..core.findings import Finding
+from ..core.stats import Interval
+
+NO_SKILL = 1.0  # tokens per verify pass of a draft that proposes nothing the target takes: the bonus token alone
+USEFUL = 0.2  # draft tokens accepted per pass under which a draft has no useful skill
+PRACTICAL_TOKENS = 0.1  # the least recovery (tokens per pass) a lever must point at to decide
+PRACTICAL_SHARE = 0.1  # ... or this share of what is missing, where that is more
+
+
+def no_skill(mal: Interval) -> bool:
+    """The whole interval of a mean acceptance length under the no-skill band (NaN: nothing accepted)."""
+    return not mal.hi >= NO_SKILL + USEFUL
+
+
+def practical(missing: float) -> float:
+    """The recovery a lever must point at to decide, given the tokens per pass that are ``missing``."""
+    return max(PRACTICAL_TOKENS, PRACTICAL_SHARE * max(missing, 0.0))
+
+
+def decides(recovery: Interval, missing: float) -> bool:
+    """A recovery of practical size whose interval clears 0."""
+    return recovery.lo > 0 and recovery.point >= practical(missing)
+
+
+def leans(recovery: Interval, missing: float) -> bool:
+    """A recovery of practical size whose interval reaches 0: more prompts would decide it either way."""
+    return recovery.point >= practical(missing) and recovery.lo <= 0
+
+
+def missing(served: Interval, sides: Mapping[str, Interval]) -> float:
+    """Tokens per pass between the served figure and the best path measured beside it (0 where none is better)."""
+    best = max((iv.point for iv in sides.values() if iv.point == iv.point), default=served.point)
+    return max(0.0, best - served.point) if served.point == served.point else max(0.0, best - NO_SKILL)
+
+
+def share_text(recovery: Interval, gone: float) -> str:
+    """What a recovery explains of what is missing, and the residual."""
+    if gone <= 0:
+        return "where nothing measured is missing"
+    pct = 100.0 * recovery.point / gone
+    return f"{pct:.0f}% of the {gone:.2f} missing, residual {gone - recovery.point:+.2f}"
+
+
+# the verdict's opening words per branch, the same for every command and drafter kind that prints one
+BRANCHES = {
+    "pipeline": "the gap lives in the pipeline: how the engine feeds or runs the draft",
+    "checkpoint": "the problem lives in the checkpoint: the weights as saved",
+    "context": "acceptance falls along the context: the prompts run past what the draft was trained on",
+    "data": "the gap lives in the data: the prompts are not what the draft was trained on",
+    "runtime": "healthy offline: as the engine feeds and runs it, the draft accepts as trained",
+    "undetermined": "undetermined by these measurements",
+}
+
+
+def verdict_line(branch: str, detail: str) -> str:
+    """The one-line verdict: the branch's words, then what decided it."""
+    return f"{BRANCHES[branch]} ({detail})"
+
+
+def lever_branch(
+    served: Interval, lever: Interval | None, sides: Mapping[str, Interval], found: Sequence[Finding]
+) -> tuple[str, Finding | None]:
+    """The branch of a drafter whose diagnosis has one lever (the served way set back to the trained one), ``lever``
+    its gain over served, paired, and the finding that decided it where a finding did: checkpoint where the draft
+    has no skill on any path (HLT001 among ``found``), then pipeline where the lever decides by size and interval,
+    undetermined where it leans; an error or a warning among ``found`` is never healthy (its branch by FINDING_BRANCH);
+    else runtime."""
+    hlt = next((f for f in found if f.code == "HLT001"), None)
+    if hlt is not None and no_skill(served):
+        return ("checkpoint" if all(no_skill(iv) for iv in sides.values()) else "pipeline"), hlt
+    gone = missing(served, sides)
+    if lever is not None and decides(lever, gone):
+        return "pipeline", None
+    if lever is not None and leans(lever, gone):
+        return "undetermined", None
+    err = blocking(found)
+    if err is None:
+        return "runtime", None
+    return FINDING_BRANCH.get(err.code, FINDING_BRANCH.get(err.code.rstrip("0123456789"), "pipeline")), err
+
+
+# the branch a finding puts a verdict in where no measurement decides: the files are the checkpoint's, and so is a
+# layout only retraining changes; every other family names how the engine feeds, runs or loads the draft
+FINDING_BRANCH = {"DRF": "checkpoint", "QNT": "checkpoint", "HLT": "checkpoint", "PEA005": "checkpoint"}
+
+
+def blocking(found: Sequence[Finding]) -> Finding | None:
+    """The first error among a run's findings, else the first warning: a verdict beside either is never "healthy"."""
+    for level in ("error", "warning"):
+        f = next((f for f in found if f.severity == level and not f.code.startswith("HLT")), None)
+        if f is not None:
+            return f
+    return None
+
+
+# what to look at first where a checkpoint of each kind has no skill: the ways each kind's exports have been broken
+CHECKPOINT_HINTS = {
+    "eagle3": "check the converter's key map and head layout (q/k/v split, fc input order, d2t)",
+    "mtp": "check the head's key map (enorm/hnorm/eh_proj, shared_head) and that it belongs to this target",
+    "dflash": "check the mask token's embedding row (inspect, DRF014) and that it is served with the head it was trained against",
+    "peagle": "check mask_hidden and the mask token (inspect, DRF014) and the key map of the EAGLE-3 layers",
+}
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """What one health judgment reads: the kind, the served figure and every other path beside it."""
+
+    kind: str
+    served_name: str
+    served: Interval
+    others: Mapping[str, Interval]
+
+    @property
+    def figures(self) -> str:
+        return "mean acceptance length: " + "; ".join(
+            [f"{self.served_name} {self.served.text(2)}"] + [f"{n} {iv.text(2)}" for n, iv in self.others.items()]
+        )
+
+    @property
+    def best(self) -> str:
+        return max(self.others, key=lambda n: self.others[n].point)
+
+
+BASELINE = (
+    f"the no-skill baseline is {NO_SKILL:.2f} tokens per verify pass (the target's own token alone); a draft "
+    f"under {NO_SKILL + USEFUL:.2f} on every path costs more than it saves"
+)
+
+
+def health(
+    kind: str,
+    served: Interval,
+    sides: Mapping[str, Interval],
+    found: Sequence[Finding],
+    *,
+    served_name: str = "as served",
+    references: Sequence[str] = (),
+    unseen: Sequence[str] = (),
+) -> list[Finding]:
+    """HLT001, HLT002 or HLT003 for the draft ``kind`` accepting ``served`` (mean acceptance length as the engine
+    runs it), beside every other path the run measured (``sides``, name -> interval), after the run's own findings
+    ``found``; nothing where another finding already says what is wrong. ``references``: what else the run judged
+    the draft against (the weights' own fit, module health), a line each; ``unseen``: the references it did not
+    look at, named in the healthy verdict so a reader can tell a judged draft from an unexamined one."""
+    j = _Judged(kind, served_name, served, {n: iv for n, iv in sides.items() if n != served_name})
+    if no_skill(served) and all(no_skill(iv) for iv in j.others.values()):
+        return [_no_skill_finding(j)]
+    if no_skill(served):  # another path has skill: the serving difference costs all of it
+        return [] if any(f.severity == "error" for f in found) else [_no_skill_as_served(j)]
+    if any(f.severity in ("error", "warning") for f in found):
+        return []
+    gone = missing(served, j.others)
+    if gone >= practical(0.0):  # a path beside it accepts practically more, and no finding of the run says why
+        return [_undecided_finding(j, gone)]
+    return [_healthy_finding(j, references, unseen)]
+
+
+def _no_skill_as_served(j: _Judged) -> Finding:
+    return Finding(
+        "HLT001",
+        f"the draft has no skill as served: {j.served.text(2)} tokens per verify pass, where {j.best} accepts "
+        f"{j.others[j.best].text(2)}",
+        [j.figures, BASELINE],
+        f"the serving difference costs all of it: serve the draft as it is measured on {j.best} "
+        "(eagle3-doctor diagnose names the lever and its exact edit)",
+        data={"served": j.served.to_dict(), "best": j.best},
+    )
+
+
+def _undecided_finding(j: _Judged, gone: float) -> Finding:
+    return Finding(
+        "HLT003",
+        f"undetermined: {j.best} accepts {gone:.2f} tokens per verify pass more than {j.served_name}, "
+        f"not decided on these {j.served.n} prompts",
+        [
+            j.figures,
+            f"a difference of {PRACTICAL_TOKENS} or more, whose cause no finding of this run decides (its paired "
+            "interval reaches 0, or the run is small)",
+        ],
+        "rerun on more prompts (--limit, --max-new-tokens), or run eagle3-doctor diagnose: it pairs each lever over prompts",
+        data={"served": j.served.to_dict(), "best": j.best, "missing": gone},
+    )
+
+
+def _healthy_finding(j: _Judged, references: Sequence[str], unseen: Sequence[str]) -> Finding:
+    compared = (
+        f"paths compared: {'; '.join(j.others)} (none accepts {PRACTICAL_TOKENS} tokens per pass or more above it)"
+        if j.others
+        else f"paths compared: none beside {j.served_name} (serving and training are the same path here)"
+    )
+    evidence = [j.figures, BASELINE, compared, *references]
+    if unseen:
+        evidence.append("not looked at by this command: " + "; ".join(unseen))
+    return Finding(
+        "HLT002",
+        f"the draft has skill on {j.served_name}: {j.served.text(2)} tokens per verify pass, "
+        f"{j.served.point - NO_SKILL:.2f} above the no-skill baseline",
+        evidence,
+        "nothing to fix offline; compare with what the server measures (eagle3-doctor server-metrics)",
+        data={"served": j.served.to_dict(), "references": list(j.others), "unseen": list(unseen)},
+    )
+
+
+def _no_skill_finding(j: _Judged) -> Finding:
+    where = "on every path measured" if j.others else "as served (the only path measured)"
+    return Finding(
+        "HLT001",
+        f"the draft has no skill: {j.served.text(2)} tokens per verify pass, at the no-skill baseline {where}",
+        [j.figures, BASELINE, "no serving setting recovers acceptance the weights do not have: the checkpoint is the problem"],
+        f"re-export the draft from its trained checkpoint ({CHECKPOINT_HINTS.get(j.kind, CHECKPOINT_HINTS['eagle3'])}), "
+        "then run eagle3-doctor inspect and fingerprint on the export; retrain if the trained checkpoint is the same",
+        data={"served": j.served.to_dict(), "kind": j.kind},
+    )
