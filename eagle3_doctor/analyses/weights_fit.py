@@ -162,15 +162,30 @@ def fit_finding(rows: Sequence[ScanRow], setup: Setup) -> Finding | None:
             "the config names the same points for serving and training, so no comparison of the two can see this: "
             "the weights are the training side that a config edited after training does not move"
         )
-    tied = [spec_label(r.spec) for r in rows if r is not best and r.tied_with_best and not r.configured]
+    tied = [r for r in rows if r is not best and r.tied_with_best and not r.configured]
     if tied:
-        evidence.append(f"not separated from it on these prompts (paired 95% interval reaching 0): {'; '.join(tied)}")
-    fix, _ = fix_for(setup.serving, best.spec)
+        evidence.append(
+            "not separated from it on these prompts (paired 95% interval reaching 0): "
+            + "; ".join(spec_label(r.spec) for r in tied)
+        )
+    served = tuple(setup.serving.spec)
+    severity, fix = None, None
+    if served in (tuple(best.spec), *(tuple(r.spec) for r in tied)):
+        # the engine feeds points the weights fit as well as any: the declared training side is what is wrong
+        severity = "warning"
+        fix = (f"the engine already feeds {spec_label(served)}, which the weights fit as well as any wiring: the declared "
+               "training side is wrong; drop --train-recipe (or set it to the served points) and re-run")  # fmt: skip
+    elif tied:
+        fix = ("the draft was trained on one of these wirings: `eagle3-doctor fingerprint` tells them apart (log-likelihood); "
+               "then write that one's ids")  # fmt: skip
+    else:
+        fix = fix_for(setup.serving, best.spec)[0] or "the draft was trained on those capture points: make the engine feed them"
     return Finding(
         "ACC004",
         f"the draft's weights fit {spec_label(best.spec)}, not the configured {spec_label(cur.spec)}",
         evidence,
-        fix or "the draft was trained on those capture points: set the training recipe accordingly and re-run compare-hidden",
+        fix,
+        severity=severity,
         data={"fits": [str(p) for p in best.spec], "configured": [str(p) for p in cur.spec], "difference": d.to_dict()},
     )
 

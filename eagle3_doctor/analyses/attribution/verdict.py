@@ -146,7 +146,13 @@ def _checkpoint_and_context(
     large fall too few prompts decide joins ``leads`` (the verdict is then undetermined), a small one ``notes``."""
     # the module that changes nothing is the cause; one whose ablation helps is none (_module_verdict says why)
     bad = [r for r in modules if r.verdict == "contributes nothing"]
-    if bad and len(bad) == len(modules):
+    hlt = next((f for f in findings if f.code == "HLT001"), None)
+    if bad and len(bad) == len(modules) and hlt is not None:  # one root cause, one diagnostic: the ablations are its evidence
+        hlt.evidence.append(
+            "no module contributes anything, "
+            + _nothing_trained_finding(modules, results[plan.base].step1, plan.base).evidence[0]
+        )
+    elif bad and len(bad) == len(modules):
         findings.append(_nothing_trained_finding(modules, results[plan.base].step1, plan.base))
     else:
         findings += [_module_finding(r, modules, plan.base) for r in bad]

@@ -60,16 +60,20 @@ def write_folded(setup: Setup, checks: MTPChecks, out: str) -> None:
 
 def mtp_fix(setup: Setup, checks: MTPChecks, out: str, opts: Any, prompts_path: str | None, progress: Any) -> MTPFixResult:
     from ..acceptance.run import measure_acceptance
+    from .measure import judged_health
     from .setup import assemble_mtp
 
-    def lengths(s: Setup) -> dict[str, float]:
+    def lengths(s: Setup, c: MTPChecks) -> tuple[dict[str, float], list[Finding]]:
+        """Each path's mean acceptance length, and the health judgment of the head as served after its checks."""
         run = measure_acceptance(s, opts, prompts_path=prompts_path, progress=progress)
-        return {name: p.chain.mean_acceptance_length for name, p in run.paths.items()}
+        return {name: p.chain.mean_acceptance_length for name, p in run.paths.items()}, judged_health(s, run, list(c.findings))
 
-    before = lengths(setup)
+    before, judged = lengths(setup, checks)
     if not any(f.code == "MTP001" for f in checks.findings):
-        return MTPFixResult(None, [], before, before, list(checks.findings), list(checks.findings), checks)
+        found = [*checks.findings, *judged]
+        return MTPFixResult(None, [], before, before, found, list(checks.findings), checks)
     write_folded(setup, checks, out)
     s2, c2 = assemble_mtp(setup.target, out, setup.serving.engine, setup.serving.version)
     applied = [f"MTP001: hnorm.weight folded with the target's final-norm weight, {c2.info.path}/config.json records final_norm"]
-    return MTPFixResult(out, applied, before, lengths(s2), list(c2.findings), list(checks.findings), checks)
+    after, judged = lengths(s2, c2)
+    return MTPFixResult(out, applied, before, after, [*c2.findings, *judged], list(checks.findings), checks)

@@ -92,7 +92,7 @@ def mtp_acceptance(setup: Setup, checks: MTPChecks, opts: Any, prompts_path: str
     if any(f.code == "MTP002" for f in checks.findings):
         recycled_as_served(setup, checks, run, opts, prompts_path)
     own = [f for f in run.findings if not f.code.startswith("HLT")]
-    run.findings = [*checks.findings, *own, *_health(setup, run, list(checks.findings))]
+    run.findings = [*checks.findings, *own, *judged_health(setup, run, list(checks.findings))]
     return run
 
 
@@ -149,7 +149,7 @@ def mtp_diagnose(setup: Setup, checks: MTPChecks, opts: Any, prompts_path: str |
     s, t = run.paths["serving"], run.paths.get("training")
     diff = weigh(checks, run, opts.num_steps)
     found = list(checks.findings)
-    health = _health(setup, run, found)
+    health = judged_health(setup, run, found)
     assert s.intervals is not None  # path_results fills them
     served = s.intervals.mean_acceptance_length
     sides = {"serving": served, **({"training": t.intervals.mean_acceptance_length} if t is not None and t.intervals else {})}
@@ -169,7 +169,7 @@ def mtp_diagnose(setup: Setup, checks: MTPChecks, opts: Any, prompts_path: str |
     return d
 
 
-def _health(setup: Setup, run: AcceptanceRun, found: list[Finding]) -> list[Finding]:
+def judged_health(setup: Setup, run: AcceptanceRun, found: list[Finding]) -> list[Finding]:
     """The health judgment over the run's paths, after the head's own checks (an error there is never healthy)."""
     from ..acceptance.findings import acceptance_health
 
