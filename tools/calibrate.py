@@ -86,6 +86,15 @@ CASES: tuple[Case, ...] = (
         ("--layer-ids=-1,1,3",),
     ),
     Case(
+        "EAGLE-3 clean, drafting 16 a pass (positions 9-16 accept nothing)",
+        "eagle3",
+        "draft-sglang",
+        "sglang",
+        KINDS2,
+        {"acceptance": "HLT004", "diagnose": "HLT004"},
+        ("--num-steps", "16"),
+    ),  # fmt: skip
+    Case(
         "EAGLE-3 no skill (weights at init)",
         "eagle3",
         "e3-rand",

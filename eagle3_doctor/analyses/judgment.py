@@ -64,6 +64,37 @@ def share_text(recovery: Interval, gone: float) -> str:
     return f"{pct:.0f}% of the {gone:.2f} missing, residual {gone - recovery.point:+.2f}"
 
 
+DEAD = 0.01  # the share of verify passes (upper bound) under which a drafted position accepts nothing
+
+
+def depth_finding(accepted: Sequence[Sequence[int]], K: int, setting: str) -> Finding | None:
+    """HLT004 where the last two or more of the K positions drafted a pass are reached by under DEAD of the
+    passes (each interval's upper bound), on ``accepted`` (per prompt, draft tokens accepted in each pass)."""
+    from ..core.stats import MIN_PROMPTS, acceptance_counts, acceptance_intervals
+
+    if K < 3 or len(accepted) < MIN_PROMPTS:
+        return None
+    rates = acceptance_intervals(acceptance_counts(accepted, None, None, K), K).per_position_rate
+    useful = max((k + 1 for k, r in enumerate(rates) if not r.hi < DEAD), default=0)
+    if useful == 0 or K - useful < 2:  # nothing accepted anywhere is HLT001's
+        return None
+    dead = rates[useful:]
+    return Finding(
+        "HLT004",
+        f"positions {useful + 1}-{K} of the {K} drafted a pass are reached by at most {max(r.hi for r in dead):.3f} "
+        "of verify passes: drafted for no acceptance",
+        [
+            "per-position rate (passes reaching position k), 95% intervals over prompts: "
+            + ", ".join(f"{k + 1}: {r.text()}" for k, r in enumerate(rates)),
+            f"a position whose upper bound is under {DEAD} accepts nothing: drafting it costs a draft forward and a "
+            "verify token a pass",
+        ],
+        f"draft {useful} tokens a pass ({setting} {useful}); eagle3-doctor speedup measures which setting is fastest "
+        "on your hardware",
+        data={"useful": useful, "drafted": K},
+    )
+
+
 # the verdict's opening words per branch, the same for every command and drafter kind that prints one
 BRANCHES = {
     "pipeline": "the gap lives in the pipeline: how the engine feeds or runs the draft",

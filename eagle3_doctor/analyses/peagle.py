@@ -180,6 +180,11 @@ def peagle_acceptance(
     elif side.served is not None:
         res.notes.append(f"{engine} runs the draft as it was trained ({side.trained.mode}, K {side.trained.k}, "
                          f"taps {format_spec(side.trained.spec)}): one path measured")  # fmt: skip
+    from .judgment import depth_finding
+
+    served = "served" if "served" in ways else "trained"
+    depth = depth_finding(walked[served], ways[served].k, "num_speculative_tokens")
+    res.findings += [depth] if depth is not None else []
     res.findings += peagle_health(figs, res.findings)
     return res
 

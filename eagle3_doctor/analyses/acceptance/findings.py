@@ -85,6 +85,7 @@ def acceptance_findings(results: dict[str, PathResult], scan_res: list[ScanRow] 
 
         fit = fit_finding(scan_res, setup)
         out += [fit] if fit is not None else []
+    out += depth_findings(results, setup)
     health = acceptance_health(results, out, setup, scan_res)
     ref = t or s
     if ref and ref.acc_k and ref.step1 < 0.3 and not any(f.code == "HLT001" for f in health):
@@ -98,6 +99,19 @@ def acceptance_findings(results: dict[str, PathResult], scan_res: list[ScanRow] 
             )
         )
     return out + health
+
+
+def depth_findings(results: dict[str, PathResult], setup: Setup) -> list[Finding]:
+    """HLT004 on the chain as served: the engine's K past the last position that accepts anything."""
+    from ..as_served import AS_SERVED
+    from ..judgment import depth_finding
+
+    res = results.get(AS_SERVED) or results.get("serving")
+    if res is None or res.tree is not None or not res.acc_k:
+        return []
+    setting = "--speculative-num-steps" if setup.serving.engine == "sglang" else "num_speculative_tokens"
+    f = depth_finding(res.accepted_lengths, len(res.acc_k), setting)
+    return [f] if f is not None else []
 
 
 def served_figure(res: PathResult) -> Interval:

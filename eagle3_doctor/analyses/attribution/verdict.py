@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ...core.findings import Finding
 from ...core.stats import MIN_PROMPTS, Interval, paired
+from ..acceptance.findings import depth_findings
 from .context import CONTEXT_DROP, CONTEXT_LEAD, ContextCounts
 from .data import place_data
 from .plan import ABLATED, SERVING, TRAINING, WEIGHTS, Plan
@@ -78,12 +79,7 @@ def _verdict(
     context and the data; what leans without deciding is "undetermined", never "healthy"."""
     from .. import judgment as jd
 
-    sides = [x for x in (SERVING, TRAINING) if x in results]
-    own, diff = _mal(results, sides, K)
-    serving, training = own[0], own[-1]
-    gap = diff[-1]  # training - serving, paired over prompts
-    if len(sides) == 1:
-        notes.append(f"only the {sides[0]} side is measurable: no gap between the sides, no levers")
+    sides, serving, training, gap = _sides(results, K, notes)
     levers, modules, context = _levers(plan, results, K), _modules(plan), ctx.rows()
     if extra is not None:
         levers = sorted([*levers, extra], key=lambda r: -r.recovery.point)
@@ -110,6 +106,8 @@ def _verdict(
         findings.append(_unmeasurable_finding(notes, plan.base, base_step1))
     if data is not None:  # DGN007, decided before the last resort: a decided data verdict is not "undetermined"
         branch = place_data(branch, findings, levers, data)
+    findings += (depth := depth_findings(results, setup))  # a serving setting that costs speed without acceptance
+    branch = branch or ("pipeline" if depth else "")
     if not branch:
         branch, last = _last_resort(
             [*leads, *_undecided(levers, gap if len(sides) == 2 else None, n, gone)], n, base_step1, plan.base, serving
@@ -120,6 +118,15 @@ def _verdict(
         findings += jd.health(kind, serving, paths, findings, served_name="the serving path", references=refs, unseen=unseen)
     verdict = _verdict_line(branch, findings)
     return Diagnosis(branch, verdict, serving, training, gap, plan.base, levers, modules, context, findings, notes, n)
+
+
+def _sides(results: dict[str, PathResult], K: int, notes: list[str]) -> tuple[list[str], Interval, Interval, Interval]:
+    """The sides measured, serving's and training's mean acceptance length, and training - serving, paired."""
+    sides = [x for x in (SERVING, TRAINING) if x in results]
+    own, diff = _mal(results, sides, K)
+    if len(sides) == 1:
+        notes.append(f"only the {sides[0]} side is measurable: no gap between the sides, no levers")
+    return sides, own[0], own[-1], diff[-1]
 
 
 def _engine_failure(setup: Setup, results: dict[str, PathResult], findings: list[Finding]) -> str:

@@ -54,4 +54,17 @@ RECORDS = (
         why="A difference of practical size that the prompts cannot separate from zero: more prompts decide it either way.",
         confirm="the same run on more prompts (--limit, --max-new-tokens), or `eagle3-doctor diagnose`, which pairs every lever",
     ),
+    Code(
+        "HLT004",
+        WARNING,
+        "the engine drafts positions that accept nothing: draft tokens and verify work spent for no acceptance",
+        meaning=(
+            "Of the K tokens the engine drafts a pass, the last ones are reached by fewer than 1% of verify passes "
+            "(the upper bound of each position's interval over prompts) on the path as served: each costs a draft "
+            "forward and a verify token and never pays back. Measured on chains; at least two dead positions and "
+            "5 prompts."
+        ),
+        why="A draft trained to K steps or run past what it learned accepts nothing there; the engine's K is a serving setting.",
+        confirm="the per-position rates of `eagle3-doctor acceptance`; `eagle3-doctor speedup` picks the fastest setting",
+    ),
 )
