@@ -133,26 +133,16 @@ def dflash_diagnose(
 def _verdict(figs: dict[str, Interval], total: Interval | None, parts: list[str], t: FeatureSpec, s: FeatureSpec,
              found: list[Finding]) -> str:  # fmt: skip
     """The judgment's verdict line: the tap lever decides by size and interval, after the draft's absolute health."""
-    from .judgment import lever_branch, verdict_line
+    from .judgment import lever_verdict
 
-    served = figs.get("served", figs["trained"])
-    branch, decided_by = lever_branch(served, total, figs, found)
-    if decided_by is not None:
-        return verdict_line(branch, f"{decided_by.code}: {decided_by.title}")
-    if branch == "pipeline" and total is not None:
-        return verdict_line(
-            branch,
-            f"the taps: serving {format_spec(t)} instead of {format_spec(s)} gains {total.text()} tokens per pass ({'; '.join(parts)})",
-        )
-    if branch == "undetermined" and total is not None:
-        return verdict_line(branch, f"the taps differ ({format_spec(s)} served, {format_spec(t)} trained) but their measured gain "
-                                    f"{total.text()} reaches 0 on these prompts; more prompts or longer continuations would decide it")  # fmt: skip
-    why = (
-        "the engine feeds the taps the draft was trained on"
-        if total is None
-        else f"the tap lever gains {total.text()}, under the practical size"
-    )
-    return verdict_line(branch, f"{why}; the draft accepts {served.text()} tokens per pass as served")
+    gain = total.text() if total is not None else ""
+    return lever_verdict(
+        figs.get("served", figs["trained"]), total, figs, found,
+        decided=f"the taps: serving {format_spec(t)} instead of {format_spec(s)} gains {gain} tokens per pass ({'; '.join(parts)})",
+        leaning=f"the taps differ ({format_spec(s)} served, {format_spec(t)} trained) but their measured gain {gain} reaches 0 "
+                "on these prompts; more prompts or longer continuations would decide it",
+        as_trained="the engine feeds the taps the draft was trained on",
+    )  # fmt: skip
 
 
 FIX_SCHEMA = "eagle3-doctor/dflash-fix/1"

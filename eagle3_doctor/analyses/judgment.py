@@ -133,6 +133,28 @@ def lever_branch(
     return FINDING_BRANCH.get(err.code, FINDING_BRANCH.get(err.code.rstrip("0123456789"), "pipeline")), err
 
 
+def lever_verdict(
+    served: Interval,
+    lever: Interval | None,
+    sides: Mapping[str, Interval],
+    found: Sequence[Finding],
+    *,
+    decided: str,
+    leaning: str,
+    as_trained: str,
+) -> str:
+    """The verdict line of a one-lever drafter (DFlash's taps, P-EAGLE's way), by :func:`lever_branch`: the finding
+    that decided it, else the kind's own words for a deciding lever (``decided``), a leaning one (``leaning``), or
+    none (``as_trained``: served as trained), each followed by what the draft accepts as served."""
+    branch, decided_by = lever_branch(served, lever, sides, found)
+    if decided_by is not None:
+        return verdict_line(branch, f"{decided_by.code}: {decided_by.title}")
+    if lever is not None and branch in ("pipeline", "undetermined"):
+        return verdict_line(branch, decided if branch == "pipeline" else leaning)
+    why = as_trained if lever is None else f"setting it back gains {lever.text()}, under the practical size"
+    return verdict_line(branch, f"{why}; the draft accepts {served.text()} tokens per pass as served")
+
+
 # the branch a finding puts a verdict in where no measurement decides: the files are the checkpoint's, and so is a
 # layout only retraining changes; every other family names how the engine feeds, runs or loads the draft
 FINDING_BRANCH = {"DRF": "checkpoint", "QNT": "checkpoint", "HLT": "checkpoint", "PEA005": "checkpoint"}

@@ -99,28 +99,18 @@ def anchor_finding(t: Interval, a: Interval, diff: Interval) -> Finding:
 
 def _verdict(names: list[str], gain: list[Interval], ti: int, figs: dict[str, Interval], found: list[Finding]) -> str:
     """The judgment's verdict line: the way lever decides by size and interval, after the draft's absolute health."""
-    from .judgment import lever_branch, verdict_line
+    from .judgment import lever_verdict
 
-    served = figs.get("served", figs["trained"])
     total = gain[ti] if names[0] == "served" else None
-    sides = {n: iv for n, iv in figs.items() if n != ANCHOR}
-    branch, decided_by = lever_branch(served, total, sides, found)
     parts = "; ".join(f"{n}: {g.text()}" for n, g in zip(names, gain) if n.endswith("as trained"))
-    if decided_by is not None:
-        return verdict_line(branch, f"{decided_by.code}: {decided_by.title}")
-    if branch == "pipeline" and total is not None:
-        return verdict_line(
-            branch, f"the way the engine runs the draft: running it as trained gains {total.text()} tokens per pass ({parts})"
-        )
-    if branch == "undetermined" and total is not None:
-        return verdict_line(branch, f"the engine runs the draft otherwise than it was trained, but the measured gain {total.text()} "
-                                    f"reaches 0 on these prompts ({parts}); more prompts or longer continuations would decide it")  # fmt: skip
-    why = (
-        "the engine runs the draft as it was trained"
-        if total is None
-        else f"running it as trained gains {total.text()}, under the practical size"
-    )
-    return verdict_line(branch, f"{why}; the draft accepts {served.text()} tokens per pass as served")
+    g = total.text() if total is not None else ""
+    return lever_verdict(
+        figs.get("served", figs["trained"]), total, {n: iv for n, iv in figs.items() if n != ANCHOR}, found,
+        decided=f"the way the engine runs the draft: running it as trained gains {g} tokens per pass ({parts})",
+        leaning=f"the engine runs the draft otherwise than it was trained, but the measured gain {g} reaches 0 on these "
+                f"prompts ({parts}); more prompts or longer continuations would decide it",
+        as_trained="the engine runs the draft as it was trained",
+    )  # fmt: skip
 
 
 def peagle_fix(
