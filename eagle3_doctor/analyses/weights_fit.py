@@ -26,9 +26,10 @@ if TYPE_CHECKING:
 
 
 # step-1 accuracy by which another wiring must lead the configured one (point estimate, with its paired interval
-# clear of 0 on MIN_PROMPTS prompts) before the weights are said to fit it. Measured on the fixtures: the seed
-# incident's trained wiring leads by 0.21; on the clean pair the best other candidate of 14 trails by 0.03 or more at
-# every run size of the calibration corpus, and +0.001 [-0.012, 0.015] was the closest any run came.
+# clear of 0 on MIN_PROMPTS prompts) before the weights are said to fit it: the best of a dozen candidates always
+# edges the configured one by noise (+0.001 [-0.012, 0.015] on the README's healthy pair at 48-96 new tokens), while
+# the seed incident's trained wiring leads by 0.21 on the fixtures. tests/test_calibration.py holds the clean pairs
+# to no ACC004 at three run sizes.
 FIT_LEAD = 0.02
 
 

@@ -142,7 +142,8 @@ def acceptance_health(
     if scan_res:
         from ..weights_fit import fit_outcome
 
-        refs.append(fit_outcome(scan_res, setup)[1])
+        line = fit_outcome(scan_res, setup)[1]  # empty where the fit decided: ACC004 then speaks, not HLT002
+        refs += [line] if line else []
     else:
         unseen.insert(0, "the weights' own fit (no aux-slot wiring to scan for this drafter)")
     served = f"the {served_name} path"

@@ -103,8 +103,9 @@ def measure_gap(
 
 
 def _weights_lever(setup: Setup, plan: Plan, rep: Any, rows: list[Any], opts: AcceptanceOptions, tree: Any) -> LeverRow | None:
-    """Where the draft's weights fit other capture points than the configured ones (weights_fit.decided: a lead
-    of practical size with its paired interval above zero on enough prompts), acceptance is measured on those points as a lever of its own, in a
+    """Where the draft's weights fit other capture points than the configured ones (weights_fit.fitted: a lead of
+    practical size with its paired interval above zero on enough prompts), acceptance is measured on those points
+    as a lever of its own, in a
     second replay: the general form of a config whose ids were edited after training."""
     from ..compare.fixes import fix_for
     from ..weights_fit import fitted
