@@ -233,6 +233,9 @@ def run_gate(
     independent = bool(train_recipe or train_dump or (fp is not None and fp.determined))
     own = [] if independent else [training_side_finding(setup, policy)]
     findings = _unique(own + fp_findings + ins.findings + cmp.findings + acc.findings)
+    if any(f.code == "FPR001" for f in fp_findings):
+        # the fingerprint answers the weights' fit by log-likelihood: one root cause, one diagnostic (its step-1 twin goes)
+        findings = [f for f in findings if f.code != "ACC004"]
     m = _metric(acc.paths, policy.num_steps)
     m["slot_cosine"] = [s.cos_mean for s in cmp.slots]
     checks = [_severity_check(findings, policy)]

@@ -112,6 +112,18 @@ def test_incident_fails_the_shipped_gate_with_the_trained_ids_as_fix(tmp_path, t
     assert "GATE002" not in {f["code"] for f in data["findings"]}  # the shipped policy names the training side
 
 
+def test_the_weights_fit_is_one_diagnostic_in_the_gate(tmp_path, tmp_copy):
+    """The seed incident written into the config: the fingerprint (log-likelihood) and acceptance's step-1 fit
+    both find that the weights fit [1, 3, 4]; the gate reports it once, as FPR001."""
+    from conftest import invoke
+
+    inc = draft_with_ids(tmp_copy, [-1, 1, 3], "incident-fit")
+    r = invoke("gate", "-t", TARGET, "-d", inc, "--engine", "sglang", "--prompts", PROMPTS, "--limit", "8",
+               "--json", tmp_path / "g.json")  # fmt: skip
+    codes = [f["code"] for f in json.loads((tmp_path / "g.json").read_text())["findings"]]
+    assert r.exit_code == 1 and "FPR001" in codes and "ACC004" not in codes, (codes, r.output)
+
+
 # every one-layer move of one slot, and of all slots at once (duplicates are not a valid id list)
 ONE_LAYER_SHIFTS = [[0, 3, 4], [2, 3, 4], [1, 2, 4], [1, 3, 5], [0, 2, 3], [2, 4, 5]]
 
