@@ -76,7 +76,6 @@ class WeightsFit:
         self.draft, self.configured = draft, configured
         self.cands = cands if configured in cands else [configured, *cands]
         self.hits: dict[FeatureSpec, list[tuple[int, int]]] = {c: [] for c in self.cands}
-        self.order: list[int] = []  # the replayed sequences, in the order their rows were added
 
     @property
     def points(self) -> set[CapturePoint]:
@@ -92,7 +91,6 @@ class WeightsFit:
             out = unroll_outcomes(self.draft, aux, rb.tokens, labels, rb.batch.lengths, 1)
             hits, valid = (out.match[:, 0] & region).sum(dim=1), (out.valid[:, 0] & region).sum(dim=1)
             self.hits[c].extend(zip(hits.tolist(), valid.tolist()))
-        self.order.extend(rb.index)
 
     def rows(self) -> list[ScanRow]:
         """Candidates by step-1 accuracy, each with its interval over prompts and, paired on the same prompts, its
@@ -208,10 +206,10 @@ def fit_outcome(rows: Sequence[ScanRow], setup: Setup) -> tuple[Finding | None, 
 def text_labels(target: Any, rb: ReplayBatch) -> Callable[[int], torch.Tensor]:
     """Labels along a replayed text: the target's own next-token choice at every position (what a draft learns)."""
     from ..model.target import target_argmax
+    from .acceptance.estimator import labels_fn
 
     assert rb.last is not None  # replayed with want_logits
-    amax = target_argmax(target, rb.last)
-    return lambda k: torch.roll(amax, -k, dims=1)  # a_{t+k}: the target's choice along the given text
+    return labels_fn(rb, target_argmax(target, rb.last), False)
 
 
 def fit_candidates(setup: Setup, configured: FeatureSpec, product: bool = False) -> list[FeatureSpec] | None:

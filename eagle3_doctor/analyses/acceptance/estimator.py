@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -58,6 +59,19 @@ class StepOutputs:
 
 
 @torch.inference_mode()
+def labels_fn(rb: Any, amax: torch.Tensor, greedy: bool) -> Callable[[int], torch.Tensor]:
+    """The target's choice the draft's step k+1 is scored against at every base: along the target's own greedy
+    continuation its next tokens; along a given text its argmax ``amax`` there."""
+    tokens = rb.tokens
+
+    def labels(k: int) -> torch.Tensor:
+        if greedy:
+            return torch.roll(tokens, -(1 + k), dims=1)  # x_{t+1+k}: the target's own greedy tokens
+        return torch.roll(amax, -k, dims=1)  # a_{t+k}: the target's choice along the given text
+
+    return labels
+
+
 def unroll_outcomes(
     draft: Eagle3Draft,
     aux: torch.Tensor,

@@ -14,22 +14,12 @@ from ...model.replay import ReplayBatch, iter_captures, replay_order
 from ..results import PathResult, ScanRow, TreePlan
 from .accumulate import PathAccumulator
 from .estimator import StepOutputs, unroll_outcomes
+from .estimator import labels_fn as _labels_fn  # noqa: F401  (its callers import it from here)
 from .options import Progress, Replay
 
 if TYPE_CHECKING:
     from ...model.setup import Setup
     from ...model.target import Target
-
-
-def _labels_fn(rb: ReplayBatch, amax: torch.Tensor, greedy: bool) -> Callable[[int], torch.Tensor]:
-    tokens = rb.tokens
-
-    def labels(k: int) -> torch.Tensor:
-        if greedy:
-            return torch.roll(tokens, -(1 + k), dims=1)  # x_{t+1+k}: the target's own greedy tokens
-        return torch.roll(amax, -k, dims=1)  # a_{t+k}: the target's choice along the given text
-
-    return labels
 
 
 def _target_logits_fn(tgt: Target, last: torch.Tensor) -> Callable[[int], Iterable[tuple[slice, torch.Tensor]]]:
