@@ -14,7 +14,7 @@ from ...model.replay import ReplayBatch, iter_captures, replay_order
 from ..results import PathResult, ScanRow, TreePlan
 from .accumulate import PathAccumulator
 from .estimator import StepOutputs, unroll_outcomes
-from .estimator import labels_fn as _labels_fn  # noqa: F401  (its callers import it from here)
+from .estimator import labels_fn as _labels_fn  # diagnose, context and speedup import it from here
 from .options import Progress, Replay
 
 if TYPE_CHECKING:
