@@ -67,6 +67,18 @@ CASES: list[tuple[str, list[str]]] = [
         "server-metrics-vllm-wiring",
         ["server-metrics", "--metrics", f"{S}/vllm-after-wiring.prom", "--before", f"{S}/vllm-before.prom"],
     ),
+    *(
+        (
+            f"{command}-{kind}",
+            [command, "-t", f"{F}/target", "--draft", f"{F}/{folder}", "--engine", "vllm"]
+            + ([] if command == "inspect" else ["--prompts", f"{F}/prompts.jsonl", "--limit", "3"])
+            + (["--max-new-tokens", "16"] if command in ("acceptance", "diagnose", "fix") else [])
+            + (["--out", "{tmp}/fixed"] if command == "fix" else []),
+        )
+        # every drafter kind beside EAGLE-3 through every command that runs it: the seam they share is pinned here
+        for kind, folder in (("mtp", "mtp-speculators"), ("dflash", "dflash-draft"), ("peagle", "peagle-draft"))
+        for command in ("inspect", "compare-hidden", "acceptance", "diagnose", "fix")
+    ),
     (
         "gate-shipped-policy",
         ["gate", "-t", f"{F}/target", "--draft", f"{F}/draft-sglang", "--policy", "examples/ci/policy.toml"]
