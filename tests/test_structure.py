@@ -158,7 +158,7 @@ def test_no_import_cycles():
 
 # The layers, bottom first: a module may import its own layer and those below it, never one above
 # (lazy imports included). docs/architecture.md says what each holds.
-LAYERS = ("core", "io", "engines", "draft", "model", "analyses", "report", "doctor", "cli", "__main__")
+LAYERS = ("core", "io", "engines", "draft", "model", "analyses", "report", "drafters", "doctor", "cli", "__main__")
 # Known imports that still reach up, with the module they must move out of; the list may only shrink.
 UPWARD: dict[tuple[str, str], str] = {}
 
@@ -245,3 +245,29 @@ def test_the_tests_mirror_the_layers():
         "test_fixture_build.py",
     }, sorted(top)
     assert not list(tests.rglob("__init__.py")), "no packages under tests/: conftest and oracles are imported by name"
+
+
+_KIND_WORD = re.compile(r"(^|_)(eagle3|mtp|dflash|peagle)(_|$)", re.I)
+
+
+def test_no_cli_module_names_a_drafter_kind():
+    """The CLI dispatches through the registry (cli/drive.py) and never chooses a kind itself: no CLI module's code
+    (its strings aside) names one, and none imports a kind's own modules."""
+    import ast
+
+    named = []
+    for f in sorted((PKG / "cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            words: list[str] = []
+            if isinstance(node, ast.Name):
+                words = [node.id]
+            elif isinstance(node, ast.Attribute):
+                words = [node.attr]
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                words = [node.name]
+            elif isinstance(node, ast.ImportFrom):
+                words = (node.module or "").split(".") + [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                words = [p for a in node.names for p in a.name.split(".")]
+            named += [f"{f.relative_to(PKG)}:{node.lineno}: {w}" for w in words if _KIND_WORD.search(w)]  # type: ignore[attr-defined]
+    assert not named, "CLI modules that name a drafter kind: " + ", ".join(named)

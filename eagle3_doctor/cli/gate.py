@@ -209,9 +209,9 @@ def run_gate(
     """train_recipe / train_dump override the policy's [training] table (a flag names one side, so it replaces both)."""
     from ..analyses.inspect.inspection import inspect
     from ..doctor import acceptance, compare_hidden, load_setup
-    from ..draft.drafter import refuse_other_drafters
+    from ..drafters.registry import refuse_other_kinds
 
-    refuse_other_drafters(draft)
+    refuse_other_kinds(draft)
     train_recipe, train_dump = _training_side(policy, train_recipe, train_dump)
     ins = inspect(target, draft, engine=policy.engine, engine_version=policy.engine_version, draft_format=draft_format)
     setup = load_setup(

@@ -6,40 +6,21 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import sys
 from types import SimpleNamespace
 from typing import Any, Optional
 
 from ..core.errors import BadInput
-from ..core.findings import locate
+from ..drafters.run import Run
 from .options import SAMPLING, defaults, missing_option
-from .output import status
+from .output import progress, status
 
 
-@dataclasses.dataclass
-class Resolved:
-    target: str
-    draft: Optional[str]
-    engine: str
-    engine_version: Optional[str]
-    dtype: str
-    serve: Any = None
-    paths: dict[str, str] = dataclasses.field(default_factory=dict)  # finding roles -> the files this run used
-    findings: list[Any] = dataclasses.field(default_factory=list)  # what the launch command alone shows
-
-    def locate(self, findings: list[Any]) -> None:
-        """The launch command's findings first in a command's list (they are read before anything is
-        measured), and every finding pointed at the file this run used."""
-        findings[:0] = [f for f in self.findings if f not in findings]
-        locate(findings, self.paths)
-
-
-def resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> Resolved:
-    """Merge --serve-cmd/--serve-config with explicit options (explicit wins) and say what was derived.
-
-    ``a``: the command's options by name, as given; absent ones count as not given."""
+def resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> Run:
+    """Merge --serve-cmd/--serve-config with explicit options (explicit wins), say what was derived, and hand
+    the run its options parsed (``a``: the command's options by name, as given; absent ones count as not
+    given; the sampling options a command does not offer take their defaults)."""
     from ..engines.launch import load
 
     target, draft, engine, engine_version = a.target, getattr(a, "draft", None), a.engine, a.engine_version
@@ -93,7 +74,18 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> Resolved:
         check_outputs_apart({**vars(a), "target": target_dir, "draft": draft_dir})
     from ..engines.launch import launch_findings
 
-    return Resolved(target_dir, draft_dir, eng, ver, dtype, sc, paths, launch_findings(sc) if sc else [])
+    quiet = getattr(a, "quiet", False)
+    return Run(target_dir, draft_dir, eng, ver, dtype, sc, paths, launch_findings(sc) if sc else [], _parsed(a),
+               status=lambda text: status(text, quiet), progress=lambda: progress(quiet))  # fmt: skip
+
+
+def _parsed(a: SimpleNamespace) -> SimpleNamespace:
+    """The options as a run reads them: the structured ones parsed (the preflight has checked them)."""
+    from .validate import parse_layer_ids
+
+    g = functools.partial(getattr, a)
+    return SimpleNamespace(**{**defaults(SAMPLING), **vars(a), "layer_ids": parse_layer_ids(g("layer_ids", None)),
+                              "device_map": _device_map(g("device_map", None)), "max_memory": _max_memory(g("max_memory", None))})  # fmt: skip
 
 
 def _speculators_from_hub(sc: Any) -> None:
@@ -130,52 +122,6 @@ def resolve_models(
     return target_dir, draft_dir
 
 
-def load_models(a: SimpleNamespace, r: Resolved, *, parallel_ok: bool = False) -> Any:
-    """Target and draft loaded as ``r`` resolved them, with the command's loading options ``a``; ``parallel_ok``: a
-    P-EAGLE draft is read as the EAGLE-3 draft it extends (compare-hidden: its taps are EAGLE-3's)."""
-    from ..draft.drafter import refuse_other_drafters
-
-    g = functools.partial(getattr, a)
-    refuse_other_drafters(r.draft, ("peagle",) if parallel_ok else ())
-    stream, note = _stream_layers(a, r)
-    with status(f"loading target {r.target}" + (f" and draft {r.draft}" if r.draft else "") + " ...", g("quiet", False)):
-        from ..doctor import load_setup
-        from .validate import parse_layer_ids
-
-        setup = load_setup(
-            target=r.target,
-            draft=r.draft,
-            draft_format=g("draft_format", None),
-            engine=r.engine,
-            engine_version=r.engine_version,
-            layer_ids=parse_layer_ids(g("layer_ids", None)),
-            train_recipe=g("train_recipe", None),
-            dtype=r.dtype,
-            device=a.device,
-            trust_remote_code=a.trust_remote_code,
-            device_map=_device_map(g("device_map", None)),
-            max_memory=_max_memory(g("max_memory", None)),
-            stream_layers=stream,
-        )
-    if note:
-        setup.notes.append(note)
-    return setup
-
-
-def _stream_layers(a: SimpleNamespace, r: Resolved) -> tuple[bool, Optional[str]]:
-    """--stream-layers as given; not given, on when the target would not fit the device and the command
-    replays given sequences only (no greedy continuation, no reference loop, no --device-map)."""
-    asked = getattr(a, "stream_layers", False)
-    if asked is not None:
-        return bool(asked), None
-    generates = getattr(a, "continuation", "text") == "greedy" and not getattr(a, "train_dump", None)
-    if generates or getattr(a, "reference_loop", False) or getattr(a, "device_map", None) is not None:
-        return False, None
-    from ..model.stream import should_stream
-
-    return should_stream(r.target, r.dtype, a.device)
-
-
 # checked where they are resolved (``resolve_serve``, compare-hidden's ``_dump_training_spec``, the gate's merged policy in
 # ``check_policy_values``), once, on the value the run uses, and still before any load: not in the preflight
 RESOLVED_LATER = ("engine", "engine_version")
@@ -191,24 +137,6 @@ def preflight_given(a: SimpleNamespace, skip: tuple[str, ...] = ()) -> None:
     from .validate import preflight
 
     preflight(**{k: v for k, v in vars(a).items() if k not in skip})
-
-
-def batch_size_for(text: str, setup: Any, max_tokens: int) -> int:
-    if text == "auto" and getattr(setup.target, "streamer", None) is not None:
-        # a pass reads every weight: each replay takes as many sequences per pass as memory allows for its own
-        # lengths (replay_batch_size); this figure is only the bound for the longest input
-        setup.target.auto_groups = True
-        from ..model.stream import group_size
-
-        return group_size(setup.target, max_tokens)
-    if text == "auto":
-        from ..model.runtime import auto_batch_size
-
-        return auto_batch_size(setup.target, max_tokens)
-    from .validate import check_arguments
-
-    check_arguments(batch_size=text)
-    return int(text)
 
 
 def _max_memory(text: Optional[str]):
@@ -230,29 +158,3 @@ def _device_map(text: Optional[str]):
         except json.JSONDecodeError as e:
             raise BadInput(f"--device-map is not valid JSON ({e.msg})", 'write e.g. {"model.layers.0": 0, ...} or auto') from None
     return text
-
-
-def acceptance_options(a: SimpleNamespace, r: Resolved, setup: Any) -> Any:
-    """How to measure: explicit options first, then the launch command's speculative settings. The
-    acceptance options a command does not offer (diagnose and fix take no --temperature, --topk, --scan,
-    ...) are at their defaults."""
-    from ..doctor import AcceptanceOptions, options_from_serve
-
-    a = SimpleNamespace(**{**defaults(SAMPLING), **vars(a)})
-
-    num_steps, topk, num_draft_tokens = options_from_serve(r.serve, a.num_steps, a.topk, a.num_draft_tokens)
-    return AcceptanceOptions(
-        num_steps=num_steps,
-        continuation=a.continuation,
-        max_new_tokens=a.max_new_tokens,
-        max_tokens=a.max_tokens,
-        batch_size=batch_size_for(a.batch_size, setup, a.max_tokens + a.max_new_tokens),
-        temperature=a.temperature,
-        temp_mode=a.temperature_mode,
-        topk=topk,
-        num_draft_tokens=num_draft_tokens,
-        reference=a.reference_loop,
-        scan=a.scan,
-        limit=a.limit,
-        token_tree=r.serve.token_tree if r.serve is not None else None,
-    )

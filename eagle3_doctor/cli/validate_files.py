@@ -179,12 +179,12 @@ def check_draft(path: str, fmt: str | None = None) -> None:
             f"no *.safetensors file in {d}", "save the draft with safetensors (pickled .bin/.pt drafts are not loaded)"
         )
     if files:
-        from ..draft.dflash.taps import is_dflash
         from ..draft.formats import FORMATS, config_to_canonical, detect_format
-        from ..draft.mtp.formats import detect_mtp
+        from ..drafters.registry import kinds
 
-        if fmt is None and (detect_mtp(cfg, sorted(names)) is not None or is_dflash(cfg)):
-            return  # an MTP head or a DFlash draft: their readers check their own configs (draft/mtp, draft/dflash)
+        found = next(k for k in kinds() if k.detect(cfg, sorted(names)) is not None)
+        if fmt is None and not found.draft_config_checked:
+            return  # another kind's reader checks its own config (draft/<kind>/)
         if fmt is None:
             fmt, _ = detect_format(cfg, sorted(names))
         if fmt in FORMATS:

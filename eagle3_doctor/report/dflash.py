@@ -71,3 +71,12 @@ def render_dflash_fix(con: Any, res: Any) -> None:
         con.print(f"{name}: served {served.mean_acceptance_length.text()} tokens per pass (trained {run.trained.mean_acceptance_length.text()})",
                   markup=False, soft_wrap=True)  # fmt: skip
     con.print()
+
+
+def render_dflash_inspect(con: Any, checks: Any) -> None:
+    for name, t in (("trained", checks.trained), ("served", checks.served)):
+        spec = "unknown" if t is None or t.spec is None else ", ".join(map(str, t.spec))
+        con.print(f"DFlash {name} taps: {spec}  ({t.source if t else ''})", markup=False, soft_wrap=True)
+    taps = checks.fc_taps if checks.fc_taps is not None else "an unknown number of"
+    con.print(f"the draft's fc takes {taps} taps", markup=False)
+    con.print()

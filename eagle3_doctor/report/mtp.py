@@ -41,3 +41,17 @@ def render_mtp_diagnosis(console: Console, d: Any) -> None:
     console.print(f"verdict: {d.verdict}", markup=False, soft_wrap=True)
     console.print()
     render_findings(console, d.findings, "the engine hands the MTP head the state it was trained on")
+
+
+def render_mtp_fix(console: Console, res: Any) -> None:
+    for line in res.applied or ["nothing to fix: no MTP001"]:
+        console.print(line, markup=False, soft_wrap=True)
+    for name, v in res.before.items():
+        copy = f", {res.after[name]:.3f} (copy)" if res.out and name in res.after else ""
+        console.print(f"{name} path: mean acceptance length {v:.3f} (original){copy}", markup=False)
+    console.print()
+    if res.loses:
+        console.print("the folded copy accepts less than the original on the serving state: keep the original and retrain "
+                      "the head on final_norm (the fold corrects step 1, and rescales the recycled state hnorm also reads)",
+                      markup=False, soft_wrap=True)  # fmt: skip
+    render_findings(console, res.findings, "the copy is fed the state it now expects")

@@ -130,8 +130,8 @@ def test_engine_is_checked_once_on_the_resolved_value_before_any_load(monkeypatc
     """--engine VLLM with --serve-cmd's release: one check, of (vllm, that release), before the models load;
     a bad --engine is still refused before any load."""
     import eagle3_doctor.analyses.inspect.inspection as inspection
-    import eagle3_doctor.doctor as doctor
     import eagle3_doctor.engines.releases as engines
+    import eagle3_doctor.model.setup as doctor  # where load_models finds load_setup
 
     class Loaded(BaseException):
         pass

@@ -10,12 +10,12 @@ import torch
 
 from eagle3_doctor.core.errors import BadInput
 from eagle3_doctor.draft.config import DraftConfig
-from eagle3_doctor.draft.drafter import detect_kind
 from eagle3_doctor.draft.model import DraftCache
 from eagle3_doctor.draft.mtp.config import MTPConfig
 from eagle3_doctor.draft.mtp.formats import read_mtp
 from eagle3_doctor.draft.mtp.model import MTPHead
 from eagle3_doctor.draft.mtp.writing import write_mtp
+from eagle3_doctor.drafters.registry import kind_of
 
 
 def make_head(recycle="post_norm", seed=0):
@@ -82,8 +82,8 @@ def test_layouts_round_trip(tmp_path, fmt):
         target_dir=str(target),
         layer=0 if export else None,
     )
-    assert detect_kind(tmp_path / "out")[0] == "mtp"
-    assert detect_kind(target)[0] == "eagle3"  # a target without the layer holds no head
+    assert kind_of(tmp_path / "out")[0].name == "mtp"
+    assert kind_of(target)[0].name == "eagle3"  # a target without the layer holds no head
     fmt = "deepseek" if export else fmt
     back, info = read_mtp(tmp_path / "out", target_embed=head.embed_tokens.weight, target_head=head.shared_head.head.weight)
     assert info.format == fmt and info.layer_index == (0 if export else 2 if fmt == "deepseek" else None)

@@ -43,7 +43,7 @@ def test_bare_command_prints_help_and_exits_0():
 
 
 def test_an_unanticipated_exception_is_a_bug_exit_3_with_the_traceback_in_a_file(monkeypatch):
-    import eagle3_doctor.doctor as doctor
+    import eagle3_doctor.model.setup as doctor  # where load_models finds load_setup
 
     def boom(**kw):
         raise ValueError("something nobody anticipated")
@@ -60,7 +60,7 @@ def test_an_unanticipated_exception_is_a_bug_exit_3_with_the_traceback_in_a_file
 
 
 def test_sigterm_unwinds_like_ctrl_c_and_keeps_the_old_report(tmp_path, monkeypatch):
-    import eagle3_doctor.doctor as doctor
+    import eagle3_doctor.model.setup as doctor  # where load_models finds load_setup
 
     out = tmp_path / "r.json"
     out.write_text('{"old": true}')

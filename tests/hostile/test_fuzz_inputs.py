@@ -110,7 +110,7 @@ def test_every_option_checker(ints, floats, texts, engine):
 )
 def test_the_command_line_answers_bad_options_in_one_line(monkeypatch, opts):
     """Random option values through the real CLI: exit 2 with one line, or (all valid) on to the model loader."""
-    import eagle3_doctor.doctor as doctor
+    import eagle3_doctor.model.setup as doctor  # where load_models finds load_setup
 
     class Loaded(BaseException):
         pass

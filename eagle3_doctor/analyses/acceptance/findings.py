@@ -152,26 +152,33 @@ def acceptance_health(
 
 def threshold_findings(paths: dict[str, PathResult], min_accept_rate: float | None, min_tau: float | None) -> list[Finding]:
     """ACC003: the serving path below --min-accept-rate (first position) or --min-tau."""
-    out = []
     serving = paths.get("serving")
     rates = (serving.chain.per_position_rate or None) if serving is not None else None
-    rate1 = (rates or [float("nan")])[0]
-    if min_accept_rate is not None and not rate1 >= min_accept_rate:
+    tau = serving.tau if serving is not None else float("nan")
+    return gate_findings(tau, (rates or [float("nan")])[0], min_accept_rate, min_tau)
+
+
+def gate_findings(tau: float, rate1: float | None, min_accept_rate: float | None, min_tau: float | None) -> list[Finding]:
+    """ACC003 for any drafter kind, from the served path's tau (a parallel drafter's: its mean acceptance length)
+    and first-position rate (the share of verify passes that accept a drafted token); a figure not measured
+    (NaN, None) fails its gate rather than passing it."""
+    out = []
+    r1 = float("nan") if rate1 is None else rate1
+    if min_accept_rate is not None and not r1 >= min_accept_rate:
         out.append(
             Finding(
                 "ACC003",
-                f"first-position acceptance {rate1:.3f} is below --min-accept-rate {min_accept_rate}",
-                [f"serving path per-position rates: {rates}"],
+                f"first-position acceptance {r1:.3f} is below --min-accept-rate {min_accept_rate}",
+                [f"served path: first-position rate {r1:.3f}, tau {tau:.3f}"],
                 "fix the findings above, or retrain the draft",
             )
         )
-    tau = serving.tau if serving is not None else float("nan")
     if min_tau is not None and not tau >= min_tau:
         out.append(
             Finding(
                 "ACC003",
                 f"tau {tau:.3f} is below --min-tau {min_tau}",
-                [f"acc_k: {serving.acc_k if serving is not None else None}"],
+                [f"served path: tau {tau:.3f}, first-position rate {r1:.3f}"],
                 "fix the findings above, or retrain the draft",
             )
         )

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ...core.findings import exit_code, locate
+from ..drive import drive
 from ..options import (
     BATCH_SIZE,
     DUMP_TARGET,
@@ -32,8 +33,8 @@ from ..options import (
     TRAIN_RECIPE,
     options,
 )
-from ..output import console, progress, write_result
-from ..resolve import RESOLVED_LATER, batch_size_for, load_models, preflight_given, resolve_models, resolve_serve
+from ..output import console, write_result
+from ..resolve import RESOLVED_LATER, preflight_given, resolve_models
 
 
 @options(
@@ -62,58 +63,7 @@ def compare_hidden_cmd(**given: Any) -> int:
     preflight_given(a, skip=RESOLVED_LATER)
     if a.engine_dump is not None or (a.target is None and a.serve_cmd is None and a.serve_config is None):
         return _compare_dumps(a)
-    r = resolve_serve(a)  # the launch command is read (and refused) before torch is imported
-    from .drafters import dflash_run, is_dflash, is_mtp, mtp_compare_hidden
-
-    if is_dflash(r):
-        return dflash_run(a, r, "compare-hidden")
-    if is_mtp(r):
-        return mtp_compare_hidden(a, r)
-    from ...doctor import compare_hidden
-    from ...report.render import render_compare
-
-    setup = load_models(a, r, parallel_ok=True)
-    bs = batch_size_for(a.batch_size, setup, a.max_tokens)
-    with progress(a.quiet) as cb:
-        res = compare_hidden(
-            setup,
-            prompts_path=a.prompts,
-            train_dump=a.train_dump,
-            max_tokens=a.max_tokens,
-            batch_size=bs,
-            matrix=a.matrix or a.plot is not None or a.report is not None,
-            limit=a.limit,
-            progress=cb,
-        )
-    drift = _reference_drift(a, setup, bs)
-    r.locate(res.findings)
-    con = console(stderr=a.json_out == "-")  # `--json -` owns stdout
-    render_compare(con, res)
-    doc = {**res.to_dict(), **({"serve": r.serve.to_dict()} if r.serve else {})}
-    if drift is not None:
-        from ...analyses.quant_drift import drift_lines
-
-        for line in drift_lines(drift):
-            con.print(line, markup=False, highlight=False)
-        doc["reference_target"] = drift.to_dict()
-    write_result(a.json_out, doc, a.trust_remote_code)
-    if a.plot or a.report:
-        from ...report.render import write_compare_report
-
-        write_compare_report(res, a.report, a.plot)
-    return exit_code(res.findings, "warning")
-
-
-def _reference_drift(a: SimpleNamespace, setup: Any, bs: int) -> Any:
-    """--reference-target: the quantized target's features against the 16-bit target's, at every capture point."""
-    if not a.reference_target:
-        return None
-    from ...analyses.quant_drift import compare_reference, load_reference
-
-    ref = load_reference(setup, a.reference_target, a.trust_remote_code)
-    return compare_reference(
-        setup, ref, prompts_path=a.prompts, train_dump=a.train_dump, max_tokens=a.max_tokens, limit=a.limit, batch_size=bs
-    )
+    return drive("compare-hidden", compare_hidden_cmd, a, need_draft=False, preflighted=True)
 
 
 def _compare_dumps(a: SimpleNamespace) -> int:

@@ -26,7 +26,7 @@ from ..options import (
     options,
 )
 from ..output import console, progress, write_result
-from ..resolve import RESOLVED_LATER, load_models, preflight_given, resolve_serve
+from ..resolve import RESOLVED_LATER, preflight_given, resolve_serve
 
 
 @options(
@@ -52,8 +52,12 @@ def fingerprint_cmd(**given: Any) -> int:
     a = SimpleNamespace(**given)
     preflight_given(a, skip=RESOLVED_LATER)
     from ...analyses.fingerprint import fingerprint, render_fingerprint
+    from ...drafters.registry import refuse_other_kinds
+    from ...drafters.run import load_models
 
-    setup = load_models(a, resolve_serve(a, need_draft=True))
+    run = resolve_serve(a, need_draft=True)
+    refuse_other_kinds(run.draft)
+    setup = load_models(run)
     with progress(a.quiet) as cb:
         fp = fingerprint(
             setup, prompts_path=a.prompts, num_steps=a.num_steps, max_new_tokens=a.max_new_tokens, limit=a.limit, progress=cb

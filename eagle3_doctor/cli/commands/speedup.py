@@ -22,7 +22,7 @@ from ..options import (
     options,
 )
 from ..output import console, progress, write_result
-from ..resolve import RESOLVED_LATER, Resolved, batch_size_for, load_models, preflight_given, resolve_serve
+from ..resolve import RESOLVED_LATER, preflight_given, resolve_serve
 
 
 @options(
@@ -45,9 +45,12 @@ def speedup_cmd(**given: Any) -> int:
     preflight_given(a, skip=RESOLVED_LATER)
     r = resolve_serve(a, need_draft=True)  # the launch command is read (and refused) before torch is imported
     from ...analyses.speedup import predict_speedup
+    from ...drafters.registry import refuse_other_kinds
+    from ...drafters.run import load_models
     from ...report.speedup import render_speedup
 
-    setup = load_models(a, r)
+    refuse_other_kinds(r.draft)
+    setup = load_models(r)
     opts = _speedup_options(a, r, setup)
     with progress(a.quiet) as cb:
         res = predict_speedup(setup, opts, prompts_path=a.prompts, progress=cb)
@@ -56,9 +59,10 @@ def speedup_cmd(**given: Any) -> int:
     return EXIT_OK
 
 
-def _speedup_options(a: SimpleNamespace, r: Resolved, setup: Any) -> Any:
+def _speedup_options(a: SimpleNamespace, r: Any, setup: Any) -> Any:
     """The grid (--settings, else the engine's default grid), the launch command's setting, the loop's settings."""
     from ...analyses.speedup import SpeedupOptions
+    from ...drafters.run import batch_size_for
     from ...engines.spec_settings import current_setting, default_grid, parse_batch_sizes, parse_settings
 
     grid = parse_settings(a.settings) or default_grid(r.engine)

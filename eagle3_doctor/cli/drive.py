@@ -1,0 +1,76 @@
+"""The one dispatch point of the five commands every drafter kind runs (inspect, compare-hidden, acceptance,
+diagnose, fix): preflight -> resolve -> the kind, detected once -> refuse what the kind does not honour ->
+the kind's implementation -> one tail (the acceptance gate, findings located, the report, the JSON, the files,
+the reference loop's word, the exit code). No kind is named here: the registry says what each reads."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any, Optional
+
+from ..core.errors import BadInput
+from .output import console, write_result
+from .resolve import RESOLVED_LATER, preflight_given, resolve_serve
+
+
+def given_options(fn: Callable[..., Any], a: SimpleNamespace) -> list[str]:
+    """The options of command ``fn`` set to something other than their default, in --help order."""
+    params = inspect.signature(fn).parameters
+    return [n for n, p in params.items() if getattr(a, n, p.default) != p.default and p.default is not inspect.Parameter.empty]
+
+
+def refuse_unhonoured(kind: Any, command: str, fn: Callable[..., Any], a: SimpleNamespace) -> None:
+    """An option this kind's command does not read: exit 2 with one line, before anything is loaded."""
+    for name in given_options(fn, a):
+        if not kind.honours(command, name):
+            flag = "--" + name.replace("_", "-").replace("json-out", "json")
+            raise BadInput(f"{flag} is not supported for {kind.label}", f"drop {flag}: {kind.why_not(command, name)}")
+
+
+def drive(
+    command: str,
+    fn: Callable[..., Any],
+    a: SimpleNamespace,
+    *,
+    need_draft: bool = True,
+    evidence: Optional[dict[str, Any]] = None,
+    check: Optional[Callable[[Any], None]] = None,
+    preflighted: bool = False,
+) -> int:
+    """Run ``command`` (its typer function ``fn``, its options ``a``) on the kind of draft it names;
+    ``preflighted``: the command has checked its options already (it reads an input before the run)."""
+    from ..drafters.registry import kind_of
+
+    if not preflighted:
+        preflight_given(a, skip=RESOLVED_LATER)
+    run = resolve_serve(a, need_draft=need_draft)  # the launch command is read (and refused) before torch is imported
+    kind, _why = kind_of(run.draft)
+    refuse_unhonoured(kind, command, fn, a)
+    if check is not None:
+        check(run)
+    run.evidence = evidence or {}
+    outcome = kind.commands[command].run(run)
+    return finish(run, outcome)
+
+
+def finish(run: Any, outcome: Any) -> int:
+    """The tail every kind's command ends in."""
+    from ..analyses.acceptance.findings import gate_findings
+    from ..core.findings import exit_code
+
+    min_rate, min_tau = run.opt("min_accept_rate"), run.opt("min_tau")
+    if outcome.served is not None and (min_rate is not None or min_tau is not None):
+        tau, rate1 = outcome.served
+        outcome.findings.extend(gate_findings(tau, rate1, min_rate, min_tau))
+    run.locate(outcome.findings)
+    json_out = run.opt("json_out")
+    outcome.render(console(stderr=json_out == "-"))  # `--json -` owns stdout
+    trust = run.opt("trust_remote_code", False) if outcome.trust_remote_code is None else outcome.trust_remote_code
+    write_result(json_out, outcome.document(), trust)
+    if outcome.files is not None:
+        outcome.files()
+    if not outcome.agrees:
+        console(stderr=True).print("warning: the estimator and the reference loop disagree (see JSON 'reference')", markup=False)
+    return outcome.exit if outcome.exit is not None else exit_code(outcome.findings, outcome.level)

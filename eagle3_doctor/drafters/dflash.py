@@ -1,0 +1,100 @@
+"""DFlash drafts: a block of slots drafted in one forward over the draft's own taps; each engine release
+decides which taps it feeds (draft/dflash/taps.py, executed per release)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .kind import Command, Kind, Outcome
+from .parallel import MEASURE, agrees, served_figures, target_and_prompts
+from .run import Run
+
+_OK = "the engine feeds the DFlash draft the taps it was trained on"
+
+
+def detect(cfg: dict[str, Any], _names: list[str]) -> Optional[str]:
+    from ..draft.dflash.taps import is_dflash
+
+    return "a DFlash config (dflash_config, DFlashDraftModel or speculators_model_type dflash)" if is_dflash(cfg) else None
+
+
+def _outcome(res: Any, show: Any, ok: str, level: str = "error", **kw: Any) -> Outcome:
+    from ..report.render import render_findings
+
+    def render(con: Any) -> None:
+        show(con, res)
+        render_findings(con, res.findings, ok)
+
+    return Outcome(res.findings, res.to_dict, render, level=level, **kw)
+
+
+def inspect(run: Run) -> Outcome:
+    from ..analyses.dflash import inspect_dflash
+    from ..report.dflash import render_dflash_inspect
+
+    assert run.draft is not None
+    checks = inspect_dflash(run.target, run.draft, run.engine)
+    return _outcome(checks, render_dflash_inspect, _OK, "warning", trust_remote_code=False)
+
+
+def compare_hidden(run: Run) -> Outcome:
+    from ..analyses.dflash_levers import dflash_compare
+    from ..report.dflash import render_dflash_compare
+
+    tgt, prompts = target_and_prompts(run)
+    assert run.draft is not None
+    with run.progress():
+        res = dflash_compare(tgt, run.draft, run.engine, prompts)
+    return _outcome(res, render_dflash_compare, _OK, "warning")
+
+
+def acceptance(run: Run) -> Outcome:
+    from ..analyses.dflash_measure import dflash_acceptance
+    from ..report.dflash import render_dflash_acceptance
+
+    tgt, prompts = target_and_prompts(run)
+    assert run.draft is not None
+    with run.progress() as cb:
+        res = dflash_acceptance(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb)
+    path = res.served or res.trained
+    served = served_figures(path.mean_acceptance_length, path.accepted)
+    return _outcome(res, render_dflash_acceptance, _OK, served=served, agrees=agrees(res.reference))
+
+
+def diagnose(run: Run) -> Outcome:
+    from ..analyses.dflash_levers import dflash_diagnose
+    from ..report.dflash import render_dflash_diagnosis
+
+    tgt, prompts = target_and_prompts(run)
+    assert run.draft is not None
+    with run.progress() as cb:
+        res = dflash_diagnose(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb)
+    return _outcome(res, render_dflash_diagnosis, _OK)
+
+
+def fix(run: Run) -> Outcome:
+    from ..analyses.dflash_levers import dflash_fix
+    from ..report.dflash import render_dflash_fix
+
+    tgt, prompts = target_and_prompts(run)
+    assert run.draft is not None
+    with run.progress() as cb:
+        res = dflash_fix(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), run.opt("out"), cb)
+    return _outcome(
+        res, render_dflash_fix, "the copy is fed the taps it was trained on", agrees=agrees(getattr(res, "reference", None))
+    )
+
+
+KIND = Kind(
+    "dflash",
+    "DFlash drafts",
+    "a DFlash draft",
+    detect,
+    {
+        "inspect": Command(inspect),
+        "compare-hidden": Command(compare_hidden),
+        "acceptance": Command(acceptance, MEASURE),
+        "diagnose": Command(diagnose),
+        "fix": Command(fix),
+    },
+)

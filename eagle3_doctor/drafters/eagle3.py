@@ -1,0 +1,152 @@
+"""EAGLE-3 drafts: three taps through ``fc``, run as a chain or a tree. Every option the five commands declare was
+made for this kind, so it honours them all; the other kinds list what they read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .kind import Command, Kind, Outcome
+from .run import Run, acceptance_options, batch_size_for, load_models
+
+
+def detect(_cfg: dict[str, Any], _names: list[str]) -> str:
+    return "no MTP head in the checkpoint"  # read last: every directory that holds no other kind
+
+
+def inspect(run: Run) -> Outcome:
+    from ..analyses.inspect.inspection import inspect as audit
+    from ..report.render import render_inspect
+
+    assert run.draft is not None
+    res = audit(run.target, run.draft, engine=run.engine, engine_version=run.release, draft_format=run.opt("draft_format"))
+    doc = lambda: {**res.to_dict(), **({"serve": run.serve.to_dict()} if run.serve else {})}  # noqa: E731
+    files = None
+    if run.opt("report"):
+        from ..report.render import write_inspect_report
+
+        files = lambda: write_inspect_report(res, run.opt("report"))  # noqa: E731
+    return Outcome(res.findings, doc, lambda con: render_inspect(con, res), level="warning", files=files, trust_remote_code=False)
+
+
+def compare_hidden(run: Run) -> Outcome:
+    from ..analyses.compare.run import compare_hidden as compare
+    from ..report.render import render_compare
+
+    setup = load_models(run)
+    bs = batch_size_for(run.opt("batch_size"), setup, run.opt("max_tokens"))
+    report, plot = run.opt("report"), run.opt("plot")
+    with run.progress() as cb:
+        res = compare(setup, prompts_path=run.opt("prompts"), train_dump=run.opt("train_dump"), max_tokens=run.opt("max_tokens"),
+                      batch_size=bs, matrix=run.opt("matrix") or plot is not None or report is not None, limit=run.opt("limit"),
+                      progress=cb)  # fmt: skip
+    drift = _reference_drift(run, setup, bs)
+
+    def render(con: Any) -> None:
+        render_compare(con, res)
+        if drift is not None:
+            from ..analyses.quant_drift import drift_lines
+
+            for line in drift_lines(drift):
+                con.print(line, markup=False, highlight=False)
+
+    def doc() -> dict[str, Any]:
+        out = {**res.to_dict(), **({"serve": run.serve.to_dict()} if run.serve else {})}
+        return {**out, "reference_target": drift.to_dict()} if drift is not None else out
+
+    files = None
+    if plot or report:
+        from ..report.render import write_compare_report
+
+        files = lambda: write_compare_report(res, report, plot)  # noqa: E731
+    return Outcome(res.findings, doc, render, level="warning", files=files)
+
+
+def _reference_drift(run: Run, setup: Any, bs: int) -> Any:
+    """--reference-target: the quantized target's features against the 16-bit target's, at every capture point."""
+    if not run.opt("reference_target"):
+        return None
+    from ..analyses.quant_drift import compare_reference, load_reference
+
+    ref = load_reference(setup, run.opt("reference_target"), run.opt("trust_remote_code"))
+    return compare_reference(setup, ref, prompts_path=run.opt("prompts"), train_dump=run.opt("train_dump"),
+                             max_tokens=run.opt("max_tokens"), limit=run.opt("limit"), batch_size=bs)  # fmt: skip
+
+
+def acceptance(run: Run) -> Outcome:
+    from ..analyses.acceptance.report import FormatRequest, acceptance_report
+    from ..report.acceptance_report import acceptance_files, render_acceptance_report
+
+    setup = load_models(run)
+    if run.opt("compile_draft"):
+        setup.compile_draft()
+    opts = acceptance_options(run, setup)
+    o = run.options
+    fmt = None
+    if o.train_template or o.serve_template or o.train_system_prompt is not None or o.requests:
+        fmt = FormatRequest(o.prompts, o.requests, o.train_template, o.serve_template, o.train_system_prompt, o.seed)
+    with run.progress() as cb:
+        rep = acceptance_report(setup, opts, prompts_path=o.prompts, train_dump=o.train_dump, formats=fmt, serve=run.serve,
+                                measured=run.evidence.get("measured"), progress=cb)  # fmt: skip
+    both = _both_ways(run, setup, opts, rep)
+
+    def doc() -> dict[str, Any]:
+        return {**rep.to_dict(), **({"reference_target": both.to_dict()} if both is not None else {})}
+
+    p = rep.run.paths.get("serving")
+    served = (p.tau, (p.chain.per_position_rate or [float("nan")])[0]) if p is not None else None
+    agrees = rep.run.reference is None or rep.run.reference.agrees_with_estimator
+    return Outcome(rep.run.findings, doc, lambda con: render_acceptance_report(con, rep, both), served=served, agrees=agrees,
+                   files=acceptance_files(rep.run, o.report, o.plot))  # fmt: skip
+
+
+def _both_ways(run: Run, setup: Any, opts: Any, rep: Any) -> Any:
+    """--reference-target: the same measurement with the 16-bit target; QNT006 joins the run's findings."""
+    if not run.opt("reference_target"):
+        return None
+    from ..analyses.quant_drift import acceptance_reference, load_reference
+
+    ref = load_reference(setup, run.opt("reference_target"), run.opt("trust_remote_code"))
+    both, found = acceptance_reference(setup, ref, opts, prompts_path=run.opt("prompts"), train_dump=run.opt("train_dump"),
+                                       run=rep.run)  # fmt: skip
+    rep.run.findings.extend(found)
+    return both
+
+
+def diagnose(run: Run) -> Outcome:
+    from ..analyses.attribution.measure import diagnose_gap
+    from ..analyses.attribution.result import SCHEMA
+    from ..report.diagnosis import render_diagnosis
+
+    setup = load_models(run)
+    opts = acceptance_options(run, setup)
+    with run.progress() as cb:
+        d = diagnose_gap(setup, opts, prompts_path=run.opt("prompts"), train_data=run.opt("train_data"), progress=cb)
+    files = None
+    if run.opt("report"):
+        from ..report.render import write_diagnosis_report
+
+        files = lambda: write_diagnosis_report(d, run.opt("report"))  # noqa: E731
+    return Outcome(d.findings, lambda: {"schema": SCHEMA, **d.to_dict()}, lambda con: render_diagnosis(con, d), files=files)
+
+
+def fix(run: Run) -> Outcome:
+    from ..analyses.fixing import SCHEMA, fix_draft
+    from ..report.diagnosis import render_fix
+
+    setup = load_models(run)
+    opts = acceptance_options(run, setup)
+    with run.progress() as cb:
+        res = fix_draft(setup, opts, run.opt("out"), prompts_path=run.opt("prompts"), draft_format=run.opt("draft_format"),
+                        train_recipe=run.opt("train_recipe"), progress=cb)  # fmt: skip
+    return Outcome(res.findings, lambda: {"schema": SCHEMA, **res.to_dict()}, lambda con: render_fix(con, res))
+
+
+KIND = Kind(
+    "eagle3",
+    "EAGLE-3 drafts",
+    "an EAGLE-3 draft",
+    detect,
+    {name: Command(impl, None) for name, impl in
+     (("inspect", inspect), ("compare-hidden", compare_hidden), ("acceptance", acceptance), ("diagnose", diagnose), ("fix", fix))},
+    draft_config_checked=True,
+)  # fmt: skip
