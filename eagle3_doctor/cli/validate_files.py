@@ -13,15 +13,18 @@ from typing import Any
 from ..core.errors import BadInput
 from ..io.checks import (
     _WHAT,
-    LAYER_SIZE_BOUNDS,
     MAX_HIDDEN,
-    MAX_LAYERS,
     MAX_VOCAB,
     _cfg_int,
     _under_a_file,
     _weight_names,
+    check_dflash_config,
+    check_draft_counts,
+    check_draft_layer_config,
     check_draft_layer_ids,
     check_norm_eps,
+    check_rope_theta,
+    check_sizes_against_weights,
     kind,
     read_json,
     require_dir,
@@ -152,13 +155,13 @@ def check_draft(path: str, fmt: str | None = None) -> None:
     check_draft_layer_ids(cfg, where)
     tl = cfg.get("transformer_layer_config")
     src = tl if isinstance(tl, dict) else cfg
-    _cfg_int(src, "num_hidden_layers", where, 1, MAX_LAYERS)
-    for k, hi in LAYER_SIZE_BOUNDS:
-        _cfg_int(src, k, where, 1, hi)
-    for c in (cfg, src) if src is not cfg else (cfg,):
-        check_norm_eps(c, where)
+    check_draft_layer_config(src, where)
+    if src is not cfg:
+        check_norm_eps(cfg, where)
+        check_rope_theta(cfg, where)
     for k, hi in (("draft_vocab_size", MAX_VOCAB), ("target_hidden_size", MAX_HIDDEN)):
         _cfg_int(cfg, k, where, 1, hi)
+    check_draft_counts(cfg, where)
     for f in d.iterdir():
         if f.name.endswith((".safetensors", ".json")) and kind(f) not in ("file", "dir"):
             raise BadInput(
@@ -178,13 +181,16 @@ def check_draft(path: str, fmt: str | None = None) -> None:
         raise BadInput(
             f"no *.safetensors file in {d}", "save the draft with safetensors (pickled .bin/.pt drafts are not loaded)"
         )
+    check_sizes_against_weights(src, names, where)
     if files:
         from ..draft.dflash.taps import is_dflash
         from ..draft.formats import FORMATS, config_to_canonical, detect_format
         from ..draft.mtp.formats import detect_mtp
 
+        if is_dflash(cfg):
+            check_dflash_config(cfg, where)  # the block it drafts, before torch allocates one
         if fmt is None and (detect_mtp(cfg, sorted(names)) is not None or is_dflash(cfg)):
-            return  # an MTP head or a DFlash draft: their readers check their own configs (draft/mtp, draft/dflash)
+            return  # an MTP head or a DFlash draft: their readers check the rest of their configs (draft/mtp, draft/dflash)
         if fmt is None:
             fmt, _ = detect_format(cfg, sorted(names))
         if fmt in FORMATS:
