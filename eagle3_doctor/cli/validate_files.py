@@ -181,7 +181,6 @@ def check_draft(path: str, fmt: str | None = None) -> None:
         raise BadInput(
             f"no *.safetensors file in {d}", "save the draft with safetensors (pickled .bin/.pt drafts are not loaded)"
         )
-    check_sizes_against_weights(src, names, where)
     if files:
         from ..draft.dflash.taps import is_dflash
         from ..draft.formats import FORMATS, config_to_canonical, detect_format
@@ -190,7 +189,10 @@ def check_draft(path: str, fmt: str | None = None) -> None:
         if is_dflash(cfg):
             check_dflash_config(cfg, where)  # the block it drafts, before torch allocates one
         if fmt is None and (detect_mtp(cfg, sorted(names)) is not None or is_dflash(cfg)):
-            return  # an MTP head or a DFlash draft: their readers check the rest of their configs (draft/mtp, draft/dflash)
+            # an EAGLE-3 or P-EAGLE size the weights contradict is DRF012's finding, with the edit fix writes; these
+            # two kinds have none, and their modules would be allocated at the config's size before the load refused
+            check_sizes_against_weights(src, names, where)
+            return  # their readers check the rest of their configs (draft/mtp, draft/dflash)
         if fmt is None:
             fmt, _ = detect_format(cfg, sorted(names))
         if fmt in FORMATS:

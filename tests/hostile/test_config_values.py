@@ -1,5 +1,6 @@
 """Degenerate values in a draft's config.json, for every drafter kind: NaN, 0 or a word where rope_theta is a
-number, null where a size is read, sizes the weights contradict, counts that would size an allocation in the
+number, null where a size is read, sizes the weights contradict (where no finding of the kind's covers them:
+EAGLE-3's and P-EAGLE's are DRF012, with the edit fix writes), counts that would size an allocation in the
 terabytes, a mask token outside the vocabulary. Each is one line and exit 2 from the preflight, before torch
 builds anything; the readers a library caller reaches refuse the same values in the same words."""
 
@@ -42,7 +43,7 @@ CASES = [
     ("dflash", {"max_position_embeddings": None}, "max_position_embeddings is null"),
     ("dflash", {"block_size": 2**40}, "block_size = 1099511627776 is out of range (2..65)"),
     ("dflash", {"hidden_size": 256}, "hidden_size = 256 but the weights' layers.0.input_layernorm.weight has shape [128]"),
-    ("eagle3", {"intermediate_size": 4096}, "intermediate_size = 4096 but the weights' "),
+    ("dflash", {"intermediate_size": 4096}, "intermediate_size = 4096 but the weights' "),
     ("mtp", {"layer.hidden_size": 64}, "hidden_size = 64 but the weights' "),
     ("peagle", {"speculative_tokens": 10**6}, "speculative_tokens is 1000000, expected an integer in 1..64"),
     ("peagle", {"mask_token_id": 10**9}, "mask_token_id is 1000000000, not a token of the 320-token vocabulary"),
