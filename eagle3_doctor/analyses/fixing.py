@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -101,7 +100,9 @@ def _renames(fx: Fix) -> dict[str, str]:
 def _rename_tensors(copy_dir: Path, code: str, renames: dict[str, str]) -> list[Edit]:
     """Rename tensors in every safetensors file of the copy (each file rewritten whole, its metadata kept)."""
     from safetensors import safe_open
-    from safetensors.torch import save_file
+    from safetensors.torch import save
+
+    from ..io.copies import write_file
 
     done = []
     for f in sorted(copy_dir.glob("*.safetensors")):
@@ -114,7 +115,8 @@ def _rename_tensors(copy_dir: Path, code: str, renames: dict[str, str]) -> list[
         for k in hits:
             sd[renames[k]] = sd.pop(k)
             done.append(Edit(code, renames[k], "rewrite", k, renames[k]))
-        save_file(sd, str(f), metadata=meta)
+        # serialised here and written by Python, so a full disk is an OSError the copy's stage names in one line
+        write_file(f, save(sd, metadata=meta))
     return done
 
 
@@ -153,27 +155,36 @@ def check_out(out: str, src: str | None) -> None:
         s = Path(src).resolve()
         if o == s or s in o.parents:
             raise BadInput(f"--out {out} lies inside the draft directory {src}", "name a directory outside the input")
+        if s.is_dir():  # a link to /dev/zero or to nothing is refused now, not after the measurement
+            from ..io.copies import regular_files
+
+            regular_files(s, "--draft")
 
 
 def write_copy(src: str, out: str, edits: list[tuple[str, Fix]]) -> list[Edit]:
-    """Copy the draft directory ``src`` to the new directory ``out`` (links followed) and apply ``edits``
-    to the copy's config.json and weights. ``out`` must not exist yet, nor lie inside ``src``."""
+    """Copy the draft directory ``src`` to the new directory ``out`` and apply ``edits`` to the copy's
+    config.json and weights. ``out`` must not exist yet, nor lie inside ``src``; it appears only once the
+    copy is complete (outputs.new_directory), and holds the regular files of ``src``'s top level, a link
+    copied as the file it leads to (outputs.copy_regular_files)."""
+    from ..io.copies import copy_regular_files, new_directory, write_file
+
     check_out(out, src)
     s, o = Path(src).resolve(), Path(out).resolve()
-    shutil.copytree(s, o, symlinks=False)
-    cfg_path = o / "config.json"
-    cfg = json.loads(cfg_path.read_text())
     done = []
-    for code, fx in edits:
-        key = fx.key
-        assert key is not None  # config_edits keeps only fixes that name a key
-        if fx.op == "rewrite":
-            done += _rename_tensors(o, code, _renames(fx))
-            continue
-        before = copy.deepcopy(_get(cfg, key))
-        apply_edit(cfg, key, fx.op, fx.value)
-        done.append(Edit(code, key, fx.op, before, None if fx.op == "delete" else fx.value))
-    cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
+    with new_directory(o) as stage:
+        copy_regular_files(s, stage, "--draft")
+        cfg_path = stage / "config.json"
+        cfg = json.loads(cfg_path.read_text())
+        for code, fx in edits:
+            key = fx.key
+            assert key is not None  # config_edits keeps only fixes that name a key
+            if fx.op == "rewrite":
+                done += _rename_tensors(stage, code, _renames(fx))
+                continue
+            before = copy.deepcopy(_get(cfg, key))
+            apply_edit(cfg, key, fx.op, fx.value)
+            done.append(Edit(code, key, fx.op, before, None if fx.op == "delete" else fx.value))
+        write_file(cfg_path, (json.dumps(cfg, indent=2) + "\n").encode())
     return done
 
 

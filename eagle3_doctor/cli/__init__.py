@@ -22,6 +22,10 @@ def run() -> None:
     """Console-script entry point (also under its earlier name, ``eagle3_doctor.cli:run``)."""
     signal.signal(signal.SIGINT, _early_exit)
     signal.signal(signal.SIGTERM, _early_exit)
+    # over `ulimit -f` the kernel's SIGXFSZ would kill the process silently (and dump core); ignored, the
+    # write fails with EFBIG instead, which the writers turn into one line naming the file
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     from .app import run as _run
 
     _run()

@@ -13,15 +13,16 @@ from typing import Any
 from ..core.errors import BadInput
 from ..io.checks import (
     _WHAT,
-    LAYER_SIZE_BOUNDS,
     MAX_HIDDEN,
-    MAX_LAYERS,
     MAX_VOCAB,
     _cfg_int,
     _under_a_file,
     _weight_names,
+    check_draft_counts,
+    check_draft_layer_config,
     check_draft_layer_ids,
     check_norm_eps,
+    check_rope_theta,
     kind,
     read_json,
     require_dir,
@@ -152,13 +153,13 @@ def check_draft(path: str, fmt: str | None = None) -> None:
     check_draft_layer_ids(cfg, where)
     tl = cfg.get("transformer_layer_config")
     src = tl if isinstance(tl, dict) else cfg
-    _cfg_int(src, "num_hidden_layers", where, 1, MAX_LAYERS)
-    for k, hi in LAYER_SIZE_BOUNDS:
-        _cfg_int(src, k, where, 1, hi)
-    for c in (cfg, src) if src is not cfg else (cfg,):
-        check_norm_eps(c, where)
+    check_draft_layer_config(src, where)
+    if src is not cfg:
+        check_norm_eps(cfg, where)
+        check_rope_theta(cfg, where)
     for k, hi in (("draft_vocab_size", MAX_VOCAB), ("target_hidden_size", MAX_HIDDEN)):
         _cfg_int(cfg, k, where, 1, hi)
+    check_draft_counts(cfg, where)
     for f in d.iterdir():
         if f.name.endswith((".safetensors", ".json")) and kind(f) not in ("file", "dir"):
             raise BadInput(
@@ -183,8 +184,10 @@ def check_draft(path: str, fmt: str | None = None) -> None:
         from ..drafters.registry import kinds
 
         found = next(k for k in kinds() if k.detect(cfg, sorted(names)) is not None)
+        if found.preflight is not None:
+            found.preflight(cfg, src, names, where)  # before torch allocates anything at the config's sizes
         if fmt is None and not found.draft_config_checked:
-            return  # another kind's reader checks its own config (draft/<kind>/)
+            return  # another kind's reader checks the rest of its own config (draft/<kind>/)
         if fmt is None:
             fmt, _ = detect_format(cfg, sorted(names))
         if fmt in FORMATS:

@@ -57,6 +57,9 @@ def _checked(c: dict[str, Any], key: str, where: str = "config.json") -> Any:
 
 
 def _llama_fields(c: dict[str, Any]) -> dict[str, Any]:
+    from ..io.checks import check_draft_layer_config
+
+    check_draft_layer_config(c, "config.json")
     keys = (
         "hidden_size",
         "intermediate_size",

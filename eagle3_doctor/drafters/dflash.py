@@ -18,6 +18,15 @@ def detect(cfg: dict[str, Any], _names: list[str]) -> Optional[str]:
     return "a DFlash config (dflash_config, DFlashDraftModel or speculators_model_type dflash)" if is_dflash(cfg) else None
 
 
+def preflight(cfg: dict[str, Any], layer: dict[str, Any], weights: dict[str, Any], where: str) -> None:
+    from ..io.checks import check_dflash_config, check_sizes_against_weights
+
+    check_dflash_config(cfg, where)  # the block it drafts, before torch allocates one
+    # no finding (as EAGLE-3's DRF012) names a size the weights contradict: its modules would be allocated at the
+    # config's size before the load refused
+    check_sizes_against_weights(layer, weights, where)
+
+
 def _outcome(res: Any, show: Any, ok: str, level: str = "error", **kw: Any) -> Outcome:
     from ..report.render import render_findings
 
@@ -97,4 +106,5 @@ KIND = Kind(
         "diagnose": Command(diagnose),
         "fix": Command(fix),
     },
+    preflight=preflight,
 )

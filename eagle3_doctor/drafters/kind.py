@@ -78,6 +78,8 @@ class Kind:
     detect: Callable[[dict[str, Any], list[str]], Optional[str]]
     commands: Mapping[str, Command]
     draft_config_checked: bool = False  # its config.json is an EAGLE-3 draft config (the preflight checks it as one)
+    # the preflight's own checks of this kind's config (cfg, its layer's config, the weights' headers, the file)
+    preflight: Optional[Callable[[dict[str, Any], dict[str, Any], dict[str, Any], str], None]] = None
 
     def why_not(self, command: str, option: str) -> str:
         """Why ``option`` is refused for ``command`` on this kind (one clause, for the error's fix)."""

@@ -22,6 +22,12 @@ def detect(cfg: dict[str, Any], names: list[str]) -> Optional[str]:
     return None if found is None else f"{found[0]} MTP layout: {found[1]}"
 
 
+def preflight(_cfg: dict[str, Any], layer: dict[str, Any], weights: dict[str, Any], where: str) -> None:
+    from ..io.checks import check_sizes_against_weights
+
+    check_sizes_against_weights(layer, weights, where)  # no finding names it, and the head is built at the config's size
+
+
 def _setup(run: Run) -> Any:
     from ..analyses.mtp.setup import load_mtp_setup
 
@@ -116,4 +122,5 @@ KIND = Kind(
         "diagnose": Command(diagnose, _MEASURE),
         "fix": Command(fix, _MEASURE),
     },
+    preflight=preflight,
 )

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from ..io.checks import MAX_NUM_STEPS  # one ceiling for options, launch commands and draft configs
 
 MAX_SERVE_CONFIG = 4 << 20  # a launch command or server-args file is a few KB
 # What the doctor measures, for a launch command's numbers and the equivalent options alike
 # (--num-steps, --topk, --num-draft-tokens): served drafts use 1 to 10 steps, a topk up to a few
 # dozen and tens of draft tokens; neither engine sets an upper bound of its own, so these are ours.
-MAX_NUM_STEPS = 64
 MAX_TOPK = 64
 MAX_DRAFT_TOKENS = 1 << 16
 STEPS = (1, MAX_NUM_STEPS)

@@ -26,6 +26,10 @@ MAX_LAYERS = 4096
 MAX_HIDDEN = 1 << 17
 MAX_VOCAB = 1 << 23
 MAX_POSITIONS = 1 << 27
+# What the doctor measures a draft at, wherever the number comes from (--num-steps, a launch command, a draft
+# config's speculative_tokens or block_size): served drafts use 1 to 10 steps and a DFlash block of 16; no
+# engine sets an upper bound of its own, so this one is ours, and a pass's slots are allocated from it.
+MAX_NUM_STEPS = 64
 # the decoder-layer sizes a target's and a draft's config.json both carry, each with its sane upper bound
 LAYER_SIZE_BOUNDS = (
     ("hidden_size", MAX_HIDDEN),
@@ -207,6 +211,109 @@ def check_norm_eps(cfg: dict[str, Any], where: str) -> None:
             )
 
 
+def check_rope_theta(cfg: dict[str, Any], where: str) -> None:
+    """rope_theta, at the top (transformers 4) or in rope_parameters / rope_scaling (transformers 5), is a finite
+    number > 0: the inverse frequencies are theta ** (-2i/d), so NaN or inf makes every rotated query NaN and
+    0 divides by zero, and a draft would be measured on garbage instead of refused."""
+    holders = [(cfg, "")] + [(cfg[k], f"{k}.") for k in ("rope_parameters", "rope_scaling") if isinstance(cfg.get(k), dict)]
+    for holder, prefix in holders:
+        if "rope_theta" not in holder:
+            continue
+        v = holder["rope_theta"]
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise BadInput(
+                f"{where}: {prefix}rope_theta is {json.dumps(v)[:40]}, expected a number",
+                "restore config.json from the original checkpoint (rope_theta is typically 10000 to 1000000)",
+            )
+        if not (math.isfinite(v) and v > 0):
+            raise BadInput(
+                f"{where}: {prefix}rope_theta = {v} is out of range (a finite number > 0, typically 10000 to 1000000)",
+                "restore config.json from the original checkpoint",
+            )
+
+
+def check_draft_layer_config(layer: dict[str, Any], where: str) -> None:
+    """The decoder-layer values every drafter's config states (an EAGLE-3 or P-EAGLE draft's transformer_layer_config,
+    an MTP head's, a DFlash draft's top level), checked before anything is built from them: sizes in range, the
+    norm's epsilon and rope_theta finite. A key written as null is refused where its reader would call int() on it."""
+    _cfg_int(layer, "num_hidden_layers", where, 1, MAX_LAYERS)
+    for k, hi in (*LAYER_SIZE_BOUNDS, ("max_position_embeddings", MAX_POSITIONS)):
+        _cfg_int(layer, k, where, 1, hi)
+    for k in ("max_position_embeddings", "rope_theta", "hidden_size"):
+        if k in layer and layer[k] is None:
+            raise BadInput(f"{where}: {k} is null, expected a number", f"write the {k} the draft was trained with")
+    check_norm_eps(layer, where)
+    check_rope_theta(layer, where)
+
+
+# tensors a decoder layer's config sizes, by the end of their names: (config key, the dimension that holds it)
+_SIZED_BY = (
+    ("input_layernorm.weight", "hidden_size", 0),
+    ("post_attention_layernorm.weight", "hidden_size", 0),
+    ("mlp.down_proj.weight", "hidden_size", 0),
+    ("mlp.down_proj.weight", "intermediate_size", 1),
+)
+
+
+def check_sizes_against_weights(layer: dict[str, Any], names: dict[str, dict[str, Any]], where: str) -> None:
+    """The config's hidden_size and intermediate_size as the weights hold them (their headers, ``names``: {tensor
+    name: header entry}): a module built from a config that disagrees is allocated at the config's size before the
+    load refuses it, and a wrong size in the millions fails in the allocator instead of in one line."""
+    for n, meta in sorted(names.items()):
+        shape = meta.get("shape")
+        if not isinstance(shape, list):
+            continue
+        for end, key, dim in _SIZED_BY:
+            want = layer.get(key)
+            if not n.endswith(end) or not isinstance(want, int) or isinstance(want, bool) or len(shape) <= dim:
+                continue
+            if shape[dim] != want:
+                raise BadInput(
+                    f"{where}: {key} = {want} but the weights' {n} has shape {shape}",
+                    f"set {key} to {shape[dim]}, the size the weights were trained at (or restore config.json)",
+                )
+
+
+def check_draft_counts(cfg: dict[str, Any], where: str) -> None:
+    """The numbers a parallel drafter's config sizes each pass by: a P-EAGLE (or any speculators) proposal's
+    ``speculative_tokens`` (the slots one forward drafts, each a row of an attention mask over the context) within
+    the steps the doctor measures (MAX_NUM_STEPS, as --num-steps), and a ``mask_token_id`` a row of the vocabulary
+    the config states. Checked before anything is allocated from them."""
+    fix = "restore config.json from the original checkpoint"
+    sc = cfg.get("speculators_config")
+    methods = sc.get("proposal_methods") if isinstance(sc, dict) else None
+    if isinstance(methods, list) and methods and isinstance(methods[0], dict) and "speculative_tokens" in methods[0]:
+        v = methods[0]["speculative_tokens"]
+        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_NUM_STEPS:
+            raise BadInput(
+                f"{where}: speculators_config.proposal_methods[0].speculative_tokens is {json.dumps(v)[:40]}, "
+                f"expected an integer in 1..{MAX_NUM_STEPS} (the tokens one pass drafts)",
+                fix,
+            )
+    tl = cfg.get("transformer_layer_config")
+    vocab = (tl if isinstance(tl, dict) else cfg).get("vocab_size")
+    dc = cfg.get("dflash_config")
+    for holder, key in ((cfg, "mask_token_id"), (dc if isinstance(dc, dict) else {}, "dflash_config.mask_token_id")):
+        v = holder.get(key.rsplit(".", 1)[-1])
+        if v is None:
+            continue
+        hi = vocab - 1 if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0 else MAX_VOCAB
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= hi:
+            rows = f"the {vocab}-token vocabulary the config states" if hi < MAX_VOCAB else "a vocabulary"
+            raise BadInput(
+                f"{where}: {key} is {json.dumps(v)[:40]}, not a token of {rows}",
+                f"write into {key} the mask token id the draft was trained with",
+            )
+
+
+def check_dflash_config(cfg: dict[str, Any], where: str) -> None:
+    """A DFlash draft's config.json (its decoder layer at the top level, the block it drafts: ``block_size`` - 1
+    tokens a pass, within MAX_NUM_STEPS as any other drafter's), before torch builds it."""
+    check_draft_layer_config(cfg, where)
+    _cfg_int(cfg, "block_size", where, 2, MAX_NUM_STEPS + 1, required=True)
+    check_draft_counts(cfg, where)
+
+
 def check_target_config(cfg: dict[str, Any], where: str, weight_names: Iterable[str] | None = None) -> None:
     """Types and sizes of a target config.json, the layer count bounded by the layers the weights hold."""
     # multimodal configs keep the decoder's sizes in text_config
@@ -217,6 +324,7 @@ def check_target_config(cfg: dict[str, Any], where: str, weight_names: Iterable[
     for k, hi in (*LAYER_SIZE_BOUNDS, ("max_position_embeddings", MAX_POSITIONS), ("n_embd", MAX_HIDDEN)):
         _cfg_int(src, k, where, 1, hi)
     check_norm_eps(src, where)
+    check_rope_theta(src, where)
     if weight_names is not None:
         idx = {int(m.group(1)) for n in weight_names for m in [_LAYER_INDEX.search(n)] if m}
         if idx and L is not None and L > max(idx) + 1:

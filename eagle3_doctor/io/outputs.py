@@ -7,6 +7,7 @@ import errno
 import json
 import math
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -35,6 +36,54 @@ def remove_staged() -> None:
         except OSError:  # already renamed into place, or removed: nothing left to clean
             pass
         _STAGED.discard(path)
+
+
+def _host() -> str:
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
+
+
+def stage_prefix(name: str) -> str:
+    """The name a write stages ``name`` under before its rename: hidden, and naming the host and process that
+    staged it, so a later write can tell what a killed process (SIGKILL, a power cut) left behind."""
+    return f".{name}.partial-{_host()}-{os.getpid()}-"
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process: alive
+        return False
+    return False
+
+
+def remove_leftover_stages(parent: Path, name: str) -> None:
+    """Remove what an earlier write of ``name`` staged in ``parent`` and never renamed because its process was
+    killed. Only this host's stages whose process is gone are touched: a concurrent run's stage, or one another
+    machine is writing on a shared filesystem, is left alone (and is never mistaken for the output, whose name
+    it does not have)."""
+    import shutil
+
+    head, host = f".{name}.partial-", _host()
+    try:
+        entries = [e for e in os.listdir(parent) if e.startswith(head)]
+    except OSError:
+        return
+    for e in entries:
+        parts = e[len(head) :].rsplit("-", 2)  # host-pid-random: the random part (tempfile's) holds no "-"
+        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit() or not _process_gone(int(parts[1])):
+            continue
+        path = os.path.join(parent, e)
+        try:
+            if stat.S_ISDIR(os.lstat(path).st_mode):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:  # removed meanwhile, or not ours to remove: it stays ignored
+            pass
 
 
 # the environment refusing a write: (what happened, how to fix it); everything else stays a bug
@@ -226,7 +275,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise BadInput(f"cannot create the directory for {path} ({e.strerror})", "pass a path in a writable directory") from None
     mode = _new_file_mode(path if path.exists() else None)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        remove_leftover_stages(path.parent, path.name)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=stage_prefix(path.name))
     except OSError as e:
         _raise_write_fault(e, path)
         raise BadInput(f"cannot write {path} ({e.strerror})", "pass a path in a writable directory") from None
@@ -266,7 +316,8 @@ class OutputSet:
         try:
             if self._fresh:
                 self.dir.parent.mkdir(parents=True, exist_ok=True)
-                self._stage = Path(tempfile.mkdtemp(dir=self.dir.parent, prefix=f".{self.dir.name}.tmp-"))
+                remove_leftover_stages(self.dir.parent, self.dir.name)
+                self._stage = Path(tempfile.mkdtemp(dir=self.dir.parent, prefix=stage_prefix(self.dir.name)))
             else:
                 self._stage = Path(tempfile.mkdtemp(dir=self.dir, prefix=".eagle3-doctor-tmp-"))
         except (FileExistsError, NotADirectoryError):

@@ -30,9 +30,42 @@ if TYPE_CHECKING:
 MASKS_TAKEN = ("sdpa", "eager")
 
 
+def device_memory(device: torch.device) -> int:
+    """The bytes the device holds in all: a GPU's memory, else the host's physical memory."""
+    import os
+
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_cache_fits(target: Target, batch: int, max_len: int) -> None:
+    """A KV cache of ``batch`` rows and ``max_len`` positions, sized from the target's config (keys and values of
+    every layer), fits in the memory of the device it goes on: otherwise one ResourceError naming the sizes,
+    rather than the allocator's failure, which reads as a bug."""
+    from ..core.errors import ResourceError
+
+    text = target.config.get("text_config")
+    c: dict[str, Any] = text if isinstance(text, dict) else target.config
+    heads = c.get("num_attention_heads") or 1
+    kv = c.get("num_key_value_heads") or heads
+    head_dim = c.get("head_dim") or (c.get("hidden_size") or 0) // heads
+    layers = c.get("num_hidden_layers") or 0
+    per_token = 2 * layers * kv * head_dim * torch.empty((), dtype=target.dtype).element_size()
+    need, have = per_token * batch * max_len, device_memory(torch.device(target.device))
+    if need > have:
+        raise ResourceError(
+            f"a KV cache of {batch} sequences x {max_len} positions needs {need / 2**30:,.0f} GiB, over the "
+            f"{have / 2**30:,.0f} GiB the {torch.device(target.device).type} has",
+            "lower the batch size or the context (--batch-sizes, --batch-size, --context)",
+        )
+
+
 def static_cache(target: Target, batch: int, max_len: int) -> Any | None:
     """A transformers static cache for ``batch`` rows of ``max_len`` slots, or None where this path would
-    not hold (older transformers, sliding-window or linear-attention layers, another attention kernel)."""
+    not hold (older transformers, sliding-window or linear-attention layers, another attention kernel); refused
+    in one line where it cannot fit (check_cache_fits)."""
+    check_cache_fits(target, batch, max_len)
     if getattr(target.model, "native", False):  # the native decoder's own cache keeps this contract
         return target.model.new_static_cache(batch, max_len)
     cfg = target.model.config

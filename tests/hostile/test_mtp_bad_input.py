@@ -45,7 +45,7 @@ def _edit(d: Path, **kv) -> None:
                     "vocab_size": 320,
                 }
             },
-            "does not match its config",
+            "hidden_size = 64 but the weights",
         ),  # fmt: skip
     ],
 )

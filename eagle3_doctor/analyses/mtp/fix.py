@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ...core.findings import Finding
@@ -42,20 +41,23 @@ class MTPFixResult:
 
 
 def write_folded(setup: Setup, checks: MTPChecks, out: str) -> None:
-    """The folded copy in the checkpoint's own layout; the original is only read."""
+    """The folded copy in the checkpoint's own layout; the original is only read. ``out`` appears only once
+    the copy is complete (outputs.new_directory)."""
     from ...draft.mtp.fold import folded_copy
     from ...draft.mtp.formats import HIDDEN_KEY
     from ...draft.mtp.writing import write_mtp
+    from ...io.copies import new_directory, write_file
 
     head = setup.draft
     fixed = folded_copy(head, setup.target.parts.norm.weight.detach())
     info = checks.info
-    if info.format == "deepseek":
-        write_mtp(fixed, out, "deepseek", target_dir=info.path, layer=info.layer_index)
-        return
-    write_mtp(fixed, out, "speculators", num_steps=info.num_speculative_tokens or 1)
-    cfg = {**info.config, HIDDEN_KEY: "final_norm"}  # every other key of the original kept as it was
-    (Path(out) / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    with new_directory(out) as stage:
+        if info.format == "deepseek":
+            write_mtp(fixed, stage, "deepseek", target_dir=info.path, layer=info.layer_index)
+            return
+        write_mtp(fixed, stage, "speculators", num_steps=info.num_speculative_tokens or 1)
+        cfg = {**info.config, HIDDEN_KEY: "final_norm"}  # every other key of the original kept as it was
+        write_file(stage / "config.json", (json.dumps(cfg, indent=2, sort_keys=True) + "\n").encode())
 
 
 def mtp_fix(setup: Setup, checks: MTPChecks, out: str, opts: Any, prompts_path: str | None, progress: Any) -> MTPFixResult:

@@ -13,10 +13,12 @@ from .model import DFlashConfig, DFlashDraft
 
 def read_dflash(path: str, target_hidden: int, vocab_size: int, device: Any, dtype: Any) -> tuple[DFlashDraft, dict[str, Any]]:
     """The draft on ``device`` in ``dtype`` and its raw config; refused in one line where it cannot run."""
+    from ...io.checks import check_dflash_config
     from ...io.hub import load_weights_dir
     from ...io.safeio import read_json_object
 
     raw = read_json_object(Path(path) / "config.json", "point --draft at the DFlash checkpoint")
+    check_dflash_config(raw, f"{path}/config.json")
     arrays = load_weights_dir(Path(path))
     sd = {k.removeprefix("model."): a.to_torch() for k, a in arrays.items()}
     fc = sd.get("fc.weight")

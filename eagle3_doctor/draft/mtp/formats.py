@@ -121,6 +121,9 @@ def canonical_names(fmt: str, keys: list[str], layer_index: int | None) -> dict[
 
 
 def _layer_fields(c: dict[str, Any], where: str) -> DraftConfig:
+    from ...io.checks import check_draft_layer_config
+
+    check_draft_layer_config(c, where)
     need = ("hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")
     lacking = [k for k in need if not isinstance(c.get(k), int)]
     if lacking:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -81,12 +80,15 @@ def write_mtp(
     """Save the head: ``speculators`` (its own directory) or ``deepseek`` (a copy of ``target_dir`` with
     ``model.layers.{L}.*`` added or replaced, L = ``layer`` or the target's ``num_hidden_layers``,
     ``num_nextn_predict_layers`` set and the shared embeddings stored in the layer)."""
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file, save
+
+    from ...io.copies import copy_regular_files, write_file
 
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
+    # serialised here and written by Python, so a full disk is an OSError (fix's stage names it in one line)
     if fmt == "speculators":
-        save_file(_stored(head, fmt, None), str(out / "model.safetensors"), metadata={"format": "pt"})
+        write_file(out / "model.safetensors", save(_stored(head, fmt, None), metadata={"format": "pt"}))
         cfg = speculators_config(head, verifier, num_steps)
     else:
         assert target_dir is not None, "the deepseek layout lives inside a target checkpoint"
@@ -97,16 +99,14 @@ def write_mtp(
                 f"{target_dir} is not a single model.safetensors: the deepseek-layout copy is written for one-file checkpoints only",
                 "apply the printed hnorm rewrite to the shard holding model.layers.{L}.hnorm.weight",
             )
-        for f in Path(target_dir).iterdir():
-            if f.is_file() and f.name != "model.safetensors":
-                shutil.copy2(f, out / f.name)
+        copy_regular_files(target_dir, out, "--draft", skip=("model.safetensors",))
         cfg = json.loads((Path(target_dir) / "config.json").read_text())
         L = cfg["num_hidden_layers"] if layer is None else layer
         tensors = load_file(str(Path(target_dir) / "model.safetensors"))
         tensors.update(_stored(head, fmt, L))
         if "model.embed_tokens.weight" in tensors:
             tensors[f"model.layers.{L}.embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()
-        save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+        write_file(out / "model.safetensors", save(tensors, metadata={"format": "pt"}))
         cfg.update(
             {
                 "num_nextn_predict_layers": cfg.get("num_nextn_predict_layers") or 1,
@@ -114,4 +114,4 @@ def write_mtp(
                 RECYCLE_KEY: head.config.recycle,
             }
         )
-    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    write_file(out / "config.json", (json.dumps(cfg, indent=2, sort_keys=True) + "\n").encode())

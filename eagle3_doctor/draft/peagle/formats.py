@@ -58,11 +58,13 @@ class PEagleInfo:
 
 def peagle_info(path: str | os.PathLike) -> PEagleInfo:
     """What the checkpoint says of its parallel drafting, from config.json and the tensor headers (no weights read)."""
+    from ...io.checks import check_draft_counts
     from ...io.hub import tensor_shapes
     from ...io.safeio import read_json_object
 
     d = Path(path)
     cfg = read_json_object(d / "config.json", "point --draft at a directory holding config.json and *.safetensors")
+    check_draft_counts(cfg, str(d / "config.json"))  # the depths and mask token a pass is allocated from
     info = info_from_config(cfg, tensor_shapes(d), str(d))
     if info is None:
         raise BadInput(f"{d} holds no P-EAGLE draft", f'write speculators_model_type "peagle" or a {MASK_HIDDEN} tensor')
