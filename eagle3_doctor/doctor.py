@@ -179,7 +179,7 @@ def format_acceptance(setup: Setup, req: FormatRequest, opts: AcceptanceOptions,
     """Acceptance with the same conversations in both prompt formats (templates.acceptance_by_format)."""
     from .analyses.templates.by_format import acceptance_by_format
     from .analyses.templates.chat_template import load_template
-    from .analyses.templates.conversations import load_dataset, load_requests
+    from .io.conversations import load_dataset, load_requests
 
     if req.requests:
         convs = load_requests(req.requests)
