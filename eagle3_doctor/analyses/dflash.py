@@ -10,7 +10,7 @@ from typing import Any
 from ..core.errors import BadInput
 from ..core.findings import Finding, config_fix
 from ..core.taps import format_spec
-from ..draft.dflash.taps import Taps, served_taps, trained_taps
+from ..draft.dflash.taps import Taps, first_release_as_trained, served_taps, tap_edit, trained_taps
 
 SCHEMA = "eagle3-doctor/dflash/1"
 
@@ -65,25 +65,49 @@ def _fix(served: Taps, trained: Taps) -> Any:
     )
 
 
-def dflash_findings(trained: Taps, served: Taps, n_fc: int | None) -> list[Finding]:
+def tap_fix(engine: str, config: dict[str, Any], L: int, release: str, trained: Taps) -> Any:
+    """DFL001's fix for ``release``: the config edit after which that release feeds the trained taps (found by
+    running its own reading on the edited config), and, where a later release feeds this very config as
+    trained, that release to upgrade to."""
+    up = first_release_as_trained(engine, config, L, release, trained)
+    upgrade = f"upgrade to {engine} {up}, the first release that feeds this config the trained taps" if up else ""
+    edit = tap_edit(engine, config, L, release, trained)
+    if edit is None:
+        text = "write the ids the draft was trained on into the key the engine reads first"
+        return text + (f"; or {upgrade}" if upgrade else "")
+    key, value, words = edit
+    shown = (
+        f'"dflash_config": {{"target_layer_ids": {value}}}' if key == "dflash_config.target_layer_ids" else f'"{key}": {value}'
+    )
+    return config_fix(f"set {shown} ({words})" + (f"; or {upgrade}" if upgrade else ""), key, value)
+
+
+def dflash_findings(trained: Taps, served: Taps, n_fc: int | None, fix: Any = None) -> list[Finding]:
+    """DFL001-003 from the two readings; ``fix`` the taps' fix (tap_fix), else the edit in the key the engine read."""
     out: list[Finding] = []
     ev = [f"trained: {trained.source}", f"served: {served.source}"]
+    if fix is None and trained.ids is not None:
+        fix = _fix(served, trained)
     if served.spec is not None and n_fc is not None and len(served.spec) != n_fc:
-        fix = _fix(served, trained) if trained.ids is not None and not trained.guessed else (
+        fix = fix if trained.ids is not None and not trained.guessed else (
             "write the ids the draft was trained on into dflash_config.target_layer_ids")  # fmt: skip
         out.append(Finding("DFL002", f"the engine feeds {len(served.spec)} taps; the draft's fc takes {n_fc}",
                            evidence=ev, fix=fix, data={"served": len(served.spec), "fc": n_fc}))  # fmt: skip
     elif trained.spec is not None and served.spec is not None and trained.spec != served.spec and not trained.guessed:
-        out.append(Finding("DFL001", f"served {format_spec(served.spec)}, trained {format_spec(trained.spec)}", evidence=ev,
-                           fix=_fix(served, trained), data={"served": [str(p) for p in served.spec],
-                                                           "trained": [str(p) for p in trained.spec]}))  # fmt: skip
+        by = f" by {served.release}" if served.release else ""
+        out.append(Finding("DFL001", f"served {format_spec(served.spec)}{by}, trained {format_spec(trained.spec)}", evidence=ev,
+                           fix=fix, data={"served": [str(p) for p in served.spec], "trained": [str(p) for p in trained.spec],
+                                          "release": served.release}))  # fmt: skip
     if served.guessed or trained.guessed:
         out.append(Finding("DFL003", "no target_layer_ids in the draft config: the taps are a guess", evidence=ev,
                            fix="write the ids the draft was trained on into dflash_config.target_layer_ids (DFlash ids: after layer i)"))  # fmt: skip
     return out
 
 
-def inspect_dflash(target: str, draft: str, engine: str) -> DFlashChecks:
+def inspect_dflash(target: str, draft: str, engine: str, engine_version: str | None = None) -> DFlashChecks:
+    """DFL001-003 and the mask token on the files alone, for ``engine`` in ``engine_version`` (None: the newest
+    modelled release)."""
+    from ..engines.releases import rules_release
     from ..io.safeio import read_json_object
 
     cfg = read_json_object(Path(draft) / "config.json", "point --draft at the DFlash checkpoint")
@@ -93,7 +117,8 @@ def inspect_dflash(target: str, draft: str, engine: str) -> DFlashChecks:
     L, H = tc.get("num_hidden_layers"), tc.get("hidden_size")
     if not isinstance(L, int) or not isinstance(H, int) or L < 1 or H < 1:
         raise BadInput("the target's config.json lacks num_hidden_layers / hidden_size", "restore the target's config.json")
-    trained, served = trained_taps(cfg, L), served_taps(engine, cfg, L)
+    release = rules_release(engine, engine_version)
+    trained, served = trained_taps(cfg, L), served_taps(engine, cfg, L, release)
     n_fc = fc_taps(Path(draft), int(cfg.get("target_hidden_size") or H))
     checks = DFlashChecks(engine, trained, served, n_fc)
     if served is None:
@@ -103,7 +128,7 @@ def inspect_dflash(target: str, draft: str, engine: str) -> DFlashChecks:
 
     mask = (cfg.get("dflash_config") or {}).get("mask_token_id")
     checks.findings = (
-        dflash_findings(trained, served, n_fc)
+        dflash_findings(trained, served, n_fc, tap_fix(engine, cfg, L, release, trained))
         + mask_token_findings(target, mask if isinstance(mask, int) else None, "dflash_config.mask_token_id", "DFlash draft")
         + checkpoint_finite(draft)
     )

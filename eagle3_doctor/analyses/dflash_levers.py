@@ -38,11 +38,15 @@ class DFlashCompare:
 
 
 @torch.inference_mode()
-def dflash_compare(target: Any, draft_path: str, engine: str, prompts: list[list[int]]) -> DFlashCompare:
+def dflash_compare(
+    target: Any, draft_path: str, engine: str, prompts: list[list[int]], engine_version: str | None = None
+) -> DFlashCompare:
+    """Each slot's served tap against its trained one over ``prompts``; served as ``engine`` feeds them in
+    ``engine_version`` (None: the newest modelled release)."""
     from ..model.replay import iter_captures
     from ..model.runtime import auto_batch_size
 
-    side = read_sides(target, draft_path, engine)
+    side = read_sides(target, draft_path, engine, engine_version)
     t_spec: FeatureSpec = side.trained.spec
     s_spec: FeatureSpec | None = side.served.spec if side.served.spec and len(side.served.spec) == len(t_spec) else None
     pairs = list(zip(t_spec, s_spec or t_spec))
@@ -97,10 +101,11 @@ def dflash_diagnose(
     prompts: list[list[int]],
     max_new_tokens: int,
     progress: Callable[[str, int, int], None],
+    engine_version: str | None = None,
 ) -> DFlashDiagnosis:
-    from .dflash import _fix
-
-    side = read_sides(target, draft_path, engine)
+    """The tap levers measured one by one against the taps ``engine`` feeds in ``engine_version`` (None: the
+    newest modelled release)."""
+    side = read_sides(target, draft_path, engine, engine_version)
     t_spec, s_spec = side.trained.spec, side.served.spec
     if s_spec is not None and len(s_spec) != len(t_spec):
         return DFlashDiagnosis(engine, len(prompts), {}, "no tap lever: the engine cannot run this draft (DFL002)", side.findings)
@@ -119,9 +124,7 @@ def dflash_diagnose(
         parts = [f"{n}: {g.text()}" for n, g in zip(specs, gain) if n.startswith("slot")]
         served_minus_trained = replace(total, point=-total.point, lo=-total.hi, hi=-total.lo)  # the same resamples, negated
         ev = [f"served: {own[0].text()}", f"trained: {own[-1].text()}", f"gain of each lever over served: {'; '.join(parts)}"]
-        side.findings.append(
-            cost_finding(t_spec, s_spec, own[-1], own[0], served_minus_trained, _fix(side.served, side.trained), ev)
-        )
+        side.findings.append(cost_finding(t_spec, s_spec, own[-1], own[0], served_minus_trained, side.fix, ev))
     side.findings += dflash_health(figs, served, side.findings)
     if served == "served":
         verdict = _verdict(figs, total, parts, t_spec, s_spec, side.findings)
@@ -150,18 +153,19 @@ FIX_SCHEMA = "eagle3-doctor/dflash-fix/1"
 
 def dflash_fix(
     target: Any, draft_path: str, engine: str, prompts: list[list[int]], max_new_tokens: int, out: str,
-    progress: Callable[[str, int, int], None],
+    progress: Callable[[str, int, int], None], engine_version: str | None = None,
 ) -> CopyFix:  # fmt: skip
     """acceptance on the draft; the copy at ``out`` with every tap fix its findings carry (config keys, in the
-    engine's own convention); acceptance on the copy, which must then feed the trained taps."""
+    convention ``engine`` reads in ``engine_version``, None: the newest modelled release); acceptance on the
+    copy, which must then feed the trained taps in that same release."""
     from ..core.findings import Fix
     from .dflash_measure import dflash_acceptance
     from .fixing import write_copy
 
-    before = dflash_acceptance(target, draft_path, engine, prompts, max_new_tokens, progress)
+    before = dflash_acceptance(target, draft_path, engine, prompts, max_new_tokens, progress, engine_version=engine_version)
     edits = [(f.code, f.fix) for f in before.findings if f.code == "DFL001" and isinstance(f.fix, Fix) and f.fix.key]
     if not edits:
         return CopyFix(FIX_SCHEMA, "dflash", draft_path, None, [], before, None)
     applied = write_copy(draft_path, out, edits)
-    after = dflash_acceptance(target, out, engine, prompts, max_new_tokens, progress)
+    after = dflash_acceptance(target, out, engine, prompts, max_new_tokens, progress, engine_version=engine_version)
     return CopyFix(FIX_SCHEMA, "dflash", draft_path, out, applied, before, after)

@@ -121,27 +121,32 @@ def cost_finding(trained: FeatureSpec, served: FeatureSpec, t: Interval, s: Inte
 @dataclass
 class DraftSides:
     """A DFlash draft read against one target: the module, the taps it was trained on and the taps the engine
-    feeds it, and what inspect finds in those."""
+    release feeds it, the taps' fix for that release, and what inspect finds in those."""
 
     draft: Any
     trained: Any  # draft.dflash.taps.Taps
     served: Any
     findings: list[Finding]
+    release: str = ""  # the release whose reading ``served`` is (check_engine's string)
+    fix: Any = None  # DFL001's fix for that release (analyses.dflash.tap_fix)
 
 
-def read_sides(target: Any, draft_path: str, engine: str) -> DraftSides:
-    """The draft on the target's device and dtype, its two tap readings, refused in one line where the engine
-    is not modelled or the config's taps do not fit the fc."""
+def read_sides(target: Any, draft_path: str, engine: str, engine_version: str | None = None) -> DraftSides:
+    """The draft on the target's device and dtype, its two tap readings (the engine's in ``engine_version``,
+    None: the newest modelled release), refused in one line where the engine is not modelled or the config's
+    taps do not fit the fc."""
     from pathlib import Path
 
     from ..core.errors import BadInput
     from ..draft.dflash.formats import read_dflash
     from ..draft.dflash.taps import served_taps, trained_taps
-    from .dflash import dflash_findings, fc_taps
+    from ..engines.releases import rules_release
+    from .dflash import dflash_findings, fc_taps, tap_fix
 
     L = target.num_layers
+    release = rules_release(engine, engine_version)
     draft, raw = read_dflash(draft_path, target.hidden_size, target.vocab_size, target.device, target.dtype)
-    trained, served = trained_taps(raw, L), served_taps(engine, raw, L)
+    trained, served = trained_taps(raw, L), served_taps(engine, raw, L, release)
     if served is None:
         raise BadInput(f"DFlash serving is modelled for sglang and vllm, not {engine}", "pass --engine sglang or vllm")
     if trained.spec is None or len(trained.spec) != draft.config.num_taps:
@@ -149,7 +154,9 @@ def read_sides(target: Any, draft_path: str, engine: str) -> DraftSides:
             f"the DFlash draft's config names {trained.ids} as its taps; its fc takes {draft.config.num_taps}",
             "write the ids the draft was trained on into dflash_config.target_layer_ids",
         )
-    return DraftSides(draft, trained, served, dflash_findings(trained, served, fc_taps(Path(draft_path), target.hidden_size)))
+    fix = tap_fix(engine, raw, L, release, trained)
+    found = dflash_findings(trained, served, fc_taps(Path(draft_path), target.hidden_size), fix)
+    return DraftSides(draft, trained, served, found, release, fix)
 
 
 def dflash_acceptance(
@@ -160,11 +167,11 @@ def dflash_acceptance(
     max_new_tokens: int,
     progress: Callable[[str, int, int], None],
     reference_prompts: int = 2,
+    engine_version: str | None = None,
 ) -> DFlashAcceptance:
-    """The DFlash draft on ``target`` (a loaded Target) over ``prompts`` (token ids), both paths measured."""
-    from .dflash import _fix
-
-    side = read_sides(target, draft_path, engine)
+    """The DFlash draft on ``target`` (a loaded Target) over ``prompts`` (token ids), both paths measured; the
+    served taps those ``engine`` feeds in ``engine_version`` (None: the newest modelled release)."""
+    side = read_sides(target, draft_path, engine, engine_version)
     draft, trained, served = side.draft, side.trained, side.served
     seqs = continue_prompts(target, prompts, max_new_tokens, progress)
     starts = [len(p) for p in prompts]
@@ -182,7 +189,7 @@ def dflash_acceptance(
     if runs_served and diff is not None:
         t, s = figs["trained"], figs["served"]
         ev = [f"served: {s.text()} ({served.source})", f"trained: {t.text()}"]
-        res.findings.append(cost_finding(trained.spec, served.spec, t, s, diff, _fix(served, trained), ev))
+        res.findings.append(cost_finding(trained.spec, served.spec, t, s, diff, side.fix, ev))
     elif served.spec == trained.spec:
         res.notes.append(f"the engine feeds the taps the draft was trained on ({format_spec(trained.spec)}): one path measured")
     res.findings += dflash_health(figs, "served" if runs_served else "trained", res.findings)

@@ -15,17 +15,22 @@ from typing import Any
 from ..core.findings import Finding, config_fix
 from ..core.stats import Interval
 from ..core.taps import format_spec
+from ..draft.peagle.served import VLLM_TYPE_FROM
 from .peagle_measure import Way
 
 SCHEMA = "eagle3-doctor/peagle-acceptance/1"
 INSPECT_SCHEMA = "eagle3-doctor/peagle-inspect/1"
-UPGRADE = "vllm 0.22.0"
+UPGRADE = f"vllm {VLLM_TYPE_FROM}"  # the first release that drafts a "peagle" config in parallel (executed)
 
 
-def serving_findings(info: Any, s: Any) -> list[Finding]:
-    """PEA001-PEA003 from the checkpoint and the engine's reading of it (``s`` a PEagleServing)."""
+def serving_findings(info: Any, s: Any, release: str | None = None) -> list[Finding]:
+    """PEA001-PEA003 from the checkpoint and the engine's reading of it (``s`` a PEagleServing) in ``release``
+    (check_engine's string; named in each title); a fix that needs a later release names the first one."""
+    from ..engines.releases import release_key
+
+    who = f"{s.engine} {release}" if release else s.engine
     ev = [f"checkpoint: {info.evidence}; mask_hidden {info.mask_hidden_shape}; mask_token_id {info.mask_token_id}; "
-          f"trained to draft {info.depths} tokens a pass", f"{s.engine}: {s.why} ({s.source})"]  # fmt: skip
+          f"trained to draft {info.depths} tokens a pass", f"{who}: {s.why} ({s.source})"]  # fmt: skip
     if s.mode == "refused":
         if "mask_token_id" in s.why:
             fix: Any = "write the mask_token_id the draft was trained with into config.json (speculators: --mask-token-id)"
@@ -37,19 +42,22 @@ def serving_findings(info: Any, s: Any) -> list[Finding]:
             fix = f'upgrade to {UPGRADE} or later, the first release that reads speculators_model_type "peagle"'
         else:
             fix = "serve it on vllm (P-EAGLE serving is modelled for vllm and sglang)"
-        return [Finding("PEA002", f"{s.engine} refuses the draft: {s.why}", evidence=ev, fix=fix)]
+        return [Finding("PEA002", f"{who} refuses the draft: {s.why}", evidence=ev, fix=fix)]
     if s.mode == "chain":
         if s.engine == "vllm":
-            fix = config_fix('set "speculators_model_type": "peagle" (vLLM 0.22.0 and later then draft it in parallel)',
-                             "speculators_model_type", "peagle")  # fmt: skip
+            # a release before the type's first one refuses the edited config: the fix then needs the upgrade too
+            old = release is not None and release_key(release) < release_key(VLLM_TYPE_FROM)
+            then = (f"and upgrade to {UPGRADE}, the first release that then drafts it in parallel" if old else
+                    f"(vLLM {VLLM_TYPE_FROM} and later then draft it in parallel)")  # fmt: skip
+            fix = config_fix(f'set "speculators_model_type": "peagle" {then}', "speculators_model_type", "peagle")
         else:
             fix = (f'serve it on {UPGRADE} or later with speculators_model_type "peagle": SGLang has no parallel drafting '
                    "for EAGLE-3 drafts")  # fmt: skip
-        return [Finding("PEA001", f"{s.engine} drafts this P-EAGLE draft as an EAGLE-3 chain", evidence=ev, fix=fix)]
+        return [Finding("PEA001", f"{who} drafts this P-EAGLE draft as an EAGLE-3 chain", evidence=ev, fix=fix)]
     if s.mask_token_id != info.mask_token_id:
         fix = config_fix("delete transformer_layer_config.mask_token_id (vLLM reads it before the top-level one)",
                          "transformer_layer_config.mask_token_id", op="delete")  # fmt: skip
-        return [Finding("PEA003", f"{s.engine} fills the parallel slots with token {s.mask_token_id}, trained with "
+        return [Finding("PEA003", f"{who} fills the parallel slots with token {s.mask_token_id}, trained with "
                         f"{info.mask_token_id}", evidence=ev, fix=fix)]  # fmt: skip
     return []
 
@@ -75,8 +83,11 @@ def inspect_peagle(target_dir: str, draft_path: str, engine: str, version: str |
     from .mask_token import mask_token_findings
 
     info = peagle_info(draft_path)
-    s = peagle_serving(engine, check_engine(engine, version) if engine in ("vllm", "sglang") else version, info)
-    found = serving_findings(info, s) + mask_token_findings(target_dir, info.mask_token_id, "mask_token_id", "P-EAGLE draft")
+    release = check_engine(engine, version) if engine in ("vllm", "sglang") else version
+    s = peagle_serving(engine, release, info)
+    found = serving_findings(info, s, release) + mask_token_findings(
+        target_dir, info.mask_token_id, "mask_token_id", "P-EAGLE draft"
+    )
     return PEagleInspect(engine, info, s, found + checkpoint_finite(draft_path))
 
 
@@ -108,7 +119,7 @@ def read_sides(target: Any, draft_path: str, engine: str, version: str | None, k
     trained = Way("trained", "parallel", setup.train_spec, pe.depths, pe.mask_token_id, "offset",
                   f"speculators' P-EAGLE training: {pe.depths} slots in one forward; taps {setup.train_source}")  # fmt: skip
     served = None
-    found = serving_findings(info, s)
+    found = serving_findings(info, s, setup.serving.version)
     if s.mode != "refused":
         served = Way("served", s.mode, setup.serving.spec, k or s.k or pe.depths, s.mask_token_id, "offset",
                      f"{s.why} ({s.source}); taps {setup.serving.source}")  # fmt: skip

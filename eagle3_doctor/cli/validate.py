@@ -25,6 +25,7 @@ from typing import Any
 from ..core.errors import BadInput
 from ..engines.launch_args import MAX_DRAFT_TOKENS, MAX_NUM_STEPS, MAX_TOPK  # one range for options and commands
 from ..io.checks import MAX_LAYERS, check_target, kind, looks_local, require_dir, require_file
+from ..io.conversations import DATA_FIX as TRAIN_DATA_FIX
 from .validate_files import (
     check_baseline,
     check_draft,
@@ -344,7 +345,7 @@ def preflight(**kw: Any) -> None:
     if kw.get("prompts") is not None:
         require_file(kw["prompts"], "prompts file", "pass --prompts FILE (JSONL chat messages or text lines)")
     if kw.get("train_data") is not None:
-        require_file(kw["train_data"], "--train-data", "pass the draft's training conversations as a JSONL file")
+        require_file(kw["train_data"], "--train-data", TRAIN_DATA_FIX)
     for key, what, fix in (
         ("policy", "policy file", "pass --policy FILE.toml"),
         ("baseline", "baseline", "pass the JSON written by an earlier `eagle3-doctor gate --json`"),
@@ -370,7 +371,7 @@ def preflight(**kw: Any) -> None:
     if d is not None and not is_hub_id(d):  # a hub id's files are checked once resolved (check_resolved)
         check_draft(d, kw.get("draft_format"))
     check_prompts(kw.get("prompts"))
-    check_prompts(kw.get("train_data"))
+    check_prompts(kw.get("train_data"), "training data", TRAIN_DATA_FIX)
     check_dump(kw.get("train_dump"))
     check_policy_file(kw.get("policy"))
     check_baseline(kw.get("baseline"))

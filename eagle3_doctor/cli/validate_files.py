@@ -197,17 +197,19 @@ def check_draft(path: str, fmt: str | None = None) -> None:
 # ----------------------------------------------------------------------------- prompts, dumps
 
 
-def check_prompts(path: str | None) -> None:
+def check_prompts(
+    path: str | None, what: str = "prompts file", fix: str = "pass --prompts FILE (JSONL chat messages or text lines)"
+) -> None:
+    """Every record of a prompts or training-data file, read as the measurement reads it."""
     if path is None:
         return
-    fix = "pass --prompts FILE (JSONL chat messages or text lines)"
-    p = require_file(path, "prompts file", fix)
+    p = require_file(path, what, fix)
     size = p.stat().st_size
     if size > MAX_PROMPT_FILE:
-        raise BadInput(f"prompts file {p} is {size} bytes, not a prompts file", fix)
+        raise BadInput(f"{what} {p} is {size} bytes, not a {what}", fix)
     from ..io.prompts import read_prompt_file
 
-    read_prompt_file(p)
+    read_prompt_file(p, what, fix)
 
 
 DUMP_SUFFIXES = (".ckpt", ".ckpt.gz", ".safetensors")

@@ -9,6 +9,7 @@ from .kind import Command, Kind, Outcome
 from .parallel import MEASURE, agrees, served_figures, target_and_prompts
 from .run import Run
 
+_RELEASE = frozenset({"engine_version"})  # which taps the release feeds (draft/dflash/taps.py, executed per release)
 _OK = "the engine feeds the DFlash draft the taps it was trained on"
 
 
@@ -42,7 +43,7 @@ def inspect(run: Run) -> Outcome:
     from ..report.dflash import render_dflash_inspect
 
     assert run.draft is not None
-    checks = inspect_dflash(run.target, run.draft, run.engine)
+    checks = inspect_dflash(run.target, run.draft, run.engine, engine_version=run.release)
     return _outcome(checks, render_dflash_inspect, _OK, "warning", trust_remote_code=False)
 
 
@@ -53,7 +54,7 @@ def compare_hidden(run: Run) -> Outcome:
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
     with run.progress():
-        res = dflash_compare(tgt, run.draft, run.engine, prompts)
+        res = dflash_compare(tgt, run.draft, run.engine, prompts, engine_version=run.release)
     return _outcome(res, render_dflash_compare, _OK, "warning")
 
 
@@ -64,7 +65,7 @@ def acceptance(run: Run) -> Outcome:
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
     with run.progress() as cb:
-        res = dflash_acceptance(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb)
+        res = dflash_acceptance(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb, engine_version=run.release)
     path = res.served or res.trained
     served = served_figures(path.mean_acceptance_length, path.accepted)
     return _outcome(res, render_dflash_acceptance, _OK, served=served, agrees=agrees(res.reference))
@@ -77,7 +78,7 @@ def diagnose(run: Run) -> Outcome:
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
     with run.progress() as cb:
-        res = dflash_diagnose(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb)
+        res = dflash_diagnose(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb, engine_version=run.release)
     return _outcome(res, render_dflash_diagnosis, _OK)
 
 
@@ -88,7 +89,9 @@ def fix(run: Run) -> Outcome:
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
     with run.progress() as cb:
-        res = dflash_fix(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), run.opt("out"), cb)
+        res = dflash_fix(
+            tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), run.opt("out"), cb, engine_version=run.release
+        )
     return _outcome(
         res, render_dflash_fix, "the copy is fed the taps it was trained on", agrees=agrees(getattr(res, "reference", None))
     )
@@ -100,11 +103,11 @@ KIND = Kind(
     "a DFlash draft",
     detect,
     {
-        "inspect": Command(inspect),
-        "compare-hidden": Command(compare_hidden),
-        "acceptance": Command(acceptance, MEASURE),
-        "diagnose": Command(diagnose),
-        "fix": Command(fix),
+        "inspect": Command(inspect, _RELEASE),
+        "compare-hidden": Command(compare_hidden, _RELEASE),
+        "acceptance": Command(acceptance, _RELEASE | MEASURE),
+        "diagnose": Command(diagnose, _RELEASE),
+        "fix": Command(fix, _RELEASE),
     },
     preflight=preflight,
 )

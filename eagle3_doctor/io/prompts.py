@@ -1,13 +1,14 @@
-"""Prompt sources: JSONL chat messages (rendered with the target's chat template) or plain text."""
+"""Prompt sources: conversations in any layout io/conversations.py reads (rendered with the target's chat
+template), tokenized rows (fed as written) or plain text."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from .conversations import TokenizedSample, parse_record, read_text, records_of
 
 DEFAULT_PROMPTS = [
     [{"role": "user", "content": "Write a Python function that returns the n-th Fibonacci number."}],
@@ -24,81 +25,62 @@ class Prompt:
     truncated_from: int | None = None  # original token count when --max-tokens cut it
 
 
-def _parse_jsonl_line(obj: Any, path: Path, lineno: int) -> list[dict[str, str]] | str:
-    if isinstance(obj, dict):
-        if "messages" in obj:
-            msgs = obj["messages"]
-        elif "conversations" in obj:
-            msgs = obj["conversations"]
-        elif isinstance(obj.get("text"), str):
-            return obj["text"]
-        elif isinstance(obj.get("prompt"), str):
-            return obj["prompt"]
-        else:
-            raise BadInput(
-                f"{path} line {lineno}: expected an object with 'messages', 'text' or 'prompt'",
-                'write {"messages": [{"role": "user", "content": "..."}]} per line',
-            )
-    elif isinstance(obj, list):
-        msgs = obj
-    elif isinstance(obj, str):
-        return obj
-    else:
-        raise BadInput(f"{path} line {lineno}: expected a JSON object", 'write {"messages": [...]} per line')
-    if (
-        not isinstance(msgs, list)
-        or not msgs
-        or not all(
-            isinstance(m, dict) and isinstance(m.get("content"), str) and isinstance(m.get("role", m.get("from")), str)
-            for m in msgs
-        )
-    ):
-        raise BadInput(
-            f"{path} line {lineno}: messages must be a non-empty list of {{role, content}} objects",
-            'write {"messages": [{"role": "user", "content": "..."}]}',
-        )
-    return [{"role": m.get("role", m.get("from")), "content": m["content"]} for m in msgs]
-
+PromptItem = list[dict[str, Any]] | str | TokenizedSample
 
 MAX_PROMPTS_BYTES = 1 << 30  # over 1 GiB is a dump or a model, not prompts
 
 
-def read_prompt_file(path: str | Path) -> list[list[dict[str, str]] | str]:
-    """JSONL (one chat or text per line) when the file ends in .jsonl/.json or its first line is
-    JSON; plain text (one prompt per non-empty line) otherwise."""
-    from .safeio import loads_json, read_regular_bytes
+def _item(obj: Any, where: str) -> PromptItem:
+    """A text prompt (a JSON string, or an object with only 'text' or 'prompt'), else whatever
+    parse_record detects: a conversation's messages or a tokenized row."""
+    if isinstance(obj, str):
+        return obj
+    if isinstance(obj, dict) and not any(k in obj for k in ("messages", "conversations", "input_ids")):
+        for key in ("text", "prompt"):
+            if isinstance(obj.get(key), str):
+                return str(obj[key])
+        raise BadInput(
+            f"{where}: expected an object with 'messages', 'conversations', 'input_ids', 'text' or 'prompt'",
+            'write {"messages": [{"role": "user", "content": "..."}]} per line',
+        )
+    _, item = parse_record(obj, where)
+    return item if isinstance(item, TokenizedSample) else item.messages
+
+
+def read_prompt_file(
+    path: str | Path, what: str = "prompts file", fix: str = "pass --prompts FILE (JSONL chat messages or text lines)"
+) -> list[PromptItem]:
+    """JSON or JSONL when the file ends in .jsonl/.json or starts with '{' or '[': each record in any layout
+    of io/conversations.py (OpenAI messages, ShareGPT, SpecForge, input_ids/loss_mask) or a text prompt;
+    plain text (one prompt per non-empty line) otherwise."""
+    from .safeio import jsonl_lines
 
     p = Path(path)
-    fix = "pass --prompts FILE (JSONL chat messages or text lines)"
-    if not p.exists() and not p.is_symlink():
-        raise BadInput(f"prompts file {p} not found", fix)
-    try:
-        lines = read_regular_bytes(p, "prompts file", fix, MAX_PROMPTS_BYTES).decode("utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise BadInput(f"prompts file {p} is not UTF-8 text", "save it as UTF-8") from None
-    nonempty = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip()]
-    if not nonempty:
-        raise BadInput(f"prompts file {p} is empty", "add one prompt per line")
-    is_json = p.suffix in (".jsonl", ".json") or nonempty[0][1].lstrip().startswith(("{", "["))
-    out: list[list[dict[str, str]] | str] = []
-    for lineno, ln in nonempty:
-        if is_json:
-            try:
-                obj = loads_json(ln, f"{p} line {lineno}", "fix that line")
-            except json.JSONDecodeError as e:
-                raise BadInput(f"{p} line {lineno} is not valid JSON ({e.msg} at column {e.colno})", "fix that line") from None
-            out.append(_parse_jsonl_line(obj, p, lineno))
-        else:
-            out.append(ln)
-    return out
+    text = read_text(p, what, fix, MAX_PROMPTS_BYTES)
+    lines = jsonl_lines(text)
+    if not lines:
+        raise BadInput(f"{what} {p} is empty", "add one prompt per line")
+    if not (p.suffix in (".jsonl", ".json") or lines[0][1].lstrip().startswith(("{", "["))):
+        return [ln for _, ln in lines]
+    return [_item(obj, where) for where, obj in records_of(text, p, what, fix)]
 
 
-def render(tokenizer: Any, item: list[dict[str, str]] | str) -> str:
+def render(tokenizer: Any, item: list[dict[str, Any]] | str) -> str:
     if isinstance(item, str):
         return item
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(item, tokenize=False, add_generation_prompt=item[-1]["role"] != "assistant")
     return "\n".join(f"{m['role']}: {m['content']}" for m in item) + "\nassistant:"
+
+
+def _check_ids(tokenizer: Any, row: TokenizedSample) -> None:
+    n = len(tokenizer)
+    bad = next((t for t in row.input_ids if not 0 <= t < n), None)
+    if bad is not None:
+        raise BadInput(
+            f"{row.where}: token id {bad} is outside the target tokenizer's {n} ids",
+            "pass rows tokenized with the target's tokenizer",
+        )
 
 
 def load_prompts(
@@ -114,8 +96,13 @@ def load_prompts(
         items = items[:limit]
     prompts = []
     for item in items:
-        text = render(tokenizer, item)
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if isinstance(item, TokenizedSample):
+            # already tokenized by the trainer: fed as written, as it trained the draft
+            text, ids = "", item.input_ids
+            _check_ids(tokenizer, item)
+        else:
+            text = render(tokenizer, item)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         if not ids:
             continue
         cut = None

@@ -274,6 +274,15 @@ def read_regular_text(path: str | os.PathLike, what: str, fix: str, max_bytes: i
         raise BadInput(f"{what} {path} is not UTF-8 text (byte {e.start})", "save it as UTF-8") from None
 
 
+def jsonl_lines(text: str) -> list[tuple[int, str]]:
+    """(1-based line number, line) for each non-blank line of JSONL text.
+
+    Split on "\n" alone: str.splitlines() also breaks at U+2028, U+0085 and the other Unicode line
+    boundaries, which JSON allows raw inside a string, and would cut one record in two. A CRLF line's
+    "\r" is JSON whitespace, so it is left for the parser."""
+    return [(i + 1, ln) for i, ln in enumerate(text.split("\n")) if ln.strip()]
+
+
 def json_depth(value: Any) -> int:
     """How deeply lists and objects nest in a parsed JSON value (a scalar is 0), without recursion."""
     depth, stack = 0, [(value, 1)]

@@ -109,3 +109,43 @@ def test_fix_writes_the_key_the_engine_reads_and_the_copy_is_fed_the_trained_tap
     assert doc["after"]["served"] is None and [f["code"] for f in doc["findings"]] == ["HLT002"]
     assert json.loads((out / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [2, 4, 6]
     assert sorted((p.name, p.read_bytes()) for p in d.iterdir()) == before  # the input untouched
+
+
+def test_vllm_0_20_feeds_the_fixture_one_layer_early_and_the_fix_names_the_upgrade(target, tmp_path):
+    """The release's own reading reaches the measurement: vLLM 0.20-0.21 (V1) took dflash_config.target_layer_ids
+    as vLLM ids; the newest release adds 1. The finding names the release, its fix the key that release reads
+    first and the first release that feeds the config as trained; applied, the copy is fed as trained there."""
+    from eagle3_doctor.analyses.dflash import inspect_dflash
+    from eagle3_doctor.analyses.dflash_levers import dflash_compare, dflash_diagnose, dflash_fix
+    from eagle3_doctor.core.errors import BadInput
+    from eagle3_doctor.core.findings import Fix
+    from eagle3_doctor.core.taps import layer_out
+
+    prompts = [p.ids for p in load_prompts(target.tokenizer, PROMPTS, max_tokens=None, limit=4)]
+    quiet = lambda *a: None  # noqa: E731
+    newest = dflash_acceptance(target, str(DFLASH), "vllm", prompts, 32, quiet)
+    old = dflash_acceptance(target, str(DFLASH), "vllm", prompts, 32, quiet, engine_version="0.20.0")
+    assert newest.served is None and newest.findings[0].code == "HLT002"  # fed as trained: one path
+    assert old.served is not None and old.served.spec == (layer_out(0), layer_out(2), layer_out(4))
+    assert old.trained.spec == (layer_out(1), layer_out(3), layer_out(5))
+    codes = {f.code: f for f in old.findings}
+    f = codes["DFL001"]
+    assert "by vllm 0.20.0" in f.title and f.data["release"] == "vllm 0.20.0"
+    assert isinstance(f.fix, Fix) and (f.fix.key, f.fix.value) == ("eagle_aux_hidden_state_layer_ids", [2, 4, 6])
+    assert "upgrade to vllm 0.22.0" in f.fix and codes["DFL004"].fix is f.fix
+    # the same release through every measuring function
+    assert [f.code for f in inspect_dflash(str(TARGET), str(DFLASH), "vllm", "0.21.0").findings if f.code == "DFL001"] == [
+        "DFL001"
+    ]
+    assert not [f for f in inspect_dflash(str(TARGET), str(DFLASH), "vllm").findings if f.code == "DFL001"]
+    cmp = dflash_compare(target, str(DFLASH), "vllm", prompts, engine_version="0.20.0")
+    assert [s["served"] for s in cmp.slots] == ["layer_out[0]", "layer_out[2]", "layer_out[4]"]
+    assert [s["served"] for s in dflash_compare(target, str(DFLASH), "vllm", prompts).slots] == [
+        "layer_out[1]", "layer_out[3]", "layer_out[5]"]  # fmt: skip
+    diag = dflash_diagnose(target, str(DFLASH), "vllm", prompts, 32, quiet, engine_version="0.20.0")
+    assert "served" in diag.paths and any(f.code == "DFL001" and "0.20.0" in f.title for f in diag.findings)
+    fixed = dflash_fix(target, str(DFLASH), "vllm", prompts, 32, str(tmp_path / "fixed"), quiet, engine_version="0.20.0")
+    assert fixed.after is not None and fixed.after.served is None  # 0.20.0 now feeds the trained taps
+    assert json.loads((DFLASH / "config.json").read_text()).get("eagle_aux_hidden_state_layer_ids") is None  # input untouched
+    with pytest.raises(BadInput, match="vllm 0.19.1 does not serve DFlash drafts"):
+        dflash_acceptance(target, str(DFLASH), "vllm", prompts, 32, quiet, engine_version="0.19.1")

@@ -324,3 +324,18 @@ def test_prompts_unlike_the_training_data_are_the_data_verdict(tmp_path):
     assert f["data"]["step1_difference"][2] < 0 and "independent resamples" in f["evidence"][0]
     _, doc, _ = diagnose(tmp_path, DRAFTS["sglang"], "--train-data", train)
     assert "DGN007" not in by_code(doc) and any("predicted as well as the draft's training sample" in n for n in doc["notes"])
+
+
+def test_the_data_verdict_reads_every_training_data_layout(tmp_path):
+    """--train-data as ShareGPT rows and as input_ids/loss_mask rows (fixtures/build.py writes the same seven
+    conversations each way, the rows through the target's template): the same data verdict, on the same
+    figures, as the OpenAI messages."""
+    french = tmp_path / "french.jsonl"
+    french.write_text("".join(json.dumps({"messages": [{"role": "user", "content": t}]}) + "\n" for t in FRENCH))
+    lines = {}
+    for layout in ("openai", "sharegpt", "tokenized"):
+        train = FIX / "conversations" / f"{layout}.jsonl"
+        _, doc, _ = diagnose(tmp_path, DRAFTS["sglang"], "--prompts", french, "--train-data", train)
+        assert doc["branch"] == "data" and doc["findings"][0]["code"] == "DGN007", (layout, doc["branch"])
+        lines[layout] = by_code(doc)["DGN007"]["evidence"][0].replace(str(train), "TRAIN")
+    assert lines["sharegpt"] == lines["tokenized"] == lines["openai"], lines

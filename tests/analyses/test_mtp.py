@@ -120,3 +120,32 @@ def test_the_tree_estimators_equal_their_sequential_loops_on_the_head(mtp_setup,
     assert run.reference.tree.agrees_with_estimator and run.reference.agrees_with_estimator and run.reference.same_tokens
     tree = run.paths["serving"].tree
     assert tree is not None and tree.mean_acceptance_length >= run.paths["serving"].chain.mean_acceptance_length
+
+
+def test_vllms_recycling_is_the_releases_and_mtp002_names_the_release_to_upgrade_to(target, tmp_path):
+    """The head in DeepSeek's layout, trained recycling the post-norm state: vLLM's deepseek_mtp.py recycles the
+    un-normed state through 0.23.0 and the normed one from 0.24.0 (executed). The given release's recycling is
+    the one checked and measured; MTP002 names that release and the first one that recycles as trained."""
+    from safetensors.torch import load_file
+
+    from eagle3_doctor.analyses.mtp.measure import mtp_diagnose
+    from eagle3_doctor.draft.mtp.formats import read_mtp
+    from eagle3_doctor.draft.mtp.writing import write_mtp
+
+    sd = load_file(TARGET / "model.safetensors")
+    head, _ = read_mtp(MTP, target_embed=sd["model.embed_tokens.weight"], target_head=sd["lm_head.weight"])
+    ds = tmp_path / "ds"
+    write_mtp(head, ds, "deepseek", target_dir=str(TARGET))
+    old, new, newest = (inspect_mtp(str(ds), str(ds), "vllm", v) for v in ("0.23.0", "0.24.0", None))
+    assert old.recycle == "post_norm" and old.serving.recycle == "pre_norm"
+    assert new.serving.recycle == newest.serving.recycle == "post_norm"
+    assert "MTP002" not in {f.code for f in new.findings} | {f.code for f in newest.findings}
+    (f,) = [f for f in old.findings if f.code == "MTP002"]
+    assert f.title.startswith("vllm 0.23.0 recycles the pre-norm state") and f.data["upgrade"] == "0.24.0"
+    assert f.fix is not None and f.fix.startswith("upgrade to vllm 0.24.0")
+    # diagnose measures the serving state again with the release's own recycling, on a copy of the head
+    setup, checks = assemble_mtp(target, str(ds), "vllm", "0.23.0")
+    d = mtp_diagnose(setup, checks, opts(reference=False), PROMPTS, lambda *a: None)
+    (f,) = [f for f in d.findings if f.code == "MTP002"]
+    assert any(e.startswith("measured on the serving state") for e in f.evidence), f.evidence
+    assert setup.draft.config.recycle == "post_norm"  # the loaded head is left as trained

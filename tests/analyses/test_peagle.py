@@ -195,3 +195,21 @@ def test_the_launch_lines_tokens_a_pass_are_the_served_k(tmp_path, k, codes):
     doc = json.loads((tmp_path / "a.json").read_text())
     assert {f["code"] for f in doc["findings"]} == codes and doc["paths"]["served"]["k"] == k, r.output
     assert doc["difference"]["hi"] < 0 if k == 2 else doc["difference"]["lo"] >= 0
+
+
+def test_each_finding_names_the_release_and_a_fix_that_needs_a_later_one_names_the_first(tmp_path):
+    """An eagle3-typed copy on vLLM 0.20.0: setting the type alone would be refused there (the type is read from
+    0.22.0), so PEA001's fix names the upgrade beside the config edit; on the newest release the edit alone does."""
+    from eagle3_doctor.analyses.peagle import inspect_peagle
+
+    d = _as_eagle3(tmp_path)
+    (old,) = inspect_peagle(str(TARGET), str(d), "vllm", "0.20.0").findings
+    (new,) = inspect_peagle(str(TARGET), str(d), "vllm", None).findings
+    assert old.code == new.code == "PEA001"
+    assert old.title.startswith("vllm 0.20.0 drafts") and new.title.startswith("vllm 0.33.0 drafts")
+    assert "upgrade to vllm 0.22.0" in old.fix and "upgrade" not in new.fix
+    assert old.edit is not None and (old.edit.key, old.edit.value) == ("speculators_model_type", "peagle")
+    (refused,) = inspect_peagle(str(TARGET), str(PEAGLE), "vllm", "0.21.0").findings
+    assert (
+        refused.code == "PEA002" and refused.title.startswith("vllm 0.21.0 refuses") and "upgrade to vllm 0.22.0" in refused.fix
+    )

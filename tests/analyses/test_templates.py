@@ -10,11 +10,11 @@ import pytest
 from conftest import FIX, ROOT, TARGET
 
 from eagle3_doctor.analyses.templates.chat_template import load_template
-from eagle3_doctor.analyses.templates.conversations import Conversation, load_dataset, load_requests
 from eagle3_doctor.analyses.templates.diff import diff_conversation
 from eagle3_doctor.analyses.templates.template_diff import template_diff
 from eagle3_doctor.analyses.templates.tokenizers import load_tokenizer
 from eagle3_doctor.core.errors import BadInput
+from eagle3_doctor.io.conversations import Conversation, load_dataset, load_requests
 
 CONV = FIX / "conversations"
 TPL = FIX / "templates"

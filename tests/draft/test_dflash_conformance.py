@@ -87,3 +87,45 @@ def test_the_executed_traps():
     # vLLM V1 from 0.22: eagle_config's EAGLE-3 ids override the DFlash ids; V2 does not read them
     assert outcome("vllm", "0.33.0", "v1")["32|+ eagle_config ids copied"]["taps"] == "layer_out[0],layer_out[14],layer_out[27]"
     assert outcome("vllm", "0.33.0", "v2")["32|+ eagle_config ids copied"]["taps"] == "layer_out[1],layer_out[15],layer_out[28]"
+
+
+def _release_string(engine: str, version: str, runner: str) -> str:
+    """The --engine-version that launches ``runner``: vLLM's stock runner is V1 before 0.33.0, V2 from it."""
+    if engine == "sglang":
+        return version
+    from eagle3_doctor.engines.table import vllm_runner
+
+    return version if vllm_runner(version) == runner else f"{version}-{runner}"
+
+
+def test_served_taps_is_what_every_release_executes():
+    """Each release's reading, not only the newest: vLLM 0.20-0.21 read the DFlash ids one layer early, V1
+    lets eagle_config override them from 0.22, V2 reads layer_ids from 0.27; a release without DFlash refuses."""
+    from eagle3_doctor.core.errors import BadInput
+
+    checked = 0
+    for engine in ("sglang", "vllm"):
+        for version in TABLE["releases"][engine]:
+            for runner, rid in TABLE["release_rows"][engine][version].items():
+                table = TABLE["outcomes"][ROWS[rid]["outcome"]]
+                rel = _release_string(engine, version, runner)
+                if not ROWS[rid]["present"]:
+                    with pytest.raises(BadInput, match="does not serve DFlash drafts"):
+                        served_taps(engine, {}, 8, rel)
+                    continue
+                for key, L, cfg in dflash_exec.cases():
+                    t = served_taps(engine, cfg, L, rel)
+                    assert t is not None and t.release == f"{engine} {rel}"
+                    got = table[key]["taps"]
+                    if got.startswith("!"):
+                        assert t.spec is None, (rel, runner, key, got, t.source)
+                    else:
+                        assert t.spec is not None and format_spec(t.spec).replace(", ", ",") == got, (
+                            rel,
+                            runner,
+                            key,
+                            got,
+                            t.source,
+                        )
+                    checked += 1
+    assert checked > 1000

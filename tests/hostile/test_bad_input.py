@@ -14,6 +14,7 @@ from safetensors.torch import load_file, save_file
 from eagle3_doctor.core.errors import BadInput
 from eagle3_doctor.doctor import compare_hidden, load_setup
 from eagle3_doctor.draft.formats import config_to_canonical, detect_format, read_draft
+from eagle3_doctor.io.conversations import TokenizedSample
 from eagle3_doctor.io.prompts import read_prompt_file
 from eagle3_doctor.io.train_dumps import load_dump_file
 
@@ -186,7 +187,7 @@ def test_prompt_parser_never_crashes(tmp_path_factory, lines):
         items = read_prompt_file(f)
     except BadInput:
         return
-    assert items and all(isinstance(i, (str, list)) for i in items)
+    assert items and all(isinstance(i, (str, list, TokenizedSample)) for i in items)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

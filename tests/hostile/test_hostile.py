@@ -436,8 +436,8 @@ CASES = [
     Case("prompts-not-utf8", ch("--prompts", P("p-latin1.txt")), "not UTF-8"),
     Case("prompts-bad-json-line", ch("--prompts", P("p-badjson.jsonl")), "line 2"),
     Case("prompts-numbers", ch("--prompts", P("p-numbers.jsonl")), "expected a JSON object"),
-    Case("prompts-bad-messages", ch("--prompts", P("p-shape.jsonl")), "messages must be"),
-    Case("prompts-no-known-key", ch("--prompts", P("p-noroles.jsonl")), "'messages', 'text' or 'prompt'"),
+    Case("prompts-bad-messages", ch("--prompts", P("p-shape.jsonl")), "message 0 has no 'role'"),
+    Case("prompts-no-known-key", ch("--prompts", P("p-noroles.jsonl")), "'input_ids', 'text' or 'prompt'"),
     Case("prompts-under-a-file", ch("--prompts", lambda h: f"{PROMPTS}/x.jsonl"), "is a file, not a directory"),
     # --- training dumps
     Case("dump-missing", ch("--train-dump", P("no-dump")), "does not exist"),

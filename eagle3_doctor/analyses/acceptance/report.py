@@ -46,9 +46,9 @@ class AcceptanceReport:
 
 def format_acceptance(setup: Setup, req: FormatRequest, opts: AcceptanceOptions, progress: Progress = _no_progress) -> Any:
     """Acceptance with the same conversations in both prompt formats (templates.acceptance_by_format)."""
+    from ...io.conversations import load_dataset, load_requests
     from ..templates.by_format import acceptance_by_format
     from ..templates.chat_template import load_template
-    from ..templates.conversations import load_dataset, load_requests
 
     if req.requests:
         convs = load_requests(req.requests)

@@ -2,7 +2,9 @@
 own training conversations (``--train-data``), position for position.
 
 Both sides are measured the same way: the draft's step 1 against the target's own next-token choice at
-every position of the text (the prompts with their continuation; the conversations as written), on the
+every position of the text (the prompts with their continuation; the training data as written, in any layout
+io/conversations.py reads: conversations rendered with the target's template, tokenized rows as they are, every
+position as for conversations, their loss mask not a filter), on the
 same features and the same draft forward, and only at positions before the context's fall where one
 was found: a prompt set that is merely longer than the draft's training sequences is the context
 finding's, not a different distribution."""

@@ -19,6 +19,7 @@ CHAT_MARKUP: dict[str, tuple[str, ...]] = {
 def markup_in_prompts(prompts_path: str | None, own_template: str | None) -> dict[str, list[int]]:
     """Family -> the prompts (1-based) whose text carries that family's chat markup, leaving out markup the
     target's own template writes (there it is the template's, not pasted text)."""
+    from ...io.conversations import TokenizedSample
     from ...io.prompts import read_prompt_file
 
     if not prompts_path:
@@ -26,6 +27,8 @@ def markup_in_prompts(prompts_path: str | None, own_template: str | None) -> dic
     own = own_template or ""
     found: dict[str, list[int]] = {}
     for i, item in enumerate(read_prompt_file(prompts_path), start=1):
+        if isinstance(item, TokenizedSample):
+            continue  # ids, no text a client pasted
         text = item if isinstance(item, str) else "\n".join(str(m.get("content", "")) for m in item)
         for family, marks in CHAT_MARKUP.items():
             if any(m in text and m not in own for m in marks):

@@ -9,7 +9,7 @@ from typing import Any
 from ...core.findings import DRAFT_WEIGHTS, Finding, Fix
 from ...core.taps import CapturePoint, final_norm, layer_out
 from ...draft.mtp.formats import HIDDEN_KEY, MTPInfo
-from ...draft.mtp.served import MTPServing, mtp_family, mtp_serving
+from ...draft.mtp.served import MTPServing, first_release_recycling, mtp_family, mtp_serving
 
 SCHEMA = "eagle3-doctor/mtp/1"
 
@@ -42,14 +42,24 @@ def hidden_finding(trained: CapturePoint, served: CapturePoint, source: str, ser
     )
 
 
-def recycle_finding(trained: str, serving: MTPServing) -> Finding:
+def recycle_finding(trained: str, serving: MTPServing, fmt: str = "deepseek") -> Finding:
+    """MTP002, naming the release whose recycling it read and the first later one that recycles as trained."""
+    e, rel, want = serving.engine, serving.release, trained.replace("_", "-")
+    got = serving.recycle.replace("_", "-") if serving.recycle else "?"
+    up = first_release_recycling(e, fmt, serving.family or "deepseek_v3", rel, trained)
+    fix = (
+        f"upgrade to {e} {up}, the first release that recycles the {want} state the head was trained with; or retrain "
+        f"the head recycling the {got} state"
+        if up
+        else f"serve the head with an engine release that recycles the {want} state (no {e} release after {rel} does), "
+        f"or retrain it recycling the {got} state"
+    )
     return Finding(
         "MTP002",
-        f"{serving.engine} recycles the {serving.recycle.replace('_', '-') if serving.recycle else '?'} state between MTP "
-        f"steps; training recycled the {trained.replace('_', '-')} one",
+        f"{e}{f' {rel}' if rel else ''} recycles the {got} state between MTP steps; training recycled the {want} one",
         evidence=[f"served: {serving.recycle_source}"],
-        fix=f"serve the head with an engine release that recycles the {trained.replace('_', '-')} state, or retrain it",
-        data={"trained": trained, "served": serving.recycle, "engine": serving.engine},
+        fix=fix,
+        data={"trained": trained, "served": serving.recycle, "engine": e, "release": rel, "upgrade": up},
     )
 
 
@@ -144,7 +154,7 @@ def mtp_checks(
     if serving.recycle is None:
         out.notes.append(f"recycling between steps as {engine} serves this layout is undetermined ({serving.recycle_source})")
     elif serving.recycle != recycle:
-        out.findings.append(recycle_finding(recycle, serving))
+        out.findings.append(recycle_finding(recycle, serving, info.format))
     return out
 
 

@@ -148,6 +148,9 @@ def mtp_diagnose(setup: Setup, checks: MTPChecks, opts: Any, prompts_path: str |
     run = measure_acceptance(setup, opts, prompts_path=prompts_path, progress=progress)
     s, t = run.paths["serving"], run.paths.get("training")
     diff = weigh(checks, run, opts.num_steps)
+    if any(f.code == "MTP002" for f in checks.findings):
+        # the release's own recycling, measured as acceptance measures it: MTP002 carries the figure here too
+        recycled_as_served(setup, checks, run, opts, prompts_path)
     found = list(checks.findings)
     health = judged_health(setup, run, found)
     assert s.intervals is not None  # path_results fills them

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.errors import BadInput
 from ...core.findings import Finding
+from ...io.conversations import Conversation
 from .chat_template import Template, prompt_view, render
-from .conversations import Conversation
 from .diff import diff_conversation, diff_findings, server_template_fix
 
 if TYPE_CHECKING:

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import BadInput
-from .conversations import Conversation, _loads_line, _read_text
+from ...io.conversations import Conversation, read_text
+from ...io.safeio import loads_json
 
 
 @dataclass
@@ -58,7 +59,7 @@ def load_template(
     if p.is_dir():
         if (p / "chat_template.jinja").is_file():
             f = p / "chat_template.jinja"
-            return Template(_read_text(f, "template", f"fix {opt}"), f"{f}", str(f), system_prompt, add_special_tokens, kw)
+            return Template(read_text(f, "template", f"fix {opt}"), f"{f}", str(f), system_prompt, add_special_tokens, kw)
         cfg = p / "tokenizer_config.json"
         if not cfg.is_file():
             raise BadInput(f"{opt} {p} has neither chat_template.jinja nor tokenizer_config.json", f"pass {opt} FILE.jinja")
@@ -73,10 +74,10 @@ def load_template(
         )
     if not p.is_file():
         raise BadInput(f"{opt} {spec!r} is not a file or directory", f"pass {opt} target, a .jinja file or a tokenizer directory")
-    text = _read_text(p, "template", f"fix {opt}")
+    text = read_text(p, "template", f"fix {opt}")
     if p.suffix == ".json":
         try:
-            data = _loads_line(text, f"{opt} {p}", "pass the .jinja file instead")
+            data = loads_json(text, f"{opt} {p}", "pass the .jinja file instead")
         except json.JSONDecodeError as e:
             raise BadInput(f"{opt} {p} is not valid JSON ({e.msg})", "pass the .jinja file instead") from None
         return Template(_template_from_json(p, data), f"{p} (chat_template)", None, system_prompt, add_special_tokens, kw)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.findings import REQUEST, SERVER_COMMAND, Finding, Fix
+from ...io.conversations import Conversation
 from .chat_template import Rendered, Template, prompt_view, region_of, render
-from .conversations import Conversation
 
 
 @dataclass

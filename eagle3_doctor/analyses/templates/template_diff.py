@@ -10,8 +10,8 @@ from typing import Any
 
 from ...core.errors import BadInput
 from ...core.findings import Finding
+from ...io.conversations import Conversation, load_dataset, load_requests
 from .chat_template import Template, load_template
-from .conversations import Conversation, load_dataset, load_requests
 from .diff import ConvDiff, diff_conversation, diff_findings
 from .tokenizers import load_tokenizer, tokenizer_findings
 from .training_data import data_report, loss_mask_findings, loss_mask_report

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ...core.findings import Finding
+from ...io.conversations import Conversation, Dataset, TokenizedSample
 from .chat_template import Template
-from .conversations import Conversation, Dataset, TokenizedSample
 
 
 def iter_roles(convs: Iterable[Conversation]) -> Iterable[str]:

@@ -17,9 +17,10 @@ RECORDS = (
         "the engine feeds the DFlash draft other target taps than it was trained on",
         meaning=(
             "DFlash numbers a tap by the layer it follows (id i is layer_out[i]); vLLM's EAGLE-3 ids count one higher. "
-            "vLLM adds 1 to dflash_config.target_layer_ids but reads a top-level eagle_aux_hidden_state_layer_ids first, "
-            "as vLLM ids; an id list written in the other convention, or a key the engine reads before the DFlash one, "
-            "moves every tap by a layer."
+            "vLLM adds 1 to dflash_config.target_layer_ids (from 0.22.0; 0.20-0.21 took them as vLLM ids, one layer "
+            "early) but reads a top-level eagle_aux_hidden_state_layer_ids first, as vLLM ids; an id list written in the "
+            "other convention, or a key the engine reads before the DFlash one, moves every tap by a layer. The finding "
+            "names the release whose reading it applied, and its fix the release that feeds the config as trained."
         ),
         why=(
             "The draft's fc was fitted to specific layers; adjacent layers are similar but not interchangeable, so "

@@ -132,3 +132,17 @@ def mtp_serving(engine: str, fmt: str, version: str | None = None, family: str =
         return MTPServing(engine, final_norm(), hidden, None, why, rel, family)
     note = f"as {engine} serves the layout it does load, the head inside the target ({family} MTP model): "
     return MTPServing(engine, final_norm(), note + hidden, rec, note + recycle_src, rel, family, refused, targets, where)
+
+
+def first_release_recycling(engine: str, fmt: str, family: str, after: str | None, recycle: str) -> str | None:
+    """The first executed release of ``engine`` after ``after`` whose MTP model of ``family`` recycles ``recycle``
+    between steps (in the layout it loads), or None where none does."""
+    from ...engines.releases import release_key
+
+    if engine not in ("vllm", "sglang") or after is None:
+        return None
+    k = release_key(after)
+    for v in table()["releases"][engine]:
+        if release_key(v) > k and mtp_serving(engine, fmt, v, family).recycle == recycle:
+            return v
+    return None

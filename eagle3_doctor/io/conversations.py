@@ -1,5 +1,7 @@
-"""Training data and serving requests read into conversations (or tokenized rows), whichever layout the
-recipes store them in: OpenAI messages, ShareGPT, SpecForge, input_ids/loss_mask, chat-completions bodies."""
+"""Training data, prompts and serving requests read into conversations (or tokenized rows), whichever layout
+the recipes store them in: OpenAI messages, ShareGPT, SpecForge, input_ids/loss_mask, chat-completions bodies.
+The one reader of these files (``read_records``) and the one layout detection (``parse_record``): the
+preflight, the prompts, the data verdict and template-diff all read through them."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...core.errors import BadInput
+from ..core.errors import BadInput
 
 # ShareGPT speaker names -> chat roles (the mapping SpecForge and speculators apply on load)
 SHAREGPT_ROLES = {
@@ -28,6 +30,7 @@ SHAREGPT_ROLES = {
 }
 
 
+DATA_FIX = "pass a JSONL file of OpenAI messages, ShareGPT/SpecForge conversations or input_ids/loss_mask rows"
 CONV_FIX = 'write one conversation per line: {"messages": [{"role": "user", "content": "..."}, ...]}'
 
 
@@ -58,50 +61,62 @@ class Dataset:
 MAX_TEXT_FILE = 4 << 30  # training data JSONL can be large; it is still read into memory whole
 
 
-def _read_text(path: Path, what: str, fix: str) -> str:
-    from ...io.safeio import read_regular_bytes
+def read_text(path: Path, what: str, fix: str, max_bytes: int = MAX_TEXT_FILE) -> str:
+    from .safeio import read_regular_bytes
 
     if not path.exists() and not path.is_symlink():
         raise BadInput(f"{what} {path} not found", fix)
-    raw = read_regular_bytes(path, what, fix, MAX_TEXT_FILE)
+    raw = read_regular_bytes(path, what, fix, max_bytes)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadInput(f"{what} {path} is not UTF-8 text (byte {e.start})", "save it as UTF-8") from None
 
 
-def _records(path: Path, what: str, fix: str) -> list[tuple[str, Any]]:
-    """(where, JSON value) pairs: a whole-file JSON array or object, else JSONL."""
-    text = _read_text(path, what, fix)
+_RECORD_KEYS = ("messages", "conversations", "input_ids")
+
+
+def _is_messages(v: Any) -> bool:
+    """A bare message list (one conversation), as against an array of records."""
+    return (
+        isinstance(v, list)
+        and bool(v)
+        and all(isinstance(m, dict) and ("role" in m or "from" in m) and not any(k in m for k in _RECORD_KEYS) for m in v)
+    )
+
+
+def read_records(path: Path, what: str, fix: str, max_bytes: int = MAX_TEXT_FILE) -> list[tuple[str, Any]]:
+    """(where, JSON value) pairs: a whole-file JSON array (of records, or one bare message list) or object,
+    else JSONL, one value a line."""
+    return records_of(read_text(path, what, fix, max_bytes), path, what, fix)
+
+
+def records_of(text: str, path: Path, what: str, fix: str) -> list[tuple[str, Any]]:
+    """read_records on text already read from ``path``."""
     if not text.strip():
         raise BadInput(f"{what} {path} is empty", fix)
-    stripped = text.lstrip()
-    if stripped.startswith(("[", "{")):
-        from ...io.safeio import loads_json
+    from .safeio import jsonl_lines, loads_json
 
+    lines = jsonl_lines(text)
+    if text.lstrip().startswith(("[", "{")):
         try:
             whole = loads_json(text, f"{what} {path}", fix)
         except json.JSONDecodeError:
             whole = None
-        if isinstance(whole, list):
+        if isinstance(whole, list) and not _is_messages(whole):
+            if not whole:
+                raise BadInput(f"{what} {path} is an empty JSON array", fix)
             return [(f"{path} item {i}", v) for i, v in enumerate(whole)]
-        if isinstance(whole, dict):
-            return [(f"{path}", whole)]
+        if isinstance(whole, (dict, list)):
+            return [(f"{path} line {lines[0][0]}" if len(lines) == 1 else f"{path}", whole)]
     out = []
-    for i, line in enumerate(text.splitlines()):
-        if not line.strip():
-            continue
+    for lineno, line in lines:
+        where = f"{path} line {lineno}"
         try:
-            out.append((f"{path} line {i + 1}", _loads_line(line, f"{path} line {i + 1}", fix)))
+            out.append((where, loads_json(line, where, fix)))
         except json.JSONDecodeError as e:
-            raise BadInput(f"{path} line {i + 1} is not valid JSON ({e.msg} at column {e.colno})", fix) from None
+            raise BadInput(f"{where} is not valid JSON ({e.msg} at column {e.colno})", fix) from None
     return out
-
-
-def _loads_line(line: str, where: str, fix: str) -> Any:
-    from ...io.safeio import loads_json
-
-    return loads_json(line, where, fix)
 
 
 def _content(value: Any, where: str, k: int, role: str, has_calls: bool) -> Any:
@@ -155,7 +170,9 @@ def _int_list(v: Any, where: str, name: str) -> list[int]:
 
 
 def parse_record(obj: Any, where: str) -> tuple[str, Conversation | TokenizedSample]:
-    """One JSON record -> (layout, conversation or tokenized sample)."""
+    """One JSON record -> (layout, conversation or tokenized sample): the one place a layout is told apart."""
+    if isinstance(obj, list) and obj and all(isinstance(m, dict) for m in obj):
+        return "openai", Conversation(_messages(obj, where, "openai"), where)  # a bare message list
     if not isinstance(obj, dict):
         raise BadInput(f"{where}: expected a JSON object, got {type(obj).__name__}", CONV_FIX)
     if "input_ids" in obj:
@@ -196,11 +213,11 @@ def parse_record(obj: Any, where: str) -> tuple[str, Conversation | TokenizedSam
 def load_dataset(path: str | Path, what: str = "training data") -> Dataset:
     """Conversations or tokenized rows from JSON/JSONL, any of the layouts above (mixed is fine)."""
     p = Path(path)
-    fix = "pass a JSONL file of OpenAI messages, ShareGPT/SpecForge conversations or input_ids/loss_mask rows"
+    fix = DATA_FIX
     layouts: list[str] = []
     convs: list[Conversation] = []
     toks: list[TokenizedSample] = []
-    for where, obj in _records(p, what, fix):
+    for where, obj in read_records(p, what, fix):
         layout, item = parse_record(obj, where)
         if layout not in layouts:
             layouts.append(layout)
