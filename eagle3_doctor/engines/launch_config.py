@@ -44,6 +44,7 @@ class ServeConfig:
     topk: int | None = None
     num_draft_tokens: int | None = None
     token_tree: list[list[int]] | None = None
+    layer_ids: list[int] | None = None  # ids the launch configures itself (TensorRT-LLM's eagle3_layers_to_capture)
     dtype: str = "auto"
     chat_template: str | None = None
     tp_size: int = 1
