@@ -24,8 +24,11 @@ mkdir "$work/src"
 # One build environment for both builds (build's default makes a fresh one for each, each installing
 # setuptools); setuptools as pyproject.toml's build-system asks.
 quiet "$py" -m venv "$work/build-venv"
-quiet "$work/build-venv/bin/pip" install build "setuptools>=68"
-quiet "$work/build-venv/bin/python" -m build --no-isolation --outdir "$work/dist" "$work/src"
+quiet "$work/build-venv/bin/pip" install build "setuptools>=68" "setuptools-scm>=8"
+# The copy has no git metadata: the version is the checkout's, derived from its tags as a build from the
+# checkout would (the sdist's PKG-INFO then carries it to the wheel built from the sdist).
+version="$(cd "$root" && "$work/build-venv/bin/python" -m setuptools_scm)"
+SETUPTOOLS_SCM_PRETEND_VERSION="$version" quiet "$work/build-venv/bin/python" -m build --no-isolation --outdir "$work/dist" "$work/src"
 sdist=("$work"/dist/*.tar.gz)
 wheel=("$work"/dist/*.whl)
 step "built $(basename "${sdist[0]}") and, from it, $(basename "${wheel[0]}")"
@@ -64,4 +67,9 @@ serve="python -m sglang.launch_server --model-path $root/fixtures/target --specu
   --speculative-draft-model-path $root/fixtures/draft-sglang --speculative-num-steps 3"
 quiet "$exe" inspect --serve-cmd "$serve" --json inspect.json
 "$work/venv/bin/python" -c "import json, sys; d = json.load(open(sys.argv[1])); assert d['serve']['num_steps'] == 3, d" inspect.json
-step "the installed eagle3-doctor ran --help and inspect on the fixtures"
+# one version everywhere: the checkout's tag-derived one, in --version and in the JSON's tool field
+got="$("$exe" --version)"
+[ "$got" = "eagle3-doctor $version" ] || { echo "--version says '$got', the checkout is $version" >&2; exit 1; }
+"$work/venv/bin/python" -c "import json, sys; v = json.load(open(sys.argv[1]))['tool']['version']; assert v == sys.argv[2], v" \
+    inspect.json "$version"
+step "the installed eagle3-doctor $version ran --help, --version and inspect on the fixtures"

@@ -6,6 +6,8 @@ Accepted forms (``--serve-cmd`` text, or a ``--serve-config`` file holding any o
 - vLLM: ``vllm serve MODEL --speculative-config '{...}'`` (also ``--speculative-config.KEY VALUE``,
   ``python -m vllm.entrypoints.openai.api_server --model ...``), a JSON/YAML object of engine args
   (``{"model": ..., "speculative_config": {...}}``) or the speculative-config JSON alone.
+- TensorRT-LLM: ``trtllm-serve [serve] MODEL ... --extra_llm_api_options FILE.yaml`` (or ``--config``),
+  the YAML's ``speculative_config`` read by launch_trtllm.py, or that YAML alone.
 
 The command is read as words by launch_args.py and its settings per engine by launch_config.py; here
 are the entry points, and the findings the command alone shows.
@@ -39,10 +41,16 @@ def parse_serve_cmd(text: str, arch: str | None = None) -> ServeConfig:
     """Parse one launch command. arch: the target's architecture name when already known."""
     toks = split_words(text)
     engine, start = find_entry(toks)
-    args = config_args(engine, toks[start:])
+    # trtllm-serve's --config is its options YAML, read with the rest of its launch below
+    args = toks[start:] if engine == "trtllm" else config_args(engine, toks[start:])
     values, unknown, positional, dotted = parse_flags(engine, args)
     refuse_measured_unknown(engine, unknown)
-    if engine == "sglang":
+    if engine == "trtllm":
+        from .launch_trtllm import read_api_options, trtllm_config
+
+        extra = values.get("extra_llm_api_options")
+        sc = trtllm_config(values, unknown, positional, read_api_options(extra) if extra else {})
+    elif engine == "sglang":
         sc = sglang_config(values, unknown, positional, arch or target_arch(values.get("model_path")))
     else:
         sc = vllm_config(values, unknown, positional, dotted)
@@ -52,14 +60,15 @@ def parse_serve_cmd(text: str, arch: str | None = None) -> ServeConfig:
     if sc.image:
         if release:
             sc.notes.append(
-                f"image {sc.image}: the {engine} {release} rules apply (flags read from the {sc.engine_version} table)"
+                f"image {sc.image}: the {engine} {release} rules apply (flags read from the {flag_table()[engine]['version']} table)"
             )
-            sc.engine_version = release
+            # the launch's own mode (TensorRT-LLM's two-model EAGLE-3) stays on the image's release
+            sc.engine_version = release + ("-two-model" if sc.engine_version.endswith("-two-model") else "")
         else:
             sc.notes.append(
                 f"image {sc.image} names no release: the {engine} {sc.engine_version} rules apply (pin --engine-version)"
             )
-    if "config" in values:
+    if "config" in values and engine != "trtllm":
         sc.notes.append("--config is not the word --config here (--config=FILE?): the engine does not read that file")
     return sc
 
@@ -122,6 +131,14 @@ def parse_serve_config(path: str, arch: str | None = None) -> ServeConfig:
             raise BadInput(f"--serve-config {path} holds no mapping", "write key: value lines")
     if obj is None:
         return parse_serve_cmd(text, arch)
+    if isinstance(obj.get("speculative_config"), dict) and "decoding_type" in obj["speculative_config"]:
+        from .launch_trtllm import trtllm_config
+
+        sc = trtllm_config({}, [], [], obj)  # TensorRT-LLM's LLM API options: its --extra_llm_api_options file
+        if sc.target is None:
+            sc.notes = [n for n in sc.notes if not n.startswith("no MODEL")]
+            sc.notes.append("an --extra_llm_api_options file names no model: pass --target")
+        return sc
     keys = {k.replace("-", "_") for k in obj}
     obj = {k.replace("-", "_"): v for k, v in obj.items()}
     if keys & {"speculative_algorithm", "model_path", "speculative_num_steps", "speculative_eagle_topk"}:

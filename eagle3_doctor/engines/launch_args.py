@@ -3,7 +3,8 @@
 Which flags exist, and which take a value, comes from ``data/serve_flags.json``: extracted from the
 engines' own argument definitions by ``tools/gen_serve_flags.py`` (SGLang 0.5.23
 ``srt/arg_groups/fields/*.py``; vLLM 0.33.0 ``engine/arg_utils.py`` and
-``entrypoints/common/cli_args.py``), each flag with the file:line it was read from. When the engine
+``entrypoints/common/cli_args.py``), each flag with the file:line it was read from; TensorRT-LLM's
+``trtllm-serve`` options are hand-read below (click: no abbreviations, underscores as written). When the engine
 itself is importable its installed parser is not needed: the table names the version it holds.
 Flags missing from the table are listed as unknown, never dropped silently.
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 from ..core.errors import BadInput
 from ..io.checks import MAX_NUM_STEPS  # one ceiling for options, launch commands and draft configs
+from .releases import TRTLLM_RELEASE
 
 MAX_SERVE_CONFIG = 4 << 20  # a launch command or server-args file is a few KB
 # What the doctor measures, for a launch command's numbers and the equivalent options alike
@@ -34,7 +36,58 @@ DRAFT_TOKENS = (1, MAX_DRAFT_TOKENS)
 
 @lru_cache(maxsize=1)
 def flag_table() -> dict[str, Any]:
-    return json.loads((Path(__file__).resolve().parent.parent / "data" / "serve_flags.json").read_text())
+    table = json.loads((Path(__file__).resolve().parent.parent / "data" / "serve_flags.json").read_text())
+    flags = {n: {"dest": dest, "value": kind, "source": TRTLLM_SERVE_SRC} for n, (dest, kind) in _TRTLLM_OPTIONS.items()}
+    table["trtllm"] = {"version": TRTLLM_RELEASE, "files": [TRTLLM_SERVE_SRC], "flags": flags}
+    return table
+
+
+TRTLLM_SERVE_SRC = "NVIDIA/TensorRT-LLM@00209af1 tensorrt_llm/commands/serve.py"
+
+# trtllm-serve's `serve` click options, name -> (dest, value kind), hand-read from TRTLLM_SERVE_SRC: TensorRT-LLM
+# is not on PyPI for tools/gen_serve_flags.py to extract from
+_TRTLLM_OPTIONS: dict[str, tuple[str, str]] = {
+    "--tokenizer": ("tokenizer", "one"),
+    "--custom_tokenizer": ("custom_tokenizer", "one"),
+    "--host": ("host", "one"),
+    "--port": ("port", "one"),
+    "--backend": ("backend", "one"),
+    "--custom_module_dirs": ("custom_module_dirs", "one"),
+    "--log_level": ("log_level", "one"),
+    "--max_beam_width": ("max_beam_width", "one"),
+    "--max_batch_size": ("max_batch_size", "one"),
+    "--max_num_tokens": ("max_num_tokens", "one"),
+    "--max_seq_len": ("max_seq_len", "one"),
+    "--tensor_parallel_size": ("tensor_parallel_size", "one"),
+    "--tp_size": ("tensor_parallel_size", "one"),
+    "--pipeline_parallel_size": ("pipeline_parallel_size", "one"),
+    "--pp_size": ("pipeline_parallel_size", "one"),
+    "--context_parallel_size": ("context_parallel_size", "one"),
+    "--cp_size": ("context_parallel_size", "one"),
+    "--moe_expert_parallel_size": ("moe_expert_parallel_size", "one"),
+    "--ep_size": ("moe_expert_parallel_size", "one"),
+    "--moe_cluster_parallel_size": ("moe_cluster_parallel_size", "one"),
+    "--cluster_size": ("moe_cluster_parallel_size", "one"),
+    "--gpus_per_node": ("gpus_per_node", "one"),
+    "--free_gpu_memory_fraction": ("free_gpu_memory_fraction", "one"),
+    "--kv_cache_free_gpu_memory_fraction": ("free_gpu_memory_fraction", "one"),
+    "--num_postprocess_workers": ("num_postprocess_workers", "one"),
+    "--trust_remote_code": ("trust_remote_code", "none"),
+    "--revision": ("revision", "one"),
+    "--config": ("extra_llm_api_options", "one"),
+    "--extra_llm_api_options": ("extra_llm_api_options", "one"),
+    "--reasoning_parser": ("reasoning_parser", "one"),
+    "--tool_parser": ("tool_parser", "one"),
+    "--metadata_server_config_file": ("metadata_server_config_file", "one"),
+    "--server_role": ("server_role", "one"),
+    "--fail_fast_on_attention_window_too_large": ("fail_fast_on_attention_window_too_large", "none"),
+    "--otlp_traces_endpoint": ("otlp_traces_endpoint", "one"),
+    "--disagg_cluster_uri": ("disagg_cluster_uri", "one"),
+    "--enable_chunked_prefill": ("enable_chunked_prefill", "none"),
+    "--media_io_kwargs": ("media_io_kwargs", "one"),
+    "--chat_template": ("chat_template", "one"),
+}
+TRTLLM_SUBCOMMANDS = ("serve", "grpc", "disaggregated", "disaggregated_mpi_worker", "mm_embedding_serve")
 
 
 # --------------------------------------------------------------------------- tokenising
@@ -53,7 +106,8 @@ def split_words(text: str) -> list[str]:
 # the official images: vllm/vllm-openai's entrypoint is the OpenAI API server (`vllm serve`), so the words
 # after the image are its arguments; lmsysorg/sglang has no server entrypoint (the command follows the image)
 _IMAGE = re.compile(
-    r"^(?:[\w.\-]+(?::\d+)?/)?(vllm/vllm-openai|lmsysorg/sglang)(?:-[\w.]+)?(?::([\w.\-]+))?(?:@sha256:[0-9a-f]+)?$"
+    r"^(?:[\w.\-]+(?::\d+)?/)?(vllm/vllm-openai|lmsysorg/sglang|nvidia/tensorrt-llm/release)(?:-[\w.]+)?"
+    r"(?::([\w.\-]+))?(?:@sha256:[0-9a-f]+)?$"
 )
 _ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 _TAG_VERSION = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?(?:rc\d+|\.post\d+)?)(?:[-+].*)?$")
@@ -90,14 +144,30 @@ def find_entry(toks: list[str]) -> tuple[str, int]:
             return "vllm", i + 1
         if base == "vllm" and i + 1 < len(toks) and toks[i + 1] == "serve":
             return "vllm", i + 2
+        if base == "trtllm-serve" or t == "tensorrt_llm.commands.serve":
+            return "trtllm", _trtllm_subcommand(toks, i + 1)
     for i, t in enumerate(toks):
         m = _IMAGE.match(t)
         if m and m.group(1) == "vllm/vllm-openai" and "--entrypoint" not in " ".join(toks[:i]):
             return "vllm", i + 1
     raise BadInput(
-        "--serve-cmd names no SGLang or vLLM server",
-        "pass the launch command: python -m sglang.launch_server ... or vllm serve MODEL ...",
+        "--serve-cmd names no SGLang, vLLM or TensorRT-LLM server",
+        "pass the launch command: python -m sglang.launch_server ..., vllm serve MODEL ... or trtllm-serve MODEL ...",
     )
+
+
+def _trtllm_subcommand(toks: list[str], i: int) -> int:
+    """trtllm-serve's click group sends its words to ``serve`` unless the first names another subcommand
+    (commands/serve.py ``DefaultGroup.resolve_command``): ``serve`` is read, the others serve no draft here."""
+    word = toks[i] if i < len(toks) else None
+    if word == "serve":
+        return i + 1
+    if word in TRTLLM_SUBCOMMANDS:
+        raise BadInput(
+            f"--serve-cmd: trtllm-serve {word} is not the serve command the doctor reads",
+            "pass the trtllm-serve [serve] MODEL ... command that runs the model with its draft",
+        )
+    return i
 
 
 def _take_value(name: str, kind: str, inline: str | None, args: list[str], i: int) -> tuple[Any, int]:
@@ -147,7 +217,7 @@ def parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str]
         if engine == "sglang" and name.startswith("--") and "_" in name and name not in table:
             _refuse_underscore(name, table)
         spec = table.get(name)
-        if spec is None and name.startswith("--") and len(name) > 3:
+        if spec is None and engine != "trtllm" and name.startswith("--") and len(name) > 3:
             # both engines parse with argparse's default allow_abbrev=True: a unique prefix is that flag
             hits = sorted({table[f]["dest"]: f for f in table if f.startswith(name)}.values())
             if len(hits) == 1:
@@ -198,11 +268,10 @@ def refuse_measured_unknown(engine: str, unknown: list[str]) -> None:
         flag = u.split()[0]
         if any(w in flag for w in _MEASURED_WORDS) and "(ambiguous" not in u:
             ver = flag_table()[engine]["version"]
-            how = (
-                "put it in --speculative-config '{...}' (vLLM reads draft settings only there)"
-                if engine == "vllm"
-                else "use the flag as `python -m sglang.launch_server --help` names it"
-            )
+            how = {
+                "vllm": "put it in --speculative-config '{...}' (vLLM reads draft settings only there)",
+                "trtllm": "put it in the --extra_llm_api_options YAML's speculative_config (trtllm-serve has no draft flags)",
+            }.get(engine, "use the flag as `python -m sglang.launch_server --help` names it")
             raise BadInput(
                 f"--serve-cmd: {flag} is not a {engine} {ver} flag: the server refuses to start on it, "
                 "and the setting it names would otherwise be defaulted",

@@ -44,6 +44,7 @@ class ServeConfig:
     topk: int | None = None
     num_draft_tokens: int | None = None
     token_tree: list[list[int]] | None = None
+    layer_ids: list[int] | None = None  # ids the launch configures itself (TensorRT-LLM's eagle3_layers_to_capture)
     dtype: str = "auto"
     chat_template: str | None = None
     tp_size: int = 1
@@ -67,6 +68,36 @@ class ServeConfig:
             f"topk {self.topk}, draft tokens {self.num_draft_tokens}{tree}, dtype {self.dtype}, tp {self.tp_size}, "
             f"pp {self.pp_size}"
         )
+
+
+# The algorithm names under which each engine serves a drafter the doctor measures (EAGLE-3, MTP heads, DFlash,
+# P-EAGLE): SGLang serves MTP heads as NEXTN and a P-EAGLE draft as EAGLE3; vLLM names MTP methods per model
+# (deepseek_mtp, qwen3_next_mtp, ...) and reads P-EAGLE from the checkpoint under eagle3.
+_MEASURED = {"sglang": ("eagle3", "nextn", "dflash"), "vllm": ("eagle3", "mtp", "dflash", "peagle")}
+# algorithms with no draft checkpoint the doctor reads, or a drafter of another design
+_NOT_MEASURED = {
+    "ngram": "n-gram lookup (no draft model)",
+    "suffix": "suffix decoding (no draft model)",
+    "lookahead": "lookahead decoding (no draft model)",
+    "medusa": "Medusa heads",
+    "mlp_speculator": "an MLP speculator",
+    "draft_model": "a plain draft model",
+    "standalone": "a plain draft model",
+    "eagle": "an EAGLE-1/2 draft (no aux hidden states)",
+}
+
+
+def algorithm_note(engine: str, algorithm: str) -> str | None:
+    """What to say about a speculative algorithm name, or None where the doctor measures the drafter it serves."""
+    a = algorithm.lower()
+    if a in _MEASURED.get(engine, ()) or (engine == "vllm" and a.endswith("_mtp")):
+        return None
+    if a in _NOT_MEASURED:
+        return (
+            f"{algorithm} drafts with {_NOT_MEASURED[a]}: eagle3-doctor does not measure it "
+            "(it measures EAGLE-3, MTP, DFlash and P-EAGLE drafts)"
+        )
+    return f"{algorithm} is not an algorithm eagle3-doctor knows: the draft is measured as the kind its checkpoint is"
 
 
 def _abbrev_notes(values: dict[str, Any], sc: ServeConfig) -> None:
@@ -126,8 +157,8 @@ def sglang_config(values: dict[str, Any], unknown: list[str], positional: list[s
         sc.notes.append(f"positional words ignored by SGLang's parser: {' '.join(positional)}")
     if sc.algorithm is None:
         sc.notes.append("no --speculative-algorithm: this server runs without speculative decoding")
-    elif sc.algorithm.upper() != "EAGLE3":
-        sc.notes.append(f"--speculative-algorithm {sc.algorithm}: eagle3-doctor measures EAGLE-3 drafts")
+    elif (note := algorithm_note("sglang", sc.algorithm)) is not None:
+        sc.notes.append(f"--speculative-algorithm {note}")
     _sglang_tree_shape(sc, arch)
     if sc.draft is None and sc.algorithm and sc.algorithm.upper() == "EAGLE3":
         sc.notes.append("EAGLE3 without --speculative-draft-model-path: SGLang refuses to start without a draft")
@@ -293,14 +324,15 @@ def finish_vllm(sc: ServeConfig, spec: dict[str, Any]) -> None:
     if sc.algorithm is None and sc.draft and "eagle3" in sc.draft.lower():
         sc.algorithm = "eagle3"
         sc.sources["algorithm"] = f"detected from the draft path name ({_VLLM_SRC}:1447)"
-    if sc.algorithm is not None and str(sc.algorithm).lower() in _MTP_METHODS:
+    method = str(sc.algorithm).lower()
+    if sc.algorithm is not None and (method in _MTP_METHODS or method.endswith("_mtp")):
         if sc.draft is None:  # vllm config.py SpeculativeConfig: method "mtp" drafts with the target's own config
             sc.draft = sc.target
             sc.sources["draft"] = (
                 f"method {sc.algorithm}: the target's own MTP layer (vllm config.py: draft_model_config = target_model_config)"
             )
-    elif sc.algorithm is not None and str(sc.algorithm).lower() != "eagle3":
-        sc.notes.append(f"speculative method {sc.algorithm}: eagle3-doctor measures EAGLE-3 drafts")
+    elif sc.algorithm is not None and (note := algorithm_note("vllm", str(sc.algorithm))) is not None:
+        sc.notes.append(f"speculative method {note}")
     if sc.num_steps is None and spec:
         sc.notes.append(
             f"num_speculative_tokens unset: vLLM takes the draft config's n_predict or refuses to start ({_VLLM_SRC}:1601-1617)"

@@ -66,6 +66,14 @@ def resolve(name: str, revision: str | None = None, what: str = "model") -> str:
             "check the id, or set HF_TOKEN / run huggingface-cli login",
         ) from None
     except LocalEntryNotFoundError:
+        cached = cached_revisions(name)
+        if cached:
+            flag = {"target": "--revision", "draft": "--draft-revision"}.get(what, "the revision")
+            raise BadInput(
+                f"{name} is in the local Hugging Face cache, but not at revision {revision or 'main'!r}, and the hub "
+                f"cannot be reached ({offline_state()}); cached: {', '.join(cached)}",
+                f"pass {flag} with a cached revision, or download {revision or 'main'} once with network access",
+            ) from None
         raise BadInput(
             f"{name} is not in the local Hugging Face cache and the hub cannot be reached ({offline_state()})",
             "download it once with network access, or pass a local directory",
@@ -76,6 +84,31 @@ def resolve(name: str, revision: str | None = None, what: str = "model") -> str:
             f"cannot download {name} from the hub ({first})", "check network access and the id, or pass a local directory"
         ) from None
     return local
+
+
+def cached_revisions(name: str, limit: int = 8) -> list[str]:
+    """The revisions of hub model ``name`` the local cache holds, as huggingface_hub lays it out
+    (``models--org--name/refs/<branch or tag>`` holding a commit, ``snapshots/<commit>/``): each ref as
+    ``ref (commit[:12])``, then commits no ref names; empty when the repository is not cached at all."""
+    import huggingface_hub.constants as hf
+
+    root = Path(hf.HF_HUB_CACHE) / ("models--" + name.replace("/", "--"))
+    snaps = root / "snapshots"
+    if not snaps.is_dir():
+        return []
+    commits = sorted(p.name for p in snaps.iterdir() if p.is_dir())
+    out, named = [], set()
+    refs = root / "refs"
+    for ref in sorted(refs.rglob("*")) if refs.is_dir() else []:
+        try:
+            sha = ref.read_text().strip() if ref.is_file() else ""
+        except OSError:
+            continue
+        if sha in commits:  # a ref whose snapshot is gone cannot be loaded offline
+            out.append(f"{ref.relative_to(refs).as_posix()} ({sha[:12]})")
+            named.add(sha)
+    out += [c[:12] for c in commits if c not in named]
+    return out[:limit] + ([f"... {len(out) - limit} more"] if len(out) > limit else [])
 
 
 def read_local_config(name_or_path: str) -> dict[str, Any] | None:

@@ -208,3 +208,20 @@ def test_actionlint_catches_a_planted_error(tmp_path):
     bad.write_text(text.replace("github.event.before", "github.foo"))
     r = _actionlint(str(bad))
     assert r.returncode == 1 and 'property "foo" is not defined' in r.stdout, r.stdout + r.stderr
+
+
+def _pinned_tags(text: str) -> list[str]:
+    """The tags `git+URL@TAG` install lines name, in shell, YAML and Markdown alike."""
+    return re.findall(r"git\+[^\s\"'`]*?@(v[^\s\"'`#)]+)", text)
+
+
+def test_install_lines_pin_the_declared_release():
+    """One release is the one users are told to install: pyproject.toml's [tool.eagle3-doctor] release, a tag
+    this repository has (RELEASES). A line left on an older tag, or moved ahead to one not released, fails."""
+    release = "v" + _pyproject()["tool"]["eagle3-doctor"]["release"]
+    assert release in RELEASES, f"[tool.eagle3-doctor] release {release} is no release tag recorded in RELEASES"
+    pins = {name: _pinned_tags(text) for name, (text, _) in _documents().items()}
+    assert pins["README.md"] and pins["examples/ci/github-actions.yml"]  # an empty scan would pass below
+    wrong = [f"{name}: @{tag}" for name, tags in pins.items() for tag in tags if tag != release]
+    assert not wrong, f"install lines not on the declared release {release}:\n" + "\n".join(wrong)
+    assert _pinned_tags('pip install "eagle3-doctor @ git+https://x/y@v9.9.9"  # x') == ["v9.9.9"]

@@ -344,3 +344,28 @@ def test_cli_launch_findings_and_speculators_checkpoint(tmp_path):
     assert r.exit_code == 1, r.output
     codes = [f["code"] for f in json.loads(out.read_text())["findings"]]
     assert codes[:2] == ["CMD001", "CMD002"]
+
+
+@pytest.mark.parametrize(
+    ("cmd", "note"),
+    [
+        (SG + "--speculative-draft-model-path d", None),
+        ("python -m sglang.launch_server --model-path m --speculative-algorithm NEXTN", None),
+        (SG.replace("EAGLE3", "DFLASH") + "--speculative-draft-model-path d", None),
+        ('vllm serve m --speculative-config \'{"method": "dflash", "model": "d", "num_speculative_tokens": 4}\'', None),
+        ('vllm serve m --speculative-config \'{"method": "mtp", "num_speculative_tokens": 1}\'', None),
+        ('vllm serve m --speculative-config \'{"method": "qwen3_next_mtp", "num_speculative_tokens": 2}\'', None),
+        ("python -m sglang.launch_server --model-path m --speculative-algorithm NGRAM", "NGRAM drafts with n-gram lookup"),
+        ('vllm serve m --speculative-config \'{"method": "medusa", "model": "d"}\'', "medusa drafts with Medusa heads"),
+        ('vllm serve m --speculative-config \'{"method": "ngram", "num_speculative_tokens": 3}\'', "ngram drafts with n-gram"),
+    ],
+)
+def test_algorithm_note_only_where_the_doctor_does_not_measure(cmd, note):
+    sc = parse_serve_cmd(cmd)
+    said = [n for n in sc.notes if "eagle3-doctor" in n]
+    if note is None:
+        assert said == [], said
+    else:
+        assert len(said) == 1 and note in said[0] and "does not measure it" in said[0], said
+    if "mtp" in cmd and "vllm" in cmd:  # vLLM drafts every *_mtp method with the target's own MTP layer
+        assert sc.draft == "m"

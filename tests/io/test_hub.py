@@ -286,3 +286,26 @@ def test_role_paths_local_hub_shards_and_roles_without_a_file(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     assert _render(fs[:1]).splitlines()[1] == f" --> {os.path.abspath(draft / 'config.json')}: rope_theta"
     assert f"`{os.path.abspath(draft / 'config.json')}: rope_theta`" in findings_markdown(fs[:1])
+
+
+def test_missing_revision_of_a_cached_repo_names_the_cached_ones(offline_cache):
+    root = offline_cache.parent.parent
+    other = "fedcba9876543210fedcba9876543210fedcba98"
+    (root / "snapshots" / other).mkdir()
+    (root / "refs" / "v1").write_text(other)
+    with pytest.raises(BadInput) as e:
+        resolve("org/draft", "v9", "draft")
+    msg = str(e.value)
+    assert "in the local Hugging Face cache, but not at revision 'v9'" in msg and "HF_HUB_OFFLINE=1" in msg
+    assert f"cached: main ({SHA[:12]}), v1 ({other[:12]})" in msg
+    assert "--draft-revision" in e.value.fix
+    # a repository not cached at all still says so
+    with pytest.raises(BadInput, match="not in the local Hugging Face cache"):
+        resolve("org/missing", "v9", "draft")
+
+
+def test_cli_draft_revision_missing_from_the_cache_is_one_line(tmp_path, hf_home):
+    r = _run_offline(tmp_path, "inspect", "--target", str(TARGET), "--draft", "org/name", "--draft-revision", "v9")
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "not at revision 'v9'" in lines[0] and f"cached: main ({SHA[:12]})" in lines[0], lines
