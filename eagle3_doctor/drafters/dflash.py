@@ -22,7 +22,7 @@ def detect(cfg: dict[str, Any], _names: list[str]) -> Optional[str]:
 def preflight(cfg: dict[str, Any], layer: dict[str, Any], weights: dict[str, Any], where: str) -> None:
     from ..io.checks import check_dflash_config, check_sizes_against_weights
 
-    check_dflash_config(cfg, where)  # the block it drafts, before torch allocates one
+    check_dflash_config(cfg, where, preflight=True)  # the block it drafts, before torch allocates one
     # no finding (as EAGLE-3's DRF012) names a size the weights contradict: its modules would be allocated at the
     # config's size before the load refused
     check_sizes_against_weights(layer, weights, where)

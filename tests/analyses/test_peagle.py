@@ -126,9 +126,8 @@ def test_diagnose_sets_each_difference_back_and_measures_the_slot_positions(tmp_
         ("vllm", "0.27.1", {"inner_mask_token_id": 2}, None, "parallel, K 4"),
         ("sglang", None, {}, "PEA002", "SGLang has no P-EAGLE class"),
         ("vllm", None, {"mask_token_id": 0}, "DRF014", "all-zero embedding row"),
-        ("vllm", None, {"mask_token_id": 400}, "DRF014", "outside the target's 320-row embedding"),
     ],
-    ids=["vllm", "vllm-0.21", "no-mask-token", "inner-token", "inner-token-0.27", "sglang", "pad-mask", "no-such-token"],
+    ids=["vllm", "vllm-0.21", "no-mask-token", "inner-token", "inner-token-0.27", "sglang", "pad-mask"],
 )
 def test_inspect_says_how_each_engine_release_runs_the_draft(tmp_path, engine, version, changes, code, says):
     d = _copy(tmp_path, **changes)
