@@ -25,7 +25,7 @@ def refuse_unhonoured(kind: Any, command: str, fn: Callable[..., Any], a: Simple
     """An option this kind's command does not read: exit 2 with one line, before anything is loaded."""
     for name in given_options(fn, a):
         if not kind.honours(command, name):
-            flag = "--" + name.replace("_", "-").replace("json-out", "json")
+            flag = "--" + name.replace("_", "-")
             raise BadInput(f"{flag} is not supported for {kind.label}", f"drop {flag}: {kind.why_not(command, name)}")
 
 

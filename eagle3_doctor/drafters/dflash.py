@@ -67,7 +67,7 @@ def acceptance(run: Run) -> Outcome:
     with run.progress() as cb:
         res = dflash_acceptance(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb, engine_version=run.release)
     path = res.served or res.trained
-    served = served_figures(path.mean_acceptance_length, path.accepted)
+    served = served_figures(path.mean_acceptance_length, path.accepted, res.block_size - 1)
     return _outcome(res, render_dflash_acceptance, _OK, served=served, agrees=agrees(res.reference))
 
 

@@ -73,6 +73,7 @@ def _reference_drift(run: Run, setup: Any, bs: int) -> Any:
 
 
 def acceptance(run: Run) -> Outcome:
+    from ..analyses.acceptance.findings import served_figures
     from ..analyses.acceptance.report import FormatRequest, acceptance_report
     from ..report.acceptance_report import acceptance_files, render_acceptance_report
 
@@ -92,8 +93,7 @@ def acceptance(run: Run) -> Outcome:
     def doc() -> dict[str, Any]:
         return {**rep.to_dict(), **({"reference_target": both.to_dict()} if both is not None else {})}
 
-    p = rep.run.paths.get("serving")
-    served = (p.tau, (p.chain.per_position_rate or [float("nan")])[0]) if p is not None else None
+    served = served_figures(rep.run.paths)
     agrees = rep.run.reference is None or rep.run.reference.agrees_with_estimator
     return Outcome(rep.run.findings, doc, lambda con: render_acceptance_report(con, rep, both), served=served, agrees=agrees,
                    files=acceptance_files(rep.run, o.report, o.plot))  # fmt: skip

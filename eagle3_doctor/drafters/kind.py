@@ -9,7 +9,7 @@ it runs (the models, the engine, the prompts, the output); a kind lists the rest
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..core.findings import Finding
@@ -64,8 +64,6 @@ class Command:
 
     run: Implementation
     honours: Optional[frozenset[str]] = frozenset()  # None: every option the command declares
-    # why a given option the kind does not read is refused, where more can be said than "not read"
-    why_not: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -83,10 +81,9 @@ class Kind:
 
     def why_not(self, command: str, option: str) -> str:
         """Why ``option`` is refused for ``command`` on this kind (one clause, for the error's fix)."""
-        cmd = self.commands.get(command)
-        if cmd is None:
+        if command not in self.commands:
             return f"{command} does not run {self.label}"
-        return cmd.why_not.get(option) or WHY_NOT.get(option) or f"{command} on {self.label} does not read it"
+        return WHY_NOT.get(option) or f"{command} on {self.label} does not read it"
 
     def honours(self, command: str, option: str) -> bool:
         cmd = self.commands.get(command)

@@ -37,12 +37,6 @@ def _setup(run: Run) -> Any:
                               dtype=run.dtype, device=run.opt("device"), trust_remote_code=run.opt("trust_remote_code"))  # fmt: skip
 
 
-def _served(run: Any) -> tuple[float, Optional[float]]:
-    """The serving path's tau and first-position rate: what --min-tau and --min-accept-rate gate."""
-    p = run.paths["serving"]
-    return p.tau, (p.chain.per_position_rate or [float("nan")])[0]
-
-
 def inspect(run: Run) -> Outcome:
     from ..analyses.mtp.checks import inspect_mtp
     from ..report.mtp import render_mtp_checks
@@ -70,6 +64,7 @@ def compare_hidden(run: Run) -> Outcome:
 
 
 def acceptance(run: Run) -> Outcome:
+    from ..analyses.acceptance.findings import served_figures
     from ..analyses.mtp.measure import mtp_acceptance
     from ..report.mtp import render_mtp_checks
     from ..report.render import render_acceptance
@@ -85,7 +80,7 @@ def acceptance(run: Run) -> Outcome:
 
     agrees = res.reference is None or res.reference.agrees_with_estimator
     doc = lambda: {**res.to_dict(), "mtp": checks.to_dict()}  # noqa: E731
-    return Outcome(res.findings, doc, render, served=_served(res), agrees=agrees)
+    return Outcome(res.findings, doc, render, served=served_figures(res.paths), agrees=agrees)
 
 
 def diagnose(run: Run) -> Outcome:

@@ -24,11 +24,15 @@ def target_and_prompts(run: Run) -> tuple[Any, list[list[int]]]:
     return tgt, [p.ids for p in prompts]
 
 
-def served_figures(mean: Any, accepted: list[list[int]]) -> tuple[float, Optional[float]]:
-    """(mean acceptance length, the share of passes that accept at least one drafted token) of the path the
-    engine runs: the figures --min-tau and --min-accept-rate gate."""
+def served_figures(mean: Any, accepted: list[list[int]], proposals: int) -> tuple[float, float]:
+    """(mean acceptance length over prompts, the first-position rate) of the path the engine runs, ``proposals``
+    tokens drafted a pass: the figures --min-tau and --min-accept-rate gate, the rate by the convention every
+    chain's is counted with (metrics_from_passes: passes that accept at least one drafted token / passes)."""
+    from ..analyses.acceptance.metrics import metrics_from_passes
+
     passes = [a for per_prompt in accepted for a in per_prompt]
-    return mean.point, (sum(a >= 1 for a in passes) / len(passes)) if passes else float("nan")
+    rates = metrics_from_passes(passes, [proposals] * len(passes), proposals).per_position_rate
+    return mean.point, (rates or [float("nan")])[0]
 
 
 def agrees(reference: Optional[dict[str, Any]]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from .eagle3 import compare_hidden
 from .kind import Command, Kind, Outcome
 from .parallel import MEASURE, agrees, served_figures, target_and_prompts
 from .run import Run
@@ -44,50 +45,45 @@ def inspect(run: Run) -> Outcome:
     return _outcome(res, render_peagle_inspect, _OK, level="warning", trust_remote_code=False)
 
 
-def _measure(run: Run, what: str) -> Any:
+def _args(run: Run) -> tuple[Any, str, str, Optional[str], list[list[int]], int]:
+    """What every P-EAGLE measurement starts from: the target, the draft, the engine and release, the prompts and
+    the tokens to continue them by."""
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
-    args = (tgt, run.draft, run.engine, run.release, prompts, run.opt("max_new_tokens"))
-    with run.progress() as cb:
-        if what == "acceptance":
-            from ..analyses.peagle import peagle_acceptance
-
-            return peagle_acceptance(*args, cb, k=_served_k(run))
-        from ..analyses import peagle_levers as lv
-
-        if what == "diagnose":
-            return lv.peagle_diagnose(*args, cb, k=_served_k(run))
-        return lv.peagle_fix(*args, run.opt("out"), cb, k=_served_k(run))
+    return tgt, run.draft, run.engine, run.release, prompts, run.opt("max_new_tokens")
 
 
 def acceptance(run: Run) -> Outcome:
+    from ..analyses.peagle import peagle_acceptance
     from ..report.peagle import render_peagle_acceptance
 
-    res = _measure(run, "acceptance")
+    args = _args(run)
+    with run.progress() as cb:
+        res = peagle_acceptance(*args, cb, k=_served_k(run))
     name = "served" if "served" in res.ways else "trained"
-    served = served_figures(res.figures[name], res.passes[name])
+    served = served_figures(res.figures[name], res.passes[name], res.ways[name].k)
     return _outcome(res, render_peagle_acceptance, _OK, served=served, agrees=agrees(res.reference))
 
 
 def diagnose(run: Run) -> Outcome:
+    from ..analyses.peagle_levers import peagle_diagnose
     from ..report.peagle import render_peagle_diagnosis
 
-    res = _measure(run, "diagnose")  # diagnose runs no sequential loop
+    args = _args(run)
+    with run.progress() as cb:
+        res = peagle_diagnose(*args, cb, k=_served_k(run))  # diagnose runs no sequential loop
     return _outcome(res, render_peagle_diagnosis, _OK)
 
 
 def fix(run: Run) -> Outcome:
+    from ..analyses.peagle_levers import peagle_fix
     from ..report.peagle import render_peagle_fix
 
-    res = _measure(run, "fix")
+    args = _args(run)
+    with run.progress() as cb:
+        res = peagle_fix(*args, run.opt("out"), cb, k=_served_k(run))
     ok = all(agrees(x.reference) for x in (res.before, res.after) if x is not None)
     return _outcome(res, render_peagle_fix, "the copy runs as the draft was trained", agrees=ok)
-
-
-def _compare_hidden(run: Run) -> Outcome:
-    from .eagle3 import compare_hidden
-
-    return compare_hidden(run)
 
 
 KIND = Kind(
@@ -97,7 +93,7 @@ KIND = Kind(
     detect,
     {
         "inspect": Command(inspect, frozenset({"engine_version"})),
-        "compare-hidden": Command(_compare_hidden, None),
+        "compare-hidden": Command(compare_hidden, None),  # EAGLE-3's: the taps and their paths are
         "acceptance": Command(acceptance, _K | MEASURE),
         "diagnose": Command(diagnose, _K),
         "fix": Command(fix, _K),

@@ -56,13 +56,13 @@ def _tensor_names(d: Path) -> list[str]:
     return sorted(tensor_shapes(d))
 
 
-def refuse_other_kinds(draft: str | None, allowed: tuple[str, ...] = ()) -> None:
+def refuse_other_kinds(draft: str | None) -> None:
     """An EAGLE-3-only command (gate, fingerprint, speedup) on another kind: one line naming the commands that
     run it (the EAGLE-3 reader would otherwise report keys the other layout does not have)."""
     if draft is None:
         return
     kind, why = kind_of(draft)
-    if kind.name != "eagle3" and kind.name not in allowed:
+    if kind.name != "eagle3":
         names = list(kind.commands)
         runs = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
         raise BadInput(f"{draft} is {kind.one} ({why}); this command runs EAGLE-3 drafts", f"run {runs} on it")

@@ -47,10 +47,6 @@ class Run:
     status: Callable[[str], ContextManager[None]] = _no_status
     progress: Callable[[], ContextManager[Progress]] = _silent_progress
 
-    @property
-    def engine_version(self) -> Optional[str]:
-        return self.release
-
     def opt(self, name: str, default: Any = None) -> Any:
         """An option's value; ``default`` where the command does not offer it."""
         return getattr(self.options, name, default)

@@ -274,7 +274,7 @@ def check_sizes_against_weights(layer: dict[str, Any], names: dict[str, dict[str
                 )
 
 
-def check_draft_counts(cfg: dict[str, Any], where: str, *, mask_token: bool = True) -> None:
+def check_draft_counts(cfg: dict[str, Any], where: str) -> None:
     """The numbers a parallel drafter's config sizes each pass by: a P-EAGLE (or any speculators) proposal's
     ``speculative_tokens`` (the slots one forward drafts, each a row of an attention mask over the context) within
     the steps the doctor measures (MAX_NUM_STEPS, as --num-steps), and a ``mask_token_id`` a row of the vocabulary
@@ -293,10 +293,7 @@ def check_draft_counts(cfg: dict[str, Any], where: str, *, mask_token: bool = Tr
     tl = cfg.get("transformer_layer_config")
     vocab = (tl if isinstance(tl, dict) else cfg).get("vocab_size")
     dc = cfg.get("dflash_config")
-    # mask_token=False: inspect names a mask token outside the vocabulary as a finding (DRF014) with its fix, so
-    # the preflight leaves it to the readers of the measuring commands
-    holders = ((cfg, "mask_token_id"), (dc if isinstance(dc, dict) else {}, "dflash_config.mask_token_id")) if mask_token else ()
-    for holder, key in holders:
+    for holder, key in ((cfg, "mask_token_id"), (dc if isinstance(dc, dict) else {}, "dflash_config.mask_token_id")):
         v = holder.get(key.rsplit(".", 1)[-1])
         if v is None:
             continue

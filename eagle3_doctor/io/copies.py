@@ -26,7 +26,6 @@ def new_directory(out: str | os.PathLike, what: str = "--out") -> Iterator[Path]
     BadInput naming ``out``. ``out`` must not exist: nothing is ever written over.
     """
     import shutil
-    import tempfile
 
     o = Path(out)
     target = f"{what} {out}"
@@ -39,13 +38,11 @@ def new_directory(out: str | os.PathLike, what: str = "--out") -> Iterator[Path]
         raise BadInput(
             f"cannot create the directory for {target} ({e.strerror})", "pass a path in a writable directory"
         ) from None
-    outputs.remove_leftover_stages(o.parent, o.name)
     try:
-        stage = Path(tempfile.mkdtemp(dir=o.parent, prefix=outputs.stage_prefix(o.name)))
+        stage = outputs.stage_beside(o)
     except OSError as e:
         outputs._raise_write_fault(e, target)
         raise BadInput(f"cannot write {target} ({e.strerror})", "pass a path in a writable directory") from None
-    outputs._STAGED.add(str(stage))
     try:
         yield stage
         os.chmod(stage, 0o777 & ~outputs._umask())  # mkdtemp's 0700, made what mkdir would give

@@ -86,6 +86,17 @@ def remove_leftover_stages(parent: Path, name: str) -> None:
             pass
 
 
+def stage_beside(target: Path) -> Path:
+    """A hidden directory beside ``target`` to build it in before one rename: what killed runs left for that name
+    removed first, and the stage registered so the console's signal handler removes it (OSError to the caller)."""
+    import tempfile
+
+    remove_leftover_stages(target.parent, target.name)
+    stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=stage_prefix(target.name)))
+    _STAGED.add(str(stage))
+    return stage
+
+
 # the environment refusing a write: (what happened, how to fix it); everything else stays a bug
 _WRITE_FAULTS = {
     errno.ENOSPC: ("no space left on the device", "free space there, or write to another filesystem"),
@@ -316,17 +327,16 @@ class OutputSet:
         try:
             if self._fresh:
                 self.dir.parent.mkdir(parents=True, exist_ok=True)
-                remove_leftover_stages(self.dir.parent, self.dir.name)
-                self._stage = Path(tempfile.mkdtemp(dir=self.dir.parent, prefix=stage_prefix(self.dir.name)))
+                self._stage = stage_beside(self.dir)
             else:
                 self._stage = Path(tempfile.mkdtemp(dir=self.dir, prefix=".eagle3-doctor-tmp-"))
+                _STAGED.add(str(self._stage))
         except (FileExistsError, NotADirectoryError):
             raise BadInput(f"--report {self.dir} cannot be created: a parent is a file", "pass a directory path") from None
         except OSError as e:
             raise BadInput(
                 f"cannot write the report into {self.dir} ({e.strerror})", "pass a writable --report directory"
             ) from None
-        _STAGED.add(str(self._stage))
         self._names: list[str] = []
 
     def add(self, name: str, data: bytes) -> None:

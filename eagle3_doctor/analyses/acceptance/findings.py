@@ -150,12 +150,18 @@ def acceptance_health(
     return health(kind, sides[served], sides, found, served_name=served, references=refs, unseen=unseen)
 
 
+def served_figures(paths: dict[str, PathResult]) -> tuple[float, float]:
+    """The serving path's (tau, first-position rate): what --min-tau and --min-accept-rate gate; NaN where the
+    run has no serving path, so a gate asked for fails rather than passes."""
+    serving = paths.get("serving")
+    if serving is None:
+        return float("nan"), float("nan")
+    return serving.tau, (serving.chain.per_position_rate or [float("nan")])[0]
+
+
 def threshold_findings(paths: dict[str, PathResult], min_accept_rate: float | None, min_tau: float | None) -> list[Finding]:
     """ACC003: the serving path below --min-accept-rate (first position) or --min-tau."""
-    serving = paths.get("serving")
-    rates = (serving.chain.per_position_rate or None) if serving is not None else None
-    tau = serving.tau if serving is not None else float("nan")
-    return gate_findings(tau, (rates or [float("nan")])[0], min_accept_rate, min_tau)
+    return gate_findings(*served_figures(paths), min_accept_rate, min_tau)
 
 
 def gate_findings(tau: float, rate1: float | None, min_accept_rate: float | None, min_tau: float | None) -> list[Finding]:

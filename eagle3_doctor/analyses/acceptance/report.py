@@ -1,6 +1,6 @@
-"""The acceptance command's library entry: the run (or both prompt formats), the --min-tau / --min-accept-rate
-gate where the caller asks for it here, the launch command's settings, and the server's own figures against the
-prediction."""
+"""The acceptance command's library entry: the run (or both prompt formats), the launch command's settings, and
+the server's own figures against the prediction. The --min-tau / --min-accept-rate gate is every kind's, applied
+where every kind's run ends (``findings.threshold_findings`` for a library caller)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from ...core.errors import BadInput
 from ...model.setup import Setup
 from ..results import AcceptanceRun
-from .findings import acc_fix, threshold_findings
+from .findings import acc_fix
 from .options import AcceptanceOptions, Progress, _no_progress
 from .run import measure_acceptance
 
@@ -76,12 +76,10 @@ def acceptance_report(
     formats: FormatRequest | None = None,
     serve: Any = None,
     measured: Any = None,
-    min_accept_rate: float | None = None,
-    min_tau: float | None = None,
     progress: Progress = _no_progress,
 ) -> AcceptanceReport:
-    """The acceptance command: the run (or both prompt formats), threshold checks (ACC003), the
-    launch command's settings, and the server's own figures against the prediction."""
+    """The acceptance command: the run (or both prompt formats), the launch command's settings, and the server's
+    own figures against the prediction."""
     fmt = None
     if formats is not None:
         fmt = format_acceptance(setup, formats, opts, progress)
@@ -89,7 +87,6 @@ def acceptance_report(
         run.findings = fmt.findings + run.findings
     else:
         run = measure_acceptance(setup, opts, prompts_path=prompts_path, train_dump=train_dump, progress=progress)
-    run.findings += threshold_findings(run.paths, min_accept_rate, min_tau)
     if serve is not None:
         run.settings.serve = serve.to_dict()
     server = None
