@@ -41,7 +41,7 @@ V_UTILS = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
 V_DRAFT = "vllm/model_executor/models/qwen3_dflash.py"
 V_SPEC = "vllm/v1/worker/gpu/spec_decode/__init__.py"
 H = 8  # the stub draft's hidden size: fc width / H = the number of taps the fc takes
-PACKAGE_TABLE = "eagle3_doctor/data/dflash_serving.json"
+PACKAGE_TABLE = "eagle3_doctor/draft/dflash/serving.json"
 _SAFE_IMPORTS = ("typing", "dataclasses", "numbers", "enum", "collections", "functools", "math")
 
 

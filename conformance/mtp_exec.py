@@ -46,7 +46,7 @@ FAMILIES = {
 PROPOSERS = ("vllm/v1/spec_decode/llm_base_proposer.py", "vllm/v1/spec_decode/eagle.py")
 HF_CONFIG = "vllm/transformers_utils/config.py"
 SG_LOGITS = "sglang/srt/layers/logits_processor.py"
-PACKAGE_TABLE = "eagle3_doctor/data/mtp_serving.json"
+PACKAGE_TABLE = "eagle3_doctor/draft/mtp/serving.json"
 FIXTURE = "fixtures/mtp-speculators/config.json"
 
 

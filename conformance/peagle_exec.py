@@ -88,7 +88,7 @@ def _token(r: types.SimpleNamespace, pre: dict[str, Any]) -> Any:
     return me.parallel_drafting_token_id
 
 
-PACKAGE_TABLE = "eagle3_doctor/data/peagle_serving.json"
+PACKAGE_TABLE = "eagle3_doctor/draft/peagle/serving.json"
 # a speculators P-EAGLE config as speculators writes it (PEagleSpeculatorConfig), and the variants users ship
 _BASE_CONFIG: dict[str, Any] = {
     "speculators_model_type": "peagle", "architectures": ["PEagleSpeculator"], "mask_token_id": 1,

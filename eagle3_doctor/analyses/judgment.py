@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..core.findings import Finding
 from ..core.stats import Interval
@@ -169,20 +170,11 @@ def blocking(found: Sequence[Finding]) -> Finding | None:
     return None
 
 
-# what to look at first where a checkpoint of each kind has no skill: the ways each kind's exports have been broken
-CHECKPOINT_HINTS = {
-    "eagle3": "check the converter's key map and head layout (q/k/v split, fc input order, d2t)",
-    "mtp": "check the head's key map (enorm/hnorm/eh_proj, shared_head) and that it belongs to this target",
-    "dflash": "check the mask token's embedding row (inspect, DRF014) and that it is served with the head it was trained against",
-    "peagle": "check mask_hidden and the mask token (inspect, DRF014) and the key map of the EAGLE-3 layers",
-}
-
-
 @dataclass(frozen=True)
 class _Judged:
     """What one health judgment reads: the kind, the served figure and every other path beside it."""
 
-    kind: str
+    drafter: Any  # the draft model: its kind and checkpoint_hint (eagle3_doctor/draft/drafter.py)
     served_name: str
     served: Interval
     others: Mapping[str, Interval]
@@ -205,7 +197,7 @@ BASELINE = (
 
 
 def health(
-    kind: str,
+    drafter: Any,
     served: Interval,
     sides: Mapping[str, Interval],
     found: Sequence[Finding],
@@ -214,12 +206,12 @@ def health(
     references: Sequence[str] = (),
     unseen: Sequence[str] = (),
 ) -> list[Finding]:
-    """HLT001, HLT002 or HLT003 for the draft ``kind`` accepting ``served`` (mean acceptance length as the engine
+    """HLT001, HLT002 or HLT003 for the draft model ``drafter`` (or its class) accepting ``served`` (mean acceptance length as the engine
     runs it), beside every other path the run measured (``sides``, name -> interval), after the run's own findings
     ``found``; nothing where another finding already says what is wrong. ``references``: what else the run judged
     the draft against (the weights' own fit, module health), a line each; ``unseen``: the references it did not
     look at, named in the healthy verdict so a reader can tell a judged draft from an unexamined one."""
-    j = _Judged(kind, served_name, served, {n: iv for n, iv in sides.items() if n != served_name})
+    j = _Judged(drafter, served_name, served, {n: iv for n, iv in sides.items() if n != served_name})
     if no_skill(served) and all(no_skill(iv) for iv in j.others.values()):
         return [_no_skill_finding(j)]
     if no_skill(served):  # another path has skill: the serving difference costs all of it
@@ -284,7 +276,7 @@ def _no_skill_finding(j: _Judged) -> Finding:
         "HLT001",
         f"the draft has no skill: {j.served.text(2)} tokens per verify pass, at the no-skill baseline {where}",
         [j.figures, BASELINE, "no serving setting recovers acceptance the weights do not have: the checkpoint is the problem"],
-        f"re-export the draft from its trained checkpoint ({CHECKPOINT_HINTS.get(j.kind, CHECKPOINT_HINTS['eagle3'])}), "
+        f"re-export the draft from its trained checkpoint ({j.drafter.checkpoint_hint}), "
         "then run eagle3-doctor inspect and fingerprint on the export; retrain if the trained checkpoint is the same",
-        data={"served": j.served.to_dict(), "kind": j.kind},
+        data={"served": j.served.to_dict(), "kind": j.drafter.kind},
     )

@@ -27,6 +27,8 @@ class Drafter(Protocol):
     the layers against its own keys."""
 
     config: Any  # num_aux_states, vocab_size, draft_vocab_size, hidden_size
+    kind: str  # the registry's name for it (eagle3_doctor/drafters/registry.py)
+    checkpoint_hint: str  # where a checkpoint of this kind with no skill has been broken before
 
     def unroll(self, aux: Any, ids: Any, num_steps: int, positions: Any = None, key_mask: Any = None) -> Iterator[Any]: ...
 

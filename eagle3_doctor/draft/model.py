@@ -265,6 +265,10 @@ class DraftCache:
 class Eagle3Draft(nn.Module):
     """Canonical EAGLE-3 draft. Parameter names follow the SGLang/EAGLE layout (``midlayer.*``)."""
 
+    kind = "eagle3"
+    # where a checkpoint of this kind with no skill has been broken before (the judgment's fix names it)
+    checkpoint_hint = "check the converter's key map and head layout (q/k/v split, fc input order, d2t)"
+
     # the buffers (register_buffer in __init__), declared: nn.Module.__getattr__ types them Tensor | Module
     d2t: torch.Tensor
     t2d: torch.Tensor

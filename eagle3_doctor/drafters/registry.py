@@ -20,9 +20,12 @@ _KINDS: list[Kind] = []
 def kinds() -> tuple[Kind, ...]:
     """The registry, in detection order (each kind's module registers itself when first asked for)."""
     if not _KINDS:
-        from . import dflash, eagle3, mtp, peagle
+        from .dflash.kind import KIND as DFLASH
+        from .eagle3.kind import KIND as EAGLE3
+        from .mtp.kind import KIND as MTP
+        from .peagle.kind import KIND as PEAGLE
 
-        _KINDS.extend((dflash.KIND, peagle.KIND, mtp.KIND, eagle3.KIND))
+        _KINDS.extend((DFLASH, PEAGLE, MTP, EAGLE3))
     return tuple(_KINDS)
 
 

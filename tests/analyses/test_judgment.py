@@ -14,6 +14,8 @@ from conftest import DRAFTS, FIX, PROMPTS, TARGET, invoke
 from eagle3_doctor.analyses import judgment as jd
 from eagle3_doctor.core.findings import Finding
 from eagle3_doctor.core.stats import Interval
+from eagle3_doctor.draft.dflash.model import DFlashDraft
+from eagle3_doctor.draft.model import Eagle3Draft
 
 
 def iv(point: float, lo: float, hi: float, n: int = 16) -> Interval:
@@ -31,24 +33,24 @@ def test_size_and_interval_decide_together():
 
 def test_no_skill_is_the_checkpoint_whatever_the_paths_agree_on():
     flat = iv(1.0, 1.0, 1.0)
-    (f,) = jd.health("dflash", flat, {"the trained taps": flat}, [], served_name="the served taps")
+    (f,) = jd.health(DFlashDraft, flat, {"the trained taps": flat}, [], served_name="the served taps")
     assert f.code == "HLT001" and f.severity == "error" and "mask token" in f.fix
     assert jd.no_skill(iv(float("nan"), float("nan"), float("nan")))  # NaN weights accept nothing
     assert not jd.no_skill(iv(1.25, 1.18, 1.32))  # the interval reaches the useful band: not "no skill"
     # served at the baseline while another path has skill: the serving difference, unless a finding already says so
-    (g,) = jd.health("eagle3", flat, {"the training path": iv(2.5, 2.3, 2.7)}, [], served_name="s")
+    (g,) = jd.health(Eagle3Draft, flat, {"the training path": iv(2.5, 2.3, 2.7)}, [], served_name="s")
     assert g.code == "HLT001" and "serving difference" in g.fix
-    assert jd.health("eagle3", flat, {"t": iv(2.5, 2.3, 2.7)}, [Finding("ACC001", "x", [], "y")], served_name="s") == []
+    assert jd.health(Eagle3Draft, flat, {"t": iv(2.5, 2.3, 2.7)}, [Finding("ACC001", "x", [], "y")], served_name="s") == []
 
 
 def test_healthy_is_positive_and_names_what_was_not_looked_at():
-    (f,) = jd.health("eagle3", iv(2.5, 2.3, 2.7), {}, [], served_name="s", unseen=["a training record"])
+    (f,) = jd.health(Eagle3Draft, iv(2.5, 2.3, 2.7), {}, [], served_name="s", unseen=["a training record"])
     assert f.code == "HLT002" and f.severity == "info" and "not looked at by this command: a training record" in f.evidence
     # a path beside it that accepts practically more, which nothing decides: undetermined, never healthy
-    (g,) = jd.health("eagle3", iv(2.0, 1.6, 2.4, 2), {"t": iv(2.4, 2.0, 2.8, 2)}, [], served_name="s")
+    (g,) = jd.health(Eagle3Draft, iv(2.0, 1.6, 2.4, 2), {"t": iv(2.4, 2.0, 2.8, 2)}, [], served_name="s")
     assert g.code == "HLT003" and g.severity == "warning"
     # any warning of the run: the other finding speaks
-    assert jd.health("eagle3", iv(2.5, 2.3, 2.7), {}, [Finding("DGN003", "x", [], "y")], served_name="s") == []
+    assert jd.health(Eagle3Draft, iv(2.5, 2.3, 2.7), {}, [Finding("DGN003", "x", [], "y")], served_name="s") == []
 
 
 def test_one_lever_branch_for_every_kind():

@@ -1,5 +1,5 @@
 """The DFlash rules (draft/dflash/taps.py served_taps) against the engines' own DFlash code, executed:
-eagle3_doctor/data/dflash_serving.json (written by `make conformance`, conformance/dflash_exec.py) and a
+eagle3_doctor/draft/dflash/serving.json (written by `make conformance`, conformance/dflash_exec.py) and a
 re-execution, here, of the release files kept in conformance/testdata/. No download."""
 
 from __future__ import annotations

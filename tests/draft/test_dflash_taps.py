@@ -3,9 +3,9 @@ guess when target_layer_ids is missing, and the findings inspect draws from them
 
 from __future__ import annotations
 
-from eagle3_doctor.analyses.dflash import dflash_findings
 from eagle3_doctor.core.taps import layer_out
 from eagle3_doctor.draft.dflash.taps import build_target_layer_ids, served_taps, trained_taps
+from eagle3_doctor.drafters.dflash.analysis import dflash_findings
 
 
 def test_the_guess_is_sglangs_formula():

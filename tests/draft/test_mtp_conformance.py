@@ -1,5 +1,5 @@
 """The MTP serving rules (draft/mtp/served.py mtp_serving) against the engines' own MTP code, executed:
-eagle3_doctor/data/mtp_serving.json (written by `make conformance`, conformance/mtp_exec.py) and a re-execution,
+eagle3_doctor/draft/mtp/serving.json (written by `make conformance`, conformance/mtp_exec.py) and a re-execution,
 here, of the release files kept in conformance/testdata/. No download."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The P-EAGLE serving rules (draft/peagle/served.py peagle_serving) against vLLM's own reading of a P-EAGLE
-config, executed release by release: eagle3_doctor/data/peagle_serving.json (written by `make conformance`,
+config, executed release by release: eagle3_doctor/draft/peagle/serving.json (written by `make conformance`,
 conformance/peagle_exec.py) and a re-execution, here, of the release files kept in conformance/testdata/."""
 
 from __future__ import annotations

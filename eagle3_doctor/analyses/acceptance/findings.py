@@ -136,8 +136,8 @@ def acceptance_health(
     if served_name not in results:
         return []
     sides = {f"the {n} path": served_figure(r) for n, r in results.items()}
-    kind = getattr(setup.draft, "kind", "eagle3")
-    unseen = ["the draft's own training sample (diagnose --train-data)"] if kind == "eagle3" else []
+    assert setup.draft is not None  # acceptance always runs a draft
+    unseen = ["the draft's own training sample (diagnose --train-data)"] if setup.draft.kind == "eagle3" else []
     refs = []
     if scan_res:
         from ..weights_fit import fit_outcome
@@ -147,7 +147,7 @@ def acceptance_health(
     else:
         unseen.insert(0, "the weights' own fit (no aux-slot wiring to scan for this drafter)")
     served = f"the {served_name} path"
-    return health(kind, sides[served], sides, found, served_name=served, references=refs, unseen=unseen)
+    return health(setup.draft, sides[served], sides, found, served_name=served, references=refs, unseen=unseen)
 
 
 def served_figures(paths: dict[str, PathResult]) -> tuple[float, float]:

@@ -87,11 +87,10 @@ def _verdict(
     gone = jd.missing(serving, measured)
     findings: list[Finding] = []
     branch = ""
-    kind = "peagle" if type(setup.draft).__name__ == "PEagleDraft" else "eagle3"
     paths = {f"the {TRAINING} path" if k == TRAINING else f"lever {k}": v for k, v in measured.items()}
     if SERVING in results and jd.no_skill(serving) and all(jd.no_skill(iv) for iv in measured.values()):
         # no skill on any path: a lever that recovers a few hundredths is noise around zero, not a cause
-        findings += jd.health(kind, serving, paths, [], served_name="the serving path")
+        findings += jd.health(setup.draft, serving, paths, [], served_name="the serving path")
         branch = "checkpoint"
     gap_decides = len(sides) == 2 and jd.decides(gap, gone)
     if not branch and (gap_decides or any(jd.decides(r.recovery, gone) for r in levers)):
@@ -115,7 +114,9 @@ def _verdict(
         findings.append(last)
     if branch == "runtime":
         refs, unseen = _references(modules), _unseen(sampled)
-        findings += jd.health(kind, serving, paths, findings, served_name="the serving path", references=refs, unseen=unseen)
+        findings += jd.health(
+            setup.draft, serving, paths, findings, served_name="the serving path", references=refs, unseen=unseen
+        )
     verdict = _verdict_line(branch, findings)
     return Diagnosis(branch, verdict, serving, training, gap, plan.base, levers, modules, context, findings, notes, n)
 

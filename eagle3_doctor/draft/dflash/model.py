@@ -138,6 +138,11 @@ def _rope_tables(c: DFlashConfig) -> tuple[torch.Tensor, float]:
 class DFlashDraft(nn.Module):
     """fc + hidden_norm over the taps, the block layers, the final norm; the target's embedding and head."""
 
+    kind = "dflash"
+    checkpoint_hint = (
+        "check the mask token's embedding row (inspect, DRF014) and that it is served with the head it was trained against"
+    )
+
     inv_freq: torch.Tensor
 
     def __init__(self, c: DFlashConfig):

@@ -6,7 +6,7 @@ DFlash numbers a tap by the layer it comes *after*: id i is ``layer_out[i]`` (SG
 each selected target layer (HF-style)"). EAGLE-3's vLLM ids count one higher (id k is ``layer_out[k-1]``):
 "DFlash and EAGLE layer indexing semantics are different".
 
-Checked against the engines' own code executed per release (data/dflash_serving.json, written by
+Checked against the engines' own code executed per release (draft/dflash/serving.json, written by
 ``make conformance``; tests/draft/test_dflash_conformance.py holds these rules to the newest release's rows,
 vLLM's V2 runner); what was first read:
 
@@ -23,7 +23,7 @@ vLLM's V2 runner); what was first read:
   for the draft's num_hidden_layers taps (``qwen3_dflash.py`` ``_get_dflash_fc_input_size``).
 
 Older releases read the same config otherwise, and ``served_taps`` takes the release (every row of
-data/dflash_serving.json is held to it, tests/draft/test_dflash_conformance.py): vLLM has DFlash from 0.20.0;
+draft/dflash/serving.json is held to it, tests/draft/test_dflash_conformance.py): vLLM has DFlash from 0.20.0;
 its V1 runner (the stock one before 0.33.0) read ``dflash_config.target_layer_ids`` as vLLM ids, one layer
 early, in 0.20-0.21, adds 1 from 0.22.0 and from then lets ``eagle_config``'s EAGLE-3 ids override them; it
 reads no top-level ``target_layer_ids``, ``dspark_target_layer_ids`` or ``layer_ids``. The V2 runner reads
@@ -99,7 +99,7 @@ def _dflash_points(ids: list[int], L: int) -> FeatureSpec | None:
 def _vllm_points(ids: list[int], L: int) -> FeatureSpec:
     """vLLM captures in layer order, once per layer: vLLM id 0 is the embeddings, k in 1..L is
     ``layer_out[k-1]``; an id past L is never reached and silently dropped (executed: the ``ids up to L``
-    rows of eagle3_doctor/data/dflash_serving.json)."""
+    rows of eagle3_doctor/draft/dflash/serving.json)."""
     return tuple(embed() if k == 0 else layer_out(k - 1) for k in sorted(set(ids)) if 0 <= k <= L)
 
 
@@ -121,7 +121,7 @@ def sglang_taps(config: dict[str, Any], L: int, release: str = "") -> Taps:
     """SGLang reads ``dflash_config.target_layer_ids`` (the top-level key only where dflash_config has none),
     refuses an empty or out-of-range list, and guesses where there is none. Its target captures before
     layer i+1 for DFlash id i, in layer order, once per layer, and a Qwen3 target has no capture after its
-    last layer: id L-1 is dropped (executed: the ``the deep end`` rows of dflash_serving.json)."""
+    last layer: id L-1 is dropped (executed: the ``the deep end`` rows of draft/dflash/serving.json)."""
     d = _dflash_cfg(config)
     key = "dflash_config.target_layer_ids" if "target_layer_ids" in d else "target_layer_ids"
     raw = d["target_layer_ids"] if "target_layer_ids" in d else config.get("target_layer_ids")
@@ -239,11 +239,11 @@ def tap_edit(
 
 @cache
 def dflash_releases(engine: str) -> tuple[str, ...]:
-    """Every release of ``engine`` whose DFlash code was executed (data/dflash_serving.json), oldest first."""
+    """Every release of ``engine`` whose DFlash code was executed (draft/dflash/serving.json), oldest first."""
     import json
     from importlib import resources
 
-    table = json.loads(resources.files("eagle3_doctor").joinpath("data/dflash_serving.json").read_text())
+    table = json.loads(resources.files("eagle3_doctor").joinpath("draft/dflash/serving.json").read_text())
     return tuple(str(v) for v in table["releases"].get(engine, []))
 
 

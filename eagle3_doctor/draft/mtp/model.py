@@ -40,6 +40,7 @@ class MTPHead(nn.Module):
     """One MTP module; parameter names follow DeepSeek-V3's ``model.layers.{L}.*`` (the decoder layer as ``layer``)."""
 
     kind = "mtp"
+    checkpoint_hint = "check the head's key map (enorm/hnorm/eh_proj, shared_head) and that it belongs to this target"
     d2t: torch.Tensor  # zeros: the head predicts over the target's vocabulary (the estimator reads d2t of any drafter)
     inv_freq: torch.Tensor
 

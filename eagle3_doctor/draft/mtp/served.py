@@ -1,7 +1,7 @@
 """How each engine release serves an MTP head: which target state step 1 receives, what steps 2..K receive,
 and whether the engine loads the checkpoint's layout at all.
 
-Answered from ``data/mtp_serving.json`` only, written by ``make conformance`` (``conformance/mtp_exec.py``):
+Answered from ``draft/mtp/serving.json`` only, written by ``make conformance`` (``conformance/mtp_exec.py``):
 every sglang and vllm release's own MTP model code (DeepSeek-V3 ``deepseek_mtp.py`` / ``deepseek_nextn.py``,
 GLM-4-MoE, Qwen3-Next, Qwen3.5) executed on symbols, per family:
 
@@ -49,7 +49,7 @@ class MTPServing:
 
 @functools.lru_cache(maxsize=1)
 def table() -> dict[str, Any]:
-    return json.loads(resources.files("eagle3_doctor").joinpath("data/mtp_serving.json").read_text())
+    return json.loads(resources.files("eagle3_doctor").joinpath("draft/mtp/serving.json").read_text())
 
 
 def mtp_family(model_type: str | None) -> str:

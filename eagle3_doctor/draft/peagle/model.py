@@ -18,6 +18,7 @@ Depth d's output predicts x_{a+d+2}. Positions "anchor" put every slot at a: the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -31,6 +32,10 @@ class PEagleDraft:
     """``draft`` the EAGLE-3 module (its fc, layers, norm, head and vocabulary map), ``mask_hidden`` [fc_in] in the
     concatenated-taps space, ``mask_token_id`` the parallel slots' token, ``depths`` the K it was trained to draft."""
 
+    kind: ClassVar[str] = "peagle"
+    checkpoint_hint: ClassVar[str] = (
+        "check mask_hidden and the mask token (inspect, DRF014) and the key map of the EAGLE-3 layers"
+    )
     draft: Eagle3Draft
     mask_hidden: torch.Tensor
     mask_token_id: int

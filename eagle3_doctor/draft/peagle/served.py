@@ -2,7 +2,7 @@
 ``mask_hidden`` unused), or not at all; with which K and which mask token.
 
 vLLM's reading of the config is executed release by release (``conformance/peagle_exec.py``, table
-``data/peagle_serving.json``; tests/draft/test_peagle_conformance.py holds these rules to it); the loader and
+``draft/peagle/serving.json``; tests/draft/test_peagle_conformance.py holds these rules to it); the loader and
 SGLang are read, not executed:
 
 - vLLM reads speculators' ``"peagle"`` type from 0.22.0 (``transformers_utils/configs/speculators/algos.py``

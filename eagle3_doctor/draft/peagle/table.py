@@ -1,5 +1,5 @@
 """The P-EAGLE rows of docs/engine-table.md, generated from the rules the commands run (:mod:`.served`) over the
-configs vLLM's own reader is executed on (``data/peagle_serving.json``): each row names the releases whose executed
+configs vLLM's own reader is executed on (``draft/peagle/serving.json``): each row names the releases whose executed
 outcome the rule reproduces (tests/draft/test_peagle_conformance.py holds every release to it)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _cell(s) -> str:
 
 
 def peagle_table_markdown() -> list[str]:
-    table = json.loads(resources.files("eagle3_doctor").joinpath("data/peagle_serving.json").read_text())
+    table = json.loads(resources.files("eagle3_doctor").joinpath("draft/peagle/serving.json").read_text())
     executed = [r for r in table["rows"] if r["outcome"]["peagle"]["mode"] != "absent"]
     lines = [
         "P-EAGLE drafts (speculators layout, mask_hidden in the weights, mask token 1, K 4): how each engine runs them "

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.stats import Interval
-from ..core.taps import format_spec
+from ...core.stats import Interval
+from ...core.taps import format_spec
 
 
 def render_dflash_acceptance(con: Any, res: Any) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .kind import Command, Kind, Outcome
-from .run import Run, acceptance_options, batch_size_for, load_models
+from ..kind import Command, Kind, Outcome
+from ..run import Run, acceptance_options, batch_size_for, load_models
 
 
 def detect(_cfg: dict[str, Any], _names: list[str]) -> str:
@@ -14,23 +14,23 @@ def detect(_cfg: dict[str, Any], _names: list[str]) -> str:
 
 
 def inspect(run: Run) -> Outcome:
-    from ..analyses.inspect.inspection import inspect as audit
-    from ..report.render import render_inspect
+    from ...analyses.inspect.inspection import inspect as audit
+    from ...report.render import render_inspect
 
     assert run.draft is not None
     res = audit(run.target, run.draft, engine=run.engine, engine_version=run.release, draft_format=run.opt("draft_format"))
     doc = lambda: {**res.to_dict(), **({"serve": run.serve.to_dict()} if run.serve else {})}  # noqa: E731
     files = None
     if run.opt("report"):
-        from ..report.render import write_inspect_report
+        from ...report.render import write_inspect_report
 
         files = lambda: write_inspect_report(res, run.opt("report"))  # noqa: E731
     return Outcome(res.findings, doc, lambda con: render_inspect(con, res), level="warning", files=files, trust_remote_code=False)
 
 
 def compare_hidden(run: Run) -> Outcome:
-    from ..analyses.compare.run import compare_hidden as compare
-    from ..report.render import render_compare
+    from ...analyses.compare.run import compare_hidden as compare
+    from ...report.render import render_compare
 
     setup = load_models(run)
     bs = batch_size_for(run.opt("batch_size"), setup, run.opt("max_tokens"))
@@ -44,7 +44,7 @@ def compare_hidden(run: Run) -> Outcome:
     def render(con: Any) -> None:
         render_compare(con, res)
         if drift is not None:
-            from ..analyses.quant_drift import drift_lines
+            from ...analyses.quant_drift import drift_lines
 
             for line in drift_lines(drift):
                 con.print(line, markup=False, highlight=False)
@@ -55,7 +55,7 @@ def compare_hidden(run: Run) -> Outcome:
 
     files = None
     if plot or report:
-        from ..report.render import write_compare_report
+        from ...report.render import write_compare_report
 
         files = lambda: write_compare_report(res, report, plot)  # noqa: E731
     return Outcome(res.findings, doc, render, level="warning", files=files)
@@ -65,7 +65,7 @@ def _reference_drift(run: Run, setup: Any, bs: int) -> Any:
     """--reference-target: the quantized target's features against the 16-bit target's, at every capture point."""
     if not run.opt("reference_target"):
         return None
-    from ..analyses.quant_drift import compare_reference, load_reference
+    from ...analyses.quant_drift import compare_reference, load_reference
 
     ref = load_reference(setup, run.opt("reference_target"), run.opt("trust_remote_code"))
     return compare_reference(setup, ref, prompts_path=run.opt("prompts"), train_dump=run.opt("train_dump"),
@@ -73,9 +73,9 @@ def _reference_drift(run: Run, setup: Any, bs: int) -> Any:
 
 
 def acceptance(run: Run) -> Outcome:
-    from ..analyses.acceptance.findings import served_figures
-    from ..analyses.acceptance.report import FormatRequest, acceptance_report
-    from ..report.acceptance_report import acceptance_files, render_acceptance_report
+    from ...analyses.acceptance.findings import served_figures
+    from ...analyses.acceptance.report import FormatRequest, acceptance_report
+    from ...report.acceptance_report import acceptance_files, render_acceptance_report
 
     setup = load_models(run)
     if run.opt("compile_draft"):
@@ -103,7 +103,7 @@ def _both_ways(run: Run, setup: Any, opts: Any, rep: Any) -> Any:
     """--reference-target: the same measurement with the 16-bit target; QNT006 joins the run's findings."""
     if not run.opt("reference_target"):
         return None
-    from ..analyses.quant_drift import acceptance_reference, load_reference
+    from ...analyses.quant_drift import acceptance_reference, load_reference
 
     ref = load_reference(setup, run.opt("reference_target"), run.opt("trust_remote_code"))
     both, found = acceptance_reference(setup, ref, opts, prompts_path=run.opt("prompts"), train_dump=run.opt("train_dump"),
@@ -113,9 +113,9 @@ def _both_ways(run: Run, setup: Any, opts: Any, rep: Any) -> Any:
 
 
 def diagnose(run: Run) -> Outcome:
-    from ..analyses.attribution.measure import diagnose_gap
-    from ..analyses.attribution.result import SCHEMA
-    from ..report.diagnosis import render_diagnosis
+    from ...analyses.attribution.measure import diagnose_gap
+    from ...analyses.attribution.result import SCHEMA
+    from ...report.diagnosis import render_diagnosis
 
     setup = load_models(run)
     opts = acceptance_options(run, setup)
@@ -123,15 +123,15 @@ def diagnose(run: Run) -> Outcome:
         d = diagnose_gap(setup, opts, prompts_path=run.opt("prompts"), train_data=run.opt("train_data"), progress=cb)
     files = None
     if run.opt("report"):
-        from ..report.render import write_diagnosis_report
+        from ...report.render import write_diagnosis_report
 
         files = lambda: write_diagnosis_report(d, run.opt("report"))  # noqa: E731
     return Outcome(d.findings, lambda: {"schema": SCHEMA, **d.to_dict()}, lambda con: render_diagnosis(con, d), files=files)
 
 
 def fix(run: Run) -> Outcome:
-    from ..analyses.fixing import SCHEMA, fix_draft
-    from ..report.diagnosis import render_fix
+    from ...analyses.fixing import SCHEMA, fix_draft
+    from ...report.diagnosis import render_fix
 
     setup = load_models(run)
     opts = acceptance_options(run, setup)

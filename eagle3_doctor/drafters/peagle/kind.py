@@ -5,24 +5,24 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .eagle3 import compare_hidden
-from .kind import Command, Kind, Outcome
-from .parallel import MEASURE, agrees, served_figures, target_and_prompts
-from .run import Run
+from ..eagle3.kind import compare_hidden
+from ..kind import Command, Kind, Outcome
+from ..parallel import MEASURE, agrees, served_figures, target_and_prompts
+from ..run import Run
 
 _OK = "the engine runs the P-EAGLE draft as it was trained"
 _K = frozenset({"engine_version", "num_steps"})
 
 
 def detect(cfg: dict[str, Any], names: list[str]) -> Optional[str]:
-    from ..draft.peagle.formats import peagle_evidence
+    from ...draft.peagle.formats import peagle_evidence
 
     parallel = peagle_evidence(cfg, names)
     return None if parallel is None else f"a P-EAGLE draft: {parallel}"
 
 
 def _outcome(res: Any, show: Any, ok: str, **kw: Any) -> Outcome:
-    from ..report.render import render_findings
+    from ...report.render import render_findings
 
     def render(con: Any) -> None:
         show(con, res)
@@ -37,8 +37,8 @@ def _served_k(run: Run) -> Optional[int]:
 
 
 def inspect(run: Run) -> Outcome:
-    from ..analyses.peagle import inspect_peagle
-    from ..report.peagle import render_peagle_inspect
+    from .analysis import inspect_peagle
+    from .render import render_peagle_inspect
 
     assert run.draft is not None
     res = inspect_peagle(run.target, run.draft, run.engine, run.release)
@@ -54,8 +54,8 @@ def _args(run: Run) -> tuple[Any, str, str, Optional[str], list[list[int]], int]
 
 
 def acceptance(run: Run) -> Outcome:
-    from ..analyses.peagle import peagle_acceptance
-    from ..report.peagle import render_peagle_acceptance
+    from .analysis import peagle_acceptance
+    from .render import render_peagle_acceptance
 
     args = _args(run)
     with run.progress() as cb:
@@ -66,8 +66,8 @@ def acceptance(run: Run) -> Outcome:
 
 
 def diagnose(run: Run) -> Outcome:
-    from ..analyses.peagle_levers import peagle_diagnose
-    from ..report.peagle import render_peagle_diagnosis
+    from .levers import peagle_diagnose
+    from .render import render_peagle_diagnosis
 
     args = _args(run)
     with run.progress() as cb:
@@ -76,8 +76,8 @@ def diagnose(run: Run) -> Outcome:
 
 
 def fix(run: Run) -> Outcome:
-    from ..analyses.peagle_levers import peagle_fix
-    from ..report.peagle import render_peagle_fix
+    from .levers import peagle_fix
+    from .render import render_peagle_fix
 
     args = _args(run)
     with run.progress() as cb:

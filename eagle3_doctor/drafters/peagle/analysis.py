@@ -3,7 +3,7 @@ mask token, or not at all) against how it was trained, said by the checkpoint an
 
 inspect reads the config and the tensor headers only. acceptance reads the draft through the EAGLE-3 reader (its
 taps, both tap paths and the vocabulary map are EAGLE-3's) plus ``mask_hidden``, and measures both ways of running
-it on the target's own greedy continuation (:mod:`.peagle_measure`).
+it on the target's own greedy continuation (:mod:`.measure`).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.findings import Finding, config_fix
-from ..core.stats import Interval
-from ..core.taps import format_spec
-from ..draft.peagle.served import VLLM_TYPE_FROM
-from .peagle_measure import Way
+from ...core.findings import Finding, config_fix
+from ...core.stats import Interval
+from ...core.taps import format_spec
+from ...draft.peagle.served import VLLM_TYPE_FROM
+from .measure import Way
 
 SCHEMA = "eagle3-doctor/peagle-acceptance/1"
 INSPECT_SCHEMA = "eagle3-doctor/peagle-inspect/1"
@@ -26,7 +26,7 @@ UPGRADE = f"vllm {VLLM_TYPE_FROM}"  # the first release that drafts a "peagle" c
 def serving_findings(info: Any, s: Any, release: str | None = None) -> list[Finding]:
     """PEA001-PEA003 from the checkpoint and the engine's reading of it (``s`` a PEagleServing) in ``release``
     (check_engine's string; named in each title); a fix that needs a later release names the first one."""
-    from ..engines.releases import release_key
+    from ...engines.releases import release_key
 
     who = f"{s.engine} {release}" if release else s.engine
     ev = [f"checkpoint: {info.evidence}; mask_hidden {info.mask_hidden_shape}; mask_token_id {info.mask_token_id}; "
@@ -76,11 +76,11 @@ class PEagleInspect:
 
 
 def inspect_peagle(target_dir: str, draft_path: str, engine: str, version: str | None) -> PEagleInspect:
-    from ..draft.peagle.formats import peagle_info
-    from ..draft.peagle.served import peagle_serving
-    from ..engines.releases import check_engine
-    from .inspect.tensors import checkpoint_finite
-    from .mask_token import mask_token_findings
+    from ...analyses.inspect.tensors import checkpoint_finite
+    from ...analyses.mask_token import mask_token_findings
+    from ...draft.peagle.formats import peagle_info
+    from ...draft.peagle.served import peagle_serving
+    from ...engines.releases import check_engine
 
     info = peagle_info(draft_path)
     release = check_engine(engine, version) if engine in ("vllm", "sglang") else version
@@ -105,10 +105,10 @@ class PEagleSides:
 
 def read_sides(target: Any, draft_path: str, engine: str, version: str | None, k: int | None = None) -> PEagleSides:
     """The draft and its two ways; ``k`` the tokens a pass the launch line asks for (None: the config's)."""
-    from ..core.errors import BadInput
-    from ..draft.peagle.formats import with_mask_hidden
-    from ..draft.peagle.served import peagle_serving
-    from ..model.setup import assemble
+    from ...core.errors import BadInput
+    from ...draft.peagle.formats import with_mask_hidden
+    from ...draft.peagle.served import peagle_serving
+    from ...model.setup import assemble
 
     setup = assemble(target, draft_path, None, engine, version)
     assert setup.draft is not None and setup.train_spec is not None  # a draft was given; speculators drafts name their taps
@@ -167,8 +167,8 @@ def peagle_acceptance(
 ) -> PEagleAcceptance:  # fmt: skip
     """Both ways of running the draft on ``target`` over ``prompts`` (token ids), the served one checked against a
     sequential loop on the first ``reference_prompts``."""
-    from .passes import continue_prompts
-    from .peagle_measure import measure_ways
+    from ...analyses.passes import continue_prompts
+    from .measure import measure_ways
 
     side = read_sides(target, draft_path, engine, version, k)
     ways = {"trained": side.trained}
@@ -191,7 +191,7 @@ def peagle_acceptance(
     elif side.served is not None:
         res.notes.append(f"{engine} runs the draft as it was trained ({side.trained.mode}, K {side.trained.k}, "
                          f"taps {format_spec(side.trained.spec)}): one path measured")  # fmt: skip
-    from .judgment import depth_finding
+    from ...analyses.judgment import depth_finding
 
     served = "served" if "served" in ways else "trained"
     depth = depth_finding(walked[served], ways[served].k, "num_speculative_tokens")
@@ -202,19 +202,20 @@ def peagle_acceptance(
 
 def peagle_health(figs: dict[str, Interval], found: list[Finding]) -> list[Finding]:
     """The health judgment of a P-EAGLE run: the way the engine runs the draft against every other way measured."""
-    from .judgment import health
+    from ...analyses.judgment import health
+    from ...draft.peagle.model import PEagleDraft
 
     served = "served" if "served" in figs else "trained"
 
     def name(n: str) -> str:
         return f"the {n} way" + (" (as served)" if n == served and n != "served" else "")
 
-    return health("peagle", figs[served], {name(n): iv for n, iv in figs.items()}, found, served_name=name(served))
+    return health(PEagleDraft, figs[served], {name(n): iv for n, iv in figs.items()}, found, served_name=name(served))
 
 
 def way_figures(walked: dict[str, list[list[int]]], ways: dict[str, Way]) -> tuple[dict[str, Interval], Interval | None]:
     """Each way's mean acceptance length over prompts, and served - trained paired over the same prompts."""
-    from ..core.stats import acceptance_counts, mean_acceptance_length, paired
+    from ...core.stats import acceptance_counts, mean_acceptance_length, paired
 
     K = max(w.k for w in ways.values())
     names = list(walked)
@@ -244,7 +245,7 @@ def cost_finding(t: Way, s: Way, figs: dict[str, Interval], diff: Interval, foun
 
 def _reference(target: Any, pe: Any, way: Way, prompts: list[list[int]], seqs: list[list[int]], walked: list[list[int]],
                n: int) -> dict[str, Any]:  # fmt: skip
-    from .peagle_measure import reference_loop
+    from .measure import reference_loop
 
     same_tokens = same_passes = True
     for i in range(min(n, len(prompts))):

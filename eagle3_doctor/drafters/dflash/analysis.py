@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import BadInput
-from ..core.findings import Finding, config_fix
-from ..core.taps import format_spec
-from ..draft.dflash.taps import Taps, first_release_as_trained, served_taps, tap_edit, trained_taps
+from ...core.errors import BadInput
+from ...core.findings import Finding, config_fix
+from ...core.taps import format_spec
+from ...draft.dflash.taps import Taps, first_release_as_trained, served_taps, tap_edit, trained_taps
 
 SCHEMA = "eagle3-doctor/dflash/1"
 
@@ -37,8 +37,8 @@ class DFlashChecks:
 
 def fc_taps(draft: Path, target_hidden: int) -> int | None:
     """How many target states the draft's fc takes (its weight's input width / the target's hidden size)."""
-    from ..io.hub import weight_files
-    from ..io.safeio import check_safetensors_header
+    from ...io.hub import weight_files
+    from ...io.safeio import check_safetensors_header
 
     for f in weight_files(draft):
         if f.suffix != ".safetensors":
@@ -107,8 +107,8 @@ def dflash_findings(trained: Taps, served: Taps, n_fc: int | None, fix: Any = No
 def inspect_dflash(target: str, draft: str, engine: str, engine_version: str | None = None) -> DFlashChecks:
     """DFL001-003 and the mask token on the files alone, for ``engine`` in ``engine_version`` (None: the newest
     modelled release)."""
-    from ..engines.releases import rules_release
-    from ..io.safeio import read_json_object
+    from ...engines.releases import rules_release
+    from ...io.safeio import read_json_object
 
     cfg = read_json_object(Path(draft) / "config.json", "point --draft at the DFlash checkpoint")
     tcfg = read_json_object(Path(target) / "config.json", "point --target at the model directory")
@@ -123,8 +123,8 @@ def inspect_dflash(target: str, draft: str, engine: str, engine_version: str | N
     checks = DFlashChecks(engine, trained, served, n_fc)
     if served is None:
         raise BadInput(f"DFlash serving is modelled for sglang and vllm, not {engine}", "pass --engine sglang or vllm")
-    from .inspect.tensors import checkpoint_finite
-    from .mask_token import mask_token_findings
+    from ...analyses.inspect.tensors import checkpoint_finite
+    from ...analyses.mask_token import mask_token_findings
 
     mask = (cfg.get("dflash_config") or {}).get("mask_token_id")
     checks.findings = (

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .render import render_findings
+from ...report.render import render_findings
 
 
 def render_mtp_checks(console: Console, checks: Any) -> None:

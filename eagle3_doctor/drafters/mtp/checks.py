@@ -178,7 +178,7 @@ def inspect_mtp(target: str, draft: str, engine: str, engine_version: str | None
             )
     if not isinstance(L, int) or L < 1:
         raise BadInput("the target's config.json has no num_hidden_layers", "restore the target's config.json")
-    from ..inspect.tensors import checkpoint_finite
+    from ...analyses.inspect.tensors import checkpoint_finite
 
     mt = tc.get("model_type")
     checks = mtp_checks(info, cfg.hidden, cfg.recycle, cfg.hidden_source, engine, L, engine_version, mtp_family(mt), mt)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import FIX, PROMPTS, ROOT, TARGET, invoke
 
-from eagle3_doctor.analyses.dflash_measure import dflash_acceptance
 from eagle3_doctor.analyses.passes import walk
+from eagle3_doctor.drafters.dflash.measure import dflash_acceptance
 from eagle3_doctor.io.prompts import load_prompts
 
 DFLASH = FIX / "dflash-draft"
@@ -115,11 +115,11 @@ def test_vllm_0_20_feeds_the_fixture_one_layer_early_and_the_fix_names_the_upgra
     """The release's own reading reaches the measurement: vLLM 0.20-0.21 (V1) took dflash_config.target_layer_ids
     as vLLM ids; the newest release adds 1. The finding names the release, its fix the key that release reads
     first and the first release that feeds the config as trained; applied, the copy is fed as trained there."""
-    from eagle3_doctor.analyses.dflash import inspect_dflash
-    from eagle3_doctor.analyses.dflash_levers import dflash_compare, dflash_diagnose, dflash_fix
     from eagle3_doctor.core.errors import BadInput
     from eagle3_doctor.core.findings import Fix
     from eagle3_doctor.core.taps import layer_out
+    from eagle3_doctor.drafters.dflash.analysis import inspect_dflash
+    from eagle3_doctor.drafters.dflash.levers import dflash_compare, dflash_diagnose, dflash_fix
 
     prompts = [p.ids for p in load_prompts(target.tokenizer, PROMPTS, max_tokens=None, limit=4)]
     quiet = lambda *a: None  # noqa: E731

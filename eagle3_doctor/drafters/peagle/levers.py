@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..core.findings import Finding, Fix
-from ..core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
-from .passes import CopyFix, continue_prompts
-from .peagle import cost_finding, differs, peagle_acceptance, peagle_health, read_sides
-from .peagle_measure import Way, measure_ways
+from ...analyses.passes import CopyFix, continue_prompts
+from ...core.findings import Finding, Fix
+from ...core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
+from .analysis import cost_finding, differs, peagle_acceptance, peagle_health, read_sides
+from .measure import Way, measure_ways
 
 DIAGNOSE_SCHEMA = "eagle3-doctor/peagle-diagnose/1"
 FIX_SCHEMA = "eagle3-doctor/peagle-fix/1"
@@ -99,7 +99,7 @@ def anchor_finding(t: Interval, a: Interval, diff: Interval) -> Finding:
 
 def _verdict(names: list[str], gain: list[Interval], ti: int, figs: dict[str, Interval], found: list[Finding]) -> str:
     """The judgment's verdict line: the way lever decides by size and interval, after the draft's absolute health."""
-    from .judgment import lever_verdict
+    from ...analyses.judgment import lever_verdict
 
     total = gain[ti] if names[0] == "served" else None
     parts = "; ".join(f"{n}: {g.text()}" for n, g in zip(names, gain) if n.endswith("as trained"))
@@ -118,7 +118,7 @@ def peagle_fix(
     out: str, progress: Callable[[str, int, int], None], k: int | None = None,
 ) -> CopyFix:  # fmt: skip
     """acceptance on the draft; the copy at ``out`` with every config edit its findings carry; acceptance on the copy."""
-    from .fixing import write_copy
+    from ...analyses.fixing import write_copy
 
     before = peagle_acceptance(target, draft_path, engine, version, prompts, max_new_tokens, progress, k=k)
     edits = [(f.code, f.fix) for f in before.findings if f.code in ("PEA001", "PEA003") and isinstance(f.fix, Fix) and f.fix.key]

@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
-from ..core.findings import Finding
-from ..core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
-from ..core.taps import FeatureSpec, format_spec
-from .passes import continue_prompts, leading_accepted, replay_passes, sequential_loop
+from ...analyses.passes import continue_prompts, leading_accepted, replay_passes, sequential_loop
+from ...core.findings import Finding
+from ...core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
+from ...core.taps import FeatureSpec, format_spec
 
 SCHEMA = "eagle3-doctor/dflash-acceptance/1"
 
@@ -137,11 +137,11 @@ def read_sides(target: Any, draft_path: str, engine: str, engine_version: str | 
     taps do not fit the fc."""
     from pathlib import Path
 
-    from ..core.errors import BadInput
-    from ..draft.dflash.formats import read_dflash
-    from ..draft.dflash.taps import served_taps, trained_taps
-    from ..engines.releases import rules_release
-    from .dflash import dflash_findings, fc_taps, tap_fix
+    from ...core.errors import BadInput
+    from ...draft.dflash.formats import read_dflash
+    from ...draft.dflash.taps import served_taps, trained_taps
+    from ...engines.releases import rules_release
+    from .analysis import dflash_findings, fc_taps, tap_fix
 
     L = target.num_layers
     release = rules_release(engine, engine_version)
@@ -198,10 +198,11 @@ def dflash_acceptance(
 
 def dflash_health(figs: dict[str, Interval], served: str, found: list[Finding]) -> list[Finding]:
     """The health judgment of a DFlash run: the path the engine serves against every other path measured."""
-    from .judgment import health
+    from ...analyses.judgment import health
+    from ...draft.dflash.model import DFlashDraft
 
     sides = {_path_name(n, served): iv for n, iv in figs.items()}
-    return health("dflash", figs[served], sides, found, served_name=_path_name(served, served),
+    return health(DFlashDraft, figs[served], sides, found, served_name=_path_name(served, served),
                   unseen=["the weights' own fit to other taps (diagnose measures the tap levers)"])  # fmt: skip
 
 

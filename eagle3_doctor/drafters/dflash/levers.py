@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from ..core.findings import Finding
-from ..core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
-from ..core.taps import FeatureSpec, format_spec
-from .dflash_measure import cost_finding, dflash_health, measure_paths, read_sides
-from .passes import CopyFix, continue_prompts
+from ...analyses.passes import CopyFix, continue_prompts
+from ...core.findings import Finding
+from ...core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
+from ...core.taps import FeatureSpec, format_spec
+from .measure import cost_finding, dflash_health, measure_paths, read_sides
 
 COMPARE_SCHEMA = "eagle3-doctor/dflash-compare/1"
 DIAGNOSE_SCHEMA = "eagle3-doctor/dflash-diagnose/1"
@@ -43,8 +43,8 @@ def dflash_compare(
 ) -> DFlashCompare:
     """Each slot's served tap against its trained one over ``prompts``; served as ``engine`` feeds them in
     ``engine_version`` (None: the newest modelled release)."""
-    from ..model.replay import iter_captures
-    from ..model.runtime import auto_batch_size
+    from ...model.replay import iter_captures
+    from ...model.runtime import auto_batch_size
 
     side = read_sides(target, draft_path, engine, engine_version)
     t_spec: FeatureSpec = side.trained.spec
@@ -136,7 +136,7 @@ def dflash_diagnose(
 def _verdict(figs: dict[str, Interval], total: Interval | None, parts: list[str], t: FeatureSpec, s: FeatureSpec,
              found: list[Finding]) -> str:  # fmt: skip
     """The judgment's verdict line: the tap lever decides by size and interval, after the draft's absolute health."""
-    from .judgment import lever_verdict
+    from ...analyses.judgment import lever_verdict
 
     gain = total.text() if total is not None else ""
     return lever_verdict(
@@ -158,9 +158,9 @@ def dflash_fix(
     """acceptance on the draft; the copy at ``out`` with every tap fix its findings carry (config keys, in the
     convention ``engine`` reads in ``engine_version``, None: the newest modelled release); acceptance on the
     copy, which must then feed the trained taps in that same release."""
-    from ..core.findings import Fix
-    from .dflash_measure import dflash_acceptance
-    from .fixing import write_copy
+    from ...analyses.fixing import write_copy
+    from ...core.findings import Fix
+    from .measure import dflash_acceptance
 
     before = dflash_acceptance(target, draft_path, engine, prompts, max_new_tokens, progress, engine_version=engine_version)
     edits = [(f.code, f.fix) for f in before.findings if f.code == "DFL001" and isinstance(f.fix, Fix) and f.fix.key]

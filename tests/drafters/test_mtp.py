@@ -13,11 +13,11 @@ from conftest import TARGET
 
 from eagle3_doctor.analyses.acceptance.options import AcceptanceOptions
 from eagle3_doctor.analyses.acceptance.run import measure_acceptance
-from eagle3_doctor.analyses.mtp.checks import inspect_mtp
-from eagle3_doctor.analyses.mtp.fix import write_folded
-from eagle3_doctor.analyses.mtp.measure import mtp_acceptance
-from eagle3_doctor.analyses.mtp.setup import assemble_mtp
 from eagle3_doctor.core.taps import final_norm, layer_out
+from eagle3_doctor.drafters.mtp.checks import inspect_mtp
+from eagle3_doctor.drafters.mtp.fix import write_folded
+from eagle3_doctor.drafters.mtp.measure import mtp_acceptance
+from eagle3_doctor.drafters.mtp.setup import assemble_mtp
 
 MTP = Path(__file__).resolve().parents[2] / "fixtures" / "mtp-speculators"
 PROMPTS = str(Path(__file__).resolve().parents[2] / "fixtures" / "prompts.jsonl")
@@ -128,9 +128,9 @@ def test_vllms_recycling_is_the_releases_and_mtp002_names_the_release_to_upgrade
     the one checked and measured; MTP002 names that release and the first one that recycles as trained."""
     from safetensors.torch import load_file
 
-    from eagle3_doctor.analyses.mtp.measure import mtp_diagnose
     from eagle3_doctor.draft.mtp.formats import read_mtp
     from eagle3_doctor.draft.mtp.writing import write_mtp
+    from eagle3_doctor.drafters.mtp.measure import mtp_diagnose
 
     sd = load_file(TARGET / "model.safetensors")
     head, _ = read_mtp(MTP, target_embed=sd["model.embed_tokens.weight"], target_head=sd["lm_head.weight"])

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from ..core.taps import FeatureSpec
-from .passes import leading_accepted, replay_passes, sequential_loop
+from ...analyses.passes import leading_accepted, replay_passes, sequential_loop
+from ...core.taps import FeatureSpec
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def _propose(pe: Any, way: Way, taps: torch.Tensor, ids: torch.Tensor, a: int) -
     """The K tokens of one pass from the taps and paired tokens of slots 0..a-1."""
     if way.mode == "parallel":
         return _run(pe, way).parallel(taps, ids, torch.tensor([a - 1], device=ids.device), way.k, way.positions)[0].tolist()
-    from ..draft.model import DraftCache
+    from ...draft.model import DraftCache
 
     d, cache, out = pe.draft, DraftCache(), []
     state = d.extend(taps[None], ids[None], torch.arange(a, device=ids.device)[None], cache, from_aux=True)[:, -1:]

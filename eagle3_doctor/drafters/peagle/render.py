@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.stats import Interval
+from ...core.stats import Interval
 
 SLOTS = {"offset": "anchor + d", "anchor": "the anchor"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .kind import Command, Kind, Outcome
-from .run import Run, acceptance_options
+from ..kind import Command, Kind, Outcome
+from ..run import Run, acceptance_options
 
 _OK = "the engine hands the MTP head the state it was trained on"
 _MEASURE = frozenset({"engine_version", "batch_size", "num_steps", "continuation"})
@@ -16,20 +16,20 @@ _SAMPLING = frozenset(
 
 
 def detect(cfg: dict[str, Any], names: list[str]) -> Optional[str]:
-    from ..draft.mtp.formats import detect_mtp
+    from ...draft.mtp.formats import detect_mtp
 
     found = detect_mtp(cfg, names)
     return None if found is None else f"{found[0]} MTP layout: {found[1]}"
 
 
 def preflight(_cfg: dict[str, Any], layer: dict[str, Any], weights: dict[str, Any], where: str) -> None:
-    from ..io.checks import check_sizes_against_weights
+    from ...io.checks import check_sizes_against_weights
 
     check_sizes_against_weights(layer, weights, where)  # no finding names it, and the head is built at the config's size
 
 
 def _setup(run: Run) -> Any:
-    from ..analyses.mtp.setup import load_mtp_setup
+    from .setup import load_mtp_setup
 
     assert run.draft is not None  # every measuring command needs the draft
     with run.status(f"loading target {run.target} and MTP head {run.draft} ..."):
@@ -38,9 +38,9 @@ def _setup(run: Run) -> Any:
 
 
 def inspect(run: Run) -> Outcome:
-    from ..analyses.mtp.checks import inspect_mtp
-    from ..report.mtp import render_mtp_checks
-    from ..report.render import render_findings
+    from ...report.render import render_findings
+    from .checks import inspect_mtp
+    from .render import render_mtp_checks
 
     assert run.draft is not None
     checks = inspect_mtp(run.target, run.draft, run.engine, run.release)
@@ -53,9 +53,9 @@ def inspect(run: Run) -> Outcome:
 
 
 def compare_hidden(run: Run) -> Outcome:
-    from ..analyses.mtp.measure import mtp_compare
-    from ..report.mtp import render_mtp_compare
-    from .run import batch_size_for
+    from ..run import batch_size_for
+    from .measure import mtp_compare
+    from .render import render_mtp_compare
 
     setup, checks = _setup(run)
     bs = batch_size_for(run.opt("batch_size"), setup, run.opt("max_tokens"))
@@ -64,10 +64,10 @@ def compare_hidden(run: Run) -> Outcome:
 
 
 def acceptance(run: Run) -> Outcome:
-    from ..analyses.acceptance.findings import served_figures
-    from ..analyses.mtp.measure import mtp_acceptance
-    from ..report.mtp import render_mtp_checks
-    from ..report.render import render_acceptance
+    from ...analyses.acceptance.findings import served_figures
+    from ...report.render import render_acceptance
+    from .measure import mtp_acceptance
+    from .render import render_mtp_checks
 
     setup, checks = _setup(run)
     opts = acceptance_options(run, setup)
@@ -84,8 +84,8 @@ def acceptance(run: Run) -> Outcome:
 
 
 def diagnose(run: Run) -> Outcome:
-    from ..analyses.mtp.measure import mtp_diagnose
-    from ..report.mtp import render_mtp_diagnosis
+    from .measure import mtp_diagnose
+    from .render import render_mtp_diagnosis
 
     setup, checks = _setup(run)
     opts = acceptance_options(run, setup)
@@ -95,8 +95,8 @@ def diagnose(run: Run) -> Outcome:
 
 
 def fix(run: Run) -> Outcome:
-    from ..analyses.mtp.fix import mtp_fix
-    from ..report.mtp import render_mtp_fix
+    from .fix import mtp_fix
+    from .render import render_mtp_fix
 
     setup, checks = _setup(run)
     opts = acceptance_options(run, setup)

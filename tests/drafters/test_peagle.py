@@ -14,8 +14,8 @@ import pytest
 import torch
 from conftest import FIX, PROMPTS, ROOT, TARGET, invoke
 
-from eagle3_doctor.analyses.peagle import peagle_acceptance
 from eagle3_doctor.draft.peagle.model import _mask
+from eagle3_doctor.drafters.peagle.analysis import peagle_acceptance
 from eagle3_doctor.io.prompts import load_prompts
 
 PEAGLE = FIX / "peagle-draft"
@@ -150,8 +150,8 @@ def test_a_draft_trained_with_its_slots_at_the_anchor_is_told_apart_by_diagnose(
     """A draft that learned every parallel slot at its anchor's position (a trainer that ignored position_ids) is
     what diagnose's anchor lever is for. Played here by swapping the two layouts inside the draft: the engine's
     a + d then runs what the draft did not learn, and PEA005 must say the anchor layout accepts more."""
-    from eagle3_doctor.analyses.peagle_levers import ANCHOR, peagle_diagnose
     from eagle3_doctor.draft.peagle.model import PEagleDraft
+    from eagle3_doctor.drafters.peagle.levers import ANCHOR, peagle_diagnose
 
     real = PEagleDraft.slot_logits
     swap = {"offset": "anchor", "anchor": "offset"}
@@ -199,7 +199,7 @@ def test_the_launch_lines_tokens_a_pass_are_the_served_k(tmp_path, k, codes):
 def test_each_finding_names_the_release_and_a_fix_that_needs_a_later_one_names_the_first(tmp_path):
     """An eagle3-typed copy on vLLM 0.20.0: setting the type alone would be refused there (the type is read from
     0.22.0), so PEA001's fix names the upgrade beside the config edit; on the newest release the edit alone does."""
-    from eagle3_doctor.analyses.peagle import inspect_peagle
+    from eagle3_doctor.drafters.peagle.analysis import inspect_peagle
 
     d = _as_eagle3(tmp_path)
     (old,) = inspect_peagle(str(TARGET), str(d), "vllm", "0.20.0").findings

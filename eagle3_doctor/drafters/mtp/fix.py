@@ -61,7 +61,7 @@ def write_folded(setup: Setup, checks: MTPChecks, out: str) -> None:
 
 
 def mtp_fix(setup: Setup, checks: MTPChecks, out: str, opts: Any, prompts_path: str | None, progress: Any) -> MTPFixResult:
-    from ..acceptance.run import measure_acceptance
+    from ...analyses.acceptance.run import measure_acceptance
     from .measure import judged_health
     from .setup import assemble_mtp
 

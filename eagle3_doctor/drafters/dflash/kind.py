@@ -5,22 +5,22 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .kind import Command, Kind, Outcome
-from .parallel import MEASURE, agrees, served_figures, target_and_prompts
-from .run import Run
+from ..kind import Command, Kind, Outcome
+from ..parallel import MEASURE, agrees, served_figures, target_and_prompts
+from ..run import Run
 
 _RELEASE = frozenset({"engine_version"})  # which taps the release feeds (draft/dflash/taps.py, executed per release)
 _OK = "the engine feeds the DFlash draft the taps it was trained on"
 
 
 def detect(cfg: dict[str, Any], _names: list[str]) -> Optional[str]:
-    from ..draft.dflash.taps import is_dflash
+    from ...draft.dflash.taps import is_dflash
 
     return "a DFlash config (dflash_config, DFlashDraftModel or speculators_model_type dflash)" if is_dflash(cfg) else None
 
 
 def preflight(cfg: dict[str, Any], layer: dict[str, Any], weights: dict[str, Any], where: str) -> None:
-    from ..io.checks import check_dflash_config, check_sizes_against_weights
+    from ...io.checks import check_dflash_config, check_sizes_against_weights
 
     check_dflash_config(cfg, where, preflight=True)  # the block it drafts, before torch allocates one
     # no finding (as EAGLE-3's DRF012) names a size the weights contradict: its modules would be allocated at the
@@ -29,7 +29,7 @@ def preflight(cfg: dict[str, Any], layer: dict[str, Any], weights: dict[str, Any
 
 
 def _outcome(res: Any, show: Any, ok: str, level: str = "error", **kw: Any) -> Outcome:
-    from ..report.render import render_findings
+    from ...report.render import render_findings
 
     def render(con: Any) -> None:
         show(con, res)
@@ -39,8 +39,8 @@ def _outcome(res: Any, show: Any, ok: str, level: str = "error", **kw: Any) -> O
 
 
 def inspect(run: Run) -> Outcome:
-    from ..analyses.dflash import inspect_dflash
-    from ..report.dflash import render_dflash_inspect
+    from .analysis import inspect_dflash
+    from .render import render_dflash_inspect
 
     assert run.draft is not None
     checks = inspect_dflash(run.target, run.draft, run.engine, engine_version=run.release)
@@ -48,8 +48,8 @@ def inspect(run: Run) -> Outcome:
 
 
 def compare_hidden(run: Run) -> Outcome:
-    from ..analyses.dflash_levers import dflash_compare
-    from ..report.dflash import render_dflash_compare
+    from .levers import dflash_compare
+    from .render import render_dflash_compare
 
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
@@ -59,8 +59,8 @@ def compare_hidden(run: Run) -> Outcome:
 
 
 def acceptance(run: Run) -> Outcome:
-    from ..analyses.dflash_measure import dflash_acceptance
-    from ..report.dflash import render_dflash_acceptance
+    from .measure import dflash_acceptance
+    from .render import render_dflash_acceptance
 
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
@@ -72,8 +72,8 @@ def acceptance(run: Run) -> Outcome:
 
 
 def diagnose(run: Run) -> Outcome:
-    from ..analyses.dflash_levers import dflash_diagnose
-    from ..report.dflash import render_dflash_diagnosis
+    from .levers import dflash_diagnose
+    from .render import render_dflash_diagnosis
 
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
@@ -83,8 +83,8 @@ def diagnose(run: Run) -> Outcome:
 
 
 def fix(run: Run) -> Outcome:
-    from ..analyses.dflash_levers import dflash_fix
-    from ..report.dflash import render_dflash_fix
+    from .levers import dflash_fix
+    from .render import render_dflash_fix
 
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None

@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
+from ...analyses.results import AcceptanceRun
 from ...core.findings import Finding
 from ...model.setup import Setup
-from ..results import AcceptanceRun
 from .checks import MTPChecks
 
 MAL = "mean acceptance length"
@@ -84,7 +84,7 @@ def weigh(checks: MTPChecks, run: AcceptanceRun, K: int) -> Any:
 def mtp_acceptance(setup: Setup, checks: MTPChecks, opts: Any, prompts_path: str | None, progress: Any) -> AcceptanceRun:
     """The acceptance run on the serving and training states (the shared estimator and, with --reference-loop,
     the sequential loop); ACC001's EAGLE-3 layer-id fix gives way to MTP001's, which carries the measured gap."""
-    from ..acceptance.run import measure_acceptance
+    from ...analyses.acceptance.run import measure_acceptance
 
     run = measure_acceptance(setup, opts, prompts_path=prompts_path, progress=progress)
     run.findings = [f for f in run.findings if f.code != "ACC001"]
@@ -100,7 +100,7 @@ def recycled_as_served(setup: Setup, checks: MTPChecks, run: AcceptanceRun, opts
     """MTP002 measured: the serving path again with the head recycling what the engine recycles (a copy)."""
     import copy
 
-    from ..acceptance.run import measure_acceptance
+    from ...analyses.acceptance.run import measure_acceptance
 
     s = copy.copy(setup)
     head: Any = copy.deepcopy(setup.draft)  # an MTPHead (Setup types its draft as EAGLE-3's)
@@ -142,8 +142,8 @@ class MTPDiagnosis:
 
 def mtp_diagnose(setup: Setup, checks: MTPChecks, opts: Any, prompts_path: str | None, progress: Any) -> MTPDiagnosis:
     """Measure both paths; MTP001 leads the verdict when the trained state recovers acceptance beyond the noise."""
-    from ..acceptance.run import measure_acceptance
-    from ..judgment import lever_branch, verdict_line
+    from ...analyses.acceptance.run import measure_acceptance
+    from ...analyses.judgment import lever_branch, verdict_line
 
     run = measure_acceptance(setup, opts, prompts_path=prompts_path, progress=progress)
     s, t = run.paths["serving"], run.paths.get("training")
@@ -174,6 +174,6 @@ def mtp_diagnose(setup: Setup, checks: MTPChecks, opts: Any, prompts_path: str |
 
 def judged_health(setup: Setup, run: AcceptanceRun, found: list[Finding]) -> list[Finding]:
     """The health judgment over the run's paths, after the head's own checks (an error there is never healthy)."""
-    from ..acceptance.findings import acceptance_health
+    from ...analyses.acceptance.findings import acceptance_health
 
     return acceptance_health(run.paths, [*found, *(f for f in run.findings if not f.code.startswith("HLT"))], setup)

@@ -1,0 +1,1 @@
+"""The peagle drafter kind."""
