@@ -75,6 +75,7 @@ def result_schema(cls: type, schema_id: str, title: str, description: str) -> di
     json_schema(cls, defs)
     top = defs.pop(cls.__name__)
     hand = json.loads(ACCEPTANCE.read_text())["$defs"]
+    hand_props = json.loads(ACCEPTANCE.read_text())["properties"]  # the stamps the dispatch writes (cli/drive.py)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": schema_id,
@@ -83,7 +84,7 @@ def result_schema(cls: type, schema_id: str, title: str, description: str) -> di
         "type": "object",
         "required": ["schema", "tool", *top["required"]],
         "properties": {"schema": {"const": schema_id}, "tool": {"$ref": "#/$defs/tool"}, "trust_remote_code": {"type": "boolean"},
-                       **top["properties"]},
+                       "engine_release": hand_props["engine_release"], **top["properties"]},
         "additionalProperties": False,
         "$defs": {"tool": hand["tool"], "finding": hand["finding"], **dict(sorted(defs.items()))},
     }  # fmt: skip

@@ -68,7 +68,7 @@ def finish(run: Any, outcome: Any) -> int:
     json_out = run.opt("json_out")
     outcome.render(console(stderr=json_out == "-"))  # `--json -` owns stdout
     trust = run.opt("trust_remote_code", False) if outcome.trust_remote_code is None else outcome.trust_remote_code
-    write_result(json_out, outcome.document(), trust)
+    write_result(json_out, outcome.document(), trust, engine_release=run.release)
     if outcome.files is not None:
         outcome.files()
     if not outcome.agrees:

@@ -60,7 +60,7 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> Run:
     from ..io.hub import role_paths
 
     # the engine and release as resolved (from --serve-cmd, or the sglang default), refused before any download or load
-    check_engine(eng, ver)
+    release = check_engine(eng, ver)
 
     # hub ids (with a revision) become local snapshots here; local-looking paths never reach the hub
     if revision is None and sc is not None and target == sc.target:
@@ -75,7 +75,7 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> Run:
     from ..engines.launch import launch_findings
 
     quiet = getattr(a, "quiet", False)
-    return Run(target_dir, draft_dir, eng, ver, dtype, sc, paths, launch_findings(sc) if sc else [], _parsed(a),
+    return Run(target_dir, draft_dir, eng, release, dtype, sc, paths, launch_findings(sc) if sc else [], _parsed(a),
                status=lambda text: status(text, quiet), progress=lambda: progress(quiet))  # fmt: skip
 
 

@@ -32,12 +32,14 @@ def _no_status(_text: str) -> ContextManager[None]:
 
 @dataclasses.dataclass
 class Run:
-    """A command's run: ``release`` is the engine release as the run applies it (None: the newest modelled)."""
+    """A command's run: ``release`` is the engine release as the run applies it, resolved once from
+    --engine-version, the launch command or the newest modelled release (engines/releases.check_engine), and
+    stated in every document the run writes (``engine_release``)."""
 
     target: str
     draft: Optional[str]
     engine: str
-    release: Optional[str]
+    release: str
     dtype: str
     serve: Any = None  # engines.launch.ServeConfig, when a launch command was given
     paths: dict[str, str] = dataclasses.field(default_factory=dict)  # finding roles -> the files this run used
