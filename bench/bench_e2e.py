@@ -14,7 +14,9 @@ times, as separate processes one after another (the page cache warm after the fi
 - each doctor command on the same prompts and new-token count, as typed (no tuning options), its progress
   lines timestamped as they arrive, which gives its phases (start-up and load until the first phase begins,
   then each phase, then the report); `acceptance` once more on transformers' model
-  (`EAGLE3_DOCTOR_FORWARD=transformers`), for what the native decoder saves in the same run.
+  (`EAGLE3_DOCTOR_FORWARD=transformers`), for what the native decoder saves in the same run; and once with
+  `--batch-size 64`, which runs the greedy continuation in forward-sized batches, for what sizing it by its KV
+  cache saves in the same run.
 Beside each command, its floor: the plain forward script's wall (interpreter, imports, load, one bare forward
 per sequence) plus, for the commands that continue the prompts, the greedy continuation at the HBM floor
 (new tokens x one decode step reading every weight byte once, at the device-to-device copy bandwidth
@@ -150,6 +152,8 @@ def main() -> None:
         "compare-hidden": [*doc, "compare-hidden", *common, "--prompts", prompts, "--device", dev],
         "acceptance": [*doc, "acceptance", *common, *gen],
         "acceptance-transformers-forward": [*doc, "acceptance", *common, *gen],
+        # the continuation in forward-sized batches (at most 64 sequences), as before it was sized by its KV cache
+        "acceptance-forward-batches": [*doc, "acceptance", *common, *gen, "--batch-size", "64"],
         "fingerprint": [*doc, "fingerprint", *common, *gen],
         "diagnose": [*doc, "diagnose", *common, *gen],
     }

@@ -207,7 +207,7 @@ def _sequences(
     for 64 prompts."""
     from ..model.continuation import greedy_continue
     from ..model.replay import check_seq_len, prompts_from
-    from ..model.runtime import auto_batch_size
+    from ..model.static import decode_batch_size
 
     prompts, _ = prompts_from(tgt, prompts_path, max_tokens, limit, prompt_ids)
     seqs = [p.ids for p in prompts]
@@ -215,7 +215,8 @@ def _sequences(
         check_seq_len(tgt, len(s) + max_new_tokens)
     if max_new_tokens and seqs:
         report = (lambda d, n: progress("greedy continuation (tokens x batches)", d, n)) if progress else None
-        size = auto_batch_size(tgt, max(map(len, seqs)) + max_new_tokens)
+        longest = max(map(len, seqs))
+        size = decode_batch_size(tgt, longest, longest + max_new_tokens)
         seqs = greedy_continue(tgt, seqs, max_new_tokens, size, progress=report)
     return seqs
 

@@ -99,9 +99,10 @@ def continue_prompts(
 ) -> list[list[int]]:
     """The target's greedy continuation of every prompt, in batches as large as memory allows."""
     from ..model.continuation import greedy_continue
-    from ..model.runtime import auto_batch_size
+    from ..model.static import decode_batch_size
 
-    batch = auto_batch_size(target, max(map(len, prompts)) + max_new_tokens)
+    longest = max(map(len, prompts))
+    batch = decode_batch_size(target, longest, longest + max_new_tokens)
     return greedy_continue(target, prompts, max_new_tokens, batch, lambda k, n: progress("greedy continuation", k, n))
 
 

@@ -38,6 +38,10 @@ class Graphs:
         graph.replay()
         return out
 
+    def clear(self) -> None:
+        """Drop every graph and its memory pool (and the inputs and outputs it holds) now."""
+        self._graphs.clear()
+
     def _capture(self, fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...]) -> tuple[Any, tuple[torch.Tensor, ...], Any]:
         """Warm up on a side stream (cuBLAS and allocator state), set the state back, capture one call."""
         static = tuple(x.clone() for x in inputs)

@@ -131,6 +131,8 @@ def acceptance_options(run: Run, setup: Any) -> Any:
         max_new_tokens=a.max_new_tokens,
         max_tokens=a.max_tokens,
         batch_size=batch_size_for(a.batch_size, setup, a.max_tokens + a.max_new_tokens),
+        # a streamed target refuses generation; everywhere else the continuation sizes its own batch under auto
+        continuation_auto=a.batch_size == "auto" and getattr(setup.target, "streamer", None) is None,
         temperature=a.temperature,
         temp_mode=a.temperature_mode,
         topk=topk,

@@ -39,19 +39,50 @@ def device_memory(device: torch.device) -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
-def check_cache_fits(target: Target, batch: int, max_len: int) -> None:
-    """A KV cache of ``batch`` rows and ``max_len`` positions, sized from the target's config (keys and values of
-    every layer), fits in the memory of the device it goes on: otherwise one ResourceError naming the sizes,
-    rather than the allocator's failure, which reads as a bug."""
-    from ..core.errors import ResourceError
-
+def kv_bytes_per_token(target: Target) -> int:
+    """The KV cache's bytes per sequence and position, from the target's config: keys and values of every layer."""
     text = target.config.get("text_config")
     c: dict[str, Any] = text if isinstance(text, dict) else target.config
     heads = c.get("num_attention_heads") or 1
     kv = c.get("num_key_value_heads") or heads
     head_dim = c.get("head_dim") or (c.get("hidden_size") or 0) // heads
     layers = c.get("num_hidden_layers") or 0
-    per_token = 2 * layers * kv * head_dim * torch.empty((), dtype=target.dtype).element_size()
+    return int(2 * layers * kv * head_dim * torch.empty((), dtype=target.dtype).element_size())
+
+
+def decode_batch_size(target: Target, prompt_len: int, max_len: int, *, fraction: float = 0.6, cap: int = 1024) -> int:
+    """Sequences per greedy continuation batch on a GPU: as many as the free memory holds a static cache of
+    ``max_len`` positions for, beside one eager prefill of ``prompt_len`` tokens each (the layer's activations
+    and the last row's float32 logits). A decode step reads every weight once whatever the batch, so the
+    continuation's cost falls with each doubling until the KV cache's reads dominate: a forward-sized batch
+    (model.runtime.auto_batch_size, capped at 64) ran 512 x 512 as 8 batches where one fits (bench/RESULTS.md).
+    8 on the CPU, where a step's arithmetic, not the weights' reads, is the cost."""
+    if torch.device(target.device).type != "cuda":
+        return 8
+    if target.capture_device is not None:  # sharded by a device map: no one device's free memory decides
+        from .runtime import auto_batch_size
+
+        return auto_batch_size(target, max_len)
+    free, _total = torch.cuda.mem_get_info(target.device)
+    # blocks the allocator holds but no tensor uses are free to this process, though not to the driver
+    free += torch.cuda.memory_reserved(target.device) - torch.cuda.memory_allocated(target.device)
+    text = target.config.get("text_config")
+    c: dict[str, Any] = text if isinstance(text, dict) else target.config
+    H = int(c.get("hidden_size") or 4096)
+    inter = int(c.get("intermediate_size") or 4 * H)
+    vocab = int(c.get("vocab_size") or 0)
+    elt = torch.empty((), dtype=target.dtype).element_size()
+    per_seq = kv_bytes_per_token(target) * slots(max_len) + (4 * H + 2 * inter) * elt * max(prompt_len, 1) + 4 * vocab
+    return max(1, min(cap, int(free * fraction // per_seq)))
+
+
+def check_cache_fits(target: Target, batch: int, max_len: int) -> None:
+    """A KV cache of ``batch`` rows and ``max_len`` positions, sized from the target's config (keys and values of
+    every layer), fits in the memory of the device it goes on: otherwise one ResourceError naming the sizes,
+    rather than the allocator's failure, which reads as a bug."""
+    from ..core.errors import ResourceError
+
+    per_token = kv_bytes_per_token(target)
     need, have = per_token * batch * max_len, device_memory(torch.device(target.device))
     if need > have:
         raise ResourceError(
@@ -113,6 +144,13 @@ class StaticDecoder:
     @property
     def graphed(self) -> bool:
         return self._graphs.on
+
+    def close(self) -> None:
+        """Let the cache and the graphs go now. The graphs' length callbacks refer back to this decoder, a cycle
+        that only the garbage collector breaks: a continuation's cache (tens of GB for a large batch) outlived
+        its batch, and the next batch, or the replay after it, ran out of memory (bench/RESULTS.md)."""
+        self._graphs.clear()
+        self.cache = None
 
     def _mask(self, n: int) -> torch.Tensor:
         """[B, 1, n, L] additive: query i (slot + i) of row b sees slot j <= slot + i that is not b's padding."""
@@ -200,19 +238,25 @@ def greedy_static(
     for i, p in enumerate(prompts):
         ids[i, T - len(p) :] = torch.as_tensor(p)
     dec = StaticDecoder(target, cache, B, L)
-    pads = torch.tensor([T - len(p) for p in prompts])
-    nxt, _ = dec.prefill(ids.to(target.device), pads.to(target.device))
-    out = torch.empty((B, max_new_tokens), dtype=torch.long, device=target.device)
-    cur = nxt.clone()
-    every = 32 if dec.graphed else 1
-    for k in range(max_new_tokens):
-        out[:, k] = cur[:, 0]
-        if progress is not None:
-            progress(k + 1)
-        if k + 1 == max_new_tokens or (eos is not None and (k + 1) % every == 0 and bool((out[:, : k + 1] == eos).any(-1).all())):
-            break
-        amax, _ = dec.forward(cur)
-        cur.copy_(amax)
+    del cache
+    try:
+        pads = torch.tensor([T - len(p) for p in prompts])
+        nxt, _ = dec.prefill(ids.to(target.device), pads.to(target.device))
+        out = torch.empty((B, max_new_tokens), dtype=torch.long, device=target.device)
+        cur = nxt.clone()
+        every = 32 if dec.graphed else 1
+        for k in range(max_new_tokens):
+            out[:, k] = cur[:, 0]
+            if progress is not None:
+                progress(k + 1)
+            if k + 1 == max_new_tokens or (
+                eos is not None and (k + 1) % every == 0 and bool((out[:, : k + 1] == eos).any(-1).all())
+            ):
+                break
+            amax, _ = dec.forward(cur)
+            cur.copy_(amax)
+    finally:
+        dec.close()
     got = out.tolist()
     return [list(p) + until_eos(got[i][: k + 1], eos) for i, p in enumerate(prompts)]
 

@@ -82,3 +82,25 @@ def test_the_cached_target_gives_the_dynamic_caches_features_and_tokens_over_the
     again = st.forward(prompt, last_only=True)
     first = CachedTarget(target, spec).forward(prompt, last_only=True)
     assert torch.allclose(again[0], first[0], atol=1e-5) and torch.equal(again[1], first[1])
+
+
+def test_a_continuation_batch_is_sized_by_its_kv_cache_not_a_forward(monkeypatch):
+    """On a GPU the greedy continuation takes as many sequences as a static cache of their length fits beside
+    one prefill: an 8B shape with 100 GB free runs 512 prompts x 512 tokens as one batch, where the forward's
+    rule (capped at 64) ran eight; a longer context or less memory takes fewer; the CPU keeps 8."""
+    from types import SimpleNamespace
+
+    from eagle3_doctor.model.static import decode_batch_size, kv_bytes_per_token
+
+    cfg = {"hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "num_hidden_layers": 32, "vocab_size": 128256}  # fmt: skip
+    gpu = SimpleNamespace(config=cfg, device=torch.device("cuda"), dtype=torch.bfloat16, capture_device=None)
+    assert kv_bytes_per_token(gpu) == 2 * 32 * 8 * 128 * 2
+    free = [100 * 2**30]
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free[0], 141 * 2**30))
+    n = decode_batch_size(gpu, 128, 640)
+    assert n >= 512
+    assert decode_batch_size(gpu, 8192, 8192 + 512) < n  # a long context: each sequence's cache is larger
+    free[0] = 20 * 2**30
+    assert 1 <= decode_batch_size(gpu, 128, 640) < n
+    assert decode_batch_size(SimpleNamespace(config=cfg, device=torch.device("cpu"), dtype=torch.float32), 128, 640) == 8

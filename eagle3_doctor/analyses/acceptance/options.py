@@ -25,6 +25,9 @@ class AcceptanceOptions:
     max_new_tokens: int = 128
     max_tokens: int | None = 512
     batch_size: int = 8
+    # --batch-size auto: the greedy continuation takes its own batch, as many sequences as a static cache of their
+    # length fits (a decode step holds a KV cache, not a forward's activations; model.static.decode_batch_size)
+    continuation_auto: bool = False
     temperature: float = 0.0
     temp_mode: str = "sampled"
     topk: int = 1

@@ -39,17 +39,24 @@ def acceptance_sequences(setup: Setup, src: Sources, opts: AcceptanceOptions, pr
         refuse_generation(tgt, "the greedy continuation")
         for p in src.prompts:
             check_seq_len(tgt, len(p.ids) + opts.max_new_tokens)
+        batch = opts.batch_size
+        if opts.continuation_auto:
+            from ...model.static import decode_batch_size
+
+            longest = max((len(p.ids) for p in src.prompts), default=1)
+            batch = decode_batch_size(tgt, longest, longest + opts.max_new_tokens)
         try:
             seqs = greedy_continue(
                 tgt,
                 src.sequences,
                 opts.max_new_tokens,
-                opts.batch_size,
+                batch,
                 progress=lambda d, n: progress("greedy continuation (tokens x batches)", d, n),
             )
         except torch.cuda.OutOfMemoryError:
             raise ResourceError(
-                "CUDA out of memory while generating continuations", f"retry with --batch-size {max(1, opts.batch_size // 2)}"
+                "CUDA out of memory while generating continuations",
+                f"retry with --batch-size {max(1, batch // 2)}",
             ) from None
         starts = [len(p.ids) - 1 for p in src.prompts]
     else:
