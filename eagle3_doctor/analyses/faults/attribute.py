@@ -106,9 +106,10 @@ def _counts(accepted: list[list[int]], K: int) -> np.ndarray:
 
 def _live_per_position(m: Measured, K: int) -> list[float] | None:
     """Passes reaching each position, live: the counts behind the server's unconditional rates."""
-    if m.per_position_rate is None or len(m.per_position_rate) != K:
+    if m.per_position_rate is None or len(m.per_position_rate) > K:
         return None
-    return [round(r * m.passes) for r in m.per_position_rate]
+    # a histogram (SGLang's) ends at the deepest accepted length seen: the positions past it were reached by none
+    return [float(round(r * m.passes)) for r in m.per_position_rate] + [0.0] * (K - len(m.per_position_rate))
 
 
 def fit(cand: Candidate, m: Measured, K: int) -> Fit:

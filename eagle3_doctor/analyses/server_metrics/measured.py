@@ -126,17 +126,7 @@ def _vllm_measured(vals: dict[str, float], per_pos: list[float] | None, src: str
     if per_pos is not None and abs(sum(per_pos) - acc) > 0.5:
         notes.append(f"sum of per-position accepted ({sum(per_pos):g}) differs from accepted tokens ({acc:g})")
     mal = 1.0 + acc / drafts
-    ci = None
-    if per_pos is not None and drafts > 1:
-        # per_pos[k] = passes with more than k accepted, so the counters hold the whole histogram
-        # of accepted lengths: #(A = j) = per_pos[j-1] - per_pos[j]; its spread gives the interval
-        K = len(per_pos)
-        ge = [drafts] + per_pos + [0.0]
-        hist = [ge[j] - ge[j + 1] for j in range(K + 1)]
-        mean = sum(j * h for j, h in enumerate(hist)) / drafts
-        var = sum(h * (j - mean) ** 2 for j, h in enumerate(hist)) / (drafts - 1)
-        half = 1.96 * math.sqrt(var / drafts)
-        ci = (1.0 + mean - half, 1.0 + mean + half)
+    ci = mean_interval(drafts, per_pos) if per_pos is not None else None
     return Measured(
         "vllm",
         src,
@@ -153,6 +143,22 @@ def _vllm_measured(vals: dict[str, float], per_pos: list[float] | None, src: str
         vals,
         notes,
     )
+
+
+def mean_interval(passes: float, per_pos: list[float]) -> tuple[float, float] | None:
+    """The mean acceptance length's 95% interval (normal, over passes) from passes reaching each position.
+
+    per_pos[k] = passes with more than k accepted, so the counts hold the whole histogram of accepted
+    lengths: #(A = j) = per_pos[j-1] - per_pos[j]; its spread gives the interval."""
+    if passes <= 1:
+        return None
+    K = len(per_pos)
+    ge = [passes, *per_pos, 0.0]
+    hist = [ge[j] - ge[j + 1] for j in range(K + 1)]
+    mean = sum(j * h for j, h in enumerate(hist)) / passes
+    var = sum(h * (j - mean) ** 2 for j, h in enumerate(hist)) / (passes - 1)
+    half = 1.96 * math.sqrt(var / passes)
+    return (1.0 + mean - half, 1.0 + mean + half)
 
 
 def _sglang_measured(vals: dict[str, float], src: str, notes: list[str], gauges: dict[str, float]) -> Measured:
@@ -274,7 +280,8 @@ def measure_sglang_log(text: str, src: str) -> Measured:
 def load_measured(
     after: str | None, before: str | None = None, log: str | None = None, engine: str | None = None, model: str | None = None
 ) -> Measured:
-    """Measured acceptance from a scrape (optionally minus an earlier one) or an SGLang log."""
+    """Measured acceptance from a scrape (optionally minus an earlier one), SGLang's responses with their accept
+    histograms, or an SGLang log."""
     if after is None:
         if log is None:
             raise BadInput(
@@ -283,7 +290,23 @@ def load_measured(
         if before is not None:
             raise BadInput("--server-metrics-before needs --server-metrics", "pass the scrape taken after the workload too")
         return measure_sglang_log(read_source(log, "log"), log)
-    a = load_counters(after, engine, model)
+    from .counters import counters_from_text
+    from .histogram import looks_like_responses, measure_sglang_histograms
+
+    text = read_source(after)
+    if looks_like_responses(text):
+        if before is not None:
+            raise BadInput(
+                f"{after} holds SGLang responses: their accept histograms are the workload's own, no earlier scrape applies",
+                "drop --server-metrics-before (--before)",
+            )
+        if engine not in (None, "auto", "sglang"):
+            raise BadInput(f"{after} holds SGLang responses, not {engine} metrics", "pass --engine sglang or the scrape")
+        m = measure_sglang_histograms(text, after)
+        if log is not None:
+            m.notes.append(f"server log {log} not read: the accept histograms hold every verify step")
+        return m
+    a = counters_from_text(text, after, engine, model)
     b = load_counters(before, a.engine, model) if before else None
     m = measure(a, b)
     if log is not None:
