@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import DRAFTS, FIX, PROMPTS, SERVING, TARGET, invoke
+import pytest
+from conftest import DRAFTS, FIX, PROMPTS, ROOT, SERVING, TARGET, invoke
 
 
 def test_diagnose_names_the_planted_runtime_fault(tmp_path):
@@ -27,6 +28,8 @@ def test_diagnose_names_the_planted_runtime_fault(tmp_path):
     assert best["name"] == "kv-layout-shift" and best["fits"]
     assert second["chi2"] - best["chi2"] >= 3.84 and not second["fits"]
     assert [f["code"] for f in doc["findings"]].count("RTF001") == 1
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(doc, json.loads((ROOT / "schemas" / "diagnose.v1.schema.json").read_text()))
 
 
 def test_a_kind_without_fault_signatures_refuses_server_metrics():
