@@ -213,6 +213,7 @@ def _two_closest(fits: list[Fit]) -> list[Fit]:
 
 
 def _key(f: Fit) -> int:
+    """One prediction, whatever its names: candidates with the same passes share one list (run.candidates)."""
     return id(f.candidate.accepted)
 
 

@@ -83,12 +83,13 @@ def candidates(
             out.append(Candidate(fc.name, fc.title, simulate_all(served, rows, num_steps, fc), fc))
         if progress is not None:
             progress("fault signatures", len(out), total)
-    seen: dict[str, str] = {}
+    seen: dict[str, Candidate] = {}
     for c in out:  # one prediction under several names where the passes are the same, pass for pass
-        key = repr(c.accepted)
-        if key in seen and not (c.fault is not None and c.fault.window):
-            c.same_as = seen[key]
-        seen.setdefault(key, c.name)
+        first = seen.setdefault(repr(c.accepted), c)
+        if first is not c:
+            c.accepted = first.accepted  # the ranking counts one prediction once (attribute._key)
+            if not (c.fault is not None and c.fault.window):
+                c.same_as = first.name
     return out
 
 

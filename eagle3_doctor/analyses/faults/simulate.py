@@ -76,7 +76,7 @@ class _Draft:
 
         def attend(i: int, attn: DraftAttention, x: torch.Tensor) -> torch.Tensor:
             q, k, v = attn.qkv(x, pos, self.draft.inv_freq)
-            S = self.cache.length if i == 0 else _length(self.cache.k[i])
+            S = _length(self.cache.k[i])
             K, V = self.cache.write(i, k, v)
             if read is not None:
                 K, V = read(K), read(V)
