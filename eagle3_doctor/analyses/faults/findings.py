@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from ...core.findings import Finding
 from .attribute import DECISIVE, Fit, Ranking, not_excluded
-from .classes import CLASSES
 
 if TYPE_CHECKING:
     from ..server_metrics.measured import Measured
@@ -71,10 +70,6 @@ def _separating(r: Ranking) -> str:
 
 def _iv(d: dict) -> str:
     return f"{d['point']:.3f} [{d['lo']:.3f}, {d['hi']:.3f}]"
-
-
-def _fault_class(name: str) -> object:
-    return next((c for c in CLASSES if c.name == name), None)
 
 
 def ranking_finding(r: Ranking, m: Measured, modelled: str) -> Finding:
