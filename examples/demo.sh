@@ -12,6 +12,9 @@ run() {
   if [ "$rc" -gt 1 ]; then echo "demo: eagle3-doctor exited $rc" >&2; exit "$rc"; fi
 }
 F=fixtures
+# start here: where the acceptance gap lives, the lever that recovers it and its exact edit
+run diagnose --target $F/target --draft $F/draft-sglang --engine sglang --layer-ids=-1,1,3 \
+    --prompts $F/prompts.jsonl --limit 8 --max-new-tokens 64 --quiet
 run compare-hidden --target $F/target --draft $F/draft-sglang --engine sglang --layer-ids=-1,1,3 \
     --prompts $F/prompts.jsonl --limit 8 --quiet
 run compare-hidden --target $F/target --draft $F/draft-sglang --engine sglang --train-dump $F/specforge-dump --matrix --quiet

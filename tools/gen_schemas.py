@@ -93,13 +93,24 @@ def result_schema(cls: type, schema_id: str, title: str, description: str) -> di
 def diagnose_schema() -> dict:
     from eagle3_doctor.analyses.attribution.result import SCHEMA, Diagnosis
 
-    return result_schema(
+    doc = result_schema(
         Diagnosis,
         SCHEMA,
         "eagle3-doctor diagnose --json document, version 1",
         "Written by `eagle3-doctor diagnose --json PATH`: where the acceptance gap lives, with the levers, module "
         "ablations and context buckets it was measured on.",
     )
+    # with --server-metrics only: the live figures and every prediction's fit (analyses/faults/run.py LiveAttribution)
+    doc["properties"]["runtime_faults"] = {
+        "type": "object",
+        "required": ["measured", "ranking", "notes"],
+        "properties": {
+            "measured": {"type": "object"},
+            "ranking": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+            "notes": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    return doc
 
 
 def fix_schema() -> dict:

@@ -158,3 +158,12 @@ def _device_map(text: Optional[str]):
         except json.JSONDecodeError as e:
             raise BadInput(f"--device-map is not valid JSON ({e.msg})", 'write e.g. {"model.layers.0": 0, ...} or auto') from None
     return text
+
+
+def server_evidence(metrics: Optional[str], before: Optional[str], log: Optional[str], model: Optional[str]) -> Any:
+    """The live server's figures (scrapes or log), read and refused before torch is imported; None where none given."""
+    if not (metrics or before or log):
+        return None
+    from ..analyses.server_metrics.measured import load_measured
+
+    return load_measured(metrics, before, log, engine=None, model=model)

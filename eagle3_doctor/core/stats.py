@@ -241,3 +241,25 @@ def difference_interval(
     point = float(stat(cur.sum(0)) - stat(base.sum(0)))
     why = "independent resamples of the two prompt sets" if independent else "independent resamples (prompt counts differ)"
     return _interval(point, s, level, cur.shape[0], B, seed), why
+
+
+def chi2_sf(x: float, dof: int) -> float:
+    """P(X >= x) for X chi-square with ``dof`` (integer) degrees of freedom, in closed form (no scipy):
+    even dof: exp(-x/2) sum_{i < dof/2} (x/2)^i / i!; odd: 2 P(N > sqrt(x)) plus the matching series."""
+    if dof <= 0:
+        return float("nan")
+    if x <= 0:
+        return 1.0
+    if dof % 2 == 0:
+        term, total = 1.0, 1.0
+        for i in range(1, dof // 2):
+            term *= (x / 2) / i
+            total += term
+        return min(1.0, math.exp(-x / 2) * total)
+    s = math.sqrt(x)
+    out = math.erfc(s / math.sqrt(2))
+    term = math.sqrt(2 * x / math.pi) * math.exp(-x / 2)  # the i = 1 term: x^(1/2) phi-scaled
+    for i in range(1, (dof + 1) // 2):
+        out += term
+        term *= x / (2 * i + 1)
+    return min(1.0, out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -14,7 +15,8 @@ if TYPE_CHECKING:
     from ..analyses.fixing import FixResult
 
 
-def render_diagnosis(console: Console, d: Diagnosis) -> None:
+def render_diagnosis(console: Console, d: Diagnosis, tables: Callable[[Console], None] | None = None) -> None:
+    """The verdict, the measurements' tables (and ``tables``' own, where a run adds some), the notes, the findings."""
     console.print(f"verdict: {d.verdict}", markup=False, highlight=False, style="bold")
     console.print(
         f"mean acceptance length over {d.prompts} prompts (95% intervals): serving {d.serving.text(2)}, "
@@ -42,6 +44,8 @@ def render_diagnosis(console: Console, d: Diagnosis) -> None:
         for c in d.context:
             t.add_row(f"{c.start}-{c.end}", c.step1.text(3), str(c.positions))
         console.print(t)
+    if tables is not None:
+        tables(console)
     for note in d.notes:
         console.print(f"note: {note}", style="dim", markup=False)
     console.print()

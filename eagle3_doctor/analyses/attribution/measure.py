@@ -53,8 +53,10 @@ def measure_gap(
     train_data: str | None = None,
     bucket: int = 32,
     progress: Progress = _no_progress,
+    then: Callable[[Any, Plan, Diagnosis], None] | None = None,
 ) -> tuple[Diagnosis, dict[str, PathResult]]:
-    """:func:`diagnose_gap` with the per-path results the verdict rests on (fix reads the serving side)."""
+    """:func:`diagnose_gap` with the per-path results the verdict rests on (fix reads the serving side); ``then``
+    is handed the replay, the plan and the diagnosis once it is made (the fault signatures run on them)."""
     from ...core.errors import BadInput
     from ...model.replay import load_sources
 
@@ -99,6 +101,8 @@ def measure_gap(
     d = _verdict(setup, plan, results, ctx, opts.num_steps, notes, len(rep.seqs), extra, leaning, data, train_data is not None)
     if markup:
         d.findings.append(_markup_finding(markup, len(rep.seqs)))
+    if then is not None:
+        then(rep, plan, d)
     return d, results
 
 

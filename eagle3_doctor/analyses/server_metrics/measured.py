@@ -1,8 +1,9 @@
-"""What the server measured over a workload: its counters after minus before (or one SGLang log), as
-acceptance figures with their intervals."""
+"""What the server measured over a workload: its counters after minus before (or one SGLang log, or SGLang's
+per-request accept histograms), as acceptance figures with their intervals."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -126,17 +127,7 @@ def _vllm_measured(vals: dict[str, float], per_pos: list[float] | None, src: str
     if per_pos is not None and abs(sum(per_pos) - acc) > 0.5:
         notes.append(f"sum of per-position accepted ({sum(per_pos):g}) differs from accepted tokens ({acc:g})")
     mal = 1.0 + acc / drafts
-    ci = None
-    if per_pos is not None and drafts > 1:
-        # per_pos[k] = passes with more than k accepted, so the counters hold the whole histogram
-        # of accepted lengths: #(A = j) = per_pos[j-1] - per_pos[j]; its spread gives the interval
-        K = len(per_pos)
-        ge = [drafts] + per_pos + [0.0]
-        hist = [ge[j] - ge[j + 1] for j in range(K + 1)]
-        mean = sum(j * h for j, h in enumerate(hist)) / drafts
-        var = sum(h * (j - mean) ** 2 for j, h in enumerate(hist)) / (drafts - 1)
-        half = 1.96 * math.sqrt(var / drafts)
-        ci = (1.0 + mean - half, 1.0 + mean + half)
+    ci = mean_interval(drafts, per_pos) if per_pos is not None else None
     return Measured(
         "vllm",
         src,
@@ -153,6 +144,22 @@ def _vllm_measured(vals: dict[str, float], per_pos: list[float] | None, src: str
         vals,
         notes,
     )
+
+
+def mean_interval(passes: float, per_pos: list[float]) -> tuple[float, float] | None:
+    """The mean acceptance length's 95% interval (normal, over passes) from passes reaching each position.
+
+    per_pos[k] = passes with more than k accepted, so the counts hold the whole histogram of accepted
+    lengths: #(A = j) = per_pos[j-1] - per_pos[j]; its spread gives the interval."""
+    if passes <= 1:
+        return None
+    K = len(per_pos)
+    ge = [passes, *per_pos, 0.0]
+    hist = [ge[j] - ge[j + 1] for j in range(K + 1)]
+    mean = sum(j * h for j, h in enumerate(hist)) / passes
+    var = sum(h * (j - mean) ** 2 for j, h in enumerate(hist)) / (passes - 1)
+    half = 1.96 * math.sqrt(var / passes)
+    return (1.0 + mean - half, 1.0 + mean + half)
 
 
 def _sglang_measured(vals: dict[str, float], src: str, notes: list[str], gauges: dict[str, float]) -> Measured:
@@ -274,7 +281,8 @@ def measure_sglang_log(text: str, src: str) -> Measured:
 def load_measured(
     after: str | None, before: str | None = None, log: str | None = None, engine: str | None = None, model: str | None = None
 ) -> Measured:
-    """Measured acceptance from a scrape (optionally minus an earlier one) or an SGLang log."""
+    """Measured acceptance from a scrape (optionally minus an earlier one), SGLang's responses with their accept
+    histograms, or an SGLang log."""
     if after is None:
         if log is None:
             raise BadInput(
@@ -283,10 +291,126 @@ def load_measured(
         if before is not None:
             raise BadInput("--server-metrics-before needs --server-metrics", "pass the scrape taken after the workload too")
         return measure_sglang_log(read_source(log, "log"), log)
-    a = load_counters(after, engine, model)
+    from .counters import counters_from_text
+
+    text = read_source(after)
+    if looks_like_responses(text):
+        if before is not None:
+            raise BadInput(
+                f"{after} holds SGLang responses: their accept histograms are the workload's own, no earlier scrape applies",
+                "drop --server-metrics-before (--before)",
+            )
+        if engine not in (None, "auto", "sglang"):
+            raise BadInput(f"{after} holds SGLang responses, not {engine} metrics", "pass --engine sglang or the scrape")
+        m = measure_sglang_histograms(text, after)
+        if log is not None:
+            m.notes.append(f"server log {log} not read: the accept histograms hold every verify step")
+        return m
+    a = counters_from_text(text, after, engine, model)
     b = load_counters(before, a.engine, model) if before else None
     m = measure(a, b)
     if log is not None:
         lm = measure_sglang_log(read_source(log, "log"), log)
         m.notes.append(f"server log {log}: accept len {lm.mean_acceptance_length:.3f} ({lm.notes[0]})")
     return m
+
+
+# ----------------------------------------------------------------------------- SGLang's per-request accept histograms
+# SGLang's per-request accept histogram, read from the server's responses: the whole per-position profile.
+#
+# SGLang keeps, per request, ``spec_acceptance_histogram`` (``managers/schedule_batch.py`` ``Req``: list index = draft
+# tokens accepted in one verify step, value = steps that accepted that many; the scheduler adds each step's
+# ``accept_length_per_req_cpu``, bonus excluded) and returns it in the response's ``meta_info`` as
+# ``spec_accept_histogram`` (older releases: ``spec_correct_drafts_histogram``). Summed over the workload's requests it
+# is the histogram of accepted lengths vLLM's per-position counters also hold, so it reads into the same figures:
+# per-position rates with Wilson intervals and the mean with its interval over passes.
+#
+# Input: the /generate responses as JSON lines or one JSON array, each an object with ``meta_info`` (or a bare
+# meta_info object).
+
+KEYS = ("spec_accept_histogram", "spec_correct_drafts_histogram")
+
+
+def looks_like_responses(text: str) -> bool:
+    """JSON (an object or an array at the start), not a Prometheus text exposition."""
+    head = text.lstrip()[:1]
+    return head in ("{", "[")
+
+
+def _objects(text: str, src: str) -> list[Any]:
+    try:
+        whole = json.loads(text)
+        return whole if isinstance(whole, list) else [whole]
+    except json.JSONDecodeError:
+        pass
+    out = []
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise BadInput(
+                f"{src}: line {n} is not JSON ({e.msg})", "save SGLang's /generate responses one JSON object a line"
+            ) from None
+    return out
+
+
+def _histogram(obj: Any) -> list[int] | None:
+    if not isinstance(obj, dict):
+        return None
+    meta = obj.get("meta_info", obj)
+    if not isinstance(meta, dict):
+        return None
+    for k in KEYS:
+        h = meta.get(k)
+        if h is not None:
+            return h
+    return None
+
+
+def measure_sglang_histograms(text: str, src: str) -> Measured:
+    """The workload's figures from every response's accept histogram, summed."""
+    total: list[float] = []
+    requests = 0
+    for obj in _objects(text, src):
+        h = _histogram(obj)
+        if h is None:
+            continue
+        if not isinstance(h, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in h):
+            raise BadInput(
+                f"{src}: an accept histogram is not a list of counts ({str(h)[:60]})", "pass SGLang's responses unedited"
+            )
+        requests += 1
+        total += [0.0] * (len(h) - len(total))
+        for j, x in enumerate(h):
+            total[j] += x
+    passes = sum(total)
+    if not requests or passes <= 0:
+        raise BadInput(
+            f"{src} holds no SGLang accept histogram with a verify step ({' or '.join(KEYS)} in meta_info)",
+            "pass the /generate responses of an SGLang server with speculative decoding on",
+        )
+    K = len(total) - 1  # the deepest accepted length seen: positions past it were reached by no pass
+    per_pos = [sum(total[j] for j in range(k + 1, K + 1)) for k in range(K)]
+    accepted = sum(j * x for j, x in enumerate(total))
+    notes = [
+        f"{requests} responses' accept histograms summed; positions past {K} were reached by no verify step, and the "
+        "histogram does not say how many tokens the server drafted"
+    ]
+    return Measured(
+        "sglang",
+        src,
+        passes,
+        1.0 + accepted / passes,
+        mean_interval(passes, per_pos),
+        None,
+        accepted,
+        None,
+        [p / passes for p in per_pos],
+        [wilson(p, passes) for p in per_pos],
+        None,
+        float(requests),
+        {"verify_steps": passes, "accepted_tokens": accepted},
+        notes,
+    )

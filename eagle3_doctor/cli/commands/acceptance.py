@@ -4,7 +4,7 @@ with the live server's own counters and the prompt format beside them when given
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any
 
 from ..drive import drive
 from ..options import (
@@ -29,7 +29,7 @@ from ..options import (
     TRAIN_RECIPE,
     options,
 )
-from ..resolve import RESOLVED_LATER, preflight_given
+from ..resolve import RESOLVED_LATER, preflight_given, server_evidence
 
 
 @options(
@@ -58,13 +58,5 @@ def acceptance_cmd(**given: Any) -> int:
     a = SimpleNamespace(**given)
     preflight_given(a, skip=RESOLVED_LATER)
     # read (and reject) server evidence before torch is imported
-    measured = _server_evidence(a.server_metrics, a.server_metrics_before, a.server_log, a.server_model)
+    measured = server_evidence(a.server_metrics, a.server_metrics_before, a.server_log, a.server_model)
     return drive("acceptance", acceptance_cmd, a, evidence={"measured": measured}, preflighted=True)
-
-
-def _server_evidence(metrics: Optional[str], before: Optional[str], log: Optional[str], model: Optional[str]) -> Any:
-    if not (metrics or before or log):
-        return None
-    from ...analyses.server_metrics.measured import load_measured
-
-    return load_measured(metrics, before, log, engine=None, model=model)

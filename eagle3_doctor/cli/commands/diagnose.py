@@ -6,7 +6,21 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..drive import drive
-from ..options import ACCEPTANCE, JSON_OUT, LAYER_IDS, LOADING, PROMPTS, QUIET, REPORT, SERVED, TRAIN_DATA, TRAIN_RECIPE, options
+from ..options import (
+    ACCEPTANCE,
+    JSON_OUT,
+    LAYER_IDS,
+    LOADING,
+    PROMPTS,
+    QUIET,
+    REPORT,
+    SERVED,
+    SERVER_EVIDENCE,
+    TRAIN_DATA,
+    TRAIN_RECIPE,
+    options,
+)
+from ..resolve import RESOLVED_LATER, preflight_given, server_evidence
 
 
 @options(
@@ -16,11 +30,17 @@ from ..options import ACCEPTANCE, JSON_OUT, LAYER_IDS, LOADING, PROMPTS, QUIET, 
     prompts=PROMPTS,
     train_data=TRAIN_DATA,
     **ACCEPTANCE,
+    **SERVER_EVIDENCE,
     **LOADING,
     json_out=JSON_OUT,
     report=REPORT,
     quiet=QUIET,
 )
 def diagnose_cmd(**given: Any) -> int:
-    """Where the acceptance gap lives, measured: levers set back to training, module ablation, context."""
-    return drive("diagnose", diagnose_cmd, SimpleNamespace(**given))
+    """Where the acceptance gap lives, measured: levers set back to training, module ablation, context; with the
+    server's figures, the runtime fault classes that would produce them, simulated and ranked."""
+    a = SimpleNamespace(**given)
+    preflight_given(a, skip=RESOLVED_LATER)
+    # read (and reject) server evidence before torch is imported
+    measured = server_evidence(a.server_metrics, a.server_metrics_before, a.server_log, a.server_model)
+    return drive("diagnose", diagnose_cmd, a, evidence={"measured": measured}, preflighted=True)

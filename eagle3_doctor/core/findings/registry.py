@@ -20,6 +20,7 @@ from .num import RECORDS as NUM
 from .pea import RECORDS as PEA
 from .qnt import RECORDS as QNT
 from .record import Code
+from .rtf import RECORDS as RTF
 from .srv import RECORDS as SRV
 from .tpl import RECORDS as TPL
 
@@ -37,6 +38,7 @@ FAMILIES: dict[str, tuple[Code, ...]] = {
     "HLT": HLT,
     "GATE": GATE,
     "SRV": SRV,
+    "RTF": RTF,
     "FPR": FPR,
     "ENG": ENG,
     "CMD": CMD,
@@ -60,6 +62,7 @@ ORDER = (
     "HLT",
     "GATE001",
     "SRV",
+    "RTF",
     "GATE002",
     "FPR",
     "ENG",

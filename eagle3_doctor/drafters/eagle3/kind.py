@@ -119,14 +119,33 @@ def diagnose(run: Run) -> Outcome:
 
     setup = load_models(run)
     opts = acceptance_options(run, setup)
+    measured, live = run.evidence.get("measured"), None
     with run.progress() as cb:
-        d = diagnose_gap(setup, opts, prompts_path=run.opt("prompts"), train_data=run.opt("train_data"), progress=cb)
+        if measured is None:
+            d = diagnose_gap(setup, opts, prompts_path=run.opt("prompts"), train_data=run.opt("train_data"), progress=cb)
+        else:  # the live figures: every runtime fault class simulated on this replay, ranked against them
+            from ...analyses.faults.run import diagnose_live
+
+            d, live = diagnose_live(setup, opts, measured, prompts_path=run.opt("prompts"), train_data=run.opt("train_data"),
+                                    progress=cb)  # fmt: skip
     files = None
     if run.opt("report"):
         from ...report.render import write_diagnosis_report
 
         files = lambda: write_diagnosis_report(d, run.opt("report"))  # noqa: E731
-    return Outcome(d.findings, lambda: {"schema": SCHEMA, **d.to_dict()}, lambda con: render_diagnosis(con, d), files=files)
+
+    def doc() -> dict[str, Any]:
+        return {"schema": SCHEMA, **d.to_dict(), **({"runtime_faults": live.to_dict()} if live is not None else {})}
+
+    def render(con: Any) -> None:
+        tables = None
+        if live is not None and live.ranking is not None:
+            from ...report.faults import render_ranking
+
+            tables = lambda c: render_ranking(c, live.ranking, live.measured)  # noqa: E731
+        render_diagnosis(con, d, tables)
+
+    return Outcome(d.findings, doc, render, files=files)
 
 
 def fix(run: Run) -> Outcome:

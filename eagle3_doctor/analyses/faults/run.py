@@ -1,0 +1,163 @@
+"""The fault signatures of one diagnose run: the target's rows of the replayed prompts for the serving and the
+training features, every candidate simulated on them, ranked against the live figures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...core.findings import Finding
+from ...core.taps import FeatureSpec
+from .attribute import Candidate, Ranking, rank
+from .classes import CLASSES, FaultClass
+from .simulate import Trace, simulate
+
+if TYPE_CHECKING:
+    from ...draft.model import Eagle3Draft
+    from ...model.setup import Setup
+    from ...model.target import Target
+    from ..acceptance.options import AcceptanceOptions, Replay
+    from ..attribution.plan import Plan
+    from ..attribution.result import Diagnosis
+    from ..server_metrics.measured import Measured
+
+
+AS_TRAINED, AS_MODELLED = "as trained", "as modelled"
+
+Progress = Callable[[str, int, int], None]
+
+
+def traces(target: Target, seqs: list[list[int]], starts: list[int], spec: FeatureSpec, batch_size: int) -> list[Trace]:
+    """Every sequence's rows for ``spec`` (its capture points concatenated) from one replay of the target."""
+    import torch
+
+    from ...model.replay import iter_captures
+
+    out: list[Trace | None] = [None] * len(seqs)
+    for rb in iter_captures(target, seqs, spec, batch_size=batch_size):
+        aux = torch.cat([rb.captured[p] for p in spec], dim=-1)
+        for b, i in enumerate(rb.index):
+            out[i] = Trace(aux[b, : len(seqs[i])].clone(), list(seqs[i]), starts[i])
+    assert all(t is not None for t in out)  # every sequence is in one batch
+    return [t for t in out if t is not None]
+
+
+def simulate_all(draft: Eagle3Draft, runs: list[Trace], num_steps: int, fault: FaultClass | None) -> list[list[int]]:
+    """Draft tokens accepted per pass, per prompt; a wrong-sequence gather reads the next prompt's rows."""
+    n = len(runs)
+    return [simulate(draft, runs[i], runs[(i + 1) % n], num_steps, fault).accepted for i in range(n)]
+
+
+def candidates(
+    target: Target,
+    seqs: list[list[int]],
+    starts: list[int],
+    modelled: tuple[FeatureSpec, Eagle3Draft, str],
+    trained: tuple[FeatureSpec, Eagle3Draft] | None,
+    num_steps: int,
+    batch_size: int,
+    progress: Progress | None = None,
+) -> list[Candidate]:
+    """As trained, as modelled (``modelled``: the engine's capture points, the draft as the release runs it, the
+    release's label), and every fault class on the modelled path, each simulated on the same prompts."""
+    spec, served, release = modelled
+    rows = traces(target, seqs, starts, spec, batch_size)
+    total = len(CLASSES) + 2
+    if trained is None:  # training feeds and runs the draft as the release does: one fault-free prediction
+        out = [Candidate(AS_TRAINED, f"as trained = as modelled for {release}", simulate_all(served, rows, num_steps, None))]
+    else:
+        out = [Candidate(AS_MODELLED, f"as modelled for {release}: its capture points and draft forward, no runtime fault",
+                         simulate_all(served, rows, num_steps, None))]  # fmt: skip
+    if trained is not None:
+        t_spec, t_draft = trained
+        t_rows = rows if t_spec == spec else traces(target, seqs, starts, t_spec, batch_size)
+        out.append(Candidate(AS_TRAINED, "as trained: the training features and draft forward",
+                             simulate_all(t_draft, t_rows, num_steps, None)))  # fmt: skip
+    if progress is not None:
+        progress("fault signatures", len(out), total)
+    for fc in CLASSES:
+        if fc.window:  # no perturbation: the modelled passes, judged for their dead tail (attribution)
+            out.append(Candidate(fc.name, fc.title, out[0].accepted, fc))
+        else:
+            out.append(Candidate(fc.name, fc.title, simulate_all(served, rows, num_steps, fc), fc))
+        if progress is not None:
+            progress("fault signatures", len(out), total)
+    seen: dict[str, Candidate] = {}
+    for c in out:  # one prediction under several names where the passes are the same, pass for pass
+        first = seen.setdefault(repr(c.accepted), c)
+        if first is not c:
+            c.accepted = first.accepted  # the ranking counts one prediction once (attribute._key)
+            if not (c.fault is not None and c.fault.window):
+                c.same_as = first.name
+    return out
+
+
+@dataclass
+class LiveAttribution:
+    """The fault signatures of one run against the live figures: the ranking and its finding."""
+
+    ranking: Ranking | None
+    findings: list[Finding]
+    notes: list[str]
+    measured: Measured
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "measured": self.measured.to_dict(),
+            "ranking": self.ranking.to_dict() if self.ranking is not None else None,
+            "notes": self.notes,
+        }
+
+
+def attribute_live(
+    setup: Setup, rep: Replay, plan: Plan, measured: Measured, progress: Progress | None = None
+) -> LiveAttribution:
+    """Every candidate simulated on the replayed prompts at the server's K, ranked against ``measured``."""
+    from ..attribution.plan import SERVING, TRAINING
+    from .findings import ranking_finding
+
+    opts = rep.opts
+    K = measured.num_spec_tokens or opts.num_steps
+    notes = [f"fault signatures simulated at the server's {K} draft tokens a pass" if measured.num_spec_tokens else
+             f"fault signatures simulated at --num-steps {K} (the server's counters do not give its K)"]  # fmt: skip
+    why = None
+    if opts.continuation != "greedy":
+        why = "they follow the target's greedy continuation (--continuation greedy)"
+    elif opts.topk > 1 or opts.temperature > 0:
+        why = "they simulate a greedy chain (top-k 1, temperature 0)"
+    elif SERVING not in plan.paths:
+        why = "the engine feeds the draft no measurable features"
+    if why is not None:
+        return LiveAttribution(None, [], [f"fault signatures not simulated: {why}"], measured)
+    modelled = (plan.paths[SERVING], plan.drafts[SERVING], setup.serving.label)
+    trained = (plan.paths[TRAINING], plan.drafts[TRAINING]) if TRAINING in plan.paths else None
+    cands = candidates(setup.target, rep.seqs, rep.starts, modelled, trained, K, opts.batch_size, progress)
+    r = rank(cands, measured, K)
+    notes += r.notes
+    return LiveAttribution(r, [ranking_finding(r, measured, setup.serving.label)], notes, measured)
+
+
+def diagnose_live(
+    setup: Setup,
+    opts: AcceptanceOptions,
+    measured: Measured,
+    *,
+    prompts_path: str | None,
+    train_data: str | None,
+    progress: Progress,
+) -> tuple[Diagnosis, LiveAttribution]:
+    """diagnose's measurement, then the fault signatures on its replay, ranked against the live figures; the
+    ranking's finding joins the diagnosis's."""
+    from ..attribution.measure import measure_gap
+
+    got: list[LiveAttribution] = []
+
+    def then(rep: Replay, plan: Plan, d: Diagnosis) -> None:
+        live = attribute_live(setup, rep, plan, measured, progress)
+        d.findings.extend(live.findings)
+        d.notes.extend(live.notes)
+        got.append(live)
+
+    d, _ = measure_gap(setup, opts, prompts_path=prompts_path, train_data=train_data, progress=progress, then=then)
+    return d, got[0]
