@@ -170,6 +170,13 @@ def blocking(found: Sequence[Finding]) -> Finding | None:
     return None
 
 
+def settle(found: Sequence[Finding]) -> list[Finding]:
+    """A run's findings with its healthy verdict (HLT002) withdrawn where an error or a warning stands beside it,
+    whichever came later (the acceptance gate's ACC003 joins after the judgment): health()'s own rule, applied
+    once more at the end of every command so no report says "nothing to fix" beside a failed gate."""
+    return list(found) if blocking(found) is None else [f for f in found if f.code != "HLT002"]
+
+
 @dataclass(frozen=True)
 class _Judged:
     """What one health judgment reads: the kind, the served figure and every other path beside it."""

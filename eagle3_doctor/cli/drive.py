@@ -58,12 +58,14 @@ def drive(
 def finish(run: Any, outcome: Any) -> int:
     """The tail every kind's command ends in."""
     from ..analyses.acceptance.findings import gate_findings
+    from ..analyses.judgment import settle
     from ..core.findings import exit_code
 
     min_rate, min_tau = run.opt("min_accept_rate"), run.opt("min_tau")
     if outcome.served is not None and (min_rate is not None or min_tau is not None):
         tau, rate1 = outcome.served
         outcome.findings.extend(gate_findings(tau, rate1, min_rate, min_tau))
+        outcome.findings[:] = settle(outcome.findings)  # in place: the document and the render read this list
     run.locate(outcome.findings)
     json_out = run.opt("json_out")
     outcome.render(console(stderr=json_out == "-"))  # `--json -` owns stdout

@@ -31,6 +31,15 @@ def test_size_and_interval_decide_together():
     assert jd.share_text(iv(0.5, 0.2, 0.8), 2.0) == "25% of the 2.00 missing, residual +1.50"
 
 
+def test_a_healthy_verdict_is_withdrawn_beside_a_later_error_or_warning():
+    healthy = Finding("HLT002", "the draft has skill", [], "nothing to fix offline", severity="info")
+    gate = Finding("ACC003", "tau 3.7 is below --min-tau 100", [], "fix the findings above", severity="warning")
+    assert [f.code for f in jd.settle([healthy, gate])] == ["ACC003"]
+    assert [f.code for f in jd.settle([healthy])] == ["HLT002"]
+    note = Finding("CAP007", "ignored ids, harmless", [], "none", severity="info")
+    assert [f.code for f in jd.settle([note, healthy])] == ["CAP007", "HLT002"]
+
+
 def test_no_skill_is_the_checkpoint_whatever_the_paths_agree_on():
     flat = iv(1.0, 1.0, 1.0)
     (f,) = jd.health(DFlashDraft, flat, {"the trained taps": flat}, [], served_name="the served taps")

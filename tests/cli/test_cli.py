@@ -79,6 +79,8 @@ def test_acceptance_gate_thresholds(tmp_path):
     assert r.returncode == 1 and "ACC003" in r.stdout
     data = json.loads((tmp_path / "a.json").read_text())
     assert data["schema"] == "eagle3-doctor/acceptance/1"
+    # the healthy fixture has skill, but a failed gate is never reported beside "nothing to fix"
+    assert "HLT002" not in r.stdout and [f["code"] for f in data["findings"]] == ["ACC003"]
 
 
 def test_reports_and_plots(tmp_path):
