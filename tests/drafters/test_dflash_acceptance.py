@@ -149,3 +149,20 @@ def test_vllm_0_20_feeds_the_fixture_one_layer_early_and_the_fix_names_the_upgra
     assert json.loads((DFLASH / "config.json").read_text()).get("eagle_aux_hidden_state_layer_ids") is None  # input untouched
     with pytest.raises(BadInput, match="vllm 0.19.1 does not serve DFlash drafts"):
         dflash_acceptance(target, str(DFLASH), "vllm", prompts, 32, quiet, engine_version="0.19.1")
+
+
+def test_layer_ids_state_what_the_server_feeds_a_dflash_draft(tmp_path):
+    """--layer-ids on a DFlash draft: the ids as the key the release reads would hold them, read through that
+    release (vLLM's V2 runner adds one to DFlash ids), the files untouched; the fix is the edit from there."""
+    draft = FIX / "dflash-draft"
+    before = (draft / "config.json").read_text()
+    out = tmp_path / "c.json"
+    args = ["compare-hidden", "--target", TARGET, "--draft", draft, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "2"]
+    r = invoke(*args, "--layer-ids", "0,2,4", "--json", out)
+    doc = json.loads(out.read_text())
+    (f,) = [f for f in doc["findings"] if f["code"] == "DFL001"]
+    assert r.exit_code == 1 and "--layer-ids [0, 2, 4]" in " ".join(f["evidence"])
+    assert '"target_layer_ids": [1, 3, 5]' in f["fix"]  # what the draft was trained on, in the key vLLM reads
+    r = invoke(*args, "--json", out)  # the draft's own ids: served as trained
+    assert r.exit_code == 0 and not [f for f in json.loads(out.read_text())["findings"] if f["code"] == "DFL001"]
+    assert (draft / "config.json").read_text() == before

@@ -206,6 +206,15 @@ def served_taps(engine: str, config: dict[str, Any], L: int, release: str | None
     return sglang_taps(config, L, f"sglang {rel}") if engine == "sglang" else vllm_taps(config, L, rel)
 
 
+def stated_config(engine: str, config: dict[str, Any], L: int, release: str | None, ids: list[int]) -> tuple[dict[str, Any], str]:
+    """(the config as the engine would read it with ``ids`` written where ``release`` reads them for this config, that
+    key): --layer-ids states what a server feeds without editing files. The key is the one the release read the
+    draft's own ids from; where it read none (its default), the DFlash key."""
+    served = served_taps(engine, config, L, release)
+    key = (served.key if served is not None else None) or "dflash_config.target_layer_ids"
+    return _with(config, key, ids), key
+
+
 def _with(config: dict[str, Any], key: str, value: list[int]) -> dict[str, Any]:
     """A copy of ``config`` with ``key`` (dotted: one level of nesting) set to ``value``."""
     out = dict(config)

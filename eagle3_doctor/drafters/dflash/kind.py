@@ -11,6 +11,12 @@ from ..run import Run
 
 _RELEASE = frozenset({"engine_version"})  # which taps the release feeds (draft/dflash/taps.py, executed per release)
 _OK = "the engine feeds the DFlash draft the taps it was trained on"
+# --layer-ids: what the user says the server feeds, read through the release as if the config held those ids
+_STATED = frozenset({"layer_ids"})
+
+
+def _stated(run: Run) -> list[int] | None:
+    return run.opt("layer_ids")  # parsed when the run was resolved
 
 
 def detect(cfg: dict[str, Any], _names: list[str]) -> Optional[str]:
@@ -54,7 +60,7 @@ def compare_hidden(run: Run) -> Outcome:
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
     with run.progress():
-        res = dflash_compare(tgt, run.draft, run.engine, prompts, engine_version=run.release)
+        res = dflash_compare(tgt, run.draft, run.engine, prompts, engine_version=run.release, layer_ids=_stated(run))
     return _outcome(res, render_dflash_compare, _OK, "warning")
 
 
@@ -65,7 +71,9 @@ def acceptance(run: Run) -> Outcome:
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
     with run.progress() as cb:
-        res = dflash_acceptance(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb, engine_version=run.release)
+        res = dflash_acceptance(
+            tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb, engine_version=run.release, layer_ids=_stated(run)
+        )
     path = res.served or res.trained
     served = served_figures(path.mean_acceptance_length, path.accepted, res.block_size - 1)
     return _outcome(res, render_dflash_acceptance, _OK, served=served, agrees=agrees(res.reference))
@@ -78,7 +86,9 @@ def diagnose(run: Run) -> Outcome:
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
     with run.progress() as cb:
-        res = dflash_diagnose(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb, engine_version=run.release)
+        res = dflash_diagnose(
+            tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb, engine_version=run.release, layer_ids=_stated(run)
+        )
     return _outcome(res, render_dflash_diagnosis, _OK)
 
 
@@ -104,9 +114,9 @@ KIND = Kind(
     detect,
     {
         "inspect": Command(inspect, _RELEASE),
-        "compare-hidden": Command(compare_hidden, _RELEASE),
-        "acceptance": Command(acceptance, _RELEASE | MEASURE),
-        "diagnose": Command(diagnose, _RELEASE),
+        "compare-hidden": Command(compare_hidden, _RELEASE | _STATED),
+        "acceptance": Command(acceptance, _RELEASE | MEASURE | _STATED),
+        "diagnose": Command(diagnose, _RELEASE | _STATED),
         "fix": Command(fix, _RELEASE),
     },
     preflight=preflight,

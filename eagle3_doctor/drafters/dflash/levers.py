@@ -39,14 +39,19 @@ class DFlashCompare:
 
 @torch.inference_mode()
 def dflash_compare(
-    target: Any, draft_path: str, engine: str, prompts: list[list[int]], engine_version: str | None = None
+    target: Any,
+    draft_path: str,
+    engine: str,
+    prompts: list[list[int]],
+    engine_version: str | None = None,
+    layer_ids: list[int] | None = None,
 ) -> DFlashCompare:
     """Each slot's served tap against its trained one over ``prompts``; served as ``engine`` feeds them in
-    ``engine_version`` (None: the newest modelled release)."""
+    ``engine_version`` (None: the newest modelled release), or as ``layer_ids`` state (read_sides)."""
     from ...model.replay import iter_captures
     from ...model.runtime import auto_batch_size
 
-    side = read_sides(target, draft_path, engine, engine_version)
+    side = read_sides(target, draft_path, engine, engine_version, layer_ids)
     t_spec: FeatureSpec = side.trained.spec
     s_spec: FeatureSpec | None = side.served.spec if side.served.spec and len(side.served.spec) == len(t_spec) else None
     pairs = list(zip(t_spec, s_spec or t_spec))
@@ -102,10 +107,11 @@ def dflash_diagnose(
     max_new_tokens: int,
     progress: Callable[[str, int, int], None],
     engine_version: str | None = None,
+    layer_ids: list[int] | None = None,
 ) -> DFlashDiagnosis:
     """The tap levers measured one by one against the taps ``engine`` feeds in ``engine_version`` (None: the
-    newest modelled release)."""
-    side = read_sides(target, draft_path, engine, engine_version)
+    newest modelled release), or those ``layer_ids`` state (read_sides)."""
+    side = read_sides(target, draft_path, engine, engine_version, layer_ids)
     t_spec, s_spec = side.trained.spec, side.served.spec
     if s_spec is not None and len(s_spec) != len(t_spec):
         return DFlashDiagnosis(engine, len(prompts), {}, "no tap lever: the engine cannot run this draft (DFL002)", side.findings)

@@ -11,6 +11,7 @@ tokens as greedy decoding. Passes stop at the continuation's end (accepted token
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,22 +132,34 @@ class DraftSides:
     fix: Any = None  # DFL001's fix for that release (analyses.dflash.tap_fix)
 
 
-def read_sides(target: Any, draft_path: str, engine: str, engine_version: str | None = None) -> DraftSides:
+def read_sides(
+    target: Any, draft_path: str, engine: str, engine_version: str | None = None, layer_ids: list[int] | None = None
+) -> DraftSides:
     """The draft on the target's device and dtype, its two tap readings (the engine's in ``engine_version``,
-    None: the newest modelled release), refused in one line where the engine is not modelled or the config's
-    taps do not fit the fc."""
+    None: the newest modelled release; with ``layer_ids`` as if the config held them where that release reads
+    them), refused in one line where the engine is not modelled or the config's taps do not fit the fc."""
     from pathlib import Path
 
     from ...core.errors import BadInput
     from ...draft.dflash.formats import read_dflash
-    from ...draft.dflash.taps import served_taps, trained_taps
+    from ...draft.dflash.taps import served_taps, stated_config, trained_taps
     from ...engines.releases import rules_release
     from .analysis import dflash_findings, fc_taps, tap_fix
 
     L = target.num_layers
     release = rules_release(engine, engine_version)
     draft, raw = read_dflash(draft_path, target.hidden_size, target.vocab_size, target.device, target.dtype)
-    trained, served = trained_taps(raw, L), served_taps(engine, raw, L, release)
+    trained = trained_taps(raw, L)
+    if layer_ids is not None:  # what the user says the server feeds: read through the release, the files untouched
+        raw, key = stated_config(engine, raw, L, release, layer_ids)
+        stated = served_taps(engine, raw, L, release)
+        served = (
+            dataclasses.replace(stated, source=f"--layer-ids {layer_ids} (as if written in {key}); {stated.source}")
+            if stated
+            else None
+        )
+    else:
+        served = served_taps(engine, raw, L, release)
     if served is None:
         raise BadInput(f"DFlash serving is modelled for sglang and vllm, not {engine}", "pass --engine sglang or vllm")
     if trained.spec is None or len(trained.spec) != draft.config.num_taps:
@@ -168,10 +181,12 @@ def dflash_acceptance(
     progress: Callable[[str, int, int], None],
     reference_prompts: int = 2,
     engine_version: str | None = None,
+    layer_ids: list[int] | None = None,
 ) -> DFlashAcceptance:
     """The DFlash draft on ``target`` (a loaded Target) over ``prompts`` (token ids), both paths measured; the
-    served taps those ``engine`` feeds in ``engine_version`` (None: the newest modelled release)."""
-    side = read_sides(target, draft_path, engine, engine_version)
+    served taps those ``engine`` feeds in ``engine_version`` (None: the newest modelled release), or those
+    ``layer_ids`` state (read_sides)."""
+    side = read_sides(target, draft_path, engine, engine_version, layer_ids)
     draft, trained, served = side.draft, side.trained, side.served
     seqs = continue_prompts(target, prompts, max_new_tokens, progress)
     starts = [len(p) for p in prompts]
