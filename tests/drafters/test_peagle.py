@@ -212,3 +212,15 @@ def test_each_finding_names_the_release_and_a_fix_that_needs_a_later_one_names_t
     assert (
         refused.code == "PEA002" and refused.title.startswith("vllm 0.21.0 refuses") and "upgrade to vllm 0.22.0" in refused.fix
     )
+
+
+def test_layer_ids_state_what_the_server_feeds_a_peagle_draft(tmp_path):
+    """--layer-ids on a P-EAGLE draft: read as EAGLE-3 ids are (its taps are EAGLE-3's), so vLLM's [0, 2, 3] feed
+    embed, layer_out[1], layer_out[2] where the draft was trained on layer_out[1, 3, 4]."""
+    out = tmp_path / "a.json"
+    r = invoke("acceptance", "--target", TARGET, "--draft", FIX / "peagle-draft", "--engine", "vllm", "--layer-ids", "0,2,3",
+               "--prompts", PROMPTS, "--limit", "2", "--max-new-tokens", "16", "--json", out)  # fmt: skip
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads(out.read_text())
+    served = json.dumps(doc["served"] if "served" in doc else doc)
+    assert "--layer-ids [0, 2, 3]" in served and "embed" in served

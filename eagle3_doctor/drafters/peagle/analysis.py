@@ -103,14 +103,17 @@ class PEagleSides:
     findings: list[Finding]
 
 
-def read_sides(target: Any, draft_path: str, engine: str, version: str | None, k: int | None = None) -> PEagleSides:
-    """The draft and its two ways; ``k`` the tokens a pass the launch line asks for (None: the config's)."""
+def read_sides(
+    target: Any, draft_path: str, engine: str, version: str | None, k: int | None = None, layer_ids: list[int] | None = None
+) -> PEagleSides:
+    """The draft and its two ways; ``k`` the tokens a pass the launch line asks for (None: the config's);
+    ``layer_ids`` what the server feeds as its key would hold them (--layer-ids, read as EAGLE-3's are)."""
     from ...core.errors import BadInput
     from ...draft.peagle.formats import with_mask_hidden
     from ...draft.peagle.served import peagle_serving
     from ...model.setup import assemble
 
-    setup = assemble(target, draft_path, None, engine, version)
+    setup = assemble(target, draft_path, None, engine, version, layer_ids)
     assert setup.draft is not None and setup.train_spec is not None  # a draft was given; speculators drafts name their taps
     pe, info = with_mask_hidden(setup.draft, draft_path)
     s = peagle_serving(engine, setup.serving.version, info)
@@ -164,13 +167,14 @@ def differs(a: Way, b: Way) -> bool:
 def peagle_acceptance(
     target: Any, draft_path: str, engine: str, version: str | None, prompts: list[list[int]], max_new_tokens: int,
     progress: Callable[[str, int, int], None], reference_prompts: int = 2, k: int | None = None,
+    layer_ids: list[int] | None = None,
 ) -> PEagleAcceptance:  # fmt: skip
     """Both ways of running the draft on ``target`` over ``prompts`` (token ids), the served one checked against a
     sequential loop on the first ``reference_prompts``."""
     from ...analyses.passes import continue_prompts
     from .measure import measure_ways
 
-    side = read_sides(target, draft_path, engine, version, k)
+    side = read_sides(target, draft_path, engine, version, k, layer_ids)
     ways = {"trained": side.trained}
     if side.served is not None and differs(side.served, side.trained):
         ways["served"] = side.served

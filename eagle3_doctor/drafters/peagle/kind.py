@@ -59,7 +59,7 @@ def acceptance(run: Run) -> Outcome:
 
     args = _args(run)
     with run.progress() as cb:
-        res = peagle_acceptance(*args, cb, k=_served_k(run))
+        res = peagle_acceptance(*args, cb, k=_served_k(run), layer_ids=run.opt("layer_ids"))
     name = "served" if "served" in res.ways else "trained"
     served = served_figures(res.figures[name], res.passes[name], res.ways[name].k)
     return _outcome(res, render_peagle_acceptance, _OK, served=served, agrees=agrees(res.reference))
@@ -71,7 +71,7 @@ def diagnose(run: Run) -> Outcome:
 
     args = _args(run)
     with run.progress() as cb:
-        res = peagle_diagnose(*args, cb, k=_served_k(run))  # diagnose runs no sequential loop
+        res = peagle_diagnose(*args, cb, k=_served_k(run), layer_ids=run.opt("layer_ids"))  # no sequential loop
     return _outcome(res, render_peagle_diagnosis, _OK)
 
 
@@ -94,8 +94,9 @@ KIND = Kind(
     {
         "inspect": Command(inspect, frozenset({"engine_version"})),
         "compare-hidden": Command(compare_hidden, None),  # EAGLE-3's: the taps and their paths are
-        "acceptance": Command(acceptance, _K | MEASURE),
-        "diagnose": Command(diagnose, _K),
+        # --layer-ids: what the server feeds, read as EAGLE-3's are (the taps are EAGLE-3's)
+        "acceptance": Command(acceptance, _K | MEASURE | {"layer_ids"}),
+        "diagnose": Command(diagnose, _K | {"layer_ids"}),
         "fix": Command(fix, _K),
     },
     draft_config_checked=True,

@@ -56,9 +56,9 @@ class PEagleDiagnosis:
 
 def peagle_diagnose(
     target: Any, draft_path: str, engine: str, version: str | None, prompts: list[list[int]], max_new_tokens: int,
-    progress: Callable[[str, int, int], None], k: int | None = None,
+    progress: Callable[[str, int, int], None], k: int | None = None, layer_ids: list[int] | None = None,
 ) -> PEagleDiagnosis:  # fmt: skip
-    side = read_sides(target, draft_path, engine, version, k)
+    side = read_sides(target, draft_path, engine, version, k, layer_ids)
     ways = levers(side.trained, side.served)
     seqs = continue_prompts(target, prompts, max_new_tokens, progress)
     walked = measure_ways(target, side.pe, ways, seqs, [len(p) for p in prompts], lambda i, n: progress("diagnose", i, n))
