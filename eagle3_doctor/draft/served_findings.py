@@ -109,6 +109,7 @@ def window_findings(info: Any, engine: str, version: str, label: str) -> list[An
             key="--speculative-draft-window-size",
             value=w,
             op="set",
+            snippet=f"--speculative-draft-window-size {w}",
         )
     elif rule.first_config:
         fix = f"upgrade to {name} >= {rule.first_config}, whose draft model applies the config's window"

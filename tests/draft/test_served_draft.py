@@ -488,3 +488,15 @@ def test_a_release_that_applies_the_window_is_quiet(tmp_copy, version):
     plain = tmp_copy(DRAFTS["sglang"], f"swa-plain-{version}")
     _edit(plain, cfg=lambda c: c.update({"sliding_window": 64, "layer_types": ["full_attention"]}))
     assert not fwd(inspect(str(TARGET), str(plain), engine="sglang", engine_version="0.5.23"), "FWD011")
+
+
+def test_the_sglang_window_fix_is_the_server_argument_as_an_edit(tmp_copy):
+    d = _sliding_draft(tmp_copy, "swa-edit", window=32)
+    (f,) = fwd(inspect(str(TARGET), str(d), engine="sglang", engine_version="0.5.17"), "FWD011")
+    assert (f.edit.file, f.edit.key, f.edit.value, f.edit.op) == (
+        "server launch command",
+        "--speculative-draft-window-size",
+        32,
+        "set",
+    )
+    assert f.edit.snippet == "--speculative-draft-window-size 32" and f.data["server_argument"] is True
