@@ -17,6 +17,9 @@ a recording stub, the harness:
 - for vLLM, **runs `update_eagle3`** (`transformers_utils/configs/speculators/algos.py`, where the
   release has it): the translation of a speculators config, i.e. which flags reach the model from a
   speculators checkpoint and with which default.
+- **builds the draft on the release's own base layer** (llama.py's `LlamaDecoderLayer` and `LlamaAttention`
+  lifted in place of the stub, `probe_window`) from a config declaring a sliding-window layer, and from server
+  args setting SGLang's draft window, and reads the window the attention backend was built with.
 Nothing here re-types an engine's logic; a release whose file no longer matches the stubs fails
 loudly ("the draft code moved: read it again").
 """
@@ -369,6 +372,11 @@ class VllmConfigStub:
 def construct(engine: str, g: dict[str, Any], values: dict) -> tuple[Any, list[str]]:
     """Build the release's draft model from a config; (its inner model, the keys it read)."""
     cfg = RecConfig(values)
+    top = _construct_top(engine, g, cfg)
+    return top.model, list(dict.fromkeys(cfg._log))
+
+
+def _construct_top(engine: str, g: dict[str, Any], cfg: RecConfig) -> Any:
     if engine == "sglang":
         top = g["LlamaForCausalLMEagle3"](cfg)
     else:
@@ -378,7 +386,7 @@ def construct(engine: str, g: dict[str, Any], values: dict) -> tuple[Any, list[s
             top = cls(vllm_config=stub, prefix="")
         else:  # the first releases hand the draft its own model config
             top = cls(model_config=stub.model_config)
-    return top.model, list(dict.fromkeys(cfg._log))
+    return top
 
 
 def _layers(model: Any) -> list[Any]:
@@ -489,6 +497,134 @@ def probe_algos(path: Path) -> dict[str, Any] | None:
     return out
 
 
+# --------------------------------------------------------------------------- the attention window
+
+LLAMA_FILES = {"sglang": "sglang/srt/models/llama.py", "vllm": "vllm/model_executor/models/llama.py"}
+VLLM_UTILS = "vllm/model_executor/models/utils.py"  # extract_layer_index: the layer id vLLM's attention reads
+BASE_CLASSES = ("LlamaMLP", "LlamaAttention", "LlamaDecoderLayer")
+W = 5  # the probe's window: any value the recording attention can tell from none
+
+
+class WindowAttn:
+    """The engine's attention backend (vLLM `Attention`, SGLang `RadixAttention`): records what it was built with."""
+
+    made: list[dict[str, Any]] = []
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        self.kw = k
+        self.sliding_window_size = k.get("sliding_window_size")
+        WindowAttn.made.append(k)
+
+    def __call__(self, *a: Any, **k: Any) -> Sym:
+        return Sym("attn")
+
+
+class _ServerArgs(Loose):
+    """Server args with the draft's attention window set (SGLang --speculative-draft-window-size)."""
+
+    speculative_draft_window_size = W
+
+
+def _lift_classes(path: Path, names: tuple[str, ...], bound: dict[str, Any]) -> dict[str, Any]:
+    """The named classes of an engine file, lifted with ``ast`` onto nn.Module stubs (the rest of the file, e.g.
+    its model classes with engine metaclasses, is not run), over the harness's stubs."""
+    import __future__
+
+    tree = ast.parse(path.read_text())
+    body = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name in names:
+            node.decorator_list, node.keywords = [], []
+            node.bases = [ast.Attribute(ast.Name("nn", ast.Load()), "Module", ast.Load())]
+            body.append(node)
+    mod = ast.fix_missing_locations(ast.Module(body, []))
+    g: dict[str, Any] = {"__builtins__": builtins, "__name__": "engine_base"}
+    for name in {n.id for n in ast.walk(mod) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}:
+        if not hasattr(builtins, name):
+            g[name] = getattr(typing, name, Loose())
+    g.update({k: v for k, v in bound.items() if k not in names})
+    g["torch"] = _Torch(nn=_BOUND["nn"], Tensor=object)
+    exec(compile(mod, str(path), "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True), g)
+    return g
+
+
+def _lift_function(path: Path, name: str) -> Any:
+    from stubs import compile_function
+
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return compile_function(ast.unparse(node))
+    return None
+
+
+def probe_window(engine: str, root: Path) -> dict[str, Any]:
+    """Build the release's draft on the release's own base decoder layer (llama.py's LlamaDecoderLayer, LlamaAttention
+    and LlamaMLP, in place of the recording stub) from a config whose one layer is declared sliding
+    (`layer_types: ["sliding_attention"]`, `sliding_window`), and read the window its attention was built with; for
+    SGLang also with the server's draft window set. {"config": the config's window reaches the attention,
+    "server": a server argument sets it, "keys": the window keys the release read}."""
+    llama = root / LLAMA_FILES[engine]
+    if not llama.exists():
+        raise DraftCodeMoved(f"{engine} {root.name}: {LLAMA_FILES[engine]} is missing: the draft's base layer cannot be built")
+    bound = dict(_BOUND) | {
+        "Attention": WindowAttn,
+        "RadixAttention": WindowAttn,
+        "EncoderOnlyAttention": WindowAttn,
+        "get_tensor_model_parallel_world_size": lambda *a, **k: 1,
+        "get_tensor_model_parallel_rank": lambda *a, **k: 0,
+        "get_attention_tp_size": lambda *a, **k: 1,
+        "get_attention_tp_rank": lambda *a, **k: 0,
+        "get_parallel": lambda: types.SimpleNamespace(pp_group=_ONE_RANK, tp_size=1, tp_rank=0, enable_dp_lm_head=False),
+    }
+    if engine == "vllm" and (root / VLLM_UTILS).exists():
+        bound["extract_layer_index"] = _lift_function(root / VLLM_UTILS, "extract_layer_index")
+    base = _lift_classes(llama, BASE_CLASSES, bound)
+    draft = root / DRAFT_FILES[engine]
+    for node in ast.walk(ast.parse(draft.read_text())):  # the names (and aliases) the draft imports them under
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith("models.llama"):
+            for a in node.names:
+                if a.name in BASE_CLASSES:
+                    bound[a.asname or a.name] = base[a.name]
+    out: dict[str, Any] = {}
+    # the server probe first: it declares no window, so a draft that does not build there is the harness's problem;
+    # one that builds there and fails on the declared window is the release's own start-up failure
+    for probe, extra, server in (
+        ("server", {}, _ServerArgs()),
+        ("config", {"sliding_window": W, "layer_types": ["sliding_attention"]}, Loose()),
+    ):
+        saved = dict(_BOUND)
+        _BOUND.update(bound)
+        _BOUND.update({name: (lambda s=server: s) for name in ("get_spec", "get_global_server_args", "get_server_args")})
+        cfg = RecConfig(base_config(**extra))
+        try:
+            g = load_module(draft)
+            WindowAttn.made = []
+            top = _construct_top(engine, g, cfg)
+        except Exception as e:
+            if probe == "config":
+                out["config"] = f"{type(e).__name__}: {e}"
+                out["keys"] = sorted({k for k in cfg._log if "slid" in k or k == "layer_types"})
+                continue
+            raise DraftCodeMoved(
+                f"{engine} {root.name}: the draft on its own base layer did not build: {type(e).__name__}: {e}"
+            ) from e
+        finally:
+            _BOUND.clear()
+            _BOUND.update(saved)
+        if not WindowAttn.made:
+            raise DraftCodeMoved(f"{engine} {root.name}: the draft built no attention on its own base layer")
+        attns = [getattr(layer.self_attn, "attn", None) for layer in _layers(top.model)]
+        got = {m.get("per_layer_sliding_window") for m in WindowAttn.made}
+        got |= {a.sliding_window_size for a in attns if isinstance(a, WindowAttn)}
+        method = getattr(top, "get_attention_sliding_window_size", None)
+        if callable(method):
+            got.add(method())
+        out[probe] = W in got
+        if probe == "config":
+            out["keys"] = sorted({k for k in cfg._log if "slid" in k or k == "layer_types"})
+    return out
+
+
 def execute_release(engine: str, root: Path) -> dict[str, Any]:
     """Everything the harness reads back from one release's source tree."""
     f = root / DRAFT_FILES[engine]
@@ -502,6 +638,7 @@ def execute_release(engine: str, root: Path) -> dict[str, Any]:
             "flags": {flag: probe_flag(engine, g, flag) for flag in FLAGS},
             "first_layer": layer_forward(model)["first"],
             "layers": probe_layers(engine, g),
+            "window": probe_window(engine, root),
         }
     except DraftCodeMoved:
         raise

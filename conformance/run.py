@@ -19,6 +19,7 @@ sys.path.insert(0, str(HERE))
 
 import dflash_exec  # noqa: E402
 import draft_exec  # noqa: E402
+import families_enum  # noqa: E402
 import fetch  # noqa: E402
 import modelopt_exec  # noqa: E402
 import mtp_exec  # noqa: E402
@@ -109,6 +110,24 @@ def sources(info: dict) -> dict:
     return out
 
 
+def dump_table(table: dict) -> str:
+    """table.json: an outcome whose every case is the same string (a start-up refusal, a family not executed) is
+    written once as {"*": that string}; readers expand it over grid.cases (grid.modelopt.cases for ModelOpt)."""
+    outcomes = {oid: ({"*": next(iter(t.values()))} if len(set(t.values())) == 1 else t) for oid, t in table["outcomes"].items()}
+    return json.dumps({**table, "outcomes": outcomes}, indent=1, sort_keys=False) + "\n"
+
+
+def _guarded(execute):
+    """An enumerated family whose capture the harness cannot match is recorded as such, never run on a guess."""
+
+    def run(info: dict, L: int, cfg: dict) -> dict:
+        if info.get("unmodelled"):
+            return {"error": f"capture not executed: {info['unmodelled']}", "at": info["file"], "when": "not modelled"}
+        return execute(info, L, cfg)
+
+    return run
+
+
 def main() -> int:
     t0 = time.time()
     fetch.main()
@@ -152,17 +171,39 @@ def main() -> int:
         rows.append(row)
         release_rows.setdefault(engine, {}).setdefault(version, {})[f"{family}/{runner}"] = row["id"]
 
+    t_enum = time.time()
+    enum = families_enum.enumerate_families(fetch.src_dir, RELEASES)
+    derived: dict[str, dict[str, list[dict]]] = {"sglang": {}, "vllm": {}}
     for v in RELEASES["sglang"]:
         rel = sglang_exec.Release(fetch.src_dir("sglang", v), v)
         for fam in sglang_exec.FAMILIES:
             info = rel.family_code(fam)
             add("sglang", fam, "default", v, info, rel.key(info), rel.run)
+        registered = sglang_exec.entry_classes(rel.root)
+        for fam, rec in enum["families"].items():
+            arch = rec["architectures"][0]
+            info = rel.family_code(fam, (registered.get(arch, rec["sglang_file"]), arch))
+            row = families_enum.derive_sglang_row(rel, info)
+            families_enum.add_row(derived["sglang"].setdefault(fam, []), v, row)
+            info["unmodelled"] = row.get("why")
+            add("sglang", fam, "default", v, info, rel.key(info) + ("~" if row.get("why") else ""), _guarded(rel.run))
     for v in RELEASES["vllm"]:
         rel = vllm_exec.Release(fetch.src_dir("vllm", v), v)
+        registry = vllm_exec._registry(rel.root)
         for runner in rel.runners():
             for fam in vllm_exec.FAMILIES:
                 info = rel.family_code(fam, runner)
                 add("vllm", fam, runner, v, info, rel.key(info), rel.run)
+            for fam, rec in enum["families"].items():
+                arch = rec["architectures"][0]
+                file, cls = registry.get(arch, rec["vllm_file"])
+                info = rel.family_code(fam, runner, (file, cls, rec["vllm_model_type"]))
+                row = families_enum.derive_vllm_row(rel, info)
+                if runner == "v1":  # the rows do not depend on the runner: the key each runner reads is release-wide
+                    families_enum.add_row(derived["vllm"].setdefault(fam, []), v, row)
+                info["unmodelled"] = row.get("why")
+                add("vllm", fam, runner, v, info, rel.key(info) + ("~" if row.get("why") else ""), _guarded(rel.run))
+    t_enum = time.time() - t_enum
     for v in RELEASES["nvidia-modelopt"]:
         rel = modelopt_exec.Release(fetch.src_dir("nvidia-modelopt", v), v)
         try:
@@ -187,8 +228,16 @@ def main() -> int:
         "rows": rows,
         "outcomes": outcomes,
     }
+    table["served"] = enum["served"]
+    table["grid"]["cases"] = [case_key(L, lay, ids) for L, lay, ids, _ in cases()]
+    table["grid"]["modelopt"]["cases"] = [case_key(L, lay, ids) for L, lay, ids, _ in modelopt_cases()]
     out = HERE / "table.json"
-    out.write_text(json.dumps(table, indent=1, sort_keys=False) + "\n")
+    out.write_text(dump_table(table))
+    families_enum.write(HERE.parent, families_enum.package_table(enum, derived))
+    print(
+        f"conformance: {len(enum['families'])} families enumerated beyond the named ones, "
+        f"{len(enum['not_modelled'])} architectures not modelled; capture tables in {t_enum:.0f} s"
+    )
     try:
         drafts = draft_exec.build_table(fetch.src_dir, RELEASES)
     except draft_exec.DraftCodeMoved as e:

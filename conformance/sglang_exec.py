@@ -14,6 +14,7 @@ read again). The loop is then simulated on the executed `layers_to_capture`.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import re
 from pathlib import Path
@@ -39,6 +40,64 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "gemma3": ("gemma3_mm.py", "Gemma3ForConditionalGeneration"),  # Gemma-3 4B and larger
     "gemma3_text": ("gemma3_causal.py", "Gemma3ForCausalLM"),  # Gemma-3 1B / text-only
 }
+
+
+_CLASS = re.compile(r"^class\s+(\w+)\s*(?:\(([^)]*)\))?\s*:", re.M)
+_ENTRY = re.compile(r"^EntryClass\s*=\s*(\[[^\]]*\]|\w+)", re.M)
+
+
+@functools.lru_cache(maxsize=512)  # per release: the enumeration and the run both ask
+def class_index(root: Path, models: str, method: str) -> tuple[dict[str, list[tuple[str, list[str], bool]]], dict[str, str]]:
+    """Every class of the models package by name: (file, base names, whether its own body defines ``method``),
+    and SGLang's registry (class -> file of each `EntryClass`). Read with regexes, not ``ast``: enumerating
+    every release parses thousands of files, and only the candidates are then resolved and executed properly."""
+    classes: dict[str, list[tuple[str, list[str], bool]]] = {}
+    entries: dict[str, str] = {}
+    for f in sorted((root / models).glob("*.py")):
+        text = f.read_text(errors="replace")
+        heads = list(_CLASS.finditer(text))
+        defs = [m.start() for m in re.finditer(r"^\s+def\s+" + method + r"\s*\(", text, re.M)]
+        for i, m in enumerate(heads):
+            end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+            bases = [b.strip().split(".")[-1].split("[")[0] for b in (m.group(2) or "").split(",") if b.strip()]
+            classes.setdefault(m.group(1), []).append((f.name, bases, any(m.start() < d < end for d in defs)))
+        for m in _ENTRY.finditer(text):
+            for name in re.findall(r"\w+", m.group(1)):
+                entries.setdefault(name, f.name)
+    return classes, entries
+
+
+def has_method(classes: dict, name: str, file: str | None = None, depth: int = 0) -> bool:
+    """Whether the class (the one in ``file`` first) defines or inherits the indexed method."""
+    cands = classes.get(name, [])
+    cands = sorted(cands, key=lambda c: c[0] != file)
+    for f, bases, own in cands[:1] if file else cands:
+        if own:
+            return True
+        if depth < 8 and any(has_method(classes, b, f, depth + 1) for b in bases if b not in ("Module", "nn")):
+            return True
+    return False
+
+
+# registered classes that are drafts, not targets (llama_eagle3.py, *_nextn.py, *_mtp.py, dflash.py)
+_DRAFT_CLASS = re.compile(r"(Eagle|NextN|MTP$|DFlash|Peagle)")
+_DRAFT_FILE = re.compile(r"(eagle|nextn|mtp|dflash)")
+
+
+def entry_classes(root: Path) -> dict[str, str]:
+    """class -> model file, for every class a models/*.py registers through `EntryClass` (SGLang's registry)."""
+    return class_index(root, MODELS, "set_eagle3_layers_to_capture")[1]
+
+
+def served_targets(root: Path) -> dict[str, str]:
+    """Every target class the release serves with an EAGLE-3 draft: registered, and defining or inheriting
+    `set_eagle3_layers_to_capture` (the model runner calls it at start-up). class -> model file."""
+    classes, entries = class_index(root, MODELS, "set_eagle3_layers_to_capture")
+    return {
+        c: f
+        for c, f in sorted(entries.items())
+        if not _DRAFT_CLASS.search(c) and not _DRAFT_FILE.search(f) and has_method(classes, c, f)
+    }
 
 
 class PatternMoved(Exception):
@@ -258,6 +317,14 @@ def simulate(pat: dict, ltc: list[int], L: int) -> list[str]:
 # --------------------------------------------------------------------------- one release
 
 
+@functools.lru_cache(maxsize=1024)
+def setter_arity(src: str) -> int:
+    """How many positional parameters the setter takes (self, and the ids where it takes them)."""
+    fn = ast.parse(src).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    return len(fn.args.args)
+
+
 class Release:
     def __init__(self, root: Path, version: str):
         self.root, self.version = root, version
@@ -296,10 +363,11 @@ class Release:
                 ]
         return out
 
-    def family_code(self, family: str) -> dict:
-        """Everything that decides capture for this family, as source (hashed into the row key)."""
-        file, cls = FAMILIES[family]
-        info: dict = {"family": family, "file": f"{MODELS}/{file}"}
+    def family_code(self, family: str, target: tuple[str, str] | None = None) -> dict:
+        """Everything that decides capture for this family, as source (hashed into the row key): a named family
+        (FAMILIES), or ``target`` (file, class) of an enumerated one, as this release registers it."""
+        file, cls = target or FAMILIES[family]
+        info: dict = {"family": family, "file": f"{MODELS}/{file}", "class": cls}
         info["reader"] = None
         if self.reader:
             info["reader"] = {"file": self.reader[0], "line": self.reader[1], "src": ast.unparse(self.reader[2])}
@@ -354,7 +422,7 @@ class Release:
     def run(self, info: dict, L: int, hf_config: dict) -> dict:
         """One case: the capture points (list of names) or the engine's error."""
         if info.get("absent"):
-            cls = FAMILIES[info["family"]][1]
+            cls = info["class"]
             return {
                 "error": f"ValueError: Model architectures ['{cls}'] are not supported for now",
                 "at": "sglang/srt/models/registry.py",
@@ -367,7 +435,7 @@ class Release:
         if not use:
             return {"points": [], "note": "use_aux_hidden_state false: capture off"}
         if info.get("setter") is None:
-            cls = FAMILIES[info["family"]][1]
+            cls = info["class"]
             return {
                 "error": f"AttributeError: '{cls}' object has no attribute 'set_eagle3_layers_to_capture'",
                 "at": (info["reader"] or {}).get("file", "model_runner.py"),
@@ -409,7 +477,7 @@ class Release:
                 capture_aux_hidden_states=False,
                 pp_group=Obj(is_last_rank=True, is_first_rank=True),
             )
-        nargs = len(ast.parse(info["setter"]["src"]).body[0].args.args)
+        nargs = setter_arity(info["setter"]["src"])
         try:
             if nargs >= 2:
                 exec_function(info["setter"]["src"], target, ids)

@@ -100,6 +100,23 @@ def exec_function(src: str, *args, given: dict | None = None):
 
 def exec_try_block(node: ast.Try, names: dict) -> dict:
     """Run one `try:` statement lifted from a method body with the given locals; return the locals."""
+    code, free = _try_block_code(node)
+    g: dict = {"__builtins__": builtins}
+    for name in free:
+        g[name] = getattr(typing, name) if hasattr(typing, name) else Anything()
+    g.update(names)
+    exec(code, g)
+    return g["_block"]()
+
+
+_TRY_CODE: dict[int, tuple[ast.Try, types.CodeType, frozenset[str]]] = {}
+
+
+def _try_block_code(node: ast.Try) -> tuple[types.CodeType, frozenset[str]]:
+    """The block compiled once per node (the harness runs the same reader on every case of the grid)."""
+    hit = _TRY_CODE.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1], hit[2]
     fn = ast.FunctionDef(
         name="_block",
         args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
@@ -109,6 +126,7 @@ def exec_try_block(node: ast.Try, names: dict) -> dict:
         type_params=[],
     )
     mod = ast.fix_missing_locations(ast.Module([fn], []))
-    g = _globals_for(fn, names)
-    exec(compile(mod, "<engine>", "exec"), g)
-    return g["_block"]()
+    code = compile(mod, "<engine>", "exec")
+    free = frozenset(_free_names(fn))
+    _TRY_CODE[id(node)] = (node, code, free)
+    return code, free

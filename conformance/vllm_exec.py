@@ -19,7 +19,16 @@ import hashlib
 import re
 from pathlib import Path
 
-from sglang_exec import PatternMoved, _Classes, find_method, inner_model_class, real_forward
+from sglang_exec import (
+    _DRAFT_CLASS,
+    PatternMoved,
+    _Classes,
+    class_index,
+    find_method,
+    has_method,
+    inner_model_class,
+    real_forward,
+)
 from stubs import Obj, exec_function, load_tree
 
 MODELS = "vllm/model_executor/models"
@@ -110,6 +119,33 @@ def language_model_class(classes: _Classes, root: Path, file: str, cls: str) -> 
                 if hit and classes.resolve(hit[1], hit[0]):
                     return hit
     return inner_model_class(classes, file, cls, attr="language_model")
+
+
+# registry names that are a target a user launches: generative heads (pooling and embedding models are not
+# served with a draft)
+_TARGET_ARCH = re.compile(r"(ForCausalLM|ForConditionalGeneration)$")
+
+
+def _has_base(classes: dict, name: str, wanted: tuple[str, ...], depth: int = 0) -> bool:
+    for _, bases, _own in classes.get(name, [])[:1]:
+        if any(b in wanted for b in bases) or (depth < 8 and any(_has_base(classes, b, wanted, depth + 1) for b in bases)):
+            return True
+    return False
+
+
+def served_targets(root: Path) -> dict[str, tuple[str, str]]:
+    """Every architecture the release's model registry maps to a class it serves with an EAGLE-3 draft:
+    `SupportsEagle3` on the class (or, before that interface, the default-id getter the runner calls).
+    architecture -> (model file, class). Indexed with regexes (class_index); the families found are then
+    resolved and executed with ``ast`` like the named ones."""
+    classes, _ = class_index(root, MODELS, "get_eagle3_aux_hidden_state_layers")
+    out: dict[str, tuple[str, str]] = {}
+    for arch, (f, c) in sorted(_registry(root).items()):
+        if _DRAFT_CLASS.search(arch) or "Eagle" in arch or not _TARGET_ARCH.search(arch) or c not in classes:
+            continue
+        if _has_base(classes, c, ("SupportsEagle3", "EagleModelMixin", "SupportsEagle")) or has_method(classes, c, f):
+            out[arch] = (f, c)
+    return out
 
 
 def _support_check(root: Path):
@@ -209,8 +245,10 @@ class Release:
     def runners(self) -> list[str]:
         return ["v1", "v2"] if self.v2_reader else ["v1"]
 
-    def family_code(self, family: str, runner: str) -> dict:
-        file, cls, mt = FAMILIES[family]
+    def family_code(self, family: str, runner: str, target: tuple[str, str, str] | None = None) -> dict:
+        """What decides capture for a family: a named one (FAMILIES), or ``target`` (file, class, model_type) of an
+        enumerated one, whose file and class come from this release's registry."""
+        file, cls, mt = target or FAMILIES[family]
         if family == "mistral" and self.classes.resolve(cls, file) is None:
             file, cls = "llama.py", "LlamaForCausalLM"  # older releases register Mistral on llama.py
         info: dict = {"family": family, "runner": runner, "model_type": mt, "file": f"{MODELS}/{file}", "class": cls}
@@ -274,7 +312,7 @@ class Release:
             return hashlib.sha256(b"absent").hexdigest()[:12]
         if info.get("elsewhere"):
             return hashlib.sha256(info["elsewhere"].encode()).hexdigest()[:12]
-        parts = [info["runner"], info["model_type"], str(info["supports_eagle3"]), str(info.get("iface_checked"))]
+        parts = [info["runner"], str(info["model_type"]), str(info["supports_eagle3"]), str(info.get("iface_checked"))]
         for k in ("check", "reader", "default"):
             parts.append(str(info.get(k) and info[k]["src"]))
         parts.append(repr(info.get("pattern")))
@@ -295,6 +333,12 @@ class Release:
             return {
                 "error": f"{info['class']} is registered from {info['elsewhere']}: capture not executed by the harness",
                 "at": "vllm/model_executor/models/registry.py",
+                "when": "not modelled",
+            }
+        if info.get("check") and info["model_type"] is None:
+            return {
+                "error": "capture not executed: the text config's model_type, which the target check reads, is the checkpoint's",
+                "at": f"{info['check']['file']}:{info['check']['line']}",
                 "when": "not modelled",
             }
         if info.get("check"):

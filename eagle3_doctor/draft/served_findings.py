@@ -61,7 +61,74 @@ def diagnose(
     out += rope_findings(info, cfg, sf, label, target_config)
     out += qk_norm_findings(info, cfg, sf, label)
     out += layer_findings(info, cfg, engine, version, label)
+    out += window_findings(info, engine, version, label)
     return out, sf
+
+
+def declared_window(config: dict[str, Any]) -> tuple[int, list[int], str] | None:
+    """(window, the sliding layers, where): a draft config whose layer_types declares sliding attention with a
+    sliding_window, at the top level or in a speculators transformer_layer_config (which vLLM reads as the model's)."""
+    for where, c in (("", config), ("transformer_layer_config.", config.get("transformer_layer_config"))):
+        if not isinstance(c, dict):
+            continue
+        types, w = c.get("layer_types"), c.get("sliding_window")
+        if isinstance(types, list) and isinstance(w, int) and not isinstance(w, bool) and w > 0:
+            sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
+            if sliding:
+                return w, sliding, where
+    return None
+
+
+def window_findings(info: Any, engine: str, version: str, label: str) -> list[Any]:
+    """FWD011 where the release builds a declared sliding-window layer of the draft with full attention (or fails on
+    it), both executed from the release's own draft model on its own base layer; quiet where the window is applied."""
+    from ..core.findings import DRAFT_CONFIG, SERVER_COMMAND, Finding, Fix, Location
+    from ..engines.draft_table import window_rule
+
+    declared = declared_window(info.config or {})
+    rule = window_rule(engine, version) if declared and engine in ENGINE_NAME else None
+    if declared is None or rule is None or rule.config is True:
+        return []
+    w, sliding, where = declared
+    name = ENGINE_NAME[engine]
+    got = (
+        f"raises {rule.config} at start-up"
+        if isinstance(rule.config, str)
+        else "builds the attention with no window"
+        + (f" (it reads {', '.join(rule.keys)} and no window from them)" if rule.keys else " (it reads neither key)")
+    )
+    evidence = [
+        f"the draft config declares {where}layer_types {sliding} sliding_attention with {where}sliding_window = {w}",
+        f"{rule.source}: from a config declaring one sliding layer, the draft {got}",
+    ]
+    if rule.server and rule.first_server == version:
+        fix: Any = Fix(
+            f"launch with --speculative-draft-window-size {w} ({name} {version} takes the draft's window only from that "
+            "server argument)",
+            file=SERVER_COMMAND,
+            key="--speculative-draft-window-size",
+            value=w,
+            op="set",
+            snippet=f"--speculative-draft-window-size {w}",
+        )
+    elif rule.first_config:
+        fix = f"upgrade to {name} >= {rule.first_config}, whose draft model applies the config's window"
+    elif rule.first_server:
+        fix = f"upgrade to {name} >= {rule.first_server} and launch with --speculative-draft-window-size {w}"
+    else:
+        fix = f"no {name} release applies the window: serve the draft where one does, or retrain it with full attention"
+    return [
+        Finding(
+            "FWD011",
+            f"{label} runs the draft's sliding-window attention (window {w}) as full attention"
+            if not isinstance(rule.config, str)
+            else f"{label} fails at start-up on the draft's sliding-window layer_types",
+            evidence,
+            fix,
+            location=Location(DRAFT_CONFIG, key=f"{where}layer_types"),
+            data={"window": w, "sliding_layers": sliding, "applied": rule.config, "server_argument": rule.server},
+        )
+    ]
 
 
 def layer_findings(info: Any, cfg: Any, engine: str, version: str, label: str) -> list[Any]:

@@ -265,7 +265,8 @@ def _vllm_type_check(version: str, family: str) -> Captured | None:
     is a start-up failure, whatever the ids."""
     supported = covering(VLLM_CHECK, version)[1]
     mt = VLLM_MODEL_TYPE.get(family, "llama")
-    if supported is not None and not any(s in mt for s in supported):
+    # mt None: the checkpoint's text config decides; such a family's rows under a check are `unmodelled`
+    if supported is not None and mt is not None and not any(s in mt for s in supported):
         return Captured(
             (),
             failure=Failure(
@@ -280,16 +281,16 @@ def _vllm_type_check(version: str, family: str) -> Captured | None:
 def run_row(engine: str, version: str, family: str, L: int, ids: list[int] | None) -> Captured:
     """What the engine captures for ids already read from the config (None = its default)."""
     row = engine_row(engine, version, family)
+    if row.rule == "unmodelled":
+        raise BadInput(
+            f"{engine} {version} serves the {family} family from {row.src}, whose EAGLE-3 capture the engine "
+            f"table does not model yet{': ' + row.message if row.message else ''}",
+            f"name another --engine-version, or extend conformance/{engine}_exec.py",
+        )
     if engine == "vllm":
         refused = _vllm_type_check(version, family)
         if refused is not None:
             return refused
-    if row.rule == "unmodelled":
-        raise BadInput(
-            f"{engine} {version} serves the {family} family from {row.src}, whose EAGLE-3 capture the engine "
-            "table does not model yet",
-            "name an earlier --engine-version, or extend conformance/vllm_exec.py",
-        )
     if row.rule in ("unsupported", "absent"):
         if engine == "sglang":
             msg = row.message.format(cls=SGLANG_CLASS.get(family, "LlamaForCausalLM"))

@@ -143,6 +143,34 @@ def layers_rule(engine: str, version: str) -> ExecutedLayers | None:
     return ExecutedLayers(lay["two_layers"], later, where, first)
 
 
+@dataclass(frozen=True)
+class ExecutedWindow:
+    """What a release's draft does with a declared sliding-window layer (executed on its own llama.py base layer)."""
+
+    config: bool | str  # the config's window reaches the attention (True), is dropped (False), or the error raised
+    server: bool  # a server argument sets the draft's window (SGLang --speculative-draft-window-size)
+    keys: tuple[str, ...]  # the window keys the release read from the config
+    source: str
+    first_config: str | None  # the first later release that applies the config's window
+    first_server: str | None  # the first release (this one or later) whose server argument sets it
+
+
+def window_rule(engine: str, version: str) -> ExecutedWindow | None:
+    got = behaviour(engine, version)
+    if got is None or "window" not in got[0]:
+        return None
+    b, where = got
+    w = b["window"]
+    first_config = (
+        None if w["config"] is True else first_release_where(engine, version, lambda x: x.get("window", {}).get("config") is True)
+    )
+    first_server = (
+        version if w["server"] else first_release_where(engine, version, lambda x: x.get("window", {}).get("server") is True)
+    )
+    src = f"{where}, built on the release's own llama.py LlamaDecoderLayer/LlamaAttention"
+    return ExecutedWindow(w["config"], bool(w["server"]), tuple(w["keys"]), src, first_config, first_server)
+
+
 def _flag_cell(b: dict[str, Any], flag: str, speculators: bool) -> str:
     rule = _speculators_rule(b, flag) if speculators else _model_rule(b, flag)
     if rule is None:

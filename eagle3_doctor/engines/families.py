@@ -6,15 +6,22 @@ values and architecture classes map to it, the text-config ``model_type`` vLLM's
 check reads, and the SGLang class that serves it (named in that engine's start-up errors). The
 lookups the other modules use are derived from these records, so a family is added in one place.
 
-The classes are the ones the conformance harness executes (conformance/sglang_exec.py, vllm_exec.py
-FAMILIES); tests derive every harness family through arch_family, the way the CLI does. Two
-SGLang/vLLM facts shape it: the model class comes from `architectures`, and vLLM's EAGLE-3 target
-check reads `model_type`, so a Mistral checkpoint is "mistral" whichever class it names.
+Two kinds of record. The named families below are the ones the conformance harness executes under the
+doctor's own names (conformance/sglang_exec.py, vllm_exec.py FAMILIES). Every other target class a
+release serves with an EAGLE-3 draft is enumerated from the releases' own code by `make conformance`
+(conformance/families_enum.py) and read from data/engine_families.json, one family per architecture,
+named by the Hugging Face model_type transformers maps that class to. Tests derive every harness family
+through arch_family, the way the CLI does. Two SGLang/vLLM facts shape it: the model class comes from
+`architectures`, and vLLM's EAGLE-3 target check reads `model_type`, so a Mistral checkpoint is
+"mistral" whichever class it names.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
+from importlib import resources
 
 
 @dataclass(frozen=True)
@@ -22,11 +29,24 @@ class Family:
     name: str  # the engine-table family
     model_types: tuple[str, ...]  # HF config model_type values that map to it
     architectures: tuple[str, ...]  # HF architecture classes that map to it (matched in any case)
-    vllm_model_type: str  # hf_text_config.model_type, what vLLM's EAGLE-3 target check sees
+    vllm_model_type: str | None  # hf_text_config.model_type, what vLLM's EAGLE-3 target check sees (None: the checkpoint's)
     sglang_class: str  # the SGLang class that serves it
 
 
-FAMILIES: dict[str, Family] = {
+@functools.cache
+def enumerated_table() -> dict:
+    """data/engine_families.json: the families enumerated from the releases' code and their derived rows."""
+    return json.loads(resources.files("eagle3_doctor").joinpath("data/engine_families.json").read_text())
+
+
+def _enumerated() -> tuple[Family, ...]:
+    return tuple(
+        Family(name, tuple(r["model_types"]), tuple(r["architectures"]), r["vllm_model_type"], r["sglang_class"])
+        for name, r in enumerated_table()["families"].items()
+    )
+
+
+NAMED_FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
         Family("llama", ("llama",), ("LlamaForCausalLM",), "llama", "LlamaForCausalLM"),
@@ -71,11 +91,12 @@ FAMILIES: dict[str, Family] = {
         Family("gemma3_text", ("gemma3_text",), ("Gemma3ForCausalLM",), "gemma3_text", "Gemma3ForCausalLM"),
     )
 }
+FAMILIES: dict[str, Family] = {**{f.name: f for f in _enumerated()}, **NAMED_FAMILIES}
 
 # the lookups, derived from the records
 FAMILY_OF_TYPE: dict[str, str] = {mt: f.name for f in FAMILIES.values() for mt in f.model_types}
 FAMILY_OF_ARCH: dict[str, str] = {a.lower(): f.name for f in FAMILIES.values() for a in f.architectures}
-VLLM_MODEL_TYPE: dict[str, str] = {f.name: f.vllm_model_type for f in FAMILIES.values()}
+VLLM_MODEL_TYPE: dict[str, str | None] = {f.name: f.vllm_model_type for f in FAMILIES.values()}
 SGLANG_CLASS: dict[str, str] = {f.name: f.sglang_class for f in FAMILIES.values()}
 MODELLED_FAMILIES = frozenset(FAMILY_OF_TYPE.values())
 

@@ -67,7 +67,8 @@ def first_working_release(engine: str, family: str, after: str) -> tuple[str, st
             continue
         if engine == "vllm":
             lst = covering(VLLM_CHECK, cand)[1]
-            if lst is not None and not any(x in VLLM_MODEL_TYPE.get(fam, "llama") for x in lst):
+            mt = VLLM_MODEL_TYPE.get(fam, "llama")  # None: the checkpoint's text config decides
+            if lst is not None and mt is not None and not any(x in mt for x in lst):
                 continue
         return cand, row.src
     return None

@@ -41,7 +41,16 @@ class Serving:
         return f"{self.engine} {self.version}" + ("" if self.family == "llama" else f" ({self.family})")
 
 
-def _unmodelled(engine: str, family: str) -> Failure:
+def _unmodelled(engine: str, family: str, version: str | None = None) -> Failure:
+    """Undetermined: no family models the target, or the release serves it with capture code the harness could not
+    match (an `unmodelled` row, with the harness's reason): the doctor says so rather than guess."""
+    if version is not None and engine in ("sglang", "vllm") and (row := engine_row(engine, version, family)).rule == "unmodelled":
+        return Failure(
+            "undetermined",
+            f"{engine} {version} serves the {family} family from {row.src}, whose EAGLE-3 capture the engine table does "
+            f"not model: {row.message or 'not executed'}",
+            f"{engine} {row.src}",
+        )
     where = "srt/models/<file>.py set_eagle3_layers_to_capture" if engine == "sglang" else "model_executor/models/<file>.py"
     return Failure(
         "undetermined",
@@ -87,6 +96,9 @@ def _resolve(
         check_id_range(engine, num_layers, ids, source)
     if not is_modelled(engine, family):
         return Serving(engine, version, family, num_layers, (), ids, source, ignored, [], [], _unmodelled(engine, family))
+    if engine in ("sglang", "vllm") and engine_row(engine, version, family).rule == "unmodelled":
+        fail = _unmodelled(engine, family, version)
+        return Serving(engine, version, family, num_layers, (), ids, source, ignored, [], [], fail)
     if engine == "sglang" and engine_row(engine, version, family).rule == "absent":
         cap = RULES[engine](version, family, num_layers, ids)  # the model registry refuses before any capture
         return Serving(engine, version, family, num_layers, (), ids, source, ignored, [], [], cap.failure)

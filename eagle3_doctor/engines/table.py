@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .families import enumerated_table
 from .releases import covering, release_key
 
 
@@ -322,6 +323,40 @@ VLLM_ROWS.update(
             Row("0.0", "unsupported", "model_executor/models/gemma3.py", message=_VL_NOIFACE),
         ],
     }
+)
+
+
+def _derived(engine: str, messages: dict[str, str]) -> dict[str, list[Row]]:
+    """The rows of every family enumerated from the releases' code (data/engine_families.json), as the harness
+    derived them from each release's executed setter, reader and decoder loop (conformance/families_enum.py)."""
+    out: dict[str, list[Row]] = {}
+    for fam, rows in enumerated_table()["rows"][engine].items():
+        out[fam] = [
+            Row(
+                r["first"],
+                r["rule"],
+                r["src"],
+                guard0=r.get("guard0", True),
+                end=r.get("end", False),
+                packer=r.get("packer", False),
+                index_check=r.get("index_check", False),
+                reads=r.get("reads", "nested"),
+                aux_flag=r.get("aux_flag", False),
+                loop=r.get("loop", "before"),
+                message=r.get("why") or messages.get(r["rule"], ""),
+                branch=r.get("branch", False),
+            )
+            for r in rows
+        ]
+    return out
+
+
+# the named families above keep their rows; the enumerated ones never share a name with them
+SGLANG_ROWS.update(
+    {f: r for f, r in _derived("sglang", {"unsupported": _SG_NOSETTER, "absent": _SG_ABSENT}).items() if f not in SGLANG_ROWS}
+)
+VLLM_ROWS.update(
+    {f: r for f, r in _derived("vllm", {"unsupported": _VL_NOIFACE, "absent": _VL_ABSENT}).items() if f not in VLLM_ROWS}
 )
 
 

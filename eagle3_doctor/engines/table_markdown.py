@@ -57,7 +57,8 @@ def engine_table_markdown() -> str:
                     keys += " (+ use_aux_hidden_state)"
                 if engine == "vllm":
                     lst = covering(VLLM_CHECK, r.first)[1]
-                    if lst is not None and not any(x in VLLM_MODEL_TYPE[fam] for x in lst):
+                    mt = VLLM_MODEL_TYPE[fam]  # None: the checkpoint's text config decides (such rows are unmodelled)
+                    if lst is not None and mt is not None and not any(x in mt for x in lst):
                         k, special = "start-up ValueError (target check)", "-"
                 order = "layer order, duplicates collapse"
                 lines.append(f"| {engine} | {r.first} | {fam} | {k} | {special} | {keys} | {order} | `{r.src}` |")

@@ -229,11 +229,12 @@ def test_prompts_with_pasted_chat_markup_are_reported(tmp_path):
 
 
 def test_a_serving_side_nobody_modelled_is_undetermined_with_the_engine_finding(tmp_path, tmp_copy):
-    # a Qwen2 target: no SGLang rule is modelled for it (ENG004), so the serving side is not measured and
-    # diagnose says so instead of calling the training side "as served"
-    t = tmp_copy(TARGET, "target-qwen2")
+    # a SmolLM3 target: no SGLang or vLLM release serves SmolLM3ForCausalLM with an EAGLE-3 draft, so the family
+    # enumeration has no row for it (ENG004): the serving side is not measured and diagnose says so instead of
+    # calling the training side "as served"
+    t = tmp_copy(TARGET, "target-smollm3")
     cfg = json.loads((t / "config.json").read_text())
-    cfg.update(model_type="qwen2", architectures=["Qwen2ForCausalLM"])
+    cfg.update(model_type="smollm3", architectures=["SmolLM3ForCausalLM"])
     (t / "config.json").write_text(json.dumps(cfg))
     out = tmp_path / "d.json"
     invoke("diagnose", "--target", t, "--draft", DRAFTS["sglang"], "--engine", "sglang", "--json", out, *FAST)

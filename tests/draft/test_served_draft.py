@@ -441,3 +441,62 @@ def test_sglang_normalises_later_layers_with_hidden_norm_and_the_rename_fixes_it
     (g,) = [x for x in fwd(inspect(str(TARGET), str(fixed), engine="vllm", engine_version="0.33.0")) if x.code == "FWD009"]
     assert g.data["served_norm"] == "input_layernorm" and "SGLang >= 0.5.12" in g.fix
     assert "DRF012" not in {x.code for x in inspect(str(TARGET), str(fixed), engine="sglang").findings}
+
+
+# --------------------------------------------------------------------------- the attention window, per release
+# Each release's draft is built on its own llama.py LlamaDecoderLayer/LlamaAttention from a config declaring a
+# sliding layer, and the window its attention backend gets is read back (conformance/draft_exec.py probe_window).
+
+
+def _sliding_draft(tmp_copy, name: str, window: int = 64):
+    d = tmp_copy(DRAFTS["sglang"], name)
+    _edit(d, cfg=lambda c: c.update({"sliding_window": window, "layer_types": ["sliding_attention"]}))
+    return d
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "fix"),
+    [
+        ("vllm", "0.10.0", "upgrade to vLLM >= 0.10.2"),
+        ("sglang", "0.5.11", "upgrade to SGLang >= 0.5.12 and launch with --speculative-draft-window-size 64"),
+        ("sglang", "0.5.23", "launch with --speculative-draft-window-size 64"),
+    ],
+)
+def test_a_release_that_drops_the_draft_s_window_says_so(tmp_copy, engine, version, fix):
+    d = _sliding_draft(tmp_copy, f"swa-{engine}-{version}")
+    (f,) = fwd(inspect(str(TARGET), str(d), engine=engine, engine_version=version), "FWD011")
+    assert f.severity == "error" and f.fix.startswith(fix), f.fix
+    assert f.data["window"] == 64 and f.data["applied"] is False
+    ev = " ".join(f.evidence)
+    assert "layer_types [0] sliding_attention" in ev and "executed (conformance/draft_exec.py)" in ev
+    assert "builds the attention with no window" in ev
+
+
+def test_vllm_0_10_1_fails_at_start_up_on_the_draft_s_layer_types(tmp_copy):
+    # llama.py indexes layer_types with the draft layer's own id (target layers + i) before 0.10.2 subtracts them
+    d = _sliding_draft(tmp_copy, "swa-vllm-0101")
+    (f,) = fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version="0.10.1"), "FWD011")
+    assert "fails at start-up" in f.title and "IndexError" in " ".join(f.evidence)
+    assert f.fix.startswith("upgrade to vLLM >= 0.10.2")
+
+
+@pytest.mark.parametrize("version", ["0.10.2", "0.33.0"])
+def test_a_release_that_applies_the_window_is_quiet(tmp_copy, version):
+    d = _sliding_draft(tmp_copy, f"swa-ok-{version}")
+    assert not fwd(inspect(str(TARGET), str(d), engine="vllm", engine_version=version), "FWD011")
+    # and a draft without a sliding layer is quiet on a release that drops windows
+    plain = tmp_copy(DRAFTS["sglang"], f"swa-plain-{version}")
+    _edit(plain, cfg=lambda c: c.update({"sliding_window": 64, "layer_types": ["full_attention"]}))
+    assert not fwd(inspect(str(TARGET), str(plain), engine="sglang", engine_version="0.5.23"), "FWD011")
+
+
+def test_the_sglang_window_fix_is_the_server_argument_as_an_edit(tmp_copy):
+    d = _sliding_draft(tmp_copy, "swa-edit", window=32)
+    (f,) = fwd(inspect(str(TARGET), str(d), engine="sglang", engine_version="0.5.17"), "FWD011")
+    assert (f.edit.file, f.edit.key, f.edit.value, f.edit.op) == (
+        "server launch command",
+        "--speculative-draft-window-size",
+        32,
+        "set",
+    )
+    assert f.edit.snippet == "--speculative-draft-window-size 32" and f.data["server_argument"] is True

@@ -17,9 +17,17 @@ from releases import RELEASES  # noqa: E402
 ROWS = {r["id"]: r for r in TABLE["rows"]}
 
 
+def outcome_of(row: dict) -> dict[str, str]:
+    """A row's executed cases; an outcome that is one string for every case is stored once as {"*": it}."""
+    got = TABLE["outcomes"][row["outcome"]]
+    if set(got) == {"*"}:
+        grid = TABLE["grid"]["modelopt"] if row["engine"] == "modelopt" else TABLE["grid"]
+        return dict.fromkeys(grid["cases"], got["*"])
+    return got
+
+
 def outcome(engine: str, version: str, family: str, runner: str = "default") -> dict[str, str]:
-    row = ROWS[TABLE["release_rows"][engine][version][f"{family}/{runner}"]]
-    return TABLE["outcomes"][row["outcome"]]
+    return outcome_of(ROWS[TABLE["release_rows"][engine][version][f"{family}/{runner}"]])
 
 
 def test_every_listed_release_maps_to_an_executed_row():
@@ -72,9 +80,11 @@ import sglang_exec  # noqa: E402
 import vllm_exec  # noqa: E402
 
 from eagle3_doctor.core.errors import BadInput  # noqa: E402
-from eagle3_doctor.engines.families import arch_family  # noqa: E402
+from eagle3_doctor.engines.families import FAMILIES, arch_family, enumerated_table  # noqa: E402
 from eagle3_doctor.engines.keys import IDS, NESTED  # noqa: E402
 from eagle3_doctor.engines.serving import resolve_serving  # noqa: E402
+
+ENUMERATED = enumerated_table()
 
 
 @functools.cache
@@ -84,14 +94,16 @@ def hf_configs(engine: str, family: str) -> tuple[dict, ...]:
     under the type vLLM's check sees)."""
     from transformers.models.auto import modeling_auto
 
-    cls = (sglang_exec.FAMILIES if engine == "sglang" else vllm_exec.FAMILIES)[family][1]
+    named = sglang_exec.FAMILIES if engine == "sglang" else vllm_exec.FAMILIES
+    # an enumerated family (data/engine_families.json) is the architecture the releases register
+    cls = named[family][1] if family in named else ENUMERATED["families"][family]["architectures"][0]
     types = {
         mt
         for name in dir(modeling_auto)
         if name.startswith("MODEL_") and name.endswith("_MAPPING_NAMES")
         for mt, c in getattr(modeling_auto, name).items()
         if cls in (c if isinstance(c, (list, tuple)) else [c])
-    } or {vllm_exec.FAMILIES[family][2]}
+    } or {vllm_exec.FAMILIES[family][2] if family in vllm_exec.FAMILIES else family}
     return tuple({"model_type": mt, "architectures": [cls]} for mt in sorted(types))
 
 
@@ -108,6 +120,48 @@ def test_the_cli_derives_every_harness_family():
     for engine, fams in (("sglang", sglang_exec.FAMILIES), ("vllm", vllm_exec.FAMILIES)):
         for fam in fams:
             assert cli_family(engine, fam) == {"qwen3": "qwen"}.get(fam, fam), (engine, fam)
+    # and every family enumerated from the releases' registries, under each model_type transformers gives it
+    assert "qwen2" in ENUMERATED["families"]
+    for fam in ENUMERATED["families"]:
+        for engine in ("sglang", "vllm"):
+            assert cli_family(engine, fam) == fam, (engine, fam)
+
+
+def test_the_enumeration_is_the_table_s():
+    # the families the package serves are the ones the executed table holds rows for, release by release
+    for engine in ("sglang", "vllm"):
+        for v in RELEASES[engine]:
+            fams = {k.split("/")[0] for k in TABLE["release_rows"][engine][v]}
+            assert set(ENUMERATED["families"]) <= fams, (engine, v)
+            # every architecture a release serves is a family the doctor derives from a config naming it, or is listed
+            # as not modelled with why
+            for arch in TABLE["served"][engine][v]:
+                fam = arch_family({"architectures": [arch]})
+                assert arch in ENUMERATED["not_modelled"] or fam in FAMILIES, (engine, v, arch)
+
+
+def _determined(engine: str, version: str, family: str) -> list[str]:
+    """The capture (or the engine's own failure) the doctor predicts at L = 32 for every id layout; never the
+    "not modelled" answer."""
+    out = []
+    for ids in (None, [1, 15, 28], [2, 16, 29]):
+        cfg = {} if ids is None else {IDS: ids, NESTED: ids}
+        s = resolve_serving(engine, version, family, 32, cfg)
+        assert s.failure is None or s.failure.when != "undetermined", (engine, version, family, s.failure.message)
+        out.append(",".join(map(str, s.spec)) if s.failure is None else f"!{s.failure.when}")
+    return out
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_a_qwen2_target_is_determined_by_every_modelled_release(engine):
+    fam = arch_family({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]})
+    assert fam == "qwen2"
+    runners = {v: sorted({k.split("/")[1] for k in TABLE["release_rows"]["vllm"][v]}) for v in RELEASES["vllm"]}
+    versions = [f"{v}-{r}" for v in RELEASES["vllm"] for r in runners[v]] if engine == "vllm" else RELEASES["sglang"]
+    got = {v: _determined(engine, v, fam) for v in versions}
+    # and the newest release serves it: three states captured, as its own executed row says
+    newest = versions[-1]
+    assert all(not x.startswith("!") and x.count("layer_out") == 3 for x in got[newest]), got[newest]
 
 
 # Deliberate differences (docs/engine-sources.md, "Where the doctor deliberately differs"):
@@ -152,13 +206,15 @@ def _norm(actual: str) -> str:
         # sglang gemma3_causal.py from 0.5.17 feeds the MLP branch: no capture point names it, the doctor
         # reports it as an engine failure at serving time (ENG003)
         return "!serving"
+    if actual.startswith("!not modelled"):
+        return "!undetermined"  # the harness did not execute it: the doctor says undetermined (ENG004)
     return actual.split(":", 1)[0] if actual.startswith("!") else actual
 
 
 def disagreements(rows=None, every_release_L: int = 61) -> tuple[list[str], int, int]:
     bad, explained, n = [], 0, 0
     for row in rows or TABLE["rows"]:
-        table = TABLE["outcomes"][row["outcome"]]
+        table = outcome_of(row)
         for rel in row["releases"]:
             for key, actual in table.items():
                 if rel != row["executed_from"] and not key.startswith(f"{every_release_L}|"):

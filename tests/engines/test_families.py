@@ -74,12 +74,31 @@ def test_vllm_refuses_mistral_targets_before_0_22(tmp_copy, version, refused):
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
 def test_a_family_nobody_modelled_is_undetermined_not_llama(tmp_copy, engine):
-    qwen2 = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}
-    code, out = _inspect_with_target(tmp_copy, qwen2, None, "--engine", engine)
+    # remote code: no Hugging Face model_type maps to the class, so the enumeration lists it as not modelled
+    telechat = {"model_type": "telechat2", "architectures": ["TeleChat2ForCausalLM"]}
+    code, out = _inspect_with_target(tmp_copy, telechat, None, "--engine", engine)
     codes = [f["code"] for f in out["findings"]]
     assert "ENG004" in codes and not {"ENG001", "ENG002", "CAP001", "CAP002"} & set(codes), codes
     f = next(f for f in out["findings"] if f["code"] == "ENG004")
-    assert f["severity"] == "warning" and "qwen2" in f["title"] and engine in f["title"]
+    assert f["severity"] == "warning" and "telechat2" in f["title"] and engine in f["title"]
     # trtllm's capture does not depend on the target's model file: it stays predicted
-    _, out = _inspect_with_target(tmp_copy, qwen2, None, "--engine", "trtllm")
+    _, out = _inspect_with_target(tmp_copy, telechat, None, "--engine", "trtllm")
     assert "ENG004" not in [f["code"] for f in out["findings"]]
+
+
+@pytest.mark.parametrize(
+    ("engine", "version"), [("sglang", "0.5.2"), ("sglang", "0.5.23"), ("vllm", "0.10.2"), ("vllm", "0.33.0")]
+)
+def test_a_qwen2_target_gets_a_determined_capture(tmp_copy, engine, version):
+    # every SGLang and vLLM release serves Qwen2ForCausalLM with an EAGLE-3 draft from the first release whose
+    # qwen2.py takes it (enumerated and executed: data/engine_families.json); the fixture draft's ids fit
+    qwen2 = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}
+    code, out = _inspect_with_target(tmp_copy, qwen2, None, "--engine", engine, "--engine-version", version)
+    codes = [f["code"] for f in out["findings"]]
+    assert not {"ENG004", "ENG001"} & set(codes), codes
+    assert "not modelled" not in json.dumps(out)
+    # the release before the first that serves it refuses at start-up, in the engine's own words
+    before = {"sglang": "0.5.1", "vllm": "0.10.1"}[engine]
+    _, out = _inspect_with_target(tmp_copy, qwen2, None, "--engine", engine, "--engine-version", before)
+    eng = [f for f in out["findings"] if f["code"] == "ENG001"]
+    assert eng and "not modelled" not in json.dumps(out), [f["code"] for f in out["findings"]]

@@ -131,12 +131,19 @@ def _unmodelled_finding(serving: Serving) -> Finding:
 
     f = serving.failure
     assert f is not None
+    title = (
+        f"undetermined: {serving.engine} {serving.version} serves the {serving.family} family with capture code the "
+        "engine table does not model"
+        if serving.family in MODELLED_FAMILIES
+        else f"undetermined: the {serving.family} family is not modelled for {serving.engine} {serving.version}"
+    )
     return Finding(
         "ENG004",
-        f"undetermined: the {serving.family} family is not modelled for {serving.engine} {serving.version}",
+        title,
         [
             f.message,
-            f"families the engine table models: {', '.join(sorted(MODELLED_FAMILIES))}",
+            f"the engine table models {len(MODELLED_FAMILIES)} families, enumerated from the releases' own code "
+            "(eagle3_doctor/data/engine_families.json lists the served classes it cannot match, with why)",
             f"ids in effect: {serving.source}",
         ],
         "measure what the engine feeds instead: dump its aux hidden states and run compare-hidden --engine-dump "

@@ -124,4 +124,24 @@ RECORDS = (
             "(executed by conformance/draft_exec.py); upgrade to the release it names"
         ),
     ),
+    Code(
+        "FWD011",
+        ERROR,
+        "the engine runs the draft's sliding-window attention as full attention",
+        meaning=(
+            'The draft config declares sliding-window attention (layer_types with "sliding_attention" and a '
+            "sliding_window) and the engine release builds the draft's attention without the window: SGLang never takes "
+            "the window from the draft config (from 0.5.12 only from --speculative-draft-window-size), vLLM before 0.10.1 "
+            "reads no layer_types, and vLLM 0.10.1 fails at start-up indexing layer_types with the target's layer id."
+        ),
+        why=(
+            "Past the window the draft attends to keys it never attended to in training, so its proposals drift as the "
+            "context grows: acceptance is fine on short prompts and falls once the context passes the window."
+        ),
+        confirm=(
+            "`eagle3-doctor inspect` names the window and what the release's own draft model builds from it (executed by "
+            "conformance/draft_exec.py on the release's llama.py); compare acceptance on prompts shorter and longer than "
+            "the window"
+        ),
+    ),
 )
