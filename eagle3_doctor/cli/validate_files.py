@@ -29,6 +29,7 @@ from ..io.checks import (
     require_file,
     safetensors_header,
 )
+from ..io.roles import draft_evidence, target_evidence
 
 MAX_PROMPT_FILE = 1 << 30  # a prompts file over 1 GiB is a mistake (a dump or a model), not prompts
 _FLOAT_DTYPES = {"F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2", "F8_E4M3FN", "F8_E5M2FNUZ", "F8_E4M3FNUZ"}
@@ -184,6 +185,11 @@ def check_draft(path: str, fmt: str | None = None) -> None:
         from ..drafters.registry import kinds
 
         found = next(k for k in kinds() if k.detect(cfg, sorted(names)) is not None)
+        whole = target_evidence(cfg, names) if found.name == "eagle3" else None
+        if whole is not None:  # the EAGLE-3 reader would say only that it cannot tell the draft's format
+            raise BadInput(
+                f"--draft {d} is {whole}, not a draft", "pass the draft checkpoint as --draft (and this model as --target)"
+            )
         if found.preflight is not None:
             found.preflight(cfg, src, names, where)  # before torch allocates anything at the config's sizes
         if fmt is None and not found.draft_config_checked:
@@ -192,6 +198,33 @@ def check_draft(path: str, fmt: str | None = None) -> None:
             fmt, _ = detect_format(cfg, sorted(names))
         if fmt in FORMATS:
             config_to_canonical(fmt, cfg)  # field types and signs, the same checks read_draft makes
+
+
+def check_roles(target: str | None, draft: str | None) -> None:
+    """A draft passed as --target (and, where --draft is then a target model, the two swapped): one line from the
+    configs and tensor names alone, before either is checked or loaded as what it was passed as (transformers'
+    loader used to end a swapped pair in a size-mismatch trace)."""
+    sides: list[tuple[dict[str, Any], dict[str, Any]] | None] = []
+    for p in (target, draft):
+        d = Path(p) if p else None
+        if d is None or kind(d) != "dir" or kind(d / "config.json") != "file":
+            sides.append(None)
+            continue
+        cfg = read_json(d / "config.json", "config", "restore config.json from the original checkpoint")
+        sides.append((cfg, _weight_names(d)[1]) if isinstance(cfg, dict) else None)
+    as_draft = draft_evidence(*sides[0]) if sides[0] else None
+    if as_draft is None:
+        return  # a target model passed as --draft is check_draft's to say
+    as_target = target_evidence(*sides[1]) if sides[1] else None
+    if as_target is not None:
+        raise BadInput(
+            f"--target {target} is a draft ({as_draft}) and --draft {draft} is {as_target}: did you swap --target and --draft?",
+            f"pass --target {draft} --draft {target}",
+        )
+    raise BadInput(
+        f"--target {target} is a draft ({as_draft}), not the model it drafts for",
+        "pass the target model the draft was trained for as --target, and the draft as --draft",
+    )
 
 
 # ----------------------------------------------------------------------------- prompts, dumps
