@@ -31,6 +31,7 @@ from .validate_files import (
     check_baseline,
     check_draft,
     check_dump,
+    check_new_dir,
     check_output_dir,
     check_output_file,
     check_outputs_separate,
@@ -371,6 +372,7 @@ def preflight(**kw: Any) -> None:
     check_output_file(kw.get("summary"), "--summary")
     check_output_file(kw.get("sarif"), "--sarif")
     check_output_dir(kw.get("report"), "--report")
+    check_new_dir(kw.get("out"), "--out")
     # then what the files hold: first whether the two models were passed the wrong way round
     check_roles(kw.get("target"), d)
     if kw.get("target") is not None:

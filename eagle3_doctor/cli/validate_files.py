@@ -103,6 +103,26 @@ def check_output_dir(path: str | None, opt: str) -> None:
     _probe_writable(anc, opt)
 
 
+def check_new_dir(path: str | None, opt: str) -> None:
+    """A directory the command creates whole (fix's corrected copy): it must not exist yet, and where it goes must
+    be writable. Checked here, before torch is imported: the copy's own check (analyses.fixing.check_out) comes
+    after the imports, and a read-only parent was found only once the whole measurement had run."""
+    if path is None:
+        return
+    if not path.strip():
+        raise BadInput(f"{opt} is empty", f"pass {opt} DIR, a new directory")
+    p = Path(path)
+    if os.path.lexists(p):
+        raise BadInput(f"{opt} {p} already exists", "name a new directory: fix never writes over anything")
+    blocker = _under_a_file(p)
+    if blocker is not None:
+        raise BadInput(f"{opt} {p} cannot be created: {blocker} is a file, not a directory", f"pass a {opt} path in a directory")
+    anc = _nearest_existing(p.parent)
+    if kind(anc) != "dir":
+        raise BadInput(f"{opt} {p} cannot be created: {anc} is not a directory", f"pass a {opt} path in a directory")
+    _probe_writable(anc, opt)
+
+
 def check_outputs_separate(kw: dict[str, Any]) -> None:
     """No output on an input or on another output; the gate's $GITHUB_STEP_SUMMARY a file it can append to.
 

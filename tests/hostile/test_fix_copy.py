@@ -241,3 +241,37 @@ def test_a_directory_that_appears_meanwhile_is_never_written_over(tmp_path):
             (stage / "config.json").write_text("{}")
             out.mkdir()
     assert list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["fixed"]
+
+
+def _exit_and_torch(argv: list[str]) -> tuple[int, bool, str]:
+    code = f"import sys; sys.argv = ['eagle3-doctor', *{argv!r}]\n"
+    code += "from eagle3_doctor.cli.app import run\ntry:\n    run()\nexcept SystemExit as e:\n"
+    code += "    print(e.code, 'torch' in sys.modules)\n"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    out = r.stdout.split()
+    return int(out[-2]), out[-1] == "True", r.stderr
+
+
+@pytest.mark.parametrize("where", ["existing", "existing-link", "read-only-parent", "under-a-file"])
+def test_an_out_that_cannot_be_made_is_refused_before_torch(where, tmp_path):
+    """--out EXISTING was refused only after torch was imported, and a parent fix cannot write in only after the whole
+    measurement had run (and not at all when there was nothing to fix)."""
+    d = _broken_draft(tmp_path)
+    out = {
+        "existing": tmp_path / "there",
+        "existing-link": tmp_path / "link",
+        "read-only-parent": Path("/proc/eagle3-doctor-fixed"),  # not writable even by root
+        "under-a-file": tmp_path / "file" / "fixed",
+    }[where]
+    (tmp_path / "there").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "file").write_text("x")
+    words = {"existing": "already exists", "existing-link": "already exists", "read-only-parent": "cannot write in /proc",
+             "under-a-file": "is a file, not a directory"}[where]  # fmt: skip
+    code, torch_imported, err = _exit_and_torch(_fix_args(d, out))
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert (code, torch_imported) == (2, False), (code, torch_imported, err[-2000:])
+    named = "--out:" if where == "read-only-parent" else f"--out {out}"  # the probe names the directory it tried
+    assert len(lines) == 1 and named in lines[0] and words in lines[0], lines
+    assert not os.path.lexists("/proc/eagle3-doctor-fixed")
