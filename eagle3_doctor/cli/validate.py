@@ -29,6 +29,7 @@ from ..io.checks import MAX_LAYERS, check_target, kind, looks_local, require_dir
 from ..io.conversations import DATA_FIX as TRAIN_DATA_FIX
 from .validate_files import (
     check_baseline,
+    check_cache_estimate,
     check_draft,
     check_dump,
     check_new_dir,
@@ -382,5 +383,6 @@ def preflight(**kw: Any) -> None:
     check_prompts(kw.get("prompts"))
     check_prompts(kw.get("train_data"), "training data", TRAIN_DATA_FIX)
     check_dump(kw.get("train_dump"))
+    check_cache_estimate(kw)
     check_policy_file(kw.get("policy"))
     check_baseline(kw.get("baseline"))

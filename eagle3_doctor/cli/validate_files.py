@@ -247,6 +247,40 @@ def check_roles(target: str | None, draft: str | None) -> None:
     )
 
 
+ONE_DEVICE_BYTES = 1 << 40  # more than any one accelerator holds (the largest hold under 300 GB)
+
+
+def check_cache_estimate(kw: dict[str, Any]) -> None:
+    """speedup's KV cache at its largest batch and context, sized from the target's config.json alone, against what
+    a device can hold (this machine's memory for --device cpu, more than any one accelerator otherwise): a size that
+    can never fit is one line with the estimate before torch is imported, not half a minute of loading first. The
+    device's own memory is checked again once it is known (model.static.check_cache_fits)."""
+    t, sizes, context = kw.get("target"), kw.get("batch_sizes"), kw.get("context")
+    if not t or not sizes or not context or kind(t) != "dir" or kind(Path(t) / "config.json") != "file":
+        return
+    from ..engines.spec_settings import parse_batch_sizes
+
+    cfg = read_json(Path(t) / "config.json", "target config", "restore config.json from the original checkpoint")
+    c = cfg.get("text_config") if isinstance(cfg, dict) and isinstance(cfg.get("text_config"), dict) else cfg
+    if not isinstance(c, dict):
+        return
+    ints = {k: v for k, v in c.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+    heads = ints.get("num_attention_heads", 1)
+    head_dim = ints.get("head_dim") or ints.get("hidden_size", 0) // heads
+    per_token = 2 * ints.get("num_hidden_layers", 0) * ints.get("num_key_value_heads", heads) * head_dim
+    per_token *= 4 if kw.get("dtype") in ("float32", "fp32") else 2  # at least 16-bit: a lower bound
+    batch = max(parse_batch_sizes(sizes))
+    need = per_token * batch * context
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    have, where = (ram, "this machine's memory") if kw.get("device") == "cpu" else (max(ram, ONE_DEVICE_BYTES), "any one device")
+    if need > have:
+        raise BadInput(
+            f"a KV cache of {batch} sequences x {context} positions needs at least {need / 2**30:,.0f} GiB, over the "
+            f"{have / 2**30:,.0f} GiB {where} holds",
+            "lower the batch size or the context (--batch-sizes, --context)",
+        )
+
+
 # ----------------------------------------------------------------------------- prompts, dumps
 
 
