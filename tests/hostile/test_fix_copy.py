@@ -275,3 +275,51 @@ def test_an_out_that_cannot_be_made_is_refused_before_torch(where, tmp_path):
     named = "--out:" if where == "read-only-parent" else f"--out {out}"  # the probe names the directory it tried
     assert len(lines) == 1 and named in lines[0] and words in lines[0], lines
     assert not os.path.lexists("/proc/eagle3-doctor-fixed")
+
+
+# where SIGKILL lands, as a share of the bytes the copy writes (configs and weights, the edited config last);
+# "rename": after the last byte, just before the copy is renamed into place; "renamed": just after
+KILL_AT = [0.0, 0.0004, 0.1, 0.5, 0.9, 0.9995, "rename", "renamed"]
+
+
+@pytest.mark.parametrize("at", KILL_AT, ids=[str(a) for a in KILL_AT])
+def test_sigkill_at_any_byte_leaves_no_out_or_a_complete_corrected_copy(at, tmp_path):
+    d = _broken_draft(tmp_path)
+    out = tmp_path / "fixed"
+    total = sum(f.stat().st_size for f in d.iterdir()) + (d / "config.json").stat().st_size  # + the edited config
+    prog = (
+        "import os, signal\n"
+        "import eagle3_doctor.io.outputs as o, eagle3_doctor.io.copies as c\n"
+        "from eagle3_doctor.analyses.fixing import write_copy\n"
+        "from eagle3_doctor.core.findings import DRAFT_CONFIG, Fix\n"
+        f"at = {at!r}; limit = int(at * {total}) if isinstance(at, float) else None; done = [0]\n"
+        "real_write, real_rename = o._write_all, os.rename\n"
+        "def write(f, data):\n"
+        "    if limit is not None and done[0] + len(data) > limit:\n"
+        "        real_write(f, data[: limit - done[0]]); f.flush(); os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    real_write(f, data); done[0] += len(data)\n"
+        "def rename(a, b):\n"
+        "    if at == 'rename': os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    real_rename(a, b)\n"
+        "    if at == 'renamed': os.kill(os.getpid(), signal.SIGKILL)\n"
+        "o._write_all = write; c.os.rename = rename\n"
+        "fx = Fix('set the ids', file=DRAFT_CONFIG, key='eagle_config.eagle_aux_hidden_state_layer_ids', value=[1, 3, 4])\n"
+        f"write_copy({str(d)!r}, {str(out)!r}, [('CAP002', fx)])\n"
+    )
+    r = _console(prog)
+    assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+    if at == "renamed":
+        _assert_fixed(out, d)  # renamed only once complete and corrected
+    else:
+        assert not os.path.lexists(out), sorted(p.name for p in tmp_path.iterdir())
+    # what is left has a hidden stage name, and the next fix removes it and writes the copy
+    left = [p.name for p in tmp_path.iterdir() if p.name not in ("draft", "fixed")]
+    assert all(n.startswith(".fixed.partial-") for n in left), left
+    if at != "renamed":
+        from eagle3_doctor.analyses.fixing import write_copy
+        from eagle3_doctor.core.findings import DRAFT_CONFIG, Fix
+
+        fx = Fix("set the ids", file=DRAFT_CONFIG, key="eagle_config.eagle_aux_hidden_state_layer_ids", value=FIXED_IDS)
+        write_copy(str(d), str(out), [("CAP002", fx)])
+        _assert_fixed(out, d)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["draft", "fixed"]
