@@ -39,6 +39,7 @@ from .validate_files import (
     check_policy_file,
     check_prompts,
     check_roles,
+    check_target_tensors,
     check_tokenizer_dir,
 )
 
@@ -378,6 +379,7 @@ def preflight(**kw: Any) -> None:
     check_roles(kw.get("target"), d)
     if kw.get("target") is not None:
         check_target(kw["target"])
+        check_target_tensors(kw["target"])
     if d is not None and not is_hub_id(d):  # a hub id's files are checked once resolved (check_resolved)
         check_draft(d, kw.get("draft_format"))
     check_prompts(kw.get("prompts"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +246,35 @@ def check_roles(target: str | None, draft: str | None) -> None:
         f"--target {target} is a draft ({as_draft}), not the model it drafts for",
         "pass the target model the draft was trained for as --target, and the draft as --draft",
     )
+
+
+# families whose decoder layers all hold the same tensors (the native decoder's: model.native.plan.FAMILIES)
+_UNIFORM_LAYERS = ("llama", "mistral", "qwen2", "qwen3")
+
+
+def check_target_tensors(target: str | None) -> None:
+    """A local target of a family whose decoder layers are alike holds, in every layer, the tensors its other layers
+    hold, and an untied head: read from the weights' headers, so a target with one tensor removed is refused by every
+    command before torch is imported (inspect included), not by the loaders alone after it."""
+    if not target or kind(target) != "dir" or kind(Path(target) / "config.json") != "file":
+        return
+    cfg = read_json(Path(target) / "config.json", "target config", "restore config.json from the original checkpoint")
+    if not isinstance(cfg, dict) or cfg.get("model_type") not in _UNIFORM_LAYERS:
+        return
+    layers: dict[int, set[str]] = {}
+    _, names = _weight_names(Path(target))
+    for n in names:
+        m = re.match(r"model\.layers\.(\d+)\.(.+)$", n)
+        if m:
+            layers.setdefault(int(m.group(1)), set()).add(m.group(2))
+    every = set().union(*layers.values()) if layers else set()
+    lost = [f"model.layers.{i}.{t}" for i in sorted(layers) for t in sorted(every - layers[i])]
+    if names and not cfg.get("tie_word_embeddings", False) and "lm_head.weight" not in names:  # as transformers' default
+        lost.append("lm_head.weight")
+    if lost:
+        from ..model.native.plan import missing_tensors  # the loaders' own words (no torch imported)
+
+        raise missing_tensors(target, lost)
 
 
 ONE_DEVICE_BYTES = 1 << 40  # more than any one accelerator holds (the largest hold under 300 GB)

@@ -153,3 +153,13 @@ def test_device_mps_off_apple_is_refused_before_torch():
     code, torch_imported, err = _console(argv)
     assert code == 2 and not torch_imported, (code, err[-2000:])
     assert "--device mps" in err and "check the checkpoint files" not in err, err
+
+
+@pytest.mark.parametrize("name", ["model.layers.3.mlp.up_proj.weight", "lm_head.weight"])
+def test_inspect_refuses_a_target_missing_a_tensor_before_torch(name, tmp_path):
+    """inspect loads no target, so it used to say OK about a target every measuring command refuses."""
+    d = _target_without(tmp_path, name)
+    code, torch_imported, err = _console(["inspect", "-t", str(d), "-d", str(DRAFTS["sglang"]), "--engine", "sglang"])
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert (code, torch_imported) == (2, False), (code, err[-2000:])
+    assert len(lines) == 1 and f"lacks 1 tensor(s) its config's architecture needs ({name})" in lines[0], lines
