@@ -327,6 +327,16 @@ def check_policy_values(pol: Any, where: str) -> None:
 # ----------------------------------------------------------------------------- one entry point
 
 
+def _check_models(target: str | None, draft: str | None, fmt: str | None) -> None:
+    """What the two models hold: first whether they were passed the wrong way round, then each as what it is."""
+    check_roles(target, draft)
+    if target is not None:
+        check_target(target)
+        check_target_tensors(target)
+    if draft is not None and not is_hub_id(draft):  # a hub id's files are checked once resolved (check_resolved)
+        check_draft(draft, fmt)
+
+
 def preflight(**kw: Any) -> None:
     """Everything a command was given, checked cheapest and most fixable first. Unknown keys are ignored.
 
@@ -375,13 +385,8 @@ def preflight(**kw: Any) -> None:
     check_output_file(kw.get("sarif"), "--sarif")
     check_output_dir(kw.get("report"), "--report")
     check_new_dir(kw.get("out"), "--out")
-    # then what the files hold: first whether the two models were passed the wrong way round
-    check_roles(kw.get("target"), d)
-    if kw.get("target") is not None:
-        check_target(kw["target"])
-        check_target_tensors(kw["target"])
-    if d is not None and not is_hub_id(d):  # a hub id's files are checked once resolved (check_resolved)
-        check_draft(d, kw.get("draft_format"))
+    # then what the files hold
+    _check_models(kw.get("target"), d, kw.get("draft_format"))
     check_prompts(kw.get("prompts"))
     check_prompts(kw.get("train_data"), "training data", TRAIN_DATA_FIX)
     check_dump(kw.get("train_dump"))
