@@ -275,6 +275,36 @@ def check_target_tensors(target: str | None) -> None:
         from ..model.native.plan import missing_tensors  # the loaders' own words (no torch imported)
 
         raise missing_tensors(target, lost)
+    _check_target_shapes(cfg, names, str(Path(target) / "config.json"))
+
+
+def _check_target_shapes(cfg: dict[str, Any], names: dict[str, dict[str, Any]], where: str) -> None:
+    """The sizes config.json states, against the shapes its weights' headers hold: a vocab_size or head_dim that
+    disagrees was refused by the loader only after torch, in words that named neither ("Error(s) in loading
+    state_dict")."""
+    ints = {k: v for k, v in cfg.items() if isinstance(v, int) and not isinstance(v, bool)}
+    heads = ints.get("num_attention_heads")
+    head_dim = ints.get("head_dim") or (
+        ints["hidden_size"] // heads if heads and "hidden_size" in ints and cfg.get("model_type") != "qwen3" else None
+    )
+    kv = ints.get("num_key_value_heads", heads)
+    want = [  # (tensor, dimension, size the config states, the key to change)
+        ("model.embed_tokens.weight", 0, ints.get("vocab_size"), "vocab_size"),
+        ("lm_head.weight", 0, ints.get("vocab_size"), "vocab_size"),
+        ("model.embed_tokens.weight", 1, ints.get("hidden_size"), "hidden_size"),
+        ("model.layers.0.mlp.up_proj.weight", 0, ints.get("intermediate_size"), "intermediate_size"),
+        ("model.layers.0.self_attn.q_proj.weight", 0, heads * head_dim if heads and head_dim else None, "head_dim"),
+        ("model.layers.0.self_attn.k_proj.weight", 0, kv * head_dim if kv and head_dim else None, "num_key_value_heads"),
+    ]
+    for name, dim, size, key in want:
+        shape = names.get(name, {}).get("shape")
+        if size is None or not isinstance(shape, list) or len(shape) <= dim or shape[dim] == size:
+            continue
+        stated = f"{key} = {cfg.get(key)}" if key in cfg else f"{key} (unset)"
+        raise BadInput(
+            f"{where}: {stated} means {name} has {size} {'rows' if dim == 0 else 'columns'}, but the weights hold shape {shape}",
+            f"restore config.json from the original checkpoint (the weights' {key} is what they were trained at)",
+        )
 
 
 ONE_DEVICE_BYTES = 1 << 40  # more than any one accelerator holds (the largest hold under 300 GB)

@@ -163,3 +163,30 @@ def test_inspect_refuses_a_target_missing_a_tensor_before_torch(name, tmp_path):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert (code, torch_imported) == (2, False), (code, err[-2000:])
     assert len(lines) == 1 and f"lacks 1 tensor(s) its config's architecture needs ({name})" in lines[0], lines
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (
+            {"vocab_size": 999},
+            "vocab_size = 999 means model.embed_tokens.weight has 999 rows, but the weights hold shape [320, 128]",
+        ),
+        ({"head_dim": 16}, "head_dim = 16 means model.layers.0.self_attn.q_proj.weight has 64 rows"),
+        ({"intermediate_size": 512}, "intermediate_size = 512 means model.layers.0.mlp.up_proj.weight has 512 rows"),
+        ({"num_key_value_heads": 4}, "num_key_value_heads = 4 means model.layers.0.self_attn.k_proj.weight has 128 rows"),
+    ],
+    ids=["vocab", "head_dim", "intermediate", "kv_heads"],
+)
+def test_a_target_config_its_weights_contradict_is_refused_before_torch(edit, needle, tmp_path):
+    """It was refused by the loader after torch, as "Error(s) in loading state_dict", naming neither the key nor
+    the tensor."""
+    d = tmp_path / "target"
+    shutil.copytree(TARGET, d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg.update(edit)
+    (d / "config.json").write_text(json.dumps(cfg))
+    code, torch_imported, err = _console(["inspect", "-t", str(d), "-d", str(DRAFTS["sglang"]), "--engine", "sglang"])
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert (code, torch_imported) == (2, False), (code, err[-2000:])
+    assert len(lines) == 1 and needle in lines[0], lines
