@@ -265,7 +265,8 @@ def check_target_tensors(target: str | None) -> None:
     _, names = _weight_names(Path(target))
     for n in names:
         m = re.match(r"model\.layers\.(\d+)\.(.+)$", n)
-        if m:
+        # layers past num_hidden_layers are no decoder layer's (a DeepSeek-style MTP head stored in the target)
+        if m and int(m.group(1)) < cfg.get("num_hidden_layers", 1 << 30):
             layers.setdefault(int(m.group(1)), set()).add(m.group(2))
     every = set().union(*layers.values()) if layers else set()
     lost = [f"model.layers.{i}.{t}" for i in sorted(layers) for t in sorted(every - layers[i])]
