@@ -93,6 +93,10 @@ def run_command(command: str, run: Run) -> Outcome:
     kind, _ = kind_of(run.draft)
     if command not in kind.commands:
         raise BadInput(f"{command} does not run {kind.label}", f"run one of {', '.join(kind.commands)}")
+    if command != "inspect" and run.draft is not None:  # as the CLI: inspect names them, the rest cannot measure
+        from .analyses.inspect.tensors import refuse_nonfinite
+
+        refuse_nonfinite(run.draft, run.target)
     return kind.commands[command].run(run)
 
 

@@ -243,6 +243,13 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
             if type(e).__name__ == "OutOfMemoryError":  # torch.cuda.OutOfMemoryError, without importing torch
                 fail("error: CUDA out of memory -- fix: halve --batch-size (or use --batch-size auto)")
                 raise typer.Exit(EXIT_BAD_INPUT) from None
+            asked = _cpu_allocation_refused(e)
+            if asked is not None:  # torch's CPU allocator says it as a RuntimeError: the machine's limit, not a bug
+                fail(
+                    f"error: out of host memory: the run asked for {asked} at once -- fix: lower --batch-size, "
+                    "--batch-sizes, --context or --max-tokens"
+                )
+                raise typer.Exit(EXIT_BAD_INPUT) from None
             where = _report_bug(e)
             fail(
                 f"bug: {type(e).__name__}: {str(e)[:200]} (eagle3-doctor {__version__}); this is a bug in "
@@ -254,6 +261,17 @@ def guarded(fn: Callable[..., int]) -> Callable[..., None]:
         raise typer.Exit(code)
 
     return wrapper
+
+
+def _cpu_allocation_refused(e: BaseException) -> str | None:
+    """The size torch's CPU allocator refused ("DefaultCPUAllocator: can't allocate memory: you tried to allocate N
+    bytes"), in GiB, or None when ``e`` is not that refusal."""
+    import re
+
+    m = re.search(r"can't allocate memory: you tried to allocate (\d+) bytes", str(e))
+    if not isinstance(e, RuntimeError) or "DefaultCPUAllocator" not in str(e):
+        return None
+    return f"{int(m.group(1)) / 2**30:,.0f} GiB" if m else "more than the machine has"
 
 
 @app.callback(invoke_without_command=True)

@@ -21,11 +21,22 @@ def given_options(fn: Callable[..., Any], a: SimpleNamespace) -> list[str]:
     return [n for n, p in params.items() if getattr(a, n, p.default) != p.default and p.default is not inspect.Parameter.empty]
 
 
+def flag_of(fn: Callable[..., Any], name: str) -> str:
+    """The option's long flag as the user types it (``compile_draft`` is ``--compile``), from its typer declaration."""
+    ann = inspect.signature(fn).parameters[name].annotation
+    for meta in getattr(ann, "__metadata__", ()):
+        # typer.Option("--compile", ...) keeps its first flag as ``default`` (the place a default once went)
+        for decl in (getattr(meta, "default", None), *(getattr(meta, "param_decls", None) or ())):
+            if isinstance(decl, str) and decl.startswith("--"):
+                return decl.split("/")[0]
+    return "--" + name.replace("_", "-")
+
+
 def refuse_unhonoured(kind: Any, command: str, fn: Callable[..., Any], a: SimpleNamespace) -> None:
     """An option this kind's command does not read: exit 2 with one line, before anything is loaded."""
     for name in given_options(fn, a):
         if not kind.honours(command, name):
-            flag = "--" + name.replace("_", "-")
+            flag = flag_of(fn, name)
             raise BadInput(f"{flag} is not supported for {kind.label}", f"drop {flag}: {kind.why_not(command, name)}")
 
 
@@ -51,6 +62,10 @@ def drive(
     if check is not None:
         check(run)
     run.evidence = evidence or {}
+    if command != "inspect" and run.draft is not None:  # inspect names them (DRF009); the others cannot measure
+        from ..analyses.inspect.tensors import refuse_nonfinite
+
+        refuse_nonfinite(run.draft, run.target)
     outcome = kind.commands[command].run(run)
     return finish(run, outcome)
 

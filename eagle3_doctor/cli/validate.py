@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,17 @@ from ..io.checks import MAX_LAYERS, check_target, kind, looks_local, require_dir
 from ..io.conversations import DATA_FIX as TRAIN_DATA_FIX
 from .validate_files import (
     check_baseline,
+    check_cache_estimate,
     check_draft,
     check_dump,
+    check_new_dir,
     check_output_dir,
     check_output_file,
     check_outputs_separate,
     check_policy_file,
     check_prompts,
+    check_roles,
+    check_target_tensors,
     check_tokenizer_dir,
 )
 
@@ -82,6 +87,7 @@ def preflight_no_model(**kw: Any) -> None:
 def preflight_named_models(target: str | None, draft: str | None) -> None:
     """The local models a launch command names, checked as --target and --draft are, before the
     command's summary line is printed: a bad one is then the run's only line."""
+    check_roles(target, draft)
     if target and kind(target) == "dir":
         check_target(target)
     if draft and kind(draft) == "dir":
@@ -101,6 +107,7 @@ def check_resolved(name: str | None, local: str | None, role: str, fmt: str | No
     if role == "draft":
         check_draft(local, fmt)
     else:
+        check_roles(local, None)
         check_target(local)
 
 
@@ -219,6 +226,8 @@ def check_arguments(**kw: Any) -> None:
         raise BadInput(f"unknown --dtype {g('dtype')!r}", "use auto, bfloat16, float16 or float32")
     if g("device") is not None and not _DEVICE.match(g("device")):
         raise BadInput(f"unknown --device {g('device')!r}", "use auto, cpu, cuda or cuda:N")
+    if g("device") == "mps" and sys.platform != "darwin":  # torch builds MPS for macOS alone
+        raise BadInput(f"--device mps is Apple's GPU, which {sys.platform} does not have", "use --device cpu, cuda or auto")
     if g("draft_format") is not None and g("draft_format") not in ("eagle", "sglang", "speculators"):
         raise BadInput(f"unknown --draft-format {g('draft_format')!r}", "use eagle, sglang or speculators (or omit it to detect)")
     if g("engine") is not None:
@@ -318,6 +327,16 @@ def check_policy_values(pol: Any, where: str) -> None:
 # ----------------------------------------------------------------------------- one entry point
 
 
+def _check_models(target: str | None, draft: str | None, fmt: str | None) -> None:
+    """What the two models hold: first whether they were passed the wrong way round, then each as what it is."""
+    check_roles(target, draft)
+    if target is not None:
+        check_target(target)
+        check_target_tensors(target)
+    if draft is not None and not is_hub_id(draft):  # a hub id's files are checked once resolved (check_resolved)
+        check_draft(draft, fmt)
+
+
 def preflight(**kw: Any) -> None:
     """Everything a command was given, checked cheapest and most fixable first. Unknown keys are ignored.
 
@@ -365,13 +384,12 @@ def preflight(**kw: Any) -> None:
     check_output_file(kw.get("summary"), "--summary")
     check_output_file(kw.get("sarif"), "--sarif")
     check_output_dir(kw.get("report"), "--report")
+    check_new_dir(kw.get("out"), "--out")
     # then what the files hold
-    if kw.get("target") is not None:
-        check_target(kw["target"])
-    if d is not None and not is_hub_id(d):  # a hub id's files are checked once resolved (check_resolved)
-        check_draft(d, kw.get("draft_format"))
+    _check_models(kw.get("target"), d, kw.get("draft_format"))
     check_prompts(kw.get("prompts"))
     check_prompts(kw.get("train_data"), "training data", TRAIN_DATA_FIX)
     check_dump(kw.get("train_dump"))
+    check_cache_estimate(kw)
     check_policy_file(kw.get("policy"))
     check_baseline(kw.get("baseline"))

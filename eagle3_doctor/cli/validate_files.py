@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from ..io.checks import (
     require_file,
     safetensors_header,
 )
+from ..io.roles import draft_evidence, target_evidence
 
 MAX_PROMPT_FILE = 1 << 30  # a prompts file over 1 GiB is a mistake (a dump or a model), not prompts
 _FLOAT_DTYPES = {"F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2", "F8_E4M3FN", "F8_E5M2FNUZ", "F8_E4M3FNUZ"}
@@ -99,6 +101,26 @@ def check_output_dir(path: str | None, opt: str) -> None:
                 f"{opt} {p} cannot be created: {blocker} is a file, not a directory", f"pass a {opt} path in a directory"
             )
     anc = p if k == "dir" else _nearest_existing(p)
+    _probe_writable(anc, opt)
+
+
+def check_new_dir(path: str | None, opt: str) -> None:
+    """A directory the command creates whole (fix's corrected copy): it must not exist yet, and where it goes must
+    be writable. Checked here, before torch is imported: the copy's own check (analyses.fixing.check_out) comes
+    after the imports, and a read-only parent was found only once the whole measurement had run."""
+    if path is None:
+        return
+    if not path.strip():
+        raise BadInput(f"{opt} is empty", f"pass {opt} DIR, a new directory")
+    p = Path(path)
+    if os.path.lexists(p):
+        raise BadInput(f"{opt} {p} already exists", "name a new directory: fix never writes over anything")
+    blocker = _under_a_file(p)
+    if blocker is not None:
+        raise BadInput(f"{opt} {p} cannot be created: {blocker} is a file, not a directory", f"pass a {opt} path in a directory")
+    anc = _nearest_existing(p.parent)
+    if kind(anc) != "dir":
+        raise BadInput(f"{opt} {p} cannot be created: {anc} is not a directory", f"pass a {opt} path in a directory")
     _probe_writable(anc, opt)
 
 
@@ -184,6 +206,11 @@ def check_draft(path: str, fmt: str | None = None) -> None:
         from ..drafters.registry import kinds
 
         found = next(k for k in kinds() if k.detect(cfg, sorted(names)) is not None)
+        whole = target_evidence(cfg, names) if found.name == "eagle3" else None
+        if whole is not None:  # the EAGLE-3 reader would say only that it cannot tell the draft's format
+            raise BadInput(
+                f"--draft {d} is {whole}, not a draft", "pass the draft checkpoint as --draft (and this model as --target)"
+            )
         if found.preflight is not None:
             found.preflight(cfg, src, names, where)  # before torch allocates anything at the config's sizes
         if fmt is None and not found.draft_config_checked:
@@ -192,6 +219,127 @@ def check_draft(path: str, fmt: str | None = None) -> None:
             fmt, _ = detect_format(cfg, sorted(names))
         if fmt in FORMATS:
             config_to_canonical(fmt, cfg)  # field types and signs, the same checks read_draft makes
+
+
+def check_roles(target: str | None, draft: str | None) -> None:
+    """A draft passed as --target (and, where --draft is then a target model, the two swapped): one line from the
+    configs and tensor names alone, before either is checked or loaded as what it was passed as (transformers'
+    loader used to end a swapped pair in a size-mismatch trace)."""
+    sides: list[tuple[dict[str, Any], dict[str, Any]] | None] = []
+    for p in (target, draft):
+        d = Path(p) if p else None
+        if d is None or kind(d) != "dir" or kind(d / "config.json") != "file":
+            sides.append(None)
+            continue
+        cfg = read_json(d / "config.json", "config", "restore config.json from the original checkpoint")
+        sides.append((cfg, _weight_names(d)[1]) if isinstance(cfg, dict) else None)
+    as_draft = draft_evidence(*sides[0]) if sides[0] else None
+    if as_draft is None:
+        return  # a target model passed as --draft is check_draft's to say
+    as_target = target_evidence(*sides[1]) if sides[1] else None
+    if as_target is not None:
+        raise BadInput(
+            f"--target {target} is a draft ({as_draft}) and --draft {draft} is {as_target}: did you swap --target and --draft?",
+            f"pass --target {draft} --draft {target}",
+        )
+    raise BadInput(
+        f"--target {target} is a draft ({as_draft}), not the model it drafts for",
+        "pass the target model the draft was trained for as --target, and the draft as --draft",
+    )
+
+
+# families whose decoder layers all hold the same tensors (the native decoder's: model.native.plan.FAMILIES)
+_UNIFORM_LAYERS = ("llama", "mistral", "qwen2", "qwen3")
+
+
+def check_target_tensors(target: str | None) -> None:
+    """A local target of a family whose decoder layers are alike holds, in every layer, the tensors its other layers
+    hold, and an untied head: read from the weights' headers, so a target with one tensor removed is refused by every
+    command before torch is imported (inspect included), not by the loaders alone after it."""
+    if not target or kind(target) != "dir" or kind(Path(target) / "config.json") != "file":
+        return
+    cfg = read_json(Path(target) / "config.json", "target config", "restore config.json from the original checkpoint")
+    if not isinstance(cfg, dict) or cfg.get("model_type") not in _UNIFORM_LAYERS:
+        return
+    layers: dict[int, set[str]] = {}
+    _, names = _weight_names(Path(target))
+    for n in names:
+        m = re.match(r"model\.layers\.(\d+)\.(.+)$", n)
+        # layers past num_hidden_layers are no decoder layer's (a DeepSeek-style MTP head stored in the target)
+        if m and int(m.group(1)) < cfg.get("num_hidden_layers", 1 << 30):
+            layers.setdefault(int(m.group(1)), set()).add(m.group(2))
+    every = set().union(*layers.values()) if layers else set()
+    lost = [f"model.layers.{i}.{t}" for i in sorted(layers) for t in sorted(every - layers[i])]
+    if names and not cfg.get("tie_word_embeddings", False) and "lm_head.weight" not in names:  # as transformers' default
+        lost.append("lm_head.weight")
+    if lost:
+        from ..model.native.plan import missing_tensors  # the loaders' own words (no torch imported)
+
+        raise missing_tensors(target, lost)
+    _check_target_shapes(cfg, names, str(Path(target) / "config.json"))
+
+
+def _check_target_shapes(cfg: dict[str, Any], names: dict[str, dict[str, Any]], where: str) -> None:
+    """The sizes config.json states, against the shapes its weights' headers hold: a vocab_size or head_dim that
+    disagrees was refused by the loader only after torch, in words that named neither ("Error(s) in loading
+    state_dict")."""
+    ints = {k: v for k, v in cfg.items() if isinstance(v, int) and not isinstance(v, bool)}
+    heads = ints.get("num_attention_heads")
+    head_dim = ints.get("head_dim") or (
+        ints["hidden_size"] // heads if heads and "hidden_size" in ints and cfg.get("model_type") != "qwen3" else None
+    )
+    kv = ints.get("num_key_value_heads", heads)
+    want = [  # (tensor, dimension, size the config states, the key to change)
+        ("model.embed_tokens.weight", 0, ints.get("vocab_size"), "vocab_size"),
+        ("lm_head.weight", 0, ints.get("vocab_size"), "vocab_size"),
+        ("model.embed_tokens.weight", 1, ints.get("hidden_size"), "hidden_size"),
+        ("model.layers.0.mlp.up_proj.weight", 0, ints.get("intermediate_size"), "intermediate_size"),
+        ("model.layers.0.self_attn.q_proj.weight", 0, heads * head_dim if heads and head_dim else None, "head_dim"),
+        ("model.layers.0.self_attn.k_proj.weight", 0, kv * head_dim if kv and head_dim else None, "num_key_value_heads"),
+    ]
+    for name, dim, size, key in want:
+        shape = names.get(name, {}).get("shape")
+        if size is None or not isinstance(shape, list) or len(shape) <= dim or shape[dim] == size:
+            continue
+        stated = f"{key} = {cfg.get(key)}" if key in cfg else f"{key} (unset)"
+        raise BadInput(
+            f"{where}: {stated} means {name} has {size} {'rows' if dim == 0 else 'columns'}, but the weights hold shape {shape}",
+            f"restore config.json from the original checkpoint (the weights' {key} is what they were trained at)",
+        )
+
+
+ONE_DEVICE_BYTES = 1 << 40  # more than any one accelerator holds (the largest hold under 300 GB)
+
+
+def check_cache_estimate(kw: dict[str, Any]) -> None:
+    """speedup's KV cache at its largest batch and context, sized from the target's config.json alone, against what
+    a device can hold (this machine's memory for --device cpu, more than any one accelerator otherwise): a size that
+    can never fit is one line with the estimate before torch is imported, not half a minute of loading first. The
+    device's own memory is checked again once it is known (model.static.check_cache_fits)."""
+    t, sizes, context = kw.get("target"), kw.get("batch_sizes"), kw.get("context")
+    if not t or not sizes or not context or kind(t) != "dir" or kind(Path(t) / "config.json") != "file":
+        return
+    from ..engines.spec_settings import parse_batch_sizes
+
+    cfg = read_json(Path(t) / "config.json", "target config", "restore config.json from the original checkpoint")
+    c = cfg.get("text_config") if isinstance(cfg, dict) and isinstance(cfg.get("text_config"), dict) else cfg
+    if not isinstance(c, dict):
+        return
+    ints = {k: v for k, v in c.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+    heads = ints.get("num_attention_heads", 1)
+    head_dim = ints.get("head_dim") or ints.get("hidden_size", 0) // heads
+    per_token = 2 * ints.get("num_hidden_layers", 0) * ints.get("num_key_value_heads", heads) * head_dim
+    per_token *= 4 if kw.get("dtype") in ("float32", "fp32") else 2  # at least 16-bit: a lower bound
+    batch = max(parse_batch_sizes(sizes))
+    need = per_token * batch * context
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    have, where = (ram, "this machine's memory") if kw.get("device") == "cpu" else (max(ram, ONE_DEVICE_BYTES), "any one device")
+    if need > have:
+        raise BadInput(
+            f"a KV cache of {batch} sequences x {context} positions needs at least {need / 2**30:,.0f} GiB, over the "
+            f"{have / 2**30:,.0f} GiB {where} holds",
+            "lower the batch size or the context (--batch-sizes, --context)",
+        )
 
 
 # ----------------------------------------------------------------------------- prompts, dumps

@@ -232,6 +232,79 @@ def check_rope_theta(cfg: dict[str, Any], where: str) -> None:
             )
 
 
+# the RoPE types transformers computes (modeling_rope_utils.ROPE_INIT_FUNCTIONS, plus "default"), and the legacy
+# names it still reads ("mrope": Qwen2-VL's sections over the default table; "su": longrope's old name)
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional", "mrope", "su")
+# per type, the keys its frequencies are computed from; transformers only warns where one is absent or
+# negative, then builds the table from whatever is there (a yarn factor of -2 gave a NaN attention scale)
+_ROPE_NEEDS = {
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+    "longrope": ("short_factor", "long_factor"),
+}
+_ROPE_POSITIVE = ("factor", "low_freq_factor", "high_freq_factor", "attention_factor", "beta_fast", "beta_slow")
+
+
+def _rope_dict(cfg: dict[str, Any], where: str) -> tuple[dict[str, Any] | None, str]:
+    """The config's RoPE scaling dict and its key: ``rope_parameters`` (transformers 5) else ``rope_scaling``."""
+    for key in ("rope_parameters", "rope_scaling"):
+        v = cfg.get(key)
+        if isinstance(v, dict):
+            return v, key
+        if v is not None and key == "rope_scaling":
+            raise BadInput(
+                f"{where}: rope_scaling is {json.dumps(v, default=str)[:40]}, expected an object or null",
+                "restore config.json from the original checkpoint",
+            )
+    return None, ""
+
+
+def check_rope_scaling(cfg: dict[str, Any], where: str) -> None:
+    """The RoPE type is one transformers computes, with every number it needs present, finite and positive (a
+    context-extending factor at least 1): an unknown type used to fail deep inside the load (exit 3), and a
+    yarn factor of -2 was built into the table and measured."""
+    rp, key = _rope_dict(cfg, where)
+    if rp is None:
+        return
+    fix = "restore config.json from the original checkpoint"
+    rtype = rp.get("rope_type", rp.get("type", "default"))
+    if not isinstance(rtype, str) or rtype not in ROPE_TYPES:
+        raise BadInput(
+            f"{where}: {key}.rope_type is {json.dumps(rtype, default=str)[:40]}, not a RoPE type transformers computes "
+            f"({', '.join(ROPE_TYPES[:7])})",
+            fix,
+        )
+    for k in _ROPE_NEEDS.get(rtype, ()):
+        if rp.get(k) is None:
+            raise BadInput(
+                f"{where}: {key} of rope_type {rtype!r} lacks {k}", f"write the {k} the model was trained with ({fix})"
+            )
+    for k in _ROPE_POSITIVE:
+        v = rp.get(k)
+        if v is None:
+            continue
+        low = 1.0 if k == "factor" and rtype in ("yarn", "llama3", "longrope", "dynamic") else 0.0
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0 or v < low:
+            bound = f"a {rtype} factor is at least 1: it extends the context" if low else "a finite number > 0"
+            raise BadInput(f"{where}: {key}.{k} = {json.dumps(v, default=str)[:40]} is out of range ({bound})", fix)
+    for k in ("short_factor", "long_factor"):
+        v = rp.get(k)
+        if v is not None and not (
+            isinstance(v, list)
+            and v
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0 for x in v)
+        ):
+            raise BadInput(f"{where}: {key}.{k} is not a list of finite numbers > 0", fix)
+    omp = rp.get("original_max_position_embeddings")
+    if omp is not None and (not isinstance(omp, int) or isinstance(omp, bool) or not 1 <= omp <= MAX_POSITIONS):
+        raise BadInput(
+            f"{where}: {key}.original_max_position_embeddings is {json.dumps(omp, default=str)[:40]}, expected a positive integer",
+            fix,
+        )
+
+
 def check_draft_layer_config(layer: dict[str, Any], where: str) -> None:
     """The decoder-layer values every drafter's config states (an EAGLE-3 or P-EAGLE draft's transformer_layer_config,
     an MTP head's, a DFlash draft's top level), checked before anything is built from them: sizes in range, the
@@ -244,6 +317,7 @@ def check_draft_layer_config(layer: dict[str, Any], where: str) -> None:
             raise BadInput(f"{where}: {k} is null, expected a number", f"write the {k} the draft was trained with")
     check_norm_eps(layer, where)
     check_rope_theta(layer, where)
+    check_rope_scaling(layer, where)
 
 
 # tensors a decoder layer's config sizes, by the end of their names: (config key, the dimension that holds it)
@@ -326,6 +400,7 @@ def check_target_config(cfg: dict[str, Any], where: str, weight_names: Iterable[
         _cfg_int(src, k, where, 1, hi)
     check_norm_eps(src, where)
     check_rope_theta(src, where)
+    check_rope_scaling(src, where)
     if weight_names is not None:
         idx = {int(m.group(1)) for n in weight_names for m in [_LAYER_INDEX.search(n)] if m}
         if idx and L is not None and L > max(idx) + 1:

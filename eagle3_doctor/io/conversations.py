@@ -59,6 +59,33 @@ class Dataset:
 
 
 MAX_TEXT_FILE = 4 << 30  # training data JSONL can be large; it is still read into memory whole
+# One record (a JSONL line, an item of a JSON array) longer than this is refused before it is parsed: 16 Mi
+# characters are about 4M tokens, beyond any context served, and a 200 MB line used to be parsed, tokenized and
+# held in 20 GB of memory until the machine killed the run.
+MAX_RECORD_CHARS = 16 << 20
+
+
+def _record_too_long(where: str, size: int, fix: str) -> BadInput:
+    return BadInput(
+        f"{where} is {size:,} characters, over the {MAX_RECORD_CHARS >> 20} Mi one record may hold (about 4M tokens, "
+        "longer than any context a draft is served at)",
+        f"split or cut that record; {fix}",
+    )
+
+
+def _text_size(v: Any, limit: int) -> int:
+    """The characters of a parsed JSON value's strings, counted without recursion; stops once past ``limit``."""
+    n, stack = 0, [v]
+    while stack and n <= limit:
+        x = stack.pop()
+        if isinstance(x, str):
+            n += len(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+            n += sum(len(k) for k in x)
+        elif isinstance(x, list):
+            stack.extend(x)
+    return n
 
 
 def read_text(path: Path, what: str, fix: str, max_bytes: int = MAX_TEXT_FILE) -> str:
@@ -98,6 +125,8 @@ def records_of(text: str, path: Path, what: str, fix: str) -> list[tuple[str, An
     from .safeio import jsonl_lines, loads_json
 
     lines = jsonl_lines(text)
+    if text.lstrip().startswith("{") and len(lines[0][1]) > MAX_RECORD_CHARS:  # one object: one record, unparsed
+        raise _record_too_long(f"{path} line {lines[0][0]}", len(lines[0][1]), fix)
     if text.lstrip().startswith(("[", "{")):
         try:
             whole = loads_json(text, f"{what} {path}", fix)
@@ -106,12 +135,21 @@ def records_of(text: str, path: Path, what: str, fix: str) -> list[tuple[str, An
         if isinstance(whole, list) and not _is_messages(whole):
             if not whole:
                 raise BadInput(f"{what} {path} is an empty JSON array", fix)
-            return [(f"{path} item {i}", v) for i, v in enumerate(whole)]
+            items = [(f"{path} item {i}", v) for i, v in enumerate(whole)]
+            for where, v in items:
+                if _text_size(v, MAX_RECORD_CHARS) > MAX_RECORD_CHARS:
+                    raise _record_too_long(where, _text_size(v, 1 << 62), fix)
+            return items
         if isinstance(whole, (dict, list)):
-            return [(f"{path} line {lines[0][0]}" if len(lines) == 1 else f"{path}", whole)]
+            where = f"{path} line {lines[0][0]}" if len(lines) == 1 else f"{path}"
+            if len(text) > MAX_RECORD_CHARS and _text_size(whole, MAX_RECORD_CHARS) > MAX_RECORD_CHARS:
+                raise _record_too_long(where, len(text), fix)
+            return [(where, whole)]
     out = []
     for lineno, line in lines:
         where = f"{path} line {lineno}"
+        if len(line) > MAX_RECORD_CHARS:  # refused before the parser builds it
+            raise _record_too_long(where, len(line), fix)
         try:
             out.append((where, loads_json(line, where, fix)))
         except json.JSONDecodeError as e:

@@ -227,21 +227,58 @@ def _write_into_own_stream_or_kernel_file(p: Path, st: os.stat_result, data: byt
     return False
 
 
+# A FIFO's reader that takes nothing for this long has stopped reading: the write is refused, not waited on.
+STALL_SECONDS = 30.0
+
+
+def open_nonblocking(p: str | os.PathLike, flags: int, mode: int = 0o666) -> int:
+    """open(2) for writing that cannot wait: a FIFO without a reader is ENXIO at once instead of a block until one
+    comes, and a path swapped for a FIFO after it was looked at is no different. Regular files ignore the flag."""
+    return os.open(p, flags | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0), mode)
+
+
+def write_nonblocking(fd: int, data: bytes, p: str | os.PathLike) -> None:
+    """All of ``data`` to a descriptor opened by open_nonblocking, at the reader's pace: a reader that takes nothing
+    for STALL_SECONDS is one BadInput instead of a wait without end."""
+    import select
+
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+            continue
+        except BlockingIOError:
+            pass
+        if not select.select([], [fd], [], STALL_SECONDS)[1]:
+            raise BadInput(
+                f"cannot write into {p}: its reader took nothing for {STALL_SECONDS:g} s",
+                "read the pipe while the command runs, or give a regular file path",
+            )
+
+
+def _open_refused(p: str | os.PathLike, e: OSError) -> BadInput:
+    if e.errno == errno.ENXIO:
+        return BadInput(
+            f"cannot write into {p}: it is a named pipe (FIFO) with no reader",
+            "start the reader first, or give a regular file path",
+        )
+    return BadInput(f"cannot write into {p} ({e.strerror})", "give a regular file path, or start the reader first")
+
+
 def _write_into_special(p: Path, st: os.stat_result, data: bytes) -> None:
-    """A device or FIFO is written into; a FIFO without a reader is refused rather than waited on."""
-    flags = os.O_WRONLY | (os.O_NONBLOCK if stat.S_ISFIFO(st.st_mode) else 0)
+    """A device or FIFO is written into; a FIFO without a reader, or one that stops reading, is refused rather
+    than waited on."""
     try:
-        fd = os.open(p, flags)
+        fd = open_nonblocking(p, os.O_WRONLY)
     except OSError as e:
-        raise BadInput(f"cannot write into {p} ({e.strerror})", "give a regular file path, or start the reader first") from None
+        raise _open_refused(p, e) from None
     try:
-        with os.fdopen(fd, "wb") as f:
-            if stat.S_ISFIFO(st.st_mode):
-                os.set_blocking(fd, True)  # opened without waiting; now let the reader take it at its pace
-            f.write(data)
+        write_nonblocking(fd, data, p)
     except OSError as e:  # /dev/full, a FIFO whose reader left
         _raise_write_fault(e, p)
         raise
+    finally:
+        os.close(fd)
 
 
 def write_json(path: str | os.PathLike, data: dict[str, Any]) -> None:
@@ -264,13 +301,22 @@ def _finite(v: Any) -> Any:
 
 
 def append_text(path: str | os.PathLike, text: str) -> None:
-    """Append to a file others append to too ($GITHUB_STEP_SUMMARY): never replaced, only extended."""
+    """Append to a file others append to too ($GITHUB_STEP_SUMMARY): never replaced, only extended; a FIFO there is
+    written without blocking, as every other output."""
     try:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
+        fd = open_nonblocking(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # 0666 less the umask, as open()
+    except OSError as e:
+        if e.errno in (errno.ENXIO, errno.EAGAIN):
+            raise _open_refused(path, e) from None
+        _raise_write_fault(e, path)
+        raise
+    try:
+        write_nonblocking(fd, text.encode("utf-8"), path)
     except OSError as e:
         _raise_write_fault(e, path)
         raise
+    finally:
+        os.close(fd)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -40,6 +40,8 @@ def resolve_device(device: str) -> torch.device:
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ResourceError(f"--device {device}: only {torch.cuda.device_count()} GPU(s) visible", "pick an index below that")
         return dev
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise ResourceError("--device mps was asked for but this torch sees no Apple GPU (MPS)", "use --device cpu or auto")
     if device in ("cpu", "mps"):
         return torch.device(device)
     raise BadInput(f"unknown --device {device!r}", "use auto, cpu, cuda or cuda:N")
@@ -248,11 +250,14 @@ def _from_pretrained(name_or_path: str, dt: torch.dtype, dev: torch.device, kwar
     """The model's weights, every loader failure (the older-transformers retry included) mapped to one error line."""
     from transformers import AutoModelForCausalLM
 
+    kwargs = {**kwargs, "output_loading_info": True}
+    model: Any
+    info: dict[str, Any]
     try:
         try:
-            return AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dt, **kwargs)
+            model, info = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dt, **kwargs)  # type: ignore[misc]
         except TypeError:  # transformers < 4.56 spells it torch_dtype
-            return AutoModelForCausalLM.from_pretrained(name_or_path, torch_dtype=dt, **kwargs)
+            model, info = AutoModelForCausalLM.from_pretrained(name_or_path, torch_dtype=dt, **kwargs)  # type: ignore[misc]
     except TypeError as e:  # both spellings refused: the model class rejects this checkpoint's config
         raise BadInput(
             f"cannot load the target {name_or_path!r}: {_first_line(e)}",
@@ -264,12 +269,30 @@ def _from_pretrained(name_or_path: str, dt: torch.dtype, dev: torch.device, kwar
         raise BadInput(
             f"cannot load the target {name_or_path!r}: {_first_line(e)}", "check the checkpoint files (re-download if truncated)"
         ) from None
+    except RuntimeError as e:
+        if "ignore_mismatched_sizes" not in str(e):
+            raise
+        raise BadInput(  # transformers' words for tensors whose shapes the config contradicts
+            f"cannot load the target {name_or_path!r}: its tensors' shapes disagree with its config.json",
+            "pass the target model the draft was trained for (not a draft), or restore its config.json",
+        ) from None
     except pickle.UnpicklingError as e:  # transformers loads .bin with weights_only=True; a hostile one is refused
         raise BadInput(
             f"the target's pickled weights in {name_or_path!r} were refused by the safe loader "
             f"(weights_only=True): {_first_line(e)[:120]}",
             "convert the checkpoint to safetensors; pickles that run code are never loaded",
         ) from None
+    # transformers fills a tensor the checkpoint lacks with fresh random values and only logs it: the run would
+    # measure another model than the one named, so a missing (or reshaped) tensor is a refusal, as on the native path
+    lost = sorted(
+        set(info.get("missing_keys") or ())
+        | {str(k[0]) if isinstance(k, tuple) else str(k) for k in info.get("mismatched_keys") or ()}
+    )
+    if lost:
+        from .native.plan import missing_tensors
+
+        raise missing_tensors(str(name_or_path), lost)
+    return model
 
 
 def _remote_code_refused(e: BaseException, what: str, name: str, trusted: bool) -> BadInput | None:

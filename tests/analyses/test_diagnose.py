@@ -236,6 +236,15 @@ def test_a_serving_side_nobody_modelled_is_undetermined_with_the_engine_finding(
     cfg = json.loads((t / "config.json").read_text())
     cfg.update(model_type="smollm3", architectures=["SmolLM3ForCausalLM"])
     (t / "config.json").write_text(json.dumps(cfg))
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    sd = load_file(t / "model.safetensors")  # Qwen2 has q/k/v biases: zero ones keep the Llama weights' function
+    for i in range(cfg["num_hidden_layers"]):
+        for p in "qkv":
+            w = sd[f"model.layers.{i}.self_attn.{p}_proj.weight"]
+            sd[f"model.layers.{i}.self_attn.{p}_proj.bias"] = torch.zeros(w.shape[0], dtype=w.dtype)
+    save_file(sd, t / "model.safetensors", metadata={"format": "pt"})
     out = tmp_path / "d.json"
     invoke("diagnose", "--target", t, "--draft", DRAFTS["sglang"], "--engine", "sglang", "--json", out, *FAST)
     doc = json.loads(out.read_text())

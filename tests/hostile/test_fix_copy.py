@@ -241,3 +241,85 @@ def test_a_directory_that_appears_meanwhile_is_never_written_over(tmp_path):
             (stage / "config.json").write_text("{}")
             out.mkdir()
     assert list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["fixed"]
+
+
+def _exit_and_torch(argv: list[str]) -> tuple[int, bool, str]:
+    code = f"import sys; sys.argv = ['eagle3-doctor', *{argv!r}]\n"
+    code += "from eagle3_doctor.cli.app import run\ntry:\n    run()\nexcept SystemExit as e:\n"
+    code += "    print(e.code, 'torch' in sys.modules)\n"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    out = r.stdout.split()
+    return int(out[-2]), out[-1] == "True", r.stderr
+
+
+@pytest.mark.parametrize("where", ["existing", "existing-link", "read-only-parent", "under-a-file"])
+def test_an_out_that_cannot_be_made_is_refused_before_torch(where, tmp_path):
+    """--out EXISTING was refused only after torch was imported, and a parent fix cannot write in only after the whole
+    measurement had run (and not at all when there was nothing to fix)."""
+    d = _broken_draft(tmp_path)
+    out = {
+        "existing": tmp_path / "there",
+        "existing-link": tmp_path / "link",
+        "read-only-parent": Path("/proc/eagle3-doctor-fixed"),  # not writable even by root
+        "under-a-file": tmp_path / "file" / "fixed",
+    }[where]
+    (tmp_path / "there").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "file").write_text("x")
+    words = {"existing": "already exists", "existing-link": "already exists", "read-only-parent": "cannot write in /proc",
+             "under-a-file": "is a file, not a directory"}[where]  # fmt: skip
+    code, torch_imported, err = _exit_and_torch(_fix_args(d, out))
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert (code, torch_imported) == (2, False), (code, torch_imported, err[-2000:])
+    named = "--out:" if where == "read-only-parent" else f"--out {out}"  # the probe names the directory it tried
+    assert len(lines) == 1 and named in lines[0] and words in lines[0], lines
+    assert not os.path.lexists("/proc/eagle3-doctor-fixed")
+
+
+# where SIGKILL lands, as a share of the bytes the copy writes (configs and weights, the edited config last);
+# "rename": after the last byte, just before the copy is renamed into place; "renamed": just after
+KILL_AT = [0.0, 0.0004, 0.1, 0.5, 0.9, 0.9995, "rename", "renamed"]
+
+
+@pytest.mark.parametrize("at", KILL_AT, ids=[str(a) for a in KILL_AT])
+def test_sigkill_at_any_byte_leaves_no_out_or_a_complete_corrected_copy(at, tmp_path):
+    d = _broken_draft(tmp_path)
+    out = tmp_path / "fixed"
+    total = sum(f.stat().st_size for f in d.iterdir()) + (d / "config.json").stat().st_size  # + the edited config
+    prog = (
+        "import os, signal\n"
+        "import eagle3_doctor.io.outputs as o, eagle3_doctor.io.copies as c\n"
+        "from eagle3_doctor.analyses.fixing import write_copy\n"
+        "from eagle3_doctor.core.findings import DRAFT_CONFIG, Fix\n"
+        f"at = {at!r}; limit = int(at * {total}) if isinstance(at, float) else None; done = [0]\n"
+        "real_write, real_rename = o._write_all, os.rename\n"
+        "def write(f, data):\n"
+        "    if limit is not None and done[0] + len(data) > limit:\n"
+        "        real_write(f, data[: limit - done[0]]); f.flush(); os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    real_write(f, data); done[0] += len(data)\n"
+        "def rename(a, b):\n"
+        "    if at == 'rename': os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    real_rename(a, b)\n"
+        "    if at == 'renamed': os.kill(os.getpid(), signal.SIGKILL)\n"
+        "o._write_all = write; c.os.rename = rename\n"
+        "fx = Fix('set the ids', file=DRAFT_CONFIG, key='eagle_config.eagle_aux_hidden_state_layer_ids', value=[1, 3, 4])\n"
+        f"write_copy({str(d)!r}, {str(out)!r}, [('CAP002', fx)])\n"
+    )
+    r = _console(prog)
+    assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+    if at == "renamed":
+        _assert_fixed(out, d)  # renamed only once complete and corrected
+    else:
+        assert not os.path.lexists(out), sorted(p.name for p in tmp_path.iterdir())
+    # what is left has a hidden stage name, and the next fix removes it and writes the copy
+    left = [p.name for p in tmp_path.iterdir() if p.name not in ("draft", "fixed")]
+    assert all(n.startswith(".fixed.partial-") for n in left), left
+    if at != "renamed":
+        from eagle3_doctor.analyses.fixing import write_copy
+        from eagle3_doctor.core.findings import DRAFT_CONFIG, Fix
+
+        fx = Fix("set the ids", file=DRAFT_CONFIG, key="eagle_config.eagle_aux_hidden_state_layer_ids", value=FIXED_IDS)
+        write_copy(str(d), str(out), [("CAP002", fx)])
+        _assert_fixed(out, d)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["draft", "fixed"]

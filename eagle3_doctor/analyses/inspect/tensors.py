@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.errors import BadInput
 from ...core.findings import DRAFT_WEIGHTS, Finding, Location
 from ...io.arrays import StoredArray
 
@@ -364,6 +365,24 @@ def checkpoint_finite(draft: str) -> list[Finding]:
 
     tensors = load_weights_dir(Path(draft))
     return nonfinite_findings([tensor_stat(k, k, v) for k, v in sorted(tensors.items())])
+
+
+def refuse_nonfinite(draft: str, target: str | None = None) -> None:
+    """A measuring command's refusal of what inspect reports as DRF009, by the same check: a draft tensor holding
+    NaN or Inf leaves nothing to measure (a DFlash fc or a P-EAGLE mask_hidden of NaN used to be measured as a draft
+    with no skill, and MTP's named nowhere). A head stored inside the target's own checkpoint is the target's load
+    to check: its shards are not read twice."""
+    from pathlib import Path
+
+    if target is not None and Path(draft).resolve() == Path(target).resolve():
+        return
+    found = checkpoint_finite(draft)
+    if found:
+        names = found[0].evidence[0]
+        raise BadInput(
+            f"draft tensor(s) in {draft} hold NaN or Inf ({names}): nothing can be measured (inspect reports it as DRF009)",
+            "re-export the draft from a healthy training checkpoint",
+        )
 
 
 def zero_row_ids(t: StoredArray, limit: int = 64) -> list[int]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...core.errors import BadInput
 from ...draft.rope import config_rope
 
 if TYPE_CHECKING:
@@ -125,6 +126,16 @@ def expected_keys(s: NativeSpec) -> set[str]:
     return keys if s.tie_word_embeddings else keys | {"lm_head.weight"}
 
 
+def missing_tensors(name: str, lost: list[str]) -> BadInput:
+    """The one line for a target whose checkpoint lacks tensors its architecture needs, whichever loader found it."""
+    more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
+    return BadInput(
+        f"the target {name} lacks {len(lost)} tensor(s) its config's architecture needs ({', '.join(lost[:3])}{more})",
+        "re-download the checkpoint (a shard may be missing or truncated), or fix config.json "
+        "(tie_word_embeddings, num_hidden_layers) to match the weights",
+    )
+
+
 def _keys_refusal(s: NativeSpec, files: list[Path]) -> str | None:
     from ...io.safeio import check_safetensors_header
 
@@ -134,6 +145,11 @@ def _keys_refusal(s: NativeSpec, files: list[Path]) -> str | None:
     want = expected_keys(s)
     if s.tie_word_embeddings and "lm_head.weight" in held:
         return "a tied head stored as its own tensor"
+    lost = sorted(want - held)
+    if lost and not held - want:
+        # every tensor held is one the architecture names, and some it needs are not there: no loader may fill
+        # them (transformers' would, at random, and the run would measure a different model)
+        raise missing_tensors(str(files[0].parent), lost)
     if held != want:
         odd = sorted(held - want)[:2] + sorted(want - held)[:2]
         return f"weights the native decoder does not name one for one ({', '.join(odd)})"

@@ -1,0 +1,70 @@
+"""An all-NaN tensor in any drafter kind is never "OK": inspect names it (DRF009, exit 1) and every measuring
+command refuses in one line naming it, by the same check. A DFlash fc or a P-EAGLE mask_hidden of NaN used to be
+measured to the end as a draft with no skill (HLT001), and an MTP head's NaN was named nowhere but inspect."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import DRAFTS, FIX, PROMPTS, TARGET, invoke
+
+# each kind's fixture and a tensor its forward reads first
+KINDS = {
+    "dflash": (FIX / "dflash-draft", "fc.weight"),
+    "peagle": (FIX / "peagle-draft", "mask_hidden"),
+    "mtp": (FIX / "mtp-speculators", None),  # its first floating tensor, by name
+    "eagle3": (DRAFTS["sglang"], "fc.weight"),
+}
+
+
+def _poisoned(tmp_path: Path, kind: str, value: float) -> tuple[Path, str]:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    src, name = KINDS[kind]
+    d = tmp_path / kind
+    shutil.copytree(src, d)
+    sd = load_file(d / "model.safetensors")
+    name = name or sorted(n for n in sd if sd[n].is_floating_point())[0]
+    sd[name] = torch.full_like(sd[name], value)
+    save_file(sd, d / "model.safetensors")
+    return d, name
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_inspect_never_says_ok_about_a_nan_tensor(kind, tmp_path):
+    d, name = _poisoned(tmp_path, kind, float("nan"))
+    js = tmp_path / "i.json"
+    r = invoke("inspect", "-t", TARGET, "-d", d, "--engine", "vllm", "--json", js)
+    assert r.exit_code == 1, r.output
+    found = [f for f in json.loads(js.read_text())["findings"] if f["code"] == "DRF009"]
+    assert len(found) == 1 and name in json.dumps(found[0]), found
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")], ids=["nan", "inf"])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_measuring_command_refuses_a_nonfinite_tensor_naming_it(kind, value, tmp_path):
+    d, name = _poisoned(tmp_path, kind, value)
+    r = invoke("acceptance", "-t", TARGET, "-d", d, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "2",
+               "--max-new-tokens", "8", "-q")  # fmt: skip
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("eagle3-doctor: error: "), r.stderr
+    assert f"hold NaN or Inf ({name})" in lines[0] and "DRF009" in lines[0], lines[0]
+
+
+def test_the_library_refuses_as_the_cli_does(tmp_path):
+    """doctor.run_command skips the CLI: the same refusal, before the kind's implementation runs."""
+    from types import SimpleNamespace
+
+    from eagle3_doctor.core.errors import BadInput
+    from eagle3_doctor.doctor import Run, run_command
+
+    d, name = _poisoned(tmp_path, "dflash", float("nan"))
+    run = Run(target=str(TARGET), draft=str(d), engine="vllm", release=None, dtype="float32",
+              options=SimpleNamespace(prompts=str(PROMPTS), limit=2, max_new_tokens=8))  # fmt: skip
+    with pytest.raises(BadInput, match=r"hold NaN or Inf \(fc\.weight\)"):
+        run_command("acceptance", run)
