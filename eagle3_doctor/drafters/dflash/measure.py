@@ -129,7 +129,7 @@ class DraftSides:
     served: Any
     findings: list[Finding]
     release: str = ""  # the release whose reading ``served`` is (check_engine's string)
-    fix: Any = None  # DFL001's fix for that release (analyses.dflash.tap_fix)
+    fix: Any = None  # DFL001's fix for that release (analysis.tap_fix)
 
 
 def read_sides(
