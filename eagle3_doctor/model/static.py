@@ -39,10 +39,15 @@ def device_memory(device: torch.device) -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
+def _text_config(target: Target) -> dict[str, Any]:
+    """The language model's config: a multimodal checkpoint nests it under ``text_config``."""
+    text = target.config.get("text_config")
+    return text if isinstance(text, dict) else target.config
+
+
 def kv_bytes_per_token(target: Target) -> int:
     """The KV cache's bytes per sequence and position, from the target's config: keys and values of every layer."""
-    text = target.config.get("text_config")
-    c: dict[str, Any] = text if isinstance(text, dict) else target.config
+    c = _text_config(target)
     heads = c.get("num_attention_heads") or 1
     kv = c.get("num_key_value_heads") or heads
     head_dim = c.get("head_dim") or (c.get("hidden_size") or 0) // heads
@@ -66,8 +71,7 @@ def decode_batch_size(target: Target, prompt_len: int, max_len: int, *, fraction
     free, _total = torch.cuda.mem_get_info(target.device)
     # blocks the allocator holds but no tensor uses are free to this process, though not to the driver
     free += torch.cuda.memory_reserved(target.device) - torch.cuda.memory_allocated(target.device)
-    text = target.config.get("text_config")
-    c: dict[str, Any] = text if isinstance(text, dict) else target.config
+    c = _text_config(target)
     H = int(c.get("hidden_size") or 4096)
     inter = int(c.get("intermediate_size") or 4 * H)
     vocab = int(c.get("vocab_size") or 0)

@@ -15,10 +15,6 @@ _OK = "the engine feeds the DFlash draft the taps it was trained on"
 _STATED = frozenset({"layer_ids"})
 
 
-def _stated(run: Run) -> list[int] | None:
-    return run.opt("layer_ids")  # parsed when the run was resolved
-
-
 def detect(cfg: dict[str, Any], _names: list[str]) -> Optional[str]:
     from ...draft.dflash.taps import is_dflash
 
@@ -60,7 +56,7 @@ def compare_hidden(run: Run) -> Outcome:
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
     with run.progress():
-        res = dflash_compare(tgt, run.draft, run.engine, prompts, engine_version=run.release, layer_ids=_stated(run))
+        res = dflash_compare(tgt, run.draft, run.engine, prompts, engine_version=run.release, layer_ids=run.opt("layer_ids"))
     return _outcome(res, render_dflash_compare, _OK, "warning")
 
 
@@ -72,7 +68,14 @@ def acceptance(run: Run) -> Outcome:
     assert run.draft is not None
     with run.progress() as cb:
         res = dflash_acceptance(
-            tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb, engine_version=run.release, layer_ids=_stated(run)
+            tgt,
+            run.draft,
+            run.engine,
+            prompts,
+            run.opt("max_new_tokens"),
+            cb,
+            engine_version=run.release,
+            layer_ids=run.opt("layer_ids"),
         )
     path = res.served or res.trained
     served = served_figures(path.mean_acceptance_length, path.accepted, res.block_size - 1)
@@ -87,7 +90,14 @@ def diagnose(run: Run) -> Outcome:
     assert run.draft is not None
     with run.progress() as cb:
         res = dflash_diagnose(
-            tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), cb, engine_version=run.release, layer_ids=_stated(run)
+            tgt,
+            run.draft,
+            run.engine,
+            prompts,
+            run.opt("max_new_tokens"),
+            cb,
+            engine_version=run.release,
+            layer_ids=run.opt("layer_ids"),
         )
     return _outcome(res, render_dflash_diagnosis, _OK)
 
