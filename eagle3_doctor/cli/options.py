@@ -20,7 +20,7 @@ import typer
 F = TypeVar("F", bound=Callable[..., Any])
 REQUIRED = inspect.Parameter.empty
 
-ENGINE_CHOICES = ("sglang", "vllm", "trtllm", "modelopt", "eagle")
+ENGINE_CHOICES = ("sglang", "vllm", "trtllm", "modelopt", "eagle", "declared")
 FORMAT_CHOICES = ("eagle", "sglang", "speculators")
 DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
 
@@ -89,7 +89,9 @@ DRAFT_FORMAT = opt(
     metavar="[" + "|".join(FORMAT_CHOICES) + "]",
     help="Force the draft format: eagle, sglang or speculators (default: detect).",
 )
-ENGINE = _engine(str, "sglang", "Serving engine: sglang, vllm, trtllm, modelopt or eagle.")
+ENGINE = _engine(
+    str, "sglang", "Serving engine: sglang, vllm, trtllm, modelopt, eagle, or declared (with --serving-description)."
+)
 SERVE_ENGINE = _engine(Optional[str], None, "Serving engine, any case (default: from --serve-cmd, else sglang).")
 GATE_ENGINE = _engine(Optional[str], None, "Serving engine, any case (policy default: sglang).")
 ENGINE_VERSION = opt(
@@ -98,6 +100,13 @@ ENGINE_VERSION = opt(
     "--engine-version",
     metavar="VERSION",
     help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; modelopt any release from 0.35.0; trtllm 1.2|1.2-two-model.",
+)
+SERVING_DESCRIPTION = opt(
+    Optional[str],
+    None,
+    "--serving-description",
+    metavar="FILE",
+    help="An engine the doctor does not model (llama.cpp, MLX, your own), described in a JSON file by what it feeds the draft: its capture points and the draft's forward; measured like a modelled release (docs/engines.md). Same as --engine declared --engine-version FILE.",
 )
 SERVE_CMD = opt(
     Optional[str],
@@ -440,6 +449,7 @@ SERVED: dict[str, Opt] = dict(
     draft_format=DRAFT_FORMAT,
     engine=SERVE_ENGINE,
     engine_version=ENGINE_VERSION,
+    serving_description=SERVING_DESCRIPTION,
     serve_cmd=SERVE_CMD,
     serve_config=SERVE_CONFIG,
     revision=REVISION,

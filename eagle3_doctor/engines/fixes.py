@@ -21,6 +21,11 @@ def ids_to_serve(engine: str, version: str | None, family: str, num_layers: int,
     numberings (and None for the default); the first the rule maps onto ``want`` wins.
     """
     version = check_engine(engine, version)
+    if engine == "declared":  # its own convention, inverted (no rule to search: the description states it)
+        from .declared import read_declared
+
+        d = read_declared(version)
+        return None if d.points is not None else d.ids_as_written(want)
     rule = RULES[engine]
     if not key_rule(engine, version).keys:  # ids are not configurable: only the default can be served
         dflt = rule(version, family, num_layers, None)

@@ -8,7 +8,7 @@ import re
 
 from ..core.errors import BadInput
 
-ENGINES = ("sglang", "vllm", "trtllm", "modelopt", "eagle")
+ENGINES = ("sglang", "vllm", "trtllm", "modelopt", "eagle", "declared")
 
 # version strings accepted per engine; the first is the default
 ENGINE_VERSIONS: dict[str, tuple[str, ...]] = {
@@ -17,6 +17,7 @@ ENGINE_VERSIONS: dict[str, tuple[str, ...]] = {
     "trtllm": ("1.2", "1.2-two-model"),
     "modelopt": ("0.47",),
     "eagle": ("eagle3",),
+    "declared": (),  # the release is the serving description's path (engines/declared.py)
 }
 
 NEWEST = {"sglang": "0.5.23", "vllm": "0.33.0"}  # newest release conformance/table.json was executed on
@@ -87,6 +88,15 @@ def newest_modelled(engine: str) -> str | None:
     return {**NEWEST, "modelopt": MODELOPT_NEWEST, "trtllm": TRTLLM_RELEASE}.get(engine)
 
 
+def release_label(engine: str, version: str) -> str:
+    """How reports name an engine release: "sglang 0.5.23", or a serving description's own engine and release."""
+    if engine == "declared":
+        from .declared import read_declared
+
+        return read_declared(version).label
+    return f"{engine} {version}"
+
+
 def newer_than_modelled(engine: str, version: str) -> str | None:
     """The newest modelled release, when ``version`` is newer and that release's rules are applied to it;
     None otherwise. TensorRT-LLM point releases (1.2.1) are the 1.2 row, not newer."""
@@ -111,6 +121,11 @@ def check_engine(engine: str, version: str | None) -> str:
     modelled, up to the next minor series, takes the newest row (newer_than_modelled says so)."""
     if engine not in ENGINES:
         raise BadInput(f"unknown --engine {engine!r}", f"use one of {', '.join(ENGINES)}")
+    if engine == "declared":
+        from .declared import read_declared
+
+        read_declared(version or "")  # refused in one line unless it names a readable, valid description
+        return str(version)
     versions = ENGINE_VERSIONS[engine]
     if version is None:
         return versions[0]
