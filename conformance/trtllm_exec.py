@@ -302,10 +302,10 @@ def execute(manifest: dict) -> dict:
     for key, s in srcs.items():
         if key == meta_key:
             continue
-        cls = next(iter(loaded[key].values()))
-        fn, line = cls["forward"]
-        layers[key] = {tp: run_layer(fn, tp) for tp in (1, 2)}
-        layers[key]["src"] = f"{s['path']}:{line} ({key})"
+        name, cls = next(iter(loaded[key].items()))
+        layers[key] = {tp: run_layer(cls["forward"][0], tp) for tp in (1, 2)}
+        at = f"@{s['commit'][:8]}" if s["commit"] else f" index file {s['index_id']}"
+        layers[key]["src"] = f"{s['path']} {name}.forward ({key}: {at.strip()})"
     families: dict[str, list[dict]] = {}
     for fam, spec in manifest["families"].items():
         rows = []
@@ -323,10 +323,10 @@ def execute(manifest: dict) -> dict:
                     "executed": True,
                 }
             )
-        families[fam] = rows
+        families[fam] = {"class": spec["class"], "layer": spec["layer"], "rows": rows}
     outcomes: dict[str, Any] = {}
-    for fam, rows in families.items():
-        for row in rows:
+    for fam, entry in families.items():
+        for row in entry["rows"]:
             for mode in MODES:
                 for L in LS:
                     for ids in id_grid(L):

@@ -110,11 +110,43 @@ def _after_layer_sorted(L: int, ids: list[int], minus_one: CapturePoint | None, 
     return c
 
 
-TRT_SRC = "tensorrt_llm/_torch/speculative/eagle3.py"  # NVIDIA/TensorRT-LLM@001e6700 (search index), hand-read
+TRT_SRC = "tensorrt_llm/_torch/speculative/eagle3.py"  # executed at NVIDIA/TensorRT-LLM@f933a608 (trtllm_exec.py)
+
+
+def _trtllm_no_capture(version: str, family: str, L: int, ids: list[int] | None) -> Captured | None:
+    """The family's decoder layer in this release never calls maybe_capture_hidden_states (executed,
+    data/trtllm_capture.json): every slot of the capture buffer stays as torch.empty left it."""
+    from .trtllm_table import first_capturing, trtllm_class, trtllm_row
+
+    row = trtllm_row(version, family)
+    if row is None or row.capture != "none":
+        return None
+    release = version.split("-")[0]
+    nxt = first_capturing(family, release)
+    cls, layer = trtllm_class(family)
+    adds = f", and {nxt.first} is the first release whose {layer} captures" if nxt else ""
+    n = 3 if ids is None else len(set(ids))
+    return Captured(
+        (),
+        [],
+        None,
+        failure=Failure(
+            "serving",
+            f"no aux hidden state is captured: TensorRT-LLM {release}'s {layer} never calls "
+            f"maybe_capture_hidden_states{adds}; all {n} slot(s) of the torch.empty capture buffer stay uninitialized, "
+            f"so the draft reads that memory for a {cls} target",
+            row.src if not row.executed else f"{row.src}, executed",
+            None,
+        ),
+    )
 
 
 def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
-    # HAND-READ (TensorRT-LLM sources are not on PyPI): tensorrt_llm/_torch/speculative/eagle3.py.
+    # EXECUTED (conformance/trtllm_exec.py, from index excerpts; TensorRT-LLM is not on PyPI):
+    # tensorrt_llm/_torch/speculative/eagle3.py's metadata, and per family the decoder layer's capture call.
+    missing = _trtllm_no_capture(version, family, L, ids)
+    if missing is not None:
+        return missing
     # eagle3_layers_to_capture is a Set[int] (llmapi/llm_args.py): duplicates collapse. Default
     # (1, L//2-1, L-4), captured at the end of decoder layer k (hidden_states + residual), slot i =
     # sorted(ids)[i]. One-model mode (Eagle3OneModelSpecMetadata, the default) only sorts, so -1
