@@ -144,9 +144,6 @@ def _trtllm_no_capture(version: str, family: str, L: int, ids: list[int] | None)
 def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
     # EXECUTED (conformance/trtllm_exec.py, from index excerpts; TensorRT-LLM is not on PyPI):
     # tensorrt_llm/_torch/speculative/eagle3.py's metadata, and per family the decoder layer's capture call.
-    missing = _trtllm_no_capture(version, family, L, ids)
-    if missing is not None:
-        return missing
     # eagle3_layers_to_capture is a Set[int] (llmapi/llm_args.py): duplicates collapse. Default
     # (1, L//2-1, L-4), captured at the end of decoder layer k (hidden_states + residual), slot i =
     # sorted(ids)[i]. One-model mode (Eagle3OneModelSpecMetadata, the default) only sorts, so -1
@@ -163,6 +160,10 @@ def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Capture
                 f"{TRT_SRC} (__post_init__: num_layers <= 5 with no eagle3_layers_to_capture)",
             ),
         )
+    # past __post_init__, a decoder layer that never captures leaves every slot unwritten, whatever the ids
+    missing = _trtllm_no_capture(version, family, L, ids)
+    if missing is not None:
+        return missing
     # the default is a tuple, not a set: for L = 6 it is (1, 2, 2)
     use = [1, L // 2 - 1, L - 4] if ids is None else sorted(set(ids))
     c = _after_layer_sorted(L, use, final_norm(), minus_one_last=version.endswith("two-model"))
