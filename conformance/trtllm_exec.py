@@ -311,7 +311,9 @@ def execute(manifest: dict) -> dict:
         rows = []
         for first, key in spec["rows"]:
             if key is None:
-                rows.append({"first": first, "capture": "none", "src": spec.get("evidence_none", ""), "executed": False})
+                rows.append(
+                    {"first": first, "capture": "none", "src": spec.get("evidence_none", ""), "executed": False, "note": ""}
+                )
                 continue
             r1, r2 = layers[key][1], layers[key][2]
             rows.append(
@@ -321,6 +323,7 @@ def execute(manifest: dict) -> dict:
                     "tp2": r2["capture"],
                     "src": layers[key]["src"],
                     "executed": True,
+                    "note": spec.get("notes", {}).get(first, ""),
                 }
             )
         families[fam] = {"class": spec["class"], "layer": spec["layer"], "rows": rows}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..core.errors import BadInput
 from ..core.taps import CapturePoint, FeatureSpec, embed, final_norm, layer_out
 from .families import SGLANG_CLASS, VLLM_MODEL_TYPE
-from .releases import MINUS_ONE_EMBED, covering
+from .releases import MINUS_ONE_EMBED, covering, release_key
 from .table import VLLM_CHECK, Row, engine_row
 
 
@@ -169,6 +169,11 @@ def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Capture
     c = _after_layer_sorted(L, use, final_norm(), minus_one_last=version.endswith("two-model"))
     # the note compares with what the user wrote, not with the de-duplicated set
     c.note = f"ids are sorted: {list(ids)} -> {c.internal}" if ids is not None and list(ids) != c.internal else None
+    from .trtllm_table import trtllm_row
+
+    row = trtllm_row(version, family)
+    if row is not None and row.note and release_key(version.split("-")[0]) < release_key("1.1"):
+        c.note = (c.note + "; " if c.note else "") + row.note
     # maybe_capture_hidden_states writes slot i only when layer k == slots[i] runs, and only the first slot of a
     # repeated id (`break`); the buffer is torch.empty (Eagle3ResourceManager.hidden_states l.44-47, and the
     # one-model metadata's hidden_states), so a slot no layer writes hands the draft uninitialized memory

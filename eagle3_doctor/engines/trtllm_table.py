@@ -22,6 +22,7 @@ class TrtRow:
     capture: str  # stream: the layer hands the residual stream to maybe_capture_hidden_states; none: it never calls it
     src: str  # the file (and excerpt) it was executed from, or the evidence for a row not executed
     executed: bool
+    note: str = ""  # what the row cannot say (a tensor-parallel path the stored version no longer has)
 
 
 @functools.lru_cache(maxsize=1)
@@ -31,7 +32,7 @@ def trtllm_table() -> dict:
 
 def trtllm_rows(family: str) -> list[TrtRow]:
     return [
-        TrtRow(r["first"], r["capture"], r["src"], r["executed"])
+        TrtRow(r["first"], r["capture"], r["src"], r["executed"], r.get("note", ""))
         for r in trtllm_table()["families"].get(family, {}).get("rows", [])
     ]
 
