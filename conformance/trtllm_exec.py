@@ -14,7 +14,7 @@ and sha256 in trtllm_sources.json. Two things are executed, on stubs, with `ast`
 
 An outcome is the list of slot contents (``layer_out[k]``, ``final_norm``, ``<uninitialized>``) or the error
 ``__post_init__`` raises. Without the cache (a fresh clone) the committed table is kept and this says so.
-Run: ``python conformance/trtllm_exec.py [OUT.json]`` (make conformance runs it).
+Run: ``python conformance/trtllm_exec.py [OUTCOMES.json [ROWS.json]]`` (make conformance runs it).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache" / "src" / "trtllm"
 MANIFEST = HERE / "trtllm_sources.json"
-PACKAGE_TABLE = HERE.parent / "eagle3_doctor" / "data" / "trtllm_capture.json"
+PACKAGE_TABLE = HERE.parent / "eagle3_doctor" / "data" / "trtllm_capture.json"  # the rows the doctor reads
+OUTCOMES = HERE / "trtllm_table.json"  # every executed case, which tests/engines/test_trtllm_releases.py checks
 LS = (4, 6, 8, 32, 61)
 MODES = ("one-model", "two-model")
 
@@ -345,13 +346,16 @@ def main(argv: list[str]) -> int:
     if missing:
         print(
             f"trtllm: no cached excerpt for {', '.join(missing)} under {CACHE}; "
-            f"{PACKAGE_TABLE.name} is kept as committed (see conformance/README.md)"
+            f"{OUTCOMES.name} and {PACKAGE_TABLE.name} are kept as committed (see conformance/README.md)"
         )
         return 0
     table = execute(manifest)
-    out = Path(argv[1]) if len(argv) > 1 else PACKAGE_TABLE
+    out = Path(argv[1]) if len(argv) > 1 else OUTCOMES
     out.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
-    print(f"trtllm: {len(table['outcomes'])} cases from {len(manifest['sources'])} excerpts -> {out}")
+    rows = {k: v for k, v in table.items() if k != "outcomes"}
+    pkg = Path(argv[2]) if len(argv) > 2 else PACKAGE_TABLE
+    pkg.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+    print(f"trtllm: {len(table['outcomes'])} cases from {len(manifest['sources'])} excerpts -> {out}, rows -> {pkg}")
     return 0
 
 
