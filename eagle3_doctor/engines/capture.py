@@ -169,11 +169,18 @@ def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Capture
     c = _after_layer_sorted(L, use, final_norm(), minus_one_last=version.endswith("two-model"))
     # the note compares with what the user wrote, not with the de-duplicated set
     c.note = f"ids are sorted: {list(ids)} -> {c.internal}" if ids is not None and list(ids) != c.internal else None
-    from .trtllm_table import trtllm_row
+    from .trtllm_table import metadata_src, trtllm_row
 
     row = trtllm_row(version, family)
-    if row is not None and row.note and release_key(version.split("-")[0]) < release_key("1.1"):
+    older = release_key(version.split("-")[0]) < release_key("1.1")
+    if row is not None and row.note and older:
         c.note = (c.note + "; " if c.note else "") + row.note
+    if older and ids is not None and (list(ids) != c.internal or -1 in ids):
+        # the id handling was executed from the one eagle3.py the index holds (1.1/1.2 line)
+        c.note = (c.note + "; " if c.note else "") + (
+            f"the ids' order is eagle3.py's at {metadata_src().split('@')[-1]} (the 1.1/1.2 line): this release's own "
+            "copy was not in the search index"
+        )
     # maybe_capture_hidden_states writes slot i only when layer k == slots[i] runs, and only the first slot of a
     # repeated id (`break`); the buffer is torch.empty (Eagle3ResourceManager.hidden_states l.44-47, and the
     # one-model metadata's hidden_states), so a slot no layer writes hands the draft uninitialized memory
