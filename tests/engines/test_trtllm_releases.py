@@ -120,12 +120,36 @@ def test_the_cli_names_the_missing_capture_and_the_release_that_adds_it(tmp_copy
     assert not {"ENG001", "ENG002", "ENG003", "ENG004"} & {f["code"] for f in out["findings"]}
 
 
-def test_re_executing_the_cached_excerpts_gives_the_committed_table():
+def _harness():
     sys.path.insert(0, str(CONFORMANCE))
     spec = importlib.util.spec_from_file_location("trtllm_exec", CONFORMANCE / "trtllm_exec.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_without_the_excerpts_the_committed_tables_stay(tmp_path, monkeypatch, capsys):
+    mod = _harness()
+    monkeypatch.setattr(mod, "CACHE", tmp_path / "empty")
+    out, rows = tmp_path / "cases.json", tmp_path / "rows.json"
+    assert mod.main(["trtllm_exec.py", str(out), str(rows)]) == 0
+    assert not out.exists() and not rows.exists() and "kept as committed" in capsys.readouterr().out
+
+
+def test_a_changed_excerpt_is_refused(tmp_path, monkeypatch):
+    mod = _harness()
+    manifest = json.loads(mod.MANIFEST.read_text())
+    key, src = next(iter(manifest["sources"].items()))
+    (tmp_path / key).mkdir()
+    (tmp_path / key / src["file"]).write_text("class A:\n    def forward(self):\n        pass\n")
+    monkeypatch.setattr(mod, "CACHE", tmp_path)
+    with pytest.raises(mod.CodeMoved, match="sha256"):
+        mod.load_methods(key, src)
+
+
+def test_re_executing_the_cached_excerpts_gives_the_committed_table():
+    mod = _harness()
     manifest = json.loads(mod.MANIFEST.read_text())
     if any(not (mod.CACHE / k / s["file"]).exists() for k, s in manifest["sources"].items()):
         pytest.skip("the TensorRT-LLM excerpts are not in conformance/.cache (read from the search index; not committed)")
