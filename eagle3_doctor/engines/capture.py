@@ -141,9 +141,31 @@ def _trtllm_no_capture(version: str, family: str, L: int, ids: list[int] | None)
     )
 
 
+# LlamaModel's decoder layer (Llama, Mistral, Llama-4) calls maybe_capture_hidden_states in every stored
+# modeling_llama.py read, from an early-2025 one (@012cf909) on: its capture does not change by release
+_TRT_EVERY_RELEASE = ("llama", "mistral", "llama4")
+
+
 def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
     # EXECUTED (conformance/trtllm_exec.py, from index excerpts; TensorRT-LLM is not on PyPI):
     # tensorrt_llm/_torch/speculative/eagle3.py's metadata, and per family the decoder layer's capture call.
+    from .releases import TRTLLM_RELEASE
+    from .trtllm_table import trtllm_rows
+
+    release = version.split("-")[0]
+    if family not in _TRT_EVERY_RELEASE and not trtllm_rows(family) and release_key(release) < release_key(TRTLLM_RELEASE):
+        # the rule below was read for the newest release; whether an older one's decoder layer for this family
+        # captures at all (or serves it) is not in the executed table: say so rather than guess
+        return Captured(
+            (),
+            failure=Failure(
+                "undetermined",
+                f"TensorRT-LLM {release}'s decoder layer for the {family} family is not in the executed table "
+                f"(conformance/trtllm_exec.py runs Qwen3-MoE and Qwen3 per release; the family-independent rule is "
+                f"the {TRTLLM_RELEASE} reading)",
+                "tensorrt_llm/_torch/models/modeling_<family>.py",
+            ),
+        )
     # eagle3_layers_to_capture is a Set[int] (llmapi/llm_args.py): duplicates collapse. Default
     # (1, L//2-1, L-4), captured at the end of decoder layer k (hidden_states + residual), slot i =
     # sorted(ids)[i]. One-model mode (Eagle3OneModelSpecMetadata, the default) only sorts, so -1

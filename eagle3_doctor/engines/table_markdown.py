@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .families import VLLM_MODEL_TYPE
 from .keys import key_rule
-from .releases import MODELOPT_FIRST, TRTLLM_RELEASES, covering
+from .releases import MODELOPT_FIRST, TRTLLM_RELEASE, TRTLLM_RELEASES, covering
 from .table import SGLANG_ROWS, VLLM_CHECK, VLLM_ROWS, VLLM_V1_READS, VLLM_V2_DEFAULT_FROM, VLLM_V2_FIRST, Row
 from .trtllm_table import metadata_src, trtllm_rows, trtllm_table
 
@@ -73,7 +73,8 @@ def engine_table_markdown() -> str:
     lines.append("| engine | from release | target family | id k captures | -1 / 0 / L | keys read | order | source |")
     lines.append("|---|---|---|---|---|---|---|---|")
     lines.append(
-        f"| trtllm (executed) | {TRTLLM_RELEASES[0]} | all (no row below) | `layer_out[k]`; -1 = `final_norm` | one-model: "
+        f"| trtllm (executed) | {TRTLLM_RELEASES[0]} | llama, mistral, llama4; any other family without a row below "
+        f"from {TRTLLM_RELEASE} (before it: undetermined, ENG004) | `layer_out[k]`; -1 = `final_norm` | one-model: "
         "sorted, -1 first; two-model: -1 last; id L (no such layer): slot never written, uninitialized memory "
         "(ENG003); no ids and L <= 5: start-up ValueError (ENG001) | `eagle3_layers_to_capture` | sorted set "
         f"| `{metadata_src()}` |"

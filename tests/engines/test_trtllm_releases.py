@@ -88,6 +88,17 @@ def test_the_1_2_llama_rows_are_unchanged():
     assert trtllm_row("1.2", "llama") is None  # no family row: the layer captures like every other
 
 
+def test_a_family_without_rows_is_undetermined_before_the_release_the_rule_was_read_on():
+    # DeepSeek's and GPT-OSS's decoder layers were not executed per release: before 1.2 the doctor does not guess
+    for fam in ("deepseek", "gpt_oss"):
+        s = resolve_serving("trtllm", "1.0", fam, 32, {}, None)
+        assert s.failure is not None and s.failure.when == "undetermined", fam
+        assert resolve_serving("trtllm", "1.2", fam, 32, {}, None).spec == (layer_out(1), layer_out(15), layer_out(28))
+    # LlamaModel's layer captures in every stored version: Llama and Mistral are answered from 0.20
+    for fam in ("llama", "mistral"):
+        assert resolve_serving("trtllm", "0.20", fam, 32, {}, None).failure is None, fam
+
+
 def test_engine_version_takes_any_release_from_0_20():
     assert TRTLLM_RELEASES == ("0.20", "0.21", "1.0", "1.1", "1.2")
     want = {
