@@ -99,7 +99,7 @@ ENGINE_VERSION = opt(
     None,
     "--engine-version",
     metavar="VERSION",
-    help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; modelopt any release from 0.35.0; trtllm 1.2|1.2-two-model.",
+    help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; modelopt any release from 0.35.0; trtllm any release from 0.20 (-two-model: the two-model path, e.g. 1.0-two-model).",
 )
 SERVING_DESCRIPTION = opt(
     Optional[str],
