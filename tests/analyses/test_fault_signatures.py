@@ -160,6 +160,22 @@ def plant(name, setup, rep, k, monkeypatch):
             return _Proxy(_draft, extend)
 
         return _reference(setup, rep, k, draft_for=late)
+    if name == "catch-up-last-only":
+
+        def newest_only(_draft, i):
+            given: set[int] = set()  # the positions the faulty engine's catch-ups ever wrote to the draft's cache
+
+            def extend(d, h, ids, positions, cache, from_aux):
+                if from_aux:  # the reference re-extends over 0..t each pass: keep what the engine would hold
+                    pos = positions[0].tolist()
+                    given.update(pos if not given else pos[-1:])  # the prefill whole, later the newest alone
+                    keep = torch.tensor([p in given for p in pos], device=positions.device)
+                    h, ids, positions = h[:, keep], ids[:, keep], positions[:, keep]
+                return d.extend(h, ids, positions, cache, from_aux=from_aux)
+
+            return _Proxy(_draft, extend)
+
+        return _reference(setup, rep, k, draft_for=newest_only)
     if name == "stale-draft-state":  # the engine-like loop, its draft cache never cut back
         from eagle3_doctor.analyses.spec_loop import speculative_decode
         from eagle3_doctor.draft.decode import DraftDecoder
@@ -194,7 +210,7 @@ def _rank_from_scrape(tmp_path: Path, accepted, cands, k):
 # undetermined, with their class one of the two closest (the report's figure and passes then decide)
 DECIDED = ["as trained", "kv-layout-shift", "step-metadata-stale", "hidden-rows-offset", "hidden-rows-other-sequence",
            "no-prompt-context"]  # fmt: skip
-CLOSE = ["stale-draft-state", "kv-fp8-noise"]
+CLOSE = ["stale-draft-state", "kv-fp8-noise", "catch-up-last-only"]
 
 
 @pytest.mark.parametrize("name", DECIDED + CLOSE)

@@ -12,7 +12,10 @@ Each record fills only the hooks its fault touches; the loop calls every hook at
   positions; without it they stay, and every later input is written (and positioned) after them, as a slot
   counter that was not reset places it.
 - ``prompt_context``: whether the draft's prefill catch-up covers the prompt; without it the draft first sees
-  the prompt's last position.
+  the prompt's last position. A disaggregated decode instance that never receives the draft's prefill state
+  shows this same signature: the two are one class to the counts, and its fix names both.
+- ``catch_up``: whether each catch-up after a verify pass covers every position verified since the last; without
+  it only the newest, so the accepted tokens' rows never reach the draft's cache.
 - ``window``: not a perturbation but a setting: the draft as served, at a K whose last positions accept
   nothing (the cost of drafting them, not a loss of acceptance).
 
@@ -40,6 +43,7 @@ class FaultClass:
     step_position: Callable[[int, int], int] | None = None
     rollback: bool = True
     prompt_context: bool = True
+    catch_up: bool = True
     window: bool = False
 
 
@@ -104,8 +108,17 @@ CLASSES: tuple[FaultClass, ...] = (
         "no-prompt-context",
         "the draft is never given the prompt's context at prefill: its KV cache starts at the prompt's last position",
         "check that the draft's prefill runs over the whole prompt (chunked prefill and prefix-cache hits included); "
-        "rerun with prefix caching off",
+        "rerun with prefix caching off; under prefill/decode disaggregation, check that the draft's prefill state "
+        "reaches the decode instance (rerun without disaggregation)",
         prompt_context=False,
+    ),
+    FaultClass(
+        "catch-up-last-only",
+        "after each verify pass the draft's catch-up is given only the newest verified position: the accepted "
+        "tokens' rows never reach its KV cache",
+        "check the draft's extend after verification (the accepted tokens' hidden-state rows and positions, the "
+        "catch-up batch's query start locations); a profile that recovers with one speculative token a pass points there",
+        catch_up=False,
     ),
     FaultClass(
         "kv-fp8-noise",

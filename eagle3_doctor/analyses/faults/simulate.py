@@ -112,6 +112,8 @@ def simulate(draft: Eagle3Draft, trace: Trace, other: Trace, num_steps: int, fau
         if k_eff <= 0:
             break
         # catch-up over the positions verified since the last pass: rows of x_seen..x_t, tokens x_{seen+1..t+1}
+        if fault is not None and not fault.catch_up and out.accepted:  # after the prefill: the newest one only
+            seen = t
         span = list(range(seen, t + 1))
         at = span if rollback else [d.cache.length + i for i in range(len(span))]
         state = d.forward(draft.project_aux(rows[seen : t + 1][None]), toks[seen + 1 : t + 2], at)[:, -1:]
