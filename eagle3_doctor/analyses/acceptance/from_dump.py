@@ -93,6 +93,50 @@ def load_dump_draft(draft: str, target: str | None, draft_format: str | None, de
     return d, info
 
 
+class _IdsOnly:
+    """A tokenizer where none may be read: token-id prompts pass (checked against the draft's vocabulary), text is refused."""
+
+    chat_template = None
+
+    def __init__(self, vocab: int) -> None:
+        self.vocab = vocab
+
+    def __len__(self) -> int:
+        return self.vocab
+
+    def __call__(self, *_a: Any, **_k: Any) -> Any:
+        raise BadInput(
+            "text prompts need the target's tokenizer, and no --target was given",
+            "pass --prompts with input_ids records, or --target DIR (its tokenizer files are read, not its weights)",
+        )
+
+
+def dump_prompts(
+    prompts_path: str | None,
+    target: str | None,
+    vocab: int,
+    max_tokens: int | None,
+    limit: int | None,
+    trust_remote_code: bool = False,
+) -> list[list[int]]:
+    """The prompts the dump was made from, as token ids: input_ids records as written, text through the target's
+    tokenizer (its tokenizer files only) where --target names a local directory."""
+    from ...io.prompts import load_prompts
+
+    if prompts_path is None:
+        raise BadInput(
+            "acceptance from an engine dump needs the prompts the dump was made from",
+            "pass --prompts FILE (input_ids records, or text with --target DIR): only what follows each prompt is the "
+            "target's greedy output",
+        )
+    tok: Any = _IdsOnly(vocab)
+    if target is not None and Path(target).is_dir():
+        from ...model.target import load_tokenizer
+
+        tok = load_tokenizer(target, trust_remote_code)
+    return [p.ids for p in load_prompts(tok, prompts_path, max_tokens=max_tokens, limit=limit)]
+
+
 @dataclass
 class DumpSequence:
     """One dump sequence as the estimator walks it: tokens x_0.., the aux row of each, where the decode begins."""
@@ -177,14 +221,19 @@ def acceptance_from_dump(
     engine_dump: str,
     opts: AcceptanceOptions,
     *,
-    prompt_ids: Sequence[Sequence[int]],
+    prompt_ids: Sequence[Sequence[int]] | None = None,
+    prompts_path: str | None = None,
     target: str | None = None,
     draft_format: str | None = None,
     engine: str = "sglang",
     device: str = "cpu",
+    trust_remote_code: bool = False,
     progress: Progress = _no_progress,
 ) -> tuple[AcceptanceRun, DumpSetup]:
-    """Acceptance of ``draft`` on the engine's own capture: one path, what the engine fed ("serving")."""
+    """Acceptance of ``draft`` on the engine's own capture: one path, what the engine fed ("serving").
+
+    The prompts the dump was made from say where each decode begins: ``prompt_ids``, or ``prompts_path`` read as
+    :func:`dump_prompts` reads it. ``target`` is read only for its embed_tokens (and tokenizer, for text prompts)."""
     from ...model.replay import replay_order
     from ...model.target import batches
     from .accumulate import PathAccumulator
@@ -195,6 +244,8 @@ def acceptance_from_dump(
     _check_options(opts)
     d, info = load_dump_draft(draft, target, draft_format, device)
     n_slots, width = d.config.num_aux_states, d.config.fc_in_features
+    if prompt_ids is None:
+        prompt_ids = dump_prompts(prompts_path, target, d.config.vocab_size, opts.max_tokens, None, trust_remote_code)
     seqs, ed, notes = dump_sequences(engine_dump, prompt_ids, n_slots, width)
     if opts.limit:
         seqs = seqs[: opts.limit]

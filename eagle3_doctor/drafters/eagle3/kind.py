@@ -77,6 +77,8 @@ def acceptance(run: Run) -> Outcome:
     from ...analyses.acceptance.report import FormatRequest, acceptance_report
     from ...report.acceptance_report import acceptance_files, render_acceptance_report
 
+    if run.opt("engine_dump"):
+        return _acceptance_from_dump(run)
     setup = load_models(run)
     if run.opt("compile_draft"):
         setup.compile_draft()
@@ -97,6 +99,65 @@ def acceptance(run: Run) -> Outcome:
     agrees = rep.run.reference is None or rep.run.reference.agrees_with_estimator
     return Outcome(rep.run.findings, doc, lambda con: render_acceptance_report(con, rep, both), served=served, agrees=agrees,
                    files=acceptance_files(rep.run, o.report, o.plot))  # fmt: skip
+
+
+# what a dump-only run cannot honour: each needs the target's forward (or its config), which is not loaded
+_NEEDS_TARGET = {
+    "train_dump": "--train-dump", "layer_ids": "--layer-ids", "train_recipe": "--train-recipe",
+    "reference_target": "--reference-target", "requests": "--requests", "train_template": "--train-template",
+    "serve_template": "--serve-template", "stream_layers": "--stream-layers", "device_map": "--device-map",
+    "compile_draft": "--compile",
+}  # fmt: skip
+
+
+def _acceptance_from_dump(run: Run) -> Outcome:
+    """--engine-dump: the draft alone on the engine's own capture of prompt + greedy continuation; the target is
+    never loaded (its embed_tokens are read by header where the draft ships none)."""
+    from ...analyses.acceptance.findings import served_figures
+    from ...analyses.acceptance.from_dump import acceptance_from_dump
+    from ...analyses.acceptance.options import AcceptanceOptions, options_from_serve
+    from ...analyses.acceptance.report import AcceptanceReport
+    from ...core.errors import BadInput
+    from ...report.acceptance_report import acceptance_files, render_acceptance_report
+
+    o = run.options
+    for name, flag in _NEEDS_TARGET.items():
+        if getattr(o, name, None) not in (None, False):
+            raise BadInput(
+                f"{flag} needs the target loaded, and --engine-dump runs the draft alone", f"drop {flag} or --engine-dump"
+            )
+    if o.continuation != "greedy":
+        raise BadInput("--continuation text scores the target's argmax, which a dump does not hold", "drop --continuation")
+    assert run.draft is not None  # acceptance needs a draft (drive)
+    num_steps, topk, ndt = options_from_serve(run.serve, o.num_steps, o.topk, o.num_draft_tokens)
+    batch = 8 if o.batch_size == "auto" else int(o.batch_size)
+    opts = AcceptanceOptions(num_steps=num_steps, max_tokens=o.max_tokens, batch_size=batch, temperature=o.temperature,
+                             topk=topk, num_draft_tokens=ndt, reference=o.reference_loop, scan=o.scan, limit=o.limit,
+                             token_tree=run.serve.token_tree if run.serve is not None else None)  # fmt: skip
+    with run.progress() as cb:
+        res, _setup = acceptance_from_dump(run.draft, o.engine_dump, opts, prompts_path=o.prompts, target=run.target or None,
+                                           draft_format=run.opt("draft_format"), engine=run.engine,
+                                           device=_dump_device(run.opt("device", "auto")),
+                                           trust_remote_code=run.opt("trust_remote_code", False), progress=cb)  # fmt: skip
+    if run.serve is not None:
+        res.settings.serve = run.serve.to_dict()
+    server = None
+    if (measured := run.evidence.get("measured")) is not None:
+        from ...analyses.server_metrics.prediction import compare_to_prediction
+
+        server, found = compare_to_prediction(measured, res.paths, res.settings, None)
+        res.findings.extend(found)
+    rep = AcceptanceReport(res, server, None)
+    return Outcome(res.findings, rep.to_dict, lambda con: render_acceptance_report(con, rep, None),
+                   served=served_figures(res.paths), files=acceptance_files(res, o.report, o.plot))  # fmt: skip
+
+
+def _dump_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _both_ways(run: Run, setup: Any, opts: Any, rep: Any) -> Any:
