@@ -48,16 +48,7 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
             msg += f"\n  note: {n}"
         print(msg, file=sys.stderr, flush=True)
     target = target or (sc.target if sc else None)
-    if not target and need_target:
-        missing_option("--target", "the model")
-    from .validate import is_hub_id
-
-    if target and not need_target and is_hub_id(target):
-        raise BadInput(
-            f"--target {target} is a hub id: with --engine-dump only its embed_tokens (and tokenizer) are read, and a "
-            "hub snapshot would download every weight",
-            "pass a local directory holding its embed_tokens shard and tokenizer files, or leave --target out",
-        )
+    _check_target(target, need_target)
     draft = draft or (sc.draft if sc else None)
     if need_draft and not draft:
         missing_option("--draft", "the draft path")
@@ -85,6 +76,20 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
     quiet = getattr(a, "quiet", False)
     return Run(target_dir or "", draft_dir, eng, release, dtype, sc, paths, launch_findings(sc) if sc else [], _parsed(a),
                status=lambda text: status(text, quiet), progress=lambda: progress(quiet))  # fmt: skip
+
+
+def _check_target(target: Optional[str], need_target: bool) -> None:
+    """--target as the run needs it: required, or (on the engine's own capture) optional and local."""
+    if not target and need_target:
+        missing_option("--target", "the model")
+    from .validate import is_hub_id
+
+    if target and not need_target and is_hub_id(target):
+        raise BadInput(
+            f"--target {target} is a hub id: with --engine-dump only its embed_tokens (and tokenizer) are read, and a "
+            "hub snapshot would download every weight",
+            "pass a local directory holding its embed_tokens shard and tokenizer files, or leave --target out",
+        )
 
 
 def _parsed(a: SimpleNamespace) -> SimpleNamespace:

@@ -10,15 +10,13 @@ import shutil
 import sys
 
 import pytest
-import torch
-from conftest import DRAFTS, PROMPTS, ROOT, TARGET
+from conftest import DRAFTS, PROMPTS, ROOT, TARGET, draft_with_embeddings, engine_capture
 
 from eagle3_doctor.analyses.acceptance.from_dump import acceptance_from_dump
 from eagle3_doctor.analyses.acceptance.options import AcceptanceOptions
-from eagle3_doctor.analyses.acceptance.run import acceptance_sequences, measure_acceptance
+from eagle3_doctor.analyses.acceptance.run import measure_acceptance
 from eagle3_doctor.core.errors import BadInput
 from eagle3_doctor.doctor import load_setup
-from eagle3_doctor.model.replay import iter_captures, load_sources
 
 sys.path.insert(0, str(ROOT / "conformance"))
 from dump_writers import write_sglang_dump, write_vllm_dump  # noqa: E402
@@ -31,14 +29,7 @@ def loaded():
     """The run with the target loaded, and what an engine serving it would capture: prompts, sequences, aux rows."""
     setup = load_setup(target=str(TARGET), draft=str(DRAFTS["sglang"]), engine="sglang", dtype="float32", device="cpu")
     run = measure_acceptance(setup, OPTS, prompts_path=str(PROMPTS))
-    src = load_sources(setup.target, str(PROMPTS), None, OPTS.max_tokens, OPTS.limit, None)
-    rep = acceptance_sequences(setup, src, OPTS, lambda *_: None)
-    spec = setup.serving.spec
-    aux = []
-    for s in rep.seqs:
-        (rb,) = list(iter_captures(setup.target, [s], spec, batch_size=1))
-        aux.append(torch.cat([rb.captured[p][0] for p in spec], dim=-1))
-    return run, [p.ids for p in src.prompts], rep.seqs, aux
+    return (run, *engine_capture(setup, OPTS))
 
 
 def _same(dump_run, run):
@@ -74,14 +65,8 @@ def test_sglang_dump_over_two_ranks_equals_the_loaded_target(loaded, tmp_path, s
 
 def test_needs_no_target_weights(loaded, tmp_path):
     """A draft that ships its embeddings runs with the target directory absent: nothing of the target is read."""
-    from safetensors.torch import load_file, save_file
-
     run, prompts, seqs, aux = loaded
-    draft = tmp_path / "draft"
-    shutil.copytree(DRAFTS["sglang"], draft)
-    state = load_file(str(draft / "model.safetensors"))
-    state["embed_tokens.weight"] = load_file(str(TARGET / "model.safetensors"))["model.embed_tokens.weight"]
-    save_file(state, str(draft / "model.safetensors"))
+    draft = draft_with_embeddings(DRAFTS["sglang"], tmp_path / "draft")
     write_sglang_dump(tmp_path / "dump", seqs, aux, ranks=2)
     dump_run, _ = acceptance_from_dump(
         str(draft), str(tmp_path / "dump"), OPTS, prompt_ids=prompts, target=str(tmp_path / "absent")

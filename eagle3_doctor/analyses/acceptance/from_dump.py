@@ -226,6 +226,7 @@ def acceptance_from_dump(
     target: str | None = None,
     draft_format: str | None = None,
     engine: str = "sglang",
+    release: str | None = None,
     device: str = "cpu",
     trust_remote_code: bool = False,
     progress: Progress = _no_progress,
@@ -234,12 +235,7 @@ def acceptance_from_dump(
 
     The prompts the dump was made from say where each decode begins: ``prompt_ids``, or ``prompts_path`` read as
     :func:`dump_prompts` reads it. ``target`` is read only for its embed_tokens (and tokenizer, for text prompts)."""
-    from ...model.replay import replay_order
-    from ...model.target import batches
-    from .accumulate import PathAccumulator
-    from .estimator import unroll_outcomes
     from .findings import acceptance_findings, triage
-    from .measurement import _to_prompt_order
 
     _check_options(opts)
     d, info = load_dump_draft(draft, target, draft_format, device)
@@ -251,16 +247,40 @@ def acceptance_from_dump(
         seqs = seqs[: opts.limit]
     dtype = seqs[0].aux.dtype
     d.to(dtype)
-    dev = next(d.parameters()).device
+    res = _walk(d, seqs, opts, progress)
+    notes = [GREEDY_ASSUMED, *notes, "the target was not loaded: the draft ran on the engine's own capture"]
+    if not getattr(d, "embeddings_are_own", True):
+        notes.append(f"the draft ships no embed_tokens: the target's were read by header from {target} (no other weight)")
+    serving = DumpServing(
+        engine, f"{engine}{' ' + release if release else ''} (its own capture)", source=f"engine dump {engine_dump} ({ed.format})"
+    )
+    setup = DumpSetup(d, info, serving, notes=notes)
+    results = {"serving": res}
+    settings = _settings(info, serving.label, serving.source, opts.num_steps, dtype, str(next(d.parameters()).device), seqs)
+    findings = acceptance_findings(results, None, setup)  # type: ignore[arg-type]  # DumpSetup: what findings read
+    res.triage = triage(res, settings.dtype)
+    return AcceptanceRun(results, settings, findings, notes, None, None), setup
+
+
+def _walk(d: Any, seqs: list[DumpSequence], opts: AcceptanceOptions, progress: Progress) -> Any:
+    """The serving path's figures: the estimator over every sequence, batched longest first as the replay batches,
+    each decode walked from its prompt's last position; per-prompt lists back in the dump's order."""
+    from ...core.stats import acceptance_intervals
+    from ...model.replay import replay_order
+    from ...model.target import batches
+    from .accumulate import PathAccumulator
+    from .estimator import unroll_outcomes
+    from .measurement import _to_prompt_order
+
+    dev, width, K = next(d.parameters()).device, d.config.fc_in_features, opts.num_steps
     order = replay_order([s.tokens for s in seqs])
-    acc = PathAccumulator("serving", opts.num_steps)
-    K = opts.num_steps
+    acc = PathAccumulator("serving", K)
     done = 0
     for _, idx in batches(order, max(1, opts.batch_size)):
         group = [seqs[i] for i in idx]
         T = max(len(s.tokens) for s in group)
         tokens = torch.zeros(len(group), T, dtype=torch.long)
-        aux = torch.zeros(len(group), T, width, dtype=dtype)
+        aux = torch.zeros(len(group), T, width, dtype=group[0].aux.dtype)
         for b, s in enumerate(group):
             tokens[b, : len(s.tokens)] = torch.as_tensor(s.tokens)
             aux[b, : len(s.tokens)] = s.aux
@@ -270,8 +290,7 @@ def acceptance_from_dump(
         def labels(k: int, tokens: torch.Tensor = tokens) -> torch.Tensor:
             return torch.roll(tokens, -(1 + k), dims=1)  # x_{t+1+k}: the recorded greedy tokens stand in for the argmax
 
-        out = unroll_outcomes(d, aux, tokens, labels, lens, K)
-        acc.add(out, [s.start for s in group], lens, walk=True)
+        acc.add(unroll_outcomes(d, aux, tokens, labels, lens, K), [s.start for s in group], lens, walk=True)
         done += len(group)
         progress("acceptance from the engine dump", done, len(seqs))
     res = acc.result()
@@ -279,19 +298,17 @@ def acceptance_from_dump(
     res.accepted_lengths = _to_prompt_order(res.accepted_lengths, order)
     res.acc_k_by_request = _to_prompt_order(res.acc_k_by_request, order)
     res.step1_counts = _to_prompt_order(res.step1_counts, order)
-    from ...core.stats import acceptance_intervals
-
     res.intervals = acceptance_intervals(res.counts(K), K)
-    notes = [GREEDY_ASSUMED, *notes, "the target was not loaded: the draft ran on the engine's own capture"]
-    if not getattr(d, "embeddings_are_own", True):
-        notes.append(f"the draft ships no embed_tokens: the target's were read by header from {target} (no other weight)")
-    serving = DumpServing(engine, f"{engine} (its own capture)", source=f"engine dump {engine_dump} ({ed.format})")
-    setup = DumpSetup(d, info, serving, notes=notes)
-    results = {"serving": res}
-    settings = RunSettings(
+    return res
+
+
+def _settings(
+    info: Any, engine: str, source: str, K: int, dtype: torch.dtype, device: str, seqs: list[DumpSequence]
+) -> RunSettings:
+    return RunSettings(
         target="(not loaded: the engine's own capture)",
         draft=_draft_summary(info),
-        engine=serving.label,
+        engine=engine,
         num_steps=K,
         continuation="greedy",
         max_new_tokens=None,
@@ -300,18 +317,15 @@ def acceptance_from_dump(
         topk=1,
         num_draft_tokens=None,
         dtype=str(dtype).replace("torch.", ""),
-        device=str(dev),
+        device=device,
         compiled=False,
         sequences=len(seqs),
         tokens=sum(len(s.tokens) for s in seqs),
         serving_spec=(),
-        serving_source=serving.source,
+        serving_source=source,
         training_spec=None,
         training_source=None,
     )
-    findings = acceptance_findings(results, None, setup)  # type: ignore[arg-type]  # DumpSetup: what findings read
-    res.triage = triage(res, settings.dtype)
-    return AcceptanceRun(results, settings, findings, notes, None, None), setup
 
 
 def _draft_summary(info: Any) -> dict[str, Any] | None:

@@ -136,7 +136,7 @@ def _acceptance_from_dump(run: Run) -> Outcome:
                              token_tree=run.serve.token_tree if run.serve is not None else None)  # fmt: skip
     with run.progress() as cb:
         res, _setup = acceptance_from_dump(run.draft, o.engine_dump, opts, prompts_path=o.prompts, target=run.target or None,
-                                           draft_format=run.opt("draft_format"), engine=run.engine,
+                                           draft_format=run.opt("draft_format"), engine=run.engine, release=run.release,
                                            device=_dump_device(run.opt("device", "auto")),
                                            trust_remote_code=run.opt("trust_remote_code", False), progress=cb)  # fmt: skip
     if run.serve is not None:
