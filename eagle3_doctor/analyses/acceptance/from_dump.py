@@ -33,6 +33,15 @@ GREEDY_ASSUMED = (
 )
 
 
+# what the judgment of a dump-only run could not look at, said in its verdict
+ALONE = "a dump holds what the engine fed only"
+UNSEEN = [
+    "the training path (compare-hidden --engine-dump --train-dump diffs the dump against a training dump)",
+    "the weights' own fit (it replays the target at other capture points)",
+    "the draft's own training sample (diagnose --train-data)",
+]
+
+
 @dataclass
 class DumpSetup:
     """What acceptance's findings and judgment read of a Setup, with no target: the draft and the engine."""
@@ -251,13 +260,14 @@ def acceptance_from_dump(
     notes = [GREEDY_ASSUMED, *notes, "the target was not loaded: the draft ran on the engine's own capture"]
     if not getattr(d, "embeddings_are_own", True):
         notes.append(f"the draft ships no embed_tokens: the target's were read by header from {target} (no other weight)")
-    serving = DumpServing(
-        engine, f"{engine}{' ' + release if release else ''} (its own capture)", source=f"engine dump {engine_dump} ({ed.format})"
-    )
+    # the layout says which engine wrote it; its release only where the run named that engine
+    wrote = {"sglang-dumper": "sglang", "vllm-hidden-states": "vllm"}.get(ed.format, engine)
+    label = f"{wrote}{' ' + release if release and wrote == engine else ''} (its own capture)"
+    serving = DumpServing(wrote, label, source=f"engine dump {engine_dump} ({ed.format})")
     setup = DumpSetup(d, info, serving, notes=notes)
     results = {"serving": res}
     settings = _settings(info, serving.label, serving.source, opts.num_steps, dtype, str(next(d.parameters()).device), seqs)
-    findings = acceptance_findings(results, None, setup)  # type: ignore[arg-type]  # DumpSetup: what findings read
+    findings = acceptance_findings(results, None, setup, unseen=UNSEEN, alone=ALONE)  # type: ignore[arg-type]  # DumpSetup: what findings read
     res.triage = triage(res, settings.dtype)
     return AcceptanceRun(results, settings, findings, notes, None, None), setup
 
