@@ -96,3 +96,18 @@ def test_ranks_that_disagree_are_refused(loaded, tmp_path):
     shutil.rmtree(other)
     with pytest.raises(BadInput, match="rank 1 holds other aux states"):
         acceptance_from_dump(str(DRAFTS["sglang"]), str(tmp_path), OPTS, prompt_ids=prompts, target=str(TARGET))
+
+
+def test_a_live_decodes_other_extends_are_skipped(loaded, tmp_path):
+    """A dumper left on during a live decode also writes the prefill's extend (the prompt and one sampled token) and
+    the extends after each verify (a few continuation rows): none is a prompt with a continuation, so none is scored."""
+    run, prompts, seqs, aux = loaded
+    prefill = [list(s[: len(p) + 1]) for s, p in zip(seqs, prompts)]
+    verify = [list(s[len(p) + 3 : len(p) + 7]) for s, p in zip(seqs, prompts)]
+    extra_aux = [a[: len(p) + 1] for a, p in zip(aux, prompts)] + [a[len(p) + 3 : len(p) + 7] for a, p in zip(aux, prompts)]
+    write_sglang_dump(tmp_path, [*seqs, *prefill, *verify], [*aux, *extra_aux], ranks=2)
+    dump_run, _ = acceptance_from_dump(str(DRAFTS["sglang"]), str(tmp_path), OPTS, prompt_ids=prompts, target=str(TARGET))
+    _same(dump_run, run)
+    assert any(f"{2 * len(seqs)} dump sequence(s) are no prompt with a continuation, skipped" in n for n in dump_run.notes)
+    with pytest.raises(BadInput, match="no sequence is one of --prompts"):
+        acceptance_from_dump(str(DRAFTS["sglang"]), str(tmp_path), OPTS, prompt_ids=[[7, 7, 7]], target=str(TARGET))

@@ -183,22 +183,18 @@ def dump_sequences(
         )
     out: list[DumpSequence] = []
     seen: dict[tuple[int, ...], list[int]] = {}
+    skipped: list[str] = []
     for seq in ed.seqs:
         tokens, aux = _aligned(seq, width)
         skip = seq.ids_shift  # SGLang: token 0 is not recorded
         p = max((q for q in prompts if len(q) > skip and tokens[skip : len(q)] == q[skip:]), key=len, default=None)
-        if p is None:
-            raise BadInput(
-                f"{seq.source}: its tokens begin with none of the prompts (first ids {tokens[skip : skip + 6]})",
-                "pass the --prompts the engine was sent (as input_ids), in any order",
-            )
+        if p is None or len(tokens) < len(p) + 2:
+            # a live decode's draft extends after each verify, its prefill's (the prompt and one sampled token), other
+            # requests: none is a prompt with a continuation to score
+            skipped.append(seq.source)
+            continue
         if skip:
             tokens[0] = p[0]
-        if len(tokens) < len(p) + 1:
-            raise BadInput(
-                f"{seq.source}: the dump holds the prompt only ({len(tokens)} tokens), no continuation",
-                "capture prompt + continuation (vLLM: kv_transfer_params include_output_tokens; SGLang: one extend over both)",
-            )
         cont = tokens[len(p) :]
         prev = seen.setdefault(tuple(p), cont)
         n = min(len(prev), len(cont))
@@ -208,7 +204,18 @@ def dump_sequences(
                 "dump a greedy decode (temperature 0): a sampled continuation is not the target's argmax",
             )
         out.append(DumpSequence(tokens, aux, len(p) - 1, seq.source))
-    return out, ed, list(ed.notes)
+    if not out:
+        first = ed.seqs[0]
+        raise BadInput(
+            f"{engine_dump}: no sequence is one of --prompts followed by a continuation (first: {first.source}, ids "
+            f"{first.ids[:6].tolist()})",
+            "pass the --prompts the engine was sent (as input_ids), and capture prompt + continuation in one sequence "
+            "(vLLM: kv_transfer_params include_output_tokens; SGLang: one extend over both)",
+        )
+    notes = list(ed.notes)
+    if skipped:
+        notes.append(f"{len(skipped)} dump sequence(s) are no prompt with a continuation, skipped (first: {skipped[0]})")
+    return out, ed, notes
 
 
 def _check_options(opts: AcceptanceOptions) -> None:
