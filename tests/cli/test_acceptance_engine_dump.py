@@ -1,4 +1,4 @@
-"""`acceptance --engine-dump` as typed: the draft alone on an engine's capture gives the loaded run's JSON figures, with
+"""`acceptance --engine-dump` (and `diagnose --engine-dump`) as typed: the draft alone on an engine's capture gives the loaded run's JSON figures, with
 no --target at all, and every option that needs the target is one line, exit 2."""
 
 from __future__ import annotations
@@ -81,3 +81,18 @@ def test_other_kinds_refuse_it(dumps):
     tmp, _, _ = dumps
     r = invoke("acceptance", "--target", TARGET, "--draft", FIX / "mtp-speculators", "--engine-dump", tmp / "sglang")
     assert r.exit_code == 2 and "--engine-dump is not supported" in r.output, r.output
+
+
+def test_diagnose_runs_on_the_dump_alone(dumps):
+    tmp, draft, _ = dumps
+    out = tmp / "diagnose.json"
+    r = invoke("diagnose", "--draft", draft, "--engine-dump", tmp / "vllm", "--prompts", tmp / "prompts.jsonl",
+               "--num-steps", K, "--json", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    # the verdict itself is held to the loaded run's in tests/analyses/test_dump_diagnose.py (this run is 4 prompts)
+    assert doc["schema"].startswith("eagle3-doctor/diagnose") and len(doc["modules"]) == 3
+    assert any("assumed" in n and "greedy" in n for n in doc["notes"])
+    r = invoke("diagnose", "--draft", draft, "--engine-dump", tmp / "vllm", "--prompts", tmp / "prompts.jsonl",
+               "--train-data", FIX / "conversations" / "openai.jsonl")  # fmt: skip
+    assert r.exit_code == 2 and "--train-data needs the target loaded" in r.output, r.output

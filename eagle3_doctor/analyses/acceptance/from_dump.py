@@ -52,6 +52,7 @@ class DumpSetup:
     train_spec: Any = None
     train_source: str = "unknown (no target: the training side is not measured from a dump)"
     notes: list[str] = field(default_factory=list)
+    target: Any = None  # diagnose's replay reads the rows' width and dtype here
 
 
 @dataclass
@@ -255,28 +256,49 @@ def acceptance_from_dump(
 
     _check_options(opts)
     d, info = load_dump_draft(draft, target, draft_format, device)
+    seqs, ed, notes = prepared(d, engine_dump, opts, prompt_ids, prompts_path, target, trust_remote_code)
+    res = _walk(d, seqs, opts, progress)
+    setup = dump_setup(d, info, ed, engine, release, engine_dump, target, notes)
+    serving, dtype = setup.serving, seqs[0].aux.dtype
+    results = {"serving": res}
+    settings = _settings(info, serving.label, serving.source, opts.num_steps, dtype, str(next(d.parameters()).device), seqs)
+    findings = acceptance_findings(results, None, setup, unseen=UNSEEN, alone=ALONE)  # type: ignore[arg-type]  # DumpSetup: what findings read
+    res.triage = triage(res, settings.dtype)
+    return AcceptanceRun(results, settings, findings, setup.notes, None, None), setup
+
+
+def prepared(
+    d: Any,
+    engine_dump: str,
+    opts: AcceptanceOptions,
+    prompt_ids: Sequence[Sequence[int]] | None,
+    prompts_path: str | None,
+    target: str | None,
+    trust_remote_code: bool,
+) -> tuple[list[DumpSequence], Any, list[str]]:
+    """The dump's scorable sequences (at most --limit), the dump, its notes; the draft cast to the dump's dtype."""
     n_slots, width = d.config.num_aux_states, d.config.fc_in_features
     if prompt_ids is None:
         prompt_ids = dump_prompts(prompts_path, target, d.config.vocab_size, opts.max_tokens, None, trust_remote_code)
     seqs, ed, notes = dump_sequences(engine_dump, prompt_ids, n_slots, width)
     if opts.limit:
         seqs = seqs[: opts.limit]
-    dtype = seqs[0].aux.dtype
-    d.to(dtype)
-    res = _walk(d, seqs, opts, progress)
-    notes = [GREEDY_ASSUMED, *notes, "the target was not loaded: the draft ran on the engine's own capture"]
-    if not getattr(d, "embeddings_are_own", True):
-        notes.append(f"the draft ships no embed_tokens: the target's were read by header from {target} (no other weight)")
+    d.to(seqs[0].aux.dtype)
+    return seqs, ed, notes
+
+
+def dump_setup(
+    d: Any, info: Any, ed: Any, engine: str, release: str | None, engine_dump: str, target: str | None, notes: list[str]
+) -> DumpSetup:
+    """The engine as the dump shows it, and the run's notes (the greedy assumption first)."""
     # the layout says which engine wrote it; its release only where the run named that engine
     wrote = {"sglang-dumper": "sglang", "vllm-hidden-states": "vllm"}.get(ed.format, engine)
     label = f"{wrote}{' ' + release if release and wrote == engine else ''} (its own capture)"
     serving = DumpServing(wrote, label, source=f"engine dump {engine_dump} ({ed.format})")
-    setup = DumpSetup(d, info, serving, notes=notes)
-    results = {"serving": res}
-    settings = _settings(info, serving.label, serving.source, opts.num_steps, dtype, str(next(d.parameters()).device), seqs)
-    findings = acceptance_findings(results, None, setup, unseen=UNSEEN, alone=ALONE)  # type: ignore[arg-type]  # DumpSetup: what findings read
-    res.triage = triage(res, settings.dtype)
-    return AcceptanceRun(results, settings, findings, notes, None, None), setup
+    notes = [GREEDY_ASSUMED, *notes, "the target was not loaded: the draft ran on the engine's own capture"]
+    if not getattr(d, "embeddings_are_own", True):
+        notes.append(f"the draft ships no embed_tokens: the target's were read by header from {target} (no other weight)")
+    return DumpSetup(d, info, serving, notes=notes)
 
 
 def _walk(d: Any, seqs: list[DumpSequence], opts: AcceptanceOptions, progress: Progress) -> Any:
