@@ -96,3 +96,10 @@ def test_diagnose_runs_on_the_dump_alone(dumps):
     r = invoke("diagnose", "--draft", draft, "--engine-dump", tmp / "vllm", "--prompts", tmp / "prompts.jsonl",
                "--train-data", FIX / "conversations" / "openai.jsonl")  # fmt: skip
     assert r.exit_code == 2 and "--train-data needs the target loaded" in r.output, r.output
+
+
+def test_a_hub_target_is_not_downloaded_for_one_tensor(dumps):
+    tmp, draft, _ = dumps
+    r = invoke("acceptance", "--draft", draft, "--engine-dump", tmp / "vllm", "--prompts", tmp / "prompts.jsonl",
+               "--target", "meta-llama/Llama-3.1-8B-Instruct")  # fmt: skip
+    assert r.exit_code == 2 and "is a hub id" in r.output, r.output
