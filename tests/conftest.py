@@ -156,3 +156,31 @@ def paste_printed_fix(c: dict, fix: str) -> bool:
         c.pop(m.group(1))
         return True
     return False
+
+
+def engine_capture(setup, opts, prompts: Path = PROMPTS):
+    """What an engine serving the fixture target captures along its own greedy continuation, as acceptance runs it:
+    (prompt ids, prompt + continuation per prompt, the serving path's aux rows [T, n*H] per sequence)."""
+    import torch
+
+    from eagle3_doctor.analyses.acceptance.run import acceptance_sequences
+    from eagle3_doctor.model.replay import iter_captures, load_sources
+
+    src = load_sources(setup.target, str(prompts), None, opts.max_tokens, opts.limit, None)
+    rep = acceptance_sequences(setup, src, opts, lambda *_: None)
+    spec, aux = setup.serving.spec, []
+    for s in rep.seqs:
+        (rb,) = list(iter_captures(setup.target, [s], spec, batch_size=1))
+        aux.append(torch.cat([rb.captured[p][0] for p in spec], dim=-1))
+    return [p.ids for p in src.prompts], rep.seqs, aux
+
+
+def draft_with_embeddings(src: Path, dst: Path) -> Path:
+    """A copy of draft ``src`` that ships the fixture target's embed_tokens, so nothing of the target is read."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(src, dst)
+    state = load_file(str(dst / "model.safetensors"))
+    state["embed_tokens.weight"] = load_file(str(TARGET / "model.safetensors"))["model.embed_tokens.weight"]
+    save_file(state, str(dst / "model.safetensors"))
+    return dst

@@ -66,81 +66,157 @@ def _tags(name: str) -> dict[str, str]:
     return out
 
 
-def _load_sglang(files: list[Path], root: str) -> EngineDump:
+def _sgl_value(f: Path) -> torch.Tensor:
     from ..io.safeio import load_pickle
 
-    steps: dict[tuple[str, str], dict[str, Path]] = {}
+    d = load_pickle(f)
+    if not isinstance(d, dict) or not isinstance(d.get("value"), torch.Tensor):
+        raise BadInput(
+            f"{f} is not an SGLang dumper file ({{'value': tensor, 'meta': ...}})", "pass the dumper's output directory"
+        )
+    return d["value"]
+
+
+def _natural(text: str) -> list[Any]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def join_ranks(parts: Sequence[torch.Tensor], where: str, n_slots: int | None, width: int | None) -> tuple[torch.Tensor, str]:
+    """One rank's aux rows from every rank's copy, in rank order: (rows, how they were joined).
+
+    Under tensor parallelism the residual stream is all-reduced before any layer output is captured, so every
+    rank normally holds the whole [T, n*H] and the copies must agree; a capture taken before that reduction
+    (or an engine that shards the hidden dimension) holds 1/R of each slot's H per rank, joined slot by slot in
+    rank order. ``width`` (the draft's fc input) tells the two apart; without it, agreeing copies are replicated."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first, "one rank"  # as stored: [T, n, H] (vLLM) or [T, n*H] (SGLang)
+    R = len(parts)
+    if any(p.shape != first.shape for p in parts):
+        raise BadInput(
+            f"{where}: the ranks hold {', '.join(str(tuple(p.shape)) for p in parts)}, not one shape",
+            "pass the dump of one run, every rank's files unedited",
+        )
+    row = first[0].numel() if first.shape[0] else 0  # one position's aux: n*H, or n*H/R sharded
+    sharded = width is not None and row * R == width and row != width
+    if not sharded:
+        ref = first.float()
+        for r, p in enumerate(parts[1:], start=1):
+            rel = float((p.float() - ref).norm() / ref.norm().clamp_min(1e-12))
+            if rel > 1e-3:
+                raise BadInput(
+                    f"{where}: rank {r} holds other aux states than rank 0 (relative L2 {rel:.3g}) and together they "
+                    f"are not the draft's fc width{f' {width}' if width else ''}",
+                    "pass the dump of one run (every rank of one tensor-parallel group)",
+                )
+        return first, f"replicated across {R} ranks (checked equal)"
+    if first.dim() == 3:  # [T, n, H/R]: the slot axis is explicit
+        return torch.cat(list(parts), dim=-1).reshape(
+            first.shape[0], -1
+        ), f"hidden dim sharded over {R} ranks, joined in rank order"
+    if not n_slots or first.shape[-1] % n_slots:
+        raise BadInput(f"{where}: sharded aux rows of width {first.shape[-1]} do not split into slots", "pass --draft")
+    T = first.shape[0]
+    joined = torch.cat([p.reshape(T, n_slots, -1) for p in parts], dim=-1)  # [T, n, H]: each slot's shards in rank order
+    return joined.reshape(T, -1), f"hidden dim sharded over {R} ranks, joined slot by slot in rank order"
+
+
+def _load_sglang(files: list[Path], root: str, n_slots: int | None = None, width: int | None = None) -> EngineDump:
+    steps: dict[str, dict[str, dict[str, Path]]] = {}  # step -> rank -> name -> file
     for f in files:
         t = _tags(f.name)
         if "name" not in t or "step" not in t:
             continue
-        steps.setdefault((t.get("rank", "0"), t["step"]), {})[t["name"]] = f
+        steps.setdefault(t["step"], {}).setdefault(t.get("rank", "0"), {})[t["name"]] = f
     seqs: list[EngineSeq] = []
-    ranks = sorted({r for r, _ in steps})
-    rank = ranks[0] if ranks else "0"
-    for (r, step), names in sorted(steps.items(), key=lambda kv: (kv[0][0], int(kv[0][1]) if kv[0][1].isdigit() else 0)):
-        if r != rank or SGL_AUX not in names:
+    ranks = sorted({r for by_rank in steps.values() for r in by_rank}, key=_natural)
+    joins = set()
+    for step, by_rank in sorted(steps.items(), key=lambda kv: _natural(kv[0])):
+        order = sorted(by_rank, key=_natural)
+        if not any(SGL_AUX in by_rank[r] for r in order):
             continue
-        idf = next((names[n] for n in SGL_IDS if n in names), None)
-        if idf is None:
-            raise BadInput(
-                f"{root}: step {step} has {SGL_AUX} but no input ids ({' or '.join(SGL_IDS)})",
-                "dump with DUMPER_NON_INTRUSIVE_MODE=all and a DUMPER_FILTER that keeps embed_tokens inputs",
-            )
-        vals = []
-        for f in (names[SGL_AUX], idf):
-            d = load_pickle(f)
-            if not isinstance(d, dict) or not isinstance(d.get("value"), torch.Tensor):
+        aux_parts, ids = [], None
+        for r in order:
+            names = by_rank[r]
+            idf = next((names[n] for n in SGL_IDS if n in names), None)
+            if SGL_AUX not in names or idf is None:
                 raise BadInput(
-                    f"{f} is not an SGLang dumper file ({{'value': tensor, 'meta': ...}})", "pass the dumper's output directory"
+                    f"{root}: step {step} rank {r} has no {SGL_AUX if SGL_AUX not in names else 'input ids (' + ' or '.join(SGL_IDS) + ')'}",
+                    "dump with DUMPER_NON_INTRUSIVE_MODE=all and a DUMPER_FILTER that keeps the fc and embed_tokens inputs",
                 )
-            vals.append(d["value"])
-        aux, ids = vals
-        if aux.dim() != 2 or ids.dim() != 1 or aux.shape[0] != ids.shape[0] or ids.is_floating_point():
-            raise BadInput(
-                f"{root}: step {step}: fc input {tuple(aux.shape)} and input ids {tuple(ids.shape)} do not pair up "
-                "([T, n*H] and [T])",
-                "dump one extend (prefill) step per file set, unedited",
-            )
-        seqs.append(EngineSeq(f"{root} step {step}", ids.long(), aux, 1))
+            aux, rid = _sgl_value(names[SGL_AUX]), _sgl_value(idf)
+            if aux.dim() != 2 or rid.dim() != 1 or aux.shape[0] != rid.shape[0] or rid.is_floating_point():
+                raise BadInput(
+                    f"{root}: step {step}: fc input {tuple(aux.shape)} and input ids {tuple(rid.shape)} do not pair up "
+                    "([T, n*H] and [T])",
+                    "dump one extend (prefill) step per file set, unedited",
+                )
+            if ids is not None and not torch.equal(ids, rid.long()):
+                raise BadInput(
+                    f"{root}: step {step}: rank {r} fed other input ids than rank {order[0]}", "pass the dump of one run"
+                )
+            ids = rid.long()
+            aux_parts.append(aux)
+        assert ids is not None  # at least one rank holds the step
+        aux, how = join_ranks(aux_parts, f"{root} step {step}", n_slots, width)
+        joins.add(how)
+        seqs.append(EngineSeq(f"{root} step {step}", ids, aux, 1))
     if not seqs:
         raise BadInput(
             f"{root} has SGLang dumper files but none named {SGL_AUX}",
             "run the draft with DUMPER_ENABLE=1 DUMPER_NON_INTRUSIVE_MODE=all (the fc input is the fed features)",
         )
-    notes = [
-        f"SGLang dumper: {len(seqs)} extend step(s) of rank {rank}; draft input ids are shifted left by one (token t+1 at t)"
-    ]
+    notes = [f"SGLang dumper: {len(seqs)} extend step(s); draft input ids are shifted left by one (token t+1 at t)"]
     if len(ranks) > 1:
-        notes.append(f"ranks {', '.join(ranks)} present: rank {rank} read (the aux states are replicated across TP ranks)")
+        notes.append(f"ranks {', '.join(ranks)}: aux states {'; '.join(sorted(joins))}")
     return EngineDump("sglang-dumper", root, seqs, None, notes)
 
 
-def _load_vllm(files: list[Path], root: str) -> EngineDump:
+def _load_vllm(files: list[Path], root: str, width: int | None = None) -> EngineDump:
+    """One request per file name; the same name under several rank folders is one request's copies (vLLM's
+    connector writes from tensor-parallel rank 0 only; data-parallel workers each write their own requests)."""
     from ..io.safeio import load_file
 
-    seqs, H = [], None
-    for f in files:
-        d = load_file(f)
-        if "hidden_states" not in d or "token_ids" not in d:
-            raise BadInput(
-                f"{f} has no hidden_states/token_ids (keys: {', '.join(d)})",
-                "pass the files vLLM's hidden-states extraction wrote (speculators data generation)",
-            )
-        hs, ids = d["hidden_states"], d["token_ids"]
-        if hs.dim() != 3 or ids.dim() != 1 or hs.shape[0] != ids.shape[0] or ids.is_floating_point():
-            raise BadInput(
-                f"{f}: hidden_states {tuple(hs.shape)} / token_ids {tuple(ids.shape)}, expected [T, n, H] and [T]",
-                "pass the files unedited",
-            )
-        if H is not None and hs.shape[2] != H:
-            raise BadInput(f"{f}: hidden size {hs.shape[2]} differs from the other files' {H}", "use files from one run")
-        H = int(hs.shape[2])
-        seqs.append(EngineSeq(str(f), ids.long(), hs.reshape(hs.shape[0], -1), 0))
-    return EngineDump("vllm-hidden-states", root, seqs, H, [f"vLLM hidden-states extraction: {len(seqs)} request file(s)"])
+    by_name: dict[str, list[Path]] = {}
+    for f in sorted(files, key=lambda f: _natural(str(f))):
+        by_name.setdefault(f.name, []).append(f)
+    seqs, H, joins = [], None, set()
+    for name in sorted(by_name, key=_natural):
+        parts, ids = [], None
+        for f in by_name[name]:
+            d = load_file(f)
+            if "hidden_states" not in d or "token_ids" not in d:
+                raise BadInput(
+                    f"{f} has no hidden_states/token_ids (keys: {', '.join(d)})",
+                    "pass the files vLLM's hidden-states extraction wrote (speculators data generation)",
+                )
+            hs, tid = d["hidden_states"], d["token_ids"]
+            if hs.dim() != 3 or tid.dim() != 1 or hs.shape[0] != tid.shape[0] or tid.is_floating_point():
+                raise BadInput(
+                    f"{f}: hidden_states {tuple(hs.shape)} / token_ids {tuple(tid.shape)}, expected [T, n, H] and [T]",
+                    "pass the files unedited",
+                )
+            if ids is not None and not torch.equal(ids, tid.long()):
+                raise BadInput(f"{f}: other token ids than {by_name[name][0]} for the same request", "pass the dump of one run")
+            ids = tid.long()
+            parts.append(hs)
+        assert ids is not None
+        hs, how = join_ranks(parts, f"{root}: {name}", None, width)
+        joins.add(how)
+        h = int(hs.shape[-1])  # joined: [T, n, H]
+        if H is not None and h != H:
+            raise BadInput(f"{by_name[name][0]}: hidden size {h} differs from the other files' {H}", "use files from one run")
+        H = h
+        seqs.append(EngineSeq(str(by_name[name][0]), ids, hs.reshape(hs.shape[0], -1), 0))
+    notes = [f"vLLM hidden-states extraction: {len(seqs)} request file(s)"]
+    if any(len(v) > 1 for v in by_name.values()):
+        notes.append(f"requests written by several ranks: {'; '.join(sorted(joins))}")
+    return EngineDump("vllm-hidden-states", root, seqs, H, notes)
 
 
-def load_engine_dump(path: str) -> EngineDump:
+def load_engine_dump(path: str, n_slots: int | None = None, width: int | None = None) -> EngineDump:
+    """The engine's own capture, every rank joined into one copy (``width``, the draft's fc input, tells a
+    sharded hidden dimension from a replicated one; ``n_slots`` splits SGLang's concatenated rows)."""
     p = Path(path)
     if not p.exists():
         raise BadInput(f"engine dump {path} does not exist", "pass the SGLang dumper directory or vLLM's hidden-states directory")
@@ -148,9 +224,9 @@ def load_engine_dump(path: str) -> EngineDump:
     pt = [f for f in files if f.name.endswith(".pt") and "___" in f.name]
     st = [f for f in files if f.name.endswith(".safetensors")]
     if pt:
-        return _load_sglang(pt, path)
+        return _load_sglang(pt, path, n_slots, width)
     if st:
-        return _load_vllm(sorted(st, key=lambda f: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", f.name)]), path)
+        return _load_vllm(st, path, width)
     raise BadInput(
         f"{path} holds neither SGLang dumper files (step=..___name=...pt) nor vLLM hidden-states safetensors",
         "pass the directory the engine wrote",

@@ -213,6 +213,7 @@ def health(
     served_name: str = "as served",
     references: Sequence[str] = (),
     unseen: Sequence[str] = (),
+    alone: str = "serving and training are the same path here",
 ) -> list[Finding]:
     """HLT001, HLT002 or HLT003 for the draft model ``drafter`` (or its class) accepting ``served`` (mean acceptance length as the engine
     runs it), beside every other path the run measured (``sides``, name -> interval), after the run's own findings
@@ -229,7 +230,7 @@ def health(
     gone = missing(served, j.others)
     if gone >= practical(0.0):  # a path beside it accepts practically more, and no finding of the run says why
         return [_undecided_finding(j, gone)]
-    return [_healthy_finding(j, references, unseen)]
+    return [_healthy_finding(j, references, unseen, alone)]
 
 
 def _no_skill_as_served(j: _Judged) -> Finding:
@@ -259,11 +260,11 @@ def _undecided_finding(j: _Judged, gone: float) -> Finding:
     )
 
 
-def _healthy_finding(j: _Judged, references: Sequence[str], unseen: Sequence[str]) -> Finding:
+def _healthy_finding(j: _Judged, references: Sequence[str], unseen: Sequence[str], alone: str) -> Finding:
     compared = (
         f"paths compared: {'; '.join(j.others)} (none accepts {PRACTICAL_TOKENS} tokens per pass or more above it)"
         if j.others
-        else f"paths compared: none beside {j.served_name} (serving and training are the same path here)"
+        else f"paths compared: none beside {j.served_name} ({alone})"
     )
     evidence = [j.figures, BASELINE, compared, *references]
     if unseen:

@@ -46,6 +46,7 @@ def drive(
     a: SimpleNamespace,
     *,
     need_draft: bool = True,
+    need_target: bool = True,
     evidence: Optional[dict[str, Any]] = None,
     check: Optional[Callable[[Any], None]] = None,
     preflighted: bool = False,
@@ -56,7 +57,9 @@ def drive(
 
     if not preflighted:
         preflight_given(a, skip=RESOLVED_LATER)
-    run = resolve_serve(a, need_draft=need_draft)  # the launch command is read (and refused) before torch is imported
+    run = resolve_serve(
+        a, need_draft=need_draft, need_target=need_target
+    )  # the launch command is read (and refused) before torch is imported
     kind, _why = kind_of(run.draft)
     refuse_unhonoured(kind, command, fn, a)
     if run.engine == "declared" and not kind.honours(command, "serving_description"):

@@ -331,7 +331,7 @@ ENGINE_DUMP = opt(
     Optional[str],
     None,
     "--engine-dump",
-    help="Hidden states the engine captured itself: SGLang debug-dumper directory or vLLM hidden-states safetensors. Without --target: diffed against --train-dump.",
+    help="Hidden states the engine captured itself: SGLang debug-dumper directory or vLLM hidden-states safetensors (every rank's files). compare-hidden without --target: diffed against --train-dump. acceptance: the draft runs alone on the engine's capture of prompt + greedy continuation (--prompts: what it was sent; --target only for embed_tokens the draft lacks, read by header).",
 )
 NUM_LAYERS = opt(
     Optional[int],

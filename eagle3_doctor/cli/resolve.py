@@ -17,10 +17,11 @@ from .options import SAMPLING, defaults, missing_option
 from .output import progress, status
 
 
-def resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> Run:
+def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: bool = True) -> Run:
     """Merge --serve-cmd/--serve-config with explicit options (explicit wins), say what was derived, and hand
     the run its options parsed (``a``: the command's options by name, as given; absent ones count as not
-    given; the sampling options a command does not offer take their defaults)."""
+    given; the sampling options a command does not offer take their defaults). ``need_target`` False: the run
+    measures on the engine's own capture, and a target, where given, is a local directory read for single tensors."""
     from ..engines.launch import load
 
     target, draft, engine, engine_version = a.target, getattr(a, "draft", None), a.engine, a.engine_version
@@ -47,8 +48,7 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> Run:
             msg += f"\n  note: {n}"
         print(msg, file=sys.stderr, flush=True)
     target = target or (sc.target if sc else None)
-    if not target:
-        missing_option("--target", "the model")
+    _check_target(target, need_target)
     draft = draft or (sc.draft if sc else None)
     if need_draft and not draft:
         missing_option("--draft", "the draft path")
@@ -76,15 +76,28 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> Run:
     if draft_revision is None and sc is not None and draft == sc.draft:
         draft_revision = sc.draft_revision
     target_dir, draft_dir = resolve_models(target, draft, getattr(a, "draft_format", None), revision, draft_revision)
-    assert target_dir is not None  # target is given: missing_option raised above otherwise
     paths = role_paths(target, draft, target_dir=target_dir, draft_dir=draft_dir, serve_config=getattr(a, "serve_config", None))
     if (target_dir, draft_dir) != (target, draft):  # hub snapshots: outputs kept out of them too
         check_outputs_apart({**vars(a), "target": target_dir, "draft": draft_dir})
     from ..engines.launch import launch_findings
 
     quiet = getattr(a, "quiet", False)
-    return Run(target_dir, draft_dir, eng, release, dtype, sc, paths, launch_findings(sc) if sc else [], _parsed(a),
+    return Run(target_dir or "", draft_dir, eng, release, dtype, sc, paths, launch_findings(sc) if sc else [], _parsed(a),
                status=lambda text: status(text, quiet), progress=lambda: progress(quiet))  # fmt: skip
+
+
+def _check_target(target: Optional[str], need_target: bool) -> None:
+    """--target as the run needs it: required, or (on the engine's own capture) optional and local."""
+    if not target and need_target:
+        missing_option("--target", "the model")
+    from .validate import is_hub_id
+
+    if target and not need_target and is_hub_id(target):
+        raise BadInput(
+            f"--target {target} is a hub id: with --engine-dump only its embed_tokens (and tokenizer) are read, and a "
+            "hub snapshot would download every weight",
+            "pass a local directory holding its embed_tokens shard and tokenizer files, or leave --target out",
+        )
 
 
 def _parsed(a: SimpleNamespace) -> SimpleNamespace:

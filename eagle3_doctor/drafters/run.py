@@ -36,7 +36,7 @@ class Run:
     --engine-version, the launch command or the newest modelled release (engines/releases.check_engine), and
     stated in every document the run writes (``engine_release``)."""
 
-    target: str
+    target: str  # "" only where no target was given and the run measures on the engine's own capture (--engine-dump)
     draft: Optional[str]
     engine: str
     release: str

@@ -161,7 +161,8 @@ def _acceptance_settings(console: Console, s: RunSettings) -> None:
         f"[bold]target[/bold] {escape(str(s.target))}  [bold]engine[/bold] {escape(str(s.engine))}  K={s.num_steps}  "
         f"continuation={s.continuation}  {s.sequences} sequences / {s.tokens} tokens  {s.dtype} on {s.device}"
     )
-    console.print(f"serving features: {format_spec(s.serving_spec)}  ({s.serving_source})", markup=False)
+    fed = format_spec(s.serving_spec) if s.serving_spec else "as the engine captured them"  # a dump-only run names none
+    console.print(f"serving features: {fed}  ({s.serving_source})", markup=False)
     if s.training_spec:
         console.print(f"training features: {format_spec(s.training_spec)}  ({s.training_source})", markup=False)
 

@@ -57,7 +57,13 @@ def acc_fix(setup: Setup) -> str:
 
 
 def acceptance_findings(
-    results: dict[str, PathResult], scan_res: list[ScanRow] | None, setup: Setup, before: Sequence[Finding] = ()
+    results: dict[str, PathResult],
+    scan_res: list[ScanRow] | None,
+    setup: Setup,
+    before: Sequence[Finding] = (),
+    *,
+    unseen: list[str] | None = None,
+    alone: str | None = None,
 ) -> list[Finding]:
     """ACC001 (serving features cost acceptance, decided by size and interval), ACC002 (low even on the best path),
     ACC004 (the weights fit another wiring), then the health judgment (HLT001, HLT002) over every path, after the
@@ -90,7 +96,7 @@ def acceptance_findings(
         fit = fit_finding(scan_res, setup)
         out += [fit] if fit is not None else []
     out += depth_findings(results, setup)
-    health = acceptance_health(results, [*before, *out], setup, scan_res)
+    health = acceptance_health(results, [*before, *out], setup, scan_res, unseen=unseen, alone=alone)
     ref = t or s
     if ref and ref.acc_k and ref.step1 < 0.3 and not any(f.code == "HLT001" for f in health):
         out.append(
@@ -129,10 +135,17 @@ def served_figure(res: PathResult) -> Interval:
 
 
 def acceptance_health(
-    results: dict[str, PathResult], found: list[Finding], setup: Setup, scan_res: list[ScanRow] | None = None
+    results: dict[str, PathResult],
+    found: list[Finding],
+    setup: Setup,
+    scan_res: list[ScanRow] | None = None,
+    *,
+    unseen: list[str] | None = None,
+    alone: str | None = None,
 ) -> list[Finding]:
     """The health judgment of an acceptance run: the serving path (as the engine runs the draft, where it differs)
-    against every other path measured, and the weights' own fit where it was measured."""
+    against every other path measured, and the weights' own fit where it was measured. ``unseen`` and ``alone``: the
+    references a run without the target could not look at, and why it measured one path only."""
     from ..as_served import AS_SERVED
     from ..judgment import health
 
@@ -141,7 +154,7 @@ def acceptance_health(
         return []
     sides = {f"the {n} path": served_figure(r) for n, r in results.items()}
     assert setup.draft is not None  # acceptance always runs a draft
-    unseen = ["the draft's own training sample (diagnose --train-data)"] if setup.draft.kind == "eagle3" else []
+    unseen_here = ["the draft's own training sample (diagnose --train-data)"] if setup.draft.kind == "eagle3" else []
     refs = []
     if scan_res:
         from ..weights_fit import fit_outcome
@@ -149,9 +162,12 @@ def acceptance_health(
         line = fit_outcome(scan_res, setup)[1]  # empty where the fit decided: ACC004 then speaks, not HLT002
         refs += [line] if line else []
     else:
-        unseen.insert(0, "the weights' own fit (no aux-slot wiring to scan for this drafter)")
+        unseen_here.insert(0, "the weights' own fit (no aux-slot wiring to scan for this drafter)")
     served = f"the {served_name} path"
-    return health(setup.draft, sides[served], sides, found, served_name=served, references=refs, unseen=unseen)
+    if unseen is not None:
+        unseen_here = unseen
+    kw = {"alone": alone} if alone else {}
+    return health(setup.draft, sides[served], sides, found, served_name=served, references=refs, unseen=unseen_here, **kw)
 
 
 def served_figures(paths: dict[str, PathResult]) -> tuple[float, float]:

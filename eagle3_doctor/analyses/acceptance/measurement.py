@@ -73,10 +73,11 @@ class Measurement:
         from ...model.target import target_argmax
 
         tgt, draft, opts, tree, last = self.setup.target, self.setup.draft, self.rep.opts, self.tree, rb.last
-        assert draft is not None and last is not None  # run_acceptance: a draft; replayed with want_logits
         greedy = opts.continuation == "greedy"
-        labels = _labels_fn(rb, target_argmax(tgt, last), greedy)
-        tl = _target_logits_fn(tgt, last) if opts.temperature > 0 else None
+        # run_acceptance: a draft; replayed with want_logits, or (an engine's own capture, no target head) greedy
+        assert draft is not None and (last is not None or greedy)
+        labels = _labels_fn(rb, target_argmax(tgt, last) if last is not None else rb.tokens, greedy)
+        tl = _target_logits_fn(tgt, last) if opts.temperature > 0 and last is not None else None
         lens, st = rb.batch.lengths, [self.rep.starts[i] for i in rb.index]
         for name, spec in self.paths.items():
             aux, d = self._aux(rb, spec), self.drafts[name]

@@ -38,6 +38,8 @@ class Plan:
     aliases: dict[str, str] = field(default_factory=dict)  # path -> the path measuring the same thing
     step1: dict[str, np.ndarray] = field(default_factory=dict)  # "" (unablated) or module -> per prompt [hits, n]
     parts: dict[str, str] = field(default_factory=dict)  # lever name -> the lever it is one part of
+    # references a run on the engine's own capture could not measure (they need the target): named in the verdict
+    unmeasured: list[str] = field(default_factory=list)
 
 
 def _plan(setup: Setup) -> Plan:

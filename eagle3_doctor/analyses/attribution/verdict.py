@@ -113,9 +113,10 @@ def _verdict(
         )
         findings.append(last)
     if branch == "runtime":
-        refs, unseen = _references(modules), _unseen(sampled)
+        refs, unseen = _references(modules, not plan.unmeasured), [*plan.unmeasured, *_unseen(sampled)]
+        alone = {"alone": "a dump holds what the engine fed only"} if plan.unmeasured else {}
         findings += jd.health(
-            setup.draft, serving, paths, findings, served_name="the serving path", references=refs, unseen=unseen
+            setup.draft, serving, paths, findings, served_name="the serving path", references=refs, unseen=unseen, **alone
         )
     verdict = _verdict_line(branch, findings)
     return Diagnosis(branch, verdict, serving, training, gap, plan.base, levers, modules, context, findings, notes, n)
@@ -189,10 +190,14 @@ def decided_fall(change: Interval) -> bool:
     return change.hi <= -CONTEXT_DROP
 
 
-def _references(modules: list[ModuleRow]) -> list[str]:
-    """What diagnose judged a healthy draft against beside the paths: the weights' fit and the modules."""
+def _references(modules: list[ModuleRow], fit: bool = True) -> list[str]:
+    """What diagnose judged a healthy draft against beside the paths: the weights' fit (where measured) and the modules."""
     return [
-        "the weights' own fit: no wiring around the configured capture points fits them better by the decision rule",
+        *(
+            ["the weights' own fit: no wiring around the configured capture points fits them better by the decision rule"]
+            if fit
+            else []
+        ),
         "module health: " + ", ".join(f"{m.module} {m.verdict} (ablation costs {m.cost.text()})" for m in modules),
     ]
 

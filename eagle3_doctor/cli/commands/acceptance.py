@@ -11,6 +11,7 @@ from ..options import (
     ACCEPTANCE,
     ACCEPTANCE_PLOT,
     COMPILE_DRAFT,
+    ENGINE_DUMP,
     JSON_OUT,
     LAYER_IDS,
     LOADING,
@@ -52,6 +53,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, server_evidence
     report=REPORT,
     quiet=QUIET,
     **PROMPT_FORMAT,
+    engine_dump=ENGINE_DUMP,
 )
 def acceptance_cmd(**given: Any) -> int:
     """Per-position acceptance and draft accuracy under the serving and the training features."""
@@ -59,4 +61,6 @@ def acceptance_cmd(**given: Any) -> int:
     preflight_given(a, skip=RESOLVED_LATER)
     # read (and reject) server evidence before torch is imported
     measured = server_evidence(a.server_metrics, a.server_metrics_before, a.server_log, a.server_model)
-    return drive("acceptance", acceptance_cmd, a, evidence={"measured": measured}, preflighted=True)
+    # --engine-dump: the engine did the target's forward; the draft runs alone on its capture
+    return drive("acceptance", acceptance_cmd, a, need_target=a.engine_dump is None, evidence={"measured": measured},
+                 preflighted=True)  # fmt: skip

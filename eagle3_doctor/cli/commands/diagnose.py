@@ -8,6 +8,7 @@ from typing import Any
 from ..drive import drive
 from ..options import (
     ACCEPTANCE,
+    ENGINE_DUMP,
     JSON_OUT,
     LAYER_IDS,
     LOADING,
@@ -35,6 +36,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, server_evidence
     json_out=JSON_OUT,
     report=REPORT,
     quiet=QUIET,
+    engine_dump=ENGINE_DUMP,
 )
 def diagnose_cmd(**given: Any) -> int:
     """Where the acceptance gap lives, measured: levers set back to training, module ablation, context; with the
@@ -43,4 +45,6 @@ def diagnose_cmd(**given: Any) -> int:
     preflight_given(a, skip=RESOLVED_LATER)
     # read (and reject) server evidence before torch is imported
     measured = server_evidence(a.server_metrics, a.server_metrics_before, a.server_log, a.server_model)
-    return drive("diagnose", diagnose_cmd, a, evidence={"measured": measured}, preflighted=True)
+    # --engine-dump: the engine did the target's forward; the draft runs alone on its capture
+    return drive("diagnose", diagnose_cmd, a, need_target=a.engine_dump is None, evidence={"measured": measured},
+                 preflighted=True)  # fmt: skip

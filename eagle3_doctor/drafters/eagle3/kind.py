@@ -77,6 +77,8 @@ def acceptance(run: Run) -> Outcome:
     from ...analyses.acceptance.report import FormatRequest, acceptance_report
     from ...report.acceptance_report import acceptance_files, render_acceptance_report
 
+    if run.opt("engine_dump"):
+        return _acceptance_from_dump(run)
     setup = load_models(run)
     if run.opt("compile_draft"):
         setup.compile_draft()
@@ -99,6 +101,94 @@ def acceptance(run: Run) -> Outcome:
                    files=acceptance_files(rep.run, o.report, o.plot))  # fmt: skip
 
 
+# what a dump-only run cannot honour: each needs the target's forward (or its config), which is not loaded
+_NEEDS_TARGET = {
+    "train_dump": "--train-dump", "layer_ids": "--layer-ids", "train_recipe": "--train-recipe",
+    "reference_target": "--reference-target", "requests": "--requests", "train_template": "--train-template",
+    "serve_template": "--serve-template", "stream_layers": "--stream-layers", "device_map": "--device-map",
+    "compile_draft": "--compile",
+}  # fmt: skip
+
+
+def _dump_options(run: Run, extra: dict[str, str]) -> Any:
+    """The options of a run on the engine's capture: what needs the target's forward refused in one line."""
+    from ...analyses.acceptance.options import AcceptanceOptions, options_from_serve
+    from ...core.errors import BadInput
+
+    o = run.options
+    for name, flag in {**_NEEDS_TARGET, **extra}.items():
+        if getattr(o, name, None) not in (None, False):
+            raise BadInput(
+                f"{flag} needs the target loaded, and --engine-dump runs the draft alone", f"drop {flag} or --engine-dump"
+            )
+    if o.continuation != "greedy":
+        raise BadInput("--continuation text scores the target's argmax, which a dump does not hold", "drop --continuation")
+    num_steps, topk, ndt = options_from_serve(run.serve, o.num_steps, o.topk, o.num_draft_tokens)
+    batch = 8 if o.batch_size == "auto" else int(o.batch_size)
+    return AcceptanceOptions(num_steps=num_steps, max_tokens=o.max_tokens, batch_size=batch, temperature=o.temperature,
+                             topk=topk, num_draft_tokens=ndt, reference=o.reference_loop, scan=o.scan, limit=o.limit,
+                             token_tree=run.serve.token_tree if run.serve is not None else None)  # fmt: skip
+
+
+def _dump_args(run: Run) -> dict[str, Any]:
+    return {"prompts_path": run.opt("prompts"), "target": run.target or None, "draft_format": run.opt("draft_format"),
+            "engine": run.engine, "release": run.release, "device": _dump_device(run.opt("device", "auto")),
+            "trust_remote_code": run.opt("trust_remote_code", False)}  # fmt: skip
+
+
+def _diagnose_from_dump(run: Run) -> Outcome:
+    """--engine-dump: the judgment, module ablation and the context on the engine's capture, the draft alone."""
+    from ...analyses.attribution.from_dump import diagnose_from_dump
+    from ...analyses.attribution.result import SCHEMA
+    from ...report.diagnosis import render_diagnosis
+
+    extra = {"train_data": "--train-data", "server_metrics": "--server-metrics", "server_log": "--server-log"}
+    opts = _dump_options(run, extra)
+    assert run.draft is not None  # diagnose needs a draft (drive)
+    with run.progress() as cb:
+        d = diagnose_from_dump(run.draft, run.opt("engine_dump"), opts, progress=cb, **_dump_args(run))
+    files = None
+    if run.opt("report"):
+        from ...report.render import write_diagnosis_report
+
+        files = lambda: write_diagnosis_report(d, run.opt("report"))  # noqa: E731
+    return Outcome(d.findings, lambda: {"schema": SCHEMA, **d.to_dict()}, lambda con: render_diagnosis(con, d), files=files)
+
+
+def _acceptance_from_dump(run: Run) -> Outcome:
+    """--engine-dump: the draft alone on the engine's own capture of prompt + greedy continuation; the target is
+    never loaded (its embed_tokens are read by header where the draft ships none)."""
+    from ...analyses.acceptance.findings import served_figures
+    from ...analyses.acceptance.from_dump import acceptance_from_dump
+    from ...analyses.acceptance.report import AcceptanceReport
+    from ...report.acceptance_report import acceptance_files, render_acceptance_report
+
+    o = run.options
+    opts = _dump_options(run, {})
+    assert run.draft is not None  # acceptance needs a draft (drive)
+    with run.progress() as cb:
+        res, _setup = acceptance_from_dump(run.draft, o.engine_dump, opts, progress=cb, **_dump_args(run))
+    if run.serve is not None:
+        res.settings.serve = run.serve.to_dict()
+    server = None
+    if (measured := run.evidence.get("measured")) is not None:
+        from ...analyses.server_metrics.prediction import compare_to_prediction
+
+        server, found = compare_to_prediction(measured, res.paths, res.settings, None)
+        res.findings.extend(found)
+    rep = AcceptanceReport(res, server, None)
+    return Outcome(res.findings, rep.to_dict, lambda con: render_acceptance_report(con, rep, None),
+                   served=served_figures(res.paths), files=acceptance_files(res, o.report, o.plot))  # fmt: skip
+
+
+def _dump_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def _both_ways(run: Run, setup: Any, opts: Any, rep: Any) -> Any:
     """--reference-target: the same measurement with the 16-bit target; QNT006 joins the run's findings."""
     if not run.opt("reference_target"):
@@ -117,6 +207,8 @@ def diagnose(run: Run) -> Outcome:
     from ...analyses.attribution.result import SCHEMA
     from ...report.diagnosis import render_diagnosis
 
+    if run.opt("engine_dump"):
+        return _diagnose_from_dump(run)
     setup = load_models(run)
     opts = acceptance_options(run, setup)
     measured, live = run.evidence.get("measured"), None
