@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any, Optional
 
 from ..core.errors import BadInput
+from .formats import check_format, emit, report_to_stderr
 from .output import console, write_result
 from .resolve import RESOLVED_LATER, preflight_given, resolve_serve
 
@@ -54,6 +55,7 @@ def drive(
     ``preflighted``: the command has checked its options already (it reads an input before the run)."""
     from ..drafters.registry import kind_of
 
+    check_format(getattr(a, "format", None), getattr(a, "json_out", None))
     if not preflighted:
         preflight_given(a, skip=RESOLVED_LATER)
     run = resolve_serve(a, need_draft=need_draft)  # the launch command is read (and refused) before torch is imported
@@ -82,10 +84,11 @@ def finish(run: Any, outcome: Any) -> int:
         outcome.findings.extend(gate_findings(tau, rate1, min_rate, min_tau))
         outcome.findings[:] = settle(outcome.findings)  # in place: the document and the render read this list
     run.locate(outcome.findings)
-    json_out = run.opt("json_out")
-    outcome.render(console(stderr=json_out == "-"))  # `--json -` owns stdout
+    json_out, fmt = run.opt("json_out"), run.opt("format")
+    outcome.render(console(stderr=report_to_stderr(fmt, json_out)))  # `--json -` or --format sarif|gitlab owns stdout
     trust = run.opt("trust_remote_code", False) if outcome.trust_remote_code is None else outcome.trust_remote_code
     write_result(json_out, outcome.document(), trust, engine_release=run.release)
+    emit(fmt, outcome.findings)
     if outcome.files is not None:
         outcome.files()
     if not outcome.agrees:

@@ -190,6 +190,14 @@ REPORT = opt(
     help="Write a Markdown report (with PNG plots if matplotlib is installed) into this directory.",
 )
 QUIET = opt(bool, False, "--quiet", "-q", help="No progress bars.")
+FORMAT = opt(
+    str,
+    "text",
+    "--format",
+    metavar="[text|sarif|gitlab]",
+    help="text: the report; sarif: the findings as a SARIF 2.1.0 log on stdout (GitHub code scanning, editors); "
+    "gitlab: GitLab code quality JSON on stdout. With sarif or gitlab the report goes to stderr.",
+)
 
 
 # ----------------------------------------------------------------------------- acceptance: how to measure

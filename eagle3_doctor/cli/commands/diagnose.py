@@ -8,6 +8,7 @@ from typing import Any
 from ..drive import drive
 from ..options import (
     ACCEPTANCE,
+    FORMAT,
     JSON_OUT,
     LAYER_IDS,
     LOADING,
@@ -33,6 +34,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, server_evidence
     **SERVER_EVIDENCE,
     **LOADING,
     json_out=JSON_OUT,
+    format=FORMAT,
     report=REPORT,
     quiet=QUIET,
 )
