@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any, Optional
 
 from ..core.errors import BadInput
-from .formats import check_format, emit, report_to_stderr
+from .formats import check_format, drop_ignored, emit, report_to_stderr
 from .output import console, write_result
 from .resolve import RESOLVED_LATER, preflight_given, resolve_serve
 
@@ -83,6 +83,7 @@ def finish(run: Any, outcome: Any) -> int:
         tau, rate1 = outcome.served
         outcome.findings.extend(gate_findings(tau, rate1, min_rate, min_tau))
         outcome.findings[:] = settle(outcome.findings)  # in place: the document and the render read this list
+    outcome.findings[:] = drop_ignored(outcome.findings)  # in place, as above
     run.locate(outcome.findings)
     json_out, fmt = run.opt("json_out"), run.opt("format")
     outcome.render(console(stderr=report_to_stderr(fmt, json_out)))  # `--json -` or --format sarif|gitlab owns stdout

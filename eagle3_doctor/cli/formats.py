@@ -15,7 +15,11 @@ FORMATS = ("text", "sarif", "gitlab")
 
 
 def check_format(fmt: Optional[str], json_out: Optional[str] = None) -> str:
-    """The --format asked for, lower-cased; BadInput for an unknown one, or where --json - holds stdout already."""
+    """The --format asked for, lower-cased; BadInput for an unknown one, or where --json - holds stdout already,
+    or for a project settings file that is wrong (read here, at the start of every command that reports findings)."""
+    from ..io.project_config import load
+
+    load()  # the project's settings file, refused now (before anything loads) if it is wrong
     f = (fmt or "text").lower()
     if f not in FORMATS:
         raise BadInput(f"unknown --format {fmt!r}", f"pass one of {', '.join(FORMATS)}")
@@ -27,6 +31,22 @@ def check_format(fmt: Optional[str], json_out: Optional[str] = None) -> str:
 def report_to_stderr(fmt: Optional[str], json_out: Optional[str]) -> bool:
     """Whether the terminal report goes to stderr: stdout carries a document (--json -, or --format sarif|gitlab)."""
     return json_out == "-" or (fmt or "text").lower() != "text"
+
+
+def drop_ignored(findings: list[Finding]) -> list[Finding]:
+    """``findings`` without the codes the project's settings ignore (io/project_config.py), saying on stderr
+    which were dropped and by which file, so an ignored error never passes unseen."""
+    from ..io.project_config import load
+    from .output import fail
+
+    cfg = load()
+    if not cfg.ignore:
+        return findings
+    gone = [f.code for f in findings if f.code in cfg.ignore]
+    if gone:
+        counts = ", ".join(f"{c} ({gone.count(c)})" for c in sorted(set(gone)))
+        fail(f"note: ignored {counts}, as {cfg.source} says")
+    return [f for f in findings if f.code not in cfg.ignore]
 
 
 def document(fmt: str, findings: Sequence[Finding]) -> Optional[dict[str, Any] | list[Any]]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import BadInput
 from ..core.findings import Finding, at_or_above, by_root_cause
 from ..core.taps import format_spec
+from .formats import drop_ignored
 from .gate_policy import Policy
 
 if TYPE_CHECKING:
@@ -238,7 +239,7 @@ def run_gate(
         findings = [f for f in findings if f.code != "ACC004"]
     m = _metric(acc.paths, policy.num_steps)
     m["slot_cosine"] = [s.cos_mean for s in cmp.slots]
-    findings = by_root_cause(findings)  # one wrong id list is one error, its other sightings attached to it
+    findings = by_root_cause(drop_ignored(findings))  # one wrong id list is one error, its other sightings attached
     checks = [_severity_check(findings, policy)]
     checks += _threshold_checks(m, policy, acc, findings)
     if baseline:

@@ -12,7 +12,7 @@ from typing import Any
 from ...core.findings import exit_code, locate
 from ...io.positions import place
 from ..drive import drive
-from ..formats import check_format, emit, report_to_stderr
+from ..formats import check_format, drop_ignored, emit, report_to_stderr
 from ..options import (
     BATCH_SIZE,
     DUMP_TARGET,
@@ -89,6 +89,7 @@ def _compare_dumps(a: SimpleNamespace) -> int:
         limit=a.limit,
         max_tokens=a.max_tokens,
     )
+    res.findings[:] = drop_ignored(res.findings)
     locate(res.findings, role_paths(draft=a.draft))
     place(res.findings)  # each config key at its line and column in the file the run read
     render_compare(console(stderr=report_to_stderr(a.format, a.json_out)), res)

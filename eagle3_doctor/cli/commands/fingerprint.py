@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ...core.findings import exit_code
-from ..formats import check_format, emit, report_to_stderr
+from ..formats import check_format, drop_ignored, emit, report_to_stderr
 from ..options import (
     DEVICE,
     DRAFT_FORMAT,
@@ -71,7 +71,7 @@ def fingerprint_cmd(**given: Any) -> int:
     from ..gate import fingerprint_findings
 
     # FPR001 (an error) is the determined fingerprint ranking the configured capture points below the best
-    findings = fingerprint_findings(fp, setup)
+    findings = drop_ignored(fingerprint_findings(fp, setup))
     run.locate(findings)
     emit(a.format, findings)
     return exit_code(findings, "error")

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ...core.findings import exit_code
-from ..formats import check_format, emit, report_to_stderr
+from ..formats import check_format, drop_ignored, emit, report_to_stderr
 from ..options import (
     FORMAT,
     JSON_OUT,
@@ -79,6 +79,7 @@ def template_diff_cmd(**given: Any) -> int:
 
                 f.fix = written_template_fix(a.write_template)
                 f.location = f.fix.location
+    res.findings[:] = drop_ignored(res.findings)
     render_template_diff(console(stderr=report_to_stderr(a.format, a.json_out)), res)
     write_result(a.json_out, res.to_dict(), False)
     emit(a.format, res.findings)
