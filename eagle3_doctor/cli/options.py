@@ -190,14 +190,8 @@ REPORT = opt(
     help="Write a Markdown report (with PNG plots if matplotlib is installed) into this directory.",
 )
 QUIET = opt(bool, False, "--quiet", "-q", help="No progress bars.")
-FORMAT = opt(
-    str,
-    "text",
-    "--format",
-    metavar="[text|sarif|gitlab]",
-    help="text: the report; sarif: the findings as a SARIF 2.1.0 log on stdout (GitHub code scanning, editors); "
-    "gitlab: GitLab code quality JSON on stdout. With sarif or gitlab the report goes to stderr.",
-)
+# sarif: GitHub code scanning and editors; gitlab: GitLab's code quality report (cli/formats.py)
+FORMAT = opt(str, "text", "--format", metavar="[text|sarif|gitlab]", help="sarif|gitlab: findings on stdout, report on stderr.")
 
 
 # ----------------------------------------------------------------------------- acceptance: how to measure
