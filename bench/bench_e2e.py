@@ -75,9 +75,14 @@ print(json.dumps({"imports": t1 - t0, "load": t2 - t1, "generate": t3 - t2, "for
 """
 
 
-def build(out: Path, quick: bool, dev: str) -> tuple[Path, Path, dict]:
-    """The pair (bench/pair.py) and the floor of a decode step: the weights over the measured HBM bandwidth."""
-    tdir, ddir, nbytes = build_pair(out, quick, dev)
+def build(out: Path, quick: bool, dev: str, reuse: bool = False) -> tuple[Path, Path, dict]:
+    """The pair (bench/pair.py) and the floor of a decode step: the weights over the measured HBM bandwidth.
+    ``reuse``: the pair an earlier run saved in ``out`` (its weights' bytes read from the safetensors files)."""
+    if reuse and (out / "target").is_dir() and (out / "draft").is_dir():
+        tdir, ddir = out / "target", out / "draft"
+        nbytes = sum(f.stat().st_size for f in tdir.glob("*.safetensors"))
+    else:
+        tdir, ddir, nbytes = build_pair(fresh_dir(str(out)), quick, dev)
     floor = {"weights_gb": nbytes / 1e9}
     if dev != "cpu":
         floor["hbm_tb_s"] = hbm_bandwidth(dev) / 1e12
@@ -132,11 +137,12 @@ def main() -> None:
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--only", default="", help="comma-separated process names to run (default: all)")
     ap.add_argument("--copies", type=int, default=4, help="fixtures/prompts.jsonl this many times over (4: 64 prompts)")
+    ap.add_argument("--reuse", action="store_true", help="the pair an earlier run saved in --dir, not a new one")
     args = ap.parse_args()
     dev = "cpu" if args.quick else "cuda"
-    out = fresh_dir(args.dir)
+    out = Path(args.dir)
     t0 = time.perf_counter()
-    tdir, ddir, floor = build(out, args.quick, dev)
+    tdir, ddir, floor = build(out, args.quick, dev, args.reuse)
     print(json.dumps({"built_and_saved_s": round(time.perf_counter() - t0, 1), **floor}), flush=True)
     prompts = str(out / "prompts.jsonl")
     Path(prompts).write_text((FIX / "prompts.jsonl").read_text() * args.copies)

@@ -26,6 +26,7 @@ import mtp_exec  # noqa: E402
 import mtp_stubs  # noqa: E402
 import peagle_exec  # noqa: E402
 import sglang_exec  # noqa: E402
+import trtllm_exec  # noqa: E402
 import vllm_exec  # noqa: E402
 from releases import RELEASES  # noqa: E402
 
@@ -260,6 +261,12 @@ def main() -> int:
         raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/mtp_stubs.py its stubs.") from None
     (HERE.parent / mtp_exec.PACKAGE_TABLE).write_text(json.dumps(mtp, indent=1) + "\n")
     print(f"conformance: MTP table {len(mtp['rows'])} rows in {time.time() - t_mtp:.0f} s -> {mtp_exec.PACKAGE_TABLE}")
+    t_trt = time.time()
+    try:  # from the excerpts in the cache; without them the committed table stays (trtllm_exec says so)
+        trtllm_exec.main([])
+    except trtllm_exec.CodeMoved as e:
+        raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/trtllm_exec.py its stubs.") from None
+    print(f"conformance: TensorRT-LLM table in {time.time() - t_trt:.1f} s")
     n_rel = sum(len(v) for v in RELEASES.values())
     print(
         f"conformance: {n_rel} releases, {len(rows)} rows, {len(outcomes)} distinct outcomes, {n_cases} cases executed "

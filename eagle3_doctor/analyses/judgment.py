@@ -171,10 +171,11 @@ def blocking(found: Sequence[Finding]) -> Finding | None:
 
 
 def settle(found: Sequence[Finding]) -> list[Finding]:
-    """A run's findings with its healthy verdict (HLT002) withdrawn where an error or a warning stands beside it,
-    whichever came later (the acceptance gate's ACC003 joins after the judgment): health()'s own rule, applied
-    once more at the end of every command so no report says "nothing to fix" beside a failed gate."""
-    return list(found) if blocking(found) is None else [f for f in found if f.code != "HLT002"]
+    """A run's findings with its health verdict (HLT002 healthy, HLT003 undecided) withdrawn where an error or a
+    warning stands beside it, whichever came later (the acceptance gate's ACC003 joins after the judgment):
+    health()'s own rule, applied once more at the end of every command, so no report says "nothing to fix" beside a
+    failed gate, nor "no finding decides it" beside the finding that does."""
+    return list(found) if blocking(found) is None else [f for f in found if f.code not in ("HLT002", "HLT003")]
 
 
 @dataclass(frozen=True)

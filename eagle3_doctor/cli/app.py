@@ -39,8 +39,9 @@ from .commands import (
     template_diff,
 )
 from .help import FirstCommandsGroup, PanelCommand
-from .options import VERSION, click_exceptions, options
+from .options import VERSION, options
 from .output import fail, flush_stdout, silence_stdout
+from .usage import click_exceptions
 
 
 class _OneLineGroup(FirstCommandsGroup):

@@ -61,6 +61,12 @@ def drive(
     run = resolve_serve(a, need_draft=need_draft)  # the launch command is read (and refused) before torch is imported
     kind, _why = kind_of(run.draft)
     refuse_unhonoured(kind, command, fn, a)
+    if run.engine == "declared" and not kind.honours(command, "serving_description"):
+        # --engine declared reaches here as a shared option: the kind would meet an engine it has no table for
+        raise BadInput(
+            f"a serving description (--engine declared) is not supported for {kind.label}",
+            f"name the engine that serves it with --engine: {kind.why_not(command, 'serving_description')}",
+        )
     if check is not None:
         check(run)
     run.evidence = evidence or {}

@@ -13,14 +13,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, NoReturn, Optional, TypeVar
+from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
 F = TypeVar("F", bound=Callable[..., Any])
 REQUIRED = inspect.Parameter.empty
 
-ENGINE_CHOICES = ("sglang", "vllm", "trtllm", "modelopt", "eagle")
+ENGINE_CHOICES = ("sglang", "vllm", "trtllm", "modelopt", "eagle", "declared")
 FORMAT_CHOICES = ("eagle", "sglang", "speculators")
 DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
 
@@ -89,7 +89,9 @@ DRAFT_FORMAT = opt(
     metavar="[" + "|".join(FORMAT_CHOICES) + "]",
     help="Force the draft format: eagle, sglang or speculators (default: detect).",
 )
-ENGINE = _engine(str, "sglang", "Serving engine: sglang, vllm, trtllm, modelopt or eagle.")
+ENGINE = _engine(
+    str, "sglang", "Serving engine: sglang, vllm, trtllm, modelopt, eagle, or declared (with --serving-description)."
+)
 SERVE_ENGINE = _engine(Optional[str], None, "Serving engine, any case (default: from --serve-cmd, else sglang).")
 GATE_ENGINE = _engine(Optional[str], None, "Serving engine, any case (policy default: sglang).")
 ENGINE_VERSION = opt(
@@ -97,7 +99,14 @@ ENGINE_VERSION = opt(
     None,
     "--engine-version",
     metavar="VERSION",
-    help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; modelopt any release from 0.35.0; trtllm 1.2|1.2-two-model.",
+    help="Engine release whose rules apply: any sglang/vllm release (0.5.10, 0.33, 0.33.1); vllm -v1/-v2 picks the model runner; sglang +minus-one-embed for a build patched to map id -1 to the embeddings; modelopt any release from 0.35.0; trtllm any release from 0.20 (-two-model: the two-model path, e.g. 1.0-two-model).",
+)
+SERVING_DESCRIPTION = opt(
+    Optional[str],
+    None,
+    "--serving-description",
+    metavar="FILE",
+    help="An engine the doctor does not model (llama.cpp, MLX, your own), described in a JSON file by what it feeds the draft: its capture points and the draft's forward; measured like a modelled release (docs/engines.md). Same as --engine declared --engine-version FILE.",
 )
 SERVE_CMD = opt(
     Optional[str],
@@ -442,6 +451,7 @@ SERVED: dict[str, Opt] = dict(
     draft_format=DRAFT_FORMAT,
     engine=SERVE_ENGINE,
     engine_version=ENGINE_VERSION,
+    serving_description=SERVING_DESCRIPTION,
     serve_cmd=SERVE_CMD,
     serve_config=SERVE_CONFIG,
     revision=REVISION,
@@ -473,28 +483,3 @@ PROMPT_FORMAT: dict[str, Opt] = dict(
 LOADING: dict[str, Opt] = dict(
     dtype=DTYPE, device=DEVICE, device_map=DEVICE_MAP, max_memory=MAX_MEMORY, trust_remote_code=TRUST_REMOTE_CODE
 )
-
-
-# ----------------------------------------------------------------------------- click's own usage errors
-
-
-def click_exceptions() -> Any:
-    """typer >= 0.26 vendors click as typer._click; older typers use click itself."""
-    vendored = getattr(typer.core, "_click", None)
-    if vendored is not None:
-        return vendored.exceptions
-    import click
-
-    return click.exceptions
-
-
-def missing_option(flag: str, what: str) -> NoReturn:
-    """The same one-line usage error click gives for a required option (--serve-cmd may stand in for it)."""
-    vendored = getattr(typer.core, "_click", None)
-    if vendored is not None:
-        ctx = vendored.globals.get_current_context(silent=True)
-    else:
-        import click
-
-        ctx = click.get_current_context(silent=True)
-    raise click_exceptions().UsageError(f"Missing option '{flag}' (or a --serve-cmd that names {what})", ctx=ctx)

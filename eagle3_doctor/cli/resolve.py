@@ -13,8 +13,9 @@ from typing import Any, Optional
 
 from ..core.errors import BadInput
 from ..drafters.run import Run
-from .options import SAMPLING, defaults, missing_option
+from .options import SAMPLING, defaults
 from .output import progress, status
+from .usage import missing_option
 
 
 def resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> Run:
@@ -54,6 +55,14 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False) -> Run:
         missing_option("--draft", "the draft path")
     eng = (engine or (sc.engine if sc else None) or "sglang").lower()
     ver = engine_version or (sc.engine_version if sc and sc.engine == eng else None)
+    if described := getattr(a, "serving_description", None):
+        if engine and engine.lower() != "declared" or engine_version and engine_version != described:
+            raise BadInput(
+                f"--serving-description {described} describes the engine; --engine {engine} --engine-version "
+                f"{engine_version} names another",
+                "pass one of the two",
+            )
+        eng, ver = "declared", described
     if dtype == "auto" and sc is not None and sc.dtype not in (None, "auto"):
         dtype = {"half": "float16", "bf16": "bfloat16", "fp16": "float16", "float": "float32"}.get(sc.dtype, sc.dtype)
     from ..engines.releases import check_engine

@@ -178,12 +178,45 @@ def _sglang(version: str, fmt: str) -> DraftServing:
     )
 
 
+def _declared(path: str, fmt: str) -> DraftServing:
+    """A serving description's draft side (engines/declared.py): what it states, and nothing it does not; a flag it
+    leaves out is undetermined (measured as trained, and said so), never a guess of what the engine does."""
+    from ..engines.declared import read_declared
+
+    d = read_declared(path)
+    said = d.draft
+    src = f"{d.label}: " + (d.source or "no source named")
+
+    def rule(key: str) -> FlagRule | None:
+        return FlagRule((), bool(said[key]), src) if key in said else None
+
+    flags: dict[str, FlagRule | None] = {f: rule(f) for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")}
+    flags["norm_before_lm_head"] = _NORM_HEAD
+    rope = FlagRule((), said["rope"] == "neox", src) if "rope" in said else None
+    qk = ("qwen3", src) if said.get("qk_norm") is True else ("never", src)
+    return DraftServing(
+        "declared",
+        path,
+        fmt,
+        flags,
+        embed="target" if said.get("embed") == "target" else "own",
+        lm_head="target-if-same-shape" if said.get("lm_head") == "target" else "own",
+        ties_head_to_embed=said.get("tie_word_embeddings") is True,
+        weights_source=src,
+        rope_neox=rope,
+        qk_norm=qk[0],
+        qk_norm_source=qk[1],
+    )
+
+
 def draft_serving(engine: str, version: str, fmt: str) -> DraftServing | None:
     """The row for an engine version and checkpoint format; None where the project models none."""
     if engine == "vllm":
         return _vllm(version, fmt)
     if engine == "sglang":
         return _sglang(version, fmt)
+    if engine == "declared":
+        return _declared(version, fmt)
     return None
 
 

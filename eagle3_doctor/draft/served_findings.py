@@ -54,7 +54,9 @@ def diagnose(
     sf = served_forward(info, engine, version, target_vocab=target_vocab, target_has_head=target_head is not None)
     if sf is None:
         return out, None
-    label = f"{engine} {version}"
+    from ..engines.releases import release_label
+
+    label = release_label(engine, version)
     out += _flag_findings(cfg, info, sf, engine, version, label)
     out += _undetermined_findings(cfg, info, sf, label)
     out += _weight_source_findings(draft, cfg, sf, engine, version, label, target_head, target_embed)
@@ -246,6 +248,11 @@ def _flag_findings(cfg: Any, info: Any, sf: ServedForward, engine: str, version:
             moved = [k for k in flag_keys_present(info.config, flag) if k not in rule.keys]
             if moved:
                 ev.append(f"{label} never reads {', '.join(moved)}")
+        elif engine == "declared":
+            fix = (
+                f"make {label} run the draft with {flag} = {json_bool(trained)}, as it was trained, or retrain with "
+                f"{json_bool(value)}; if the engine does not do this, correct draft.{flag} in {version}"
+            )
         else:
             newest = newest_release(engine)
             fix = (
@@ -294,10 +301,13 @@ def _weight_source_findings(
     """FWD003/FWD004: trained weights the engine swaps for the target's or for embed_tokens."""
     out: list[Any] = []
     row = sf.serving
-    newest = newest_release(engine)
-    up = f"upgrade to a release with {row.weights_fixed_by}" + (
-        f" (--engine-version {newest} models one)" if newest != version else ""
-    )
+    if engine == "declared":
+        up = f"make {label} keep the draft's own weights, or correct draft.embed / draft.lm_head in {version}"
+    else:
+        newest = newest_release(engine)
+        up = f"upgrade to a release with {row.weights_fixed_by}" + (
+            f" (--engine-version {newest} models one)" if newest != version else ""
+        )
     # the draft's weights are copied to float32 only where a swap is in question: an embedding matrix is GBs
     if sf.embed_from_target and target_embed is not None and row.embed == "target-if-same-shape":
         embed = own_weight(draft, "embed_tokens")

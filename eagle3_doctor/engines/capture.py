@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from ..core.errors import BadInput
 from ..core.taps import CapturePoint, FeatureSpec, embed, final_norm, layer_out
 from .families import SGLANG_CLASS, VLLM_MODEL_TYPE
-from .releases import MINUS_ONE_EMBED, covering
+from .releases import MINUS_ONE_EMBED, TRTLLM_RELEASE, covering, release_key
 from .table import VLLM_CHECK, Row, engine_row
+from .trtllm_table import first_capturing, metadata_src, trtllm_class, trtllm_row, trtllm_rows
 
 
 def default_spec_llama(num_layers: int) -> FeatureSpec:
@@ -110,11 +111,82 @@ def _after_layer_sorted(L: int, ids: list[int], minus_one: CapturePoint | None, 
     return c
 
 
-TRT_SRC = "tensorrt_llm/_torch/speculative/eagle3.py"  # NVIDIA/TensorRT-LLM@001e6700 (search index), hand-read
+TRT_SRC = "tensorrt_llm/_torch/speculative/eagle3.py"  # executed at NVIDIA/TensorRT-LLM@f933a608 (trtllm_exec.py)
+
+
+def _trtllm_no_capture(version: str, family: str, L: int, ids: list[int] | None) -> Captured | None:
+    """The family's decoder layer in this release never calls maybe_capture_hidden_states (executed,
+    data/trtllm_capture.json): every slot of the capture buffer stays as torch.empty left it."""
+    row = trtllm_row(version, family)
+    if row is None or row.capture != "none":
+        return None
+    release = version.split("-")[0]
+    nxt = first_capturing(family, release)
+    cls, layer = trtllm_class(family)
+    adds = f", and {nxt.first} is the first release whose {layer} captures" if nxt else ""
+    n = 3 if ids is None else len(set(ids))
+    return Captured(
+        (),
+        [],
+        None,
+        failure=Failure(
+            "serving",
+            f"no aux hidden state is captured: TensorRT-LLM {release}'s {layer} never calls "
+            f"maybe_capture_hidden_states{adds}; all {n} slot(s) of the torch.empty capture buffer stay uninitialized, "
+            f"so the draft reads that memory for a {cls} target",
+            row.src if not row.executed else f"{row.src}, executed",
+            None,
+        ),
+    )
+
+
+# LlamaModel's decoder layer (Llama, Mistral, Llama-4) calls maybe_capture_hidden_states in every stored
+# modeling_llama.py read, from an early-2025 one (@012cf909) on: its capture does not change by release
+_TRT_EVERY_RELEASE = ("llama", "mistral", "llama4")
+# the series the one executed eagle3.py belongs to (its resource manager holds the late-2025 tree drafting)
+_TRT_METADATA_LINE = "1.1"
+
+
+def _trtllm_undetermined(release: str, family: str) -> Captured | None:
+    """A family with no executed row, before the release the family-independent rule was read on."""
+    if family in _TRT_EVERY_RELEASE or trtllm_rows(family) or release_key(release) >= release_key(TRTLLM_RELEASE):
+        return None
+    # whether an older release's decoder layer for this family captures at all (or serves it) is not in the
+    # executed table: say so rather than guess
+    return Captured(
+        (),
+        failure=Failure(
+            "undetermined",
+            f"TensorRT-LLM {release}'s decoder layer for the {family} family is not in the executed table "
+            f"(conformance/trtllm_exec.py runs Qwen3-MoE and Qwen3 per release; the family-independent rule is "
+            f"the {TRTLLM_RELEASE} reading)",
+            "tensorrt_llm/_torch/models/modeling_<family>.py",
+        ),
+    )
+
+
+def _trtllm_notes(c: Captured, release: str, family: str, ids: list[int] | None) -> None:
+    """What a release before the executed eagle3.py's line cannot be told for sure, as notes."""
+    row = trtllm_row(release, family)
+    if release_key(release) >= release_key(_TRT_METADATA_LINE):
+        return
+    if row is not None and row.note:
+        c.note = (c.note + "; " if c.note else "") + row.note
+    if ids is not None and (list(ids) != c.internal or -1 in ids):
+        # the id handling was executed from the one eagle3.py the index holds
+        c.note = (c.note + "; " if c.note else "") + (
+            f"the ids' order is eagle3.py's at {metadata_src().split('@')[-1]} (the {_TRT_METADATA_LINE}/{TRTLLM_RELEASE} line): "
+            "this release's own copy was not in the search index"
+        )
 
 
 def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Captured:
-    # HAND-READ (TensorRT-LLM sources are not on PyPI): tensorrt_llm/_torch/speculative/eagle3.py.
+    # EXECUTED (conformance/trtllm_exec.py, from index excerpts; TensorRT-LLM is not on PyPI):
+    # tensorrt_llm/_torch/speculative/eagle3.py's metadata, and per family the decoder layer's capture call.
+    release = version.split("-")[0]
+    undetermined = _trtllm_undetermined(release, family)
+    if undetermined is not None:
+        return undetermined
     # eagle3_layers_to_capture is a Set[int] (llmapi/llm_args.py): duplicates collapse. Default
     # (1, L//2-1, L-4), captured at the end of decoder layer k (hidden_states + residual), slot i =
     # sorted(ids)[i]. One-model mode (Eagle3OneModelSpecMetadata, the default) only sorts, so -1
@@ -131,11 +203,16 @@ def _trtllm(version: str, family: str, L: int, ids: list[int] | None) -> Capture
                 f"{TRT_SRC} (__post_init__: num_layers <= 5 with no eagle3_layers_to_capture)",
             ),
         )
+    # past __post_init__, a decoder layer that never captures leaves every slot unwritten, whatever the ids
+    missing = _trtllm_no_capture(version, family, L, ids)
+    if missing is not None:
+        return missing
     # the default is a tuple, not a set: for L = 6 it is (1, 2, 2)
     use = [1, L // 2 - 1, L - 4] if ids is None else sorted(set(ids))
     c = _after_layer_sorted(L, use, final_norm(), minus_one_last=version.endswith("two-model"))
     # the note compares with what the user wrote, not with the de-duplicated set
     c.note = f"ids are sorted: {list(ids)} -> {c.internal}" if ids is not None and list(ids) != c.internal else None
+    _trtllm_notes(c, release, family, ids)
     # maybe_capture_hidden_states writes slot i only when layer k == slots[i] runs, and only the first slot of a
     # repeated id (`break`); the buffer is torch.empty (Eagle3ResourceManager.hidden_states l.44-47, and the
     # one-model metadata's hidden_states), so a slot no layer writes hands the draft uninitialized memory

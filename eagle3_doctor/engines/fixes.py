@@ -21,6 +21,11 @@ def ids_to_serve(engine: str, version: str | None, family: str, num_layers: int,
     numberings (and None for the default); the first the rule maps onto ``want`` wins.
     """
     version = check_engine(engine, version)
+    if engine == "declared":  # its own convention, inverted (no rule to search: the description states it)
+        from .declared import read_declared
+
+        d = read_declared(version)
+        return None if d.points is not None else d.ids_as_written(want)
     rule = RULES[engine]
     if not key_rule(engine, version).keys:  # ids are not configurable: only the default can be served
         dflt = rule(version, family, num_layers, None)
@@ -55,6 +60,12 @@ def ids_to_serve(engine: str, version: str | None, family: str, num_layers: int,
 
 def first_working_release(engine: str, family: str, after: str) -> tuple[str, str] | None:
     """(first release newer than ``after`` whose row runs EAGLE-3 for ``family``, the file that decides)."""
+    if engine == "trtllm":  # only where this release's decoder layer captures nothing (executed table)
+        from .trtllm_table import first_capturing, trtllm_row
+
+        cur = trtllm_row(after, family)
+        nxt = first_capturing(family, after) if cur is not None and cur.capture == "none" else None
+        return (nxt.first, nxt.src.split(" (")[0]) if nxt else None  # (release, "path Class.forward")
     if engine not in ("sglang", "vllm"):
         return None
     table = SGLANG_ROWS if engine == "sglang" else VLLM_ROWS

@@ -60,7 +60,29 @@ def key_rule(engine: str, version: str) -> KeyRule:
         )
     if engine == "modelopt":
         return KeyRule((NESTED,), "the draft's config.json", _json_nested)
+    if engine == "declared":
+        from .declared import read_declared
+
+        d = read_declared(version)
+        if d.from_config is not None:
+            key = d.from_config
+            return KeyRule((key,), "the draft's config.json", lambda ids: _json_at(key, ids))
+        conv = d.convention
+        return KeyRule(
+            ("capture.layer_ids",),
+            f"the serving description {d.path}",
+            lambda ids: f'"capture": {{"layer_ids": {ids}, "convention": "{conv}"}}',
+        )
     return KeyRule((), "nowhere: the EAGLE reference hard-codes the layers", _json_top)
+
+
+def _json_at(dotted: str, ids: list[int]) -> str:
+    """``a.b.c`` = ids as the JSON a config.json holds there."""
+    *outer, last = dotted.split(".")
+    text = f'"{last}": {ids}'
+    for k in reversed(outer):
+        text = f'"{k}": {{{text}}}'
+    return text
 
 
 def id_range(engine: str, num_layers: int) -> tuple[int, int]:

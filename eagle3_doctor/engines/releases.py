@@ -8,7 +8,7 @@ import re
 
 from ..core.errors import BadInput
 
-ENGINES = ("sglang", "vllm", "trtllm", "modelopt", "eagle")
+ENGINES = ("sglang", "vllm", "trtllm", "modelopt", "eagle", "declared")
 
 # version strings accepted per engine; the first is the default
 ENGINE_VERSIONS: dict[str, tuple[str, ...]] = {
@@ -17,12 +17,17 @@ ENGINE_VERSIONS: dict[str, tuple[str, ...]] = {
     "trtllm": ("1.2", "1.2-two-model"),
     "modelopt": ("0.47",),
     "eagle": ("eagle3",),
+    "declared": (),  # the release is the serving description's path (engines/declared.py)
 }
 
 NEWEST = {"sglang": "0.5.23", "vllm": "0.33.0"}  # newest release conformance/table.json was executed on
 MODELOPT_FIRST = "0.35.0"  # first release whose HF EAGLE plugin captures with forward hooks (executed)
 MODELOPT_NEWEST = "0.47.0"
-TRTLLM_RELEASE = "1.2"  # the TensorRT-LLM release the hand-read rules come from; its point releases map onto it
+TRTLLM_RELEASE = "1.2"  # the newest TensorRT-LLM release modelled; its point releases map onto it
+# every TensorRT-LLM minor series the capture table models (conformance/trtllm_exec.py, executed from excerpts of
+# the releases' own files; data/trtllm_capture.json): a release maps to the series it belongs to. From 0.20, the
+# last series before Qwen3-MoE's decoder layer captured, so that its missing capture is an answer, not a refusal.
+TRTLLM_RELEASES = ("0.20", "0.21", "1.0", "1.1", "1.2")
 MINUS_ONE_EMBED = "+minus-one-embed"  # --engine-version suffix: "my sglang build maps -1 to the embeddings"
 
 
@@ -87,6 +92,15 @@ def newest_modelled(engine: str) -> str | None:
     return {**NEWEST, "modelopt": MODELOPT_NEWEST, "trtllm": TRTLLM_RELEASE}.get(engine)
 
 
+def release_label(engine: str, version: str) -> str:
+    """How reports name an engine release: "sglang 0.5.23", or a serving description's own engine and release."""
+    if engine == "declared":
+        from .declared import read_declared
+
+        return read_declared(version).label
+    return f"{engine} {version}"
+
+
 def newer_than_modelled(engine: str, version: str) -> str | None:
     """The newest modelled release, when ``version`` is newer and that release's rules are applied to it;
     None otherwise. TensorRT-LLM point releases (1.2.1) are the 1.2 row, not newer."""
@@ -111,6 +125,11 @@ def check_engine(engine: str, version: str | None) -> str:
     modelled, up to the next minor series, takes the newest row (newer_than_modelled says so)."""
     if engine not in ENGINES:
         raise BadInput(f"unknown --engine {engine!r}", f"use one of {', '.join(ENGINES)}")
+    if engine == "declared":
+        from .declared import read_declared
+
+        read_declared(version or "")  # refused in one line unless it names a readable, valid description
+        return str(version)
     versions = ENGINE_VERSIONS[engine]
     if version is None:
         return versions[0]
@@ -145,10 +164,24 @@ def check_engine(engine: str, version: str | None) -> str:
             f"use {MODELOPT_FIRST} or newer (e.g. 0.47)",
         )
     if engine == "trtllm":
-        if k[:2] < newest[:2]:
+        if k[:2] < release_key(TRTLLM_RELEASES[0])[:2]:
             raise BadInput(
                 f"--engine-version {version} is not modelled for {engine}",
-                f"use one of {', '.join(versions)} (the closest release whose behaviour you run)",
+                f"use {TRTLLM_RELEASES[0]} or newer (any of {', '.join(TRTLLM_RELEASES)} and their point releases; "
+                "-two-model for the two-model EAGLE-3 path)",
             )
-        return (TRTLLM_RELEASE if k[:2] == newest[:2] else v.split("-")[0]) + suffix
+        if k[:2] > newest[:2]:  # the next minor series: its own number, the newest row's rules (ENG005)
+            return v.split("-")[0] + suffix
+        return trtllm_series(v) + suffix
     return v
+
+
+def trtllm_series(version: str) -> str:
+    """The modelled TensorRT-LLM series a release belongs to: '1.0.1' -> '1.0', '1.1.0rc5' -> '1.1', '1.3' -> '1.2'
+    (the newest modelled, for a release newer than every series)."""
+    k = release_key(version)[:2]
+    hit = TRTLLM_RELEASES[0]
+    for r in TRTLLM_RELEASES:
+        if release_key(r)[:2] <= k:
+            hit = r
+    return hit

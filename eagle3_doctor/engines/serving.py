@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..core.errors import BadInput
 from ..core.taps import FeatureSpec, embed, final_norm, format_spec, layer_out
 from .capture import RULES, Failure, default_spec_llama
+from .declared import ENGINE
 from .families import SGLANG_CLASS, is_modelled
 from .keys import check_id_range, id_range, read_ids
-from .releases import check_engine, covering, newer_than_modelled, release_key
+from .releases import check_engine, covering, newer_than_modelled, release_key, release_label
 from .table import SGLANG_ROWS, engine_row
 
 
@@ -38,7 +40,9 @@ class Serving:
 
     @property
     def label(self) -> str:
-        return f"{self.engine} {self.version}" + ("" if self.family == "llama" else f" ({self.family})")
+        if self.engine == ENGINE:  # a description states what it feeds whatever the family
+            return release_label(self.engine, self.version)
+        return release_label(self.engine, self.version) + ("" if self.family == "llama" else f" ({self.family})")
 
 
 def _unmodelled(engine: str, family: str, version: str | None = None) -> Failure:
@@ -82,6 +86,50 @@ def resolve_serving(
     return s
 
 
+def _declared(path: str, family: str, num_layers: int, config_ids: dict[str, list[int]], override: list[int] | None) -> Serving:
+    """What a serving description (engines/declared.py) says the engine feeds: its points, its ids read with its
+    convention, or the ids of the config key it names; --layer-ids replaces the ids, read with the same convention."""
+    from .declared import read_declared
+
+    d = read_declared(path)
+    where = f"the serving description {d.path}"
+    ignored: dict[str, list[int]] = {}
+    ids: list[int] | None
+    if override is not None:
+        if d.points is not None:
+            raise BadInput(
+                f"--layer-ids {list(override)}: {where} states capture points, not ids",
+                "edit its capture.points, or write capture.layer_ids with a convention",
+            )
+        ids, source = list(override), f"--layer-ids {list(override)} (read with {where}'s {d.convention} convention)"
+    elif d.points is not None:
+        ids, source = None, f"capture.points in {where}"
+    elif d.layer_ids is not None:
+        ids, source = list(d.layer_ids), f"capture.layer_ids = {list(d.layer_ids)} in {where} ({d.convention} convention)"
+    else:
+        assert d.from_config is not None  # read_declared: exactly one of points, layer_ids, from_config
+        got = config_ids.get(d.from_config)
+        ids = None if got is None else list(got)
+        source = f"{d.from_config} = {got} in the draft's config.json ({where}: {d.convention} convention)"
+    if d.points is None:
+        ignored = {k: v for k, v in config_ids.items() if k != d.from_config}
+    spec = d.spec(ids, num_layers)
+    if spec is None:
+        fail = Failure(
+            "undetermined",
+            f"{where} reads the layer ids from {d.from_config}, which the draft's config.json does not hold",
+            where,
+        )
+        return Serving(ENGINE, path, family, num_layers, (), None, source, ignored, [], [], fail)
+    if bad := [str(p) for p in spec if p.is_layer_out() and not 0 <= p.layer_index() < num_layers]:
+        raise BadInput(
+            f"{source.split(' (')[0]} captures {', '.join(bad)}, outside a {num_layers}-layer target",
+            f"fix {where} ({d.convention} convention: ids 0..{num_layers - 1 + (d.convention == 'input')})",
+        )
+    notes = [f"{d.label}: {d.source}" if d.source else f"{d.label}: the description names no source", *d.notes]
+    return Serving(ENGINE, path, family, num_layers, spec, ids, source, ignored, [], notes, internal=None)
+
+
 def _resolve(
     engine: str,
     version: str,
@@ -91,6 +139,8 @@ def _resolve(
     override: list[int] | None,
     use_aux_hidden_state: bool,
 ) -> Serving:
+    if engine == "declared":
+        return _declared(version, family, num_layers, config_ids, override)
     ids, source, ignored = read_ids(engine, version, config_ids, override)
     if ids is not None:
         check_id_range(engine, num_layers, ids, source)

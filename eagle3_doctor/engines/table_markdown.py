@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from .families import VLLM_MODEL_TYPE
 from .keys import key_rule
-from .releases import MODELOPT_FIRST, covering
+from .releases import MODELOPT_FIRST, TRTLLM_RELEASE, TRTLLM_RELEASES, covering
 from .table import SGLANG_ROWS, VLLM_CHECK, VLLM_ROWS, VLLM_V1_READS, VLLM_V2_DEFAULT_FROM, VLLM_V2_FIRST, Row
+from .trtllm_table import metadata_src, trtllm_rows, trtllm_table
 
 
 def _row_meaning(engine: str, r: Row) -> tuple[str, str]:
@@ -72,11 +73,17 @@ def engine_table_markdown() -> str:
     lines.append("| engine | from release | target family | id k captures | -1 / 0 / L | keys read | order | source |")
     lines.append("|---|---|---|---|---|---|---|---|")
     lines.append(
-        "| trtllm (hand-read) | 1.2 | all | `layer_out[k]`; -1 = `final_norm` | one-model: sorted, -1 first; "
-        "two-model: -1 last; id L (no such layer): slot never written, uninitialized memory (ENG003); no ids "
-        "and L <= 5: start-up ValueError (ENG001) | `eagle3_layers_to_capture` | sorted set "
-        "| `tensorrt_llm/_torch/speculative/eagle3.py` |"
+        f"| trtllm (executed) | {TRTLLM_RELEASES[0]} | llama, mistral, llama4; any other family without a row below "
+        f"from {TRTLLM_RELEASE} (before it: undetermined, ENG004) | `layer_out[k]`; -1 = `final_norm` | one-model: "
+        "sorted, -1 first; two-model: -1 last; id L (no such layer): slot never written, uninitialized memory "
+        "(ENG003); no ids and L <= 5: start-up ValueError (ENG001) | `eagle3_layers_to_capture` | sorted set "
+        f"| `{metadata_src()}` |"
     )
+    for fam in sorted(trtllm_table()["families"]):
+        for t in trtllm_rows(fam):
+            k = "`layer_out[k]`" if t.capture == "stream" else "nothing: every slot uninitialized (ENG003)"
+            how = "executed" if t.executed else "PR history"
+            lines.append(f"| trtllm ({how}) | {t.first} | {fam} | {k} | as above | as above | as above | `{t.src}` |")
     lines.append(
         f"| modelopt (executed) | {MODELOPT_FIRST} | all | `layer_out[k]` (forward hook on layers[k]); default "
         "{1, max(0, L//2-1), max(0, L-4)}: fewer than 3 states for L < 7 | 0..L-1; a duplicate, -1 or L: fc shape "

@@ -57,7 +57,12 @@ def prompt_sequences(
     notes = []
     cut = [p.truncated_from for p in prompts if p.truncated_from]
     if cut:
-        notes.append(f"{len(cut)} prompt(s) truncated to --max-tokens {max_tokens} (longest had {max(cut)} tokens)")
+        keep = min(max(cut), target.max_positions) if target.max_positions else max(cut)
+        notes.append(
+            f"{len(cut)} prompt(s) truncated to --max-tokens {max_tokens} (longest had {max(cut)} tokens): "
+            f"--max-tokens {keep} measures them whole"
+            + (f" (the target's context is {target.max_positions})" if keep < max(cut) else "")
+        )
     return prompts, notes
 
 

@@ -156,21 +156,34 @@ class StaticDecoder:
         self._graphs.clear()
         self.cache = None
 
-    def _mask(self, n: int) -> torch.Tensor:
-        """[B, 1, n, L] additive: query i (slot + i) of row b sees slot j <= slot + i that is not b's padding."""
-        j = torch.arange(self.max_len, device=self.dev)
+    def _window(self, end: int) -> int:
+        """The slots a forward ending at slot ``end`` attends over: all of them where the cache cannot read fewer
+        (transformers' static layers), else ``end`` rounded up to a step of 256 slots, or an eighth of ``end``
+        past 2,048, so a few graphs cover a continuation and no step reads more than ~12% of slots unwritten."""
+        if not hasattr(self.cache, "set_window"):
+            return self.max_len
+        step = max(256, 1 << max(0, end.bit_length() - 4))
+        return min(self.max_len, -(-end // step) * step)
+
+    def _mask(self, n: int, window: int) -> torch.Tensor:
+        """[B, 1, n, W] additive: query i (slot + i) of row b sees slot j <= slot + i that is not b's padding."""
+        j = torch.arange(window, device=self.dev)
         q = self.slot + torch.arange(n, device=self.dev)
         ok = (j[None, :] <= q[:, None])[None, None] & (j[None, :] >= self.pad[:, None])[:, None, None, :]
         zero = torch.zeros((), dtype=self._dtype, device=self.dev)
         return torch.where(ok, zero, torch.finfo(self._dtype).min)
 
-    def _run(self, ids: torch.Tensor, last_only: bool = False) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
+    def _run(
+        self, ids: torch.Tensor, window: int, last_only: bool = False
+    ) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
         n = ids.shape[1]
+        if hasattr(self.cache, "set_window"):
+            self.cache.set_window(window)
         pos = (self.slot + torch.arange(n, device=self.dev))[None, :] - self.pad[:, None]
         with TapRecorder(self.target.model, self.points) as rec:
             out = self._base(
                 input_ids=ids,
-                attention_mask=self._mask(n),
+                attention_mask=self._mask(n, window),
                 position_ids=pos.clamp(min=0),
                 use_cache=True,
                 **{self._kw: self.cache},
@@ -188,7 +201,7 @@ class StaticDecoder:
         or [B, T] at every slot; taps). Eager: a prompt's shape is met once."""
         self.pad.copy_(pad)
         self.crop(0)
-        amax, taps = self._run(ids, last_only)
+        amax, taps = self._run(ids, self._window(ids.shape[1]), last_only)
         self.length = ids.shape[1]
         return amax, taps
 
@@ -199,7 +212,8 @@ class StaticDecoder:
         n = ids.shape[1]
         if self.length + n > self.max_len:
             raise ValueError(f"the static cache holds {self.max_len} slots; {self.length + n} asked")
-        out = self._graphs.run(n, self._run, ids)
+        window = self._window(self.length + n)
+        out = self._graphs.run((n, window), lambda x: self._run(x, window), ids)
         self.length += n
         return out
 

@@ -59,6 +59,8 @@ def test_fwd_finding_carries_the_measured_cost(gptj_vllm):
     assert hi < 0 and pt == pytest.approx(a.acc_k[0] - s.acc_k[0])
     assert "as trained ->" in f.evidence[-1] and "paired over prompts" in f.evidence[-1]
     assert a.intervals.acc_k[0].hi < s.intervals.acc_k[0].lo
+    # the finding that names the as-served cost is the verdict: never "undetermined" or "healthy" beside it
+    assert not [f for f in run.findings if f.code in ("HLT002", "HLT003")]
 
 
 def test_as_served_is_what_the_engine_would_run(gptj_vllm, tmp_path_factory):

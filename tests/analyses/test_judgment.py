@@ -38,6 +38,11 @@ def test_a_healthy_verdict_is_withdrawn_beside_a_later_error_or_warning():
     assert [f.code for f in jd.settle([healthy])] == ["HLT002"]
     note = Finding("CAP007", "ignored ids, harmless", [], "none", severity="info")
     assert [f.code for f in jd.settle([note, healthy])] == ["CAP007", "HLT002"]
+    # "no finding of this run decides it" beside the finding that decides it: withdrawn the same way
+    undecided = Finding("HLT003", "undetermined: training accepts 1.16 more", [], "rerun", severity="warning")
+    served = Finding("FWD001", "the engine runs norm_before_residual = true", [], "x", severity="error")
+    assert [f.code for f in jd.settle([undecided, served])] == ["FWD001"]
+    assert [f.code for f in jd.settle([undecided])] == ["HLT003"]
 
 
 def test_no_skill_is_the_checkpoint_whatever_the_paths_agree_on():

@@ -53,6 +53,7 @@ VALUES: dict[str, list[str]] = {
     "train_system_prompt": ["--train-system-prompt", "You are terse."],
     "requests": ["--requests", str(FIX / "conversations" / "requests.jsonl")],
     "stream_layers": ["--stream-layers"],
+    "serving_description": ["--serving-description", str(SERVING / "declared-input-ids.json")],
 }
 # a value per kind where the default's engine needs its own
 FOR_KIND = {("eagle3", "engine_version"): ["--engine-version", "0.4.6"]}
@@ -103,7 +104,9 @@ def _run(kind: str, command: str, extra: list[str], tmp_path, tag: str) -> tuple
     folder, engine = DRAFTS[kind]
     out = tmp_path / tag
     out.mkdir()
-    args = [command, "-t", TARGET, "-d", FIX / folder, "--engine", engine, "--json", out / "o.json"]
+    # a serving description names the engine itself: beside --engine it is refused as naming two
+    named = [] if "--serving-description" in extra else ["--engine", engine]
+    args = [command, "-t", TARGET, "-d", FIX / folder, *named, "--json", out / "o.json"]
     if command != "inspect":
         args += ["--prompts", PROMPTS, "--limit", "2", "--max-tokens", "48"]
     if command in ("acceptance", "diagnose", "fix"):

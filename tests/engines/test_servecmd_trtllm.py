@@ -9,6 +9,7 @@ from conftest import invoke
 
 from eagle3_doctor.core.errors import BadInput
 from eagle3_doctor.engines.launch import parse_serve_cmd, parse_serve_config
+from eagle3_doctor.engines.releases import check_engine
 
 EAGLE3 = """\
 speculative_config:
@@ -119,6 +120,9 @@ def test_docker_image_names_the_release(tmp_path):
         f"docker run --gpus all nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6 trtllm-serve m --extra_llm_api_options {y}"
     )
     assert (sc.image, sc.engine_version) == ("nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6", "1.2.0rc6-two-model")
+    # an older image is that release's rules, two-model path kept (it was refused before 1.2)
+    sc = parse_serve_cmd(f"docker run nvcr.io/nvidia/tensorrt-llm/release:1.0.0 trtllm-serve m --extra_llm_api_options {y}")
+    assert check_engine("trtllm", sc.engine_version) == "1.0-two-model"
 
 
 def test_options_file_alone_as_serve_config(tmp_path):

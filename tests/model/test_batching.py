@@ -30,5 +30,7 @@ def test_accepted_lengths_do_not_depend_on_batch_size():
 def test_truncation_is_noted():
     setup = load_setup(target=str(TARGET), draft=str(DRAFTS["sglang"]), dtype="float32", device="cpu")
     run = acceptance(setup, prompts_path=str(PROMPTS), num_steps=2, continuation="text", max_tokens=8, limit=3)
-    assert any("truncated to --max-tokens 8" in n for n in run.notes)
+    note = next(n for n in run.notes if "truncated to --max-tokens 8" in n)
+    longest = int(note.split("longest had ")[1].split()[0])
+    assert f"--max-tokens {longest} measures them whole" in note  # what was cut and how to keep it
     assert run.settings.tokens == 3 * 8

@@ -104,3 +104,25 @@ def test_a_continuation_batch_is_sized_by_its_kv_cache_not_a_forward(monkeypatch
     free[0] = 20 * 2**30
     assert 1 <= decode_batch_size(gpu, 128, 640) < n
     assert decode_batch_size(SimpleNamespace(config=cfg, device=torch.device("cpu"), dtype=torch.float32), 128, 640) == 8
+
+
+def test_attention_reads_the_written_slots_only_and_the_tokens_stay_generates(target, hf_target, monkeypatch):
+    """Over the native cache a step attends the first W slots, W the written length rounded up to 256 slots
+    (an eighth of it past 2,048): a continuation that crosses a window's end gives ``generate``'s tokens, and the
+    windows it used are the rule's, growing with the length and never past the cache."""
+    from eagle3_doctor.model.native.cache import StaticKV
+    from eagle3_doctor.model.static import StaticDecoder
+
+    seen: list[int] = []
+    real = StaticKV.set_window
+    monkeypatch.setattr(StaticKV, "set_window", lambda self, w: (seen.append(w), real(self, w))[1])
+    prompts = _prompts(target, 3)
+    got = greedy_static(target, prompts, 300)
+    assert got == _generate(hf_target, prompts, 300, lambda k: None)
+    assert seen[0] == 256 and 256 in seen and max(seen) == max(seen[-1], 256) > 256
+    assert seen == sorted(seen)
+    dec = StaticDecoder.__new__(StaticDecoder)
+    dec.cache, dec.max_len = StaticKV(1, 1, 1, 40_000, 8, torch.float32, torch.device("meta")), 40_000
+    assert [dec._window(e) for e in (1, 256, 257, 2048, 2049, 4097, 33_000, 39_999)] == [
+        256, 256, 512, 2048, 2304, 4608, 36_864, 40_000
+    ]  # fmt: skip

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...core.findings import Finding
@@ -55,9 +56,12 @@ def acc_fix(setup: Setup) -> str:
     return text or f"{setup.serving.label} cannot feed what was trained: see eagle3-doctor compare-hidden"
 
 
-def acceptance_findings(results: dict[str, PathResult], scan_res: list[ScanRow] | None, setup: Setup) -> list[Finding]:
+def acceptance_findings(
+    results: dict[str, PathResult], scan_res: list[ScanRow] | None, setup: Setup, before: Sequence[Finding] = ()
+) -> list[Finding]:
     """ACC001 (serving features cost acceptance, decided by size and interval), ACC002 (low even on the best path),
-    ACC004 (the weights fit another wiring), then the health judgment (HLT001, HLT002) over every path."""
+    ACC004 (the weights fit another wiring), then the health judgment (HLT001, HLT002) over every path, after the
+    run's other findings ``before`` (the served forward's, which name what the as-served path costs)."""
     from ..judgment import decides
 
     out: list[Finding] = []
@@ -86,7 +90,7 @@ def acceptance_findings(results: dict[str, PathResult], scan_res: list[ScanRow] 
         fit = fit_finding(scan_res, setup)
         out += [fit] if fit is not None else []
     out += depth_findings(results, setup)
-    health = acceptance_health(results, out, setup, scan_res)
+    health = acceptance_health(results, [*before, *out], setup, scan_res)
     ref = t or s
     if ref and ref.acc_k and ref.step1 < 0.3 and not any(f.code == "HLT001" for f in health):
         out.append(

@@ -159,7 +159,8 @@ def measure_acceptance(
     ref = run_reference(setup, rep, results, tree, progress) if opts.reference else None
     scan_res = m.scan_result()
     settings = run_settings(setup, rep, tree, train_dump)
-    findings = acceptance_findings(results, scan_res, setup) + measured_findings(served, results, rep.opts.num_steps)
+    measured = measured_findings(served, results, rep.opts.num_steps)
+    findings = acceptance_findings(results, scan_res, setup, measured) + measured
     for res in results.values():
         res.triage = triage(res, settings.dtype)
     return AcceptanceRun(results, settings, findings, rep.notes, ref, scan_res if opts.scan else None)

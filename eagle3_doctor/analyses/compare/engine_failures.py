@@ -23,16 +23,23 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
     code = {"start-up": "ENG001", "serving": "ENG003"}.get(f.when, "ENG002")
     evidence = [
         f"engine error: {f.message}",
-        f"raised by: {serving.engine} {f.source} (engine table, executed by make conformance)",
+        f"raised by: {serving.engine} {f.source}"
+        + ("" if "not executed" in f.source else " (engine table, executed by make conformance)"),
         f"ids in effect: {serving.source}",
     ]
     if f.internal is not None:
         evidence.append(f"the engine's own index list after its rule: {f.internal}")
     fix_text, ids = fix_for(serving, tuple(train))
     if not fix_text and code == "ENG003":  # no ids help: the engine release itself captures the wrong tensor
-        from ...engines.fixes import earlier_working_rows
+        from ...engines.fixes import earlier_working_rows, first_working_release
 
-        if serving.engine == "trtllm":
+        adds = first_working_release("trtllm", serving.family, serving.version.split("-")[0])
+        if serving.engine == "trtllm" and adds:  # the release's decoder layer captures nothing: no ids help
+            fix_text = (
+                f"serve with TensorRT-LLM {adds[0]} or newer, where {adds[1]} hands the residual stream to "
+                "maybe_capture_hidden_states, or serve this target with another engine"
+            )
+        elif serving.engine == "trtllm":
             fix_text = (
                 f"write ids that each name an existing layer once (0..{serving.num_layers - 1}, or -1 for the "
                 "final state) in eagle3_layers_to_capture"
@@ -59,7 +66,7 @@ def engine_failure_finding(serving: Serving, train: FeatureSpec) -> Finding:
     }[code]
     title = f"{serving.label} {what}: {f.message.split(' (')[0]}"
     # trtllm's ENG003 fix is a rewrite of its id list: point at it even where no single list is printed
-    where = ids_location(serving) if code == "ENG003" and serving.engine == "trtllm" else None
+    where = ids_location(serving) if code == "ENG003" and serving.engine == "trtllm" and f.internal is not None else None
     return Finding(code, title, evidence, fix_text, data={"when": f.when, "fix_ids": ids, "source": f.source}, location=where)
 
 

@@ -41,6 +41,8 @@ def ids_location(serving: Serving) -> Location | None:
         return None
     if serving.engine == "trtllm":  # the LLM API options file, not the checkpoint
         return Location("extra_llm_api_options.yaml", f"speculative_config.{kr.keys[0]}")
+    if serving.engine == "declared" and kr.keys[0] == "capture.layer_ids":  # the description, not the checkpoint
+        return Location(serving.version, kr.keys[0])
     return Location(DRAFT_CONFIG, kr.keys[0])
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from ...core.findings import Finding
 from ...core.taps import format_spec
 from ...draft.formats import DraftInfo, spec_from_info
-from ...engines.releases import rules_release
+from ...engines.releases import release_label, rules_release
 from ...engines.serving import Serving, resolve_serving
 from ..compare.symbolic import diagnose_specs
 from ..quantization import quant_findings, target_quant
@@ -57,7 +57,7 @@ def _served_findings(
         return fwd, []
     return fwd, [
         (
-            f"{engine} {version} runs",
+            f"{release_label(engine, version)} runs",
             ", ".join(f"{k}={served.json_bool(v)}" for k, (v, _) in sf.flags.items())
             + (f"; undetermined: {', '.join(sf.undetermined)}" if sf.undetermined else ""),
         )

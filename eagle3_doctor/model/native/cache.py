@@ -2,7 +2,10 @@
 
 ``StaticKV``: fixed buffers that count their own length on the device (``cumulative_length``, as
 transformers 5's static layers do), so a CUDA graph replays a step with no host value in it; the
-static decoder sets that count to crop and reset. ``DynamicKV``: grows by concatenation and crops by a
+static decoder sets that count to crop and reset. Attention reads the first ``window`` slots only (the
+static decoder keeps it at or past the written length): a decode step over a cache sized for the
+longest row read every slot, written or not, which at large batches cost more than the weights
+(bench/RESULTS.md). ``DynamicKV``: grows by concatenation and crops by a
 negative count, as transformers' dynamic cache does for the eager decode loop.
 """
 
@@ -19,13 +22,14 @@ class StaticLayer:
         self.keys = torch.zeros(batch, kv_heads, max_len, head_dim, dtype=dtype, device=device)
         self.values = torch.zeros_like(self.keys)
         self.cumulative_length = torch.zeros((), dtype=torch.long, device=device)
+        self.window = max_len
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         at = torch.arange(k.shape[2], device=k.device) + self.cumulative_length
         self.cumulative_length.add_(k.shape[2])
         self.keys.index_copy_(2, at, k)
         self.values.index_copy_(2, at, v)
-        return self.keys, self.values
+        return self.keys[:, :, : self.window], self.values[:, :, : self.window]
 
 
 class StaticKV:
@@ -33,6 +37,11 @@ class StaticKV:
         self, layers: int, batch: int, kv_heads: int, max_len: int, head_dim: int, dtype: torch.dtype, device: torch.device
     ):
         self.layers = [StaticLayer(batch, kv_heads, max_len, head_dim, dtype, device) for _ in range(layers)]
+
+    def set_window(self, slots: int) -> None:
+        """Attention reads the first ``slots`` slots from the next forward on (a graph holds the value it saw)."""
+        for layer in self.layers:
+            layer.window = slots
 
     def layer(self, i: int) -> StaticLayer:
         return self.layers[i]
