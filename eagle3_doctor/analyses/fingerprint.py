@@ -326,13 +326,28 @@ def _mark(r: FingerprintRow) -> str:
     return " ".join(x for x, on in (("configured", r.configured), ("trained", r.trained)) if on)
 
 
+def shown_rows(fp: FingerprintResult, top: int) -> list[FingerprintRow | None]:
+    """The rows a table shows: the ``top`` best, then the configured and trained rows wherever they rank (the
+    comparison a reader needs), a None where ranks are skipped."""
+    rows: list[FingerprintRow | None] = list(fp.rows[:top])
+    for r in fp.rows[top:]:
+        if r.configured or r.trained:
+            if rows[-1] is not None and rows[-1].rank != r.rank - 1:
+                rows.append(None)
+            rows.append(r)
+    return rows
+
+
 def render_fingerprint(console: Any, fp: FingerprintResult, top: int = 12) -> None:
     from rich.table import Table
 
     t = Table(title="the draft's fingerprint: candidate capture points ranked by fit (95% intervals over prompts)")
     for col in ("rank", "features", "log-lik", "diff to best (paired)", "", "row"):
         t.add_column(col, justify="right" if col in ("rank", "log-lik") else "left")
-    for r in fp.rows[:top]:
+    for r in shown_rows(fp, top):
+        if r is None:
+            t.add_row("...", "", "", "", "", "")
+            continue
         ll, d = r.log_lik, r.diff_to_best
         t.add_row(
             str(r.rank),
@@ -370,7 +385,10 @@ def fingerprint_markdown(fp: FingerprintResult, top: int = 8) -> str:
         "| rank | features | log-lik [95%] | diff to best [95%, paired] | row |",
         "|---|---|---|---|---|",
     ]
-    for r in fp.rows[:top]:
+    for r in shown_rows(fp, top):
+        if r is None:
+            lines.append("| ... | | | | |")
+            continue
         ll, d = r.log_lik, r.diff_to_best
         diff = "-" if r.rank == 1 else f"{d.point:+.4f} [{d.lo:+.4f}, {d.hi:+.4f}]"
         lines.append(f"| {r.rank} | {format_spec(r.spec)} | {ll.point:.4f} [{ll.lo:.4f}, {ll.hi:.4f}] | {diff} | {_mark(r)} |")

@@ -38,11 +38,13 @@ from .commands import (
     speedup,
     template_diff,
 )
-from .options import VERSION, click_exceptions, options
+from .help import FirstCommandsGroup, PanelCommand
+from .options import VERSION, options
 from .output import fail, flush_stdout, silence_stdout
+from .usage import click_exceptions
 
 
-class _OneLineGroup(typer.core.TyperGroup):
+class _OneLineGroup(FirstCommandsGroup):
     """Click's own errors (unknown option, missing --target, --limit two) as the one promised line.
 
     Click would print a three-line usage block; here every way out of the program is one line
@@ -297,7 +299,7 @@ COMMANDS: tuple[tuple[str, Callable[..., int]], ...] = (
     ("template-diff", template_diff.template_diff_cmd),
 )
 for _name, _cmd in COMMANDS:
-    app.command(_name)(guarded(_cmd))
+    app.command(_name, cls=PanelCommand)(guarded(_cmd))
 
 
 def run() -> None:

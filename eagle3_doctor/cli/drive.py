@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any, Optional
 
 from ..core.errors import BadInput
+from .formats import check_format, drop_ignored, emit, report_to_stderr
 from .output import console, write_result
 from .resolve import RESOLVED_LATER, preflight_given, resolve_serve
 
@@ -55,6 +56,7 @@ def drive(
     ``preflighted``: the command has checked its options already (it reads an input before the run)."""
     from ..drafters.registry import kind_of
 
+    check_format(getattr(a, "format", None), getattr(a, "json_out", None))
     if not preflighted:
         preflight_given(a, skip=RESOLVED_LATER)
     run = resolve_serve(
@@ -90,11 +92,13 @@ def finish(run: Any, outcome: Any) -> int:
         tau, rate1 = outcome.served
         outcome.findings.extend(gate_findings(tau, rate1, min_rate, min_tau))
         outcome.findings[:] = settle(outcome.findings)  # in place: the document and the render read this list
+    outcome.findings[:] = drop_ignored(outcome.findings)  # in place, as above
     run.locate(outcome.findings)
-    json_out = run.opt("json_out")
-    outcome.render(console(stderr=json_out == "-"))  # `--json -` owns stdout
+    json_out, fmt = run.opt("json_out"), run.opt("format")
+    outcome.render(console(stderr=report_to_stderr(fmt, json_out)))  # `--json -` or --format sarif|gitlab owns stdout
     trust = run.opt("trust_remote_code", False) if outcome.trust_remote_code is None else outcome.trust_remote_code
     write_result(json_out, outcome.document(), trust, engine_release=run.release)
+    emit(fmt, outcome.findings)
     if outcome.files is not None:
         outcome.files()
     if not outcome.agrees:

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import BadInput
-from ..core.findings import Finding, at_or_above
+from ..core.findings import Finding, at_or_above, by_root_cause
 from ..core.taps import format_spec
+from .formats import drop_ignored
 from .gate_policy import Policy
 
 if TYPE_CHECKING:
@@ -238,6 +239,7 @@ def run_gate(
         findings = [f for f in findings if f.code != "ACC004"]
     m = _metric(acc.paths, policy.num_steps)
     m["slot_cosine"] = [s.cos_mean for s in cmp.slots]
+    findings = by_root_cause(drop_ignored(findings))  # one wrong id list is one error, its other sightings attached
     checks = [_severity_check(findings, policy)]
     checks += _threshold_checks(m, policy, acc, findings)
     if baseline:
@@ -287,8 +289,14 @@ def _unique(findings: list[Finding]) -> list[Finding]:
 def _severity_check(findings: list[Finding], policy: Policy) -> Check:
     blocking = at_or_above(findings, policy.fail_on)
     return Check(
-        f"no findings at or above {policy.fail_on}", float(len(blocking)), 0.0, not blocking, ", ".join(f.code for f in blocking)
+        f"no findings at or above {policy.fail_on}", float(len(blocking)), 0.0, not blocking, ", ".join(map(_codes, blocking))
     )
+
+
+def _codes(f: Finding) -> str:
+    """A finding's code, with the codes of the sightings of the same root cause attached to it."""
+    also = [r["code"] for r in f.data.get("related", [])]
+    return f.code + (f" (with {', '.join(also)})" if also else "")
 
 
 def _threshold_checks(m: dict[str, Any], policy: Policy, acc: Any, findings: list[Finding]) -> list[Check]:

@@ -72,7 +72,8 @@ def located(res: GateResult, draft: str) -> list[tuple[Finding, str, int | None]
     for f in res.findings:
         loc = f.location
         if loc is not None and loc.path and Path(loc.path).is_file():
-            out.append((f, display_path(loc.path), _key_line(Path(loc.path), loc.key)))
+            line = loc.line if loc.line is not None else _key_line(Path(loc.path), loc.key)
+            out.append((f, display_path(loc.path), line))
         else:
             out.append((f, str(cfg), ids_line if f.code.startswith(_KEY_CODES) else None))
     return out
@@ -88,6 +89,8 @@ def github_annotations(res: GateResult, draft: str) -> list[str]:
     for f in by_severity(res.findings):
         file, line = where[id(f)]
         props = f"file={file}" + (f",line={line}" if line is not None else "")
+        if line is not None and f.location is not None and f.location.line == line and f.location.col:
+            props += f",col={f.location.col}"
         props += f",title={_escape('eagle3-doctor ' + f.code).replace(',', '%2C').replace(':', '%3A')}"
         msg = f.title + (f" -- fix: {f.fix}" if f.fix else "")
         out.append(f"::{level[f.severity or 'info']} {props}::{_escape(msg)}")

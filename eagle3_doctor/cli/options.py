@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, NoReturn, Optional, TypeVar
+from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
@@ -199,6 +199,8 @@ REPORT = opt(
     help="Write a Markdown report (with PNG plots if matplotlib is installed) into this directory.",
 )
 QUIET = opt(bool, False, "--quiet", "-q", help="No progress bars.")
+# sarif: GitHub code scanning and editors; gitlab: GitLab's code quality report (cli/formats.py)
+FORMAT = opt(str, "text", "--format", metavar="[text|sarif|gitlab]", help="sarif|gitlab: findings on stdout, report on stderr.")
 
 
 # ----------------------------------------------------------------------------- acceptance: how to measure
@@ -481,28 +483,3 @@ PROMPT_FORMAT: dict[str, Opt] = dict(
 LOADING: dict[str, Opt] = dict(
     dtype=DTYPE, device=DEVICE, device_map=DEVICE_MAP, max_memory=MAX_MEMORY, trust_remote_code=TRUST_REMOTE_CODE
 )
-
-
-# ----------------------------------------------------------------------------- click's own usage errors
-
-
-def click_exceptions() -> Any:
-    """typer >= 0.26 vendors click as typer._click; older typers use click itself."""
-    vendored = getattr(typer.core, "_click", None)
-    if vendored is not None:
-        return vendored.exceptions
-    import click
-
-    return click.exceptions
-
-
-def missing_option(flag: str, what: str) -> NoReturn:
-    """The same one-line usage error click gives for a required option (--serve-cmd may stand in for it)."""
-    vendored = getattr(typer.core, "_click", None)
-    if vendored is not None:
-        ctx = vendored.globals.get_current_context(silent=True)
-    else:
-        import click
-
-        ctx = click.get_current_context(silent=True)
-    raise click_exceptions().UsageError(f"Missing option '{flag}' (or a --serve-cmd that names {what})", ctx=ctx)

@@ -17,6 +17,7 @@ from ..core.errors import one_line
 
 def console(stderr: bool = False):
     from rich.console import Console
+    from rich.text import Text
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
@@ -24,9 +25,73 @@ def console(stderr: bool = False):
             silence_stdout()
             raise BrokenPipeError(32, "standard output was closed")
 
-    # piped output (CI logs) defaults to 80 columns in rich: too narrow for the slot tables
-    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
-    return _Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if wide else 160)
+        def print(self, *objects: Any, **kw: Any) -> None:
+            # soft_wrap leaves a long line to the terminal, which cuts it mid-word (mid-interval): every
+            # renderer's one-line prints are broken here instead, between words, with a hanging indent
+            if kw.get("soft_wrap") and self.width < UNWRAPPED and objects and all(isinstance(o, (str, Text)) for o in objects):
+                objects = tuple(_fitted(o, self.width, kw.get("markup")) for o in objects)
+            super().print(*objects, **kw)
+
+    # piped output (CI logs) has no width: rich would assume 80 columns, too narrow for the slot tables, and
+    # any fixed width hard-wraps lines the log viewer would fold itself; so a line there is as long as it is
+    return _Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if has_width() else UNWRAPPED)
+
+
+# the width of a stream that has none: wider than any line the doctor writes, so nothing is wrapped
+UNWRAPPED = 10_000
+
+
+def has_width() -> bool:
+    """A terminal, or COLUMNS set (a CI job asking for a width): text is fitted to it. Otherwise it is not wrapped."""
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stdout
+        tty = False
+    return tty or "COLUMNS" in os.environ
+
+
+def text_width() -> int | None:
+    """The width plain text (explain) is wrapped at: the terminal's, or None (unwrapped) without one."""
+    import shutil
+
+    return shutil.get_terminal_size().columns if has_width() else None
+
+
+def _fitted(obj: Any, width: int, markup: Optional[bool]) -> Any:
+    """A str or Text printed with soft_wrap, its lines longer than ``width`` broken between words (never
+    inside an interval or an id list, core/text.py), each continuation indented two past its line's indent."""
+    from rich.text import Text
+
+    from ..core.text import wrap
+
+    if isinstance(obj, str):
+        try:  # the text as rich would print it: markup read unless the caller said markup=False
+            obj = Text(obj) if markup is False else Text.from_markup(obj)
+        except Exception:  # not markup after all (rich raises its own MarkupError): rich prints it as given
+            return obj
+    if all(len(line) <= width for line in obj.plain.split("\n")):
+        return obj
+    out = Text()
+    for n, line in enumerate(obj.split("\n", allow_blank=True)):
+        if n:
+            out.append("\n")
+        plain = line.plain
+        if len(plain) <= width:
+            out.append_text(line)
+            continue
+        indent = " " * (len(plain) - len(plain.lstrip(" ")))
+        rest = indent + "  "
+        pos = 0
+        for k, piece in enumerate(wrap(plain, width, "", rest)):
+            body = piece[len(rest) :] if k else piece
+            at = plain.find(body, pos)
+            if at < 0:  # wrap kept every word: not reached, but never lose text
+                return obj
+            if k:
+                out.append("\n" + rest)
+            out.append_text(line[at : at + len(body)] if k else line[: at + len(body)])
+            pos = at + len(body)
+    return out
 
 
 def fail(line: str) -> None:

@@ -13,8 +13,9 @@ from typing import Any, Optional
 
 from ..core.errors import BadInput
 from ..drafters.run import Run
-from .options import SAMPLING, defaults, missing_option
+from .options import SAMPLING, defaults
 from .output import progress, status
+from .usage import missing_option
 
 
 def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: bool = True) -> Run:

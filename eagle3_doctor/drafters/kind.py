@@ -21,7 +21,7 @@ SHARED = frozenset(
     {
         "target", "draft", "draft_format", "engine", "serve_cmd", "serve_config", "revision", "draft_revision",
         "prompts", "limit", "max_tokens", "max_new_tokens", "device", "dtype", "trust_remote_code",
-        "json_out", "quiet", "out",
+        "json_out", "format", "quiet", "out",
     }
 )  # fmt: skip
 

@@ -55,9 +55,12 @@ class Run:
 
     def locate(self, findings: list[Finding]) -> None:
         """The launch command's findings first in a command's list (they are read before anything is
-        measured), and every finding pointed at the file this run used."""
+        measured), and every finding pointed at the file this run used, at its key's line and column."""
+        from ..io.positions import place
+
         findings[:0] = [f for f in self.findings if f not in findings]
         locate(findings, self.paths)
+        place(findings)
 
 
 def load_models(run: Run) -> Any:

@@ -43,6 +43,8 @@ def render_findings(console: Console, findings: list[Finding], ok_text: str) -> 
             print_wrapped(console, _where(f.location), " --> ", "     ", "bold blue")
         for line in f.evidence:
             print_wrapped(console, line, "   | ", "   |   ")
+        for r in f.data.get("related", []):  # the same root cause, seen by another check (core.findings.by_root_cause)
+            print_wrapped(console, f"{r['code']}: {r['title']}", "   = also: ", " " * 11, "bold")
         if f.fix:
             print_wrapped(console, str(f.fix), "   = fix: ", " " * 10, "bold green")
         if f.help:
@@ -283,6 +285,8 @@ def findings_markdown(findings: list[Finding]) -> str:
             out.append(f"  - at `{f.location}`")
         for e in f.evidence:
             out.append(f"  - {e}")
+        for r in f.data.get("related", []):
+            out.append(f"  - also **{r['code']}**: {r['title']}")
         if f.fix:
             out.append(f"  - fix: `{f.fix}`")
         if f.edit is not None and f.edit.snippet:

@@ -8,7 +8,6 @@ cuts it mid-word. At 80 columns that cost the slot table its decisive ``cos min`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional, Union
@@ -18,52 +17,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-OPEN, CLOSE = "([{", ")]}"
-
-
-def _groups(text: str, room: int) -> list[tuple[str, str]]:
-    """(leading spaces, unbreakable run) pieces of text: words, with a bracketed or double-quoted group
-    joined into one piece where it fits in room (a JSON value stays on one line, so it reads as one)."""
-    words = re.findall(r"(\s*)(\S+)", text)
-    out: list[tuple[str, str]] = []
-    i = 0
-    while i < len(words):
-        j, depth, quoted = i, 0, False
-        while True:
-            word = words[j][1]
-            depth += sum(word.count(c) for c in OPEN) - sum(word.count(c) for c in CLOSE)
-            quoted ^= word.count('"') % 2 == 1
-            if (depth <= 0 and not quoted) or j + 1 == len(words) or "\n" in words[j + 1][0]:
-                break
-            j += 1
-        joined = words[i][1] + "".join(sp + w for sp, w in words[i + 1 : j + 1])
-        if j > i and len(joined) <= room:
-            out.append((words[i][0], joined))
-            i = j + 1
-        else:
-            out.append(words[i])
-            i += 1
-    return out
-
-
-def wrap(text: str, width: int, first: str = "", rest: str = "") -> list[str]:
-    """text after ``first`` and then after ``rest`` on each further line, no line over width, broken only
-    at spaces (a word longer than a line gets a line of its own and overflows it: it is never cut); a
-    newline in text starts a new line."""
-    lines: list[str] = []
-    line = first
-    bare = True  # nothing but the prefix on this line yet
-    for space, word in _groups(text, max(1, width - len(rest))):
-        if bare:
-            line += word
-            bare = False
-        elif "\n" not in space and len(line) + len(space) + len(word) <= width:
-            line += space + word
-        else:
-            lines.append(line)
-            line = rest + word
-    lines.append(line)
-    return lines
+from ..core.text import wrap
 
 
 def print_wrapped(console: Console, text: str, first: str = "", rest: str = "", prefix_style: str = "", style: str = "") -> None:

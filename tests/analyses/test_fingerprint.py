@@ -100,3 +100,27 @@ def test_cli_names_the_trained_spec_for_the_incident_config(tmp_path, tmp_copy):
     data = json.loads((tmp_path / "f.json").read_text())
     assert data["rows"][0]["spec"] == [str(p) for p in TRAINED]
     assert next(x for x in data["rows"] if x["configured"])["spec"] == ["embed", "layer_out[1]", "layer_out[3]"]
+
+
+def test_the_tables_show_the_configured_row_wherever_it_ranks(fp_fixture):
+    """A configured wiring ranked last (the seed incident's ranks 12th of 14): the summary's table still shows it,
+    after a gap, beside the best rows."""
+    import dataclasses
+    import io
+
+    from rich.console import Console
+
+    from eagle3_doctor.analyses.fingerprint import fingerprint_markdown, render_fingerprint
+    from eagle3_doctor.core.taps import format_spec
+
+    n = len(fp_fixture.rows)
+    assert n > 5
+    rows = [dataclasses.replace(r, configured=i == n - 1) for i, r in enumerate(fp_fixture.rows)]
+    fp = dataclasses.replace(fp_fixture, rows=rows)
+    md = fingerprint_markdown(fp, top=3)
+    ranks = [ln.split("|")[1].strip() for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| rank")]
+    assert ranks == ["1", "2", "3", "...", str(n)], ranks
+    assert f"| {n} | {format_spec(rows[-1].spec)} |" in md and md.rstrip().endswith("configured |")
+    buf = io.StringIO()
+    render_fingerprint(Console(file=buf, width=200), fp, top=3)
+    assert format_spec(rows[-1].spec) in buf.getvalue() and "..." in buf.getvalue()

@@ -78,32 +78,30 @@ def _git(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
 
 
-# Each release tag and the commit it names: a clone made without tags (a branch pushed alone) still has
-# the commit, so the checks below run on every clone of main, and a moved tag fails them.
-RELEASES = {"v0.1.0": "1e8c030e49a2f5a2d327f29e01f429e4010aecdc"}
+# The project records no public URL (pyproject.toml has no [project.urls]): the install lines name the repository
+# as the variable the user sets, in the spelling of the file they sit in.
+REPO_VARIABLES = ("$EAGLE3_DOCTOR_REPO", "${EAGLE3_DOCTOR_REPO}", "${{vars.EAGLE3_DOCTOR_REPO}}")
 
 
-def _release_commit(tag: str) -> str | None:
-    """The commit a release tag names: the tag's own where this clone has it, else the recorded one."""
-    got = _git("rev-parse", "-q", "--verify", f"refs/tags/{tag}^{{commit}}")
-    if got.returncode == 0:
-        return got.stdout.strip() if RELEASES.get(tag) in (None, got.stdout.strip()) else None
-    known = RELEASES.get(tag)
-    return known if known and _git("cat-file", "-e", f"{known}^{{commit}}").returncode == 0 else None
+def _release() -> str:
+    """The tag users are told to install: v{[tool.eagle3-doctor] release}."""
+    return "v" + _pyproject()["tool"]["eagle3-doctor"]["release"]
+
+
+def _release_commit(tag: str, root=ROOT) -> str | None:
+    """The commit a release tag names in this clone, or None."""
+    got = subprocess.run(["git", "-C", str(root), "rev-parse", "-q", "--verify", f"refs/tags/{tag}^{{commit}}"],
+                         capture_output=True, text=True)  # fmt: skip
+    return got.stdout.strip() if got.returncode == 0 else None
 
 
 def _tag_problem(url: str) -> str | None:
-    """Why `git+URL@TAG` does not name a release of this repository, or None."""
-    repo = _pyproject()["project"]["urls"]["Repository"]
+    """Why `git+URL@TAG` does not name this repository's current release, or None."""
     base, _, tag = url.removeprefix("git+").rpartition("@")
-    if base != repo:
-        return f"{url}: not this project's repository ({repo}, pyproject.toml [project.urls])"
-    commit = _release_commit(tag)
-    if commit is None:
-        return f"{url}: no tag {tag!r} in this clone, or one that moved from {RELEASES.get(tag)} (git tag; git fetch --tags)"
-    init = _git("show", f"{commit}:eagle3_doctor/__init__.py").stdout
-    if f'__version__ = "{tag.removeprefix("v")}"' not in init:
-        return f"{url}: the package at {tag} does not declare version {tag.removeprefix('v')}"
+    if base not in REPO_VARIABLES:
+        return f"{url}: not the repository variable ({' or '.join(REPO_VARIABLES)}): the project records no public URL"
+    if tag != _release():
+        return f"{url}: pins {tag}, not the release {_release()} ([tool.eagle3-doctor] release in pyproject.toml)"
     return None
 
 
@@ -158,26 +156,67 @@ def test_every_install_line_names_something_that_exists():
 
 
 def test_the_install_check_refuses_what_does_not_exist():
-    repo = _pyproject()["project"]["urls"]["Repository"]
-    env = {"SPEC": f"git+{repo}@v0.0.0-never"}
+    env = {"SPEC": "git+$EAGLE3_DOCTOR_REPO@v0.0.0-never"}
     assert "not on PyPI" in _install_problems("pip install eagle3-doctor", {})[0]
     assert "not on PyPI" in _install_problems("  - pip install 'eagle3-doctor[plots]'  # comment", {})[0]
-    assert "no tag 'v0.0.0-never'" in _install_problems('pip install "eagle3-doctor @ $SPEC"', env)[0]
-    assert "not this project's repository" in _install_problems("pip install 'eagle3-doctor @ git+https://x/y@v0.1.0'", {})[0]
+    assert "pins v0.0.0-never, not the release" in _install_problems('pip install "eagle3-doctor @ $SPEC"', env)[0]
+    assert "not the repository variable" in _install_problems("pip install 'eagle3-doctor @ git+https://x/y@v0.2.0'", {})[0]
     assert "no such path" in _install_problems("`pip install -e ./nowhere[plots]`", {})[0]
     assert "not torch nor a requirement" in _install_problems("pip install eagle3-doktor", {})[0]
     assert _install_problems("pip install torch --index-url https://download.pytorch.org/whl/cpu", {}) == []
 
 
-def test_the_pinned_release_has_the_gate_flags_the_examples_pass():
-    """The examples run the tag's CLI, not this checkout's: every gate flag they pass must exist there."""
-    tag = _workflow()["env"]["EAGLE3_DOCTOR"].rpartition("@")[2]
-    for name, (text, _) in _documents().items():
-        if not name.startswith("examples/ci/"):
-            continue
-        for flag in sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", text)) - OTHER_TOOLS_FLAGS):
-            r = _git("grep", "-q", "-F", f'"{flag}"', str(_release_commit(tag)), "--", "eagle3_doctor/cli")
-            assert r.returncode == 0, f"{name}: {flag} is not an option of eagle3-doctor at {tag}"
+def _surface(rev: str, root=ROOT) -> set[str]:
+    """What a user can type at revision ``rev``: every command name and long flag the CLI declares."""
+    got = subprocess.run(["git", "-C", str(root), "grep", "-h", "-o", "-E", r'"(--[a-z][a-z0-9-]+|[a-z]+(-[a-z]+)*)", [a-z_]+\.[a-z_]+_cmd|"--[a-z][a-z0-9-]+"', rev, "--", "eagle3_doctor/cli"],
+                         capture_output=True, text=True)  # fmt: skip
+    return {m.group(1) for m in re.finditer(r'"([a-z-]+)"', got.stdout) if m.group(1).strip("-")}
+
+
+def release_lags(root=ROOT, tag: str | None = None) -> str | None:
+    """Why the pinned release tag does not describe this checkout, or None: the tag must exist in the clone, be
+    HEAD or an ancestor of it, and hold every command and flag HEAD has (a feature added after the tag is one the
+    README's install line does not install)."""
+    tag = tag or _release()
+    commit = _release_commit(tag, root)
+    if commit is None:
+        return f"no tag {tag} in this clone: create it on the release commit, or fetch tags (git fetch --tags)"
+    git = ["git", "-C", str(root)]
+    if subprocess.run([*git, "merge-base", "--is-ancestor", commit, "HEAD"]).returncode != 0:
+        return f"{tag} ({commit[:12]}) is not HEAD nor an ancestor of it"
+    missing = sorted(_surface("HEAD", root) - _surface(commit, root))
+    if missing:
+        return (f"HEAD has {', '.join(missing)}, which {tag} lacks: the examples install an older CLI than the docs "
+                f"describe; tag a new release and bump [tool.eagle3-doctor] release")  # fmt: skip
+    return None
+
+
+def _in_git_checkout() -> bool:
+    return (ROOT / ".git").exists() and _git("rev-parse", "--git-dir").returncode == 0
+
+
+def test_the_pinned_release_holds_every_feature_of_this_checkout():
+    """`pip install` of the pinned tag installs the CLI the docs and examples describe (checked in a clone: no network)."""
+    if not _in_git_checkout():
+        pytest.skip("not a git checkout (an sdist or a copy): the release tag cannot be looked up")
+    problem = release_lags()
+    assert problem is None, problem
+
+
+def test_the_lag_check_fails_for_a_feature_added_after_the_tag(tmp_path):
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    cli = tmp_path / "eagle3_doctor" / "cli"
+    cli.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (cli / "options.py").write_text('A = opt(str, None, "--target")\n')
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    assert "no tag v9.9.9" in release_lags(tmp_path, "v9.9.9")
+    subprocess.run([*git, "tag", "v9.9.9"], check=True)  # a throwaway repository's tag: the project's are the lead's
+    assert release_lags(tmp_path, "v9.9.9") is None
+    (cli / "options.py").write_text('A = opt(str, None, "--target")\nB = opt(str, None, "--format")\n')
+    subprocess.run([*git, "commit", "-qam", "two"], check=True)
+    assert "HEAD has --format, which v9.9.9 lacks" in release_lags(tmp_path, "v9.9.9")
 
 
 # ----------------------------------------------------------------------------- actionlint
@@ -216,10 +255,10 @@ def _pinned_tags(text: str) -> list[str]:
 
 
 def test_install_lines_pin_the_declared_release():
-    """One release is the one users are told to install: pyproject.toml's [tool.eagle3-doctor] release, a tag
-    this repository has (RELEASES). A line left on an older tag, or moved ahead to one not released, fails."""
-    release = "v" + _pyproject()["tool"]["eagle3-doctor"]["release"]
-    assert release in RELEASES, f"[tool.eagle3-doctor] release {release} is no release tag recorded in RELEASES"
+    """One release is the one users are told to install: pyproject.toml's [tool.eagle3-doctor] release (that its
+    tag exists and holds this checkout's CLI is test_the_pinned_release_holds_every_feature_of_this_checkout's).
+    A line left on an older tag, or moved ahead to another, fails."""
+    release = _release()
     pins = {name: _pinned_tags(text) for name, (text, _) in _documents().items()}
     assert pins["README.md"] and pins["examples/ci/github-actions.yml"]  # an empty scan would pass below
     wrong = [f"{name}: @{tag}" for name, tags in pins.items() for tag in tags if tag != release]

@@ -189,8 +189,9 @@ def test_locations_name_the_files_this_run_used(tmp_copy, tmp_path):
     out = tmp_path / "inspect.json"
     r = invoke("inspect", "-t", TARGET, "-d", d, "--json", out)
     assert r.exit_code == 1, r.output
-    cfg = os.path.abspath(d / "config.json")
-    assert f" --> {cfg}: rope_theta\n" in r.output, r.output
+    text = (d / "config.json").read_text()
+    cfg, col = os.path.abspath(d / "config.json"), text.index('"rope_theta"') + 1  # one line: json.dumps wrote it
+    assert f" --> {cfg}:1:{col}: rope_theta\n" in r.output, r.output  # path:line:col, as rustc and ruff give it
     f = next(x for x in json.loads(out.read_text())["findings"] if x["code"] == "CFG003")
-    assert f["location"] == {"file": DRAFT_CONFIG, "key": "rope_theta", "path": cfg}
+    assert f["location"] == {"file": DRAFT_CONFIG, "key": "rope_theta", "path": cfg, "line": 1, "col": col}
     assert (f["edit"]["file"], f["edit"]["path"]) == (DRAFT_CONFIG, cfg)

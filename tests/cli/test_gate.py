@@ -158,6 +158,15 @@ def test_without_a_training_table_the_fingerprint_catches_the_incident(tmp_path,
         i + 1 for i, t in enumerate((inc / "config.json").read_text().splitlines()) if "eagle_aux_hidden_state_layer_ids" in t
     )
     assert ann and ann[0].startswith(f"::error file={inc / 'config.json'},line={line},title=eagle3-doctor FPR001::")
+    # once placed (the command does it after locating), the annotation carries the key's column too
+    from eagle3_doctor.core.findings import locate
+    from eagle3_doctor.io.positions import place
+
+    locate(res.findings, {"draft/config.json": str(inc / "config.json")})
+    place(res.findings)
+    col = (inc / "config.json").read_text().splitlines()[line - 1].index('"eagle_aux_hidden_state_layer_ids"') + 1
+    ann = [a for a in github_annotations(res, str(inc)) if "FPR001" in a]
+    assert ann[0].startswith(f"::error file={inc / 'config.json'},line={line},col={col},title=eagle3-doctor FPR001::")
 
 
 def test_config_as_only_training_truth_is_a_warning_and_policy_can_make_it_an_error(tmp_path, tmp_copy):

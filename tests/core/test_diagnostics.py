@@ -73,3 +73,24 @@ def test_exit_code_is_the_one_policy():
         exit_code([], "fatal")
     cli_src = (ROOT / "eagle3_doctor" / "cli" / "app.py").read_text()
     assert "EXIT_FINDINGS" not in cli_src  # no command keeps a policy of its own
+
+
+def test_one_root_cause_is_one_diagnostic_with_its_other_sightings_attached():
+    from eagle3_doctor.core.findings import by_root_cause, locate
+
+    key = "eagle_config.eagle_aux_hidden_state_layer_ids"
+    fix = config_fix("set the ids", key, [1, 3, 4])
+    fpr = Finding("FPR001", "the weights fit [1, 3, 4]", ["log-lik"], fix)
+    cap = Finding("CAP002", "slot 0 is fed the embeddings", ["slot 0"], fix)
+    acc = Finding("ACC001", "the serving features cost 0.94", [], fix)
+    other = Finding("CFG004", "rope differs", [], "set rope_theta", location=Location("target/config.json", "rope_theta"))
+    gate = Finding("ACC003", "below --min-tau", [], fix)  # a user-set threshold stays its own diagnostic
+    out = by_root_cause([fpr, other, cap, acc, gate])
+    assert [f.code for f in out] == ["CAP002", "CFG004", "ACC003"]  # the cause leads, where the group first stood
+    assert [r["code"] for r in out[0].data["related"]] == ["FPR001", "ACC001"] and out[0].severity == "error"
+    assert out[0].data["related"][0]["evidence"] == ["log-lik"]
+    locate(out, {"draft/config.json": "/d/config.json"})
+    assert out[0].data["related"][1]["location"]["path"] == "/d/config.json"
+    # the same key with another fix is another mistake
+    cap2 = Finding("CAP001", "shifted", [], config_fix("other", key, [2, 4, 5]))
+    assert len(by_root_cause([Finding("CAP002", "x", [], fix), cap2])) == 2

@@ -10,11 +10,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from ...core.findings import exit_code, locate
+from ...io.positions import place
 from ..drive import drive
+from ..formats import check_format, drop_ignored, emit, report_to_stderr
 from ..options import (
     BATCH_SIZE,
     DUMP_TARGET,
     ENGINE_DUMP,
+    FORMAT,
     HEATMAP_PLOT,
     JSON_OUT,
     LAYER_IDS,
@@ -52,6 +55,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, resolve_models
     stream_layers=STREAM_LAYERS,
     reference_target=REFERENCE_TARGET,
     json_out=JSON_OUT,
+    format=FORMAT,
     report=REPORT,
     quiet=QUIET,
     engine_dump=ENGINE_DUMP,
@@ -60,6 +64,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, resolve_models
 def compare_hidden_cmd(**given: Any) -> int:
     """Training features vs what the serving engine captures: slot by slot, with the exact fix."""
     a = SimpleNamespace(**given)
+    check_format(a.format, a.json_out)
     preflight_given(a, skip=RESOLVED_LATER)
     if a.engine_dump is not None or (a.target is None and a.serve_cmd is None and a.serve_config is None):
         return _compare_dumps(a)
@@ -84,9 +89,12 @@ def _compare_dumps(a: SimpleNamespace) -> int:
         limit=a.limit,
         max_tokens=a.max_tokens,
     )
+    res.findings[:] = drop_ignored(res.findings)
     locate(res.findings, role_paths(draft=a.draft))
-    render_compare(console(), res)
+    place(res.findings)  # each config key at its line and column in the file the run read
+    render_compare(console(stderr=report_to_stderr(a.format, a.json_out)), res)
     write_result(a.json_out, res.to_dict(), False)
+    emit(a.format, res.findings)
     return exit_code(res.findings, "warning")
 
 

@@ -9,6 +9,7 @@ from ..drive import drive
 from ..options import (
     ACCEPTANCE,
     ENGINE_DUMP,
+    FORMAT,
     JSON_OUT,
     LAYER_IDS,
     LOADING,
@@ -34,6 +35,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, server_evidence
     **SERVER_EVIDENCE,
     **LOADING,
     json_out=JSON_OUT,
+    format=FORMAT,
     report=REPORT,
     quiet=QUIET,
     engine_dump=ENGINE_DUMP,

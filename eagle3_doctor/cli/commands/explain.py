@@ -12,8 +12,9 @@ from ..options import CODE, options
 def explain_cmd(**given: Any) -> int:
     """The long form of a finding code: what it means, why acceptance drops, how to confirm it."""
     from ...core.findings.explain import explain, list_codes
+    from ..output import text_width
 
-    code = given["code"]
-    text = explain(code) if code is not None else list_codes()
+    code, width = given["code"], text_width()
+    text = explain(code, width) if code is not None else list_codes(width)
     print(text, end="")
     return EXIT_OK

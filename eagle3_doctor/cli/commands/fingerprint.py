@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ...core.findings import exit_code
+from ..formats import check_format, drop_ignored, emit, report_to_stderr
 from ..options import (
     DEVICE,
     DRAFT_FORMAT,
@@ -14,6 +15,7 @@ from ..options import (
     ENGINE_VERSION,
     FINGERPRINT_NEW_TOKENS,
     FINGERPRINT_STEPS,
+    FORMAT,
     JSON_OUT,
     LAYER_IDS,
     LIMIT,
@@ -47,11 +49,13 @@ from ..resolve import RESOLVED_LATER, preflight_given, resolve_serve
     device=DEVICE,
     trust_remote_code=TRUST_REMOTE_CODE,
     json_out=JSON_OUT,
+    format=FORMAT,
     quiet=QUIET,
 )
 def fingerprint_cmd(**given: Any) -> int:
     """Which capture points was the draft trained on? Ranked from the draft's weights and the target alone."""
     a = SimpleNamespace(**given)
+    check_format(a.format, a.json_out)
     preflight_given(a, skip=RESOLVED_LATER)
     from ...analyses.fingerprint import fingerprint, render_fingerprint
     from ...drafters.registry import refuse_other_kinds
@@ -64,9 +68,12 @@ def fingerprint_cmd(**given: Any) -> int:
         fp = fingerprint(
             setup, prompts_path=a.prompts, num_steps=a.num_steps, max_new_tokens=a.max_new_tokens, limit=a.limit, progress=cb
         )
-    render_fingerprint(console(), fp)
+    render_fingerprint(console(stderr=report_to_stderr(a.format, a.json_out)), fp)
     write_result(a.json_out, fp.to_dict(), a.trust_remote_code)
     from ..gate import fingerprint_findings
 
     # FPR001 (an error) is the determined fingerprint ranking the configured capture points below the best
-    return exit_code(fingerprint_findings(fp, setup), "error")
+    findings = drop_ignored(fingerprint_findings(fp, setup))
+    run.locate(findings)
+    emit(a.format, findings)
+    return exit_code(findings, "error")

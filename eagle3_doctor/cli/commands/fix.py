@@ -6,12 +6,20 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..drive import drive
-from ..options import ACCEPTANCE, FIX_OUT, JSON_OUT, LOADING, PROMPTS, QUIET, SERVED, TRAIN_RECIPE, options
+from ..options import ACCEPTANCE, FIX_OUT, FORMAT, JSON_OUT, LOADING, PROMPTS, QUIET, SERVED, TRAIN_RECIPE, options
 
 
 # no --layer-ids: the edits go into the copy's config, and an override would hide them
 @options(
-    out=FIX_OUT, **SERVED, train_recipe=TRAIN_RECIPE, prompts=PROMPTS, **ACCEPTANCE, **LOADING, json_out=JSON_OUT, quiet=QUIET
+    out=FIX_OUT,
+    **SERVED,
+    train_recipe=TRAIN_RECIPE,
+    prompts=PROMPTS,
+    **ACCEPTANCE,
+    **LOADING,
+    json_out=JSON_OUT,
+    format=FORMAT,
+    quiet=QUIET,
 )
 def fix_cmd(**given: Any) -> int:
     """Write a corrected copy of the draft (config edits the findings carry) and measure what it recovers."""

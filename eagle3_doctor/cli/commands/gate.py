@@ -7,6 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from ...core.findings import exit_code, locate
+from ...io.positions import place
+from ..formats import check_format, emit, report_to_stderr
 from ..options import (
     BASELINE,
     DEVICE,
@@ -14,6 +16,7 @@ from ..options import (
     DTYPE,
     ENGINE_VERSION,
     FAIL_ON,
+    FORMAT,
     GATE_DRAFT,
     GATE_ENGINE,
     GATE_MIN_TAU,
@@ -57,12 +60,14 @@ from ..resolve import RESOLVED_LATER, preflight_given, resolve_models
     device=DEVICE,
     trust_remote_code=TRUST_REMOTE_CODE,
     json_out=JSON_OUT,
+    format=FORMAT,
     summary=SUMMARY,
     sarif=SARIF,
 )
 def gate_cmd(**given: Any) -> int:
     """CI gate: inspect + compare-hidden + acceptance under one policy. Exit 0 pass, 1 fail, 2 bad input."""
     a = SimpleNamespace(**given)
+    check_format(a.format, a.json_out)
     preflight_given(a, skip=RESOLVED_LATER)
     from ...io.hub import role_paths
     from ...report.render import render_gate
@@ -91,8 +96,9 @@ def gate_cmd(**given: Any) -> int:
         train_dump=a.train_dump,
     )
     locate(res.findings, role_paths(a.target, a.draft, target_dir=target_dir, draft_dir=draft_dir))
+    place(res.findings)  # each config key at its line and column in the file the run read
     text = markdown(res, a.draft)
-    con = console(stderr=a.json_out == "-")
+    con = console(stderr=report_to_stderr(a.format, a.json_out))
     render_gate(con, res)
     if os.environ.get("GITHUB_ACTIONS") == "true":  # annotations on the PR, at the config key to change
         from ..gate_report import github_annotations
@@ -102,4 +108,5 @@ def gate_cmd(**given: Any) -> int:
     write_summary(text, a.summary)
     write_sarif(res, a.draft, a.sarif)
     write_result(a.json_out, res.to_dict(), a.trust_remote_code)
+    emit(a.format, res.findings)
     return exit_code(res.findings, pol.fail_on, passed=res.passed)

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..drive import drive
-from ..options import JSON_OUT, REPORT, SERVED, options
+from ..options import FORMAT, JSON_OUT, REPORT, SERVED, options
 
 
-@options(**SERVED, json_out=JSON_OUT, report=REPORT)
+@options(**SERVED, json_out=JSON_OUT, format=FORMAT, report=REPORT)
 def inspect_cmd(**given: Any) -> int:
     """Audit the draft checkpoint and config against the target and engine. No forward pass."""
     # read when numpy loads OpenBLAS, so before anything (the preflight too) imports numpy: inspect's

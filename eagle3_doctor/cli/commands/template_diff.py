@@ -6,7 +6,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from ...core.findings import exit_code
+from ..formats import check_format, drop_ignored, emit, report_to_stderr
 from ..options import (
+    FORMAT,
     JSON_OUT,
     LIMIT,
     PROMPTS,
@@ -41,12 +43,14 @@ from ..output import console, write_result
     train_tokenizer=TRAIN_TOKENIZER,
     write_template=WRITE_TEMPLATE,
     json_out=JSON_OUT,
+    format=FORMAT,
 )
 def template_diff_cmd(**given: Any) -> int:
     """Render the same conversations the training way and the serving way; report the first differing tokens."""
     from ..validate import preflight_no_model
 
     a = SimpleNamespace(**given)
+    check_format(a.format, a.json_out)
     preflight_no_model(**given)
     from ...analyses.templates.template_diff import parse_kwargs, template_diff
     from ...report.templates import render_template_diff
@@ -75,6 +79,8 @@ def template_diff_cmd(**given: Any) -> int:
 
                 f.fix = written_template_fix(a.write_template)
                 f.location = f.fix.location
-    render_template_diff(console(), res)
+    res.findings[:] = drop_ignored(res.findings)
+    render_template_diff(console(stderr=report_to_stderr(a.format, a.json_out)), res)
     write_result(a.json_out, res.to_dict(), False)
+    emit(a.format, res.findings)
     return exit_code(res.findings, "warning")

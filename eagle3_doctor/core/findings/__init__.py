@@ -44,13 +44,18 @@ class Location:
     file: str
     key: str | None = None
     path: str | None = None
+    # 1-based line and column of the key in ``path`` (io/positions.py, for JSON files), rendered ``path:line:col``
+    line: int | None = None
+    col: int | None = None
 
     def __str__(self) -> str:
         where = self.path or self.file
+        if self.path and self.line is not None:
+            where += f":{self.line}:{self.col or 1}"
         return f"{where}: {self.key}" if self.key else where
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "key": self.key, "path": self.path}
+        return {"file": self.file, "key": self.key, "path": self.path, "line": self.line, "col": self.col}
 
 
 def display_path(path: str) -> str:
@@ -188,6 +193,49 @@ def locate(findings: Iterable[Finding], paths: Mapping[str, str]) -> None:
         e = f.edit
         if e is not None and e.path is None and e.file in paths:
             e.path = paths[e.file]
+        for r in f.data.get("related", []):  # the sightings by_root_cause attached, as plain dicts
+            loc = r.get("location")
+            if loc and loc.get("path") is None and loc.get("file") in paths:
+                loc["path"] = paths[loc["file"]]
+
+
+# measured consequences or corroboration of a cause that reading the files names: where one shares the cause's
+# location and fix, it is that cause's evidence, not a diagnostic of its own
+EFFECT_FAMILIES = ("ACC", "FPR", "GATE")
+
+
+def by_root_cause(findings: list[Finding]) -> list[Finding]:
+    """One diagnostic per root cause: findings that point at the same key of the same file and carry the same
+    fix are one mistake seen several ways (a wrong id list: the capture points it names, what the weights fit,
+    the acceptance it costs). The first that names the cause (not a measured effect) stays, at the group's worst
+    severity, with the others attached as ``data["related"]`` (code, severity, title, location); the order
+    found is kept. A user-set threshold (THRESHOLD_CODES) always stays a diagnostic of its own."""
+    groups: dict[Any, list[Finding]] = {}
+    for f in findings:
+        loc = f.location
+        same = loc is not None and loc.key is not None and f.fix is not None and f.code not in THRESHOLD_CODES
+        key = (loc.file, loc.path, loc.key, str(f.fix)) if same and loc is not None else id(f)
+        groups.setdefault(key, []).append(f)
+    out = []
+    for group in groups.values():
+        head = next((f for f in group if not f.code.startswith(EFFECT_FAMILIES)), group[0])
+        rest = [f for f in group if f is not head]
+        if rest:
+            head.severity = worst(group)
+            related = [*head.data.get("related", []), *(_related(f) for f in rest)]
+            head.data = {**head.data, "related": related}
+        out.append(head)
+    return out
+
+
+def _related(f: Finding) -> dict[str, Any]:
+    return {
+        "code": f.code,
+        "severity": f.severity,
+        "title": f.title,
+        "evidence": list(f.evidence),
+        "location": f.location.to_dict() if f.location is not None else None,
+    }
 
 
 def worst(findings: list[Finding]) -> str | None:

@@ -5,9 +5,8 @@
 
 from __future__ import annotations
 
-import textwrap
-
 from ..errors import BadInput
+from ..text import wrap
 from .registry import CODES, REGISTRY
 
 
@@ -29,16 +28,27 @@ def closest_codes(text: str, n: int = 3) -> list[str]:
     return near[:n]
 
 
-def list_codes() -> str:
-    """Every finding code on one line (code, severity, meaning): what `explain` with no code prints, so
-    a user can find the code to ask about."""
+def _fill(text: str, width: int | None, indent: str, rest: str | None = None) -> str:
+    """text after indent, wrapped at width between words only (never inside a hyphenated word or a long
+    token); width None: one line."""
+    rest = indent if rest is None else rest
+    if width is None:
+        return indent + " ".join(text.split())
+    return "\n".join(wrap(" ".join(text.split()), max(width, len(rest) + 20), indent, rest))
 
-    width = max(map(len, CODES))
-    return "".join(f"{c:<{width}}  {sev:<7}  {title}\n" for c, (sev, title) in CODES.items())
+
+def list_codes(width: int | None = None) -> str:
+    """Every finding code with its severity and meaning (continued lines indented past the code at
+    ``width``; one line each without): what `explain` with no code prints, so a user can find the code to ask about."""
+
+    w = max(map(len, CODES))
+    heads = {c: f"{c:<{w}}  {sev:<7}  " for c, (sev, _) in CODES.items()}
+    return "".join(_fill(title, width, heads[c], " " * len(heads[c])) + "\n" for c, (_, title) in CODES.items())
 
 
-def explain(code: str) -> str:
-    """The long form of a finding code as text; BadInput naming the closest codes for an unknown one."""
+def explain(code: str, width: int | None = 100) -> str:
+    """The long form of a finding code as text wrapped at ``width`` (None: a paragraph per line); BadInput
+    naming the closest codes for an unknown one."""
     c = code.strip().upper()
     if c not in CODES:
         near = closest_codes(code)
@@ -49,11 +59,11 @@ def explain(code: str) -> str:
     r = REGISTRY[c]
 
     def para(head: str, text: str) -> str:
-        return head + "\n" + textwrap.fill(text, width=100, initial_indent="  ", subsequent_indent="  ") + "\n"
+        return head + "\n" + _fill(text, width, "  ") + "\n"
 
     return "\n".join(
         [
-            f"{c} ({r.severity}): {r.summary}\n",
+            _fill(f"{c} ({r.severity}): {r.summary}", width, "", "  ") + "\n",
             para("What it means", r.meaning),
             para("Why acceptance drops", r.why),
             para("How to confirm", r.confirm),
