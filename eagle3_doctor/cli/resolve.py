@@ -39,30 +39,13 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
     # the models the launch command names are inputs too: refused before the summary line is printed
     check_outputs_apart({**vars(a), "target": target or (sc and sc.target), "draft": draft or (sc and sc.draft)})
     if sc is not None:
-        from .validate import preflight_named_models
-
-        preflight_named_models(None if target else sc.target, None if draft else sc.draft)
-        msg = f"serving config: {sc.summary()}"
-        if sc.unknown_flags:
-            msg += f"\n  unknown flags (not in {sc.engine} {sc.engine_version}'s argument table): {', '.join(sc.unknown_flags)}"
-        for n in sc.notes:
-            msg += f"\n  note: {n}"
-        print(msg, file=sys.stderr, flush=True)
+        _say_launch(sc, target, draft)
     target = target or (sc.target if sc else None)
     _check_target(target, need_target)
     draft = draft or (sc.draft if sc else None)
     if need_draft and not draft:
         missing_option("--draft", "the draft path")
-    eng = (engine or (sc.engine if sc else None) or "sglang").lower()
-    ver = engine_version or (sc.engine_version if sc and sc.engine == eng else None)
-    if described := getattr(a, "serving_description", None):
-        if engine and engine.lower() != "declared" or engine_version and engine_version != described:
-            raise BadInput(
-                f"--serving-description {described} describes the engine; --engine {engine} --engine-version "
-                f"{engine_version} names another",
-                "pass one of the two",
-            )
-        eng, ver = "declared", described
+    eng, ver = _engine_of(engine, engine_version, getattr(a, "serving_description", None), sc)
     if dtype == "auto" and sc is not None and sc.dtype not in (None, "auto"):
         dtype = {"half": "float16", "bf16": "bfloat16", "fp16": "float16", "float": "float32"}.get(sc.dtype, sc.dtype)
     from ..engines.releases import check_engine
@@ -85,6 +68,37 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
     quiet = getattr(a, "quiet", False)
     return Run(target_dir or "", draft_dir, eng, release, dtype, sc, paths, launch_findings(sc) if sc else [], _parsed(a),
                status=lambda text: status(text, quiet), progress=lambda: progress(quiet))  # fmt: skip
+
+
+def _say_launch(sc: Any, target: Optional[str], draft: Optional[str]) -> None:
+    """The launch command as read, on stderr, after the models it names (where the options name none) pass."""
+    from .validate import preflight_named_models
+
+    preflight_named_models(None if target else sc.target, None if draft else sc.draft)
+    msg = f"serving config: {sc.summary()}"
+    if sc.unknown_flags:
+        msg += f"\n  unknown flags (not in {sc.engine} {sc.engine_version}'s argument table): {', '.join(sc.unknown_flags)}"
+    for n in sc.notes:
+        msg += f"\n  note: {n}"
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _engine_of(
+    engine: Optional[str], engine_version: Optional[str], described: Optional[str], sc: Any
+) -> tuple[str, Optional[str]]:
+    """(engine, release as given): the options, else the launch command, else sglang; a serving description is the
+    engine "declared" at the release its file is, and refused beside an --engine naming another."""
+    eng = (engine or (sc.engine if sc else None) or "sglang").lower()
+    ver = engine_version or (sc.engine_version if sc and sc.engine == eng else None)
+    if described:
+        if engine and engine.lower() != "declared" or engine_version and engine_version != described:
+            raise BadInput(
+                f"--serving-description {described} describes the engine; --engine {engine} --engine-version "
+                f"{engine_version} names another",
+                "pass one of the two",
+            )
+        eng, ver = "declared", described
+    return eng, ver
 
 
 def _check_target(target: Optional[str], need_target: bool) -> None:

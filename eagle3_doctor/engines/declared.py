@@ -102,28 +102,8 @@ def _bool(path: str, key: str, v: Any) -> bool:
     return v
 
 
-@lru_cache(maxsize=32)
-def _read(path: str, mtime_ns: int) -> Declared:
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"cannot read the serving description {path}: {e}", "pass a readable JSON file") from None
-    except json.JSONDecodeError as e:
-        raise _refuse(path, f"not JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    if not isinstance(raw, dict):
-        raise _refuse(path, "the top level must be an object")
-    if unknown := sorted(set(raw) - _TOP_KEYS):
-        raise _refuse(path, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_TOP_KEYS))}")
-    for k in ("engine", "release", "source"):
-        if not isinstance(raw.get(k, ""), str):
-            raise _refuse(path, f"{k} must be a string")
-    if not raw.get("engine"):
-        raise _refuse(path, 'name the engine ("engine": "llama.cpp")')
-    cap = raw.get("capture")
-    if not isinstance(cap, dict):
-        raise _refuse(path, 'say what fills the draft\'s slots ("capture": {"layer_ids": [...], "convention": "output"})')
-    if unknown := sorted(set(cap) - _CAPTURE_KEYS):
-        raise _refuse(path, f"unknown capture key(s) {', '.join(unknown)}; known: {', '.join(sorted(_CAPTURE_KEYS))}")
+def _capture(path: str, cap: dict[str, Any]) -> tuple[str, tuple[str, ...] | None, tuple[int, ...] | None, str | None]:
+    """(convention, points, layer ids, config key) of a description's ``capture``, exactly one of the last three set."""
     given = [k for k in ("points", "layer_ids", "from_config") if k in cap]
     if len(given) != 1:
         raise _refuse(path, "capture takes exactly one of points, layer_ids, from_config")
@@ -152,9 +132,11 @@ def _read(path: str, mtime_ns: int) -> Declared:
                 path,
                 'capture.from_config must name a key of the draft\'s config.json ("eagle_config.eagle_aux_hidden_state_layer_ids")',
             )
-    draft = raw.get("draft", {})
-    if not isinstance(draft, dict):
-        raise _refuse(path, "draft must be an object")
+    return conv, points, ids, src
+
+
+def _check_draft(path: str, draft: dict[str, Any]) -> None:
+    """Every key of a description's ``draft`` known and of its type."""
     if unknown := sorted(set(draft) - _DRAFT_KEYS):
         raise _refuse(path, f"unknown draft key(s) {', '.join(unknown)}; known: {', '.join(sorted(_DRAFT_KEYS))}")
     for k in (*FLAG_KEYS, "tie_word_embeddings", "qk_norm"):
@@ -163,6 +145,35 @@ def _read(path: str, mtime_ns: int) -> Declared:
     for k, allowed in (("embed", ("own", "target")), ("lm_head", ("own", "target")), ("rope", ("neox", "gptj"))):
         if k in draft and draft[k] not in allowed:
             raise _refuse(path, f"draft.{k} must be {' or '.join(json.dumps(a) for a in allowed)}, not {json.dumps(draft[k])}")
+
+
+@lru_cache(maxsize=32)
+def _read(path: str, mtime_ns: int) -> Declared:
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"cannot read the serving description {path}: {e}", "pass a readable JSON file") from None
+    except json.JSONDecodeError as e:
+        raise _refuse(path, f"not JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    if not isinstance(raw, dict):
+        raise _refuse(path, "the top level must be an object")
+    if unknown := sorted(set(raw) - _TOP_KEYS):
+        raise _refuse(path, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_TOP_KEYS))}")
+    for k in ("engine", "release", "source"):
+        if not isinstance(raw.get(k, ""), str):
+            raise _refuse(path, f"{k} must be a string")
+    if not raw.get("engine"):
+        raise _refuse(path, 'name the engine ("engine": "llama.cpp")')
+    cap = raw.get("capture")
+    if not isinstance(cap, dict):
+        raise _refuse(path, 'say what fills the draft\'s slots ("capture": {"layer_ids": [...], "convention": "output"})')
+    if unknown := sorted(set(cap) - _CAPTURE_KEYS):
+        raise _refuse(path, f"unknown capture key(s) {', '.join(unknown)}; known: {', '.join(sorted(_CAPTURE_KEYS))}")
+    conv, points, ids, src = _capture(path, cap)
+    draft = raw.get("draft", {})
+    if not isinstance(draft, dict):
+        raise _refuse(path, "draft must be an object")
+    _check_draft(path, draft)
     notes = raw.get("notes", [])
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
         raise _refuse(path, "notes must be a list of strings")
