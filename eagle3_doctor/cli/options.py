@@ -333,7 +333,7 @@ ENGINE_DUMP = opt(
     Optional[str],
     None,
     "--engine-dump",
-    help="Hidden states the engine captured itself: SGLang debug-dumper directory or vLLM hidden-states safetensors (every rank's files). compare-hidden without --target: diffed against --train-dump. acceptance: the draft runs alone on the engine's capture of prompt + greedy continuation (--prompts: what it was sent; --target only for embed_tokens the draft lacks, read by header).",
+    help="The engine's own capture of the hidden states (an SGLang dumper directory, vLLM hidden-states files). With compare-hidden and no --target: diffed against --train-dump. With acceptance and diagnose: the draft runs alone on the engine's capture of prompt + greedy continuation (--prompts: what it was sent; --target only for embed_tokens the draft lacks, read by header); every rank's files are read.",
 )
 NUM_LAYERS = opt(
     Optional[int],

@@ -80,7 +80,7 @@ def _git(*args: str) -> subprocess.CompletedProcess:
 
 # The project records no public URL (pyproject.toml has no [project.urls]): the install lines name the repository
 # as the variable the user sets, in the spelling of the file they sit in.
-REPO_VARIABLES = ("$EAGLE3_DOCTOR_REPO", "${EAGLE3_DOCTOR_REPO}", "${{vars.EAGLE3_DOCTOR_REPO}}")
+REPO_VARIABLES = ("$EAGLE3_DOCTOR_REPO", "${EAGLE3_DOCTOR_REPO}", "${{secrets.EAGLE3_DOCTOR_REPO}}")
 
 
 def _release() -> str:
