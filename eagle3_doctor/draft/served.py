@@ -181,7 +181,7 @@ def _sglang(version: str, fmt: str) -> DraftServing:
 def _declared(path: str, fmt: str) -> DraftServing:
     """A serving description's draft side (engines/declared.py): what it states, and nothing it does not; a flag it
     leaves out is undetermined (measured as trained, and said so), never a guess of what the engine does."""
-    from ..engines.declared import read_declared
+    from ..engines.declared import FLAG_KEYS, read_declared
 
     d = read_declared(path)
     said = d.draft
@@ -190,7 +190,7 @@ def _declared(path: str, fmt: str) -> DraftServing:
     def rule(key: str) -> FlagRule | None:
         return FlagRule((), bool(said[key]), src) if key in said else None
 
-    flags: dict[str, FlagRule | None] = {f: rule(f) for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")}
+    flags: dict[str, FlagRule | None] = {f: rule(f) for f in FLAG_KEYS}
     flags["norm_before_lm_head"] = _NORM_HEAD
     rope = FlagRule((), said["rope"] == "neox", src) if "rope" in said else None
     qk = ("qwen3", src) if said.get("qk_norm") is True else ("never", src)
