@@ -1357,3 +1357,18 @@ def test_a_signal_at_any_moment_of_start_up_is_one_line_and_the_shells_code(sig,
     lines = [ln for ln in err.decode().splitlines() if ln.strip()]
     assert "Traceback" not in err.decode() and len(lines) == 1 and lines[0].startswith("eagle3-doctor: "), lines
     assert not (tmp_path / "o.json").exists()
+
+
+def test_importing_the_package_imports_nothing_before_the_entry_takes_signals():
+    """``python -m eagle3_doctor`` imports the package before the console entry installs its SIGINT/SIGTERM
+    handlers: whatever the package's ``__init__`` imports widens the window in which a signal is a traceback
+    (a version lookup through importlib.metadata there did, and only a timing test caught it). It imports
+    nothing, and the version is still there on first use."""
+    import subprocess
+
+    code = (
+        "import sys; before = set(sys.modules); import eagle3_doctor; "
+        "print(sorted(set(sys.modules) - before)); print(bool(eagle3_doctor.__version__))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.splitlines() == ["['eagle3_doctor']", "True"], out
