@@ -215,8 +215,8 @@ CONTINUATION = opt(
     str,
     "greedy",
     "--continuation",
-    metavar="[greedy|text]",
-    help="greedy: the target's own greedy continuation (KV cache); text: the text as given.",
+    metavar="[greedy|speculative|text]",
+    help="greedy: the target's own greedy continuation; speculative: the same tokens, generated with the draft (faster where it accepts); text: the text as given.",
 )
 MAX_NEW_TOKENS = opt(int, 128, "--max-new-tokens", help="Tokens the target generates per prompt (greedy continuation).")
 TEMPERATURE = opt(float, 0.0, "--temperature", help="> 0: expected acceptance from the distributions (no sampling noise).")

@@ -46,6 +46,8 @@ from .validate_files import (
 MAX_NEW_TOKENS = 1 << 20
 MAX_BATCH = 1 << 16
 
+CONTINUATIONS = ("greedy", "speculative", "text")
+GENERATED = ("greedy", "speculative")  # the continuations the target generates
 DTYPES = ("auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32")
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d{1,3})?)$")
 _SIZE = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$", re.IGNORECASE)
@@ -194,7 +196,7 @@ def _check_streaming(g: Callable[[str], Any]) -> None:
             "--reference-loop decodes token by token: a layer-streamed target would read every layer per token",
             "drop --reference-loop (or --stream-layers)",
         )
-    if g("continuation") == "greedy" and not g("train_dump"):
+    if g("continuation") in GENERATED and not g("train_dump"):
         raise BadInput(
             "--stream-layers measures acceptance on given text: the greedy continuation reads every layer per token",
             "pass --continuation text (the responses in --prompts) or --train-dump",
@@ -212,12 +214,12 @@ def check_arguments(**kw: Any) -> None:
         raise BadInput(f"--fail-on {g('fail_on')!r} is not a severity", "use error, warning or info")
     if g("temperature_mode") is not None and g("temperature_mode") not in ("sampled", "argmax"):
         raise BadInput(f"unknown --temperature-mode {g('temperature_mode')!r}", "use sampled or argmax")
-    if g("continuation") is not None and g("continuation") not in ("greedy", "text"):
-        raise BadInput(f"unknown --continuation {g('continuation')!r}", "use greedy or text")
+    if g("continuation") is not None and g("continuation") not in CONTINUATIONS:
+        raise BadInput(f"unknown --continuation {g('continuation')!r}", "use greedy, speculative or text")
     if g("stream_layers"):
         _check_streaming(g)
     _check_batch_size(g("batch_size"))
-    if g("max_new_tokens") == 0 and g("continuation") == "greedy":
+    if g("max_new_tokens") == 0 and g("continuation") in GENERATED:
         raise BadInput(
             "--max-new-tokens 0 leaves no greedy continuation to measure acceptance on",
             "use e.g. --max-new-tokens 128, or --continuation text to score the prompts as written",

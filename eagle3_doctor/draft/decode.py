@@ -44,16 +44,20 @@ class DraftDecoder:
 
     def _attend(self, i: int, attn: DraftAttention, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         q, k, v = attn.qkv(x, pos, self.inv_freq)
-        if i not in self._kv:
-            shape = (self.batch, k.shape[1], self.max_len, k.shape[3])
-            self._kv[i] = (k.new_zeros(shape), v.new_zeros(shape))
-        K, V = self._kv[i]
+        K, V = self._buffers(i, k)
         n = x.shape[1]
         at = self.slot + torch.arange(n, device=self.dev)
         K.index_copy_(2, at, k)
         V.index_copy_(2, at, v)
         mask = torch.arange(self.max_len, device=self.dev)[None, :] <= at[:, None]  # [n, L]: query i sees <= slot + i
         return attn.attend(q, K, V, mask)
+
+    def _buffers(self, i: int, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer i's key and value buffers [B, kv heads, slots, dim], made at its first write."""
+        if i not in self._kv:
+            shape = (self.batch, k.shape[1], self.max_len, k.shape[3])
+            self._kv[i] = (k.new_zeros(shape), k.new_zeros(shape))
+        return self._kv[i]
 
     def _extend(self, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """h [B, n, H] (fed-back states or projected features) with their tokens ids [B, n] at the next n slots."""
@@ -99,3 +103,50 @@ class DraftDecoder:
     def _check(self, n: int) -> None:
         if self.length + n > self.max_len:
             raise ValueError(f"the draft's static cache holds {self.max_len} slots; {self.length + n} asked")
+
+
+class RaggedDraftDecoder(DraftDecoder):
+    """The draft beside :class:`model.ragged.RaggedDecoder`: left-padded rows (``pad``), each writing at its own
+    slot ``at[b]`` (the target's tensor, shared: the draft's entry for a position sits at the target's slot for
+    it) and numbering positions from its first real token. A catch-up writes at ``at`` and a chain's steps
+    after it; neither moves ``at`` (the loop advances it by what each row kept), so every graphed call can be
+    replayed as it is. A query sees its row's slots from ``pad`` up to its own (and itself, so a pad row's
+    query is never left with no key: its output is unused, but a NaN from an empty softmax would reach the
+    next layer's keys).
+    """
+
+    def __init__(self, draft: Eagle3Draft, at: torch.Tensor, pad: torch.Tensor, max_len: int):
+        super().__init__(draft, at.shape[0], max_len)
+        self.at, self.pad = at, pad
+        self._step = 0  # slots written so far by the call in progress (a host count: a graph bakes it in)
+
+    def _attend(self, i: int, attn: DraftAttention, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        q, k, v = attn.qkv(x, pos, self.inv_freq)
+        K, V = self._buffers(i, k)
+        n = x.shape[1]
+        at = self.at[:, None] + (self._step + torch.arange(n, device=self.dev))[None, :]  # [B, n]
+        b = torch.arange(at.shape[0], device=self.dev)[:, None]
+        K[b, :, at] = k.transpose(1, 2)
+        V[b, :, at] = v.transpose(1, 2)
+        j = torch.arange(self.max_len, device=self.dev)[None, None, :]
+        q_at = at[:, :, None]
+        ok = ((j <= q_at) & (j >= self.pad[:, None, None])) | (j == q_at)
+        return attn.attend(q, K, V, ok[:, None])
+
+    def _extend(self, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        n = ids.shape[1]
+        pos = self.at[:, None] + (self._step + torch.arange(n, device=self.dev))[None, :] - self.pad[:, None]
+        out = self.draft.through_layers(h, ids, lambda i, attn, x: self._attend(i, attn, x, pos.clamp(min=0)))
+        self._step += n
+        return out
+
+    def _catch_up(self, aux: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        self._step = 0
+        return super()._catch_up(aux, ids)
+
+    def _chain(self, h: torch.Tensor, k: int) -> torch.Tensor:
+        self._step = 0
+        return super()._chain(h, k)
+
+    def _check(self, n: int) -> None:
+        """The loop bounds ``at`` on the host (the cache is sized for the longest row's end)."""

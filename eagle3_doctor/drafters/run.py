@@ -96,7 +96,7 @@ def _stream_layers(run: Run) -> tuple[bool, Optional[str]]:
     asked = run.opt("stream_layers", False)
     if asked is not None:
         return bool(asked), None
-    generates = run.opt("continuation", "text") == "greedy" and not run.opt("train_dump")
+    generates = run.opt("continuation", "text") in ("greedy", "speculative") and not run.opt("train_dump")
     if generates or run.opt("reference_loop", False) or run.opt("device_map") is not None:
         return False, None
     from ..model.stream import should_stream
@@ -130,7 +130,9 @@ def acceptance_options(run: Run, setup: Any) -> Any:
     num_steps, topk, num_draft_tokens = options_from_serve(run.serve, a.num_steps, a.topk, a.num_draft_tokens)
     return AcceptanceOptions(
         num_steps=num_steps,
-        continuation=a.continuation,
+        # the same greedy tokens either way: how they are generated is the run's business, not the measurement's
+        continuation="greedy" if a.continuation == "speculative" else a.continuation,
+        speculative=a.continuation == "speculative",
         max_new_tokens=a.max_new_tokens,
         max_tokens=a.max_tokens,
         batch_size=batch_size_for(a.batch_size, setup, a.max_tokens + a.max_new_tokens),

@@ -173,13 +173,17 @@ class StaticDecoder:
         zero = torch.zeros((), dtype=self._dtype, device=self.dev)
         return torch.where(ok, zero, torch.finfo(self._dtype).min)
 
+    def _positions(self, n: int) -> torch.Tensor:
+        """[B, n]: the RoPE positions of the next n slots, each row counted from its first real token."""
+        return (self.slot + torch.arange(n, device=self.dev))[None, :] - self.pad[:, None]
+
     def _run(
         self, ids: torch.Tensor, window: int, last_only: bool = False
     ) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
         n = ids.shape[1]
         if hasattr(self.cache, "set_window"):
             self.cache.set_window(window)
-        pos = (self.slot + torch.arange(n, device=self.dev))[None, :] - self.pad[:, None]
+        pos = self._positions(n)
         with TapRecorder(self.target.model, self.points) as rec:
             out = self._base(
                 input_ids=ids,

@@ -56,6 +56,7 @@ def test_no_target_gives_the_loaded_runs_figures(dumps, layout):
     [
         (["--train-dump", str(FIX / "specforge-dump")], "--train-dump needs the target loaded"),
         (["--continuation", "text"], "--continuation text"),
+        (["--continuation", "speculative"], "--continuation speculative runs the target"),
         (["--temperature", "0.7"], "temperature > 0"),
     ],
 )

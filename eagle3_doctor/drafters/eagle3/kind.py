@@ -122,7 +122,8 @@ def _dump_options(run: Run, extra: dict[str, str]) -> Any:
                 f"{flag} needs the target loaded, and --engine-dump runs the draft alone", f"drop {flag} or --engine-dump"
             )
     if o.continuation != "greedy":
-        raise BadInput("--continuation text scores the target's argmax, which a dump does not hold", "drop --continuation")
+        why = "scores the target's argmax, which a dump does not hold" if o.continuation == "text" else "runs the target"
+        raise BadInput(f"--continuation {o.continuation} {why}", "drop --continuation")
     num_steps, topk, ndt = options_from_serve(run.serve, o.num_steps, o.topk, o.num_draft_tokens)
     batch = 8 if o.batch_size == "auto" else int(o.batch_size)
     return AcceptanceOptions(num_steps=num_steps, max_tokens=o.max_tokens, batch_size=batch, temperature=o.temperature,

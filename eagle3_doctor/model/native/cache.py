@@ -23,8 +23,17 @@ class StaticLayer:
         self.values = torch.zeros_like(self.keys)
         self.cumulative_length = torch.zeros((), dtype=torch.long, device=device)
         self.window = max_len
+        self.rows: torch.Tensor | None = None  # [B]: each row's own write slot (StaticKV.write_rows_at)
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.rows is not None:
+            # row b's n new keys go to its own slots rows[b]..rows[b]+n-1; the keys' [B, n] index puts the
+            # indexed dimensions first, hence the [B, n, heads, dim] view of the new keys
+            at = self.rows[:, None] + torch.arange(k.shape[2], device=k.device)
+            b = torch.arange(k.shape[0], device=k.device)[:, None]
+            self.keys[b, :, at] = k.transpose(1, 2)
+            self.values[b, :, at] = v.transpose(1, 2)
+            return self.keys[:, :, : self.window], self.values[:, :, : self.window]
         at = torch.arange(k.shape[2], device=k.device) + self.cumulative_length
         self.cumulative_length.add_(k.shape[2])
         self.keys.index_copy_(2, at, k)
@@ -42,6 +51,13 @@ class StaticKV:
         """Attention reads the first ``slots`` slots from the next forward on (a graph holds the value it saw)."""
         for layer in self.layers:
             layer.window = slots
+
+    def write_rows_at(self, rows: torch.Tensor | None) -> None:
+        """From the next forward on, row b writes at its own slot ``rows[b]`` (read on the device at each run, so
+        a graph follows its changes), not at the shared count: rows that accepted different numbers of draft
+        tokens then advance apart, as an engine's do. None goes back to the shared count."""
+        for layer in self.layers:
+            layer.rows = rows
 
     def layer(self, i: int) -> StaticLayer:
         return self.layers[i]
