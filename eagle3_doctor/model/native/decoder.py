@@ -78,24 +78,29 @@ class Embedding(nn.Embedding):
         pass
 
 
+GROUPED_ROWS = 16  # query positions up to which a masked forward attends each key/value head in place
+
+
 def _attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool, scale: float
 ) -> torch.Tensor:
     """q [B, H, n, D] over k, v [B, Hkv, S, D]; mask [B|1, 1, n, S] (bool: attend; float: added) or None.
 
     Grouped queries take transformers' three routes, so the features are its own to the last bit in
-    float32: no mask, the kernel's own grouping; one query position, the g queries of a key/value head
-    as g query rows against it (a decode step reads each head once, where ``repeat_kv`` would copy every
-    head g times per step); else ``repeat_kv``."""
+    float32: no mask, the kernel's own grouping; a few query positions (a decode step, a verify pass), the
+    g x n queries of a key/value head as g x n query rows against it, each row under its position's mask
+    (a step reads each head once, where ``repeat_kv`` would copy every head g times: at batch 256 that copy
+    is gigabytes per layer); else ``repeat_kv`` (a prefill, whose mask g copies would outweigh it)."""
     B, H, n, D = q.shape
     g = H // k.shape[1]
     if g == 1:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale)
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
-    if n == 1:
-        out = F.scaled_dot_product_attention(q.reshape(B, k.shape[1], g, D), k, v, attn_mask=mask, scale=scale)
-        return out.reshape(B, H, 1, D)
+    if n <= GROUPED_ROWS:
+        rows = mask if n == 1 else mask.repeat(1, 1, g, 1)  # row gi * n + i is query i of group member gi
+        out = F.scaled_dot_product_attention(q.reshape(B, k.shape[1], g * n, D), k, v, attn_mask=rows, scale=scale)
+        return out.reshape(B, H, n, D)
     k = k[:, :, None].expand(B, k.shape[1], g, *k.shape[2:]).reshape(B, H, *k.shape[2:])
     v = v[:, :, None].expand(B, v.shape[1], g, *v.shape[2:]).reshape(B, H, *v.shape[2:])
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
