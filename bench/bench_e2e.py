@@ -138,6 +138,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated process names to run (default: all)")
     ap.add_argument("--copies", type=int, default=4, help="fixtures/prompts.jsonl this many times over (4: 64 prompts)")
     ap.add_argument("--reuse", action="store_true", help="the pair an earlier run saved in --dir, not a new one")
+    ap.add_argument("--long", default="", help="NxT: N prompts of about T tokens each instead of the fixture prompts")
     args = ap.parse_args()
     dev = "cpu" if args.quick else "cuda"
     out = Path(args.dir)
@@ -145,17 +146,24 @@ def main() -> None:
     tdir, ddir, floor = build(out, args.quick, dev, args.reuse)
     print(json.dumps({"built_and_saved_s": round(time.perf_counter() - t0, 1), **floor}), flush=True)
     prompts = str(out / "prompts.jsonl")
-    Path(prompts).write_text((FIX / "prompts.jsonl").read_text() * args.copies)
+    keep: list[str] = []
+    if args.long:
+        n, t = (int(x) for x in args.long.lower().split("x"))
+        Path(prompts).write_text(long_prompts(tdir, n, t))
+        keep = ["--max-tokens", str(t + 64)]  # what the truncation note says to pass to keep such a prompt whole
+    else:
+        Path(prompts).write_text((FIX / "prompts.jsonl").read_text() * args.copies)
     env = dict(os.environ, PYTHONPATH=str(ROOT), TOKENIZERS_PARALLELISM="false")
     new = str(args.new)
     doc = [sys.executable, "-m", "eagle3_doctor"]
     common = ["--target", str(tdir), "--draft", str(ddir), "--engine", "sglang"]
-    gen = ["--prompts", prompts, "--max-new-tokens", new, "--device", dev]
+    gen = ["--prompts", prompts, "--max-new-tokens", new, "--device", dev, *keep]
     runs = {
         "plain_forward": [sys.executable, "-c", PLAIN, str(tdir), prompts, "0", dev],
         "plain_generate": [sys.executable, "-c", PLAIN, str(tdir), prompts, new, dev],
         "inspect": [*doc, "inspect", *common],
-        "compare-hidden": [*doc, "compare-hidden", *common, "--prompts", prompts, "--device", dev],
+        "compare-hidden": [*doc, "compare-hidden", *common, "--prompts", prompts, "--device", dev, *keep],
+        "acceptance-speculative": [*doc, "acceptance", *common, *gen, "--continuation", "speculative"],
         "acceptance": [*doc, "acceptance", *common, *gen],
         "acceptance-transformers-forward": [*doc, "acceptance", *common, *gen],
         # the continuation in forward-sized batches (at most 64 sequences), as before it was sized by its KV cache
@@ -168,6 +176,22 @@ def main() -> None:
     envs = {"acceptance-transformers-forward": dict(env, EAGLE3_DOCTOR_FORWARD="transformers")}
     rows = [timed(n, c, envs.get(n, env), out / f"{n}.log") for n, c in runs.items() if not only or n in only]
     table(rows, floor, args.new)
+
+
+def long_prompts(tdir: Path, n: int, tokens: int) -> str:
+    """n one-message conversations of about ``tokens`` tokens each: the fixture prompts' texts, each prompt
+    starting at another one, joined until the tokenizer counts enough."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tdir))
+    texts = [m["content"] for line in (FIX / "prompts.jsonl").read_text().splitlines() for m in json.loads(line)["messages"]]
+    per = max(1, sum(len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts) // len(texts))
+    out = []
+    for i in range(n):
+        body = " ".join(texts[(i + j) % len(texts)] for j in range(tokens // per + 1))
+        ids = tok(body, add_special_tokens=False)["input_ids"][:tokens]
+        out.append(json.dumps({"messages": [{"role": "user", "content": tok.decode(ids)}]}) + "\n")
+    return "".join(out)
 
 
 def table(rows: list[dict], floor: dict, new: int) -> None:

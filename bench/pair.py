@@ -14,6 +14,10 @@ from pathlib import Path
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
 
+# room for the long-context runs (32k-token prompts and their continuation), as Llama-3.1's config allows
+POSITIONS = 131072
+
+
 def fresh_dir(path: str) -> Path:
     """``path`` emptied and made: each run builds its pair from nothing."""
     out = Path(path)
@@ -35,7 +39,7 @@ def build_pair(out: Path, quick: bool, dev: str) -> tuple[Path, Path, int]:
     dtype = torch.bfloat16 if dev != "cpu" else torch.float32
     cfg = LlamaConfig(
         vocab_size=V, hidden_size=H, intermediate_size=FF, num_hidden_layers=NL, num_attention_heads=nh,
-        num_key_value_heads=nkv, max_position_embeddings=4096, rope_theta=500000.0, tie_word_embeddings=False,
+        num_key_value_heads=nkv, max_position_embeddings=POSITIONS, rope_theta=500000.0, tie_word_embeddings=False,
     )  # fmt: skip
     torch.manual_seed(0)
     torch.set_default_dtype(dtype)
@@ -43,7 +47,7 @@ def build_pair(out: Path, quick: bool, dev: str) -> tuple[Path, Path, int]:
         model = LlamaForCausalLM(cfg).eval()
         dcfg = DraftConfig(
             hidden_size=H, intermediate_size=FF, num_attention_heads=nh, num_key_value_heads=nkv, vocab_size=V,
-            draft_vocab_size=32000 if not quick else 1024, rope_theta=500000.0, max_position_embeddings=4096,
+            draft_vocab_size=32000 if not quick else 1024, rope_theta=500000.0, max_position_embeddings=POSITIONS,
         )  # fmt: skip
         draft = Eagle3Draft(dcfg).eval()
     torch.set_default_dtype(torch.float32)

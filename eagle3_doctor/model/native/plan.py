@@ -158,13 +158,27 @@ def _keys_refusal(s: NativeSpec, files: list[Path]) -> str | None:
 
 def load_native(plan: NativePlan, dtype: torch.dtype, device: torch.device) -> NativeForCausalLM:
     """The decoder with the checkpoint's tensors, read once straight to ``device`` in ``dtype``."""
+    assert plan.spec is not None
+    return _assembled(plan.spec, plan.raw, read_tensors(plan.files, dtype, device), device)
 
+
+def native_from_model(model: Any) -> NativeForCausalLM:
+    """The native decoder over the tensors of a Llama-family transformers model already in memory (the tensors
+    shared, not copied): for benchmarks that draw their weights on the device instead of reading a checkpoint."""
+    raw = model.config.to_dict()
+    mt = raw.get("model_type")
+    why = _config_refusal(raw, mt) if mt in FAMILIES else f"architecture {mt!r} is not one the native decoder writes out"
+    if why:
+        raise ValueError(f"the native decoder does not run this model: {why}")
+    sd = dict(model.state_dict())
+    return _assembled(_spec(raw, mt), raw, sd, next(iter(sd.values())).device)
+
+
+def _assembled(s: NativeSpec, raw: dict[str, Any], sd: dict[str, torch.Tensor], device: torch.device) -> NativeForCausalLM:
     from ...draft.config import DraftConfig
     from ...draft.rope import rope_tables
     from .decoder import NativeForCausalLM
 
-    s, raw = plan.spec, plan.raw
-    assert s is not None
     rp = config_rope(raw)
     rope_cfg = DraftConfig(
         hidden_size=s.hidden_size,
@@ -180,7 +194,6 @@ def load_native(plan: NativePlan, dtype: torch.dtype, device: torch.device) -> N
     )
     inv_freq, scale = rope_tables(rope_cfg)
     model = NativeForCausalLM(s, raw, inv_freq, scale, device="meta")
-    sd = read_tensors(plan.files, dtype, device)
     if s.tie_word_embeddings:
         sd["lm_head.weight"] = sd["model.embed_tokens.weight"]
     model.load_state_dict(sd, assign=True, strict=True)
