@@ -55,6 +55,8 @@ class Measured:
     requests: float | None = None
     counters: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # the sampling temperature the workload was served at (the counters do not record it: the user gives it)
+    temperature: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
