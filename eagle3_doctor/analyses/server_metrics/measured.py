@@ -297,6 +297,14 @@ def load_measured(
 
     text = read_source(after)
     if looks_like_responses(text):
+        from .vllm_responses import measure_vllm_responses, spec_metrics
+
+        objs = _objects(text, after)
+        if any(spec_metrics(o) is not None for o in objs):  # vLLM's per-request metrics, not SGLang's histograms
+            if before is not None or engine not in (None, "auto", "vllm"):
+                raise BadInput(f"{after} holds vLLM responses with their own per-request figures",
+                               "drop --server-metrics-before and pass --engine vllm (or auto)")  # fmt: skip
+            return measure_vllm_responses(objs, after)
         if before is not None:
             raise BadInput(
                 f"{after} holds SGLang responses: their accept histograms are the workload's own, no earlier scrape applies",
