@@ -77,3 +77,13 @@ def test_inconsistent_responses_are_refused(tmp_path):
     mixed.write_text(open(_file(tmp_path, [[1]], k=3)).read() + "\n" + open(_file(tmp_path, [[1]], k=4)).read())
     with pytest.raises(BadInput, match="disagree on num_spec_tokens"):
         load_measured(str(mixed))
+
+
+def test_the_fixture_responses_hold_the_fixture_scrape():
+    """fixtures/serving/make_fault_scrapes.py writes one planted run both ways: the two read into one profile."""
+    from conftest import SERVING
+
+    a = load_measured(str(SERVING / "vllm-responses-kv-layout-shift.jsonl"))
+    b = load_measured(str(SERVING / "vllm-after-kv-layout-shift.prom"))
+    assert (a.passes, a.num_spec_tokens, a.accepted_tokens) == (b.passes, b.num_spec_tokens, b.accepted_tokens)
+    assert a.per_position_rate == pytest.approx(b.per_position_rate)
