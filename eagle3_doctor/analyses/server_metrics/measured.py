@@ -297,7 +297,7 @@ def load_measured(
 
     text = read_source(after)
     if looks_like_responses(text):
-        from .vllm_responses import measure_vllm_responses, spec_metrics
+        from .vllm_responses import spec_metrics
 
         objs = _objects(text, after)
         if any(spec_metrics(o) is not None for o in objs):  # vLLM's per-request metrics, not SGLang's histograms
@@ -424,3 +424,19 @@ def measure_sglang_histograms(text: str, src: str) -> Measured:
         {"verify_steps": passes, "accepted_tokens": accepted},
         notes,
     )
+
+
+def measure_vllm_responses(objs: list[Any], src: str) -> Measured:
+    """The workload's figures from vLLM's per-request responses (vllm_responses.py), their histograms summed."""
+    from .vllm_responses import sum_histograms
+
+    total, K, drafted, requests, detailed = sum_histograms(objs, src)
+    passes = sum(total)
+    per_pos = [sum(total[k + 1 :]) for k in range(K)]
+    accepted = sum(j * x for j, x in enumerate(total))
+    notes = [f"{requests} vLLM responses' acceptance histograms summed ({detailed} with per-step arrays, checked "
+             f"against their histograms); the server drafted {K} tokens a step"]  # fmt: skip
+    return Measured("vllm", src, passes, 1.0 + accepted / passes, mean_interval(passes, per_pos), drafted, accepted,
+                    accepted / drafted if drafted else None, [p / passes for p in per_pos],
+                    [wilson(p, passes) for p in per_pos], K, float(requests),
+                    {"verify_steps": passes, "accepted_tokens": accepted, "draft_tokens": drafted}, notes)  # fmt: skip

@@ -18,12 +18,9 @@ accepted j reached positions 1..j), so it reads into the same figures as a scrap
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any, TypeGuard
 
 from ...core.errors import BadInput
-
-if TYPE_CHECKING:
-    from .measured import Measured
 
 FIX = "save vLLM's responses unedited, one JSON object a line (server run with --per-request-spec-decode-metrics)"
 
@@ -56,10 +53,8 @@ def _histogram(sd: dict[str, Any], src: str, n: int) -> tuple[list[int], int, in
     return h, k, drafted
 
 
-def measure_vllm_responses(objs: list[Any], src: str) -> Measured:
-    """The workload's figures from every response's speculative_decoding histogram, summed."""
-    from .measured import Measured, mean_interval, wilson
-
+def sum_histograms(objs: list[Any], src: str) -> tuple[list[float], int, float, int, int]:
+    """Every response's histogram summed: (histogram, K, draft tokens, responses, responses with per-step arrays)."""
     total: list[float] = []
     K, drafted, requests, detailed = None, 0.0, 0, 0
     for n, obj in enumerate(objs, 1):
@@ -74,14 +69,6 @@ def measure_vllm_responses(objs: list[Any], src: str) -> Measured:
         total += [0.0] * (len(h) - len(total))
         for j, x in enumerate(h):
             total[j] += x
-    passes = sum(total)
-    if K is None or passes <= 0:
+    if K is None or sum(total) <= 0:
         raise BadInput(f"{src} holds no vLLM metrics.speculative_decoding with a verify step", FIX)
-    per_pos = [sum(total[k + 1 :]) for k in range(K)]
-    accepted = sum(j * x for j, x in enumerate(total))
-    notes = [f"{requests} vLLM responses' acceptance histograms summed ({detailed} with per-step arrays, checked "
-             f"against their histograms); the server drafted {K} tokens a step"]  # fmt: skip
-    return Measured("vllm", src, passes, 1.0 + accepted / passes, mean_interval(passes, per_pos), drafted, accepted,
-                    accepted / drafted if drafted else None, [p / passes for p in per_pos],
-                    [wilson(p, passes) for p in per_pos], K, float(requests),
-                    {"verify_steps": passes, "accepted_tokens": accepted, "draft_tokens": drafted}, notes)  # fmt: skip
+    return total, K, drafted, requests, detailed
