@@ -47,6 +47,9 @@ class Candidate:
     accepted: list[list[int]]  # per prompt, draft tokens accepted in each pass
     fault: FaultClass | None = None
     same_as: str | None = None  # the candidate whose passes these are, pass for pass
+    # temperature > 0: per prompt, per pass, the probability each position is accepted (sampled.py); the counts are
+    # then these expectations summed, not the draws in ``accepted``
+    reach: list[list[list[float]]] | None = None
 
 
 @dataclass
@@ -100,8 +103,14 @@ class Ranking:
         }
 
 
-def _counts(accepted: list[list[int]], K: int) -> np.ndarray:
-    return acceptance_counts(accepted, None, None, K)
+def _counts(cand: Candidate, K: int) -> np.ndarray:
+    if cand.reach is None:
+        return acceptance_counts(cand.accepted, None, None, K)
+    rows = []
+    for passes in cand.reach:  # expected passes reaching each position: the sum of its probabilities
+        r = np.asarray(passes, dtype=np.float64).reshape(-1, K)
+        rows.append([r.shape[0], r.sum(), *r.sum(axis=0), *([0.0] * 2 * K)])
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), 2 + 3 * K)
 
 
 def _live_per_position(m: Measured, K: int) -> list[float] | None:
@@ -114,7 +123,7 @@ def _live_per_position(m: Measured, K: int) -> list[float] | None:
 
 def fit(cand: Candidate, m: Measured, K: int) -> Fit:
     """One candidate's chi-square against the live counts."""
-    c = _counts(cand.accepted, K)
+    c = _counts(cand, K)
     ivs = acceptance_intervals(c, K)
     tot = c.sum(axis=0)
     ge_pred = [float(tot[0])] + [float(x) for x in tot[2 : 2 + K]]  # passes, then reaching 1..K

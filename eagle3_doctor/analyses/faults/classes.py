@@ -16,6 +16,9 @@ Each record fills only the hooks its fault touches; the loop calls every hook at
   shows this same signature: the two are one class to the counts, and its fix names both.
 - ``catch_up``: whether each catch-up after a verify pass covers every position verified since the last; without
   it only the newest, so the accepted tokens' rows never reach the draft's cache.
+- ``proposal``: "argmax" where the draft proposes its argmax while the target samples (temperature > 0): not a
+  perturbation of the greedy loop (at temperature 0 the two are one) but of the proposal, predicted by ``sampled.py``
+  at the live profile's temperature.
 - ``window``: not a perturbation but a setting: the draft as served, at a K whose last positions accept
   nothing (the cost of drafting them, not a loss of acceptance).
 
@@ -45,6 +48,7 @@ class FaultClass:
     prompt_context: bool = True
     catch_up: bool = True
     window: bool = False
+    proposal: str | None = None
 
 
 def _shift_slots(x: torch.Tensor) -> torch.Tensor:
@@ -125,6 +129,19 @@ CLASSES: tuple[FaultClass, ...] = (
         "the draft's keys and values are stored in fp8 (e4m3, scale 1) and read back with its rounding",
         "serve the draft's KV cache in the model's dtype (vLLM --kv-cache-dtype auto), or calibrate its fp8 scales",
         kv_read=_fp8_round,
+    ),
+    FaultClass(
+        "argmax-proposal",
+        "the draft proposes its argmax while the target samples: each token is accepted with the target's probability "
+        "of it, not the sum of min(p, q) a proposal sampled from the draft's distribution gets",
+        # vLLM 0.27.1 / 0.33.0 vllm/v1/spec_decode/llm_base_proposer.py: the proposer samples only where
+        # speculative_config.rejection_sample_method is "standard"/"fly" and draft_sample_method "probabilistic"
+        # (lines 249-251 / 257-260); else argmax with no draft probabilities, which the rejection sampler verifies
+        # as draft_prob = 1 (NO_DRAFT_PROBS)
+        "let the draft sample at the request's temperature: vLLM --speculative-config "
+        '\'{"draft_sample_method": "probabilistic", "rejection_sample_method": "standard"}\' (in 0.27.1 and later); '
+        "else expect the argmax proposal's acceptance at temperature > 0",
+        proposal="argmax",
     ),
     FaultClass(
         "window-past-depth",

@@ -63,7 +63,7 @@ def candidates(
     release's label), and every fault class on the modelled path, each simulated on the same prompts."""
     spec, served, release = modelled
     rows = traces(target, seqs, starts, spec, batch_size)
-    total = len(CLASSES) + 2
+    total = sum(fc.proposal is None for fc in CLASSES) + 2
     if trained is None:  # training feeds and runs the draft as the release does: one fault-free prediction
         out = [Candidate(AS_TRAINED, f"as trained = as modelled for {release}", simulate_all(served, rows, num_steps, None))]
     else:
@@ -77,6 +77,8 @@ def candidates(
     if progress is not None:
         progress("fault signatures", len(out), total)
     for fc in CLASSES:
+        if fc.proposal is not None:  # at temperature 0 the proposal is the greedy chain: no fault to simulate
+            continue
         if fc.window:  # no perturbation: the modelled passes, judged for their dead tail (attribution)
             out.append(Candidate(fc.name, fc.title, out[0].accepted, fc))
         else:
@@ -91,6 +93,30 @@ def candidates(
             if not (c.fault is not None and c.fault.window):
                 c.same_as = first.name
     return out
+
+
+def sampled_candidates(
+    target: Target,
+    seqs: list[list[int]],
+    starts: list[int],
+    modelled: tuple[FeatureSpec, Eagle3Draft],
+    num_steps: int,
+    temperature: float,
+) -> list[Candidate]:
+    """At temperature > 0: as trained (the draft samples from its distribution) and the argmax proposal, each pass's
+    expected figures along one seeded sampled trajectory per prompt (sampled.py). The greedy loop's classes are not
+    predicted here: their signatures are simulated on the target's greedy continuation."""
+    from .sampled import expected_passes, target_forward
+
+    spec, draft = modelled
+    fwd = target_forward(target, spec, temperature)
+    runs = [expected_passes(fwd, draft, s[: starts[i] + 1], len(s), num_steps, temperature) for i, s in enumerate(seqs)]
+    fc = next(c for c in CLASSES if c.proposal == "argmax")
+    return [
+        Candidate(AS_TRAINED, f"as trained: the draft samples its proposal at temperature {temperature:g}",
+                  [r.accepted for r in runs], reach=[r.sampled for r in runs]),
+        Candidate(fc.name, fc.title, [list(r.accepted) for r in runs], fc, reach=[r.argmax for r in runs]),
+    ]  # fmt: skip
 
 
 @dataclass
@@ -121,18 +147,24 @@ def attribute_live(
     K = measured.num_spec_tokens or opts.num_steps
     notes = [f"fault signatures simulated at the server's {K} draft tokens a pass" if measured.num_spec_tokens else
              f"fault signatures simulated at --num-steps {K} (the server's counters do not give its K)"]  # fmt: skip
+    T = measured.temperature
     why = None
     if opts.continuation != "greedy":
         why = "they follow the target's greedy continuation (--continuation greedy)"
-    elif opts.topk > 1 or opts.temperature > 0:
-        why = "they simulate a greedy chain (top-k 1, temperature 0)"
+    elif opts.topk > 1:
+        why = "they simulate a chain (top-k 1)"
     elif SERVING not in plan.paths:
         why = "the engine feeds the draft no measurable features"
     if why is not None:
         return LiveAttribution(None, [], [f"fault signatures not simulated: {why}"], measured)
     modelled = (plan.paths[SERVING], plan.drafts[SERVING], setup.serving.label)
     trained = (plan.paths[TRAINING], plan.drafts[TRAINING]) if TRAINING in plan.paths else None
-    cands = candidates(setup.target, rep.seqs, rep.starts, modelled, trained, K, opts.batch_size, progress)
+    if T > 0:
+        notes.append(f"at the live profile's temperature {T:g}: as trained (a sampled proposal) against the argmax "
+                     "proposal; the greedy loop's fault classes are simulated at temperature 0 only")  # fmt: skip
+        cands = sampled_candidates(setup.target, rep.seqs, rep.starts, modelled[:2], K, T)
+    else:
+        cands = candidates(setup.target, rep.seqs, rep.starts, modelled, trained, K, opts.batch_size, progress)
     r = rank(cands, measured, K)
     notes += r.notes
     return LiveAttribution(r, [ranking_finding(r, measured, setup.serving.label)], notes, measured)

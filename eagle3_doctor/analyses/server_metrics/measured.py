@@ -55,6 +55,8 @@ class Measured:
     requests: float | None = None
     counters: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # the sampling temperature the workload was served at (the counters do not record it: the user gives it)
+    temperature: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -295,6 +297,14 @@ def load_measured(
 
     text = read_source(after)
     if looks_like_responses(text):
+        from .vllm_responses import spec_metrics
+
+        objs = _objects(text, after)
+        if any(spec_metrics(o) is not None for o in objs):  # vLLM's per-request metrics, not SGLang's histograms
+            if before is not None or engine not in (None, "auto", "vllm"):
+                raise BadInput(f"{after} holds vLLM responses with their own per-request figures",
+                               "drop --server-metrics-before and pass --engine vllm (or auto)")  # fmt: skip
+            return measure_vllm_responses(objs, after)
         if before is not None:
             raise BadInput(
                 f"{after} holds SGLang responses: their accept histograms are the workload's own, no earlier scrape applies",
@@ -414,3 +424,19 @@ def measure_sglang_histograms(text: str, src: str) -> Measured:
         {"verify_steps": passes, "accepted_tokens": accepted},
         notes,
     )
+
+
+def measure_vllm_responses(objs: list[Any], src: str) -> Measured:
+    """The workload's figures from vLLM's per-request responses (vllm_responses.py), their histograms summed."""
+    from .vllm_responses import sum_histograms
+
+    total, K, drafted, requests, detailed = sum_histograms(objs, src)
+    passes = sum(total)
+    per_pos = [sum(total[k + 1 :]) for k in range(K)]
+    accepted = sum(j * x for j, x in enumerate(total))
+    notes = [f"{requests} vLLM responses' acceptance histograms summed ({detailed} with per-step arrays, checked "
+             f"against their histograms); the server drafted {K} tokens a step"]  # fmt: skip
+    return Measured("vllm", src, passes, 1.0 + accepted / passes, mean_interval(passes, per_pos), drafted, accepted,
+                    accepted / drafted if drafted else None, [p / passes for p in per_pos],
+                    [wilson(p, passes) for p in per_pos], K, float(requests),
+                    {"verify_steps": passes, "accepted_tokens": accepted, "draft_tokens": drafted}, notes)  # fmt: skip
