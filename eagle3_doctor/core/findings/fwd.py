@@ -144,4 +144,21 @@ RECORDS = (
             "the window"
         ),
     ),
+    Code(
+        "FWD012",
+        ERROR,
+        "the engine builds the draft's fc for another number of aux hidden states than it was trained with",
+        meaning=(
+            "The draft's fc takes the concatenation of N target hidden states (fc.weight is [hidden, N x "
+            "target_hidden_size]) and the engine release builds fc for another N: SGLang before 0.5.12 and vLLM before "
+            "0.22.0 always build it for 3; later releases count num_aux_hidden_states, then eagle_config's "
+            "eagle_aux_hidden_state_layer_ids, and take 3 when neither is there (vLLM never counts a top-level id list, "
+            "the place a speculators checkpoint keeps it)."
+        ),
+        why="The trained fc does not fit the one the engine builds, so the draft as trained is not what the server runs.",
+        confirm=(
+            "`eagle3-doctor inspect` names the count the release's own draft model builds (fc's input width, executed "
+            "by conformance/draft_exec.py) and the key it took it from"
+        ),
+    ),
 )
