@@ -503,7 +503,39 @@ def probe_algos(path: Path) -> dict[str, Any] | None:
         fn({"draft_vocab_size": 16, key: value}, given)
         passed += [key] if key in given else []
     out["aux_passed"] = passed
+    out["steps"] = probe_steps(path.parent / "base.py")
     return out
+
+
+def probe_steps(path: Path) -> str | None:
+    """The speculative config vLLM builds when a speculators checkpoint is served on its own: the key its
+    proposal's ``speculative_tokens`` (the depth the draft was trained for) lands in, or None where the release has
+    no such builder. Executed: the builder lifted from the class with ``ast``."""
+    if not path.exists():
+        return None
+    from stubs import compile_function
+
+    names = ("build_vllm_speculative_config", "convert_speculators_to_vllm")
+    found = [
+        n
+        for c in ast.parse(path.read_text()).body
+        if isinstance(c, ast.ClassDef)
+        for n in c.body
+        if isinstance(n, ast.FunctionDef) and n.name in names
+    ]
+    if not found:
+        return None
+    fn = compile_function(ast.unparse(found[0]))
+    config = {
+        "speculators_model_type": "eagle3",
+        "speculators_config": {"proposal_methods": [{"speculative_tokens": 3}], "verifier": {"name_or_path": "t"}},
+        "transformer_layer_config": {},
+    }
+    got = fn(None, config)
+    keys = [k for k, v in got.items() if v == 3]
+    if len(keys) != 1:
+        raise DraftCodeMoved(f"{path}: {found[0].name} put speculative_tokens under {keys or 'no key'}")
+    return keys[0]
 
 
 # --------------------------------------------------------------------------- the number of aux states

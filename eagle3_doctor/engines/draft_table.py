@@ -221,6 +221,14 @@ def speculators_model_config(engine: str, version: str, config: dict[str, Any]) 
     return out
 
 
+def speculators_steps_key(engine: str, version: str) -> str | None:
+    """The speculative-config key a release fills with a speculators checkpoint's speculative_tokens when it serves
+    the checkpoint on its own (executed: base.py's builder), or None where it has none."""
+    got = behaviour(engine, version)
+    spec = None if got is None else got[0].get("speculators")
+    return None if spec is None else spec.get("steps")
+
+
 def speculators_aux_passed(engine: str, version: str) -> tuple[str, ...] | None:
     """The top-level keys stating the aux count that update_eagle3 passes on (None: no speculators path)."""
     got = behaviour(engine, version)

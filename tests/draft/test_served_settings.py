@@ -99,3 +99,48 @@ def test_the_aux_count_finding_on_the_command_line(tmp_copy, tmp_path):
     assert "FWD012" in r.output and "SGLang >= 0.5.12" in r.output
     (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "FWD012"]
     assert (f["data"]["trained"], f["data"]["served"]) == (4, 3)
+
+
+# --------------------------------------------------------------------------- steps past the trained depth (FWD013)
+
+
+def _spec_info(depth):
+    from types import SimpleNamespace
+
+    methods = [{"proposal_type": "greedy", "speculative_tokens": depth}] if depth is not None else []
+    return SimpleNamespace(config={"speculators_config": {"proposal_methods": methods}})
+
+
+def test_steps_past_the_recorded_depth_give_the_rates_within_and_past_it():
+    from eagle3_doctor.draft.served_settings import depth_finding
+
+    # five prompts, four passes each: accepted draft tokens per pass
+    accepted = [[5, 3, 1, 0], [4, 4, 2, 1], [5, 2, 3, 0], [3, 5, 1, 2], [4, 3, 0, 5]]
+    f = depth_finding(_spec_info(3), accepted, 5, "vllm", "0.33.0", "num_speculative_tokens")
+    assert f.code == "FWD013" and f.severity == "info"
+    assert (f.data["trained_depth"], f.data["served_steps"]) == (3, 5)
+    # passes reaching position 4: accepted >= 4 -> 7 of 20; position 5: accepted == 5 -> 4 of 20
+    assert f.data["past_depth_rates"] == [0.35, 0.2]
+    ev = " ".join(f.evidence)
+    assert "past it 4: 0.350" in ev and "build_vllm_speculative_config" in ev
+    assert f.fix.startswith("leave num_speculative_tokens out of --speculative-config (vllm 0.33.0 then drafts 3)")
+    # no more steps than trained, or no recorded depth: nothing to say
+    assert depth_finding(_spec_info(3), accepted, 3, "vllm", "0.33.0", "num_speculative_tokens") is None
+    assert depth_finding(_spec_info(None), accepted, 5, "vllm", "0.33.0", "num_speculative_tokens") is None
+    # vLLM 0.10.1 puts speculative_tokens under num_lookahead_tokens (executed): the fix is the step count itself
+    g = depth_finding(_spec_info(3), accepted, 5, "vllm", "0.10.1", "num_speculative_tokens")
+    assert g.fix.startswith("draft 3 steps a pass (num_speculative_tokens 3)")
+
+
+def test_the_depth_finding_on_the_command_line(tmp_path):
+    """The speculators fixture (trained with a 3-step unroll, speculative_tokens 3) drafted 6 steps a pass."""
+    from conftest import PROMPTS, invoke
+
+    out = tmp_path / "a.json"
+    r = invoke("acceptance", "-t", TARGET, "-d", DRAFTS["speculators"], "--engine", "vllm", "--engine-version", "0.33.0",
+               "--prompts", PROMPTS, "--limit", 8, "--max-new-tokens", 32, "-k", 6, "--json", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "FWD013"]
+    assert (f["data"]["trained_depth"], f["data"]["served_steps"]) == (3, 6)
+    past = f["data"]["past_depth_rates"]
+    assert len(past) == 3 and past == sorted(past, reverse=True) and 0 < past[-1] < past[0] < 1

@@ -119,9 +119,15 @@ def depth_findings(results: dict[str, PathResult], setup: Setup) -> list[Finding
     res = results.get(AS_SERVED) or results.get("serving")
     if res is None or res.tree is not None or not res.acc_k:
         return []
+    from ...draft.served_settings import depth_finding as trained_depth_finding
+
     setting = "--speculative-num-steps" if setup.serving.engine == "sglang" else "num_speculative_tokens"
     f = depth_finding(res.accepted_lengths, len(res.acc_k), setting)
-    return [f] if f is not None else []
+    # past the depth the checkpoint records it was trained for (FWD013), measured on the same chain
+    g = trained_depth_finding(
+        setup.info, res.accepted_lengths, len(res.acc_k), setup.serving.engine, setup.serving.version, setting
+    )
+    return [x for x in (f, g) if x is not None]
 
 
 def served_figure(res: PathResult) -> Interval:

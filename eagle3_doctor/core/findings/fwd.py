@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .record import ERROR, WARNING, Code
+from .record import ERROR, INFO, WARNING, Code
 
 RECORDS = (
     Code(
@@ -159,6 +159,27 @@ RECORDS = (
         confirm=(
             "`eagle3-doctor inspect` names the count the release's own draft model builds (fc's input width, executed "
             "by conformance/draft_exec.py) and the key it took it from"
+        ),
+    ),
+    Code(
+        "FWD013",
+        INFO,
+        "the chain drafts more steps a pass than the draft was trained for",
+        meaning=(
+            "The draft checkpoint records the depth it was trained for (speculators: "
+            "speculators_config.proposal_methods[0].speculative_tokens, its training-time-test depth) and the chain as "
+            "served drafts more steps (num_speculative_tokens, --speculative-num-steps); vLLM serving the checkpoint on "
+            "its own drafts that depth when num_speculative_tokens is left out (executed from its speculators config "
+            "builder)."
+        ),
+        why=(
+            "Past the trained depth the draft runs on its own outputs further than training ever fed it, so each extra "
+            "position costs a draft forward and a verify token for whatever acceptance it still earns."
+        ),
+        confirm=(
+            "`eagle3-doctor acceptance` prints the measured per-position rate within and past the trained depth; "
+            "whether the extra steps pay is a question of speed, not acceptance (info: the verdict does not read it): "
+            "`eagle3-doctor speedup` measures it"
         ),
     ),
 )
