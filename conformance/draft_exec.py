@@ -158,6 +158,8 @@ class Norm(StubModule):
 class Linear(StubModule):
     def __init__(self, *a: Any, **k: Any) -> None:
         super().__init__()
+        # the input width it was built for: fc's says how many aux states the release concatenates
+        object.__setattr__(self, "in_width", a[0] if a else k.get("input_size", k.get("in_features")))
 
     def forward(self, x: Any, *a: Any, **k: Any) -> Any:
         StubModule.trace.append(self._name)
@@ -494,7 +496,91 @@ def probe_algos(path: Path) -> dict[str, Any] | None:
         given: dict[str, Any] = {"model_type": "llama"}
         fn({"draft_vocab_size": 16, flag: not absent.get(flag, False)}, given)
         out[flag] = {"passed": flag in given, "default": absent.get(flag)}
+    # the keys stating the aux count that reach the model config from a speculators config's top level
+    passed = []
+    for key, value in (("num_aux_hidden_states", 4), ("eagle_aux_hidden_state_layer_ids", [1, 2, 3, 4]), ("eagle_config", {})):
+        given = {"model_type": "llama"}
+        fn({"draft_vocab_size": 16, key: value}, given)
+        passed += [key] if key in given else []
+    out["aux_passed"] = passed
+    out["steps"] = probe_steps(path.parent / "base.py")
     return out
+
+
+def probe_steps(path: Path) -> str | None:
+    """The speculative config vLLM builds when a speculators checkpoint is served on its own: the key its
+    proposal's ``speculative_tokens`` (the depth the draft was trained for) lands in, or None where the release has
+    no such builder. Executed: the builder lifted from the class with ``ast``."""
+    if not path.exists():
+        return None
+    from stubs import compile_function
+
+    names = ("build_vllm_speculative_config", "convert_speculators_to_vllm")
+    found = [
+        n
+        for c in ast.parse(path.read_text()).body
+        if isinstance(c, ast.ClassDef)
+        for n in c.body
+        if isinstance(n, ast.FunctionDef) and n.name in names
+    ]
+    if not found:
+        return None
+    fn = compile_function(ast.unparse(found[0]))
+    config = {
+        "speculators_model_type": "eagle3",
+        "speculators_config": {"proposal_methods": [{"speculative_tokens": 3}], "verifier": {"name_or_path": "t"}},
+        "transformer_layer_config": {},
+    }
+    got = fn(None, config)
+    keys = [k for k, v in got.items() if v == 3]
+    if len(keys) != 1:
+        raise DraftCodeMoved(f"{path}: {found[0].name} put speculative_tokens under {keys or 'no key'}")
+    return keys[0]
+
+
+# --------------------------------------------------------------------------- the number of aux states
+
+IDS = "eagle_aux_hidden_state_layer_ids"
+AUX_KEYS = ("num_aux_hidden_states", f"eagle_config.{IDS}", IDS)  # every place a draft config states the count
+
+
+def _aux_config(setting: dict[str, int]) -> dict[str, Any]:
+    """A config stating the aux count only where ``setting`` says ({key: count}), no id list anywhere else."""
+    cfg = base_config()
+    cfg["eagle_config"] = {}
+    for key, n in setting.items():
+        if key == "num_aux_hidden_states":
+            cfg[key] = n
+        elif key.startswith("eagle_config."):
+            cfg["eagle_config"][IDS] = list(range(1, n + 1))
+        else:
+            cfg[IDS] = list(range(1, n + 1))
+    return cfg
+
+
+def _aux_built(engine: str, g: dict[str, Any], setting: dict[str, int]) -> int | str:
+    """How many aux states the release's draft concatenates into fc when built from that config (fc's input width
+    over the target hidden size), or the error its constructor raised."""
+    try:
+        model, _ = construct(engine, g, _aux_config(setting))
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    fc = getattr(model, "fc", None)
+    width = getattr(fc, "in_width", None)
+    if not isinstance(width, int) or width % H:
+        raise DraftCodeMoved(f"the draft's fc was built with input width {width!r}, not a multiple of the hidden size")
+    return width // H
+
+
+def probe_aux(engine: str, g: dict[str, Any]) -> dict[str, Any]:
+    """The number of aux hidden states the release's draft takes: its count with no key, the keys that change it
+    (each stating 4), in precedence order (two keys stating 4 and 5: the one whose count is built wins)."""
+    default = _aux_built(engine, g, {})
+    if not isinstance(default, int):
+        raise DraftCodeMoved(f"the draft did not build with no aux count stated: {default}")
+    keys = [k for k in AUX_KEYS if _aux_built(engine, g, {k: 4}) == 4]
+    wins = {k: sum(_aux_built(engine, g, {k: 5, o: 4}) == 5 for o in keys if o != k) for k in keys}
+    return {"default": default, "keys": sorted(keys, key=lambda k: -wins[k])}
 
 
 # --------------------------------------------------------------------------- the attention window
@@ -639,6 +725,7 @@ def execute_release(engine: str, root: Path) -> dict[str, Any]:
             "first_layer": layer_forward(model)["first"],
             "layers": probe_layers(engine, g),
             "window": probe_window(engine, root),
+            "aux": probe_aux(engine, g),
         }
     except DraftCodeMoved:
         raise

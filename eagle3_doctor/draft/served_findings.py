@@ -19,6 +19,7 @@ from .served import (
     trained_where,
 )
 from .served_rope import qk_norm_findings, rope_findings
+from .served_settings import aux_findings
 
 
 def diagnose(
@@ -64,6 +65,7 @@ def diagnose(
     out += qk_norm_findings(info, cfg, sf, label)
     out += layer_findings(info, cfg, engine, version, label)
     out += window_findings(info, engine, version, label)
+    out += aux_findings(info, cfg, engine, version, label)
     return out, sf
 
 

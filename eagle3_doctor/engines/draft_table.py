@@ -171,6 +171,71 @@ def window_rule(engine: str, version: str) -> ExecutedWindow | None:
     return ExecutedWindow(w["config"], bool(w["server"]), tuple(w["keys"]), src, first_config, first_server)
 
 
+@dataclass(frozen=True)
+class ExecutedAux:
+    """How many aux hidden states a release's draft concatenates into fc (executed: fc's input width)."""
+
+    keys: tuple[str, ...]  # config keys that set the count, first present wins; () = hard-wired to ``default``
+    default: int  # the count with none of them present
+    source: str
+    first_reading: str | None  # the first later release that reads a key for it, where this one reads none
+
+    def served(self, config: dict[str, Any]) -> tuple[int, str | None]:
+        """(the count this release builds for a draft config, the key it took it from; None: the default)."""
+        for key in self.keys:
+            value = _dotted(config, key)
+            if key == "num_aux_hidden_states" and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value, key
+            if key != "num_aux_hidden_states" and isinstance(value, list) and value:
+                return len(value), key
+        return self.default, None
+
+
+def _dotted(config: dict[str, Any], key: str) -> Any:
+    cur: Any = config
+    for part in key.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return cur
+
+
+def aux_rule(engine: str, version: str) -> ExecutedAux | None:
+    got = behaviour(engine, version)
+    if got is None or "aux" not in got[0]:
+        return None
+    b, where = got
+    keys = tuple(b["aux"]["keys"])
+    later = None if keys else first_release_where(engine, version, lambda x: bool(x.get("aux", {}).get("keys")))
+    return ExecutedAux(keys, int(b["aux"]["default"]), f"{where}, fc's input width", later)
+
+
+def speculators_model_config(engine: str, version: str, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The model config a vLLM release builds the draft from for a speculators checkpoint: its
+    transformer_layer_config plus the top-level aux-count keys update_eagle3 passes on (executed); None where the
+    release has no speculators path."""
+    passed = speculators_aux_passed(engine, version)
+    if passed is None:
+        return None
+    inner = config.get("transformer_layer_config")
+    out = dict(inner) if isinstance(inner, dict) else {}
+    out.update({k: config[k] for k in passed if k in config})
+    return out
+
+
+def speculators_steps_key(engine: str, version: str) -> str | None:
+    """The speculative-config key a release fills with a speculators checkpoint's speculative_tokens when it serves
+    the checkpoint on its own (executed: base.py's builder), or None where it has none."""
+    got = behaviour(engine, version)
+    spec = None if got is None else got[0].get("speculators")
+    return None if spec is None else spec.get("steps")
+
+
+def speculators_aux_passed(engine: str, version: str) -> tuple[str, ...] | None:
+    """The top-level keys stating the aux count that update_eagle3 passes on (None: no speculators path)."""
+    got = behaviour(engine, version)
+    spec = None if got is None else got[0].get("speculators")
+    return None if spec is None or "aux_passed" not in spec else tuple(spec["aux_passed"])
+
+
 def _flag_cell(b: dict[str, Any], flag: str, speculators: bool) -> str:
     rule = _speculators_rule(b, flag) if speculators else _model_rule(b, flag)
     if rule is None:
@@ -181,11 +246,25 @@ def _flag_cell(b: dict[str, Any], flag: str, speculators: bool) -> str:
     )
 
 
+def _aux_cell(b: dict[str, Any], speculators: bool) -> str:
+    aux = b.get("aux")
+    if aux is None:
+        return ""
+    keys = aux["keys"]
+    if speculators:  # only what update_eagle3 passes on from the top level reaches the model
+        passed = (b.get("speculators") or {}).get("aux_passed", [])
+        keys = [k for k in keys if k in passed]
+        if not keys and aux["keys"]:
+            return f"transformer_layer_config only ({aux['default']})"
+    return (" > ".join(f"`{k}`" for k in keys) + f" (default {aux['default']})") if keys else f"always {aux['default']}"
+
+
 def markdown() -> str:
     """The executed rows as a Markdown table (docs/draft-forward.md embeds it between markers)."""
     head = (
-        "| engine | releases | format | norm_before_residual | norm_before_fc | fc_norm | norm_output | 2 layers | later layers' norm |\n"
-        "|---|---|---|---|---|---|---|---|---|\n"
+        "| engine | releases | format | norm_before_residual | norm_before_fc | fc_norm | norm_output | 2 layers | later layers' norm "
+        "| aux states |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
     )
     # (engine, format, cells) per row; adjacent rows the columns cannot tell apart merge into one span
     spans: list[list[Any]] = []
@@ -193,7 +272,7 @@ def markdown() -> str:
         b, rel = row["behaviour"], row["releases"]
         for fmt in ["other", "speculators"] if row["engine"] == "vllm" and "absent" not in b else ["any"]:
             if "absent" in b:
-                cells = ["no EAGLE-3 draft model", "", "", "", "", ""]
+                cells = ["no EAGLE-3 draft model", "", "", "", "", "", ""]
             else:
                 lay = b["layers"]
                 cells = [
@@ -201,6 +280,7 @@ def markdown() -> str:
                     for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
                 ]
                 cells += [lay["two_layers"], lay.get("later", {}).get("norm_before_attention") or ""]
+                cells.append(_aux_cell(b, fmt == "speculators"))
             same = next((sp for sp in reversed(spans) if sp[0] == row["engine"] and sp[1] == fmt), None)
             if same is not None and same[2] == cells:
                 same[4] = rel[-1]

@@ -262,6 +262,12 @@ def test_the_draft_harness_reads_what_each_release_applies():
     assert v["layers"]["later"]["norm_before_attention"] == "input_layernorm"
     assert v["speculators"]["norm_before_residual"] == {"passed": True, "default": True}
     assert v["speculators"]["norm_before_fc"]["passed"] is False
+    # fc's input width: SGLang 0.5.23 counts num_aux_hidden_states, then eagle_config's ids; vLLM 0.18.0 builds 3
+    assert sg["aux"] == {"default": 3, "keys": ["num_aux_hidden_states", "eagle_config.eagle_aux_hidden_state_layer_ids"]}
+    assert v["aux"] == {"default": 3, "keys": []}
+    # base.py's builder puts a speculators checkpoint's speculative_tokens into num_speculative_tokens
+    assert v["speculators"]["aux_passed"] == ["eagle_aux_hidden_state_layer_ids"]
+    assert v["speculators"]["steps"] == "num_speculative_tokens"
 
 
 def test_every_listed_release_has_a_draft_row():

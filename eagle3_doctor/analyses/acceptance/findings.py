@@ -96,6 +96,7 @@ def acceptance_findings(
         fit = fit_finding(scan_res, setup)
         out += [fit] if fit is not None else []
     out += depth_findings(results, setup)
+    out += trained_depth_findings(results, setup)
     health = acceptance_health(results, [*before, *out], setup, scan_res, unseen=unseen, alone=alone)
     ref = t or s
     if ref and ref.acc_k and ref.step1 < 0.3 and not any(f.code == "HLT001" for f in health):
@@ -121,6 +122,22 @@ def depth_findings(results: dict[str, PathResult], setup: Setup) -> list[Finding
         return []
     setting = "--speculative-num-steps" if setup.serving.engine == "sglang" else "num_speculative_tokens"
     f = depth_finding(res.accepted_lengths, len(res.acc_k), setting)
+    return [f] if f is not None else []
+
+
+def trained_depth_findings(results: dict[str, PathResult], setup: Setup) -> list[Finding]:
+    """FWD013 (info) on the chain as served: steps past the depth the checkpoint records it was trained for. Kept
+    apart from depth_findings, whose HLT004 decides diagnose's branch: this one is a fact about speed, not a verdict."""
+    from ...draft.served_settings import depth_finding as trained_depth_finding
+    from ..as_served import AS_SERVED
+
+    res = results.get(AS_SERVED) or results.get("serving")
+    if res is None or res.tree is not None or not res.acc_k:
+        return []
+    setting = "--speculative-num-steps" if setup.serving.engine == "sglang" else "num_speculative_tokens"
+    f = trained_depth_finding(
+        getattr(setup, "info", None), res.accepted_lengths, len(res.acc_k), setup.serving.engine, setup.serving.version, setting
+    )
     return [f] if f is not None else []
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .record import ERROR, WARNING, Code
+from .record import ERROR, INFO, WARNING, Code
 
 RECORDS = (
     Code(
@@ -142,6 +142,44 @@ RECORDS = (
             "`eagle3-doctor inspect` names the window and what the release's own draft model builds from it (executed by "
             "conformance/draft_exec.py on the release's llama.py); compare acceptance on prompts shorter and longer than "
             "the window"
+        ),
+    ),
+    Code(
+        "FWD012",
+        ERROR,
+        "the engine builds the draft's fc for another number of aux hidden states than it was trained with",
+        meaning=(
+            "The draft's fc takes the concatenation of N target hidden states (fc.weight is [hidden, N x "
+            "target_hidden_size]) and the engine release builds fc for another N: SGLang before 0.5.12 and vLLM before "
+            "0.22.0 always build it for 3; later releases count num_aux_hidden_states, then eagle_config's "
+            "eagle_aux_hidden_state_layer_ids, and take 3 when neither is there (vLLM never counts a top-level id list, "
+            "the place a speculators checkpoint keeps it)."
+        ),
+        why="The trained fc does not fit the one the engine builds, so the draft as trained is not what the server runs.",
+        confirm=(
+            "`eagle3-doctor inspect` names the count the release's own draft model builds (fc's input width, executed "
+            "by conformance/draft_exec.py) and the key it took it from"
+        ),
+    ),
+    Code(
+        "FWD013",
+        INFO,
+        "the chain drafts more steps a pass than the draft was trained for",
+        meaning=(
+            "The draft checkpoint records the depth it was trained for (speculators: "
+            "speculators_config.proposal_methods[0].speculative_tokens, its training-time-test depth) and the chain as "
+            "served drafts more steps (num_speculative_tokens, --speculative-num-steps); vLLM serving the checkpoint on "
+            "its own drafts that depth when num_speculative_tokens is left out (executed from its speculators config "
+            "builder)."
+        ),
+        why=(
+            "Past the trained depth the draft runs on its own outputs further than training ever fed it, so each extra "
+            "position costs a draft forward and a verify token for whatever acceptance it still earns."
+        ),
+        confirm=(
+            "`eagle3-doctor acceptance` prints the measured per-position rate within and past the trained depth; "
+            "whether the extra steps pay is a question of speed, not acceptance (info: the verdict does not read it): "
+            "`eagle3-doctor speedup` measures it"
         ),
     ),
 )
