@@ -34,6 +34,7 @@ from ..options import (
     STREAM_LAYERS,
     TRAIN_DUMP,
     TRAIN_RECIPE,
+    TRAINED_WITH,
     options,
 )
 from ..output import console, write_result
@@ -44,6 +45,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, resolve_models
     **{**SERVED, "target": DUMP_TARGET},
     layer_ids=LAYER_IDS,
     train_recipe=TRAIN_RECIPE,
+    trained_with=TRAINED_WITH,
     train_dump=TRAIN_DUMP,
     prompts=PROMPTS,
     max_tokens=MAX_TOKENS,

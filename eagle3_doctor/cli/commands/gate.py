@@ -32,6 +32,7 @@ from ..options import (
     TARGET,
     TRAIN_DUMP,
     TRAIN_RECIPE,
+    TRAINED_WITH,
     TRUST_REMOTE_CODE,
     options,
 )
@@ -44,6 +45,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, resolve_models
     draft=GATE_DRAFT,
     policy=POLICY,
     train_recipe=TRAIN_RECIPE,
+    trained_with=TRAINED_WITH,
     train_dump=TRAIN_DUMP,
     baseline=BASELINE,
     engine=GATE_ENGINE,
