@@ -37,7 +37,7 @@ from ..options import (
     options,
 )
 from ..output import console, write_result
-from ..resolve import RESOLVED_LATER, preflight_given, resolve_models
+from ..resolve import RESOLVED_LATER, preflight_given, resolve_models, train_recipe_of
 
 
 @options(
@@ -94,7 +94,7 @@ def gate_cmd(**given: Any) -> int:
         device=a.device,
         draft_format=a.draft_format,
         trust_remote_code=a.trust_remote_code,
-        train_recipe=a.train_recipe,
+        train_recipe=train_recipe_of(a),
         train_dump=a.train_dump,
     )
     locate(res.findings, role_paths(a.target, a.draft, target_dir=target_dir, draft_dir=draft_dir))
