@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -36,7 +37,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-CACHE = HERE / ".cache" / "trainers"
+CACHE = Path(os.environ.get("CONFORMANCE_CACHE", HERE / ".cache")) / "trainers"
 LS = (8, 32, 61)
 SPECFORGE = ("0.1.0", "0.2.0")
 SPECULATORS = (
