@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DRAFTS, PROMPTS, ROOT, TARGET, invoke
+from conftest import DRAFTS, DUMP, PROMPTS, ROOT, SERVING, TARGET, invoke
 
 sys.path.insert(0, str(ROOT / "conformance"))
 import trainers_exec  # noqa: E402
@@ -140,3 +140,19 @@ def test_checkpoint_version_of_a_training_release_is_said():
     assert trainers.checkpoint_note({"speculators_version": "0.2.0"}) is None  # a converter: the ids say all
     assert "vllm" in (trainers.checkpoint_note({"speculators_version": "0.9.0"}) or "")
     assert "--trained-with speculators==0.4.0" in (trainers.checkpoint_note({"speculators_version": "0.4.0"}) or "")
+
+
+def test_dump_vs_dump_refuses_trained_with():
+    r = invoke("compare-hidden", "--engine-dump", SERVING / "sglang-dump-correct", "--train-dump", DUMP, "--num-layers", 8,
+               "--trained-with", "specforge==0.2.0")  # fmt: skip
+    assert r.exit_code == 2 and "--trained-with needs the target's config" in r.output
+
+
+def test_gate_takes_trained_with_as_its_training_side(tmp_path):
+    out = tmp_path / "g.json"
+    r = invoke("gate", "--target", TARGET, "--draft", DRAFTS["sglang"], "--prompts", PROMPTS, "--limit", 2,
+               "--trained-with", "specforge==0.1.0", "--json", out)  # fmt: skip
+    assert r.exit_code == 1, r.output
+    data = json.loads(out.read_text())
+    assert "specforge 0.1.0 (--trained-with) through transformers 4.54.0" in json.dumps(data)
+    assert any(f["code"] == "CAP001" for f in data["findings"])
