@@ -156,3 +156,23 @@ def test_gate_takes_trained_with_as_its_training_side(tmp_path):
     data = json.loads(out.read_text())
     assert "specforge 0.1.0 (--trained-with) through transformers 4.54.0" in json.dumps(data)
     assert any(f["code"] == "CAP001" for f in data["findings"])
+
+
+@pytest.mark.parametrize(
+    "version, said",
+    [("0.9.0", "written by speculators 0.9.0, whose training reads these ids as vllm does"),
+     ("0.4.0", "undetermined which numbering: config.json was written by speculators 0.4.0")],
+)  # fmt: skip
+def test_the_checkpoint_says_which_speculators_wrote_it(tmp_path, version, said):
+    import shutil
+
+    draft = tmp_path / "draft"
+    shutil.copytree(DRAFTS["speculators"], draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps({**cfg, "speculators_version": version}))
+    out = tmp_path / "r.json"
+    r = invoke("compare-hidden", "--target", TARGET, "--draft", draft, "--engine", "vllm", "--prompts", PROMPTS,
+               "--limit", 1, "--json", out, "-q")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    source = json.loads(out.read_text())["training"]["source"]
+    assert source.startswith("eagle_aux_hidden_state_layer_ids = [2, 4, 5]") and said in source
