@@ -120,8 +120,9 @@ def _parsed(a: SimpleNamespace) -> SimpleNamespace:
     from .validate import parse_layer_ids
 
     g = functools.partial(getattr, a)
-    recipe = train_recipe_of(a)
-    return SimpleNamespace(**{**defaults(SAMPLING), **vars(a), "train_recipe": recipe, "layer_ids": parse_layer_ids(g("layer_ids", None)),
+    # --trained-with travels as the run's train recipe; a command without either keeps its options as they were
+    recipe = {"train_recipe": train_recipe_of(a)} if g("trained_with", None) is not None else {}
+    return SimpleNamespace(**{**defaults(SAMPLING), **vars(a), **recipe, "layer_ids": parse_layer_ids(g("layer_ids", None)),
                               "device_map": _device_map(g("device_map", None)), "max_memory": _max_memory(g("max_memory", None))})  # fmt: skip
 
 
