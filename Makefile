@@ -61,6 +61,7 @@ fixtures: $(STAMP)
 # conformance/.cache, git-ignored; a rerun uses the cache). See conformance/README.md.
 conformance: $(STAMP)
 	$(BIN)/python conformance/run.py
+	$(BIN)/python conformance/trainers_exec.py
 
 clean:
 	rm -rf $(VENV) demo-report .tools

@@ -137,6 +137,13 @@ TRAIN_RECIPE = opt(
     "--train-recipe",
     help="How training features were made: hf-hidden-states:I,J,K | eagle-default | specforge[:ids] | speculators[:ids] | modelopt[:ids] | spec:POINTS. Default: what the draft config declares.",
 )
+TRAINED_WITH = opt(
+    Optional[str],
+    None,
+    "--trained-with",
+    metavar="TRAINER==VERSION",
+    help="The trainer release that made the draft, e.g. specforge==0.2.0 or speculators==0.9.0: the training side is the capture that release trains on (its pinned engine, its default ids; docs/engines.md).",
+)
 TRAIN_DUMP = opt(
     Optional[str],
     None,

@@ -120,8 +120,20 @@ def _parsed(a: SimpleNamespace) -> SimpleNamespace:
     from .validate import parse_layer_ids
 
     g = functools.partial(getattr, a)
-    return SimpleNamespace(**{**defaults(SAMPLING), **vars(a), "layer_ids": parse_layer_ids(g("layer_ids", None)),
+    # --trained-with travels as the run's train recipe; a command without either keeps its options as they were
+    recipe = {"train_recipe": train_recipe_of(a)} if g("trained_with", None) is not None else {}
+    return SimpleNamespace(**{**defaults(SAMPLING), **vars(a), **recipe, "layer_ids": parse_layer_ids(g("layer_ids", None)),
                               "device_map": _device_map(g("device_map", None)), "max_memory": _max_memory(g("max_memory", None))})  # fmt: skip
+
+
+def train_recipe_of(a: SimpleNamespace) -> Optional[str]:
+    """The run's training recipe: --train-recipe, or --trained-with as the recipe engines/trainers.py reads."""
+    trained_with = getattr(a, "trained_with", None)
+    if trained_with is None:
+        return getattr(a, "train_recipe", None)
+    from ..engines.trainers import recipe_of
+
+    return recipe_of(trained_with, getattr(a, "train_recipe", None))
 
 
 def _speculators_from_hub(sc: Any) -> None:
@@ -172,6 +184,11 @@ def preflight_given(a: SimpleNamespace, skip: tuple[str, ...] = ()) -> None:
     still before any download or load."""
     from .validate import preflight
 
+    if getattr(a, "trained_with", None) is not None:  # one line naming the known releases, before torch
+        from ..engines.trainers import check_trained_with, recipe_of
+
+        recipe_of(a.trained_with, getattr(a, "train_recipe", None))
+        check_trained_with(a.trained_with)
     preflight(**{k: v for k, v in vars(a).items() if k not in skip})
 
 

@@ -17,6 +17,7 @@ from ..core.errors import BadInput
 from ..core.taps import FeatureSpec
 from ..draft.formats import DraftInfo, read_draft, spec_from_info
 from ..draft.model import Eagle3Draft
+from ..engines import trainers
 from ..engines.families import arch_family
 from ..engines.recipes import training_spec
 from ..engines.serving import Serving, resolve_serving
@@ -156,10 +157,17 @@ def _load_draft(tgt: Target, draft: str, draft_format: str | None) -> tuple[Eagl
 
 
 def _training_side(train_recipe: str | None, info: DraftInfo | None, L: int, family: str) -> tuple[FeatureSpec | None, str]:
-    if train_recipe:
+    if train_recipe and train_recipe.startswith(trainers.PREFIX):
+        tspec, tsrc = trainers.training_side(train_recipe[len(trainers.PREFIX) :], family, L, info.layer_ids if info else None)
+        if tspec is None:  # the trainer's capture is undetermined for this target: said, not guessed
+            return None, tsrc
+    elif train_recipe:
         tspec, tsrc = training_spec(train_recipe, L)
     elif info is not None:
         tspec, tsrc = spec_from_info(info, L, family)
+        note = trainers.checkpoint_note(info.config)
+        if note:
+            tsrc = f"{tsrc}; {note}"
     else:
         return None, "unknown (pass --train-recipe, --train-dump or --draft)"
     for p in tspec:

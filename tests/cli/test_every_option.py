@@ -34,6 +34,7 @@ VALUES: dict[str, list[str]] = {
     "matrix": ["--matrix"],
     "layer_ids": ["--layer-ids", "0,2,4"],
     "train_recipe": ["--train-recipe", "hf-hidden-states:1,2,3"],
+    "trained_with": ["--trained-with", "specforge==0.1.0"],  # HF hidden_states indices: one layer off the engines
     "train_dump": ["--train-dump", str(FIX / "specforge-dump")],
     "train_data": ["--train-data", str(FIX / "conversations" / "openai.jsonl")],
     "batch_size": ["--batch-size", "1"],

@@ -52,6 +52,15 @@ def test_max_memory_parser(text):
     assert out is None or all(isinstance(k, (int, str)) for k in out)
 
 
+@FUZZ
+@given(text=option_text)
+def test_trained_with_parser(text):
+    from eagle3_doctor.engines.trainers import check_trained_with
+
+    got = _accepts_or_refuses(check_trained_with, text)
+    assert got is None or got[2]["trains"]
+
+
 int_opts = ["max_tokens", "limit", "num_steps", "max_new_tokens", "topk", "num_draft_tokens"]
 float_opts = ["temperature", "min_accept_rate", "min_tau", "min_cosine", "min_step1_accuracy", "max_regression"]
 text_opts = [
@@ -96,6 +105,7 @@ def test_every_option_checker(ints, floats, texts, engine):
                     "--engine",
                     "--engine-version",
                     "--train-recipe",
+                    "--trained-with",
                     "--max-memory",
                     "--device-map",
                     "--draft-format",

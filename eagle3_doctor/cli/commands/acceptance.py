@@ -29,6 +29,7 @@ from ..options import (
     STREAM_LAYERS,
     TRAIN_DUMP,
     TRAIN_RECIPE,
+    TRAINED_WITH,
     options,
 )
 from ..resolve import RESOLVED_LATER, preflight_given, server_evidence
@@ -38,6 +39,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, server_evidence
     **SERVED,
     layer_ids=LAYER_IDS,
     train_recipe=TRAIN_RECIPE,
+    trained_with=TRAINED_WITH,
     train_dump=TRAIN_DUMP,
     prompts=PROMPTS,
     **ACCEPTANCE,

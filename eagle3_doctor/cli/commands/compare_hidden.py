@@ -34,6 +34,7 @@ from ..options import (
     STREAM_LAYERS,
     TRAIN_DUMP,
     TRAIN_RECIPE,
+    TRAINED_WITH,
     options,
 )
 from ..output import console, write_result
@@ -44,6 +45,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, resolve_models
     **{**SERVED, "target": DUMP_TARGET},
     layer_ids=LAYER_IDS,
     train_recipe=TRAIN_RECIPE,
+    trained_with=TRAINED_WITH,
     train_dump=TRAIN_DUMP,
     prompts=PROMPTS,
     max_tokens=MAX_TOKENS,
@@ -107,6 +109,11 @@ def _dump_training_spec(a: SimpleNamespace) -> tuple[Any, str, str]:
     train_recipe, draft, engine, engine_version = a.train_recipe, a.draft, a.engine, a.engine_version
     if target is not None:
         raise BadInput("--engine-dump is compared with --train-dump without the target", "drop --target (or drop --engine-dump)")
+    if a.trained_with is not None:
+        raise BadInput(
+            "--trained-with needs the target's config: the capture a trainer's engine makes depends on the target's family",
+            "pass --train-recipe spec:POINTS with what the training captured, or compare with --target",
+        )
     if not engine_dump or not train_dump:
         # worded as click's own usage error: --target is only optional for dump vs dump
         raise BadInput(

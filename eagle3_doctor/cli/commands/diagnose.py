@@ -20,6 +20,7 @@ from ..options import (
     SERVER_EVIDENCE,
     TRAIN_DATA,
     TRAIN_RECIPE,
+    TRAINED_WITH,
     options,
 )
 from ..resolve import RESOLVED_LATER, preflight_given, server_evidence
@@ -29,6 +30,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, server_evidence
     **SERVED,
     layer_ids=LAYER_IDS,
     train_recipe=TRAIN_RECIPE,
+    trained_with=TRAINED_WITH,
     prompts=PROMPTS,
     train_data=TRAIN_DATA,
     **ACCEPTANCE,

@@ -25,6 +25,7 @@ from ..options import (
     SERVING_DESCRIPTION,
     TARGET,
     TRAIN_RECIPE,
+    TRAINED_WITH,
     TRUST_REMOTE_CODE,
     options,
 )
@@ -41,6 +42,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, resolve_serve
     serving_description=SERVING_DESCRIPTION,
     layer_ids=LAYER_IDS,
     train_recipe=TRAIN_RECIPE,
+    trained_with=TRAINED_WITH,
     prompts=PROMPTS,
     limit=LIMIT,
     num_steps=FINGERPRINT_STEPS,

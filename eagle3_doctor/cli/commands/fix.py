@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..drive import drive
-from ..options import ACCEPTANCE, FIX_OUT, FORMAT, JSON_OUT, LOADING, PROMPTS, QUIET, SERVED, TRAIN_RECIPE, options
+from ..options import ACCEPTANCE, FIX_OUT, FORMAT, JSON_OUT, LOADING, PROMPTS, QUIET, SERVED, TRAIN_RECIPE, TRAINED_WITH, options
 
 
 # no --layer-ids: the edits go into the copy's config, and an override would hide them
@@ -14,6 +14,7 @@ from ..options import ACCEPTANCE, FIX_OUT, FORMAT, JSON_OUT, LOADING, PROMPTS, Q
     out=FIX_OUT,
     **SERVED,
     train_recipe=TRAIN_RECIPE,
+    trained_with=TRAINED_WITH,
     prompts=PROMPTS,
     **ACCEPTANCE,
     **LOADING,

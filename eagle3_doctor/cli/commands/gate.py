@@ -32,11 +32,12 @@ from ..options import (
     TARGET,
     TRAIN_DUMP,
     TRAIN_RECIPE,
+    TRAINED_WITH,
     TRUST_REMOTE_CODE,
     options,
 )
 from ..output import console, write_result
-from ..resolve import RESOLVED_LATER, preflight_given, resolve_models
+from ..resolve import RESOLVED_LATER, preflight_given, resolve_models, train_recipe_of
 
 
 @options(
@@ -44,6 +45,7 @@ from ..resolve import RESOLVED_LATER, preflight_given, resolve_models
     draft=GATE_DRAFT,
     policy=POLICY,
     train_recipe=TRAIN_RECIPE,
+    trained_with=TRAINED_WITH,
     train_dump=TRAIN_DUMP,
     baseline=BASELINE,
     engine=GATE_ENGINE,
@@ -92,7 +94,7 @@ def gate_cmd(**given: Any) -> int:
         device=a.device,
         draft_format=a.draft_format,
         trust_remote_code=a.trust_remote_code,
-        train_recipe=a.train_recipe,
+        train_recipe=train_recipe_of(a),
         train_dump=a.train_dump,
     )
     locate(res.findings, role_paths(a.target, a.draft, target_dir=target_dir, draft_dir=draft_dir))
