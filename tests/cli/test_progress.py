@@ -15,7 +15,7 @@ def test_help_lists_the_choices_and_they_match_the_library():
     assert options.ENGINE_CHOICES == ENGINES and options.FORMAT_CHOICES == FORMATS
     r = invoke("acceptance", "--help-all", env={"COLUMNS": "120"})
     assert "[" + "|".join(ENGINES) + "]" in r.output
-    assert "[eagle|sglang|speculators]" in r.output and "[greedy|text]" in r.output and "[sampled|argmax]" in r.output
+    assert "[eagle|sglang|speculators]" in r.output and "[greedy|speculative|text]" in r.output and "[sampled|argmax]" in r.output
     r = invoke("--help", env={"COLUMNS": "120"})
     assert "--install-completion" in r.output and "--show-completion" in r.output  # shell completion
 

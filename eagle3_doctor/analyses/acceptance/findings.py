@@ -118,7 +118,8 @@ def depth_findings(results: dict[str, PathResult], setup: Setup) -> list[Finding
     from ..judgment import depth_finding
 
     res = results.get(AS_SERVED) or results.get("serving")
-    if res is None or res.tree is not None or not res.acc_k:
+    version = getattr(setup.serving, "version", None)  # an engine dump's run names no release whose key to fix
+    if res is None or res.tree is not None or not res.acc_k or version is None:
         return []
     setting = "--speculative-num-steps" if setup.serving.engine == "sglang" else "num_speculative_tokens"
     f = depth_finding(res.accepted_lengths, len(res.acc_k), setting)
@@ -132,11 +133,17 @@ def trained_depth_findings(results: dict[str, PathResult], setup: Setup) -> list
     from ..as_served import AS_SERVED
 
     res = results.get(AS_SERVED) or results.get("serving")
-    if res is None or res.tree is not None or not res.acc_k:
+    version = getattr(setup.serving, "version", None)  # an engine dump's run names no release whose key to fix
+    if res is None or res.tree is not None or not res.acc_k or version is None:
         return []
     setting = "--speculative-num-steps" if setup.serving.engine == "sglang" else "num_speculative_tokens"
     f = trained_depth_finding(
-        getattr(setup, "info", None), res.accepted_lengths, len(res.acc_k), setup.serving.engine, setup.serving.version, setting
+        getattr(setup, "info", None),
+        res.accepted_lengths,
+        len(res.acc_k),
+        setup.serving.engine,
+        version,
+        setting,
     )
     return [f] if f is not None else []
 
