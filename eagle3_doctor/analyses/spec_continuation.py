@@ -68,22 +68,16 @@ def speculative_batch(
     cache cannot hold rows at their own lengths (transformers' static cache)."""
     from ..draft.decode import RaggedDraftDecoder
     from ..model.ragged import RaggedDecoder
-    from ..model.static import eos_and_pad, static_cache, until_eos
+    from ..model.static import eos_and_pad, left_padded, static_cache, until_eos
 
-    tgt = target
     B, T, K = len(prompts), max(len(p) for p in prompts), num_steps
     L = slots(T + max_new_tokens + 2 * K + 2)  # a row stops advancing past max_new_tokens; its last pass writes K + 1
-    cache = static_cache(tgt, B, L)
+    cache = static_cache(target, B, L)
     if cache is None or not RaggedDecoder.supported(cache):
         return None
-    eos, pad_id = eos_and_pad(tgt.tokenizer)
-    dev = tgt.device
-    ids = torch.full((B, T), pad_id, dtype=torch.long)
-    for i, p in enumerate(prompts):
-        ids[i, T - len(p) :] = torch.as_tensor(list(p))
-    ids = ids.to(dev)
-    pad = torch.tensor([T - len(p) for p in prompts], device=dev)
-    dec = RaggedDecoder(tgt, cache, B, L, spec)
+    eos, pad_id = eos_and_pad(target.tokenizer)
+    ids, pad = (x.to(target.device) for x in left_padded(prompts, pad_id))
+    dec = RaggedDecoder(target, cache, B, L, spec)
     del cache
     try:
         first, taps = dec.prefill(ids, pad)

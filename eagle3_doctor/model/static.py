@@ -16,7 +16,7 @@ built on the device from a slot counter: the model's own mask builder takes host
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -254,15 +254,11 @@ def greedy_static(
     cache = static_cache(target, B, L)
     if cache is None:
         return None
-    tok = target.tokenizer
-    eos, pad_id = eos_and_pad(tok)
-    ids = torch.full((B, T), pad_id, dtype=torch.long)
-    for i, p in enumerate(prompts):
-        ids[i, T - len(p) :] = torch.as_tensor(p)
+    eos, pad_id = eos_and_pad(target.tokenizer)
+    ids, pads = left_padded(prompts, pad_id)
     dec = StaticDecoder(target, cache, B, L)
     del cache
     try:
-        pads = torch.tensor([T - len(p) for p in prompts])
         nxt, _ = dec.prefill(ids.to(target.device), pads.to(target.device))
         out = torch.empty((B, max_new_tokens), dtype=torch.long, device=target.device)
         cur = nxt.clone()
@@ -281,6 +277,15 @@ def greedy_static(
         dec.close()
     got = out.tolist()
     return [list(p) + until_eos(got[i][: k + 1], eos) for i, p in enumerate(prompts)]
+
+
+def left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids [B, T], pads [B]): the prompts right-aligned at the longest one's end, each led by its pads."""
+    T = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), T), pad_id, dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, T - len(p) :] = torch.as_tensor(list(p))
+    return ids, torch.tensor([T - len(p) for p in prompts])
 
 
 def eos_and_pad(tok: Any) -> tuple[int | None, int]:
