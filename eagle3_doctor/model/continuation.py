@@ -7,11 +7,15 @@ it; else through transformers' ``generate``. The tokens are the same either way 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from .static import eos_and_pad, greedy_static, until_eos
 from .target import Target, batches
+
+if TYPE_CHECKING:
+    from .recorded import Recording
 
 
 @torch.inference_mode()
@@ -21,23 +25,29 @@ def greedy_continue(
     max_new_tokens: int,
     batch_size: int,
     progress: Callable[[int, int], None] | None = None,
+    record: Recording | None = None,
 ) -> list[list[int]]:
     """The target's own greedy continuation of each prompt, stopping at the tokenizer's EOS.
 
     Each batch runs over a static KV cache (CUDA-graphed on a GPU, :mod:`static`) where the model allows
     it, else through ``generate`` (left-padded batches, a dynamic cache): the same tokens either way.
-    progress(done, total) is called per generated token (total = batches x max_new_tokens).
+    progress(done, total) is called per generated token (total = batches x max_new_tokens). ``record`` takes
+    the taps of every position as the static decoder runs them (:mod:`recorded`); a batch through ``generate``
+    records nothing and marks it incomplete, so the replay runs its own forward.
     """
     n_batches = (len(prompts) + batch_size - 1) // batch_size
     total = n_batches * max_new_tokens
     outs: list[list[int]] = []
-    for bi, (_, chunk) in enumerate(batches([list(p) for p in prompts], batch_size)):
+    for bi, (first, chunk) in enumerate(batches([list(p) for p in prompts], batch_size)):
 
         def tick(k: int, bi: int = bi) -> None:
             if progress is not None:
                 progress(min(bi * max_new_tokens + k, total), total)
 
-        got = greedy_static(target, list(chunk), max_new_tokens, tick)
+        into = record.into(range(first, first + len(chunk))) if record is not None else None
+        got = greedy_static(target, list(chunk), max_new_tokens, tick, into)
+        if got is None and record is not None:
+            record.complete = False
         outs += got if got is not None else _generate(target, chunk, max_new_tokens, tick)
     if progress is not None:
         progress(total, total)

@@ -10,14 +10,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
 from ..core.errors import BadInput
-from ..core.taps import CapturePoint
+from ..core.taps import CapturePoint, final_norm
 from ..io.prompts import Prompt, load_prompts
 from ..io.train_dumps import DumpSequence, load_dump
 from .target import Batch, Target, batches, capture, make_batch
+
+
+class Recorded(Protocol):
+    """Taps a decode recorded over the sequences it generated (:class:`model.recorded.Recording`)."""
+
+    def covers(self, points: Iterable[CapturePoint]) -> bool: ...
+
+    def batches(
+        self,
+        target: Target,
+        seqs: Sequence[Sequence[int]],
+        order: Sequence[int],
+        points: Iterable[CapturePoint],
+        batch_size: int,
+        want_logits: bool,
+        progress: Callable[[int, int], None] | None,
+    ) -> Iterator[ReplayBatch]: ...
 
 
 @dataclass
@@ -119,17 +137,28 @@ def iter_captures(
     batch_size: int,
     want_logits: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    recorded: Recorded | None = None,
 ) -> Iterator[ReplayBatch]:
-    """Batches of ``seqs`` through the target with taps on ``points``; progress(done, total) after each batch."""
+    """Batches of ``seqs`` through the target with taps on ``points``; progress(done, total) after each batch.
+    Where ``recorded`` (the decode that generated ``seqs``) holds every point, the batches are read from it and the
+    target does not run again."""
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else 0
     pts = set(points)
     from .stream import replay_batch_size
 
     batch_size = replay_batch_size(target, seqs, len(pts) + int(want_logits), batch_size)
+    if recorded is not None and recorded.covers(pts | ({final_norm()} if want_logits else set())):
+        yield from recorded.batches(target, seqs, replay_order(seqs), pts, batch_size, want_logits, progress)
+        return
     done = 0
     for _, idx in batches(replay_order(seqs), batch_size):
         batch = make_batch([seqs[i] for i in idx], pad, target.device)
         got, last = capture(target, batch, pts, want_logits=want_logits)
+        # padded slots read zero, as a recording leaves them: what a position there computed is no token's state,
+        # and a figure taken over the batch's slots (diagnose's mean-ablated modules) must not depend on it
+        with torch.inference_mode():  # the taps are inference tensors: written in place only inside it
+            for t in [*got.values(), *([last] if last is not None else [])]:
+                t.masked_fill_(~batch.attention_mask.bool().to(t.device)[..., None], 0)
         yield ReplayBatch(list(idx), batch, got, last)
         done += len(idx)
         if progress is not None:

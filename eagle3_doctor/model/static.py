@@ -17,7 +17,7 @@ built on the device from a slot counter: the model's own mask builder takes host
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -26,6 +26,16 @@ from ..core.taps import CapturePoint, TapRecorder
 
 if TYPE_CHECKING:
     from .target import Target
+
+
+class Recorder(Protocol):
+    """Where a continuation batch's taps go (:class:`model.recorded.Recorder`): called once the prefill has run with
+    the rows' pads and the cache's slots, it returns one buffer [B, L, H] per point to fill."""
+
+    points: frozenset[CapturePoint]
+
+    def __call__(self, pads: Sequence[int], length: int) -> dict[CapturePoint, torch.Tensor]: ...
+
 
 MASKS_TAKEN = ("sdpa", "eager")
 
@@ -37,6 +47,15 @@ def device_memory(device: torch.device) -> int:
     if device.type == "cuda":
         return int(torch.cuda.get_device_properties(device).total_memory)
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def free_memory(device: torch.device) -> int:
+    """The bytes this process could still allocate on ``device``: a GPU's free memory plus the blocks the allocator
+    holds that no tensor uses (free to this process, though not to the driver); the host's memory on the CPU."""
+    if device.type != "cuda":
+        return device_memory(device)
+    free, _total = torch.cuda.mem_get_info(device)
+    return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
 
 
 def _text_config(target: Target) -> dict[str, Any]:
@@ -68,9 +87,7 @@ def decode_batch_size(target: Target, prompt_len: int, max_len: int, *, fraction
         from .runtime import auto_batch_size
 
         return auto_batch_size(target, max_len)
-    free, _total = torch.cuda.mem_get_info(target.device)
-    # blocks the allocator holds but no tensor uses are free to this process, though not to the driver
-    free += torch.cuda.memory_reserved(target.device) - torch.cuda.memory_allocated(target.device)
+    free = free_memory(torch.device(target.device))
     c = _text_config(target)
     H = int(c.get("hidden_size") or 4096)
     inter = int(c.get("intermediate_size") or 4 * H)
@@ -242,13 +259,18 @@ def cache_keyword(base: torch.nn.Module) -> str:
 
 @torch.inference_mode()
 def greedy_static(
-    target: Target, prompts: list[list[int]], max_new_tokens: int, progress: Callable[[int], None] | None = None
+    target: Target,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    progress: Callable[[int], None] | None = None,
+    record: Recorder | None = None,
 ) -> list[list[int]] | None:
     """One batch's greedy continuation over a static cache (None where :func:`static_cache` refuses).
 
     The step's feedback (argmax -> next input) stays on the device, so a graphed loop runs with no host
     sync; EOS is read every 32 steps there (every step on the CPU, where reading costs nothing), to stop
-    once every row has ended."""
+    once every row has ended. With ``record``, the decoder taps its points at every slot it runs, the last
+    token's included (one step more), into ``record(pads, length)``'s buffers [B, L, H]."""
     B, T = len(prompts), max(len(p) for p in prompts)
     L = slots(T + max_new_tokens)
     cache = static_cache(target, B, L)
@@ -256,10 +278,13 @@ def greedy_static(
         return None
     eos, pad_id = eos_and_pad(target.tokenizer)
     ids, pads = left_padded(prompts, pad_id)
-    dec = StaticDecoder(target, cache, B, L)
+    dec = StaticDecoder(target, cache, B, L, record.points if record is not None else ())
     del cache
     try:
-        nxt, _ = dec.prefill(ids.to(target.device), pads.to(target.device))
+        nxt, taps = dec.prefill(ids.to(target.device), pads.to(target.device))
+        keep = record(pads.tolist(), L) if record is not None else {}
+        for p, buf in keep.items():
+            buf[:, :T] = taps[p]
         out = torch.empty((B, max_new_tokens), dtype=torch.long, device=target.device)
         cur = nxt.clone()
         every = 32 if dec.graphed else 1
@@ -267,11 +292,17 @@ def greedy_static(
             out[:, k] = cur[:, 0]
             if progress is not None:
                 progress(k + 1)
-            if k + 1 == max_new_tokens or (
+            last = k + 1 == max_new_tokens or (
                 eos is not None and (k + 1) % every == 0 and bool((out[:, : k + 1] == eos).any(-1).all())
-            ):
+            )
+            if last and not keep:
                 break
-            amax, _ = dec.forward(cur)
+            at = dec.length
+            amax, taps = dec.forward(cur)
+            for p, buf in keep.items():
+                buf[:, at : at + 1] = taps[p]
+            if last:
+                break
             cur.copy_(amax)
     finally:
         dec.close()

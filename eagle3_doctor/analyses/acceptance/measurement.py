@@ -32,6 +32,11 @@ def _target_logits_fn(tgt: Target, last: torch.Tensor) -> Callable[[int], Iterab
     return tl
 
 
+def replay_points(paths: Mapping[str, FeatureSpec | None], cands: Iterable[FeatureSpec]) -> set[CapturePoint]:
+    """The capture points a replay taps: every path's and every candidate wiring's (the configured one among them)."""
+    return {p for s in paths.values() if s for p in s} | {p for c in cands for p in c}
+
+
 class Measurement:
     """Per-path estimator counts and the scan's step-1 hits, over the replayed batches."""
 
@@ -58,7 +63,7 @@ class Measurement:
 
     @property
     def points(self) -> set[CapturePoint]:
-        return {p for s in self.paths.values() if s for p in s} | (self.fit.points if self.fit is not None else set())
+        return replay_points(self.paths, self.fit.cands if self.fit is not None else [])
 
     def _aux(self, rb: ReplayBatch, spec: FeatureSpec | None) -> torch.Tensor:
         if spec is not None:
@@ -102,6 +107,10 @@ class Measurement:
 
     def replay(self, batch_size: int, label: str, progress: Progress, each: Callable[[ReplayBatch], None] | None = None) -> None:
         """Every sequence through the target once, each batch added to every path (and handed to ``each``)."""
+        if self.rep.opts.continuation_auto:
+            from ...model.runtime import token_capped
+
+            batch_size = token_capped(batch_size, max(map(len, self.rep.seqs), default=1))
         for rb in iter_captures(
             self.setup.target,
             self.rep.seqs,
@@ -109,6 +118,7 @@ class Measurement:
             batch_size=batch_size,
             want_logits=True,
             progress=lambda d, n: progress(label, d, n),
+            recorded=self.rep.recorded,
         ):
             self.add(rb)
             if each is not None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...core.errors import BadInput
 from ...model.replay import Sources
+
+if TYPE_CHECKING:
+    from ...model.recorded import Recording
 
 Progress = Callable[[str, int, int], None]
 
@@ -69,3 +72,4 @@ class Replay:
     starts: list[int]  # first base a decode reaches: the prompt's last position (greedy), else 0
     opts: AcceptanceOptions  # continuation is "text" for a dump, whatever was asked
     notes: list[str]
+    recorded: Recording | None = None  # the taps the continuation's decode took (model/recorded.py), if it did

@@ -3,31 +3,38 @@ scan) -> results in prompt order -> reference loop -> findings."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
 
 from ...core.errors import BadInput, ResourceError
-from ...core.taps import FeatureSpec
+from ...core.taps import CapturePoint, FeatureSpec
 from ...model.replay import Sources, check_seq_len, load_sources
 from ..results import AcceptanceRun, RunSettings, TreePlan
 from .findings import acceptance_findings, triage
-from .measurement import Measurement, path_results
+from .measurement import Measurement, path_results, replay_points
 from .options import AcceptanceOptions, Progress, Replay, _no_progress
 from .reference import run_reference
 
 if TYPE_CHECKING:
+    from ...model.recorded import Recording
     from ...model.setup import Setup
+    from ...model.target import Target
 
 
-def acceptance_sequences(setup: Setup, src: Sources, opts: AcceptanceOptions, progress: Progress) -> Replay:
-    """Prompts plus the target's greedy continuation, or the text (or dump) as given."""
+def acceptance_sequences(
+    setup: Setup, src: Sources, opts: AcceptanceOptions, progress: Progress, record: Iterable[CapturePoint] = ()
+) -> Replay:
+    """Prompts plus the target's greedy continuation, or the text (or dump) as given. The taps on ``record`` are
+    kept as the plain continuation's decode runs them, where they fit (model/recorded.py): the replay then reads
+    them and runs no second target forward."""
     from ...model.continuation import greedy_continue
 
     tgt = setup.target
     notes = list(setup.notes) + src.notes
+    recorded = None
     if src.dump is not None:
         seqs, starts = src.sequences, [0] * len(src.dump)
         if opts.continuation == "greedy":
@@ -39,14 +46,7 @@ def acceptance_sequences(setup: Setup, src: Sources, opts: AcceptanceOptions, pr
         refuse_generation(tgt, "the greedy continuation")
         for p in src.prompts:
             check_seq_len(tgt, len(p.ids) + opts.max_new_tokens)
-        batch = opts.batch_size
-        # a speculative pass writes 1 + K slots past a row's end before it stops
-        extra = 2 * opts.num_steps + 2 if opts.speculative else 0
-        if opts.continuation_auto:
-            from ...model.static import decode_batch_size
-
-            longest = max((len(p.ids) for p in src.prompts), default=1)
-            batch = decode_batch_size(tgt, longest, longest + opts.max_new_tokens + extra)
+        batch, recorded, label = _plan(tgt, src, opts, record)
         try:
             got = _speculative(setup, src.sequences, opts, batch, progress, notes) if opts.speculative else None
             seqs = (
@@ -57,7 +57,8 @@ def acceptance_sequences(setup: Setup, src: Sources, opts: AcceptanceOptions, pr
                     src.sequences,
                     opts.max_new_tokens,
                     batch,
-                    progress=lambda d, n: progress("greedy continuation (tokens x batches)", d, n),
+                    progress=lambda d, n: progress(label, d, n),
+                    record=recorded,
                 )
             )
         except torch.cuda.OutOfMemoryError:
@@ -70,7 +71,39 @@ def acceptance_sequences(setup: Setup, src: Sources, opts: AcceptanceOptions, pr
         seqs, starts = src.sequences, [0] * len(src.prompts)
     for s in seqs:
         check_seq_len(tgt, len(s))
-    return Replay(src, seqs, starts, opts, notes)
+    return Replay(src, seqs, starts, opts, notes, recorded)
+
+
+def _plan(
+    tgt: Target, src: Sources, opts: AcceptanceOptions, record: Iterable[CapturePoint]
+) -> tuple[int, Recording | None, str]:
+    """(sequences per continuation batch, the recording of ``record``'s taps or None, the plan's progress label)."""
+    batch, recorded = opts.batch_size, None
+    # a speculative pass writes 1 + K slots past a row's end before it stops
+    extra = 2 * opts.num_steps + 2 if opts.speculative else 0
+    longest = max((len(p.ids) for p in src.prompts), default=1)
+    if record and not opts.speculative:
+        from ...model.recorded import plan_recording
+
+        recorded = plan_recording(tgt, record, len(src.prompts), longest + opts.max_new_tokens)
+    if opts.continuation_auto:
+        from ...model.static import decode_batch_size
+
+        share = recorded.share if recorded is not None else 0.0
+        batch = decode_batch_size(tgt, longest, longest + opts.max_new_tokens + extra, fraction=0.6 - share)
+    return batch, recorded, _plan_label(tgt, len(src.prompts), batch, longest + opts.max_new_tokens + extra, recorded)
+
+
+def _plan_label(tgt: Target, n: int, batch: int, length: int, recorded: Recording | None) -> str:
+    """The continuation's plan, its first progress line: "greedy continuation (512 sequences in 1 batch, 61.2 GB)",
+    the KV cache of one batch plus the taps recorded for the replay."""
+    from ...core.graphs import slots
+    from ...model.static import kv_bytes_per_token
+
+    batch = max(1, min(batch, n))
+    nb = -(-n // batch)
+    gb = (kv_bytes_per_token(tgt) * batch * slots(length) + (recorded.nbytes if recorded is not None else 0)) / 1e9
+    return f"greedy continuation ({n} sequences in {nb} batch{'es' if nb > 1 else ''}, {gb:.1f} GB)"
 
 
 def _speculative(
@@ -167,9 +200,9 @@ def measure_acceptance(
     if tree is not None and tree.kind == "static":
         opts = replace(opts, num_steps=tree.depth)
     src = load_sources(setup.target, prompts_path, train_dump, opts.max_tokens, opts.limit, prompt_ids)
-    rep = acceptance_sequences(setup, src, opts, progress)
-    paths = feature_paths(setup, src.dump is not None, setup.draft.config.num_aux_states, rep.notes)
-    # issue 13: the serving features also through the draft as the engine runs it (draft/as_served.py)
+    path_notes: list[str] = []
+    paths = feature_paths(setup, src.dump is not None, setup.draft.config.num_aux_states, path_notes)
+    # the serving features also through the draft as the engine runs it (draft/as_served.py)
     from ..as_served import measured_findings, served_paths
 
     served = served_paths(setup)
@@ -182,6 +215,8 @@ def measure_acceptance(
 
     configured = setup.train_spec or setup.serving.spec
     cands = fit_candidates(setup, configured, product=opts.scan)
+    rep = acceptance_sequences(setup, src, opts, progress, replay_points(paths, [configured, *cands] if cands else []))
+    rep.notes += path_notes
     m = Measurement(setup, rep, paths, tree, drafts, cands=cands)
     from ...model.stream import begin_replay, replay_note
 

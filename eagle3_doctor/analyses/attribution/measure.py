@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..acceptance.measurement import Measurement, _labels_fn, path_results
+from ..acceptance.measurement import Measurement, _labels_fn, path_results, replay_points
 from ..acceptance.options import AcceptanceOptions, _no_progress
 from ..acceptance.run import acceptance_sequences
 from ..weights_fit import candidates
@@ -71,7 +71,6 @@ def measure_gap(
     if tree is not None and tree.kind == "static":
         opts = replace(opts, num_steps=tree.depth)
     src = load_sources(setup.target, prompts_path, None, opts.max_tokens, opts.limit, None)
-    rep = acceptance_sequences(setup, src, opts, progress)
     plan = _plan(setup)
     if not plan.paths:
         raise BadInput(
@@ -79,6 +78,8 @@ def measure_gap(
             "run eagle3-doctor inspect for the engine and draft findings",
         )
     cands = candidates(plan.paths[plan.base], setup.target.num_layers)
+    # every replay below (the paths, the levers, the weights' own lever) reads its taps from the continuation's decode
+    rep = acceptance_sequences(setup, src, opts, progress, replay_points(plan.paths, [plan.paths[plan.base], *cands]))
     m = Measurement(setup, rep, plan.paths, tree, plan.drafts, cands=cands)
     ctx = ContextCounts(bucket, len(rep.seqs))
     # one bucket spanning every position: per prompt step-1 [hits, positions], the unablated draft first

@@ -1,0 +1,110 @@
+"""The taps the greedy continuation's decode records are the replay's own forward's, and a run that has them runs no
+second target forward.
+
+Held against the independent reference, the replay's batched forward over the finished sequences
+(``model.replay.iter_captures`` without a recording): every point and the final norm at every position of every
+sequence, within float32's rounding (a decode step multiplies one position where the forward multiplied a batch).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import DRAFTS, PROMPTS, TARGET, invoke
+
+from eagle3_doctor.core.taps import embed, final_norm, layer_out
+from eagle3_doctor.model.continuation import greedy_continue
+from eagle3_doctor.model.recorded import plan_recording
+from eagle3_doctor.model.replay import iter_captures, prompt_sequences
+
+POINTS = {embed(), layer_out(0), layer_out(1)}
+
+
+@pytest.fixture(scope="module")
+def prompts(target):
+    got, _ = prompt_sequences(target, str(PROMPTS), 512, 7)
+    return [p.ids for p in got]
+
+
+def _batches(target, seqs, recorded):
+    return {
+        i: (rb.tokens[r], {p: t[r] for p, t in rb.captured.items()}, rb.last[r], rb.mask[r])
+        for rb in iter_captures(target, seqs, POINTS, batch_size=3, want_logits=True, recorded=recorded)
+        for r, i in enumerate(rb.index)
+    }
+
+
+@pytest.mark.parametrize("eos_at", [None, 5])
+def test_recorded_taps_are_the_replay_forwards(target, prompts, eos_at, monkeypatch):
+    import eagle3_doctor.model.static as static
+
+    want_seqs = greedy_continue(target, prompts, 24, 3)
+    if eos_at is not None:  # a token one row generates early made the EOS: rows end at several lengths
+        eos = want_seqs[0][len(prompts[0]) + eos_at]
+        monkeypatch.setattr(static, "eos_and_pad", lambda tok: (eos, 0))
+        want_seqs = greedy_continue(target, prompts, 24, 3)
+        assert len({len(s) - len(p) for s, p in zip(want_seqs, prompts)}) > 1
+    rec = plan_recording(target, POINTS, len(prompts), max(map(len, prompts)) + 24)
+    assert rec is not None
+    seqs = greedy_continue(target, prompts, 24, 3, record=rec)
+    assert seqs == want_seqs and rec.covers(POINTS | {final_norm()})
+    got, ref = _batches(target, seqs, rec), _batches(target, seqs, None)
+    assert sorted(got) == list(range(len(seqs)))
+    for i, (tok, taps, last, mask) in ref.items():
+        g_tok, g_taps, g_last, g_mask = got[i]
+        assert torch.equal(g_tok, tok) and torch.equal(g_mask, mask)
+        n = len(seqs[i])
+        for p in POINTS:
+            torch.testing.assert_close(g_taps[p][:n], taps[p][:n], rtol=1e-4, atol=1e-5)
+            assert not g_taps[p][n:].any() and not taps[p][n:].any()  # padding reads zero either way
+        torch.testing.assert_close(g_last[:n], last[:n], rtol=1e-4, atol=1e-5)
+        assert torch.equal(g_last.argmax(-1)[: n - 1], last.argmax(-1)[: n - 1])
+
+
+def test_a_batch_through_generate_leaves_the_recording_unused(hf_target, prompts, monkeypatch):
+    import eagle3_doctor.model.continuation as continuation
+
+    monkeypatch.setattr(continuation, "greedy_static", lambda *a, **k: None)
+    rec = plan_recording(hf_target, POINTS, len(prompts), 200)
+    assert rec is not None
+    seqs = greedy_continue(hf_target, prompts, 8, 3, record=rec)
+    assert not rec.covers(POINTS)
+    assert len(_batches(hf_target, seqs, rec)) == len(seqs)  # replayed through the target
+
+
+def test_no_recording_past_its_share_of_memory(target, monkeypatch):
+    import eagle3_doctor.model.recorded as recorded
+
+    assert plan_recording(target, POINTS, 4, 64) is not None
+    monkeypatch.setattr(recorded, "SHARE", 0.0)
+    assert plan_recording(target, POINTS, 4, 64) is None
+
+
+def _run(tmp_path, command, name, *extra):
+    out = tmp_path / f"{name}.json"
+    r = invoke(command, "--target", TARGET, "--draft", DRAFTS["sglang"], "--engine", "sglang", "--limit", "5",
+               "--max-new-tokens", "32", "--json", out, "-q", *extra)  # fmt: skip
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads(out.read_text())
+    doc.pop("tool")
+    return doc
+
+
+@pytest.mark.parametrize("command", ["acceptance", "diagnose"])
+def test_the_cli_measures_the_same_without_a_second_forward(tmp_path, monkeypatch, command):
+    """acceptance and diagnose (its levers and the weights' own lever included) read every tap from the decode: the
+    target's forward is never called after the continuation, and the document is the replayed run's."""
+    import eagle3_doctor.model.recorded as recorded
+    import eagle3_doctor.model.replay as replay
+
+    monkeypatch.setattr(recorded, "SHARE", 0.0)
+    want = _run(tmp_path, command, "replayed")
+    monkeypatch.undo()
+
+    def no_forward(*a, **k):
+        raise AssertionError("the target ran a second forward")
+
+    monkeypatch.setattr(replay, "capture", no_forward)
+    assert _run(tmp_path, command, "recorded") == want
