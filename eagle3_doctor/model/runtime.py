@@ -20,6 +20,18 @@ def plan_free_attention(device: Any) -> None:
         torch.backends.cuda.enable_cudnn_sdp(False)
 
 
+# tokens per replayed batch under --batch-size auto; see token_capped
+REPLAY_TOKENS = 32768
+
+
+def token_capped(batch: int, longest: int) -> int:
+    """An auto-sized replay batch held to :data:`REPLAY_TOKENS` tokens of its longest sequence. Why: the auto size
+    is taken from --max-tokens before the greedy continuation adds its tokens, and a diagnose replay keeps every
+    path's and lever's work per batch; on an H200 diagnose ran out of memory at 64 sequences of about 1,100 tokens
+    (1024 x 1024) where 64 of about 600 (512 x 512) fit (bench/RESULTS.md)."""
+    return max(1, min(batch, REPLAY_TOKENS // max(1, longest)))
+
+
 def auto_batch_size(target: Any, seq_len: int, *, fraction: float = 0.6, cap: int = 64) -> int:
     """Sequences per forward that fit in ``fraction`` of the free GPU memory (1..cap; 8 on CPU).
 
