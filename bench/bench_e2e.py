@@ -46,6 +46,7 @@ t0 = time.perf_counter()
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 target, prompts, new, dev = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+per = int(sys.argv[5]) if len(sys.argv) > 5 else 8
 t1 = time.perf_counter()
 tok = AutoTokenizer.from_pretrained(target)
 dtype = torch.bfloat16 if dev != "cpu" else torch.float32
@@ -58,8 +59,8 @@ seqs = ids
 with torch.inference_mode():
     if new:
         seqs = []
-        for i in range(0, len(ids), 8):
-            chunk = ids[i : i + 8]
+        for i in range(0, len(ids), per):
+            chunk = ids[i : i + per]
             L = max(map(len, chunk))
             inp = torch.tensor([[tok.pad_token_id or 0] * (L - len(x)) + x for x in chunk], device=model.device)
             att = (torch.arange(L, device=model.device)[None] >= torch.tensor([L - len(x) for x in chunk], device=model.device)[:, None]).long()
@@ -99,35 +100,64 @@ def timed(name: str, cmd: list[str], env: dict[str, str], log: Path) -> dict:
     lines: list[tuple[float, str]] = []
     reader = threading.Thread(target=lambda: lines.extend((time.perf_counter() - t0, x) for x in p.stderr))  # type: ignore[union-attr]
     reader.start()
+    mem: list[tuple[float, float]] = []  # (s, GB) the process holds on the GPU, as the driver counts it
+    sampler = threading.Thread(target=gpu_memory, args=(p, t0, mem), daemon=True)
+    sampler.start()
     stdout = p.stdout.read()  # type: ignore[union-attr]
     rc = p.wait()
     reader.join()
+    sampler.join(timeout=2)
     wall = time.perf_counter() - t0
     log.write_text(stdout + "\n--- stderr ---\n" + "".join(f"{t:8.2f} {x}" for t, x in lines))
     row = {"process": name, "wall_s": round(wall, 2), "rc": rc}
+    if mem:
+        row["peak_gpu_gb"] = round(max(g for _, g in mem), 1)
     if name.startswith("plain") and rc == 0:
         row["phases"] = json.loads(stdout.strip().splitlines()[-1])
     elif rc in (0, 1):  # 1: findings (random weights make the draft look broken), the run itself complete
         row["phases"] = doctor_phases(lines, wall)
+        row["phase_peak_gpu_gb"] = phase_peaks(lines, wall, mem)
     print(json.dumps(row), flush=True)
     return row
 
 
-def doctor_phases(lines: list[tuple[float, str]], wall: float) -> dict[str, float]:
-    """{"start-up and load": s, <phase>: s, ..., "report": s} from "eagle3-doctor: LABEL: done/total, ..." lines."""
+def gpu_memory(p: subprocess.Popen, t0: float, out: list[tuple[float, float]]) -> None:
+    """Every 0.25 s until ``p`` ends: the GPU memory the driver counts for its pid (caching allocator included)."""
+    while p.poll() is None:
+        try:
+            q = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                               capture_output=True, text=True, timeout=5).stdout  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return
+        used = sum(float(b) for a, b in (ln.split(",") for ln in q.strip().splitlines() if "," in ln) if int(a) == p.pid)
+        out.append((time.perf_counter() - t0, used / 1024))
+        time.sleep(0.25)
+
+
+def phase_peaks(lines: list[tuple[float, str]], wall: float, mem: list[tuple[float, float]]) -> dict[str, float]:
+    """The largest GPU memory sampled within each phase of :func:`doctor_phases`."""
+    bounds = phase_bounds(lines, wall) if mem else {}
+    return {k: round(max((g for t, g in mem if a <= t <= b), default=0.0), 1) for k, (a, b) in bounds.items()}
+
+
+def phase_bounds(lines: list[tuple[float, str]], wall: float) -> dict[str, tuple[float, float]]:
+    """{"start-up and load": (0, s), <phase>: (s, s), ..., "report": (s, wall)} from the arrival times of the
+    "eagle3-doctor: LABEL: done/total, ..." lines (a label is its text before the first ": ")."""
     spans: dict[str, list[float]] = {}
     for t, x in lines:
         if x.startswith("eagle3-doctor: ") and ": " in x[15:]:
-            label = x[15:].split(": ")[0]
+            label = x[15:].split(": ")[0].split(" (")[0]  # the continuation's plan in parentheses is not its name
             spans.setdefault(label, [t, t])[1] = t
     if not spans:
         return {}
     first = min(a for a, _ in spans.values())
     last = max(b for _, b in spans.values())
-    out = {"start-up and load": round(first, 2)}
-    out.update({k: round(b - a, 2) for k, (a, b) in spans.items()})
-    out["report"] = round(wall - last, 2)
-    return out
+    return {"start-up and load": (0.0, first), **{k: (a, b) for k, (a, b) in spans.items()}, "report": (last, wall)}
+
+
+def doctor_phases(lines: list[tuple[float, str]], wall: float) -> dict[str, float]:
+    """{"start-up and load": s, <phase>: s, ..., "report": s}: each phase's length (:func:`phase_bounds`)."""
+    return {k: round(b - a, 2) for k, (a, b) in phase_bounds(lines, wall).items()}
 
 
 def main() -> None:
@@ -138,6 +168,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated process names to run (default: all)")
     ap.add_argument("--copies", type=int, default=4, help="fixtures/prompts.jsonl this many times over (4: 64 prompts)")
     ap.add_argument("--reuse", action="store_true", help="the pair an earlier run saved in --dir, not a new one")
+    ap.add_argument("--plain-batch", type=int, default=8, help="prompts per generate call of the plain script")
     ap.add_argument("--long", default="", help="NxT: N prompts of about T tokens each instead of the fixture prompts")
     args = ap.parse_args()
     dev = "cpu" if args.quick else "cuda"
@@ -160,7 +191,7 @@ def main() -> None:
     gen = ["--prompts", prompts, "--max-new-tokens", new, "--device", dev, *keep]
     runs = {
         "plain_forward": [sys.executable, "-c", PLAIN, str(tdir), prompts, "0", dev],
-        "plain_generate": [sys.executable, "-c", PLAIN, str(tdir), prompts, new, dev],
+        "plain_generate": [sys.executable, "-c", PLAIN, str(tdir), prompts, new, dev, str(args.plain_batch)],
         "inspect": [*doc, "inspect", *common],
         "compare-hidden": [*doc, "compare-hidden", *common, "--prompts", prompts, "--device", dev, *keep],
         "acceptance-speculative": [*doc, "acceptance", *common, *gen, "--continuation", "speculative"],
