@@ -197,7 +197,8 @@ RECORDS = (
         ),
         why=(
             "Every query and key is rotated by other frequencies than in training, so the draft's attention reads "
-            "positions it never learned; the slowest frequency pairs drift first, and the error grows with the position."
+            "positions it never learned; the pair whose frequency moved most drifts out of phase first, and the error "
+            "grows with the distance between a query and its keys."
         ),
         confirm=(
             "`eagle3-doctor inspect --engine ENGINE --engine-version V` names the RoPE the release's own draft code builds "
