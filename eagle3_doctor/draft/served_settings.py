@@ -139,12 +139,12 @@ def depth_finding(info: Any, accepted: Any, steps: int, engine: str, version: st
     )
 
 
-def rope_config(info: Any) -> dict[str, Any]:
-    """The config the draft's attention is built from: a speculators checkpoint's transformer_layer_config (what vLLM
-    builds the model from and what speculators trains with), the config itself otherwise."""
-    config = info.config or {}
-    inner = config.get("transformer_layer_config")
-    return inner if info.format == "speculators" and isinstance(inner, dict) else config
+def rope_config(info: Any) -> dict[str, Any] | None:
+    """The config the draft's attention is built from, where the executed presentations hold: a config.json that
+    transformers loads as a LlamaConfig (SGLang and EAGLE formats). None for a speculators checkpoint: vLLM builds its
+    draft config from transformer_layer_config through its own SpeculatorsConfig, which sets the keys as written,
+    not as LlamaConfig presents them (base.py), and the probe did not execute that path."""
+    return None if info.format == "speculators" else (info.config or {})
 
 
 def rope_read_findings(info: Any, cfg: Any, engine: str, version: str, label: str) -> list[Any]:
@@ -153,10 +153,10 @@ def rope_read_findings(info: Any, cfg: Any, engine: str, version: str, label: st
     from ..core.findings import DRAFT_CONFIG, Finding, Location
     from ..engines.draft_rope import rope_rule, trained_rope
 
-    rule = rope_rule(engine, version) if engine in ENGINE_NAME else None
     config = rope_config(info)
-    served = None if rule is None else rule.served(config)
-    if rule is None or served is None:
+    rule = rope_rule(engine, version) if engine in ENGINE_NAME and config is not None else None
+    served = None if rule is None or config is None else rule.served(config)
+    if rule is None or served is None or config is None:
         return []
     trained = trained_rope(config)
     wrong = [s for s in served if s.rope is None or _parts(cfg, trained, s.rope) is not None]
@@ -170,7 +170,6 @@ def rope_read_findings(info: Any, cfg: Any, engine: str, version: str, label: st
     majors = ", ".join(f"{m}.x" for m in rule.majors)
     evidence.append(f"{label} requires transformers {rule.requirement or 'of any version'} (admits {majors})")
     key = "rope_parameters" if isinstance(config.get("rope_parameters"), dict) else "rope_theta"
-    where = "transformer_layer_config." if config is not (info.config or {}) else ""
     served_text = "; ".join(
         (_short(s.rope) if s.rope is not None else "fails at start-up") + f" under transformers {s.major}.x" for s in wrong
     )
@@ -179,9 +178,9 @@ def rope_read_findings(info: Any, cfg: Any, engine: str, version: str, label: st
             "FWD014",
             f"{label} builds the draft's RoPE with {served_text}; the config states {_short(trained)}",
             evidence,
-            _rope_read_fix(rule, config, trained, engine, version, where, cfg),
+            _rope_read_fix(rule, config, trained, engine, version, cfg),
             severity="warning" if len(wrong) < len(served) else None,
-            location=Location(DRAFT_CONFIG, key=where + key),
+            location=Location(DRAFT_CONFIG, key=key),
             data={
                 "trained": trained,
                 "served": {str(s.major): s.rope if s.rope is not None else s.error for s in served},
@@ -244,9 +243,7 @@ def _reads(rule: Any, config: dict[str, Any], trained: dict[str, Any], cfg: Any)
     return tuple(s.major for s in got or () if s.rope is not None and _parts(cfg, trained, s.rope) is None)
 
 
-def _rope_read_fix(
-    rule: Any, config: dict[str, Any], trained: dict[str, Any], engine: str, version: str, where: str, cfg: Any
-) -> str:
+def _rope_read_fix(rule: Any, config: dict[str, Any], trained: dict[str, Any], engine: str, version: str, cfg: Any) -> str:
     """The config edit to the transformers 4 layout where it makes the release read the RoPE as trained, with the
     transformers to run where only some majors do; else the first later release that reads it (as is or edited)."""
     from ..core.findings import json_snippet
@@ -256,10 +253,10 @@ def _rope_read_fix(
     name = ENGINE_NAME[engine]
     edited = _layout4(config, trained)
     edit = (
-        f"in the draft's config.json {json_snippet(where + 'rope_theta', edited['rope_theta'])}, "
-        f"{json_snippet(where + 'rope_scaling', edited['rope_scaling'])}"
+        f"in the draft's config.json {json_snippet('rope_theta', edited['rope_theta'])}, "
+        f"{json_snippet('rope_scaling', edited['rope_scaling'])}"
         + (
-            f" and delete {where}rope_parameters (the transformers 4 layout; transformers 5 reads it alike)"
+            " and delete rope_parameters (the transformers 4 layout; transformers 5 reads it alike)"
             if "rope_parameters" in config
             else ""
         )
@@ -272,7 +269,7 @@ def _rope_read_fix(
         return f"run {name} {version} with transformers {as_is[0]}.x (pip install {pin[as_is[0]]} within its requirement {rule.requirement})"
     if edited != config and after_edit:
         return f"write {edit}, and run {name} {version} with transformers {after_edit[0]}.x (pip install {pin[after_edit[0]]})"
-    order = list(table()["release_rows"][engine])  # release order: a row's list skips the releases between its spans
+    order = list(table()["release_rows"][engine])  # the releases in order, whichever rows they share
     for v in order[order.index(version) + 1 :] if version in order else []:
         later = rope_rule(engine, v)
         if later is not None and set(_reads(later, config, trained, cfg)) == set(later.majors):

@@ -46,9 +46,9 @@ class ExecutedRope:
     built: dict[str, Any]
 
     def served(self, config: dict[str, Any]) -> list[ServedRope] | None:
-        """Per admitted transformers major, the RoPE the release's draft runs for this config.json (the model's own
-        config: a speculators checkpoint's transformer_layer_config); None where the probes do not cover the config
-        (a rope type not probed, or both layouts at once under transformers 4)."""
+        """Per admitted transformers major, the RoPE the release's draft runs for this config.json, loaded as a
+        LlamaConfig; None where the probes do not cover the config (a rope type not probed, or both layouts at once
+        under transformers 4)."""
         kind = _rope_type(config)
         if kind not in ("default", *PROBE_SCALING):
             return None
