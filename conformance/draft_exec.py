@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import copy
 import inspect
 import types
@@ -643,25 +644,26 @@ def _lift_function(path: Path, name: str) -> Any:
     return None
 
 
-def probe_window(engine: str, root: Path) -> dict[str, Any]:
-    """Build the release's draft on the release's own base decoder layer (llama.py's LlamaDecoderLayer, LlamaAttention
-    and LlamaMLP, in place of the recording stub) from a config whose one layer is declared sliding
-    (`layer_types: ["sliding_attention"]`, `sliding_window`), and read the window its attention was built with; for
-    SGLang also with the server's draft window set. {"config": the config's window reaches the attention,
-    "server": a server argument sets it, "keys": the window keys the release read}."""
+def _own_base(engine: str, root: Path, extra: dict[str, Any]) -> dict[str, Any]:
+    """The harness's bindings with the release's own base decoder layer (llama.py's LlamaDecoderLayer, LlamaAttention,
+    LlamaMLP lifted over the stubs and ``extra``) under the names the draft file imports them as."""
     llama = root / LLAMA_FILES[engine]
     if not llama.exists():
         raise DraftCodeMoved(f"{engine} {root.name}: {LLAMA_FILES[engine]} is missing: the draft's base layer cannot be built")
-    bound = dict(_BOUND) | {
-        "Attention": WindowAttn,
-        "RadixAttention": WindowAttn,
-        "EncoderOnlyAttention": WindowAttn,
-        "get_tensor_model_parallel_world_size": lambda *a, **k: 1,
-        "get_tensor_model_parallel_rank": lambda *a, **k: 0,
-        "get_attention_tp_size": lambda *a, **k: 1,
-        "get_attention_tp_rank": lambda *a, **k: 0,
-        "get_parallel": lambda: types.SimpleNamespace(pp_group=_ONE_RANK, tp_size=1, tp_rank=0, enable_dp_lm_head=False),
-    }
+    bound = (
+        dict(_BOUND)
+        | {
+            "Attention": WindowAttn,
+            "RadixAttention": WindowAttn,
+            "EncoderOnlyAttention": WindowAttn,
+            "get_tensor_model_parallel_world_size": lambda *a, **k: 1,
+            "get_tensor_model_parallel_rank": lambda *a, **k: 0,
+            "get_attention_tp_size": lambda *a, **k: 1,
+            "get_attention_tp_rank": lambda *a, **k: 0,
+            "get_parallel": lambda: types.SimpleNamespace(pp_group=_ONE_RANK, tp_size=1, tp_rank=0, enable_dp_lm_head=False),
+        }
+        | extra
+    )
     if engine == "vllm" and (root / VLLM_UTILS).exists():
         bound["extract_layer_index"] = _lift_function(root / VLLM_UTILS, "extract_layer_index")
     base = _lift_classes(llama, BASE_CLASSES, bound)
@@ -671,6 +673,32 @@ def probe_window(engine: str, root: Path) -> dict[str, Any]:
             for a in node.names:
                 if a.name in BASE_CLASSES:
                     bound[a.asname or a.name] = base[a.name]
+    return bound
+
+
+@contextlib.contextmanager
+def own_base_bindings(engine: str, root: Path, extra: dict[str, Any], server: Any = None) -> Any:
+    """While open, a draft file loaded with load_module builds on the release's own base layer (:func:`_own_base`),
+    with ``server`` as the server args it reads."""
+    bound = _own_base(engine, root, extra)
+    saved = dict(_BOUND)
+    _BOUND.update(bound)
+    server = Loose() if server is None else server
+    _BOUND.update({name: (lambda s=server: s) for name in ("get_spec", "get_global_server_args", "get_server_args")})
+    try:
+        yield
+    finally:
+        _BOUND.clear()
+        _BOUND.update(saved)
+
+
+def probe_window(engine: str, root: Path) -> dict[str, Any]:
+    """Build the release's draft on the release's own base decoder layer (llama.py's LlamaDecoderLayer, LlamaAttention
+    and LlamaMLP, in place of the recording stub) from a config whose one layer is declared sliding
+    (`layer_types: ["sliding_attention"]`, `sliding_window`), and read the window its attention was built with; for
+    SGLang also with the server's draft window set. {"config": the config's window reaches the attention,
+    "server": a server argument sets it, "keys": the window keys the release read}."""
+    draft = root / DRAFT_FILES[engine]
     out: dict[str, Any] = {}
     # the server probe first: it declares no window, so a draft that does not build there is the harness's problem;
     # one that builds there and fails on the declared window is the release's own start-up failure
@@ -678,14 +706,12 @@ def probe_window(engine: str, root: Path) -> dict[str, Any]:
         ("server", {}, _ServerArgs()),
         ("config", {"sliding_window": W, "layer_types": ["sliding_attention"]}, Loose()),
     ):
-        saved = dict(_BOUND)
-        _BOUND.update(bound)
-        _BOUND.update({name: (lambda s=server: s) for name in ("get_spec", "get_global_server_args", "get_server_args")})
         cfg = RecConfig(base_config(**extra))
         try:
-            g = load_module(draft)
-            WindowAttn.made = []
-            top = _construct_top(engine, g, cfg)
+            with own_base_bindings(engine, root, {}, server):
+                g = load_module(draft)
+                WindowAttn.made = []
+                top = _construct_top(engine, g, cfg)
         except Exception as e:
             if probe == "config":
                 out["config"] = f"{type(e).__name__}: {e}"
@@ -694,9 +720,6 @@ def probe_window(engine: str, root: Path) -> dict[str, Any]:
             raise DraftCodeMoved(
                 f"{engine} {root.name}: the draft on its own base layer did not build: {type(e).__name__}: {e}"
             ) from e
-        finally:
-            _BOUND.clear()
-            _BOUND.update(saved)
         if not WindowAttn.made:
             raise DraftCodeMoved(f"{engine} {root.name}: the draft built no attention on its own base layer")
         attns = [getattr(layer.self_attn, "attn", None) for layer in _layers(top.model)]
@@ -713,6 +736,8 @@ def probe_window(engine: str, root: Path) -> dict[str, Any]:
 
 def execute_release(engine: str, root: Path) -> dict[str, Any]:
     """Everything the harness reads back from one release's source tree."""
+    import rope_exec  # beside this file; it builds on this module's stubs
+
     f = root / DRAFT_FILES[engine]
     if not f.exists():
         return {"absent": DRAFT_FILES[engine]}
@@ -726,6 +751,7 @@ def execute_release(engine: str, root: Path) -> dict[str, Any]:
             "layers": probe_layers(engine, g),
             "window": probe_window(engine, root),
             "aux": probe_aux(engine, g),
+            "rope": rope_exec.probe_rope(engine, root),
         }
     except DraftCodeMoved:
         raise
@@ -746,9 +772,12 @@ def build_table(src_dir: Any, releases: dict[str, list[str]]) -> dict[str, Any]:
     release's extracted source tree."""
     rows: list[dict[str, Any]] = []
     release_rows: dict[str, dict[str, int]] = {}
+    required: dict[str, dict[str, str | None]] = {}
     for engine in ("sglang", "vllm"):
         for v in releases[engine]:
             got = execute_release(engine, Path(src_dir(engine, v)))
+            # the transformers requirement changes with nearly every pin: kept per release, beside the shared rows
+            required.setdefault(engine, {})[v] = got.get("rope", {}).pop("transformers", None)
             same = next((r for r in rows if r["engine"] == engine and r["behaviour"] == got), None)
             if same is None:
                 same = {"engine": engine, "executed_from": v, "releases": [], "behaviour": got}
@@ -760,10 +789,12 @@ def build_table(src_dir: Any, releases: dict[str, list[str]]) -> dict[str, Any]:
         "layers run symbolically (conformance/draft_exec.py, written by `make conformance`): per forward flag the "
         "config keys that set it in precedence order and its default (keys [] = never read, the default always "
         "applies; applied null = the release's model has nothing for it), what a two-layer draft gets, and (vLLM) "
-        "which flags update_eagle3 passes on from a speculators config.",
+        "which flags update_eagle3 passes on from a speculators config; rope: the rotary embedding the draft is built with "
+        "per transformers presentation and rope type (conformance/rope_exec.py), transformers: each release's requirement.",
         "files": DRAFT_FILES | {"vllm_speculators": ALGOS},
         "release_rows": release_rows,
         "rows": rows,
+        "transformers": required,
     }
 
 

@@ -44,6 +44,8 @@ CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
         r"^sglang/srt/layers/logits_processor\.py$",  # MTP: the hidden state it hands on for recycling
         r"^sglang/srt/(configs/.*|hf_transformers_utils|utils/hf_transformers_utils)\.py$",  # MTP: config readers
         r"^sglang/version\.py$",
+        r"^sglang/srt/layers/rotary_embedding(/[^/]+)?\.py$",  # the draft's RoPE: get_rope's dispatch (rope_exec)
+        r"^sglang-[^/]+\.dist-info/METADATA$",  # the transformers range the release requires: how it hands a config over
     ],
     "nvidia-modelopt": [r"^modelopt/torch/speculative/.*\.py$"],
     "vllm": [
@@ -56,5 +58,8 @@ CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
         r"^vllm/v1/spec_decode/(eagle|llm_base_proposer)\.py$",  # MTP: how the proposer splits the head's output; P-EAGLE's mask token (peagle_exec)
         r"^vllm/transformers_utils/config\.py$",  # MTP: where a speculators config is read
         r"^vllm/envs\.py$",
+        r"^vllm/model_executor/layers/rotary_embedding(/[^/]+)?\.py$",  # the draft's RoPE (rope_exec)
+        r"^vllm/config/utils\.py$",  # getattr_iter, which the RoPE patch of get_config calls
+        r"^vllm-[^/]+\.dist-info/METADATA$",  # the transformers range the release requires
     ],
 }

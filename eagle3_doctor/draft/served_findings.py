@@ -19,7 +19,7 @@ from .served import (
     trained_where,
 )
 from .served_rope import qk_norm_findings, rope_findings
-from .served_settings import aux_findings
+from .served_settings import aux_findings, rope_read_findings
 
 
 def diagnose(
@@ -66,6 +66,7 @@ def diagnose(
     out += layer_findings(info, cfg, engine, version, label)
     out += window_findings(info, engine, version, label)
     out += aux_findings(info, cfg, engine, version, label)
+    out += rope_read_findings(info, cfg, engine, version, label)
     return out, sf
 
 

@@ -137,3 +137,143 @@ def depth_finding(info: Any, accepted: Any, steps: int, engine: str, version: st
         fix + f", or retrain with training-time test over {steps} steps; eagle3-doctor speedup measures which is faster",
         data={"trained_depth": depth, "served_steps": steps, "past_depth_rates": past},
     )
+
+
+def rope_config(info: Any) -> dict[str, Any] | None:
+    """The config the draft's attention is built from, where the executed presentations hold: a config.json that
+    transformers loads as a LlamaConfig (SGLang and EAGLE formats). None for a speculators checkpoint: vLLM builds its
+    draft config from transformer_layer_config through its own SpeculatorsConfig, which sets the keys as written,
+    not as LlamaConfig presents them (base.py), and the probe did not execute that path."""
+    return None if info.format == "speculators" else (info.config or {})
+
+
+def rope_read_findings(info: Any, cfg: Any, engine: str, version: str, label: str) -> list[Any]:
+    """FWD014 where the release's draft, through a transformers its requirement admits, is built with another RoPE than
+    the config states (transformers 5's reading, the trainer's); quiet where every admitted major reads it as trained."""
+    from ..core.findings import DRAFT_CONFIG, Finding, Location
+    from ..engines.draft_rope import rope_rule, trained_rope
+
+    config = rope_config(info)
+    rule = rope_rule(engine, version) if engine in ENGINE_NAME and config is not None else None
+    served = None if rule is None or config is None else rule.served(config)
+    if rule is None or served is None or config is None:
+        return []
+    trained = trained_rope(config)
+    wrong = [s for s in served if s.rope is None or _parts(cfg, trained, s.rope) is not None]
+    if not wrong:
+        return []
+    evidence = [f"trained: {_rope_text(trained)} (the config as transformers 5 reads it)"]
+    for s in wrong:
+        got = f"raises {s.error}" if s.rope is None else f"builds {_rope_text(s.rope)}"
+        evidence.append(f"{rule.source}: under transformers {s.major}.x the draft {got}")
+    evidence += list(dict.fromkeys(p for s in wrong if s.rope is not None and (p := _parts(cfg, trained, s.rope))))
+    majors = ", ".join(f"{m}.x" for m in rule.majors)
+    evidence.append(f"{label} requires transformers {rule.requirement or 'of any version'} (admits {majors})")
+    key = "rope_parameters" if isinstance(config.get("rope_parameters"), dict) else "rope_theta"
+    served_text = "; ".join(
+        (_short(s.rope) if s.rope is not None else "fails at start-up") + f" under transformers {s.major}.x" for s in wrong
+    )
+    return [
+        Finding(
+            "FWD014",
+            f"{label} builds the draft's RoPE with {served_text}; the config states {_short(trained)}",
+            evidence,
+            _rope_read_fix(rule, config, trained, engine, version, cfg),
+            severity="warning" if len(wrong) < len(served) else None,
+            location=Location(DRAFT_CONFIG, key=key),
+            data={
+                "trained": trained,
+                "served": {str(s.major): s.rope if s.rope is not None else s.error for s in served},
+                "misread_under": [s.major for s in wrong],
+            },
+        )
+    ]
+
+
+def _short(rope: dict[str, Any]) -> str:
+    kind = rope["rope_type"]
+    return f"theta {rope['rope_theta']:g} " + ("and no scaling" if kind == "default" else f"with {kind} scaling")
+
+
+def _rope_text(rope: dict[str, Any]) -> str:
+    extra = {k: v for k, v in rope.items() if k not in ("rope_type", "rope_theta")}
+    more = ", " + ", ".join(f"{k} {v}" for k, v in sorted(extra.items())) if extra else ""
+    return f"{rope['rope_type']} RoPE, theta {rope['rope_theta']:g}{more}"
+
+
+def _parts(cfg: Any, trained: dict[str, Any], served: dict[str, Any]) -> str | None:
+    """None where the two RoPE dicts rotate alike (transformers' frequencies and attention factor); else where they part:
+    the pair whose frequency differs most and the position by which its rotation is off by a quarter turn."""
+    import math
+    from dataclasses import replace
+
+    import numpy as np
+
+    from .rope import rope_frequencies
+
+    a, sa = rope_frequencies(replace(cfg, rope_scaling=dict(trained), rope_theta=trained["rope_theta"], extra={}))
+    b, sb = rope_frequencies(replace(cfg, rope_scaling=dict(served), rope_theta=served["rope_theta"], extra={}))
+    if a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-6, atol=0)) and abs(sa - sb) < 1e-9:
+        return None
+    if a.shape != b.shape:
+        return f"computed: {a.shape[0]} rotary pairs trained, {b.shape[0]} served"
+    d = np.abs(a - b)
+    i = int(d.argmax())
+    quarter = math.pi / 2 / float(d[i]) if d[i] > 0 else math.inf
+    factor = f"; attention factor {sa:g} trained, {sb:g} served" if abs(sa - sb) >= 1e-9 else ""
+    return (
+        f"computed from the two: rotary pair {i} of {a.shape[0]} turns {a[i]:.4g} rad a position trained and "
+        f"{b[i]:.4g} served, a quarter turn apart by position {math.ceil(quarter)}{factor}"
+    )
+
+
+def _layout4(config: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]:
+    """The config with its RoPE in the transformers 4 layout (rope_theta, rope_scaling), which transformers 5 reads
+    alike."""
+    out = {k: v for k, v in config.items() if k not in ("rope_parameters", "rope_scaling", "rope_theta")}
+    scaling = {k: v for k, v in trained.items() if k not in ("rope_theta", "partial_rotary_factor")}
+    out["rope_theta"] = trained["rope_theta"]
+    out["rope_scaling"] = None if scaling.get("rope_type") == "default" and len(scaling) == 1 else scaling
+    return out
+
+
+def _reads(rule: Any, config: dict[str, Any], trained: dict[str, Any], cfg: Any) -> tuple[int, ...]:
+    """The transformers majors under which the release builds the draft with the trained RoPE from this config."""
+    got = None if rule is None else rule.served(config)
+    return tuple(s.major for s in got or () if s.rope is not None and _parts(cfg, trained, s.rope) is None)
+
+
+def _rope_read_fix(rule: Any, config: dict[str, Any], trained: dict[str, Any], engine: str, version: str, cfg: Any) -> str:
+    """The config edit to the transformers 4 layout where it makes the release read the RoPE as trained, with the
+    transformers to run where only some majors do; else the first later release that reads it (as is or edited)."""
+    from ..core.findings import json_snippet
+    from ..engines.draft_rope import rope_rule
+    from ..engines.draft_table import table
+
+    name = ENGINE_NAME[engine]
+    edited = _layout4(config, trained)
+    edit = (
+        f"in the draft's config.json {json_snippet('rope_theta', edited['rope_theta'])}, "
+        f"{json_snippet('rope_scaling', edited['rope_scaling'])}"
+        + (
+            " and delete rope_parameters (the transformers 4 layout; transformers 5 reads it alike)"
+            if "rope_parameters" in config
+            else ""
+        )
+    )
+    as_is, after_edit = _reads(rule, config, trained, cfg), _reads(rule, edited, trained, cfg)
+    if edited != config and set(after_edit) == set(rule.majors):
+        return f"write {edit}"
+    pin = {4: "'transformers<5'", 5: "'transformers>=5'"}
+    if as_is:
+        return f"run {name} {version} with transformers {as_is[0]}.x (pip install {pin[as_is[0]]} within its requirement {rule.requirement})"
+    if edited != config and after_edit:
+        return f"write {edit}, and run {name} {version} with transformers {after_edit[0]}.x (pip install {pin[after_edit[0]]})"
+    order = list(table()["release_rows"][engine])  # the releases in order, whichever rows they share
+    for v in order[order.index(version) + 1 :] if version in order else []:
+        later = rope_rule(engine, v)
+        if later is not None and set(_reads(later, config, trained, cfg)) == set(later.majors):
+            return f"upgrade to {name} >= {v}, whose draft is built with the RoPE the config states"
+        if later is not None and edited != config and set(_reads(later, edited, trained, cfg)) == set(later.majors):
+            return f"upgrade to {name} >= {v} and write {edit}"
+    return f"no {name} release builds the draft with this RoPE: serve it where one does"

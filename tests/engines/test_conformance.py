@@ -240,13 +240,14 @@ import draft_exec  # noqa: E402
 TESTDATA = ROOT / "conformance" / "testdata"
 
 
-@pytest.mark.parametrize(("engine", "version"), [("sglang", "0.5.23"), ("vllm", "0.18.0")])
+@pytest.mark.parametrize(("engine", "version"), [("sglang", "0.5.23"), ("sglang", "0.5.6.post1"), ("vllm", "0.18.0")])
 def test_the_draft_table_is_what_the_harness_reads_from_the_release(engine, version):
     """conformance/draft_exec.py run now, on the release's own llama_eagle3.py as shipped (testdata/),
     gives exactly the row the package serves from data/draft_serving.json."""
-    from eagle3_doctor.engines.draft_table import behaviour
+    from eagle3_doctor.engines.draft_table import behaviour, table
 
     got = draft_exec.execute_release(engine, TESTDATA / engine / version)
+    assert got["rope"].pop("transformers") == table()["transformers"][engine][version]  # read off its METADATA
     assert got == behaviour(engine, version)[0]
 
 
@@ -268,6 +269,26 @@ def test_the_draft_harness_reads_what_each_release_applies():
     # base.py's builder puts a speculators checkpoint's speculative_tokens into num_speculative_tokens
     assert v["speculators"]["aux_passed"] == ["eagle_aux_hidden_state_layer_ids"]
     assert v["speculators"]["steps"] == "num_speculative_tokens"
+
+
+def test_the_rope_harness_reads_what_each_release_builds():
+    """Spot facts of the RoPE probe (conformance/rope_exec.py), each a different step of the chain it executes."""
+    import rope_exec
+
+    def built(engine, version, presentation, kind):
+        return rope_exec.probe_rope(engine, TESTDATA / engine / version)["built"][presentation][kind]
+
+    # llama.py reading rope_parameters first (SGLang 0.5.23): the config's theta under every presentation
+    assert built("sglang", "0.5.23", "tf4_rope_parameters", "llama3")["numbers"]["base"] == rope_exec.THETA
+    # llama.py reading config.rope_theta (SGLang 0.5.6.post1): transformers 5 sets none, so get_rope gets 10000
+    got = built("sglang", "0.5.6.post1", "tf5", "llama3")
+    assert got["class"] == "Llama3RotaryEmbedding" and got["numbers"]["base"] == 10000
+    # get_rope's dispatch on rope_scaling: transformers 4 leaves a rope_parameters-only config unscaled
+    assert built("sglang", "0.5.6.post1", "tf4_rope_parameters", "yarn")["class"] == "RotaryEmbedding"
+    # vLLM's own RoPE patch of get_config (0.18.0) copies transformers 4's default theta over rope_parameters'
+    got = built("vllm", "0.18.0", "tf4_rope_parameters", "linear")
+    assert got["class"] == "LinearScalingRotaryEmbedding" and got["numbers"]["base"] == 10000.0
+    assert rope_exec.probe_rope("vllm", TESTDATA / "vllm" / "0.18.0")["transformers"] == "<5,>=4.56.0"
 
 
 def test_every_listed_release_has_a_draft_row():

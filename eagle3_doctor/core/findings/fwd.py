@@ -182,4 +182,29 @@ RECORDS = (
             "`eagle3-doctor speedup` measures it"
         ),
     ),
+    Code(
+        "FWD014",
+        ERROR,
+        "the engine builds the draft's RoPE with another theta or scaling than the draft config states",
+        meaning=(
+            "The draft's attention is built with the rope theta and scaling its config.json states as transformers 5 "
+            "reads them (rope_parameters, else rope_theta and rope_scaling: how the trainer read them), and the engine "
+            "release, through the transformers it runs with, builds another: SGLang up to 0.5.9 and vLLM up to 0.11.x read "
+            "only rope_theta and rope_scaling, so under transformers 4 a config written in the transformers 5 layout "
+            "(rope_parameters alone) runs at theta 10000 with no scaling; vLLM 0.12.0-0.23.0 keep the scaling there and "
+            "still take theta 10000; under transformers 5 (no rope_theta attribute) SGLang 0.5.6.post1 and vLLM up to "
+            "0.11.x take theta 10000 whatever the config says."
+        ),
+        why=(
+            "Every query and key is rotated by other frequencies than in training, so the draft's attention reads "
+            "positions it never learned; the pair whose frequency moved most drifts out of phase first, and the error "
+            "grows with the distance between a query and its keys."
+        ),
+        confirm=(
+            "`eagle3-doctor inspect --engine ENGINE --engine-version V` names the RoPE the release's own draft code builds "
+            "from the config (executed by conformance/rope_exec.py, per transformers major the release admits) beside the "
+            "trained reading, and where the rotations part; a warning, not an error, where only one of the transformers "
+            "majors the release admits misreads it"
+        ),
+    ),
 )
