@@ -72,6 +72,7 @@ PANEL_OF: dict[str, str] = {
     "--server-log": SERVING,
     "--server-metrics-before": ADVANCED,
     "--server-model": ADVANCED,
+    "--server-temperature": ADVANCED,
     "--settings": SERVING,
     "--batch-sizes": SERVING,
     "--train-system-prompt": SERVING,

@@ -278,6 +278,12 @@ SERVER_METRICS_BEFORE = opt(
 )
 SERVER_LOG = opt(Optional[str], None, "--server-log", help="SGLang server log: its 'Decode batch ... accept len' lines.")
 SERVER_MODEL = opt(Optional[str], None, "--server-model", help="model_name label to read when a scrape holds several models.")
+SERVER_TEMPERATURE = opt(
+    Optional[float],
+    None,
+    "--server-temperature",
+    help="The sampling temperature the live workload ran at (no counter records it).",
+)
 
 
 # ----------------------------------------------------------------------------- acceptance: the prompt format, both ways

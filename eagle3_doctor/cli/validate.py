@@ -179,6 +179,7 @@ _INT_OPTIONS: tuple[tuple[str, int, int, str], ...] = (
 )
 _FLOAT_OPTIONS: tuple[tuple[str, float, float, str], ...] = (
     ("--temperature", 0.0, 100.0, "use 0 for greedy, or the sampling temperature served"),
+    ("--server-temperature", 0.0, 100.0, "use 0 for greedy requests, or the temperature the requests were sampled at"),
     ("--min-accept-rate", 0.0, 1.0, "use a rate between 0 and 1, e.g. 0.6"),
     ("--min-tau", 0.0, 1e6, "use a positive tau, e.g. --min-tau 2.5"),
     ("--min-cosine", -1.0, 1.0, "use a cosine in [-1, 1], e.g. 0.999"),

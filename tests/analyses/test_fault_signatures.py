@@ -12,32 +12,49 @@ import torch
 from conftest import DRAFTS, PROMPTS, TARGET
 
 K = 5
-LIMIT, NEW = 6, 48
+# two replays of the fixture prompts, prompts x new tokens: SHORT for the classes whose cost shows early in a decode,
+# LONG for the two that need more verify passes to separate (the margins measured at each size are in the comment
+# above DECIDED)
+SHORT, LONG = (6, 48), (8, 96)
 
 
-@pytest.fixture(scope="module")
-def pair():
+def _pair(limit: int, new: int):
     from eagle3_doctor.analyses.acceptance.options import AcceptanceOptions, _no_progress
     from eagle3_doctor.analyses.acceptance.run import acceptance_sequences
     from eagle3_doctor.doctor import load_setup
     from eagle3_doctor.model.replay import load_sources
 
     setup = load_setup(target=str(TARGET), draft=str(DRAFTS["speculators"]), engine="vllm", dtype="float32", device="cpu")
-    opts = AcceptanceOptions(num_steps=K, max_new_tokens=NEW, limit=LIMIT)
+    opts = AcceptanceOptions(num_steps=K, max_new_tokens=new, limit=limit)
     src = load_sources(setup.target, str(PROMPTS), None, opts.max_tokens, opts.limit, None)
-    rep = acceptance_sequences(setup, src, opts, _no_progress)
-    return setup, rep
+    return setup, acceptance_sequences(setup, src, opts, _no_progress)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return _pair(*SHORT)
+
+
+@pytest.fixture(scope="module")
+def long_pair():
+    return _pair(*LONG)
 
 
 def _candidates(setup, rep, k):
     from eagle3_doctor.analyses.faults.run import candidates
 
-    return candidates(setup.target, rep.seqs, rep.starts, (setup.serving.spec, setup.draft, setup.serving.label), None, k, 8)
+    spec = (setup.serving.spec, setup.draft, setup.serving.label)
+    return candidates(setup.target, rep.seqs, rep.starts, spec, None, k, len(rep.seqs))
 
 
 @pytest.fixture(scope="module")
 def cands(pair):
     return _candidates(*pair, K)
+
+
+@pytest.fixture(scope="module")
+def long_cands(long_pair):
+    return _candidates(*long_pair, K)
 
 
 # ----------------------------------------------------------------------------- the plants, independent of the signatures
@@ -76,10 +93,41 @@ class _Proxy:
         return self._extend(self._draft, h, ids, positions, cache, from_aux)
 
 
-def _reference(setup, rep, k, step=None, draft_for=None):
-    from eagle3_doctor.analyses.acceptance.reference import _target_step_fn, reference_loop
+_REPLAYED: dict[int, _Replayed] = {}  # by the replay's id: one forward a continuation for the whole module
 
-    base = _target_step_fn(setup.target, setup.serving.spec)
+
+class _Replayed:
+    """The reference loop's target step, answered from one forward of the target over each greedy continuation.
+
+    The loop reads the target's rows and argmax only along the tokens it has verified, which are the continuation's
+    (greedy verification), so a step over ``tokens`` returns the rows of their longest common prefix with a
+    continuation and nothing past it: a read past that prefix fails instead of seeing the continuation's rows. The
+    loop otherwise runs one target forward a pass, which at 16 prompts x 96 tokens was most of this file's minutes.
+    """
+
+    def __init__(self, setup, rep):
+        from eagle3_doctor.analyses.acceptance.reference import _target_step_fn
+
+        base = _target_step_fn(setup.target, setup.serving.spec)
+        self.full = [(torch.tensor(seq), *base(seq)) for seq in rep.seqs]
+
+    def __call__(self, tokens):
+        got = torch.tensor(tokens)
+        best = max(self.full, key=lambda f: _common(f[0], got))
+        n = _common(best[0], got)
+        return best[1][:, :n], best[2][:n]
+
+
+def _common(a: torch.Tensor, b: torch.Tensor) -> int:
+    m = min(len(a), len(b))
+    diff = (a[:m] != b[:m]).nonzero()
+    return int(diff[0]) if len(diff) else m
+
+
+def _reference(setup, rep, k, step=None, draft_for=None):
+    from eagle3_doctor.analyses.acceptance.reference import reference_loop
+
+    base = _REPLAYED.get(id(rep)) or _REPLAYED.setdefault(id(rep), _Replayed(setup, rep))
     out = []
     for i, seq in enumerate(rep.seqs):
         prompt = seq[: rep.starts[i] + 1]
@@ -205,19 +253,19 @@ def _rank_from_scrape(tmp_path: Path, accepted, cands, k):
     return rank(cands, load_measured(str(f)), k)
 
 
-# measured on the fixtures at 6 prompts x 48 new tokens, K = 5: the classes whose signature is decisive at that size
-# are named; the three whose cost on this pair is within the live counts' noise of another prediction come out
-# undetermined, with their class one of the two closest (the report's figure and passes then decide). With all 16
-# prompts x 96 new tokens stale-draft-state and catch-up-last-only are named (chi2 33.0 and 10.4 to the next) but
-# that costs minutes; kv-fp8-noise stays within 0.6 of as trained at every size measured (docs/serving-evidence.md)
+# measured on the fixtures, K = 5: the chi-square of the nearest other prediction against each class's own passes
+# (decisive at 3.84; docs/serving-evidence.md has the table). At SHORT (6 x 48) the classes of DECIDED are named;
+# stale-draft-state and catch-up-last-only are not (2.1 each, one the other's nearest) and are named at LONG (8 x 96:
+# 23.7 and 7.5), where no-prompt-context, whose cost is the decode's first passes, is diluted to 1.8 (16 x 96: 3.1).
+# kv-fp8-noise lies within 0.2-0.8 of as trained at every size measured: undetermined, with its class one of the two
+# closest (the report's figure and passes then decide)
 DECIDED = ["as trained", "kv-layout-shift", "step-metadata-stale", "hidden-rows-offset", "hidden-rows-other-sequence",
            "no-prompt-context"]  # fmt: skip
-CLOSE = ["stale-draft-state", "kv-fp8-noise", "catch-up-last-only"]
+DECIDED_LONG = ["stale-draft-state", "catch-up-last-only"]
+CLOSE = ["kv-fp8-noise"]
 
 
-@pytest.mark.parametrize("name", DECIDED + CLOSE)
-def test_planted_profile_is_attributed_to_its_class(name, pair, cands, tmp_path, monkeypatch):
-    setup, rep = pair
+def _attributed(name, setup, rep, cands, tmp_path, monkeypatch):
     planted = plant(name, setup, rep, K, monkeypatch)
     monkeypatch.undo()
     sim = next(c for c in cands if c.name == name)
@@ -225,12 +273,24 @@ def test_planted_profile_is_attributed_to_its_class(name, pair, cands, tmp_path,
     assert planted == sim.accepted
     r = _rank_from_scrape(tmp_path, planted, cands, K)
     assert r.fits[0].candidate.accepted is sim.accepted or r.fits[0].chi2 == pytest.approx(0.0)
+    return r
+
+
+@pytest.mark.parametrize("name", DECIDED + CLOSE)
+def test_planted_profile_is_attributed_to_its_class(name, pair, cands, tmp_path, monkeypatch):
+    r = _attributed(name, *pair, cands, tmp_path, monkeypatch)
     if name in DECIDED:
         assert r.verdict == name, r.to_dict()
     else:
         assert r.verdict == "undetermined", r.to_dict()
         assert name in (r.separating["a"], r.separating["b"])
         assert r.separating["passes_needed"] > 0
+
+
+@pytest.mark.parametrize("name", DECIDED_LONG)
+def test_planted_profile_is_attributed_with_more_passes(name, long_pair, long_cands, tmp_path, monkeypatch):
+    r = _attributed(name, *long_pair, long_cands, tmp_path, monkeypatch)
+    assert r.verdict == name, r.to_dict()
 
 
 def test_other_faults_fall_outside_the_clean_fit(pair, cands, tmp_path):

@@ -49,6 +49,7 @@ VALUES: dict[str, list[str]] = {
     "min_accept_rate": ["--min-accept-rate", "0.99"],
     "min_tau": ["--min-tau", "100"],
     "server_metrics": ["--server-metrics", str(SERVING / "vllm-after-healthy.prom")],
+    "server_temperature": ["--server-temperature", "1.0"],
     "serve_template": ["--serve-template", str(FIX / "templates" / "chatml.jinja")],
     "train_template": ["--train-template", str(FIX / "templates" / "default-system.jinja")],
     "train_system_prompt": ["--train-system-prompt", "You are terse."],
@@ -62,6 +63,8 @@ FOR_KIND = {("eagle3", "engine_version"): ["--engine-version", "0.4.6"]}
 BESIDE = {
     "temperature_mode": [["--temperature", "0.7"]],
     "server_metrics": [["--num-steps", "5"]],  # what the scraped server drafted
+    # the temperature of the live figures: the sampled classes are predicted at it
+    "server_temperature": [["--server-metrics", str(SERVING / "vllm-after-healthy.prom")], ["--num-steps", "5"]],
     "stream_layers": [["--continuation", "text"]],  # where the command offers a continuation at all
 }
 # honoured, and by design invisible in every figure: how the work is batched (tests/model/test_batching.py pins

@@ -43,10 +43,17 @@ def traces(target: Target, seqs: list[list[int]], starts: list[int], spec: Featu
     return [t for t in out if t is not None]
 
 
-def simulate_all(draft: Eagle3Draft, runs: list[Trace], num_steps: int, fault: FaultClass | None) -> list[list[int]]:
-    """Draft tokens accepted per pass, per prompt; a wrong-sequence gather reads the next prompt's rows."""
-    n = len(runs)
-    return [simulate(draft, runs[i], runs[(i + 1) % n], num_steps, fault).accepted for i in range(n)]
+def simulate_all(
+    draft: Eagle3Draft, runs: list[Trace], num_steps: int, fault: FaultClass | None, batch_size: int
+) -> list[list[int]]:
+    """Draft tokens accepted per pass, per prompt, ``batch_size`` prompts side by side; a wrong-sequence gather
+    reads the next prompt's rows."""
+    n, out = len(runs), []
+    for a in range(0, n, batch_size):
+        idx = range(a, min(a + batch_size, n))
+        got = simulate(draft, [runs[i] for i in idx], [runs[(i + 1) % n] for i in idx], num_steps, fault)
+        out += [p.accepted for p in got]
+    return out
 
 
 def candidates(
@@ -65,15 +72,19 @@ def candidates(
     rows = traces(target, seqs, starts, spec, batch_size)
     total = sum(fc.proposal is None for fc in CLASSES) + 2
     if trained is None:  # training feeds and runs the draft as the release does: one fault-free prediction
-        out = [Candidate(AS_TRAINED, f"as trained = as modelled for {release}", simulate_all(served, rows, num_steps, None))]
+        out = [
+            Candidate(
+                AS_TRAINED, f"as trained = as modelled for {release}", simulate_all(served, rows, num_steps, None, batch_size)
+            )
+        ]
     else:
         out = [Candidate(AS_MODELLED, f"as modelled for {release}: its capture points and draft forward, no runtime fault",
-                         simulate_all(served, rows, num_steps, None))]  # fmt: skip
+                         simulate_all(served, rows, num_steps, None, batch_size))]  # fmt: skip
     if trained is not None:
         t_spec, t_draft = trained
         t_rows = rows if t_spec == spec else traces(target, seqs, starts, t_spec, batch_size)
         out.append(Candidate(AS_TRAINED, "as trained: the training features and draft forward",
-                             simulate_all(t_draft, t_rows, num_steps, None)))  # fmt: skip
+                             simulate_all(t_draft, t_rows, num_steps, None, batch_size)))  # fmt: skip
     if progress is not None:
         progress("fault signatures", len(out), total)
     for fc in CLASSES:
@@ -82,7 +93,7 @@ def candidates(
         if fc.window:  # no perturbation: the modelled passes, judged for their dead tail (attribution)
             out.append(Candidate(fc.name, fc.title, out[0].accepted, fc))
         else:
-            out.append(Candidate(fc.name, fc.title, simulate_all(served, rows, num_steps, fc), fc))
+            out.append(Candidate(fc.name, fc.title, simulate_all(served, rows, num_steps, fc, batch_size), fc))
         if progress is not None:
             progress("fault signatures", len(out), total)
     seen: dict[str, Candidate] = {}

@@ -143,7 +143,8 @@ def _diagnose_from_dump(run: Run) -> Outcome:
     from ...analyses.attribution.result import SCHEMA
     from ...report.diagnosis import render_diagnosis
 
-    extra = {"train_data": "--train-data", "server_metrics": "--server-metrics", "server_log": "--server-log"}
+    extra = {"train_data": "--train-data", "server_metrics": "--server-metrics", "server_log": "--server-log",
+             "server_temperature": "--server-temperature"}  # fmt: skip
     opts = _dump_options(run, extra)
     assert run.draft is not None  # diagnose needs a draft (drive)
     with run.progress() as cb:
