@@ -151,14 +151,16 @@ def rope_read_findings(info: Any, cfg: Any, engine: str, version: str, label: st
     """FWD014 where the release's draft, through a transformers its requirement admits, is built with another RoPE than
     the config states (transformers 5's reading, the trainer's); quiet where every admitted major reads it as trained."""
     from ..core.findings import DRAFT_CONFIG, Finding, Location
-    from ..engines.draft_rope import rope_rule, trained_rope
+    from ..engines.draft_rope import rope_rule
 
     config = rope_config(info)
     rule = rope_rule(engine, version) if engine in ENGINE_NAME and config is not None else None
-    served = None if rule is None or config is None else rule.served(config)
-    if rule is None or served is None or config is None:
+    if rule is None or config is None:
         return []
-    trained = trained_rope(config)
+    trained = _trained_rope(config)
+    served = rule.served(config, trained)
+    if served is None:
+        return []
     wrong = [s for s in served if s.rope is None or _parts(cfg, trained, s.rope) is not None]
     if not wrong:
         return []
@@ -188,6 +190,17 @@ def rope_read_findings(info: Any, cfg: Any, engine: str, version: str, label: st
             },
         )
     ]
+
+
+def _trained_rope(config: dict[str, Any]) -> dict[str, Any]:
+    """The draft's RoPE as its trainer reads the config (transformers 5's reading of either layout), with the top-level
+    partial_rotary_factor as the draft runs it."""
+    from .rope import config_rope
+
+    out = config_rope(config)
+    if "partial_rotary_factor" in config:
+        out["partial_rotary_factor"] = config["partial_rotary_factor"]
+    return out
 
 
 def _short(rope: dict[str, Any]) -> str:
@@ -239,7 +252,7 @@ def _layout4(config: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]:
 
 def _reads(rule: Any, config: dict[str, Any], trained: dict[str, Any], cfg: Any) -> tuple[int, ...]:
     """The transformers majors under which the release builds the draft with the trained RoPE from this config."""
-    got = None if rule is None else rule.served(config)
+    got = None if rule is None else rule.served(config, _trained_rope(config))
     return tuple(s.major for s in got or () if s.rope is not None and _parts(cfg, trained, s.rope) is None)
 
 

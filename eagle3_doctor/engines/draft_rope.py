@@ -45,11 +45,12 @@ class ExecutedRope:
     source: str
     built: dict[str, Any]
 
-    def served(self, config: dict[str, Any]) -> list[ServedRope] | None:
+    def served(self, config: dict[str, Any], trained: dict[str, Any]) -> list[ServedRope] | None:
         """Per admitted transformers major, the RoPE the release's draft runs for this config.json, loaded as a
-        LlamaConfig; None where the probes do not cover the config (a rope type not probed, or both layouts at once
-        under transformers 4)."""
-        kind = _rope_type(config)
+        LlamaConfig, given ``trained``, the config's RoPE as the trainer reads it (``draft.rope.config_rope``); None
+        where the probes do not cover the config (a rope type not probed, or both layouts at once under
+        transformers 4)."""
+        kind = str(trained["rope_type"])
         if kind not in ("default", *PROBE_SCALING):
             return None
         out = []
@@ -57,16 +58,8 @@ class ExecutedRope:
             presentation = _presentation(config, major)
             if presentation is None:
                 return None
-            out.append(_reading(self.built[presentation][kind], config, kind, major))
+            out.append(_reading(self.built[presentation][kind], config, trained, kind, major))
         return out
-
-
-def _rope_type(config: dict[str, Any]) -> str:
-    rp = config.get("rope_parameters")
-    d = rp if isinstance(rp, dict) else config.get("rope_scaling")
-    if not isinstance(d, dict):
-        return "default"
-    return str(d.get("rope_type", d.get("type", "default")))
 
 
 def _presentation(config: dict[str, Any], major: int) -> str | None:
@@ -80,39 +73,18 @@ def _presentation(config: dict[str, Any], major: int) -> str | None:
     return "tf4_rope_parameters" if layout5 else "tf4_rope_scaling"
 
 
-def _trained(config: dict[str, Any]) -> dict[str, Any]:
-    """The config's RoPE as transformers 5 reads it (the trainer's reading): rope_parameters, else rope_theta and
-    rope_scaling, in one dict with rope_type and rope_theta."""
-    rp = config.get("rope_parameters")
-    d = dict(rp) if isinstance(rp, dict) else dict(config.get("rope_scaling") or {})
-    if "type" in d and "rope_type" not in d:
-        d["rope_type"] = d.pop("type")
-    d.setdefault("rope_type", "default")
-    d.setdefault("rope_theta", config.get("rope_theta", 10000.0))
-    return d
-
-
-def _reading(cell: Any, config: dict[str, Any], kind: str, major: int) -> ServedRope:
+def _reading(cell: Any, config: dict[str, Any], trained: dict[str, Any], kind: str, major: int) -> ServedRope:
     if isinstance(cell, str):
         return ServedRope(major, None, cell, False, False)
     numbers = cell["numbers"]
     theta_read = numbers.get("base") == PROBE_THETA
     want = PROBE_SCALING.get(kind, {})
     scaling_read = kind == "default" or (cell["class"] != "RotaryEmbedding" and all(numbers.get(k) == v for k, v in want.items()))
-    trained = _trained(config)
     rope: dict[str, Any] = dict(trained) if scaling_read else {"rope_type": "default"}
     rope["rope_theta"] = trained["rope_theta"] if theta_read else float(numbers.get("base", 10000.0))
     if "partial_rotary_factor" in config:
         rope["partial_rotary_factor"] = config["partial_rotary_factor"]
     return ServedRope(major, rope, None, theta_read, scaling_read)
-
-
-def trained_rope(config: dict[str, Any]) -> dict[str, Any]:
-    """The draft's RoPE as its trainer reads the config (transformers 5's reading of either layout)."""
-    out = _trained(config)
-    if "partial_rotary_factor" in config:
-        out["partial_rotary_factor"] = config["partial_rotary_factor"]
-    return out
 
 
 def _versions_named() -> list[str]:
