@@ -12,15 +12,14 @@ to the dtype's rounding, not bit for bit (tests/model/test_recorded.py holds the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from ..core.graphs import slots
 from ..core.taps import CapturePoint, final_norm
-from .replay import ReplayBatch
-from .target import Target, batches, make_batch
+from .target import Batch, Target, split_last
 
 # the share of the device's free memory the recording may take; past it the replay runs its own forward as before
 SHARE = 0.25
@@ -61,40 +60,22 @@ class Recording:
     def covers(self, points: Iterable[CapturePoint]) -> bool:
         return self.complete and set(points) <= self.points
 
-    def batches(
-        self,
-        target: Target,
-        seqs: Sequence[Sequence[int]],
-        order: Sequence[int],
-        points: Iterable[CapturePoint],
-        batch_size: int,
-        want_logits: bool,
-        progress: Callable[[int, int], None] | None,
-    ) -> Iterator[ReplayBatch]:
-        """What :func:`replay.iter_captures` yields for the same arguments, read from the recording: each row moved
-        from its left-padded slots to the right-padded batch the replay would have built."""
-        pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else 0
-        pts = set(points) | ({final_norm()} if want_logits else set())
-        done = 0
-        for _, idx in batches(list(order), batch_size):
-            batch = make_batch([seqs[i] for i in idx], pad, target.device)
-            T = batch.input_ids.shape[1]
-            got: dict[CapturePoint, torch.Tensor] = {}
-            for p in pts:
-                src = self.blocks[0].taps[p]
-                out = torch.zeros(len(idx), T, src.shape[-1], dtype=src.dtype, device=src.device)
-                for r, i in enumerate(idx):
-                    b, row = self.where[i]
-                    at = self.blocks[b].pads[row]
-                    out[r, : len(seqs[i])] = self.blocks[b].taps[p][row, at : at + len(seqs[i])]
-                got[p] = out
-            last = got.get(final_norm()) if want_logits else None
-            if want_logits and final_norm() not in set(points):
-                got.pop(final_norm())
-            yield ReplayBatch(list(idx), batch, got, last)
-            done += len(idx)
-            if progress is not None:
-                progress(done, len(seqs))
+    def capture(
+        self, index: Sequence[int], batch: Batch, points: Iterable[CapturePoint], want_logits: bool
+    ) -> tuple[dict[CapturePoint, torch.Tensor], torch.Tensor | None]:
+        """What :func:`target.capture` returns for sequences ``index`` in ``batch``, read from the recording: each
+        row moved from its left-padded slots to the right-padded batch, its padding zero."""
+        asked = set(points)
+        got: dict[CapturePoint, torch.Tensor] = {}
+        for p in asked | ({final_norm()} if want_logits else set()):
+            src = self.blocks[0].taps[p]
+            out = torch.zeros(*batch.input_ids.shape, src.shape[-1], dtype=src.dtype, device=src.device)
+            for r, (i, n) in enumerate(zip(index, batch.lengths)):
+                b, row = self.where[i]
+                at = self.blocks[b].pads[row]
+                out[r, :n] = self.blocks[b].taps[p][row, at : at + n]
+            got[p] = out
+        return split_last(got, asked, want_logits)
 
 
 @dataclass

@@ -26,16 +26,9 @@ class Recorded(Protocol):
 
     def covers(self, points: Iterable[CapturePoint]) -> bool: ...
 
-    def batches(
-        self,
-        target: Target,
-        seqs: Sequence[Sequence[int]],
-        order: Sequence[int],
-        points: Iterable[CapturePoint],
-        batch_size: int,
-        want_logits: bool,
-        progress: Callable[[int, int], None] | None,
-    ) -> Iterator[ReplayBatch]: ...
+    def capture(
+        self, index: Sequence[int], batch: Batch, points: Iterable[CapturePoint], want_logits: bool
+    ) -> tuple[dict[CapturePoint, torch.Tensor], torch.Tensor | None]: ...
 
 
 @dataclass
@@ -147,18 +140,20 @@ def iter_captures(
     from .stream import replay_batch_size
 
     batch_size = replay_batch_size(target, seqs, len(pts) + int(want_logits), batch_size)
-    if recorded is not None and recorded.covers(pts | ({final_norm()} if want_logits else set())):
-        yield from recorded.batches(target, seqs, replay_order(seqs), pts, batch_size, want_logits, progress)
-        return
+    if recorded is not None and not recorded.covers(pts | ({final_norm()} if want_logits else set())):
+        recorded = None
     done = 0
     for _, idx in batches(replay_order(seqs), batch_size):
         batch = make_batch([seqs[i] for i in idx], pad, target.device)
-        got, last = capture(target, batch, pts, want_logits=want_logits)
-        # padded slots read zero, as a recording leaves them: what a position there computed is no token's state,
-        # and a figure taken over the batch's slots (diagnose's mean-ablated modules) must not depend on it
-        with torch.inference_mode():  # the taps are inference tensors: written in place only inside it
-            for t in [*got.values(), *([last] if last is not None else [])]:
-                t.masked_fill_(~batch.attention_mask.bool().to(t.device)[..., None], 0)
+        if recorded is not None:
+            got, last = recorded.capture(idx, batch, pts, want_logits)
+        else:
+            got, last = capture(target, batch, pts, want_logits=want_logits)
+            # padded slots read zero, as a recording leaves them: what a position there computed is no token's
+            # state, and a figure taken over the batch's slots (diagnose's mean-ablated modules) must not depend on it
+            with torch.inference_mode():  # the taps are inference tensors: written in place only inside it
+                for t in [*got.values(), *([last] if last is not None else [])]:
+                    t.masked_fill_(~batch.attention_mask.bool().to(t.device)[..., None], 0)
         yield ReplayBatch(list(idx), batch, got, last)
         done += len(idx)
         if progress is not None:

@@ -357,9 +357,8 @@ def capture(
     so the [B, T, V] logits tensor of a 128k vocabulary is never materialised whole.
     """
     parts = target.parts
-    pts = set(points)
-    if want_logits:
-        pts.add(final_norm())
+    asked = set(points)
+    pts = asked | ({final_norm()} if want_logits else set())
     try:
         with TapRecorder(target.model, pts, to_device=out_device or target.capture_device) as rec:
             parts.base(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
@@ -369,6 +368,14 @@ def capture(
             f"CUDA out of memory on a batch of {batch.input_ids.shape[0]} x {batch.input_ids.shape[1]} tokens",
             f"retry with --batch-size {max(1, batch.input_ids.shape[0] // 2)} or a smaller --max-tokens",
         ) from None
+    return split_last(got, asked, want_logits)
+
+
+def split_last(
+    got: dict[CapturePoint, torch.Tensor], points: Iterable[CapturePoint], want_logits: bool
+) -> tuple[dict[CapturePoint, torch.Tensor], torch.Tensor | None]:
+    """(the taps on ``points``, the final norm or None): what a capture returns from taps that hold the final norm
+    wherever logits were asked for."""
     last = got.get(final_norm()) if want_logits else None
     if want_logits and final_norm() not in set(points):
         got.pop(final_norm())
