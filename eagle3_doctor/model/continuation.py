@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .static import eos_and_pad, greedy_static, until_eos
+from .static import eos_and_pad, greedy_static, left_padded, until_eos
 from .target import Target, batches
 
 if TYPE_CHECKING:
@@ -66,14 +66,10 @@ def _generate(target: Target, chunk: Sequence[list[int]], max_new_tokens: int, t
             tick(step[0])
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
-    tok = target.tokenizer
-    eos, pad = eos_and_pad(tok)
-    T = max(len(p) for p in chunk)
-    ids = torch.full((len(chunk), T), pad, dtype=torch.long)
-    mask = torch.zeros((len(chunk), T), dtype=torch.long)
-    for i, p in enumerate(chunk):
-        ids[i, T - len(p) :] = torch.as_tensor(list(p))
-        mask[i, T - len(p) :] = 1
+    eos, pad = eos_and_pad(target.tokenizer)
+    ids, pads = left_padded(chunk, pad)
+    T = ids.shape[1]
+    mask = (torch.arange(T)[None, :] >= pads[:, None]).long()
     gen = target.model.generate(
         input_ids=ids.to(target.device),
         attention_mask=mask.to(target.device),
