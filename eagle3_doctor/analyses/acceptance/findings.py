@@ -114,29 +114,39 @@ def acceptance_findings(
 
 def depth_findings(results: dict[str, PathResult], setup: Setup) -> list[Finding]:
     """HLT004 on the chain as served: the engine's K past the last position that accepts anything."""
-    from ..as_served import AS_SERVED
     from ..judgment import depth_finding
 
-    res = results.get(AS_SERVED) or results.get("serving")
-    version = getattr(setup.serving, "version", None)  # an engine dump's run names no release whose key to fix
-    if res is None or res.tree is not None or not res.acc_k or version is None:
+    chain = _served_chain(results, setup)
+    if chain is None:
         return []
-    setting = "--speculative-num-steps" if setup.serving.engine == "sglang" else "num_speculative_tokens"
+    res, setting, _ = chain
     f = depth_finding(res.accepted_lengths, len(res.acc_k), setting)
     return [f] if f is not None else []
+
+
+def _served_chain(results: dict[str, PathResult], setup: Setup) -> tuple[PathResult, str, str | None] | None:
+    """(the chain as served, its setting that sets the depth, the release or None), or None where no chain was
+    measured. An engine dump's run names no release (``version`` None)."""
+    from ..as_served import AS_SERVED
+
+    res = results.get(AS_SERVED) or results.get("serving")
+    if res is None or res.tree is not None or not res.acc_k:
+        return None
+    setting = "--speculative-num-steps" if setup.serving.engine == "sglang" else "num_speculative_tokens"
+    return res, setting, getattr(setup.serving, "version", None)
 
 
 def trained_depth_findings(results: dict[str, PathResult], setup: Setup) -> list[Finding]:
     """FWD013 (info) on the chain as served: steps past the depth the checkpoint records it was trained for. Kept
     apart from depth_findings, whose HLT004 decides diagnose's branch: this one is a fact about speed, not a verdict."""
     from ...draft.served_settings import depth_finding as trained_depth_finding
-    from ..as_served import AS_SERVED
 
-    res = results.get(AS_SERVED) or results.get("serving")
-    version = getattr(setup.serving, "version", None)  # an engine dump's run names no release whose key to fix
-    if res is None or res.tree is not None or not res.acc_k or version is None:
+    chain = _served_chain(results, setup)
+    if chain is None:
         return []
-    setting = "--speculative-num-steps" if setup.serving.engine == "sglang" else "num_speculative_tokens"
+    res, setting, version = chain
+    if version is None:  # no release, no key of one to name
+        return []
     f = trained_depth_finding(
         getattr(setup, "info", None),
         res.accepted_lengths,
