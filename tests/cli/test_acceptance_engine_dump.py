@@ -104,3 +104,28 @@ def test_a_hub_target_is_not_downloaded_for_one_tensor(dumps):
     r = invoke("acceptance", "--draft", draft, "--engine-dump", tmp / "vllm", "--prompts", tmp / "prompts.jsonl",
                "--target", "meta-llama/Llama-3.1-8B-Instruct")  # fmt: skip
     assert r.exit_code == 2 and "is a hub id" in r.output, r.output
+
+
+def test_a_dump_only_run_names_positions_drafted_for_nothing(tmp_path):
+    """HLT004 reads the chain as served from a dump-only run too (no release is named there): drafting 16 a pass on
+    the fixture draft, the same finding as the run with the target loaded, on the calibration corpus's case."""
+    n, new, k = 16, 128, 16
+    setup = load_setup(target=str(TARGET), draft=str(DRAFTS["sglang"]), engine="sglang", dtype="float32", device="cpu")
+    prompts, seqs, aux = engine_capture(setup, AcceptanceOptions(max_new_tokens=new, limit=n))
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps({"input_ids": p}) + "\n" for p in prompts))
+    write_sglang_dump(tmp_path / "dump", seqs, aux, ranks=1)
+    draft = draft_with_embeddings(DRAFTS["sglang"], tmp_path / "draft")
+    common = ("--num-steps", k, "--quiet")
+    r = invoke("acceptance", "--target", TARGET, "--draft", DRAFTS["sglang"], "--prompts", PROMPTS, "--limit", n,
+               "--max-new-tokens", new, "--dtype", "float32", "--json", tmp_path / "loaded.json", *common)  # fmt: skip
+    assert r.exit_code == 0, r.output  # a warning fails nothing
+    r = invoke("acceptance", "--draft", draft, "--engine-dump", tmp_path / "dump", "--prompts", tmp_path / "prompts.jsonl",
+               "--json", tmp_path / "dump.json", *common)  # fmt: skip
+    assert r.exit_code == 0, r.output  # a warning fails nothing
+
+    def hlt004(name: str) -> dict:
+        (f,) = [f for f in json.loads((tmp_path / name).read_text())["findings"] if f["code"] == "HLT004"]
+        return f
+
+    got, want = hlt004("dump.json"), hlt004("loaded.json")
+    assert (got["title"], got["evidence"], got["fix"]) == (want["title"], want["evidence"], want["fix"])
