@@ -222,9 +222,43 @@ class StaticDecoder:
         or [B, T] at every slot; taps). Eager: a prompt's shape is met once."""
         self.pad.copy_(pad)
         self.crop(0)
-        amax, taps = self._run(ids, self._window(ids.shape[1]), last_only)
+        if hasattr(self.cache, "prefill_rotated") and bool(pad.any()):
+            amax, taps = self._run_rotated(ids, pad, last_only)
+        else:
+            amax, taps = self._run(ids, self._window(ids.shape[1]), last_only)
         self.length = ids.shape[1]
         return amax, taps
+
+    def _run_rotated(
+        self, ids: torch.Tensor, pad: torch.Tensor, last_only: bool
+    ) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
+        """:meth:`_run` of a left-padded prefill, run right-padded with no mask: each row's tokens at 0..n-1, as
+        an unpadded batch of one computes them (the replay's forward takes the same route), stored rotated into
+        the left-padded cache (StaticKV.prefill_rotated); what it returns rotated back to the left-padded layout."""
+        B, T = ids.shape
+        t = torch.arange(T, device=ids.device)
+        back = (t[None, :] - pad[:, None]) % T  # left[b, s] = right[b, (s - pad[b]) mod T]
+        self.cache.prefill_rotated(pad)
+        try:
+            with TapRecorder(self.target.model, self.points) as rec:
+                out = self._base(
+                    input_ids=ids.gather(1, (t[None, :] + pad[:, None]) % T),
+                    attention_mask=None,
+                    position_ids=t[None].expand(B, T),
+                    use_cache=True,
+                    **{self._kw: self.cache},
+                )
+                taps = rec.take()
+        finally:
+            self.cache.prefill_rotated(None)
+        self.slot.add_(T)
+
+        def left(x: torch.Tensor) -> torch.Tensor:
+            return x.gather(1, back[..., None].expand_as(x))
+
+        h = out.last_hidden_state
+        last = h.gather(1, (T - 1 - pad)[:, None, None].expand(B, 1, h.shape[-1])) if last_only else left(h)
+        return self.head(last.to(self.head.weight.dtype)).argmax(-1), {p: left(x) for p, x in taps.items()}
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:

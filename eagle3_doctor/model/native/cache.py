@@ -24,8 +24,19 @@ class StaticLayer:
         self.cumulative_length = torch.zeros((), dtype=torch.long, device=device)
         self.window = max_len
         self.rows: torch.Tensor | None = None  # [B]: each row's own write slot (StaticKV.write_rows_at)
+        self.rotate: torch.Tensor | None = None  # [B]: a right-padded prefill's pads (StaticKV.prefill_rotated)
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.rotate is not None:
+            # row b's key t goes to slot (rotate[b] + t) mod n: its prompt ends at slot n - 1 as left padding
+            # puts it, its padding lands on its pad slots; attention reads the new keys as they came
+            n = k.shape[2]
+            at = (self.rotate[:, None] + torch.arange(n, device=k.device)) % n
+            b = torch.arange(k.shape[0], device=k.device)[:, None]
+            self.keys[b, :, at] = k.transpose(1, 2)
+            self.values[b, :, at] = v.transpose(1, 2)
+            self.cumulative_length.add_(n)
+            return k, v
         if self.rows is not None:
             # row b's n new keys go to its own slots rows[b]..rows[b]+n-1; the keys' [B, n] index puts the
             # indexed dimensions first, hence the [B, n, heads, dim] view of the new keys
@@ -58,6 +69,16 @@ class StaticKV:
         tokens then advance apart, as an engine's do. None goes back to the shared count."""
         for layer in self.layers:
             layer.rows = rows
+
+    def prefill_rotated(self, pads: torch.Tensor | None) -> None:
+        """The next forward is a prefill of right-padded rows (row b's pads after its tokens, ``pads[b]`` of them)
+        into an empty cache: each row is stored rotated into the left-padded layout the decode steps read.
+
+        Why: a left-padded prefill needs a padding mask, and the masked attention kernel reads that mask per head
+        and cannot skip the causal half; right-padded rows need no mask at all. At 4 prompts of 32k tokens the
+        masked prefill took seconds more than the bare forward of the same tokens (bench/RESULTS.md). None ends it."""
+        for layer in self.layers:
+            layer.rotate = pads
 
     def layer(self, i: int) -> StaticLayer:
         return self.layers[i]
