@@ -221,7 +221,7 @@ def load_streamed_target(
     hf_cfg = read_hf_config(path, trust_remote_code)
     with _params_on_meta():
         model = AutoModelForCausalLM.from_config(hf_cfg, dtype=dt, trust_remote_code=trust_remote_code)
-    model.eval()
+    model.eval().requires_grad_(False)
     parts = DecoderParts(model)
     names = _layer_names(model, parts, files)
     _load_resident(model, parts, files, dev)

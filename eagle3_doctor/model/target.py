@@ -145,7 +145,7 @@ def load_target(
     dt = resolve_dtype(dtype, cfg_dict, dev)
     kwargs = _load_kwargs(dev, device_map, max_memory, trust_remote_code)
     model, plan = _load_model(name_or_path, dt, dev, kwargs, cfg_dict)
-    model.eval()
+    model.eval().requires_grad_(False)  # nothing trains: no pass may record a graph
     tok = load_tokenizer(name_or_path, trust_remote_code)
     parts = DecoderParts(model)  # fail now, clearly, if the decoder layers cannot be found
     cap_dev = None

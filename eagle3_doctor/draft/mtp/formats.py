@@ -236,5 +236,5 @@ def read_mtp(path: str | os.PathLike, *, device: str = "cpu", dtype: Any = None,
     head.load_state_dict(sd, strict=True)
     head.to(device=device, dtype=dt)
     head.set_embeddings(target_embed.to(device=device, dtype=dt))
-    head.eval()
+    head.eval().requires_grad_(False)
     return head, info
