@@ -69,12 +69,15 @@ def rank_batches(cands: list[Candidate], profiles: list[BatchProfile], K: int, m
     fits = [joint_fit(c, profiles, K, modelled) for c in joint]
     r = decide(fits, K, lambda a, b: joint_separating(a, b, profiles))
     r.batches = [p.batch for p in profiles]
-    sizes = ", ".join(str(p.batch) for p in profiles)
-    r.notes.insert(0, f"live profiles at batch sizes {sizes}: each prediction fitted to every profile, chi-square and "
-                      "positions summed")  # fmt: skip
+    first = 0  # where the notes on the profiles go: before the ranking's own
+    if len(profiles) > 1:
+        first = 1
+        sizes = ", ".join(str(p.batch) for p in profiles)
+        r.notes.insert(0, f"live profiles at batch sizes {sizes}: each prediction fitted to every profile, chi-square "
+                          "and positions summed")  # fmt: skip
     for c in cands:
         if c.fault is not None and c.fault.batched:
-            r.notes.insert(1, f"{c.name} at batch size B: (B - 1) / B of the requests read another sequence's rows "
+            r.notes.insert(first, f"{c.name} at batch size B: (B - 1) / B of the requests read another sequence's rows "
                               "(the batch's last reads its own); at batch 1 it is the fault-free prediction")  # fmt: skip
     return r
 

@@ -36,8 +36,9 @@ def _pred(f: Fit) -> str:
         return (
             f"{f.candidate.name}: "
             + "; ".join(f"at batch size {b}: {_figures(p)}" for b, p in f.parts)
-            + f" (95% over {f.mean.n} prompts); fit chi2 {f.chi2:.1f} on {f.dof} positions of {len(f.parts)} profiles, "
-            f"p {f.p:.3f}"
+            + f" (95% over {f.mean.n} prompts); fit chi2 {f.chi2:.1f} on {f.dof} positions"
+            + (f" of {len(f.parts)} profiles" if len(f.parts) > 1 else "")
+            + f", p {f.p:.3f}"
         )
     return (
         f"{f.candidate.name}: mean acceptance length {f.mean.text()}, per-position rate "
