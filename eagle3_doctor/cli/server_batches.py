@@ -102,8 +102,8 @@ def _profiles(after: list[tuple[str, int | None]], prior: list[tuple[str, int | 
     if orphan := next((n for _, n in prior if n not in sizes), None):
         raise BadInput(f"--server-metrics-before names batch size {orphan}, which no --server-metrics names",
                        "pair each earlier scrape with the later one of the same batch size")  # fmt: skip
-    first = dict((n, p) for p, n in prior)
-    out = [BatchProfile(n, load_measured(p, first.get(n), None, engine=None, model=model)) for p, n in after if n]
+    earlier = {n: p for p, n in prior}
+    out = [BatchProfile(n, load_measured(p, earlier.get(n), None, engine=None, model=model)) for p, n in after if n]
     if len(engines := {p.measured.engine for p in out}) > 1:
         raise BadInput(f"the scrapes come from different engines ({', '.join(sorted(engines))})",
                        "take every batch size's scrapes from the one server")  # fmt: skip
