@@ -1,6 +1,6 @@
 """llama.cpp's /metrics (llama-server --metrics) read as a live profile: the same four figures as vLLM's, under its
 own names. The fixture is written here in exactly the text ggml-org/llama.cpp 0c1e57098bba's
-``server_task_result_metrics::to_metrics`` (tools/server/server-task.cpp:1522-1616) emits: every counter then every
+``server_task_result_metrics::to_metrics`` (tools/server/server-task.cpp:1523-1616) emits: every counter then every
 gauge as HELP, TYPE and an unlabelled sample whose double goes through a C++ stream at its default 6 significant
 digits (``%g``), then the per-position series of exact integers once a speculative request has finished."""
 

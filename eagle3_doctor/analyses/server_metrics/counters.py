@@ -34,12 +34,12 @@ SGLang 0.5.23:
 
 llama.cpp (ggml-org/llama.cpp 0c1e57098bba43ac29e6e3b677cdceebdd22334f, the commit llama-cpp-python 0.3.36 vendors;
 ``llama-server --metrics``):
-- ``tools/server/server-task.cpp:1522-1616`` ``server_task_result_metrics::to_metrics``: counters
+- ``tools/server/server-task.cpp:1523-1616`` ``server_task_result_metrics::to_metrics``: counters
   ``llamacpp:spec_decode_num_draft_tokens_total``, ``llamacpp:spec_decode_num_accepted_tokens_total``,
   ``llamacpp:spec_decode_num_drafts_total`` (verification steps), unlabelled, each value a double streamed at the
   stream's default 6 significant digits; then, once a speculative request has finished, the labelled
   ``llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="i"}`` (0-based, exact integers).
-- ``tools/server/server-context.cpp:3959-3970``: per verify step ``n_draft_accepted += n_accepted`` (bonus not
+- ``tools/server/server-context.cpp:3952-3970``: per verify step ``n_draft_accepted += n_accepted`` (bonus not
   counted: ``ids.size() - 1``), ``n_draft_verif_steps += 1`` and ``n_accepted_per_pos[i]++`` for every
   i < n_accepted; line 3034 ``n_draft_tokens += draft.size()``; ``metrics_on_prediction`` (lines 4110-4131) adds a
   request's counts to the totals when its generation ends. The same figures as vLLM's, read the same way.
