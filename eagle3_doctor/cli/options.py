@@ -367,7 +367,7 @@ SCRAPE_METRICS = opt(
 SCRAPE_BEFORE = opt(
     Optional[str], None, "--before", help="A scrape taken before the workload: figures become after minus before."
 )
-SCRAPE_ENGINE = opt(str, "auto", "--engine", "-e", help="auto, vllm or sglang (checked against the scrape).")
+SCRAPE_ENGINE = opt(str, "auto", "--engine", "-e", help="auto, vllm, sglang or llamacpp (checked against the scrape).")
 
 
 # ----------------------------------------------------------------------------- gate

@@ -376,8 +376,9 @@ def preflight(**kw: Any) -> None:
         ("server_metrics_before", "--server-metrics-before", "pass a saved scrape or the URL"),
         ("server_log", "--server-log", "pass the server's log file"),
     ):
-        if kw.get(key) is not None and "://" not in str(kw[key]):
-            require_file(kw[key], what, fix)
+        for v in kw[key] if isinstance(kw.get(key), list) else [kw.get(key)]:  # diagnose's scrapes: one per batch size
+            if v is not None and "://" not in str(v):
+                require_file(v, what, fix)
     ed = kw.get("engine_dump")
     if ed is not None and kind(ed) not in ("file", "dir", "missing"):  # a file or a directory of them
         require_file(ed, "--engine-dump", "pass the directory the engine wrote (or one of its files)")

@@ -73,11 +73,12 @@ def _inputs(opts: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(flag, as given, resolved) of every input option that names an existing local path."""
     out = []
     for key, flag in INPUTS:
-        v = opts.get(key)
-        if not isinstance(v, (str, os.PathLike)) or not str(v).strip() or str(v) in _NOT_PATHS or "://" in str(v):
-            continue
-        if os.path.lexists(v):
-            out.append((flag, str(v), _real(str(v))))
+        given = opts.get(key)
+        for v in given if isinstance(given, list) else [given]:  # a repeatable input: diagnose's scrapes
+            if not isinstance(v, (str, os.PathLike)) or not str(v).strip() or str(v) in _NOT_PATHS or "://" in str(v):
+                continue
+            if os.path.lexists(v):
+                out.append((flag, str(v), _real(str(v))))
     return out
 
 

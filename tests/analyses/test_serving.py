@@ -80,7 +80,11 @@ def test_sglang_log_lines_are_pooled(tmp_path):
     "text, match",
     [
         ("this is not prometheus {{{\n", "not Prometheus"),
-        ("# HELP x y\n# TYPE x counter\nx_total 3\n", "no vLLM or SGLang"),
+        ("# HELP x y\n# TYPE x counter\nx_total 3\n", "no vLLM, SGLang or llama.cpp"),
+        (
+            "# HELP llamacpp:n_decode_total x\n# TYPE llamacpp:n_decode_total counter\nllamacpp:n_decode_total 7\n",
+            "no llamacpp:spec_decode_",
+        ),
         ('vllm:num_requests_running{model_name="m"} 1\n', "no vllm:spec_decode"),
         ('vllm:spec_decode_num_drafts_total{model_name="m",engine="0"} 5\n', "lacks vllm:spec_decode_num_draft_tokens_total"),
         ('sglang:spec_accept_length{model_name="m"} 2.0\n', "lacks sglang:spec_verify_calls_total"),

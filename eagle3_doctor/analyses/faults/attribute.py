@@ -19,6 +19,7 @@ tell them apart there.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,9 @@ class Candidate:
     # temperature > 0: per prompt, per pass, the probability each position is accepted (sampled.py); the counts are
     # then these expectations summed, not the draws in ``accepted``
     reach: list[list[list[float]]] | None = None
+    # a prediction that is an expectation over pass lists: per prompt, each list's counts at its weight (the weights
+    # sum to 1); ``accepted`` is then the list the candidate is named for, its counts not read
+    mixture: list[tuple[float, list[list[int]]]] | None = None
 
 
 @dataclass
@@ -63,6 +67,9 @@ class Fit:
     worst: int | None  # the position (1-based) contributing most to chi2
     applies: bool = True  # False: the window class where no position is dead
     useful: int | None = None  # the window class: the deepest position still reached
+    # a joint fit over live profiles at several batch sizes: each profile's own fit, by batch size; chi2 and dof are
+    # their sums, mean and rates the first profile's
+    parts: list[tuple[int, Fit]] | None = None
 
     @property
     def fits(self) -> bool:
@@ -82,6 +89,7 @@ class Fit:
             "worst_position": self.worst,
             "applies": self.applies,
             "useful_depth": self.useful,
+            **({"per_batch": [{"batch_size": b, **f.to_dict()} for b, f in self.parts]} if self.parts is not None else {}),
         }
 
 
@@ -92,9 +100,11 @@ class Ranking:
     verdict: str  # the winning candidate's name, "undetermined" (two fit alike) or "none" (nothing fits)
     separating: dict[str, Any] | None = None  # where the two closest differ most
     notes: list[str] = field(default_factory=list)
+    batches: list[int] | None = None  # a joint ranking: the batch sizes of the live profiles, in their order
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            **({"batch_sizes": self.batches} if self.batches is not None else {}),
             "num_steps": self.num_steps,
             "verdict": self.verdict,
             "ranking": [f.to_dict() for f in self.fits],
@@ -104,6 +114,8 @@ class Ranking:
 
 
 def _counts(cand: Candidate, K: int) -> np.ndarray:
+    if cand.mixture is not None:
+        return np.sum([w * acceptance_counts(acc, None, None, K) for w, acc in cand.mixture], axis=0)
     if cand.reach is None:
         return acceptance_counts(cand.accepted, None, None, K)
     rows = []
@@ -161,9 +173,13 @@ def _group(f: Fit) -> str:
 def rank(cands: list[Candidate], m: Measured, K: int) -> Ranking:
     """Every candidate's fit, best first, and the verdict: the best prediction where it fits and the next distinct
     one lies DECISIVE above it in chi-square, else undetermined between the two."""
+    return decide([fit(c, m, K) for c in cands], K, lambda a, b: separating(a, b, m))
+
+
+def decide(fits: list[Fit], K: int, sep: Callable[[Fit, Fit], dict[str, Any]]) -> Ranking:
+    """The ranking of ``fits`` (one a candidate) and its verdict; ``sep``: where two predictions differ most."""
     from ..judgment import depth_finding
 
-    fits = [fit(c, m, K) for c in cands]
     notes = []
     for f in fits:  # the window class explains a profile only where the modelled passes have a dead tail
         if f.candidate.fault is not None and f.candidate.fault.window:
@@ -179,14 +195,13 @@ def rank(cands: list[Candidate], m: Measured, K: int) -> Ranking:
     pair = _two_closest([f for f in fits if f.applies])
     best = pair[0] if pair else None
     if best is None or not best.fits:
-        sep = separating(pair[0], pair[1], m) if len(pair) == 2 else None
-        return Ranking(fits, K, "none", sep, notes)
+        return Ranking(fits, K, "none", sep(pair[0], pair[1]) if len(pair) == 2 else None, notes)
     if best.candidate.fault is None or best.candidate.fault.window:
         # running fault-free is the default: a fault is named only where it explains the counts decisively better
         return Ranking(fits, K, _named(best, fits), None, notes)
     if len(pair) == 1 or pair[1].chi2 - best.chi2 >= DECISIVE:
         return Ranking(fits, K, _group(best), None, notes)
-    return Ranking(fits, K, "undetermined", separating(pair[0], pair[1], m), notes)
+    return Ranking(fits, K, "undetermined", sep(pair[0], pair[1]), notes)
 
 
 def _named(best: Fit, fits: list[Fit]) -> str:
@@ -229,12 +244,7 @@ def _key(f: Fit) -> int:
 def separating(a: Fit, b: Fit, m: Measured) -> dict[str, Any]:
     """The position where predictions a and b differ most for their spreads, and the live verify passes that
     resolve that difference (a live 95% interval half as wide as the gap)."""
-    best, score = 0, -1.0
-    for k, (ra, rb) in enumerate(zip(a.rates, b.rates)):
-        spread = max((ra.hi - ra.lo) + (rb.hi - rb.lo), 1e-9)
-        s = abs(ra.point - rb.point) / spread
-        if s > score:
-            best, score = k, s
+    best, _ = widest(a, b)
     ra, rb = a.rates[best], b.rates[best]
     gap = abs(ra.point - rb.point)
     p = (ra.point + rb.point) / 2
@@ -251,3 +261,14 @@ def separating(a: Fit, b: Fit, m: Measured) -> dict[str, Any]:
         "predictions_apart": apart,
         "per_position_available": m.per_position_rate is not None,
     }
+
+
+def widest(a: Fit, b: Fit) -> tuple[int, float]:
+    """The position (0-based) where predictions a and b differ most for their spreads, and that difference."""
+    best, score = 0, -1.0
+    for k, (ra, rb) in enumerate(zip(a.rates, b.rates)):
+        spread = max((ra.hi - ra.lo) + (rb.hi - rb.lo), 1e-9)
+        s = abs(ra.point - rb.point) / spread
+        if s > score:
+            best, score = k, s
+    return best, score

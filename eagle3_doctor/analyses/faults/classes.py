@@ -19,6 +19,8 @@ Each record fills only the hooks its fault touches; the loop calls every hook at
 - ``proposal``: "argmax" where the draft proposes its argmax while the target samples (temperature > 0): not a
   perturbation of the greedy loop (at temperature 0 the two are one) but of the proposal, predicted by ``sampled.py``
   at the live profile's temperature.
+- ``batched``: the fault's reach depends on how many sequences share a batch (a request alone in its batch has no
+  other sequence to read): ``batches.py`` predicts it per batch size where the live figures give one.
 - ``window``: not a perturbation but a setting: the draft as served, at a K whose last positions accept
   nothing (the cost of drafting them, not a loss of acceptance).
 
@@ -49,6 +51,7 @@ class FaultClass:
     catch_up: bool = True
     window: bool = False
     proposal: str | None = None
+    batched: bool = False
 
 
 def _shift_slots(x: torch.Tensor) -> torch.Tensor:
@@ -100,6 +103,7 @@ CLASSES: tuple[FaultClass, ...] = (
         "rerun with one request at a time (--max-num-seqs 1 / --max-running-requests 1): acceptance that recovers "
         "there points at the batched gather",
         features=_rows_of_other,
+        batched=True,
     ),
     FaultClass(
         "stale-draft-state",

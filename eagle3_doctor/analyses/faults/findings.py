@@ -10,9 +10,12 @@ from .attribute import DECISIVE, Fit, Ranking, not_excluded
 
 if TYPE_CHECKING:
     from ..server_metrics.measured import Measured
+    from .batches import BatchProfile
 
 
-def _live(m: Measured) -> list[str]:
+def _live(m: Measured | list[BatchProfile]) -> list[str]:
+    if isinstance(m, list):
+        return [f"at batch size {p.batch}: {line}" for p in m for line in _live(p.measured)]
     mal = f"{m.mean_acceptance_length:.3f}" + (
         f" [{m.mean_acceptance_length_ci[0]:.3f}, {m.mean_acceptance_length_ci[1]:.3f}]" if m.mean_acceptance_length_ci else ""
     )
@@ -29,10 +32,24 @@ def _live(m: Measured) -> list[str]:
 
 
 def _pred(f: Fit) -> str:
+    if f.parts is not None:
+        return (
+            f"{f.candidate.name}: "
+            + "; ".join(f"at batch size {b}: {_figures(p)}" for b, p in f.parts)
+            + f" (95% over {f.mean.n} prompts); fit chi2 {f.chi2:.1f} on {f.dof} positions"
+            + (f" of {len(f.parts)} profiles" if len(f.parts) > 1 else "")
+            + f", p {f.p:.3f}"
+        )
     return (
         f"{f.candidate.name}: mean acceptance length {f.mean.text()}, per-position rate "
         + ", ".join(f"{k + 1}: {r.text()}" for k, r in enumerate(f.rates))
         + f" (95% over {f.mean.n} prompts); fit chi2 {f.chi2:.1f} on {f.dof} positions, p {f.p:.3f}"
+    )
+
+
+def _figures(f: Fit) -> str:
+    return f"mean acceptance length {f.mean.text()}, per-position rate " + ", ".join(
+        f"{k + 1}: {r.text()}" for k, r in enumerate(f.rates)
     )
 
 
@@ -53,7 +70,8 @@ def _separating(r: Ranking) -> str:
     s = r.separating
     if s is None:
         return "no second prediction to separate"
-    at = f"position {s['position']}: {s['a']} predicts {_iv(s['a_rate'])}, {s['b']} {_iv(s['b_rate'])}"
+    where = f"batch size {s['batch_size']}, " if "batch_size" in s else ""
+    at = f"{where}position {s['position']}: {s['a']} predicts {_iv(s['a_rate'])}, {s['b']} {_iv(s['b_rate'])}"
     if not s["per_position_available"]:
         return (
             at
@@ -72,8 +90,9 @@ def _iv(d: dict) -> str:
     return f"{d['point']:.3f} [{d['lo']:.3f}, {d['hi']:.3f}]"
 
 
-def ranking_finding(r: Ranking, m: Measured, modelled: str) -> Finding:
-    """The verdict of ``r`` as its finding; ``modelled``: the release the modelled prediction is for."""
+def ranking_finding(r: Ranking, m: Measured | list[BatchProfile], modelled: str) -> Finding:
+    """The verdict of ``r`` as its finding (``m``: one live profile, or one per batch size); ``modelled``: the release
+    the modelled prediction is for."""
     by = {f.candidate.name: f for f in r.fits}
     table = ["ranking (best first): " + "; ".join(
         f"{f.candidate.name} chi2 {f.chi2:.1f} p {f.p:.3f}" + ("" if f.applies else " (does not apply)") for f in r.fits)]  # fmt: skip

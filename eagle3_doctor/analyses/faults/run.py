@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..attribution.plan import Plan
     from ..attribution.result import Diagnosis
     from ..server_metrics.measured import Measured
+    from .batches import BatchProfile
 
 
 AS_TRAINED, AS_MODELLED = "as trained", "as modelled"
@@ -137,28 +138,31 @@ class LiveAttribution:
     ranking: Ranking | None
     findings: list[Finding]
     notes: list[str]
-    measured: Measured
+    measured: Measured | list[BatchProfile]  # one profile, or one per batch size
 
     def to_dict(self) -> dict[str, Any]:
+        m = self.measured
         return {
-            "measured": self.measured.to_dict(),
+            "measured": m.to_dict() if not isinstance(m, list) else {"per_batch": [p.to_dict() for p in m]},
             "ranking": self.ranking.to_dict() if self.ranking is not None else None,
             "notes": self.notes,
         }
 
 
 def attribute_live(
-    setup: Setup, rep: Replay, plan: Plan, measured: Measured, progress: Progress | None = None
+    setup: Setup, rep: Replay, plan: Plan, measured: Measured | list[BatchProfile], progress: Progress | None = None
 ) -> LiveAttribution:
-    """Every candidate simulated on the replayed prompts at the server's K, ranked against ``measured``."""
+    """Every candidate simulated on the replayed prompts at the server's K, ranked against ``measured`` (one profile,
+    or one per batch size: ranked jointly, batches.py)."""
     from ..attribution.plan import SERVING, TRAINING
     from .findings import ranking_finding
 
     opts = rep.opts
-    K = measured.num_spec_tokens or opts.num_steps
-    notes = [f"fault signatures simulated at the server's {K} draft tokens a pass" if measured.num_spec_tokens else
+    first = measured[0].measured if isinstance(measured, list) else measured
+    K = first.num_spec_tokens or opts.num_steps
+    notes = [f"fault signatures simulated at the server's {K} draft tokens a pass" if first.num_spec_tokens else
              f"fault signatures simulated at --num-steps {K} (the server's counters do not give its K)"]  # fmt: skip
-    T = measured.temperature
+    T = first.temperature
     why = None
     if opts.continuation != "greedy":
         why = "they follow the target's greedy continuation (--continuation greedy)"
@@ -176,7 +180,12 @@ def attribute_live(
         cands = sampled_candidates(setup.target, rep.seqs, rep.starts, modelled[:2], K, T)
     else:
         cands = candidates(setup.target, rep.seqs, rep.starts, modelled, trained, K, opts.batch_size, progress)
-    r = rank(cands, measured, K)
+    if isinstance(measured, list):
+        from .batches import rank_batches
+
+        r = rank_batches(cands, measured, K, cands[0])  # cands[0]: the modelled prediction, whatever its name
+    else:
+        r = rank(cands, measured, K)
     notes += r.notes
     return LiveAttribution(r, [ranking_finding(r, measured, setup.serving.label)], notes, measured)
 
@@ -184,7 +193,7 @@ def attribute_live(
 def diagnose_live(
     setup: Setup,
     opts: AcceptanceOptions,
-    measured: Measured,
+    measured: Measured | list[BatchProfile],
     *,
     prompts_path: str | None,
     train_data: str | None,

@@ -31,6 +31,18 @@ SGLang 0.5.23:
   covers the decode forwards since the previous line (``decode_log_interval``), accept len =
   accepted tokens (bonus in) / forward count (line 973), accept rate = correct drafts /
   (forward count x (num_draft_tokens - 1)) (lines 974-982).
+
+llama.cpp (ggml-org/llama.cpp 0c1e57098bba43ac29e6e3b677cdceebdd22334f, the commit llama-cpp-python 0.3.36 vendors;
+``llama-server --metrics``):
+- ``tools/server/server-task.cpp:1523-1616`` ``server_task_result_metrics::to_metrics``: counters
+  ``llamacpp:spec_decode_num_draft_tokens_total``, ``llamacpp:spec_decode_num_accepted_tokens_total``,
+  ``llamacpp:spec_decode_num_drafts_total`` (verification steps), unlabelled, each value a double streamed at the
+  stream's default 6 significant digits; then, once a speculative request has finished, the labelled
+  ``llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="i"}`` (0-based, exact integers).
+- ``tools/server/server-context.cpp:3952-3970``: per verify step ``n_draft_accepted += n_accepted`` (bonus not
+  counted: ``ids.size() - 1``), ``n_draft_verif_steps += 1`` and ``n_accepted_per_pos[i]++`` for every
+  i < n_accepted; line 3034 ``n_draft_tokens += draft.size()``; ``metrics_on_prediction`` (lines 4110-4131) adds a
+  request's counts to the totals when its generation ends. The same figures as vLLM's, read the same way.
 """
 
 from __future__ import annotations
@@ -52,6 +64,26 @@ VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 
 
 VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+
+
+# llama.cpp tools/server/server-task.cpp:1554-1564, 1607-1612 (0c1e57098bba)
+LLAMACPP_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
+
+
+LLAMACPP_DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
+
+
+LLAMACPP_ACCEPTED = "llamacpp:spec_decode_num_accepted_tokens_total"
+
+
+LLAMACPP_PER_POS = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
+
+
+# engines that count drafts, draft tokens, accepted tokens and accepted per position: those four names, in that order
+PER_PASS: dict[str, tuple[str, str, str, str]] = {
+    "vllm": (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED, VLLM_PER_POS),
+    "llamacpp": (LLAMACPP_DRAFTS, LLAMACPP_DRAFT_TOKENS, LLAMACPP_ACCEPTED, LLAMACPP_PER_POS),
+}
 
 
 # sglang/srt/observability/metrics_collector.py:1855-1869, 1940, 511-521
@@ -164,10 +196,10 @@ def _sum(samples: Samples, name: str, model: str | None) -> float | None:
 class Counters:
     """One scrape, reduced to the counters that define acceptance (summed over engines/ranks)."""
 
-    engine: str  # vllm | sglang
+    engine: str  # vllm | sglang | llamacpp
     source: str
     values: dict[str, float]
-    per_pos: list[float] | None = None  # vLLM only
+    per_pos: list[float] | None = None  # vLLM and llama.cpp only
     gauges: dict[str, float] = field(default_factory=dict)
     model: str | None = None
 
@@ -178,6 +210,13 @@ def detect_engine(samples: Samples, src: str) -> str:
         return "vllm"
     if SGL_VERIFY in names or any(n.startswith("sglang:spec_") for n in names):
         return "sglang"
+    if any(n.startswith("llamacpp:spec_decode_") for n in names):
+        return "llamacpp"
+    if any(n.startswith("llamacpp:") for n in names):
+        raise BadInput(
+            f"{src} has llama.cpp metrics but no llamacpp:spec_decode_* counters",
+            "scrape a llama-server whose /metrics exports them (ggml-org/llama.cpp 0c1e57098bba does) with a draft model",
+        )
     if any(n.startswith("vllm:") for n in names):
         raise BadInput(
             f"{src} has vLLM metrics but no vllm:spec_decode_* counters",
@@ -189,8 +228,8 @@ def detect_engine(samples: Samples, src: str) -> str:
             "start SGLang with --enable-metrics and --speculative-algorithm EAGLE3, then scrape /metrics",
         )
     raise BadInput(
-        f"{src} holds no vLLM or SGLang speculative-decoding metrics",
-        "scrape the serving engine's own /metrics endpoint (vLLM, or SGLang with --enable-metrics)",
+        f"{src} holds no vLLM, SGLang or llama.cpp speculative-decoding metrics",
+        "scrape the serving engine's own /metrics endpoint (vLLM, SGLang with --enable-metrics, llama-server --metrics)",
     )
 
 
@@ -199,7 +238,7 @@ def counters_from_text(text: str, src: str, engine: str | None = None, model: st
     found = detect_engine(samples, src)
     if engine not in (None, "auto") and engine != found:
         raise BadInput(f"{src} holds {found} metrics, not {engine}", f"pass --engine {found} or the {engine} server's scrape")
-    prefix = "vllm:spec_decode_" if found == "vllm" else "sglang:"
+    prefix = {"vllm": "vllm:spec_decode_", "llamacpp": "llamacpp:spec_decode_"}.get(found, "sglang:")
     models = _models(samples, prefix) - {""}
     if model is None and len(models) > 1:
         raise BadInput(
@@ -210,32 +249,31 @@ def counters_from_text(text: str, src: str, engine: str | None = None, model: st
             f"{src} has no metrics labelled model_name={model!r} (found: {', '.join(sorted(models)) or 'none'})",
             "pass the served model name exactly as the server reports it",
         )
-    if found == "vllm":
+    if found in PER_PASS:
+        *totals, per_pos_name = PER_PASS[found]
         vals = {}
-        for key in (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED):
+        for key in totals:
             v = _sum(samples, key, model)
             if v is None:
-                raise BadInput(
-                    f"{src} lacks {key}", "save the complete /metrics response of a vLLM server with speculative decoding"
-                )
+                raise BadInput(f"{src} lacks {key}", "save the complete /metrics response of a server with speculative decoding")
             vals[key] = v
         pos: dict[int, float] = {}
-        for lab, v in _select(samples, VLLM_PER_POS, model).items():
+        for lab, v in _select(samples, per_pos_name, model).items():
             d = dict(lab)
             try:
                 k = int(d["position"])
             except (KeyError, ValueError):
                 raise BadInput(
-                    f"{src}: {VLLM_PER_POS} has a sample without an integer position label",
+                    f"{src}: {per_pos_name} has a sample without an integer position label",
                     "save the raw /metrics response unchanged",
                 ) from None
             pos[k] = pos.get(k, 0.0) + v
         if pos and sorted(pos) != list(range(len(pos))):
             raise BadInput(
-                f"{src}: {VLLM_PER_POS} positions {sorted(pos)} are not 0..K-1", "save the raw /metrics response unchanged"
+                f"{src}: {per_pos_name} positions {sorted(pos)} are not 0..K-1", "save the raw /metrics response unchanged"
             )
         per_pos = [pos[k] for k in range(len(pos))] if pos else None
-        return Counters("vllm", src, vals, per_pos, model=model)
+        return Counters(found, src, vals, per_pos, model=model)
     vals = {}
     for key in (SGL_VERIFY, SGL_GEN, SGL_REQS):
         v = _sum(samples, key, model)

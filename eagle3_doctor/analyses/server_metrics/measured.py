@@ -6,18 +6,16 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...core.errors import BadInput
 from ...engines.launch_args import MAX_NUM_STEPS
 from .counters import (
+    PER_PASS,
     SGL_GEN,
     SGL_REQS,
     SGL_VERIFY,
-    VLLM_ACCEPTED,
-    VLLM_DRAFT_TOKENS,
-    VLLM_DRAFTS,
     Counters,
     load_counters,
     read_source,
@@ -66,6 +64,10 @@ class Measured:
 
 def measure(after: Counters, before: Counters | None = None) -> Measured:
     """The workload's own figures: counters of ``after`` minus ``before`` (when given)."""
+    if before is not None and before.engine == "llamacpp" and before.per_pos is None and after.per_pos is not None:
+        # llama.cpp writes the per-position series only once a speculative request has finished
+        # (server-task.cpp:1606): a scrape before any has none, which is zeros
+        before = replace(before, per_pos=[0.0] * len(after.per_pos))
     if before is not None:
         if before.engine != after.engine:
             raise BadInput(
@@ -81,8 +83,8 @@ def measure(after: Counters, before: Counters | None = None) -> Measured:
             )
     vals, per_pos, notes = _difference(after, before)
     src = after.source if before is None else f"{before.source} -> {after.source}"
-    if after.engine == "vllm":
-        return _vllm_measured(vals, per_pos, src, notes)
+    if after.engine in PER_PASS:
+        return _per_pass_measured(after.engine, vals, per_pos, src, notes)
     return _sglang_measured(vals, src, notes, after.gauges)
 
 
@@ -113,25 +115,37 @@ def _difference(after: Counters, before: Counters | None) -> tuple[dict[str, flo
     return vals, per_pos, notes
 
 
-def _vllm_measured(vals: dict[str, float], per_pos: list[float] | None, src: str, notes: list[str]) -> Measured:
-    drafts, drafted, acc = vals[VLLM_DRAFTS], vals[VLLM_DRAFT_TOKENS], vals[VLLM_ACCEPTED]
+def _per_pass_measured(engine: str, vals: dict[str, float], per_pos: list[float] | None, src: str, notes: list[str]
+                       ) -> Measured:  # fmt: skip
+    """vLLM's or llama.cpp's four counters (counters.PER_PASS) as the workload's figures."""
+    names = PER_PASS[engine]
+    drafts, drafted, acc = vals[names[0]], vals[names[1]], vals[names[2]]
     if drafts <= 0:
         raise BadInput(
             f"no speculative drafts were counted in {src}", "run a workload between the scrapes (or check that speculation is on)"
         )
-    if acc > drafted or (per_pos is not None and any(p > drafts for p in per_pos)):
+    # llama.cpp streams its totals at 6 significant digits while its per-position counts are exact, so past a
+    # million passes the rounded count of drafts can fall below the passes accepting position 1
+    slack = 1e-5 * drafts if engine == "llamacpp" else 0.0
+    if acc > drafted + slack or (per_pos is not None and any(p > drafts + slack for p in per_pos)):
         raise BadInput(
             f"{src}: accepted tokens exceed drafted tokens (or drafts): not one server's counters",
-            "take the scrapes from one vLLM server, unedited",
+            f"take the scrapes from one {engine} server, unedited",
         )
+    if per_pos is not None:  # a rate above 1 within the slack is that rounding, not a count
+        per_pos = [min(p, drafts) for p in per_pos]
     rates = [p / drafts for p in per_pos] if per_pos is not None else None
     cis = [wilson(p, drafts) for p in per_pos] if per_pos is not None else None
-    if per_pos is not None and abs(sum(per_pos) - acc) > 0.5:
+    if per_pos is not None and abs(sum(per_pos) - acc) > 0.5 + slack:
         notes.append(f"sum of per-position accepted ({sum(per_pos):g}) differs from accepted tokens ({acc:g})")
+    if engine == "llamacpp" and per_pos and drafted < len(per_pos) * drafts * (1 - 1e-5):
+        # its draft stops early where the draft's confidence falls below speculative.p_min, or at the context's end
+        notes.append(f"llama.cpp drafted {drafted / drafts:.2f} tokens a pass on average, under its {len(per_pos)}: the "
+                     "deeper positions' rates count passes that drafted no token there, which the simulation drafts")  # fmt: skip
     mal = 1.0 + acc / drafts
     ci = mean_interval(drafts, per_pos) if per_pos is not None else None
     return Measured(
-        "vllm",
+        engine,
         src,
         drafts,
         mal,

@@ -18,14 +18,16 @@ from ..options import (
     QUIET,
     REPORT,
     SERVED,
-    SERVER_EVIDENCE,
+    SERVER_LOG,
+    SERVER_MODEL,
     SERVER_TEMPERATURE,
     TRAIN_DATA,
     TRAIN_RECIPE,
     TRAINED_WITH,
     options,
 )
-from ..resolve import RESOLVED_LATER, preflight_given, server_evidence
+from ..resolve import RESOLVED_LATER, preflight_given
+from ..server_batches import SERVER_METRICS_AT, SERVER_METRICS_BEFORE_AT, diagnose_evidence, split_evidence
 
 
 @options(
@@ -36,7 +38,11 @@ from ..resolve import RESOLVED_LATER, preflight_given, server_evidence
     prompts=PROMPTS,
     train_data=TRAIN_DATA,
     **ACCEPTANCE,
-    **SERVER_EVIDENCE,
+    # SERVER_EVIDENCE, its scrapes repeatable: one per batch size
+    server_metrics=SERVER_METRICS_AT,
+    server_metrics_before=SERVER_METRICS_BEFORE_AT,
+    server_log=SERVER_LOG,
+    server_model=SERVER_MODEL,
     server_temperature=SERVER_TEMPERATURE,
     **LOADING,
     json_out=JSON_OUT,
@@ -49,14 +55,18 @@ def diagnose_cmd(**given: Any) -> int:
     """Where the acceptance gap lives, measured: levers set back to training, module ablation, context; with the
     server's figures, the runtime fault classes that would produce them, simulated and ranked."""
     a = SimpleNamespace(**given)
-    preflight_given(a, skip=RESOLVED_LATER)
-    # read (and reject) server evidence before torch is imported
-    measured = server_evidence(a.server_metrics, a.server_metrics_before, a.server_log, a.server_model)
+    # the scrapes as FILE@N: the files themselves join the preflight (an output written over one is refused)
+    after, prior = split_evidence(a.server_metrics, a.server_metrics_before)
+    files = {"server_metrics": [p for p, _ in after] or None, "server_metrics_before": [p for p, _ in prior] or None}
+    preflight_given(SimpleNamespace(**{**vars(a), **files}), skip=RESOLVED_LATER)
+    # read (and reject) server evidence before torch is imported: one profile, or one per batch size
+    measured = diagnose_evidence(after, prior, a.server_log, a.server_model)
     if a.server_temperature is not None:
         if measured is None:
             raise BadInput("--server-temperature states the live workload's temperature: it needs --server-metrics",
                            "pass the server's figures with --server-metrics, or drop --server-temperature")  # fmt: skip
-        measured.temperature = a.server_temperature  # the sampled classes are predicted at it (analyses/faults)
+        for m in [p.measured for p in measured] if isinstance(measured, list) else [measured]:
+            m.temperature = a.server_temperature  # the sampled classes are predicted at it (analyses/faults)
     # --engine-dump: the engine did the target's forward; the draft runs alone on its capture
     return drive("diagnose", diagnose_cmd, a, need_target=a.engine_dump is None, evidence={"measured": measured},
                  preflighted=True)  # fmt: skip

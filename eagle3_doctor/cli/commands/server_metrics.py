@@ -18,7 +18,7 @@ def server_metrics_cmd(**given: Any) -> int:
     from ..validate import preflight_no_model
 
     a = SimpleNamespace(**given)
-    preflight_no_model(**{k: v for k, v in given.items() if k != "engine"})  # auto|vllm|sglang: checked by the reader
+    preflight_no_model(**{k: v for k, v in given.items() if k != "engine"})  # auto|vllm|sglang|llamacpp: checked by the reader
     from ...analyses.server_metrics.measured import load_measured
     from ...report.server_metrics import render_measured
 
