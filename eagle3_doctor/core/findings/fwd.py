@@ -207,4 +207,27 @@ RECORDS = (
             "majors the release admits misreads it"
         ),
     ),
+    Code(
+        "FWD015",
+        ERROR,
+        "the engine serves the draft's KV cache in fp8, the draft was trained with 16-bit keys and values",
+        meaning=(
+            "The launch serves the target with an fp8 KV cache (--kv-cache-dtype fp8, fp8_e4m3 or fp8_e5m2) and the "
+            "release gives the draft's attention the same dtype: vLLM before 0.26.0 and SGLang before 0.5.18 always "
+            "do (the draft takes the target's cache config); later releases do unless the draft-only setting says "
+            'otherwise (vLLM --speculative-config \'{"kv_cache_dtype": "auto"}\', SGLang '
+            "--speculative-draft-kv-cache-dtype auto), executed from each release's own code."
+        ),
+        why=(
+            "Every key and value the draft attends to is rounded to 3 (e4m3) or 2 (e5m2) mantissa bits at scale 1, "
+            "which the draft never saw in training; how much acceptance that costs depends on the draft's key and value "
+            "magnitudes, so the doctor measures it on the user's pair. An error where the measured loss clears zero, a "
+            "warning where it is within noise or could not be measured."
+        ),
+        confirm=(
+            "`eagle3-doctor acceptance --serve-cmd '...'` names the KV dtype the release gives the draft (executed by "
+            "conformance/kvdtype_exec.py) and the mean acceptance length with and without the rounding, paired over the "
+            "prompts"
+        ),
+    ),
 )
