@@ -119,3 +119,23 @@ def test_the_table_holds_vllms_proposer_re_executed_from_testdata(version):
         spec = type("Spec", (), {"kv_cache_dtype": None if d == "-" else d, "moe_backend": None, "attention_backend": None})
         got = fn(spec, kvdtype_exec._Vllm(kvdtype_exec._Sub(cache_dtype=t), kvdtype_exec._Sub(), kvdtype_exec._Sub()))
         assert kvdtype_exec.VLLM_NAMES.get(got, got) == want, (case, where)
+
+
+@pytest.mark.parametrize(
+    ("cmd", "target", "draft"),
+    [
+        ("python -m sglang.launch_server --model-path t --kv-cache-dtype fp8_e4m3", "fp8_e4m3", None),
+        ("python -m sglang.launch_server --model-path t --kv-cache-dtype fp8_e5m2 --speculative-draft-kv-cache-dtype auto",
+         "fp8_e5m2", "auto"),
+        ("vllm serve t --kv-cache-dtype fp8 --speculative-config '{\"model\": \"d\", \"kv_cache_dtype\": \"auto\"}'", "fp8", "auto"),
+        ("vllm serve t --kv-cache-dtype fp8 --speculative-config.model d --speculative-config.kv_cache_dtype bfloat16",
+         "fp8", "bfloat16"),
+        ("vllm serve t --speculative-config '{\"model\": \"d\"}'", None, None),
+    ],
+)  # fmt: skip
+def test_the_launch_line_gives_both_kv_dtypes(cmd, target, draft):
+    from eagle3_doctor.engines.launch import parse_serve_cmd
+
+    sc = parse_serve_cmd(cmd)
+    assert (sc.kv_cache_dtype, sc.draft_kv_cache_dtype) == (target, draft)
+    assert "kv_cache_dtype" not in sc.ignored_flags
