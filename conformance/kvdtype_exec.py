@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import functools
 import json
 import sys
 import time
@@ -88,13 +89,19 @@ def _run(nodes: list[ast.stmt], g: dict[str, Any], where: str) -> dict[str, Any]
     return g
 
 
+@functools.lru_cache(maxsize=8)
+def _tree(path: Path) -> ast.Module:
+    """A file parsed once for every probe of its release (each reads it; the functions it lifts are only undecorated)."""
+    return ast.parse(path.read_text())
+
+
 def _field_line(root: Path, files: tuple[str, ...], cls_part: str, name: str) -> str | None:
     """file:line of ``name: ...`` in a class whose name contains ``cls_part``, in the first file that has one."""
     for rel in files:
         p = root / rel
-        if not p.exists():
+        if not p.exists() or name not in p.read_text():  # most releases: no such field, no parse
             continue
-        for node in ast.walk(ast.parse(p.read_text())):
+        for node in _tree(p).body:
             if isinstance(node, ast.ClassDef) and cls_part in node.name:
                 for item in node.body:
                     if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.target.id == name:
@@ -196,7 +203,7 @@ def _record(**k: Any) -> Any:
 
 
 def _functions(path: Path) -> dict[str, ast.FunctionDef]:
-    return {n.name: n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
+    return {n.name: n for n in ast.walk(_tree(path)) if isinstance(n, ast.FunctionDef)}
 
 
 def _get_model_arg(fn: ast.FunctionDef) -> tuple[str, int] | None:
@@ -213,7 +220,7 @@ def _spec_overrides(root: Path) -> Any:
     p = root / V_SPEC[0]
     if not p.exists():
         return None
-    tree = ast.parse(p.read_text())
+    tree = _tree(p)
     fn = _functions(p).get("apply_draft_overrides")
     if fn is None:
         return None

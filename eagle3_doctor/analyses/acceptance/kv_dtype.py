@@ -119,7 +119,7 @@ def _finding(setup: Any, serve: Any, version: str, got: Any, cost: Any) -> Findi
 def _fix(engine: str, version: str, label: str, serve: Any, got: Any) -> Any:
     """The draft-only setting that keeps the draft's KV in its own dtype where the release has one (executed: it
     gives 'model'), else the first release that has it."""
-    from ...engines.draft_kv_dtype import DRAFT_KEY, served_kv
+    from ...engines.draft_kv_dtype import served_kv
 
     if got.key is not None and (ok := served_kv(engine, version, serve.kv_cache_dtype, "auto")) and ok.dtype == "model":
         if engine == "sglang":
@@ -142,7 +142,7 @@ def _fix(engine: str, version: str, label: str, serve: Any, got: Any) -> Any:
             snippet='"kv_cache_dtype": "auto"',
         )
     name = {"sglang": "SGLang", "vllm": "vLLM"}[engine]
-    key = DRAFT_KEY[engine] + (" auto" if engine == "sglang" else ' {"kv_cache_dtype": "auto"}')
+    key = "--speculative-draft-kv-cache-dtype auto" if engine == "sglang" else '"kv_cache_dtype": "auto" in --speculative-config'
     return (
         f"upgrade to {name} >= {got.first_key} and launch with {key} (the draft then keeps its own dtype), or "
         f"serve the target without --kv-cache-dtype {serve.kv_cache_dtype} on {label}"
