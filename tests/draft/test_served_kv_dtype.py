@@ -139,3 +139,14 @@ def test_the_launch_line_gives_both_kv_dtypes(cmd, target, draft):
     sc = parse_serve_cmd(cmd)
     assert (sc.kv_cache_dtype, sc.draft_kv_cache_dtype) == (target, draft)
     assert "kv_cache_dtype" not in sc.ignored_flags
+
+
+def test_every_release_with_a_draft_model_has_a_kv_dtype_row():
+    """The releases the draft table executes a draft model for are the ones the KV-dtype table covers: no release
+    with a draft falls outside FWD015's rule."""
+    from eagle3_doctor.engines.draft_table import table as draft_table
+
+    d = draft_table()
+    for engine in ("sglang", "vllm"):
+        with_draft = {v for v, i in d["release_rows"][engine].items() if "absent" not in d["rows"][i]["behaviour"]}
+        assert sorted(table()["release_rows"][engine]) == sorted(with_draft)
