@@ -73,12 +73,13 @@ def _finding(setup: Any, serve: Any, version: str, got: Any, cost: Any) -> Findi
     engine = setup.serving.engine
     label = release_label(engine, version)
     info = getattr(setup, "info", None)
-    trained = ((info.config or {}).get("torch_dtype") if info is not None else None) or "its checkpoint's dtype"
+    trained = ((info.config or {}).get("torch_dtype") if info is not None else None) or "16-bit or wider (no torch_dtype)"
     launch = f"--kv-cache-dtype {serve.kv_cache_dtype or 'unset (auto)'}"
     if serve.draft_kv_cache_dtype is not None:
         launch += f", {DRAFT_KEY[engine]} {serve.draft_kv_cache_dtype}"
     evidence = [
-        f"trained: the draft's attention read its keys and values in {trained} (the draft config's torch_dtype)",
+        f"the checkpoint: {trained} (the draft config's torch_dtype); the cost below is what rounding its keys and "
+        "values to fp8 does to it",
         f"the launch: {launch}",
         f"{got.source}: the draft's KV cache is {got.dtype}",
     ]
@@ -107,7 +108,7 @@ def _finding(setup: Any, serve: Any, version: str, got: Any, cost: Any) -> Findi
         data |= {"cost": round(diff.point, 4), "cost_interval": [round(diff.lo, 4), round(diff.hi, 4)], "peak": peak}
     return Finding(
         "FWD015",
-        f"{label} serves the draft's KV cache in {got.dtype}; the draft was trained with {trained} keys and values",
+        f"{label} serves the draft's KV cache in {got.dtype}; the draft checkpoint is {trained}",
         evidence,
         _fix(engine, version, label, serve, got),
         severity=severity,

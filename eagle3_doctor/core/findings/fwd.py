@@ -210,7 +210,7 @@ RECORDS = (
     Code(
         "FWD015",
         ERROR,
-        "the engine serves the draft's KV cache in fp8, the draft was trained with 16-bit keys and values",
+        "the engine serves the draft's KV cache in fp8, coarser than the draft checkpoint's dtype",
         meaning=(
             "The launch serves the target with an fp8 KV cache (--kv-cache-dtype fp8, fp8_e4m3 or fp8_e5m2) and the "
             "release gives the draft's attention the same dtype: vLLM before 0.26.0 and SGLang before 0.5.18 always "
