@@ -29,6 +29,7 @@ import peagle_exec  # noqa: E402
 import sglang_exec  # noqa: E402
 import trtllm_exec  # noqa: E402
 import vllm_exec  # noqa: E402
+import weightfiles_exec  # noqa: E402
 from releases import RELEASES  # noqa: E402
 
 IDS = "eagle_aux_hidden_state_layer_ids"
@@ -254,6 +255,13 @@ def main() -> int:
     print(
         f"conformance: draft KV dtype table {len(kv['rows'])} rows in {time.time() - t_kv:.1f} s -> {kvdtype_exec.PACKAGE_TABLE}"
     )
+    t_wf = time.time()
+    try:
+        wf = weightfiles_exec.build_table(fetch.src_dir, RELEASES)
+    except weightfiles_exec.WeightFilesMoved as e:
+        raise SystemExit(f"conformance: {e}. Read the new loader and teach conformance/weightfiles_exec.py its shape.") from None
+    (HERE.parent / weightfiles_exec.PACKAGE_TABLE).write_text(json.dumps(wf, indent=1) + "\n")
+    print(f"conformance: draft weight-file table {len(wf['rows'])} rows in {time.time() - t_wf:.1f} s")
     try:
         dflash = dflash_exec.build_table(fetch.src_dir, RELEASES)
     except dflash_exec.DflashCodeMoved as e:

@@ -230,4 +230,23 @@ RECORDS = (
             "prompts"
         ),
     ),
+    Code(
+        "FWD016",
+        ERROR,
+        "a tensor of the draft sits in a safetensors file the engine never loads",
+        meaning=(
+            "The draft directory has a model.safetensors.index.json and a *.safetensors file its weight_map does not "
+            "name, holding tensors no named file holds (a mask embedding, d2t/t2d or a head saved after the shards). "
+            "Every SGLang and vLLM release with an EAGLE-3 draft loads only the files the index names "
+            "(filter_duplicate_safetensors_files, executed per release), so those tensors never reach the model."
+        ),
+        why=(
+            "The engine builds the draft without them: a missing d2t maps draft ids onto the first target ids, a "
+            "missing head or norm keeps its initial value, and acceptance falls with no error at start-up."
+        ),
+        confirm=(
+            "`eagle3-doctor inspect --engine ENGINE --engine-version V` lists each dropped file's tensors from its header "
+            "and the release's loader rule (executed by conformance/weightfiles_exec.py)"
+        ),
+    ),
 )
