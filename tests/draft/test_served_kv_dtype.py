@@ -150,3 +150,15 @@ def test_every_release_with_a_draft_model_has_a_kv_dtype_row():
     for engine in ("sglang", "vllm"):
         with_draft = {v for v, i in d["release_rows"][engine].items() if "absent" not in d["rows"][i]["behaviour"]}
         assert sorted(table()["release_rows"][engine]) == sorted(with_draft)
+
+
+def test_inspect_names_the_rule_and_leaves_the_cost_to_acceptance(tmp_path):
+    """inspect runs no forward: the same launch gives a warning whose cost is undetermined, and the same fix."""
+    d = DRAFTS["sglang"]
+    out = tmp_path / "i.json"
+    r = invoke("inspect", "-t", TARGET, "-d", d, "--serve-cmd", _sglang(d), "--json", out)
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "FWD015"]
+    assert f["severity"] == "warning" and "cost undetermined, not measured: inspect runs no forward" in r.output
+    assert f["fix"].startswith("launch with --speculative-draft-kv-cache-dtype auto")
+    r = invoke("inspect", "-t", TARGET, "-d", d, "--serve-cmd", _sglang(d, "--speculative-draft-kv-cache-dtype auto"))
+    assert "FWD015" not in r.output

@@ -33,7 +33,22 @@ def kv_dtype_findings(setup: Any, serve: Any, rep: Any, paths: dict[str, Any], d
     if got is None or got.dtype not in NAMES:
         return []
     cost = _measure(setup, rep, spec, draft, got.dtype)
-    return [_finding(setup, serve, version, got, cost)]
+    config = (setup.info.config or {}) if getattr(setup, "info", None) is not None else {}
+    return [_finding(setup.serving.engine, config, serve, version, got, cost)]
+
+
+def kv_rule_findings(engine: str, version: str | None, config: dict[str, Any], serve: Any) -> list[Finding]:
+    """FWD015 from the launch and the release's rule alone, for a command that runs no forward (inspect): a warning
+    whose cost is undetermined, naming the run that measures it."""
+    from ...engines.draft_kv_dtype import served_kv
+
+    if serve is None or version is None or engine not in ("sglang", "vllm"):
+        return []
+    got = served_kv(engine, version, serve.kv_cache_dtype, serve.draft_kv_cache_dtype)
+    if got is None or got.dtype not in NAMES:
+        return []
+    why = "not measured: inspect runs no forward; eagle3-doctor acceptance with the same --serve-cmd measures it"
+    return [_finding(engine, config, serve, version, got, why)]
 
 
 def _measure(setup: Any, rep: Any, spec: Any, draft: Any, dtype: str) -> tuple[Interval, Interval, Interval, float, int] | str:
@@ -66,20 +81,17 @@ def _measure(setup: Any, rep: Any, spec: Any, draft: Any, dtype: str) -> tuple[I
     return iv_base, iv_low, diff, peak[0], K
 
 
-def _finding(setup: Any, serve: Any, version: str, got: Any, cost: Any) -> Finding:
+def _finding(engine: str, config: dict[str, Any], serve: Any, version: str, got: Any, cost: Any) -> Finding:
     from ...engines.draft_kv_dtype import DRAFT_KEY
     from ...engines.releases import release_label
 
-    engine = setup.serving.engine
     label = release_label(engine, version)
-    info = getattr(setup, "info", None)
-    trained = ((info.config or {}).get("torch_dtype") if info is not None else None) or "16-bit or wider (no torch_dtype)"
+    trained = config.get("torch_dtype") or "16-bit or wider (no torch_dtype)"
     launch = f"--kv-cache-dtype {serve.kv_cache_dtype or 'unset (auto)'}"
     if serve.draft_kv_cache_dtype is not None:
         launch += f", {DRAFT_KEY[engine]} {serve.draft_kv_cache_dtype}"
     evidence = [
-        f"the checkpoint: {trained} (the draft config's torch_dtype); the cost below is what rounding its keys and "
-        "values to fp8 does to it",
+        f"the checkpoint: {trained} (the draft config's torch_dtype)",
         f"the launch: {launch}",
         f"{got.source}: the draft's KV cache is {got.dtype}",
     ]
@@ -92,7 +104,7 @@ def _finding(setup: Any, serve: Any, version: str, got: Any, cost: Any) -> Findi
     data: dict[str, Any] = {"served": got.dtype, "target_kv_cache_dtype": serve.kv_cache_dtype,
                             "draft_kv_cache_dtype": serve.draft_kv_cache_dtype}  # fmt: skip
     if isinstance(cost, str):
-        evidence.append(f"cost {cost}: undetermined")
+        evidence.append(f"cost undetermined, {cost}")
     else:
         base, low, diff, peak, K = cost
         top = {"fp8_e4m3": 448, "fp8_e5m2": 57344}[got.dtype]

@@ -227,7 +227,7 @@ RECORDS = (
         confirm=(
             "`eagle3-doctor acceptance --serve-cmd '...'` names the KV dtype the release gives the draft (executed by "
             "conformance/kvdtype_exec.py) and the mean acceptance length with and without the rounding, paired over the "
-            "prompts"
+            "prompts; `inspect --serve-cmd '...'` names the rule and the fix with the cost undetermined"
         ),
     ),
     Code(
