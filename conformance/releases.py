@@ -45,13 +45,18 @@ CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
         r"^sglang/srt/(configs/.*|hf_transformers_utils|utils/hf_transformers_utils)\.py$",  # MTP: config readers
         r"^sglang/version\.py$",
         r"^sglang/srt/layers/rotary_embedding(/[^/]+)?\.py$",  # the draft's RoPE: get_rope's dispatch (rope_exec)
+        r"^sglang/srt/mem_cache/kv_cache_dtype\.py$",  # the KV dtype a runner, the draft's included, resolves (kvdtype_exec)
+        r"^sglang/srt/arg_groups/.*\.py$",  # the server flags once they left server_args.py (kvdtype_exec)
+        r"^sglang/srt/model_loader/(loader|weight_utils)\.py$",  # the weight files a checkpoint directory loads
         r"^sglang-[^/]+\.dist-info/METADATA$",  # the transformers range the release requires: how it hands a config over
     ],
     "nvidia-modelopt": [r"^modelopt/torch/speculative/.*\.py$"],
     "vllm": [
         r"^vllm/model_executor/models/[^/]+\.py$",  # every model file: families are followed through their imports
         r"^vllm/models/.*\.py$",  # from 0.27 some architectures are registered from vllm.models.<name> (kimi_linear)
-        r"^vllm/config(/speculative|/__init__)?\.py$",
+        r"^vllm/config(/speculative|/__init__|/cache)?\.py$",  # /cache: the KV dtypes a cache_dtype may name (kvdtype_exec)
+        r"^vllm/(attention/layer|model_executor/layers/attention/attention)\.py$",  # how a layer reads cache_dtype (kvdtype_exec)
+        r"^vllm/model_executor/model_loader/(loader|default_loader|weight_utils)\.py$",  # the weight files a checkpoint directory loads
         r"^vllm/transformers_utils/configs/speculators/.*\.py$",  # update_eagle3: a speculators config's flags
         r"^vllm/v1/worker/gpu_model_runner\.py$",
         r"^vllm/v1/worker/gpu/.*\.py$",

@@ -21,6 +21,7 @@ import dflash_exec  # noqa: E402
 import draft_exec  # noqa: E402
 import families_enum  # noqa: E402
 import fetch  # noqa: E402
+import kvdtype_exec  # noqa: E402
 import modelopt_exec  # noqa: E402
 import mtp_exec  # noqa: E402
 import mtp_stubs  # noqa: E402
@@ -28,6 +29,7 @@ import peagle_exec  # noqa: E402
 import sglang_exec  # noqa: E402
 import trtllm_exec  # noqa: E402
 import vllm_exec  # noqa: E402
+import weightfiles_exec  # noqa: E402
 from releases import RELEASES  # noqa: E402
 
 IDS = "eagle_aux_hidden_state_layer_ids"
@@ -244,6 +246,22 @@ def main() -> int:
     except draft_exec.DraftCodeMoved as e:
         raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/draft_exec.py its stubs.") from None
     (HERE.parent / draft_exec.PACKAGE_TABLE).write_text(json.dumps(drafts, indent=1) + "\n")
+    t_kv = time.time()
+    try:
+        kv = kvdtype_exec.build_table(fetch.src_dir, RELEASES)
+    except kvdtype_exec.KvCodeMoved as e:
+        raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/kvdtype_exec.py its shape.") from None
+    (HERE.parent / kvdtype_exec.PACKAGE_TABLE).write_text(json.dumps(kv, indent=1) + "\n")
+    print(
+        f"conformance: draft KV dtype table {len(kv['rows'])} rows in {time.time() - t_kv:.1f} s -> {kvdtype_exec.PACKAGE_TABLE}"
+    )
+    t_wf = time.time()
+    try:
+        wf = weightfiles_exec.build_table(fetch.src_dir, RELEASES)
+    except weightfiles_exec.WeightFilesMoved as e:
+        raise SystemExit(f"conformance: {e}. Read the new loader and teach conformance/weightfiles_exec.py its shape.") from None
+    (HERE.parent / weightfiles_exec.PACKAGE_TABLE).write_text(json.dumps(wf, indent=1) + "\n")
+    print(f"conformance: draft weight-file table {len(wf['rows'])} rows in {time.time() - t_wf:.1f} s")
     try:
         dflash = dflash_exec.build_table(fetch.src_dir, RELEASES)
     except dflash_exec.DflashCodeMoved as e:

@@ -18,6 +18,7 @@ from .served import (
     served_forward,
     trained_where,
 )
+from .served_files import sidecar_findings
 from .served_rope import qk_norm_findings, rope_findings
 from .served_settings import aux_findings, rope_read_findings
 
@@ -67,6 +68,7 @@ def diagnose(
     out += window_findings(info, engine, version, label)
     out += aux_findings(info, cfg, engine, version, label)
     out += rope_read_findings(info, cfg, engine, version, label)
+    out += sidecar_findings(info, engine, version, label)
     return out, sf
 
 

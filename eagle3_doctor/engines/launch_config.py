@@ -46,6 +46,8 @@ class ServeConfig:
     token_tree: list[list[int]] | None = None
     layer_ids: list[int] | None = None  # ids the launch configures itself (TensorRT-LLM's eagle3_layers_to_capture)
     dtype: str = "auto"
+    kv_cache_dtype: str | None = None  # the launch's --kv-cache-dtype (the target's; unset: the engine's default)
+    draft_kv_cache_dtype: str | None = None  # the draft-only KV dtype the launch sets, where the engine has one
     chat_template: str | None = None
     tp_size: int = 1
     pp_size: int = 1
@@ -63,10 +65,12 @@ class ServeConfig:
 
     def summary(self) -> str:
         tree = f", tree {self.token_tree}" if self.token_tree else ""
+        kv = f", kv cache {self.kv_cache_dtype}" if self.kv_cache_dtype else ""
+        kv += f", draft kv cache {self.draft_kv_cache_dtype}" if self.draft_kv_cache_dtype else ""
         return (
             f"{self.engine} {self.engine_version}: target {self.target}, draft {self.draft}, steps {self.num_steps}, "
             f"topk {self.topk}, draft tokens {self.num_draft_tokens}{tree}, dtype {self.dtype}, tp {self.tp_size}, "
-            f"pp {self.pp_size}"
+            f"pp {self.pp_size}{kv}"
         )
 
 
@@ -124,6 +128,8 @@ _RELEVANT_SGLANG = {
     "trust_remote_code",
     "speculative_token_map",
     "config",
+    "kv_cache_dtype",
+    "speculative_draft_kv_cache_dtype",
 }
 
 
@@ -138,6 +144,8 @@ def sglang_config(values: dict[str, Any], unknown: list[str], positional: list[s
     sc.draft_revision = values.get("speculative_draft_model_revision")
     sc.algorithm = values.get("speculative_algorithm")
     sc.dtype = values.get("dtype") or "auto"
+    sc.kv_cache_dtype = values.get("kv_cache_dtype")
+    sc.draft_kv_cache_dtype = values.get("speculative_draft_kv_cache_dtype")
     sc.chat_template = values.get("chat_template")
     sc.tp_size = to_int(values.get("tp_size", 1), "--tp-size")
     sc.pp_size = to_int(values.get("pp_size", 1), "--pp-size")
@@ -226,6 +234,8 @@ def _vllm_spec(spec: dict[str, Any], sc: ServeConfig) -> None:
     sc.draft = spec.get("model", sc.draft)
     sc.draft_revision = spec.get("revision", sc.draft_revision)
     sc.algorithm = spec.get("method", sc.algorithm)
+    if spec.get("kv_cache_dtype") is not None:
+        sc.draft_kv_cache_dtype = str(spec["kv_cache_dtype"])
     if spec.get("num_speculative_tokens") is not None:
         sc.num_steps = to_int(spec["num_speculative_tokens"], "num_speculative_tokens", STEPS)
         sc.sources["num_steps"] = "--speculative-config num_speculative_tokens"
@@ -270,6 +280,7 @@ def vllm_engine_args(sc: ServeConfig, args: dict[str, Any], name: Callable[[str]
     ``name`` spells a dest the way the user wrote it (--tensor-parallel-size or tensor_parallel_size)."""
     sc.target_revision = args.get("revision")
     sc.dtype = args.get("dtype") or "auto"
+    sc.kv_cache_dtype = args.get("kv_cache_dtype")
     sc.chat_template = args.get("chat_template")
     sc.tp_size = to_int(args.get("tensor_parallel_size") or 1, name("tensor_parallel_size"))
     sc.pp_size = to_int(args.get("pipeline_parallel_size") or 1, name("pipeline_parallel_size"))
@@ -309,6 +320,7 @@ def vllm_config(values: dict[str, Any], unknown: list[str], positional: list[str
             "pipeline_parallel_size",
             "trust_remote_code",
             "speculative_config",
+            "kv_cache_dtype",
         }
     )
     return sc

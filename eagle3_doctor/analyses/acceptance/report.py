@@ -86,7 +86,7 @@ def acceptance_report(
         run = fmt.serve
         run.findings = fmt.findings + run.findings
     else:
-        run = measure_acceptance(setup, opts, prompts_path=prompts_path, train_dump=train_dump, progress=progress)
+        run = measure_acceptance(setup, opts, prompts_path=prompts_path, train_dump=train_dump, progress=progress, serve=serve)
     if serve is not None:
         run.settings.serve = serve.to_dict()
     server = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -14,6 +14,7 @@ from ...core.taps import CapturePoint, FeatureSpec
 from ...model.replay import Sources, check_seq_len, load_sources
 from ..results import AcceptanceRun, RunSettings, TreePlan
 from .findings import acceptance_findings, triage
+from .kv_dtype import kv_dtype_findings
 from .measurement import Measurement, path_results, replay_points
 from .options import AcceptanceOptions, Progress, Replay, _no_progress
 from .reference import run_reference
@@ -187,8 +188,10 @@ def measure_acceptance(
     train_dump: str | None = None,
     prompt_ids: Sequence[Sequence[int]] | None = None,
     progress: Progress = _no_progress,
+    serve: Any = None,
 ) -> AcceptanceRun:
-    """Acceptance of ``setup.draft`` on each feature path (see :func:`doctor.acceptance` for the fields)."""
+    """Acceptance of ``setup.draft`` on each feature path (see :func:`doctor.acceptance` for the fields); ``serve``: the
+    launch command, where one was given."""
     if setup.draft is None:
         raise BadInput("acceptance needs a draft", "pass --draft DIR")
     opts.check()
@@ -230,6 +233,7 @@ def measure_acceptance(
     settings = run_settings(setup, rep, tree, train_dump)
     measured = measured_findings(served, results, rep.opts.num_steps)
     findings = acceptance_findings(results, scan_res, setup, measured) + measured
+    findings += kv_dtype_findings(setup, serve, rep, paths, drafts)  # after the judgment's: a cost, not a verdict
     for res in results.values():
         res.triage = triage(res, settings.dtype)
     return AcceptanceRun(results, settings, findings, rep.notes, ref, scan_res if opts.scan else None)

@@ -34,9 +34,6 @@ from dataclasses import dataclass
 
 import torch
 
-# fp8 e4m3's largest finite value: vLLM's fp8 KV cache (scale 1.0 unless calibrated) saturates there
-FP8_E4M3_MAX = 448.0
-
 
 @dataclass(frozen=True)
 class FaultClass:
@@ -59,9 +56,11 @@ def _shift_slots(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([x[:, :, :1], x[:, :, :-1]], dim=2)
 
 
-def _fp8_round(x: torch.Tensor) -> torch.Tensor:
-    """Stored as fp8 e4m3 at scale 1 and read back: 3 mantissa bits, saturating at +-448."""
-    return x.clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn).to(x.dtype)
+def fp8_round(x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn) -> torch.Tensor:
+    """Stored as ``dtype`` at scale 1 (vLLM's fp8 KV cache scale unless calibrated) and read back, saturating at its largest finite value: e4m3 keeps 3 mantissa
+    bits up to +-448, e5m2 2 bits up to +-57344."""
+    top = float(torch.finfo(dtype).max)
+    return x.clamp(-top, top).to(dtype).to(x.dtype)
 
 
 def _rows_one_back(rows: torch.Tensor, _other: torch.Tensor) -> torch.Tensor:
@@ -132,7 +131,7 @@ CLASSES: tuple[FaultClass, ...] = (
         "kv-fp8-noise",
         "the draft's keys and values are stored in fp8 (e4m3, scale 1) and read back with its rounding",
         "serve the draft's KV cache in the model's dtype (vLLM --kv-cache-dtype auto), or calibrate its fp8 scales",
-        kv_read=_fp8_round,
+        kv_read=fp8_round,
     ),
     FaultClass(
         "argmax-proposal",

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from ...core.findings import Finding
 from ...core.taps import FeatureSpec
 from .attribute import Candidate, Ranking, rank
-from .classes import CLASSES, FaultClass
-from .simulate import Trace, simulate
+from .classes import CLASSES
+from .simulate import simulate_all, traces
 
 if TYPE_CHECKING:
     from ...draft.model import Eagle3Draft
@@ -27,34 +27,6 @@ if TYPE_CHECKING:
 AS_TRAINED, AS_MODELLED = "as trained", "as modelled"
 
 Progress = Callable[[str, int, int], None]
-
-
-def traces(target: Target, seqs: list[list[int]], starts: list[int], spec: FeatureSpec, batch_size: int) -> list[Trace]:
-    """Every sequence's rows for ``spec`` (its capture points concatenated) from one replay of the target."""
-    import torch
-
-    from ...model.replay import iter_captures
-
-    out: list[Trace | None] = [None] * len(seqs)
-    for rb in iter_captures(target, seqs, spec, batch_size=batch_size):
-        aux = torch.cat([rb.captured[p] for p in spec], dim=-1)
-        for b, i in enumerate(rb.index):
-            out[i] = Trace(aux[b, : len(seqs[i])].clone(), list(seqs[i]), starts[i])
-    assert all(t is not None for t in out)  # every sequence is in one batch
-    return [t for t in out if t is not None]
-
-
-def simulate_all(
-    draft: Eagle3Draft, runs: list[Trace], num_steps: int, fault: FaultClass | None, batch_size: int
-) -> list[list[int]]:
-    """Draft tokens accepted per pass, per prompt, ``batch_size`` prompts side by side; a wrong-sequence gather
-    reads the next prompt's rows."""
-    n, out = len(runs), []
-    for a in range(0, n, batch_size):
-        idx = range(a, min(a + batch_size, n))
-        got = simulate(draft, [runs[i] for i in idx], [runs[(i + 1) % n] for i in idx], num_steps, fault)
-        out += [p.accepted for p in got]
-    return out
 
 
 def candidates(

@@ -19,11 +19,16 @@ overhead, not their arithmetic; side by side that overhead is paid once a pass f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from ...draft.model import DraftAttention, Eagle3Draft
 from .classes import FaultClass
+
+if TYPE_CHECKING:
+    from ...core.taps import FeatureSpec
+    from ...model.target import Target
 
 
 @dataclass
@@ -197,3 +202,31 @@ def _rows_at(rows: torch.Tensor, span: list[int], m: int) -> torch.Tensor:
     """rows[span] padded to m rows with zeros (a padded input's state is never read)."""
     got = rows[span] if span else rows[:0]
     return torch.cat([got, got.new_zeros(m - got.shape[0], got.shape[1])]) if got.shape[0] < m else got
+
+
+def traces(target: Target, seqs: list[list[int]], starts: list[int], spec: FeatureSpec, batch_size: int) -> list[Trace]:
+    """Every sequence's rows for ``spec`` (its capture points concatenated) from one replay of the target."""
+    import torch
+
+    from ...model.replay import iter_captures
+
+    out: list[Trace | None] = [None] * len(seqs)
+    for rb in iter_captures(target, seqs, spec, batch_size=batch_size):
+        aux = torch.cat([rb.captured[p] for p in spec], dim=-1)
+        for b, i in enumerate(rb.index):
+            out[i] = Trace(aux[b, : len(seqs[i])].clone(), list(seqs[i]), starts[i])
+    assert all(t is not None for t in out)  # every sequence is in one batch
+    return [t for t in out if t is not None]
+
+
+def simulate_all(
+    draft: Eagle3Draft, runs: list[Trace], num_steps: int, fault: FaultClass | None, batch_size: int
+) -> list[list[int]]:
+    """Draft tokens accepted per pass, per prompt, ``batch_size`` prompts side by side; a wrong-sequence gather
+    reads the next prompt's rows."""
+    n, out = len(runs), []
+    for a in range(0, n, batch_size):
+        idx = range(a, min(a + batch_size, n))
+        got = simulate(draft, [runs[i] for i in idx], [runs[(i + 1) % n] for i in idx], num_steps, fault)
+        out += [p.accepted for p in got]
+    return out

@@ -207,4 +207,46 @@ RECORDS = (
             "majors the release admits misreads it"
         ),
     ),
+    Code(
+        "FWD015",
+        ERROR,
+        "the engine serves the draft's KV cache in fp8, coarser than the draft checkpoint's dtype",
+        meaning=(
+            "The launch serves the target with an fp8 KV cache (--kv-cache-dtype fp8, fp8_e4m3 or fp8_e5m2) and the "
+            "release gives the draft's attention the same dtype: vLLM before 0.26.0 and SGLang before 0.5.18 always "
+            "do (the draft takes the target's cache config); later releases do unless the draft-only setting says "
+            'otherwise (vLLM --speculative-config \'{"kv_cache_dtype": "auto"}\', SGLang '
+            "--speculative-draft-kv-cache-dtype auto), executed from each release's own code."
+        ),
+        why=(
+            "Every key and value the draft attends to is rounded to 3 (e4m3) or 2 (e5m2) mantissa bits at scale 1, "
+            "which the draft never saw in training; how much acceptance that costs depends on the draft's key and value "
+            "magnitudes, so the doctor measures it on the user's pair. An error where the measured loss clears zero, a "
+            "warning where it is within noise or could not be measured."
+        ),
+        confirm=(
+            "`eagle3-doctor acceptance --serve-cmd '...'` names the KV dtype the release gives the draft (executed by "
+            "conformance/kvdtype_exec.py) and the mean acceptance length with and without the rounding, paired over the "
+            "prompts; `inspect --serve-cmd '...'` names the rule and the fix with the cost undetermined"
+        ),
+    ),
+    Code(
+        "FWD016",
+        ERROR,
+        "a tensor of the draft sits in a safetensors file the engine never loads",
+        meaning=(
+            "The draft directory has a model.safetensors.index.json and a *.safetensors file its weight_map does not "
+            "name, holding tensors no named file holds (a mask embedding, d2t/t2d or a head saved after the shards). "
+            "Every SGLang and vLLM release with an EAGLE-3 draft loads only the files the index names "
+            "(filter_duplicate_safetensors_files, executed per release), so those tensors never reach the model."
+        ),
+        why=(
+            "The engine builds the draft without them: a missing d2t maps draft ids onto the first target ids, a "
+            "missing head or norm keeps its initial value, and acceptance falls with no error at start-up."
+        ),
+        confirm=(
+            "`eagle3-doctor inspect --engine ENGINE --engine-version V` lists each dropped file's tensors from its header "
+            "and the release's loader rule (executed by conformance/weightfiles_exec.py)"
+        ),
+    ),
 )

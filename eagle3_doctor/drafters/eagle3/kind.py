@@ -19,6 +19,10 @@ def inspect(run: Run) -> Outcome:
 
     assert run.draft is not None
     res = audit(run.target, run.draft, engine=run.engine, engine_version=run.release, draft_format=run.opt("draft_format"))
+    if run.serve is not None:  # the KV dtype the launch serves the draft with: its rule, the cost left to acceptance
+        from ...analyses.acceptance.kv_dtype import kv_rule_findings
+
+        res.findings += kv_rule_findings(run.engine, run.release, _draft_config(run.draft), run.serve)
     doc = lambda: {**res.to_dict(), **({"serve": run.serve.to_dict()} if run.serve else {})}  # noqa: E731
     files = None
     if run.opt("report"):
@@ -263,3 +267,15 @@ KIND = Kind(
      (("inspect", inspect), ("compare-hidden", compare_hidden), ("acceptance", acceptance), ("diagnose", diagnose), ("fix", fix))},
     draft_config_checked=True,
 )  # fmt: skip
+
+
+def _draft_config(draft: str) -> dict[str, Any]:
+    """The draft's config.json as inspect's preflight accepted it; {} where it cannot be read again."""
+    import json
+    from pathlib import Path
+
+    try:
+        got = json.loads((Path(draft) / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
