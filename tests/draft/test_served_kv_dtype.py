@@ -162,3 +162,17 @@ def test_inspect_names_the_rule_and_leaves_the_cost_to_acceptance(tmp_path):
     assert f["fix"].startswith("launch with --speculative-draft-kv-cache-dtype auto")
     r = invoke("inspect", "-t", TARGET, "-d", d, "--serve-cmd", _sglang(d, "--speculative-draft-kv-cache-dtype auto"))
     assert "FWD015" not in r.output
+
+
+def test_diagnose_names_the_same_cost_as_acceptance(tmp_path):
+    """The finding is the same whichever measuring command prints it: diagnose adds it after its verdict, measured on
+    the same prompts through the draft as served."""
+    cmd = _vllm(DRAFTS["speculators"], {})
+    (want,) = _fwd015(tmp_path, DRAFTS["speculators"], cmd, "0.33.0")
+    out = tmp_path / "d.json"
+    r = invoke("diagnose", "-t", TARGET, "-d", DRAFTS["speculators"], "--serve-cmd", cmd, "--engine-version", "0.33.0",
+               *RUN, "--json", out)  # fmt: skip
+    assert r.exit_code in (0, 1), r.output
+    (got,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "FWD015"]
+    assert (got["title"], got["evidence"], got["fix"]) == (want["title"], want["evidence"], want["fix"])
+    assert "FWD015" in r.output

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ..acceptance.kv_dtype import kv_dtype_findings
 from ..acceptance.measurement import Measurement, _labels_fn, path_results, replay_points
 from ..acceptance.options import AcceptanceOptions, _no_progress
 from ..acceptance.run import acceptance_sequences
@@ -39,10 +40,13 @@ def diagnose_gap(
     train_data: str | None = None,
     bucket: int = 32,
     progress: Progress = _no_progress,
+    serve: Any = None,
 ) -> Diagnosis:
     """Levers, module ablations and context on one replay of the prompts, then the verdict; with
-    ``train_data`` (the draft's training conversations), the prompts measured against them too."""
-    return measure_gap(setup, opts, prompts_path=prompts_path, train_data=train_data, bucket=bucket, progress=progress)[0]
+    ``train_data`` (the draft's training conversations), the prompts measured against them too; ``serve``: the
+    launch command, where one was given."""
+    return measure_gap(setup, opts, prompts_path=prompts_path, train_data=train_data, bucket=bucket, progress=progress,
+                       serve=serve)[0]  # fmt: skip
 
 
 def measure_gap(
@@ -54,6 +58,7 @@ def measure_gap(
     bucket: int = 32,
     progress: Progress = _no_progress,
     then: Callable[[Any, Plan, Diagnosis], None] | None = None,
+    serve: Any = None,
 ) -> tuple[Diagnosis, dict[str, PathResult]]:
     """:func:`diagnose_gap` with the per-path results the verdict rests on (fix reads the serving side); ``then``
     is handed the replay, the plan and the diagnosis once it is made (the fault signatures run on them)."""
@@ -102,6 +107,8 @@ def measure_gap(
     d = _verdict(setup, plan, results, ctx, opts.num_steps, notes, len(rep.seqs), extra, leaning, data, train_data is not None)
     if markup:
         d.findings.append(_markup_finding(markup, len(rep.seqs)))
+    # after the verdict, as acceptance adds it: a measured cost of a served setting, not a branch of the verdict
+    d.findings += kv_dtype_findings(setup, serve, rep, plan.paths, plan.drafts)
     if then is not None:
         then(rep, plan, d)
     return d, results

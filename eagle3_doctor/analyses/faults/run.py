@@ -170,9 +170,10 @@ def diagnose_live(
     prompts_path: str | None,
     train_data: str | None,
     progress: Progress,
+    serve: Any = None,
 ) -> tuple[Diagnosis, LiveAttribution]:
     """diagnose's measurement, then the fault signatures on its replay, ranked against the live figures; the
-    ranking's finding joins the diagnosis's."""
+    ranking's finding joins the diagnosis's. ``serve``: the launch command, where one was given."""
     from ..attribution.measure import measure_gap
 
     got: list[LiveAttribution] = []
@@ -183,5 +184,6 @@ def diagnose_live(
         d.notes.extend(live.notes)
         got.append(live)
 
-    d, _ = measure_gap(setup, opts, prompts_path=prompts_path, train_data=train_data, progress=progress, then=then)
+    d, _ = measure_gap(setup, opts, prompts_path=prompts_path, train_data=train_data, progress=progress, then=then,
+                       serve=serve)  # fmt: skip
     return d, got[0]

@@ -220,12 +220,13 @@ def diagnose(run: Run) -> Outcome:
     measured, live = run.evidence.get("measured"), None
     with run.progress() as cb:
         if measured is None:
-            d = diagnose_gap(setup, opts, prompts_path=run.opt("prompts"), train_data=run.opt("train_data"), progress=cb)
+            d = diagnose_gap(setup, opts, prompts_path=run.opt("prompts"), train_data=run.opt("train_data"), progress=cb,
+                             serve=run.serve)  # fmt: skip
         else:  # the live figures: every runtime fault class simulated on this replay, ranked against them
             from ...analyses.faults.run import diagnose_live
 
             d, live = diagnose_live(setup, opts, measured, prompts_path=run.opt("prompts"), train_data=run.opt("train_data"),
-                                    progress=cb)  # fmt: skip
+                                    progress=cb, serve=run.serve)  # fmt: skip
     files = None
     if run.opt("report"):
         from ...report.render import write_diagnosis_report
