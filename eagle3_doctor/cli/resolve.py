@@ -39,7 +39,7 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
     # the models the launch command names are inputs too: refused before the summary line is printed
     check_outputs_apart({**vars(a), "target": target or (sc and sc.target), "draft": draft or (sc and sc.draft)})
     if sc is not None:
-        _say_launch(sc, target, draft)
+        _say_launch(sc, target, draft, engine_version if (engine or sc.engine).lower() == sc.engine else None)
     target = target or (sc.target if sc else None)
     _check_target(target, need_target)
     draft = draft or (sc.draft if sc else None)
@@ -70,12 +70,16 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
                status=lambda text: status(text, quiet), progress=lambda: progress(quiet))  # fmt: skip
 
 
-def _say_launch(sc: Any, target: Optional[str], draft: Optional[str]) -> None:
-    """The launch command as read, on stderr, after the models it names (where the options name none) pass."""
+def _say_launch(sc: Any, target: Optional[str], draft: Optional[str], release: Optional[str] = None) -> None:
+    """The launch command as read, on stderr, after the models it names (where the options name none) pass; under
+    the release the run measures (``release``, from --engine-version) where it is not the argument table's."""
     from .validate import preflight_named_models
 
     preflight_named_models(None if target else sc.target, None if draft else sc.draft)
     msg = f"serving config: {sc.summary()}"
+    if release and release != sc.engine_version:
+        head = f"{sc.engine} {sc.engine_version}:"
+        msg = msg.replace(head, f"{sc.engine} {release} (its flags read by {sc.engine_version}'s argument table):", 1)
     if sc.unknown_flags:
         msg += f"\n  unknown flags (not in {sc.engine} {sc.engine_version}'s argument table): {', '.join(sc.unknown_flags)}"
     for n in sc.notes:

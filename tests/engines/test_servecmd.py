@@ -217,6 +217,19 @@ def test_cli_serve_cmd_drives_acceptance(tmp_path):
     assert s["num_steps"] == 2 and s["engine"].startswith("vllm")
 
 
+def test_the_summary_line_names_the_release_measured():
+    """--engine-version names the release the run measures; the launch line is still read by the newest argument
+    table, and the summary says both rather than the table's release alone."""
+    cmd = f"{SG}--speculative-draft-model-path fixtures/draft-sglang"
+    r = invoke("inspect", "--serve-cmd", cmd, "--engine-version", "0.5.17")
+    assert r.exit_code in (0, 1), r.output
+    (line,) = [x for x in r.output.splitlines() if x.startswith("serving config:")]
+    assert line.startswith("serving config: sglang 0.5.17 (its flags read by 0.5.23's argument table): "), line
+    r = invoke("inspect", "--serve-cmd", cmd)
+    (line,) = [x for x in r.output.splitlines() if x.startswith("serving config:")]
+    assert line.startswith("serving config: sglang 0.5.23: "), line
+
+
 def test_cli_serve_cmd_needs_a_model():
     r = invoke("inspect", "--serve-cmd", 'vllm serve --speculative-config \'{"model": "d"}\'')
     assert r.exit_code == 2
