@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -241,44 +242,12 @@ def main() -> int:
         f"conformance: {len(enum['families'])} families enumerated beyond the named ones, "
         f"{len(enum['not_modelled'])} architectures not modelled; capture tables in {t_enum:.0f} s"
     )
-    try:
-        drafts = draft_exec.build_table(fetch.src_dir, RELEASES)
-    except draft_exec.DraftCodeMoved as e:
-        raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/draft_exec.py its stubs.") from None
-    (HERE.parent / draft_exec.PACKAGE_TABLE).write_text(json.dumps(drafts, indent=1) + "\n")
-    t_kv = time.time()
-    try:
-        kv = kvdtype_exec.build_table(fetch.src_dir, RELEASES)
-    except kvdtype_exec.KvCodeMoved as e:
-        raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/kvdtype_exec.py its shape.") from None
-    (HERE.parent / kvdtype_exec.PACKAGE_TABLE).write_text(json.dumps(kv, indent=1) + "\n")
-    print(
-        f"conformance: draft KV dtype table {len(kv['rows'])} rows in {time.time() - t_kv:.1f} s -> {kvdtype_exec.PACKAGE_TABLE}"
-    )
-    t_wf = time.time()
-    try:
-        wf = weightfiles_exec.build_table(fetch.src_dir, RELEASES)
-    except weightfiles_exec.WeightFilesMoved as e:
-        raise SystemExit(f"conformance: {e}. Read the new loader and teach conformance/weightfiles_exec.py its shape.") from None
-    (HERE.parent / weightfiles_exec.PACKAGE_TABLE).write_text(json.dumps(wf, indent=1) + "\n")
-    print(f"conformance: draft weight-file table {len(wf['rows'])} rows in {time.time() - t_wf:.1f} s")
-    try:
-        dflash = dflash_exec.build_table(fetch.src_dir, RELEASES)
-    except dflash_exec.DflashCodeMoved as e:
-        raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/dflash_exec.py its shape.") from None
-    (HERE.parent / dflash_exec.PACKAGE_TABLE).write_text(json.dumps(dflash, indent=1) + "\n")
-    try:
-        peagle = peagle_exec.build_table(fetch.src_dir, RELEASES)
-    except peagle_exec.PeagleCodeMoved as e:
-        raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/peagle_exec.py its shape.") from None
-    (HERE.parent / peagle_exec.PACKAGE_TABLE).write_text(json.dumps(peagle, indent=1) + "\n")
-    t_mtp = time.time()
-    try:
-        mtp = mtp_exec.build_table(fetch.src_dir, RELEASES)
-    except mtp_stubs.MTPCodeMoved as e:
-        raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/mtp_stubs.py its stubs.") from None
-    (HERE.parent / mtp_exec.PACKAGE_TABLE).write_text(json.dumps(mtp, indent=1) + "\n")
-    print(f"conformance: MTP table {len(mtp['rows'])} rows in {time.time() - t_mtp:.0f} s -> {mtp_exec.PACKAGE_TABLE}")
+    _package_table(draft_exec, draft_exec.DraftCodeMoved, "EAGLE-3 draft", "draft_exec.py its stubs")
+    _package_table(kvdtype_exec, kvdtype_exec.KvCodeMoved, "draft KV dtype", "kvdtype_exec.py its shape")
+    _package_table(weightfiles_exec, weightfiles_exec.WeightFilesMoved, "draft weight-file", "weightfiles_exec.py its shape")
+    _package_table(dflash_exec, dflash_exec.DflashCodeMoved, "DFlash", "dflash_exec.py its shape")
+    _package_table(peagle_exec, peagle_exec.PeagleCodeMoved, "P-EAGLE", "peagle_exec.py its shape")
+    _package_table(mtp_exec, mtp_stubs.MTPCodeMoved, "MTP", "mtp_stubs.py its stubs")
     t_trt = time.time()
     try:  # from the excerpts in the cache; without them the committed table stays (trtllm_exec says so)
         trtllm_exec.main([])
@@ -291,6 +260,19 @@ def main() -> int:
         f"(fetch {t_fetch:.0f} s, total {time.time() - t0:.0f} s) -> {out.relative_to(HERE.parent)}"
     )
     return 0
+
+
+def _package_table(module: Any, moved: type[Exception], what: str, teach: str) -> None:
+    """One of the package's tables built from every release's own source and written where the package reads it; a
+    release whose code moved stops the run, naming the file to teach its new shape."""
+    t = time.time()
+    try:
+        table = module.build_table(fetch.src_dir, RELEASES)
+    except moved as e:
+        raise SystemExit(f"conformance: {e}. Read the new source and teach conformance/{teach}.") from None
+    (HERE.parent / module.PACKAGE_TABLE).write_text(json.dumps(table, indent=1) + "\n")
+    rows = f"{len(table['rows'])} rows " if isinstance(table, dict) and "rows" in table else ""
+    print(f"conformance: {what} table {rows}in {time.time() - t:.1f} s -> {module.PACKAGE_TABLE}")
 
 
 if __name__ == "__main__":
