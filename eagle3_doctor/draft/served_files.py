@@ -76,3 +76,15 @@ def sidecar_findings(info: Any, engine: str, version: str, label: str) -> list[A
             )
         )
     return out
+
+
+def sidecars_of(draft_path: str, engine: str, version: str | None) -> list[Any]:
+    """FWD016 for any drafter kind's checkpoint directory: the rule is the loader's, not the kind's (a P-EAGLE mask
+    embedding or a DFlash tensor saved beside the shards is dropped alike)."""
+    from types import SimpleNamespace
+
+    from ..engines.releases import release_label
+
+    if engine not in ENGINE_NAME or version is None:
+        return []
+    return sidecar_findings(SimpleNamespace(path=draft_path), engine, version, release_label(engine, version))

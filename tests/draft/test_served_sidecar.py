@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import DRAFTS, TARGET, invoke
+from conftest import DRAFTS, FIX, TARGET, invoke
 
 from eagle3_doctor.engines.draft_files import table, weight_rule
 
@@ -85,3 +85,32 @@ def test_every_release_with_a_draft_model_has_a_weight_file_row():
     for engine in ("sglang", "vllm"):
         with_draft = {v for v, i in d["release_rows"][engine].items() if "absent" not in d["rows"][i]["behaviour"]}
         assert sorted(table()["release_rows"][engine]) == sorted(with_draft)
+
+
+def test_a_p_eagle_mask_embedding_in_a_sidecar_is_named_whatever_the_drafter_kind(tmp_copy, tmp_path):
+    """The loader's rule is not the kind's: a P-EAGLE draft's mask embedding saved beside the shards is dropped alike,
+    and the engine then refuses the draft (PEA002); the printed index entry applied, both go."""
+    from safetensors.torch import load_file, save_file
+
+    d = tmp_copy(FIX / "peagle-draft", "pe-side")
+    sd = load_file(d / "model.safetensors")
+    side = {"mask_hidden": sd.pop("mask_hidden")}
+    save_file(sd, d / "model.safetensors")
+    save_file(side, d / "mask_hidden.safetensors")
+    (d / INDEX).write_text(json.dumps({"metadata": {}, "weight_map": dict.fromkeys(sd, "model.safetensors")}))
+    out = tmp_path / "pe.json"
+
+    def codes() -> list[str]:
+        r = invoke("inspect", "-t", TARGET, "-d", d, "-e", "vllm", "--json", out)
+        assert r.exit_code in (0, 1), r.output
+        return [f["code"] for f in json.loads(out.read_text())["findings"]]
+
+    found = codes()
+    assert "FWD016" in found and "PEA002" in found, found
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "FWD016"]
+    assert f["data"]["tensors"] == ["mask_hidden"] and '"mask_hidden": "mask_hidden.safetensors"' in f["fix"]
+    wm = json.loads((d / INDEX).read_text())
+    wm["weight_map"]["mask_hidden"] = "mask_hidden.safetensors"
+    (d / INDEX).write_text(json.dumps(wm))
+    found = codes()
+    assert "FWD016" not in found and "PEA002" not in found, found

@@ -125,11 +125,13 @@ def inspect_dflash(target: str, draft: str, engine: str, engine_version: str | N
         raise BadInput(f"DFlash serving is modelled for sglang and vllm, not {engine}", "pass --engine sglang or vllm")
     from ...analyses.inspect.tensors import checkpoint_finite
     from ...analyses.mask_token import mask_token_findings
+    from ...draft.served_files import sidecars_of
 
     mask = (cfg.get("dflash_config") or {}).get("mask_token_id")
     checks.findings = (
         dflash_findings(trained, served, n_fc, tap_fix(engine, cfg, L, release, trained))
         + mask_token_findings(target, mask if isinstance(mask, int) else None, "dflash_config.mask_token_id", "DFlash draft")
         + checkpoint_finite(draft)
+        + sidecars_of(draft, engine, release)
     )
     return checks

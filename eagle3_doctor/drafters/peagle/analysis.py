@@ -88,7 +88,9 @@ def inspect_peagle(target_dir: str, draft_path: str, engine: str, version: str |
     found = serving_findings(info, s, release) + mask_token_findings(
         target_dir, info.mask_token_id, "mask_token_id", "P-EAGLE draft"
     )
-    return PEagleInspect(engine, info, s, found + checkpoint_finite(draft_path))
+    from ...draft.served_files import sidecars_of
+
+    return PEagleInspect(engine, info, s, found + checkpoint_finite(draft_path) + sidecars_of(draft_path, engine, release))
 
 
 @dataclass
