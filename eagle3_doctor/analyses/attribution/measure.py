@@ -90,7 +90,6 @@ def measure_gap(
     # one bucket spanning every position: per prompt step-1 [hits, positions], the unablated draft first
     step1 = {name: ContextCounts(1 << 40, len(rep.seqs)) for name in ("", *plan.ablations)}
     _replay(setup, rep, plan, m, ctx, step1, opts, progress)
-    markup = markup_in_prompts(prompts_path, getattr(setup.target.tokenizer, "chat_template", None))
     results = path_results(m)
     for alias, real in plan.aliases.items():
         results[alias] = results[real]
@@ -105,13 +104,19 @@ def measure_gap(
         if data is None:  # how the two compared, or why they could not be
             notes.append(line)
     d = _verdict(setup, plan, results, ctx, opts.num_steps, notes, len(rep.seqs), extra, leaning, data, train_data is not None)
-    if markup:
-        d.findings.append(_markup_finding(markup, len(rep.seqs)))
-    # after the verdict, as acceptance adds it: a measured cost of a served setting, not a branch of the verdict
-    d.findings += kv_dtype_findings(setup, serve, rep, plan.paths, plan.drafts)
+    d.findings += _beside_verdict(setup, serve, rep, plan, prompts_path)
     if then is not None:
         then(rep, plan, d)
     return d, results
+
+
+def _beside_verdict(setup: Setup, serve: Any, rep: Any, plan: Plan, prompts_path: str | None) -> list[Any]:
+    """The findings that sit beside the verdict rather than decide it: chat markup in the prompts, and (as acceptance
+    adds it) the measured cost of the draft's served KV dtype."""
+    out = []
+    if markup := markup_in_prompts(prompts_path, getattr(setup.target.tokenizer, "chat_template", None)):
+        out.append(_markup_finding(markup, len(rep.seqs)))
+    return out + kv_dtype_findings(setup, serve, rep, plan.paths, plan.drafts)
 
 
 def _weights_lever(setup: Setup, plan: Plan, rep: Any, rows: list[Any], opts: AcceptanceOptions, tree: Any) -> LeverRow | None:
