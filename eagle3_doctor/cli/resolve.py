@@ -76,10 +76,7 @@ def _say_launch(sc: Any, target: Optional[str], draft: Optional[str], release: O
     from .validate import preflight_named_models
 
     preflight_named_models(None if target else sc.target, None if draft else sc.draft)
-    msg = f"serving config: {sc.summary()}"
-    if release and release != sc.engine_version:
-        head = f"{sc.engine} {sc.engine_version}:"
-        msg = msg.replace(head, f"{sc.engine} {release} (its flags read by {sc.engine_version}'s argument table):", 1)
+    msg = f"serving config: {sc.summary(release)}"
     if sc.unknown_flags:
         msg += f"\n  unknown flags (not in {sc.engine} {sc.engine_version}'s argument table): {', '.join(sc.unknown_flags)}"
     for n in sc.notes:

@@ -63,12 +63,16 @@ class ServeConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def summary(self) -> str:
+    def summary(self, release: str | None = None) -> str:
+        """One line of what was read; ``release``: the one the run measures, where it is not the argument table's."""
+        head = f"{self.engine} {self.engine_version}"
+        if release and release != self.engine_version:
+            head = f"{self.engine} {release} (its flags read by {self.engine_version}'s argument table)"
         tree = f", tree {self.token_tree}" if self.token_tree else ""
         kv = f", kv cache {self.kv_cache_dtype}" if self.kv_cache_dtype else ""
         kv += f", draft kv cache {self.draft_kv_cache_dtype}" if self.draft_kv_cache_dtype else ""
         return (
-            f"{self.engine} {self.engine_version}: target {self.target}, draft {self.draft}, steps {self.num_steps}, "
+            f"{head}: target {self.target}, draft {self.draft}, steps {self.num_steps}, "
             f"topk {self.topk}, draft tokens {self.num_draft_tokens}{tree}, dtype {self.dtype}, tp {self.tp_size}, "
             f"pp {self.pp_size}{kv}"
         )
