@@ -32,13 +32,14 @@ def _index_map(d: Path) -> dict[str, str] | None:
     return wm if isinstance(wm, dict) and all(isinstance(v, str) for v in wm.values()) else None
 
 
-def sidecar_findings(info: Any, engine: str, version: str, label: str) -> list[Any]:
-    """FWD016 per safetensors file the release drops (not named by the index) that holds tensors no loaded file holds."""
+def sidecar_findings(path: str, engine: str, version: str, label: str) -> list[Any]:
+    """FWD016 per safetensors file the release drops (not named by the index) that holds tensors no loaded file holds,
+    for the draft checkpoint directory ``path``."""
     from ..core.errors import BadInput
     from ..core.findings import DRAFT_WEIGHTS, Finding, Location
     from ..engines.draft_files import weight_rule
 
-    d = Path(getattr(info, "path", "") or "")
+    d = Path(path or "")
     rule = weight_rule(engine, version) if engine in ENGINE_NAME else None
     if rule is None or not rule.index_filters or not (d / INDEX).is_file():
         return []
@@ -81,10 +82,8 @@ def sidecar_findings(info: Any, engine: str, version: str, label: str) -> list[A
 def sidecars_of(draft_path: str, engine: str, version: str | None) -> list[Any]:
     """FWD016 for any drafter kind's checkpoint directory: the rule is the loader's, not the kind's (a P-EAGLE mask
     embedding or a DFlash tensor saved beside the shards is dropped alike)."""
-    from types import SimpleNamespace
-
     from ..engines.releases import release_label
 
     if engine not in ENGINE_NAME or version is None:
         return []
-    return sidecar_findings(SimpleNamespace(path=draft_path), engine, version, release_label(engine, version))
+    return sidecar_findings(draft_path, engine, version, release_label(engine, version))

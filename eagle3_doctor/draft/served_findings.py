@@ -68,7 +68,7 @@ def diagnose(
     out += window_findings(info, engine, version, label)
     out += aux_findings(info, cfg, engine, version, label)
     out += rope_read_findings(info, cfg, engine, version, label)
-    out += sidecar_findings(info, engine, version, label)
+    out += sidecar_findings(getattr(info, "path", ""), engine, version, label)
     return out, sf
 
 
