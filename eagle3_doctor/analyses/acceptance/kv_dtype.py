@@ -22,16 +22,13 @@ def kv_dtype_findings(setup: Any, serve: Any, rep: Any, paths: dict[str, Any], d
     """FWD015 where the launch serves the draft's KV cache in fp8, measured on the serving features through the draft
     as the release runs it; quiet where the release keeps the draft's own dtype, or where the launch's values were
     not executed (a dtype outside the probed ones)."""
-    from ...engines.draft_kv_dtype import served_kv
     from ..as_served import AS_SERVED
 
     version = getattr(setup.serving, "version", None)
-    if serve is None or version is None or setup.serving.engine not in ("sglang", "vllm") or "serving" not in paths:
+    got = _served_fp8(setup.serving.engine, version, serve) if "serving" in paths else None
+    if got is None or version is None:
         return []
     spec, draft = paths["serving"], drafts.get(AS_SERVED, drafts["serving"])
-    got = served_kv(setup.serving.engine, version, serve.kv_cache_dtype, serve.draft_kv_cache_dtype)
-    if got is None or got.dtype not in NAMES:
-        return []
     cost = _measure(setup, rep, spec, draft, got.dtype)
     config = (setup.info.config or {}) if getattr(setup, "info", None) is not None else {}
     return [_finding(setup.serving.engine, config, serve, version, got, cost)]
@@ -40,15 +37,22 @@ def kv_dtype_findings(setup: Any, serve: Any, rep: Any, paths: dict[str, Any], d
 def kv_rule_findings(engine: str, version: str | None, config: dict[str, Any], serve: Any) -> list[Finding]:
     """FWD015 from the launch and the release's rule alone, for a command that runs no forward (inspect): a warning
     whose cost is undetermined, naming the run that measures it."""
-    from ...engines.draft_kv_dtype import served_kv
-
-    if serve is None or version is None or engine not in ("sglang", "vllm"):
-        return []
-    got = served_kv(engine, version, serve.kv_cache_dtype, serve.draft_kv_cache_dtype)
-    if got is None or got.dtype not in NAMES:
+    got = _served_fp8(engine, version, serve)
+    if got is None or version is None:
         return []
     why = "not measured: inspect runs no forward; eagle3-doctor acceptance with the same --serve-cmd measures it"
     return [_finding(engine, config, serve, version, got, why)]
+
+
+def _served_fp8(engine: str, version: str | None, serve: Any) -> Any:
+    """The KV dtype the release gives the draft for the launch, where it is an fp8 one the cost can be measured for;
+    None where no launch or release is named, the engine is not modelled, or the draft keeps another dtype."""
+    from ...engines.draft_kv_dtype import served_kv
+
+    if serve is None or version is None or engine not in ("sglang", "vllm"):
+        return None
+    got = served_kv(engine, version, serve.kv_cache_dtype, serve.draft_kv_cache_dtype)
+    return got if got is not None and got.dtype in NAMES else None
 
 
 def _measure(setup: Any, rep: Any, spec: Any, draft: Any, dtype: str) -> tuple[Interval, Interval, Interval, float, int] | str:
