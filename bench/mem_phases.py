@@ -52,10 +52,8 @@ def progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
         _line("the report", t0)
 
 
-def hook(spec: str) -> None:
-    """``module:Qual.name``: each of the first three calls prints the most tensors held during it above what they
-    held when it began (where inside one phase the peak is), and its time. It resets the peak the phase lines report."""
-    import functools
+def _target(spec: str) -> tuple[object, str, str]:
+    """``module:Qual.name`` -> (the object that holds the function, its attribute name, ``Qual.name``)."""
     import importlib
 
     mod, _, qual = spec.partition(":")
@@ -63,6 +61,15 @@ def hook(spec: str) -> None:
     *path, name = qual.split(".")
     for part in path:
         owner = getattr(owner, part)
+    return owner, name, qual
+
+
+def hook(spec: str) -> None:
+    """``module:Qual.name``: each of the first three calls prints the most tensors held during it above what they
+    held when it began (where inside one phase the peak is), and its time. It resets the peak the phase lines report."""
+    import functools
+
+    owner, name, qual = _target(spec)
     fn, seen = getattr(owner, name), [0]
 
     @functools.wraps(fn)
@@ -88,15 +95,10 @@ def profiled(spec: str) -> None:
     """``module:Qual.name``: its first call runs under torch's profiler; the kernels and the host-side ops that
     took the most time are printed to stderr."""
     import functools
-    import importlib
 
     from torch.profiler import ProfilerActivity, profile
 
-    mod, _, qual = spec.partition(":")
-    owner: object = importlib.import_module(mod)
-    *path, name = qual.split(".")
-    for part in path:
-        owner = getattr(owner, part)
+    owner, name, qual = _target(spec)
     fn, done = getattr(owner, name), [False]
 
     @functools.wraps(fn)
