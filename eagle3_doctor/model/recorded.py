@@ -44,8 +44,7 @@ class Recording:
     blocks: list[_Block] = field(default_factory=list)
     where: dict[int, tuple[int, int]] = field(default_factory=dict)  # sequence -> (block, row)
     complete: bool = True  # False once a batch ran without the static decoder (generate records nothing)
-    share: float = 0.0  # of the device's free memory at the start, which the decode's own batch must leave
-    nbytes: int = 0  # what the recording holds once complete
+    nbytes: int = 0  # what the recording holds once complete, which the decode's own batch must leave
 
     def open(self, index: Sequence[int], pads: Sequence[int], taps: dict[CapturePoint, torch.Tensor]) -> None:
         """A continuation batch's store: sequences ``index`` in its rows, ``taps`` [B, L, H] to fill."""
@@ -111,8 +110,7 @@ def plan_recording(target: Target, points: Iterable[CapturePoint], n_seqs: int, 
     if isinstance(target, StreamedTarget) or target.capture_device is not None:
         return None
     need = recording_bytes(target, points, n_seqs, slots(length))
-    share = need / max(1, free_memory(torch.device(target.device)))
-    if share > SHARE:
+    if need > SHARE * free_memory(torch.device(target.device)):
         return None
     pts = frozenset(set(points) | {final_norm()})
-    return Recording(pts, torch.device(target.device), target.dtype, target.hidden_size, share=share, nbytes=need)
+    return Recording(pts, torch.device(target.device), target.dtype, target.hidden_size, nbytes=need)

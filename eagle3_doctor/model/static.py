@@ -49,6 +49,13 @@ def device_memory(device: torch.device) -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
+# the share of the free memory a continuation batch's cache, prefill and recorded taps may take: the rest covers what
+# the sizing does not count (a step's logits and activations, the CUDA graphs' pools, the allocator's fragments). At
+# 0.6 a diagnose at 512 x 512, whose recording of every candidate wiring's taps took 23% of the memory, ran in two
+# batches with 40 GB of the GPU never used (bench/RESULTS.md, 2026-12-03)
+DECODE_SHARE = 0.75
+
+
 def free_memory(device: torch.device) -> int:
     """The bytes this process could still allocate on ``device``: a GPU's free memory plus the blocks the allocator
     holds that no tensor uses (free to this process, though not to the driver); the host's memory on the CPU."""
@@ -74,13 +81,14 @@ def kv_bytes_per_token(target: Target) -> int:
     return int(2 * layers * kv * head_dim * torch.empty((), dtype=target.dtype).element_size())
 
 
-def decode_batch_size(target: Target, prompt_len: int, max_len: int, *, fraction: float = 0.6, cap: int = 1024) -> int:
-    """Sequences per greedy continuation batch on a GPU: as many as the free memory holds a static cache of
-    ``max_len`` positions for, beside one eager prefill of ``prompt_len`` tokens each (the layer's activations
-    and the last row's float32 logits). A decode step reads every weight once whatever the batch, so the
-    continuation's cost falls with each doubling until the KV cache's reads dominate: a forward-sized batch
-    (model.runtime.auto_batch_size, capped at 64) ran 512 x 512 as 8 batches where one fits (bench/RESULTS.md).
-    8 on the CPU, where a step's arithmetic, not the weights' reads, is the cost."""
+def decode_batch_size(target: Target, prompt_len: int, max_len: int, *, reserve: int = 0, cap: int = 1024) -> int:
+    """Sequences per greedy continuation batch on a GPU: as many as :data:`DECODE_SHARE` of the free memory, less
+    ``reserve`` bytes held beside the batch (the taps recorded for the replay), holds a static cache of ``max_len``
+    positions for, beside one eager prefill of ``prompt_len`` tokens each (the layer's activations and the last row's
+    float32 logits). A decode step reads every weight once whatever the batch, so the continuation's cost falls with
+    each doubling until the KV cache's reads dominate: a forward-sized batch (model.runtime.auto_batch_size, capped
+    at 64) ran 512 x 512 as 8 batches where one fits (bench/RESULTS.md). 8 on the CPU, where a step's arithmetic,
+    not the weights' reads, is the cost."""
     if torch.device(target.device).type != "cuda":
         return 8
     if target.capture_device is not None:  # sharded by a device map: no one device's free memory decides
@@ -94,7 +102,7 @@ def decode_batch_size(target: Target, prompt_len: int, max_len: int, *, fraction
     vocab = int(c.get("vocab_size") or 0)
     elt = torch.empty((), dtype=target.dtype).element_size()
     per_seq = kv_bytes_per_token(target) * slots(max_len) + (4 * H + 2 * inter) * elt * max(prompt_len, 1) + 4 * vocab
-    return max(1, min(cap, int(free * fraction // per_seq)))
+    return max(1, min(cap, int((free * DECODE_SHARE - reserve) // per_seq)))
 
 
 def check_cache_fits(target: Target, batch: int, max_len: int) -> None:

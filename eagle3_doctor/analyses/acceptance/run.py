@@ -90,8 +90,11 @@ def _plan(
     if opts.continuation_auto:
         from ...model.static import decode_batch_size
 
-        share = recorded.share if recorded is not None else 0.0
-        batch = decode_batch_size(tgt, longest, longest + opts.max_new_tokens + extra, fraction=0.6 - share)
+        reserve = recorded.nbytes if recorded is not None else 0
+        batch = decode_batch_size(tgt, longest, longest + opts.max_new_tokens + extra, reserve=reserve)
+        # as many batches as the memory asks for, of equal size: 1,024 sequences where 599 fit run as 512 + 512,
+        # not 599 + 425, so no batch holds a cache larger than the work needs
+        batch = -(-len(src.prompts) // -(-len(src.prompts) // batch)) if src.prompts else batch
     return batch, recorded, _plan_label(tgt, len(src.prompts), batch, longest + opts.max_new_tokens + extra, recorded)
 
 
