@@ -12,7 +12,7 @@ import json
 
 import pytest
 import torch
-from conftest import DRAFTS, PROMPTS, TARGET, invoke
+from conftest import DRAFTS, PROMPTS, SERVING, TARGET, invoke
 
 from eagle3_doctor.core.taps import embed, final_norm, layer_out
 from eagle3_doctor.model.continuation import greedy_continue
@@ -82,29 +82,81 @@ def test_no_recording_past_its_share_of_memory(target, monkeypatch):
     assert plan_recording(target, POINTS, 4, 64) is None
 
 
-def _run(tmp_path, command, name, *extra):
+def _run(tmp_path, command, name, draft, *extra):
     out = tmp_path / f"{name}.json"
-    r = invoke(command, "--target", TARGET, "--draft", DRAFTS["sglang"], "--engine", "sglang", "--limit", "5",
-               "--max-new-tokens", "32", "--json", out, "-q", *extra)  # fmt: skip
+    r = invoke(command, "--target", TARGET, "--draft", draft, "--prompts", PROMPTS, "--max-new-tokens", "32", "--json", out, "-q",
+               *extra)  # fmt: skip
     assert r.exit_code in (0, 1), r.output
     doc = json.loads(out.read_text())
     doc.pop("tool")
     return doc
 
 
-@pytest.mark.parametrize("command", ["acceptance", "diagnose"])
-def test_the_cli_measures_the_same_without_a_second_forward(tmp_path, monkeypatch, command):
-    """acceptance and diagnose (its levers and the weights' own lever included) read every tap from the decode: the
-    target's forward is never called after the continuation, and the document is the replayed run's."""
+SGLANG_FP8 = (
+    f"python -m sglang.launch_server --model-path {TARGET} --speculative-algorithm EAGLE3 --speculative-draft-model-path "
+    f"{DRAFTS['sglang']} --speculative-num-steps 3 --speculative-eagle-topk 1 --kv-cache-dtype fp8_e4m3"
+)
+# fmt: off
+CASES = {
+    "acceptance": ("acceptance", DRAFTS["sglang"], "--engine", "sglang", "--limit", "5"),
+    "diagnose": ("diagnose", DRAFTS["sglang"], "--engine", "sglang", "--limit", "5"),
+    # the measured cost of a served fp8 draft cache simulates the draft on the continuation's rows
+    "fp8-draft-cache": ("acceptance", DRAFTS["sglang"], "--serve-cmd", SGLANG_FP8, "--engine-version", "0.5.9", "--limit", "8"),
+    # the runtime-fault signatures simulate every fault class on them
+    "fault-signatures": ("diagnose", DRAFTS["speculators"], "--engine", "vllm", "--limit", "4", "--num-steps", "5",
+                         "--server-metrics", str(SERVING / "vllm-after-kv-layout-shift.prom")),
+}
+# fmt: on
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_cli_measures_the_same_without_a_second_forward(tmp_path, monkeypatch, case):
+    """acceptance and diagnose (its levers, the weights' own lever, the fault signatures and the served fp8 draft
+    cache's cost included) read every tap from the decode: the target's forward is never called after the
+    continuation, and the document is the replayed run's."""
     import eagle3_doctor.model.recorded as recorded
     import eagle3_doctor.model.replay as replay
 
+    command, draft, *extra = CASES[case]
     monkeypatch.setattr(recorded, "SHARE", 0.0)
-    want = _run(tmp_path, command, "replayed")
+    want = _run(tmp_path, command, "replayed", draft, *extra)
     monkeypatch.undo()
 
     def no_forward(*a, **k):
         raise AssertionError("the target ran a second forward")
 
     monkeypatch.setattr(replay, "capture", no_forward)
-    assert _run(tmp_path, command, "recorded") == want
+    assert _run(tmp_path, command, "recorded", draft, *extra) == want
+    if case == "fp8-draft-cache":
+        (f,) = [f for f in want["findings"] if f["code"] == "FWD015"]
+        assert "measured cost on this pair (8 prompts" in " ".join(f["evidence"])
+    if case == "fault-signatures":
+        assert want["runtime_faults"]["ranking"]["verdict"] == "kv-layout-shift"
+
+
+def test_a_recording_beside_the_decode_leaves_its_batch_whole_where_both_fit(monkeypatch):
+    """The continuation's plan on an 8B shape with 127 GB free (one H200 after the weights): acceptance's four points
+    and diagnose's eleven (every candidate wiring the weights' fit scores) both record at 512 x 512 and both decode
+    the 512 prompts in one batch (at a flat 60% of the memory, diagnose's took two: bench/RESULTS.md); at
+    1024 x 1024 the recording does not fit and the prompts run as equal batches, not a full one and a remainder."""
+    from types import SimpleNamespace
+
+    from eagle3_doctor.analyses.acceptance.options import AcceptanceOptions
+    from eagle3_doctor.analyses.acceptance.run import _plan
+
+    cfg = {"hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "num_hidden_layers": 32, "vocab_size": 128256}  # fmt: skip
+    gpu = SimpleNamespace(config=cfg, device="cuda", dtype=torch.bfloat16, capture_device=None, hidden_size=4096)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (127 * 10**9, 143 * 10**9))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 0)
+    wirings = [layer_out(i) for i in range(1, 11)]
+    for n, new in ((512, 512), (1024, 1024)):
+        src = SimpleNamespace(prompts=[SimpleNamespace(ids=[1] * 81)] * n)
+        opts = AcceptanceOptions(max_new_tokens=new, continuation_auto=True)
+        for points in (wirings[:3], wirings):
+            batch, recorded, label = _plan(gpu, src, opts, points)
+            if n == 512:
+                assert recorded is not None and batch >= 512 and "512 sequences in 1 batch" in label, (points, label)
+            else:
+                assert recorded is None and batch == 512 and "1024 sequences in 2 batches" in label, (points, label)

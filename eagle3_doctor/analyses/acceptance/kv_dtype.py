@@ -77,7 +77,7 @@ def _measure(setup: Any, rep: Any, spec: Any, draft: Any, dtype: str) -> tuple[I
 
     fault = replace(next(c for c in CLASSES if c.name == "kv-fp8-noise"), kv_read=read)
     K, bs = opts.num_steps, opts.batch_size
-    rows = traces(setup.target, rep.seqs, rep.starts, spec, bs)
+    rows = traces(setup.target, rep.seqs, rep.starts, spec, bs, rep.recorded)
     base = simulate_all(draft, rows, K, None, bs)
     low = simulate_all(draft, rows, K, fault, bs)
     counts = [acceptance_counts(a, None, None, K) for a in (base, low)]

@@ -15,6 +15,7 @@ from .simulate import simulate_all, traces
 
 if TYPE_CHECKING:
     from ...draft.model import Eagle3Draft
+    from ...model.replay import Recorded
     from ...model.setup import Setup
     from ...model.target import Target
     from ..acceptance.options import AcceptanceOptions, Replay
@@ -38,11 +39,13 @@ def candidates(
     num_steps: int,
     batch_size: int,
     progress: Progress | None = None,
+    recorded: Recorded | None = None,
 ) -> list[Candidate]:
     """As trained, as modelled (``modelled``: the engine's capture points, the draft as the release runs it, the
-    release's label), and every fault class on the modelled path, each simulated on the same prompts."""
+    release's label), and every fault class on the modelled path, each simulated on the same prompts (their rows read
+    from ``recorded``, the continuation's decode, where it holds them)."""
     spec, served, release = modelled
-    rows = traces(target, seqs, starts, spec, batch_size)
+    rows = traces(target, seqs, starts, spec, batch_size, recorded)
     total = sum(fc.proposal is None for fc in CLASSES) + 2
     if trained is None:  # training feeds and runs the draft as the release does: one fault-free prediction
         out = [
@@ -55,7 +58,7 @@ def candidates(
                          simulate_all(served, rows, num_steps, None, batch_size))]  # fmt: skip
     if trained is not None:
         t_spec, t_draft = trained
-        t_rows = rows if t_spec == spec else traces(target, seqs, starts, t_spec, batch_size)
+        t_rows = rows if t_spec == spec else traces(target, seqs, starts, t_spec, batch_size, recorded)
         out.append(Candidate(AS_TRAINED, "as trained: the training features and draft forward",
                              simulate_all(t_draft, t_rows, num_steps, None, batch_size)))  # fmt: skip
     if progress is not None:
@@ -151,7 +154,7 @@ def attribute_live(
                      "proposal; the greedy loop's fault classes are simulated at temperature 0 only")  # fmt: skip
         cands = sampled_candidates(setup.target, rep.seqs, rep.starts, modelled[:2], K, T)
     else:
-        cands = candidates(setup.target, rep.seqs, rep.starts, modelled, trained, K, opts.batch_size, progress)
+        cands = candidates(setup.target, rep.seqs, rep.starts, modelled, trained, K, opts.batch_size, progress, rep.recorded)
     if isinstance(measured, list):
         from .batches import rank_batches
 

@@ -28,6 +28,7 @@ from .classes import FaultClass
 
 if TYPE_CHECKING:
     from ...core.taps import FeatureSpec
+    from ...model.replay import Recorded
     from ...model.target import Target
 
 
@@ -204,14 +205,17 @@ def _rows_at(rows: torch.Tensor, span: list[int], m: int) -> torch.Tensor:
     return torch.cat([got, got.new_zeros(m - got.shape[0], got.shape[1])]) if got.shape[0] < m else got
 
 
-def traces(target: Target, seqs: list[list[int]], starts: list[int], spec: FeatureSpec, batch_size: int) -> list[Trace]:
-    """Every sequence's rows for ``spec`` (its capture points concatenated) from one replay of the target."""
+def traces(
+    target: Target, seqs: list[list[int]], starts: list[int], spec: FeatureSpec, batch_size: int, recorded: Recorded | None = None
+) -> list[Trace]:
+    """Every sequence's rows for ``spec`` (its capture points concatenated) from one replay of the target, or read
+    from ``recorded`` (model/recorded.py: the decode that generated ``seqs``) where it holds them."""
     import torch
 
     from ...model.replay import iter_captures
 
     out: list[Trace | None] = [None] * len(seqs)
-    for rb in iter_captures(target, seqs, spec, batch_size=batch_size):
+    for rb in iter_captures(target, seqs, spec, batch_size=batch_size, recorded=recorded):
         aux = torch.cat([rb.captured[p] for p in spec], dim=-1)
         for b, i in enumerate(rb.index):
             out[i] = Trace(aux[b, : len(seqs[i])].clone(), list(seqs[i]), starts[i])
