@@ -230,7 +230,7 @@ class StaticDecoder:
         or [B, T] at every slot; taps). Eager: a prompt's shape is met once."""
         self.pad.copy_(pad)
         self.crop(0)
-        if hasattr(self.cache, "prefill_rotated") and bool(pad.any()):
+        if hasattr(self.cache, "prefill_rotated"):  # unpadded rows too: the masked route read a 4D mask per head
             amax, taps = self._run_rotated(ids, pad, last_only)
         else:
             amax, taps = self._run(ids, self._window(ids.shape[1]), last_only)
