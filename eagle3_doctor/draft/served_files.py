@@ -10,6 +10,7 @@ the sidecars' headers alone."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,31 @@ def _index_map(d: Path) -> dict[str, str] | None:
     return wm if isinstance(wm, dict) and all(isinstance(v, str) for v in wm.values()) else None
 
 
+def _unnamed(d: Path, named: set[str]) -> list[Path]:
+    """The safetensors files in ``d`` the index's weight_map does not name: what an index-following loader skips."""
+    return [f for f in sorted(d.glob("*.safetensors")) if f.name not in named and f.is_file()]
+
+
+def unindexed_holding(path: str, pick: Callable[[set[str]], str | None]) -> tuple[str, str] | None:
+    """(file, tensor): the first safetensors file in the checkpoint directory ``path`` that its index does not name
+    and that holds a tensor ``pick`` chooses from its names; None without an index or such a file. What a loader that
+    follows the index never sees, for a finding that must say where the tensor it misses already is."""
+    from ..core.errors import BadInput
+
+    d = Path(path or "")
+    wm = _index_map(d) if (d / INDEX).is_file() else None
+    if wm is None:
+        return None
+    for f in _unnamed(d, set(wm.values())):
+        try:
+            got = pick(_names(f))
+        except BadInput:
+            continue  # a header the checkpoint reader refuses in its own words
+        if got is not None:
+            return f.name, got
+    return None
+
+
 def sidecar_findings(path: str, engine: str, version: str, label: str) -> list[Any]:
     """FWD016 per safetensors file the release drops (not named by the index) that holds tensors no loaded file holds,
     for the draft checkpoint directory ``path``."""
@@ -49,7 +75,7 @@ def sidecar_findings(path: str, engine: str, version: str, label: str) -> list[A
     named = sorted(set(wm.values()))
     try:
         loaded = set().union(*(_names(d / f) for f in named if (d / f).is_file()))
-        sidecars = {f.name: _names(f) for f in sorted(d.glob("*.safetensors")) if f.name not in named and f.is_file()}
+        sidecars = {f.name: _names(f) for f in _unnamed(d, set(named))}
     except BadInput:
         return []  # a header the checkpoint reader refuses in its own words
     out = []

@@ -109,6 +109,10 @@ def test_a_p_eagle_mask_embedding_in_a_sidecar_is_named_whatever_the_drafter_kin
     assert "FWD016" in found and "PEA002" in found, found
     (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "FWD016"]
     assert f["data"]["tensors"] == ["mask_hidden"] and '"mask_hidden": "mask_hidden.safetensors"' in f["fix"]
+    # the refusal's fix is the same index entry, not an export of a tensor the checkpoint already holds
+    (g,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "PEA002"]
+    assert g["fix"].startswith('add "mask_hidden": "mask_hidden.safetensors" to model.safetensors.index.json'), g["fix"]
+    assert "export" not in g["fix"] and any("mask_hidden.safetensors beside the checkpoint" in e for e in g["evidence"])
     wm = json.loads((d / INDEX).read_text())
     wm["weight_map"]["mask_hidden"] = "mask_hidden.safetensors"
     (d / INDEX).write_text(json.dumps(wm))

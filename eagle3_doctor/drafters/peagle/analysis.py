@@ -35,7 +35,7 @@ def serving_findings(info: Any, s: Any, release: str | None = None) -> list[Find
         if "mask_token_id" in s.why:
             fix: Any = "write the mask_token_id the draft was trained with into config.json (speculators: --mask-token-id)"
         elif "mask_hidden" in s.why:
-            fix = "export mask_hidden with the draft's weights (speculators saves it beside the layers)"
+            fix = _mask_hidden_fix(info.path, ev)
         elif "no SGLang model class" in s.why:
             fix = f"serve it on {UPGRADE} or later: SGLang has no P-EAGLE class and no parallel drafting for EAGLE-3 drafts"
         elif "Expected one of" in s.why:
@@ -60,6 +60,20 @@ def serving_findings(info: Any, s: Any, release: str | None = None) -> list[Find
         return [Finding("PEA003", f"{who} fills the parallel slots with token {s.mask_token_id}, trained with "
                         f"{info.mask_token_id}", evidence=ev, fix=fix)]  # fmt: skip
     return []
+
+
+def _mask_hidden_fix(path: str, ev: list[str]) -> str:
+    """Export the tensor, or, where it is already saved in a file the index does not name (the loader reads only the
+    files the index names), the index entry that makes the release load it."""
+    from ...draft.peagle.formats import mask_hidden_name
+    from ...draft.served_files import INDEX, unindexed_holding
+
+    side = unindexed_holding(path, mask_hidden_name)
+    if side is None:
+        return "export mask_hidden with the draft's weights (speculators saves it beside the layers)"
+    file, name = side
+    ev.append(f"{file} beside the checkpoint holds {name}; {INDEX} does not name {file}, so the release never loads it")
+    return f'add "{name}": "{file}" to {INDEX}\'s weight_map (the tensor is saved; the index does not name its file)'
 
 
 @dataclass
