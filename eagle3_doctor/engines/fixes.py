@@ -132,7 +132,7 @@ def later_release_serving(serving: Serving, want: FeatureSpec) -> tuple[str, str
     return (first, None) if first is not None else None
 
 
-ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM", "modelopt": "ModelOpt"}
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM", "modelopt": "ModelOpt", "llamacpp": "llama.cpp"}
 
 
 def upgrade_fix(serving: Serving, want: FeatureSpec) -> str:

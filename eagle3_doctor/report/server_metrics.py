@@ -12,14 +12,16 @@ if TYPE_CHECKING:
 def render_measured(console: Any, m: Measured) -> None:
     from rich.table import Table
 
-    t = Table(title=f"measured by the server ({m.engine})")
+    from ..engines.fixes import ENGINE_NAMES
+
+    t = Table(title=f"measured by the server ({ENGINE_NAMES.get(m.engine, m.engine)})")
     t.add_column("metric")
     t.add_column("value", justify="right")
 
     def ci(c: tuple[float, float] | None) -> str:
         return f"  [{c[0]:.3f}, {c[1]:.3f}]" if c else ""
 
-    t.add_row("verify passes (vLLM drafts, SGLang verify calls)", f"{m.passes:g}")
+    t.add_row(_passes_label(m), f"{m.passes:g}")
     t.add_row("mean acceptance length (bonus in)", f"{m.mean_acceptance_length:.3f}{ci(m.mean_acceptance_length_ci)}")
     if m.draft_acceptance_rate is not None:
         t.add_row("draft acceptance rate", f"{m.draft_acceptance_rate:.3f}")
@@ -33,6 +35,14 @@ def render_measured(console: Any, m: Measured) -> None:
     console.print(f"source: {m.source}", markup=False)
     for n in m.notes:
         console.print(f"note: {n}", markup=False, soft_wrap=True)
+
+
+def _passes_label(m: Measured) -> str:
+    """The row's name with the counter the passes were read from, where a scrape gave them (a log gives none)."""
+    from ..analyses.server_metrics.counters import PER_PASS, SGL_VERIFY
+
+    counter = PER_PASS[m.engine][0] if m.engine in PER_PASS else SGL_VERIFY
+    return f"verify passes ({counter})" if counter in m.counters else "verify passes"
 
 
 def render_comparison(console: Any, c: ServingComparison) -> None:

@@ -92,3 +92,16 @@ def test_a_short_average_draft_is_noted(tmp_path):
     f.write_text(llamacpp_scrape(100, 300, 120, [80, 30, 10, 0, 0]))
     assert any("drafted 3.00 tokens a pass on average, under its 5" in n for n in load_measured(str(f)).notes)
     assert not any("on average" in n for n in load_measured(str(LLAMA)).notes)
+
+
+def test_the_table_names_the_engine_and_the_counter_its_passes_come_from():
+    """The terminal table says which server and which counter the verify passes were read from: llama.cpp's own,
+    not the vLLM and SGLang names a reader would look for in the scrape and not find."""
+    from conftest import SERVING, invoke
+
+    for scrape, engine, counter in (("llamacpp-after-kv-layout-shift", "llama.cpp", "llamacpp:spec_decode_num_drafts_total"),
+                                    ("vllm-after-healthy", "vLLM", "vllm:spec_decode_num_drafts_total"),
+                                    ("sglang-after-healthy", "SGLang", "sglang:spec_verify_calls_total")):  # fmt: skip
+        r = invoke("server-metrics", "--metrics", SERVING / f"{scrape}.prom")
+        assert r.exit_code == 0, r.output
+        assert f"measured by the server ({engine})" in r.output and f"verify passes ({counter})" in r.output, r.output
