@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import DRAFTS, FIX, PROMPTS, TARGET, invoke
 
 # each kind's fixture and a tensor its forward reads first
@@ -68,3 +69,28 @@ def test_the_library_refuses_as_the_cli_does(tmp_path):
               options=SimpleNamespace(prompts=str(PROMPTS), limit=2, max_new_tokens=8))  # fmt: skip
     with pytest.raises(BadInput, match=r"hold NaN or Inf \(fc\.weight\)"):
         run_command("acceptance", run)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn])
+def test_the_refusals_finiteness_is_the_full_statistics_own(tmp_path, dtype):
+    """The measuring commands refuse on finiteness alone (no spectral statistics): for every stored dtype and every
+    non-finite value (NaN, +Inf, -Inf; e4m3 has NaN only), and the largest finite one, that answer is the one the full
+    per-tensor statistics give, matrices and vectors alike."""
+    from safetensors.torch import save_file
+
+    from eagle3_doctor.analyses.inspect.tensors import is_finite, tensor_stat
+    from eagle3_doctor.io.hub import load_weights_dir
+
+    big = torch.finfo(dtype).max
+    specials = [float("nan"), big] + ([] if dtype == torch.float8_e4m3fn else [float("inf"), float("-inf")])
+    tensors = {}
+    for i, x in enumerate(specials):
+        for shape, name in (((8, 16), "proj.weight"), ((16,), "norm.weight")):
+            t = torch.randn(shape).to(dtype)
+            t.view(-1)[5] = x
+            tensors[f"l{i}.{name}"] = t.contiguous()
+    save_file(tensors, tmp_path / "model.safetensors")
+    got = load_weights_dir(tmp_path)
+    for k, v in got.items():
+        want = bool(torch.isfinite(tensors[k].float()).all())
+        assert is_finite(v) == tensor_stat(k, k, v).finite == want, (k, dtype)
