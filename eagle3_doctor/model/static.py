@@ -81,14 +81,20 @@ def kv_bytes_per_token(target: Target) -> int:
     return int(2 * layers * kv * head_dim * torch.empty((), dtype=target.dtype).element_size())
 
 
-def decode_batch_size(target: Target, prompt_len: int, max_len: int, *, reserve: int = 0, cap: int = 1024) -> int:
+def decode_batch_size(
+    target: Target, prompt_len: int, max_len: int, *, reserve: int = 0, taps_per_token: int = 0, cap: int = 1024
+) -> int:
     """Sequences per greedy continuation batch on a GPU: as many as :data:`DECODE_SHARE` of the free memory, less
     ``reserve`` bytes held beside the batch (the taps recorded for the replay), holds a static cache of ``max_len``
-    positions for, beside one eager prefill of ``prompt_len`` tokens each (the layer's activations and the last row's
-    float32 logits). A decode step reads every weight once whatever the batch, so the continuation's cost falls with
-    each doubling until the KV cache's reads dominate: a forward-sized batch (model.runtime.auto_batch_size, capped
-    at 64) ran 512 x 512 as 8 batches where one fits (bench/RESULTS.md). 8 on the CPU, where a step's arithmetic,
-    not the weights' reads, is the cost."""
+    positions for, beside one eager prefill of ``prompt_len`` tokens each and the last row's float32 logits. A decode
+    step reads every weight once whatever the batch, so the continuation's cost falls with each doubling until the KV
+    cache's reads dominate: a forward-sized batch (model.runtime.auto_batch_size, capped at 64) ran 512 x 512 as 8
+    batches where one fits (bench/RESULTS.md). 8 on the CPU, where a step's arithmetic, not the weights' reads, is
+    the cost.
+
+    The prefill's transient is (12 H + 6 I) elements a token plus the recorded taps twice (``taps_per_token``
+    bytes; their reordered copy): a 4 x 32k prefill on an 8B shape held 56.5 GB above its start, 431 KB a token,
+    where the layer's activations alone, (4 H + 2 I), would have counted 90 KB (bench/RESULTS.md, 2026-12-03)."""
     if torch.device(target.device).type != "cuda":
         return 8
     if target.capture_device is not None:  # sharded by a device map: no one device's free memory decides
@@ -101,7 +107,8 @@ def decode_batch_size(target: Target, prompt_len: int, max_len: int, *, reserve:
     inter = int(c.get("intermediate_size") or 4 * H)
     vocab = int(c.get("vocab_size") or 0)
     elt = torch.empty((), dtype=target.dtype).element_size()
-    per_seq = kv_bytes_per_token(target) * slots(max_len) + (4 * H + 2 * inter) * elt * max(prompt_len, 1) + 4 * vocab
+    prefill = ((12 * H + 6 * inter) * elt + 2 * taps_per_token) * max(prompt_len, 1)
+    per_seq = kv_bytes_per_token(target) * slots(max_len) + prefill + 4 * vocab
     return max(1, min(cap, int((free * DECODE_SHARE - reserve) // per_seq)))
 
 

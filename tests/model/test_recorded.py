@@ -160,3 +160,13 @@ def test_a_recording_beside_the_decode_leaves_its_batch_whole_where_both_fit(mon
                 assert recorded is not None and batch >= 512 and "512 sequences in 1 batch" in label, (points, label)
             else:
                 assert recorded is None and batch == 512 and "1024 sequences in 2 batches" in label, (points, label)
+    # long prompts: each batch's cache and its prefill at the transient measured at 4 x 32k (431 KB a token, the
+    # taps included) fit the free memory; at 60% and the layer's activations alone, 64 x 8k planned 2 x 32, 147 GB
+    from eagle3_doctor.model.static import kv_bytes_per_token
+
+    for n, length in ((4, 32768), (64, 8192)):
+        src = SimpleNamespace(prompts=[SimpleNamespace(ids=[1] * length)] * n)
+        batch, recorded, _ = _plan(gpu, src, AcceptanceOptions(max_new_tokens=128, continuation_auto=True), wirings[:3])
+        held = batch * (kv_bytes_per_token(gpu) * (length + 128) + 431_000 * length)
+        assert held + (recorded.nbytes if recorded else 0) <= 127 * 10**9, (n, length, batch)
+        assert batch == n if n == 4 else 8 <= batch < 32, batch

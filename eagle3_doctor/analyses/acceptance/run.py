@@ -88,10 +88,11 @@ def _plan(
 
         recorded = plan_recording(tgt, record, len(src.prompts), longest + opts.max_new_tokens)
     if opts.continuation_auto:
+        from ...model.recorded import recording_bytes
         from ...model.static import decode_batch_size
 
-        reserve = recorded.nbytes if recorded is not None else 0
-        batch = decode_batch_size(tgt, longest, longest + opts.max_new_tokens + extra, reserve=reserve)
+        reserve, taps = (recorded.nbytes, recording_bytes(tgt, recorded.points, 1, 1)) if recorded is not None else (0, 0)
+        batch = decode_batch_size(tgt, longest, longest + opts.max_new_tokens + extra, reserve=reserve, taps_per_token=taps)
         # as many batches as the memory asks for, of equal size: 1,024 sequences where 599 fit run as 512 + 512,
         # not 599 + 425, so no batch holds a cache larger than the work needs
         batch = -(-len(src.prompts) // -(-len(src.prompts) // batch)) if src.prompts else batch
