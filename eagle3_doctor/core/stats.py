@@ -14,6 +14,7 @@ Seeded: the same counts and seed give the same interval, bit for bit, on every m
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -51,12 +52,15 @@ class Interval:
         return f"{self.point:.{nd}f} [{self.lo:.{nd}f}, {self.hi:.{nd}f}]"
 
 
+@functools.lru_cache(maxsize=8)
 def weights(n: int, B: int = DEFAULT_B, seed: int = DEFAULT_SEED) -> np.ndarray:
-    """[B, n] multiplicities: row b says how often each prompt appears in bootstrap sample b."""
+    """[B, n] multiplicities: row b says how often each prompt appears in bootstrap sample b. Read-only and kept:
+    a diagnose draws the same prompts' weights for every path, lever and ablation (19 draws of one matrix)."""
     rng = np.random.Generator(np.random.PCG64(seed))
     idx = rng.integers(0, n, size=(B, n))
-    w = np.zeros((B, n), dtype=np.float64)
-    np.add.at(w, (np.repeat(np.arange(B), n), idx.ravel()), 1.0)
+    # counted per row in one pass: the same integers np.add.at gave, at a tenth of its time
+    w = np.bincount((np.arange(B)[:, None] * n + idx).ravel(), minlength=B * n).reshape(B, n).astype(np.float64)
+    w.flags.writeable = False
     return w
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from eagle3_doctor.analyses.acceptance.metrics import metrics_from_passes, tau_from_acc
 from eagle3_doctor.core.stats import (
@@ -20,6 +21,20 @@ def test_weights_are_multiplicities_and_seeded():
     w = weights(7, B=50, seed=3)
     assert w.shape == (50, 7) and (w.sum(axis=1) == 7).all()
     assert (w == weights(7, B=50, seed=3)).all() and not (w == weights(7, B=50, seed=4)).all()
+
+
+@pytest.mark.parametrize("n", [1, 5, 37, 1024])
+def test_weights_are_the_seeded_draws_counted(n):
+    """Each row counts the prompts the seeded generator drew for it: the multiplicities np.add.at gave before, bit
+    for bit (every interval and the calibration table rest on them), kept read-only since every path shares them."""
+    rng = np.random.Generator(np.random.PCG64(0))
+    idx = rng.integers(0, n, size=(2000, n))
+    want = np.zeros((2000, n))
+    np.add.at(want, (np.repeat(np.arange(2000), n), idx.ravel()), 1.0)
+    got = weights(n)
+    assert np.array_equal(got, want) and got.dtype == np.float64
+    with pytest.raises(ValueError):
+        got[0, 0] = 5.0
 
 
 def test_point_is_the_pooled_ratio_and_interval_brackets_it():
