@@ -120,11 +120,16 @@ def _speculative(
 
     draft, spec = setup.draft, setup.serving.spec
     why = None
-    if getattr(draft, "kind", None) != "eagle3":
+    # an MTP head or a DFlash draft sits in the same slot under another class (its kind says which)
+    if draft is None or getattr(draft, "kind", None) != "eagle3":
         why = f"a {getattr(draft, 'kind', 'missing')} draft has no chain decoder"
-    elif setup.serving.failure is not None or len(spec) != draft.config.num_aux_states:  # type: ignore[union-attr]
+    elif spec is None or setup.serving.failure is not None or len(spec) != draft.config.num_aux_states:
         why = "the serving path does not feed the draft"
-    got = None if why else speculative_continue(setup.target, draft, spec, prompts, opts, batch, progress)  # type: ignore[arg-type]
+    got = (
+        None
+        if why or draft is None or spec is None
+        else speculative_continue(setup.target, draft, spec, prompts, opts, batch, progress)
+    )
     if got is None:
         notes.append(f"--continuation speculative: {why or 'this target runs without the native cache'}; "
                      "the continuation was generated plainly (the same tokens)")  # fmt: skip
