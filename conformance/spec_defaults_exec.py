@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import functools
 import json
 import os
@@ -207,8 +208,7 @@ def _call_site(mods: dict[str, ast.Module]) -> dict[str, Any] | None:
 
 
 def _bare(fn: ast.FunctionDef) -> ast.FunctionDef:
-    fn = ast.parse(ast.unparse(fn)).body[0]  # a copy: the cached tree stays as read
-    assert isinstance(fn, ast.FunctionDef)
+    fn = copy.deepcopy(fn)  # the tree stays as read; the copy keeps the release's line numbers
     fn.decorator_list, fn.returns = [], None
     for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs, fn.args.vararg, fn.args.kwarg):
         if a is not None:
@@ -225,14 +225,7 @@ def _no_imports(stmts: list[ast.stmt]) -> list[ast.stmt]:
 
         visit_ImportFrom = visit_Import
 
-    return [Drop().visit(ast.parse(ast.unparse(s)).body[0]) for s in stmts]
-
-
-def _keep_lines(new: list[ast.stmt], old: list[ast.stmt]) -> list[ast.stmt]:
-    """Copies re-parsed from text lose their line numbers: put each statement back where the release has it."""
-    for n, o in zip(new, old):
-        ast.increment_lineno(n, o.lineno - n.lineno)
-    return new
+    return [Drop().visit(copy.deepcopy(s)) for s in stmts]
 
 
 def _prelude(site: dict[str, Any]) -> list[ast.stmt]:
@@ -335,6 +328,7 @@ class Release:
         self.sources: dict[str, Any] = {"fields": [self.field_src[f] for f in FIELDS]}
         self.listed: list[str] = []
         self.helpers: set[str] = set()  # module-level functions of the release the executed code calls
+        self.stmts: dict[str, list[ast.stmt]] = {}  # every statement executed, per file: where an error is cited
         self.g: dict[str, Any] = {"__builtins__": builtins, **_stubs()}
         if chooser is None:
             return
@@ -348,14 +342,14 @@ class Release:
         wrapper = ast.FunctionDef(
             name="_resolve",
             args=ast.arguments([], [ast.arg(a.arg) for a in site["fn"].args.args], None, [], [], None, []),
-            body=_keep_lines(_no_imports(body), body),
+            body=_no_imports(body),
             decorator_list=[],
             returns=None,
             type_params=[],
         )
         ast.copy_location(wrapper, site["fn"])
         self._bind(_free([wrapper]) - {site["fn"].args.args[0].arg}, funcs, site["rel"])
-        exec(compile(ast.fix_missing_locations(ast.Module([wrapper], [])), site["rel"], "exec"), self.g)
+        self._exec(wrapper, site["rel"])
         rel = site["rel"]
         self.sources |= {
             "chooser": f"{crel}:{cfn.lineno}-{cfn.end_lineno} {cfn.name}",
@@ -395,13 +389,22 @@ class Release:
 
     def _define(self, rel: str, fn: ast.FunctionDef, funcs: dict[str, tuple[str, ast.FunctionDef]]) -> None:
         node = _bare(fn)
-        ast.increment_lineno(node, fn.lineno - node.lineno)
-        node.body = _keep_lines(_no_imports(node.body), fn.body)
+        node.body = _no_imports(node.body)
         self._bind(_free([node]), funcs, rel)
-        exec(compile(ast.fix_missing_locations(ast.Module([node], [])), rel, "exec"), self.g)
+        self._exec(node, rel)
         self.g[fn.name] = self.g[node.name]
         if fn.name not in CHOOSERS:
             self.helpers.add(f"{rel}:{fn.lineno} {fn.name}")
+
+    def _exec(self, node: ast.FunctionDef, rel: str) -> None:
+        self.stmts.setdefault(rel, []).extend(n for n in ast.walk(node) if isinstance(n, ast.stmt))
+        exec(compile(ast.fix_missing_locations(ast.Module([node], [])), rel, "exec"), self.g)
+
+    def _statement(self, rel: str, line: int) -> int:
+        """The first line of the innermost executed statement holding ``line`` (an assert spread over lines is cited
+        where it starts)."""
+        holding = [n for n in self.stmts.get(rel, []) if n.lineno <= line <= (n.end_lineno or n.lineno)]
+        return max((n.lineno for n in holding), default=line)
 
     def _bind(self, names: set[str], funcs: dict[str, tuple[str, ast.FunctionDef]], where: str) -> None:
         for name in sorted(names - set(self.g)):
@@ -432,7 +435,7 @@ class Release:
                 raise TreeCodeMoved(f"sglang {self.version}: {type(e).__name__}: {e} (a stub lacks it)") from None
             at = [f for f in traceback.extract_tb(e.__traceback__) if f.filename.startswith("sglang/")]
             text = f"!{type(e).__name__}" + (f": {str(e).strip()[:160]}" if str(e).strip() else "")
-            self.raised.setdefault(text, f"{at[-1].filename}:{at[-1].lineno}" if at else "?")
+            self.raised.setdefault(text, f"{at[-1].filename}:{self._statement(at[-1].filename, at[-1].lineno)}" if at else "?")
             return text
         return _shape(tuple(getattr(args, f) for f in FIELDS))
 

@@ -38,7 +38,6 @@ class TreeRules:
     """How one release fills the tree shape, read off its executed cases."""
 
     release: str
-    span: str  # the releases sharing these rules, first-last
     defaults: Shape  # ServerArgs' field defaults (what an unset field is when the chooser does not run)
     auto: dict[str, str] | None  # the chooser's pick by architecture, "other" for any it does not list; None: no chooser
     unset_error: str | None  # what the release raises for steps unset beside a set topk or draft-token count
@@ -46,10 +45,10 @@ class TreeRules:
     sources: dict[str, Any] = field(default_factory=dict)  # file:line of each piece in this release
 
     @classmethod
-    def of(cls, row: dict[str, Any], release: str, sources: dict[str, Any], span: str | None = None) -> TreeRules:
+    def of(cls, row: dict[str, Any], release: str, sources: dict[str, Any]) -> TreeRules:
         d = row["defaults"]
         return cls(
-            release, span or release, (d[0], d[1], d[2]), row["auto"], row["unset_error"], row["topk1_forces"],
+            release, (d[0], d[1], d[2]), row["auto"], row["unset_error"], row["topk1_forces"],
             sources,
         )  # fmt: skip
 
@@ -76,9 +75,7 @@ def tree_rules(release: str) -> TreeRules | None:
     at = t["release_rows"].get(release.split("+")[0].partition("-")[0])
     if at is None:
         return None
-    row = t["rows"][at["row"]]
-    rs = row["releases"]
-    return TreeRules.of(row, release, at["sources"], rs[0] if len(rs) == 1 else f"{rs[0]}-{rs[-1]}")
+    return TreeRules.of(t["rows"][at["row"]], release, at["sources"])
 
 
 def covered() -> str:
