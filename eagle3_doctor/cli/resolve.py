@@ -31,7 +31,8 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
         getattr(a, "draft_revision", None),
         getattr(a, "dtype", "auto"),
     )
-    sc = load(getattr(a, "serve_cmd", None), getattr(a, "serve_config", None), _sglang_release(engine, engine_version))
+    serve_cmd, serve_config = getattr(a, "serve_cmd", None), getattr(a, "serve_config", None)
+    sc = load(serve_cmd, serve_config, _sglang_release(engine, engine_version) if serve_cmd or serve_config else None)
     if sc is not None and not target:
         _speculators_from_hub(sc)
     from ..io.overlap import check_outputs_apart
