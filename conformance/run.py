@@ -28,6 +28,7 @@ import mtp_exec  # noqa: E402
 import mtp_stubs  # noqa: E402
 import peagle_exec  # noqa: E402
 import sglang_exec  # noqa: E402
+import spec_defaults_exec  # noqa: E402
 import trtllm_exec  # noqa: E402
 import vllm_exec  # noqa: E402
 import weightfiles_exec  # noqa: E402
@@ -245,6 +246,7 @@ def main() -> int:
     _package_table(draft_exec, draft_exec.DraftCodeMoved, "EAGLE-3 draft", "draft_exec.py its stubs")
     _package_table(kvdtype_exec, kvdtype_exec.KvCodeMoved, "draft KV dtype", "kvdtype_exec.py its shape")
     _package_table(weightfiles_exec, weightfiles_exec.WeightFilesMoved, "draft weight-file", "weightfiles_exec.py its shape")
+    _package_table(spec_defaults_exec, spec_defaults_exec.TreeCodeMoved, "SGLang tree-default", "spec_defaults_exec.py its shape")
     _package_table(dflash_exec, dflash_exec.DflashCodeMoved, "DFlash", "dflash_exec.py its shape")
     _package_table(peagle_exec, peagle_exec.PeagleCodeMoved, "P-EAGLE", "peagle_exec.py its shape")
     _package_table(mtp_exec, mtp_stubs.MTPCodeMoved, "MTP", "mtp_stubs.py its stubs")

@@ -31,7 +31,8 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
         getattr(a, "draft_revision", None),
         getattr(a, "dtype", "auto"),
     )
-    sc = load(getattr(a, "serve_cmd", None), getattr(a, "serve_config", None))
+    serve_cmd, serve_config = getattr(a, "serve_cmd", None), getattr(a, "serve_config", None)
+    sc = load(serve_cmd, serve_config, _sglang_release(engine, engine_version) if serve_cmd or serve_config else None)
     if sc is not None and not target:
         _speculators_from_hub(sc)
     from ..io.overlap import check_outputs_apart
@@ -68,6 +69,16 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
     quiet = getattr(a, "quiet", False)
     return Run(target_dir or "", draft_dir, eng, release, dtype, sc, paths, launch_findings(sc) if sc else [], _parsed(a),
                status=lambda text: status(text, quiet), progress=lambda: progress(quiet))  # fmt: skip
+
+
+def _sglang_release(engine: Optional[str], engine_version: Optional[str]) -> Optional[str]:
+    """The release --engine-version names, where it is an SGLang launch's (--engine unset or sglang): its own defaults
+    fill what the launch leaves unset. A string that names no release is refused here, as check_engine would."""
+    if not engine_version or engine and engine.lower() != "sglang":
+        return None
+    from ..engines.releases import release_string
+
+    return release_string(engine_version)
 
 
 def _say_launch(sc: Any, target: Optional[str], draft: Optional[str], release: Optional[str] = None) -> None:

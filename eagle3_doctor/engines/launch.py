@@ -37,10 +37,12 @@ from .launch_args import (
 from .launch_config import ServeConfig, finish_vllm, json_object, sglang_config, target_arch, vllm_config, vllm_engine_args
 
 
-def parse_serve_cmd(text: str, arch: str | None = None) -> ServeConfig:
-    """Parse one launch command. arch: the target's architecture name when already known."""
+def parse_serve_cmd(text: str, arch: str | None = None, release: str | None = None) -> ServeConfig:
+    """Parse one launch command. arch: the target's architecture name when already known; release: the SGLang
+    release the run names (its defaults fill what the command leaves unset; None: the image's, else the table's)."""
     toks = split_words(text)
     engine, start = find_entry(toks)
+    image, image_release = docker_image(toks[:start])
     # trtllm-serve's --config is its options YAML, read with the rest of its launch below
     args = toks[start:] if engine == "trtllm" else config_args(engine, toks[start:])
     values, unknown, positional, dotted = parse_flags(engine, args)
@@ -51,19 +53,19 @@ def parse_serve_cmd(text: str, arch: str | None = None) -> ServeConfig:
         extra = values.get("extra_llm_api_options")
         sc = trtllm_config(values, unknown, positional, read_api_options(extra) if extra else {})
     elif engine == "sglang":
-        sc = sglang_config(values, unknown, positional, arch or target_arch(values.get("model_path")))
+        sc = sglang_config(values, unknown, positional, arch or target_arch(values.get("model_path")), release or image_release)
     else:
         sc = vllm_config(values, unknown, positional, dotted)
         speculators_verifier(sc, local_config(sc.target))
     sc.env = prefix_env(toks[:start])
-    sc.image, release = docker_image(toks[:start])
+    sc.image = image
     if sc.image:
-        if release:
+        if image_release:
             sc.notes.append(
-                f"image {sc.image}: the {engine} {release} rules apply (flags read from the {flag_table()[engine]['version']} table)"
+                f"image {sc.image}: the {engine} {image_release} rules apply (flags read from the {flag_table()[engine]['version']} table)"
             )
             # the launch's own mode (TensorRT-LLM's two-model EAGLE-3) stays on the image's release
-            sc.engine_version = release + ("-two-model" if sc.engine_version.endswith("-two-model") else "")
+            sc.engine_version = image_release + ("-two-model" if sc.engine_version.endswith("-two-model") else "")
         else:
             sc.notes.append(
                 f"image {sc.image} names no release: the {engine} {sc.engine_version} rules apply (pin --engine-version)"
@@ -113,7 +115,7 @@ def speculators_verifier(sc: ServeConfig, cfg: dict[str, Any] | None) -> None:
     sc.notes.append(f"speculators checkpoint: vLLM serves its verifier {name} as the target and the checkpoint as the draft")
 
 
-def parse_serve_config(path: str, arch: str | None = None) -> ServeConfig:
+def parse_serve_config(path: str, arch: str | None = None, release: str | None = None) -> ServeConfig:
     """A file: a launch command, or a JSON/YAML object (SGLang server args, vLLM engine args or speculative config)."""
     from ..io.safeio import read_regular_text
 
@@ -130,7 +132,7 @@ def parse_serve_config(path: str, arch: str | None = None) -> ServeConfig:
         if not isinstance(obj, dict):
             raise BadInput(f"--serve-config {path} holds no mapping", "write key: value lines")
     if obj is None:
-        return parse_serve_cmd(text, arch)
+        return parse_serve_cmd(text, arch, release)
     if isinstance(obj.get("speculative_config"), dict) and "decoding_type" in obj["speculative_config"]:
         from .launch_trtllm import trtllm_config
 
@@ -146,7 +148,7 @@ def parse_serve_config(path: str, arch: str | None = None) -> ServeConfig:
         dests = {v["dest"] for v in table.values()}
         unknown = [f"{k} (not a SGLang {flag_table()['sglang']['version']} server arg)" for k in obj if k not in dests]
         return sglang_config(
-            {k: v for k, v in obj.items() if k in dests}, unknown, [], arch or target_arch(obj.get("model_path"))
+            {k: v for k, v in obj.items() if k in dests}, unknown, [], arch or target_arch(obj.get("model_path")), release
         )
     if "num_speculative_tokens" in keys or ("method" in keys and "speculative_config" not in keys):
         sc = ServeConfig("vllm", flag_table()["vllm"]["version"])
@@ -171,13 +173,14 @@ def parse_serve_config(path: str, arch: str | None = None) -> ServeConfig:
     )
 
 
-def load(serve_cmd: str | None, serve_config: str | None) -> ServeConfig | None:
+def load(serve_cmd: str | None, serve_config: str | None, sglang_release: str | None = None) -> ServeConfig | None:
+    """The launch command or file as read; ``sglang_release``: the release the run names, for an SGLang launch."""
     if serve_cmd and serve_config:
         raise BadInput("both --serve-cmd and --serve-config given", "pass one of them")
     if serve_cmd:
-        return parse_serve_cmd(serve_cmd)
+        return parse_serve_cmd(serve_cmd, release=sglang_release)
     if serve_config:
-        return parse_serve_config(serve_config)
+        return parse_serve_config(serve_config, release=sglang_release)
     return None
 
 

@@ -1,11 +1,10 @@
 """A launch command's flags and files, per engine, in the doctor's terms (``ServeConfig``).
 
 Defaults follow the engine's own resolution when a flag is absent:
-- SGLang 0.5.23 ``srt/arg_groups/speculative_hook.py``: with ``--speculative-num-steps`` unset,
-  (steps, topk, draft tokens) come from ``_auto_choose_speculative_params`` (line 1430) by the target's
-  architecture: (5, 4, 8) for ``LlamaForCausalLM`` and Grok-1, (3, 1, 4) for DeepSeek-V2/V3, GPT-OSS,
-  GLM-4-MoE and everything else (lines 1438-1461); with topk 1 the draft-token budget is forced to
-  steps + 1 (lines 1255-1267).
+- SGLang, per release (the one the run names): with ``--speculative-num-steps`` unset, (steps, topk, draft
+  tokens) come from the release's ``auto_choose_speculative_params`` by the target's architecture, and from
+  0.4.5.post3 topk 1 forces the draft tokens to steps + 1; each release's own code executed
+  (``conformance/spec_defaults_exec.py``, table ``data/sglang_tree_defaults.json``, read by ``sglang_tree.py``).
 - vLLM 0.33.0 ``config/speculative.py``: ``num_speculative_tokens`` unset takes the draft config's
   ``n_predict`` or is an error (lines 1601-1617); ``method`` unset is detected from the draft path
   name ("eagle3" in it, line 1447). vLLM 0.33 EAGLE drafts a chain (no token tree); older vLLM took
@@ -23,9 +22,6 @@ from typing import Any
 from ..core.errors import BadInput
 from .launch_args import DRAFT_TOKENS, MAX_DRAFT_TOKENS, MAX_NUM_STEPS, MAX_TOPK, STEPS, TOPK, cut_value, flag_table, to_int
 
-# SGLang's per-architecture defaults, speculative_hook.py:1430-1461 (0.5.23)
-_SGLANG_AUTO_548 = {"LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"}
-_SGLANG_SRC = "sglang 0.5.23 srt/arg_groups/speculative_hook.py"
 _VLLM_SRC = "vllm 0.33.0 config/speculative.py"
 
 
@@ -137,7 +133,11 @@ _RELEVANT_SGLANG = {
 }
 
 
-def sglang_config(values: dict[str, Any], unknown: list[str], positional: list[str], arch: str | None) -> ServeConfig:
+def sglang_config(
+    values: dict[str, Any], unknown: list[str], positional: list[str], arch: str | None, release: str | None = None
+) -> ServeConfig:
+    """``release``: the SGLang release the run names, whose defaults fill what the command leaves unset (None: the
+    argument table's)."""
     version = flag_table()["sglang"]["version"]
     sc = ServeConfig("sglang", version, unknown_flags=unknown)
     src = sc.sources
@@ -171,45 +171,20 @@ def sglang_config(values: dict[str, Any], unknown: list[str], positional: list[s
         sc.notes.append("no --speculative-algorithm: this server runs without speculative decoding")
     elif (note := algorithm_note("sglang", sc.algorithm)) is not None:
         sc.notes.append(f"--speculative-algorithm {note}")
-    _sglang_tree_shape(sc, arch)
+    _sglang_tree_shape(sc, arch, release or version)
     if sc.draft is None and sc.algorithm and sc.algorithm.upper() == "EAGLE3":
         sc.notes.append("EAGLE3 without --speculative-draft-model-path: SGLang refuses to start without a draft")
     sc.ignored_flags = sorted(k for k in values if k not in _RELEVANT_SGLANG)
     return sc
 
 
-def _sglang_tree_shape(sc: ServeConfig, arch: str | None) -> None:
-    """Steps/topk/draft tokens as SGLang's server_args resolves them from what the command left unset
-    (architecture defaults, topk 1 alone, draft tokens forced to steps + 1 under topk 1)."""
-    src = sc.sources
-    if sc.num_steps is None:
-        if sc.topk is not None or sc.num_draft_tokens is not None:
-            sc.notes.append(
-                "SGLang asserts that --speculative-eagle-topk and --speculative-num-draft-tokens are unset "
-                f"when --speculative-num-steps is ({_SGLANG_SRC}:1159): set all three"
-            )
-        if arch is None:
-            sc.notes.append(
-                "SGLang picks steps/topk/draft tokens from the target's architecture "
-                f"({_SGLANG_SRC}:1430); the target config was not readable here"
-            )
-        else:
-            steps, topk, ndt = (5, 4, 8) if arch in _SGLANG_AUTO_548 else (3, 1, 4)
-            sc.num_steps, sc.topk, sc.num_draft_tokens = steps, topk, ndt
-            for k in ("num_steps", "topk", "num_draft_tokens"):
-                src[k] = f"SGLang default for {arch} ({_SGLANG_SRC}:1430-1461)"
-    if sc.num_steps is not None and sc.topk is None:
-        sc.topk = 1
-        src["topk"] = "assumed 1: SGLang resolves topk only together with --speculative-num-steps"
-        sc.notes.append(src["topk"])
-    if sc.topk == 1 and sc.num_steps is not None and sc.num_draft_tokens != sc.num_steps + 1:
-        if sc.num_draft_tokens is not None:
-            sc.notes.append(
-                f"SGLang sets --speculative-num-draft-tokens to steps + 1 = {sc.num_steps + 1} when topk is 1 "
-                f"(was {sc.num_draft_tokens}; {_SGLANG_SRC}:1255-1267)"
-            )
-        sc.num_draft_tokens = sc.num_steps + 1
-        src["num_draft_tokens"] = f"steps + 1 with topk 1 ({_SGLANG_SRC}:1255-1267)"
+def _sglang_tree_shape(sc: ServeConfig, arch: str | None, release: str) -> None:
+    """Steps/topk/draft tokens as SGLang ``release`` resolves what the command left unset (its architecture
+    defaults, field defaults, the topk-1 adjustment), from the release's own code executed
+    (engines/sglang_tree.py); a release outside what was executed fills nothing and says so."""
+    from .sglang_tree import fill_tree
+
+    fill_tree(sc, arch, release)
 
 
 def _vllm_spec(spec: dict[str, Any], sc: ServeConfig) -> None:
