@@ -195,6 +195,7 @@ def parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str]
     positional: list[str] = []
     dotted: list[str] = []
     abbrev: list[str] = []
+    used: list[str] = []  # the table's names of the flags given (an abbreviation as the flag it stands for)
     i = 0
     while i < len(args):
         tok = args[i]
@@ -213,6 +214,7 @@ def parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str]
                 if not eq:
                     i += 1
                 dotted.append(f"{table[head]['dest']}.{sub}={val}")
+                used.append(head)
                 continue
         if engine == "sglang" and name.startswith("--") and "_" in name and name not in table:
             _refuse_underscore(name, table)
@@ -222,7 +224,7 @@ def parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str]
             hits = sorted({table[f]["dest"]: f for f in table if f.startswith(name)}.values())
             if len(hits) == 1:
                 abbrev.append(f"{name} -> {hits[0]}")
-                spec = table[hits[0]]
+                spec, name = table[hits[0]], hits[0]
             elif hits:
                 unknown.append(f"{name} (ambiguous: {', '.join(hits[:4])}{', ...' if len(hits) > 4 else ''})")
                 if not eq and i < len(args) and not args[i].startswith("-"):
@@ -236,8 +238,11 @@ def parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str]
                 i += 1
             continue
         values[spec["dest"]], i = _take_value(name, spec["value"], inline if eq else None, args, i)
+        used.append(name)
     if abbrev:
         values["__abbrev__"] = abbrev
+    if used and engine != "trtllm":
+        values["__flags__"] = used
     return values, unknown, positional, dotted
 
 
