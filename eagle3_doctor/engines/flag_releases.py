@@ -37,6 +37,7 @@ class Absent:
     first_after: str | None
     last_before: str | None
     has_it: list[str]  # the release ranges that register it, 'first..last'
+    until: str | None = None  # the last release of the run that starts at first_after, where a later one drops it
 
 
 def listed_release(engine: str, release: str) -> str | None:
@@ -51,6 +52,11 @@ def listed_release(engine: str, release: str) -> str | None:
         return None
     hit = next((r for r in data["releases"] if release_key(r) == key), None)
     return hit if hit is not None and hit in data["wheels"] else None
+
+
+def registered_by(engine: str, flag: str) -> list[str]:
+    """The release ranges whose parser registers ``flag`` ('first..last'); empty where none does."""
+    return list(_table().get(engine, {}).get("flags", {}).get(flag, []))
 
 
 def _indices(data: dict[str, Any], ranges: list[str]) -> list[tuple[int, int]]:
@@ -75,7 +81,9 @@ def absent_flags(engine: str, release: str, flags: list[str]) -> list[Absent] | 
         spans = _indices(data, ranges)
         if any(a <= at <= b for a, b in spans):
             continue
-        after = [a for a, _ in spans if a > at]
+        after = sorted((a, b) for a, b in spans if a > at)
         before = [b for _, b in spans if b < at]
-        out.append(Absent(flag, listed, names[min(after)] if after else None, names[max(before)] if before else None, ranges))
+        first, until = (names[after[0][0]], after[0][1]) if after else (None, len(names) - 1)
+        last = names[max(before)] if before else None
+        out.append(Absent(flag, listed, first, last, ranges, names[until] if until < len(names) - 1 else None))
     return out

@@ -208,7 +208,9 @@ def _absent_flag_finding(sc: ServeConfig, a: Absent) -> Any:
     from ..core.findings import SERVER_COMMAND, Finding, Fix
 
     eng = sc.engine
-    if a.first_after:
+    if a.first_after and a.until:
+        fix = f"drop {a.flag} from the launch command, or run a {eng} release from {a.first_after} to {a.until} (those have it)"
+    elif a.first_after:
         fix = f"drop {a.flag} from the launch command, or upgrade to {eng} >= {a.first_after} (the first release that has it)"
     else:
         fix = f"drop {a.flag} from the launch command: no later {eng} release has it"
@@ -219,7 +221,8 @@ def _absent_flag_finding(sc: ServeConfig, a: Absent) -> Any:
         [
             f"{eng} releases whose parser registers {a.flag}: {', '.join(a.has_it)}{gone}",
             f"each release's flag names extracted from its own wheel ({FLAG_SOURCE}); "
-            f"the command was read with {eng} {flag_table()[eng]['version']}'s argument table, which has it",
+            f"the command was read with {eng} {flag_table()[eng]['version']}'s argument table, which "
+            + ("has it" if a.flag in flag_table()[eng]["flags"] else "lacks it too (listed as unknown)"),
         ],
         Fix(fix, file=SERVER_COMMAND, key=a.flag, op="delete"),
         data={
@@ -228,6 +231,7 @@ def _absent_flag_finding(sc: ServeConfig, a: Absent) -> Any:
             "first_release_with_it": a.first_after,
             "has_it": a.has_it,
             "last_release_before_with_it": a.last_before,
+            "last_release_of_that_run": a.until,
         },
     )
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core.errors import BadInput
 from ..io.checks import MAX_NUM_STEPS  # one ceiling for options, launch commands and draft configs
+from .flag_releases import registered_by
 from .releases import TRTLLM_RELEASE
 
 MAX_SERVE_CONFIG = 4 << 20  # a launch command or server-args file is a few KB
@@ -231,6 +232,7 @@ def parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str]
                     i += 1
                 continue
         if spec is None:
+            used.append(name)  # a flag of another release is checked against the one the run names, too
             unknown.append(tok if eq else name)
             # an unknown flag's value (if any) is not a flag: skip it so it is not read as positional
             if not eq and i < len(args) and not args[i].startswith("-"):
@@ -267,10 +269,13 @@ _MEASURED_WORDS = ("speculative", "draft", "eagle", "model-path", "num-steps", "
 
 def refuse_measured_unknown(engine: str, unknown: list[str]) -> None:
     """Unknown flags are listed and the run goes on (a flag of another release, a typo in --port), except
-    one that names what the doctor measures under: reading past it would default that setting silently,
-    and the engine itself refuses to start on it (argparse: unrecognized arguments)."""
+    one that names what the doctor measures under and no tracked release registers: reading past it would
+    default that setting silently, and the engine itself refuses to start on it (argparse: unrecognized
+    arguments)."""
     for u in unknown:
         flag = u.split()[0]
+        if registered_by(engine, flag):
+            continue  # an older release's flag, not a misspelling: CMD003 says whether the release run has it
         if any(w in flag for w in _MEASURED_WORDS) and "(ambiguous" not in u:
             ver = flag_table()[engine]["version"]
             how = {

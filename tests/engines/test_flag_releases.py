@@ -147,3 +147,20 @@ def test_cli_release_from_the_image_tag(tmp_path):
     assert r.exit_code == 1, r.output
     (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD003"]
     assert f["data"]["release"] == "0.5.4" and f["data"]["first_release_with_it"] == "0.5.18"
+
+
+def test_cli_flag_an_older_release_had(tmp_path):
+    """A flag the newest table lacks but older releases register is not refused as a misspelling: the release the
+    run names decides (0.5.3..0.5.9 register --speculative-ngram-branch-length, verified in the wheels above)."""
+    cmd = SG + "--speculative-ngram-branch-length 12"
+    found = {}
+    for version in ("0.5.9", None, "0.5.2"):
+        out = tmp_path / f"i-{version}.json"
+        r = invoke("inspect", "--serve-cmd", cmd, *(["--engine-version", version] if version else []), "--json", out)
+        assert r.exit_code in (0, 1), r.output
+        found[version] = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD003"]
+    assert found["0.5.9"] == []
+    (now,) = found[None]
+    assert now["data"]["last_release_before_with_it"] == "0.5.9" and "no later sglang release has it" in now["fix"]
+    (early,) = found["0.5.2"]
+    assert "run a sglang release from 0.5.3 to 0.5.9" in early["fix"]
