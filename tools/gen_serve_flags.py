@@ -135,9 +135,11 @@ def vllm_flags(z: zipfile.ZipFile) -> tuple[dict, list[str]]:
         if "nargs" in kw:
             kind = "many"
         entry = {"dest": dest, "value": kind, "default": None, "source": f"{au}:{call.lineno}"}
+        # argparse gives --no-x only to BooleanOptionalAction (get_kwargs' choice for a bool field), not store_true
+        negated = kind == "none" and "store_true" not in act and "store_false" not in act
         for n in names:
             flags.setdefault(n, entry)
-            if kind == "none" and n.startswith("--"):
+            if negated and n.startswith("--"):
                 flags.setdefault("--no-" + n[2:], entry)
     # the frontend's parser moved: openai/ (to 0.28), launchers/ (0.29-0.32), common/ (0.33)
     fe = next(

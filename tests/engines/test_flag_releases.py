@@ -44,6 +44,8 @@ def _release_set(engine: str, release: str) -> set[str]:
 # - vllm --headless: first in 0.9.0's entrypoints/cli/serve.py; -asc: first in 0.9.1's serve.py (--api-server-count)
 # - vllm --disable-log-requests: arg_utils.py up to 0.16.0 (line 2088 there), gone from 0.17.0
 # - vllm --guided-decoding-backend: literal to 0.10.2, then the deprecated-flag loop of 0.11.x, gone from 0.12.0
+# - vllm --no-enforce-eager: 0.8.5 registers --enforce-eager with action='store_true' (arg_utils.py:639: no
+#   negation), 0.9.0 through get_kwargs' BooleanOptionalAction for the bool field (arg_utils.py:477)
 PINNED = [
     ("sglang", "--speculative-draft-kv-cache-dtype", ["0.5.18..0.5.23"]),
     ("sglang", "--speculative-draft-model-revision", ["0.5.2..0.5.23"]),
@@ -53,12 +55,21 @@ PINNED = [
     ("vllm", "-asc", ["0.9.1..0.33.0"]),
     ("vllm", "--disable-log-requests", ["0.8.4..0.16.0"]),
     ("vllm", "--guided-decoding-backend", ["0.8.4..0.11.2"]),
+    ("vllm", "--no-enforce-eager", ["0.9.0..0.33.0"]),
 ]
 
 
 @pytest.mark.parametrize(("engine", "flag", "ranges"), PINNED)
 def test_rows_pinned_against_the_wheels(engine, flag, ranges):
     assert _table()[engine]["flags"][flag] == ranges
+
+
+def test_store_true_flags_have_no_negation():
+    """vllm 0.33.0 registers --disable-log-stats with action="store_true" (arg_utils.py:1920): argparse refuses
+    --no-disable-log-stats, so neither the argument table nor any release's names hold it."""
+    assert "--disable-log-stats" in flag_table()["vllm"]["flags"]
+    assert "--no-disable-log-stats" not in flag_table()["vllm"]["flags"]
+    assert "--no-disable-log-stats" not in _table()["vllm"]["flags"]
 
 
 def test_every_tracked_release_extracted_and_no_call_left_unread():
