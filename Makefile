@@ -62,6 +62,7 @@ fixtures: $(STAMP)
 conformance: $(STAMP)
 	$(BIN)/python conformance/run.py
 	$(BIN)/python conformance/trainers_exec.py
+	$(BIN)/python conformance/flags_exec.py
 
 clean:
 	rm -rf $(VENV) demo-report .tools

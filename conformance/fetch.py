@@ -27,17 +27,21 @@ from releases import CAPTURE_FILE_PATTERNS, RELEASES
 CACHE = Path(os.environ.get("CONFORMANCE_CACHE", Path(__file__).resolve().parent / ".cache"))
 
 
-def src_dir(engine: str, version: str) -> Path:
-    return CACHE / "src" / engine / version
+def src_dir(engine: str, version: str, kind: str = "src") -> Path:
+    return CACHE / kind / engine / version
 
 
-def fetch(engine: str, version: str) -> tuple[str, str, str]:
-    dest = src_dir(engine, version)
-    stamp = hashlib.sha256(repr(CAPTURE_FILE_PATTERNS[engine]).encode()).hexdigest()[:12]
+def fetch(
+    engine: str, version: str, patterns: dict[str, list[str]] = CAPTURE_FILE_PATTERNS, kind: str = "src"
+) -> tuple[str, str, str]:
+    """The members of the release's wheel that ``patterns[engine]`` names, into ``src_dir(engine, version, kind)``
+    (another harness keeps its own members under another ``kind``, so neither stamp invalidates the other)."""
+    dest = src_dir(engine, version, kind)
+    stamp = hashlib.sha256(repr(patterns[engine]).encode()).hexdigest()[:12]
     done = dest / ".complete"
     if done.exists() and stamp in done.read_text():
         return engine, version, "cached"
-    pats = [re.compile(p) for p in CAPTURE_FILE_PATTERNS[engine]]
+    pats = [re.compile(p) for p in patterns[engine]]
     try:
         return _fetch_members(engine, version, dest, done, stamp, pats)
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:  # no index entry, no range support: whole wheel

@@ -68,3 +68,16 @@ CAPTURE_FILE_PATTERNS: dict[str, list[str]] = {
         r"^vllm-[^/]+\.dist-info/METADATA$",  # the transformers range the release requires
     ],
 }
+
+# Regexes over wheel member names: the files that define each release's server flags (flags_exec.py), kept
+# under .cache/flags/ apart from the capture files. SGLang: ServerArgs.add_cli_args, and from 0.5.2x the
+# arg_groups whose fields become flags. vLLM: EngineArgs.add_cli_args, the OpenAI frontend's parser
+# (openai/cli_args.py, later common/cli_args.py) and the `vllm serve` subcommand's own arguments.
+FLAG_FILE_PATTERNS: dict[str, list[str]] = {
+    "sglang": [r"^sglang/srt/server_args\.py$", r"^sglang/srt/arg_groups/.*\.py$"],
+    "vllm": [
+        r"^vllm/engine/arg_utils\.py$",
+        r"^vllm/entrypoints/[a-z_]+/cli_args\.py$",
+        r"^vllm/entrypoints/cli/serve\.py$",
+    ],
+}

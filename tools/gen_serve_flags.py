@@ -57,44 +57,52 @@ def _literal(node: ast.AST | None):
         return ast.unparse(node)
 
 
+def _annotated_fields(tree: ast.AST, name: str, flags: dict, classes: tuple[str, ...] | None = None) -> None:
+    """The ``A[type, Arg(...)]`` fields of ``classes`` (all classes where None) as flags, the way
+    ``arg_groups/arg_utils.add_cli_args_from_dataclass`` registers them."""
+    for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and (classes is None or n.name in classes)]:
+        for st in cls.body:
+            if not (isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)):
+                continue
+            ann = st.annotation
+            if not (isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and ann.value.id == "A"):
+                continue
+            elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+            typ, meta = elts[0], elts[1] if len(elts) > 1 else None
+            cli, aliases, no_cli, action = None, [], False, None
+            if isinstance(meta, ast.Call):
+                for kw in meta.keywords:
+                    if kw.arg == "cli_name":
+                        cli = _literal(kw.value)
+                    elif kw.arg == "aliases":
+                        aliases = list(_literal(kw.value) or [])
+                    elif kw.arg == "no_cli":
+                        no_cli = bool(_literal(kw.value))
+                    elif kw.arg == "action":
+                        action = ast.unparse(kw.value)
+            if no_cli:
+                continue
+            field = st.target.id
+            cli = cli or "--" + field.replace("_", "-")
+            kind = _value_kind(_ann_text(typ))
+            if action and "store_true" in action:
+                kind = "none"
+            entry = {"dest": field, "value": kind, "default": _literal(st.value), "source": f"{name}:{st.lineno}"}
+            for n in [cli] + aliases:
+                flags[n] = entry
+
+
 def sglang_flags(z: zipfile.ZipFile) -> tuple[dict, list[str]]:
+    """0.5.20+: the fields of ``arg_groups/fields/*.py``; 0.5.14-0.5.19: the fields of ``ServerArgs`` in
+    ``server_args.py`` itself; every release: the literal ``add_argument`` calls of ``server_args.py``."""
     flags: dict = {}
     files = sorted(n for n in z.namelist() if n.startswith("sglang/srt/arg_groups/fields/") and n.endswith(".py"))
     for name in files:
-        tree = ast.parse(z.read(name).decode())
-        for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
-            for st in cls.body:
-                if not (isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)):
-                    continue
-                ann = st.annotation
-                if not (isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and ann.value.id == "A"):
-                    continue
-                elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
-                typ, meta = elts[0], elts[1] if len(elts) > 1 else None
-                cli, aliases, no_cli, action = None, [], False, None
-                if isinstance(meta, ast.Call):
-                    for kw in meta.keywords:
-                        if kw.arg == "cli_name":
-                            cli = _literal(kw.value)
-                        elif kw.arg == "aliases":
-                            aliases = list(_literal(kw.value) or [])
-                        elif kw.arg == "no_cli":
-                            no_cli = bool(_literal(kw.value))
-                        elif kw.arg == "action":
-                            action = ast.unparse(kw.value)
-                if no_cli:
-                    continue
-                field = st.target.id
-                cli = cli or "--" + field.replace("_", "-")
-                kind = _value_kind(_ann_text(typ))
-                if action and "store_true" in action:
-                    kind = "none"
-                entry = {"dest": field, "value": kind, "default": _literal(st.value), "source": f"{name}:{st.lineno}"}
-                for n in [cli] + aliases:
-                    flags[n] = entry
-    # hand-added arguments in server_args.py
+        _annotated_fields(ast.parse(z.read(name).decode()), name, flags)
     sa = "sglang/srt/server_args.py"
     tree = ast.parse(z.read(sa).decode())
+    _annotated_fields(tree, sa, flags, ("ServerArgs",))
+    # hand-added arguments in server_args.py
     for call, names, kw in _add_argument_calls(tree):
         act = ast.unparse(kw["action"]) if "action" in kw else ""
         kind = "none" if ("store_true" in act or "store_false" in act) else ("many" if "nargs" in kw else "one")
@@ -127,11 +135,18 @@ def vllm_flags(z: zipfile.ZipFile) -> tuple[dict, list[str]]:
         if "nargs" in kw:
             kind = "many"
         entry = {"dest": dest, "value": kind, "default": None, "source": f"{au}:{call.lineno}"}
+        # argparse gives --no-x only to BooleanOptionalAction (get_kwargs' choice for a bool field), not store_true
+        negated = kind == "none" and "store_true" not in act and "store_false" not in act
         for n in names:
             flags.setdefault(n, entry)
-            if kind == "none" and n.startswith("--"):
+            if negated and n.startswith("--"):
                 flags.setdefault("--no-" + n[2:], entry)
-    fe = "vllm/entrypoints/common/cli_args.py"
+    # the frontend's parser moved: openai/ (to 0.28), launchers/ (0.29-0.32), common/ (0.33)
+    fe = next(
+        f"vllm/entrypoints/{d}/cli_args.py"
+        for d in ("common", "launchers", "openai")
+        if f"vllm/entrypoints/{d}/cli_args.py" in z.namelist()
+    )
     tree = ast.parse(z.read(fe).decode())
     for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name.endswith("FrontendArgs")]:
         for st in cls.body:

@@ -67,7 +67,8 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
     from ..engines.launch import launch_findings
 
     quiet = getattr(a, "quiet", False)
-    return Run(target_dir or "", draft_dir, eng, release, dtype, sc, paths, launch_findings(sc) if sc else [], _parsed(a),
+    found = launch_findings(sc, release if eng == sc.engine else None) if sc else []
+    return Run(target_dir or "", draft_dir, eng, release, dtype, sc, paths, found, _parsed(a),
                status=lambda text: status(text, quiet), progress=lambda: progress(quiet))  # fmt: skip
 
 
@@ -90,9 +91,20 @@ def _say_launch(sc: Any, target: Optional[str], draft: Optional[str], release: O
     msg = f"serving config: {sc.summary(release)}"
     if sc.unknown_flags:
         msg += f"\n  unknown flags (not in {sc.engine} {sc.engine_version}'s argument table): {', '.join(sc.unknown_flags)}"
-    for n in sc.notes:
+    for n in [*sc.notes, *_flags_unchecked(sc, release or sc.engine_version)]:
         msg += f"\n  note: {n}"
     print(msg, file=sys.stderr, flush=True)
+
+
+def _flags_unchecked(sc: Any, release: str) -> list[str]:
+    """A note where the release the run names is not the argument table's and its own flag names were not
+    extracted: whether that release accepts each flag of the command goes unchecked (CMD003 cannot fire)."""
+    from ..engines.flag_releases import listed_release
+    from ..engines.launch_args import flag_table
+
+    if not sc.flags or release == flag_table()[sc.engine]["version"] or listed_release(sc.engine, release):
+        return []
+    return [f"flags of {sc.engine} {release} not extracted: whether that release accepts each flag is not checked"]
 
 
 def _engine_of(

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from .flag_releases import SOURCE as FLAG_SOURCE
+from .flag_releases import Absent, absent_flags
 from .launch_args import (
     MAX_SERVE_CONFIG,
     STEPS,
@@ -46,6 +48,7 @@ def parse_serve_cmd(text: str, arch: str | None = None, release: str | None = No
     # trtllm-serve's --config is its options YAML, read with the rest of its launch below
     args = toks[start:] if engine == "trtllm" else config_args(engine, toks[start:])
     values, unknown, positional, dotted = parse_flags(engine, args)
+    used = values.pop("__flags__", [])
     refuse_measured_unknown(engine, unknown)
     if engine == "trtllm":
         from .launch_trtllm import read_api_options, trtllm_config
@@ -57,6 +60,7 @@ def parse_serve_cmd(text: str, arch: str | None = None, release: str | None = No
     else:
         sc = vllm_config(values, unknown, positional, dotted)
         speculators_verifier(sc, local_config(sc.target))
+    sc.flags = used
     sc.env = prefix_env(toks[:start])
     sc.image = image
     if sc.image:
@@ -190,16 +194,49 @@ _TRUE = ("1", "true", "yes", "on")
 _SGLANG_WORKER = "sglang 0.5.23 srt/speculative/eagle_worker_v2.py:323-333 (init_token_map)"
 
 
-def launch_findings(sc: ServeConfig) -> list[Any]:
+def launch_findings(sc: ServeConfig, release: str | None = None) -> list[Any]:
     """What the launch command itself does to the draft, before any model is read: an FR-Spec token map
-    (the draft's vocabulary), spec v2 asked for with a token tree."""
-    out = []
+    (the draft's vocabulary), spec v2 asked for with a token tree, flags ``release`` (the one the run names,
+    where it is this command's engine) does not have."""
+    out = [_absent_flag_finding(sc, a) for a in absent_flags(sc.engine, release, sc.flags) or []] if release else []
     if sc.token_map:
         out.append(_token_map_finding(sc))
     v2 = sc.env.get("SGLANG_ENABLE_SPEC_V2")
     if sc.engine == "sglang" and v2 is not None and v2.strip().lower() in _TRUE and (sc.topk or 1) > 1:
         out.append(_spec_v2_finding(sc, v2))
     return out
+
+
+def _absent_flag_finding(sc: ServeConfig, a: Absent) -> Any:
+    from ..core.findings import SERVER_COMMAND, Finding, Fix
+
+    eng = sc.engine
+    if a.first_after and a.until:
+        fix = f"drop {a.flag} from the launch command, or run a {eng} release from {a.first_after} to {a.until} (those have it)"
+    elif a.first_after:
+        fix = f"drop {a.flag} from the launch command, or upgrade to {eng} >= {a.first_after} (the first release that has it)"
+    else:
+        fix = f"drop {a.flag} from the launch command: no later {eng} release has it"
+    gone = f"; {eng} {a.last_before} was the last release before it that had it" if a.last_before else ""
+    return Finding(
+        "CMD003",
+        f"{a.flag} is not a flag of {eng} {a.release}: that server refuses to start (argparse: unrecognized arguments)",
+        [
+            f"{eng} releases whose parser registers {a.flag}: {', '.join(a.has_it)}{gone}",
+            f"each release's flag names extracted from its own wheel ({FLAG_SOURCE}); "
+            f"the command was read with {eng} {flag_table()[eng]['version']}'s argument table, which "
+            + ("has it" if a.flag in flag_table()[eng]["flags"] else "lacks it too (listed as unknown)"),
+        ],
+        Fix(fix, file=SERVER_COMMAND, key=a.flag, op="delete"),
+        data={
+            "flag": a.flag,
+            "release": a.release,
+            "first_release_with_it": a.first_after,
+            "has_it": a.has_it,
+            "last_release_before_with_it": a.last_before,
+            "last_release_of_that_run": a.until,
+        },
+    )
 
 
 def _token_map_finding(sc: ServeConfig) -> Any:

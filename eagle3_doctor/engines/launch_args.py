@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core.errors import BadInput
 from ..io.checks import MAX_NUM_STEPS  # one ceiling for options, launch commands and draft configs
+from .flag_releases import registered_by
 from .releases import TRTLLM_RELEASE
 
 MAX_SERVE_CONFIG = 4 << 20  # a launch command or server-args file is a few KB
@@ -195,6 +196,7 @@ def parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str]
     positional: list[str] = []
     dotted: list[str] = []
     abbrev: list[str] = []
+    used: list[str] = []  # the table's names of the flags given (an abbreviation as the flag it stands for)
     i = 0
     while i < len(args):
         tok = args[i]
@@ -213,6 +215,7 @@ def parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str]
                 if not eq:
                     i += 1
                 dotted.append(f"{table[head]['dest']}.{sub}={val}")
+                used.append(head)
                 continue
         if engine == "sglang" and name.startswith("--") and "_" in name and name not in table:
             _refuse_underscore(name, table)
@@ -222,13 +225,14 @@ def parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str]
             hits = sorted({table[f]["dest"]: f for f in table if f.startswith(name)}.values())
             if len(hits) == 1:
                 abbrev.append(f"{name} -> {hits[0]}")
-                spec = table[hits[0]]
+                spec, name = table[hits[0]], hits[0]
             elif hits:
                 unknown.append(f"{name} (ambiguous: {', '.join(hits[:4])}{', ...' if len(hits) > 4 else ''})")
                 if not eq and i < len(args) and not args[i].startswith("-"):
                     i += 1
                 continue
         if spec is None:
+            used.append(name)  # a flag of another release is checked against the one the run names, too
             unknown.append(tok if eq else name)
             # an unknown flag's value (if any) is not a flag: skip it so it is not read as positional
             if not eq and i < len(args) and not args[i].startswith("-"):
@@ -236,8 +240,11 @@ def parse_flags(engine: str, args: list[str]) -> tuple[dict[str, Any], list[str]
                 i += 1
             continue
         values[spec["dest"]], i = _take_value(name, spec["value"], inline if eq else None, args, i)
+        used.append(name)
     if abbrev:
         values["__abbrev__"] = abbrev
+    if used and engine != "trtllm":
+        values["__flags__"] = used
     return values, unknown, positional, dotted
 
 
@@ -262,10 +269,13 @@ _MEASURED_WORDS = ("speculative", "draft", "eagle", "model-path", "num-steps", "
 
 def refuse_measured_unknown(engine: str, unknown: list[str]) -> None:
     """Unknown flags are listed and the run goes on (a flag of another release, a typo in --port), except
-    one that names what the doctor measures under: reading past it would default that setting silently,
-    and the engine itself refuses to start on it (argparse: unrecognized arguments)."""
+    one that names what the doctor measures under and no tracked release registers: reading past it would
+    default that setting silently, and the engine itself refuses to start on it (argparse: unrecognized
+    arguments)."""
     for u in unknown:
         flag = u.split()[0]
+        if registered_by(engine, flag):
+            continue  # an older release's flag, not a misspelling: CMD003 says whether the release run has it
         if any(w in flag for w in _MEASURED_WORDS) and "(ambiguous" not in u:
             ver = flag_table()[engine]["version"]
             how = {

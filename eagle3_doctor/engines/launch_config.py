@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from .flag_releases import listed_release
 from .launch_args import DRAFT_TOKENS, MAX_DRAFT_TOKENS, MAX_NUM_STEPS, MAX_TOPK, STEPS, TOPK, cut_value, flag_table, to_int
 
 _VLLM_SRC = "vllm 0.33.0 config/speculative.py"
@@ -55,15 +56,23 @@ class ServeConfig:
     ignored_flags: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # the flags the command gives, as the argument table names them: checked against the release the run
+    # names (engines/flag_releases.py), not part of the JSON output
+    flags: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["flags"]
+        return out
 
     def summary(self, release: str | None = None) -> str:
         """One line of what was read; ``release``: the one the run measures, where it is not the argument table's."""
         head = f"{self.engine} {self.engine_version}"
         if release and release != self.engine_version:
-            head = f"{self.engine} {release} (its flags read by {self.engine_version}'s argument table)"
+            checked = (
+                f", checked against {release}'s own flag names" if self.flags and listed_release(self.engine, release) else ""
+            )
+            head = f"{self.engine} {release} (its flags read by {self.engine_version}'s argument table{checked})"
         tree = f", tree {self.token_tree}" if self.token_tree else ""
         kv = f", kv cache {self.kv_cache_dtype}" if self.kv_cache_dtype else ""
         kv += f", draft kv cache {self.draft_kv_cache_dtype}" if self.draft_kv_cache_dtype else ""

@@ -224,7 +224,9 @@ def test_the_summary_line_names_the_release_measured():
     r = invoke("inspect", "--serve-cmd", cmd, "--engine-version", "0.5.17")
     assert r.exit_code in (0, 1), r.output
     (line,) = [x for x in r.output.splitlines() if x.startswith("serving config:")]
-    assert line.startswith("serving config: sglang 0.5.17 (its flags read by 0.5.23's argument table): "), line
+    assert line.startswith(
+        "serving config: sglang 0.5.17 (its flags read by 0.5.23's argument table, checked against 0.5.17's own flag names): "
+    ), line
     r = invoke("inspect", "--serve-cmd", cmd)
     (line,) = [x for x in r.output.splitlines() if x.startswith("serving config:")]
     assert line.startswith("serving config: sglang 0.5.23: "), line

@@ -41,4 +41,21 @@ RECORDS = (
         ),
         confirm="grep the server log for 'Spec v1 is used'; measure both shapes with `eagle3-doctor speedup`",
     ),
+    Code(
+        "CMD003",
+        ERROR,
+        "the launch command uses a flag the named engine release does not have: that server refuses to start",
+        meaning=(
+            "The launch command passes a flag that the engine release the run names (--engine-version, or the "
+            "image tag) does not register in its argument parser: one added in a later release (the newest release's "
+            "argument table, which the doctor reads the command with, has it) or one an earlier release had and a "
+            "later one dropped. The flag names of every tracked SGLang and vLLM release are extracted from its own "
+            "wheel (conformance/flags_exec.py), and the named release's do not include it."
+        ),
+        why=(
+            "argparse stops that release's server at startup with 'unrecognized arguments': nothing is served, and "
+            "what the doctor measures assumes a launch that never runs."
+        ),
+        confirm="run the launch command against that release, or `python -m sglang.launch_server --help` / `vllm serve --help` there",
+    ),
 )

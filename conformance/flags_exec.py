@@ -1,0 +1,154 @@
+"""Which server flags each SGLang and vLLM release's parser accepts: names and aliases, release by release.
+
+For every release in releases.py, the files that define its flags (FLAG_FILE_PATTERNS) are fetched from its
+wheel (fetch.py, under .cache/flags/) and read with the extraction that writes the package's argument table
+(tools/gen_serve_flags.py: literal ``add_argument`` calls, SGLang's ``A[type, Arg(...)]`` fields, vLLM's
+``FrontendArgs`` fields), plus the literal calls of vLLM's ``entrypoints/cli/serve.py`` (the ``vllm serve``
+subcommand's own arguments in the releases that had them there). Each flag is written as the ranges of
+releases that have it (``first..last`` over the release list, oldest first) into
+eagle3_doctor/data/serve_flag_releases.json, which engines/flag_releases.py reads.
+
+A call whose flag names are not literal (``add_argument(*names)``, an f-string) is modelled only where the
+extraction reads what it registers (SGLang's ``add_cli_args_from_dataclass``, vLLM's frontend loop over its
+dataclass fields); any other is listed under ``unresolved`` with file:line, so a gap is recorded, not hidden.
+
+Usage: python conformance/flags_exec.py [OUT.json]   (fetches what the cache lacks; about a minute)
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tools"))
+
+import fetch  # noqa: E402
+import gen_serve_flags  # noqa: E402
+from releases import FLAG_FILE_PATTERNS, RELEASES  # noqa: E402
+
+OUT = ROOT / "eagle3_doctor" / "data" / "serve_flag_releases.json"
+ENGINES = ("sglang", "vllm")
+# non-literal add_argument calls whose flags the extraction reads from their source (fields of a dataclass)
+MODELLED_DYNAMIC = ("sglang/srt/arg_groups/arg_utils.py", "vllm/entrypoints/openai/cli_args.py",
+                    "vllm/entrypoints/launchers/cli_args.py", "vllm/entrypoints/common/cli_args.py")  # fmt: skip
+
+
+class Tree:
+    """A release's extracted files, read through the two calls gen_serve_flags makes of a wheel's ZipFile."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def namelist(self) -> list[str]:
+        return sorted(str(p.relative_to(self.root)) for p in self.root.rglob("*.py"))
+
+    def read(self, name: str) -> bytes:
+        return (self.root / name).read_bytes()
+
+
+def release_flags(engine: str, root: Path) -> tuple[set[str], list[str]]:
+    """(every flag name and alias the release's parser registers, the non-literal calls not modelled)."""
+    tree = Tree(root)
+    flags, _ = (gen_serve_flags.sglang_flags if engine == "sglang" else gen_serve_flags.vllm_flags)(tree)
+    names = set(flags)
+    serve = "vllm/entrypoints/cli/serve.py"
+    if engine == "vllm" and serve in tree.namelist():
+        for _call, found, _kw in gen_serve_flags._add_argument_calls(ast.parse(tree.read(serve).decode())):
+            names.update(found)
+    unresolved = []
+    for name in tree.namelist():
+        if name in MODELLED_DYNAMIC:
+            continue
+        module = ast.parse(tree.read(name).decode())
+        looped = _loop_flags(module)
+        names.update(n for found in looped.values() for n in found)
+        for call in [n for n in ast.walk(module) if isinstance(n, ast.Call) and id(n) not in looped]:
+            if getattr(call.func, "attr", None) == "add_argument" and call.args:
+                first = call.args[0]
+                if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+                    unresolved.append(f"{name}:{call.lineno}")
+    return names, unresolved
+
+
+def _loop_flags(module: ast.AST) -> dict[int, list[str]]:
+    """``for arg, type in [("--x", str), ...]: group.add_argument(arg, ...)`` (vLLM 0.11's deprecated guided
+    decoding flags): {id of the call: the flag names the literal list gives it}."""
+    out: dict[int, list[str]] = {}
+    for loop in [n for n in ast.walk(module) if isinstance(n, ast.For) and isinstance(n.iter, (ast.List, ast.Tuple))]:
+        tgt = loop.target
+        var = tgt.id if isinstance(tgt, ast.Name) else getattr(tgt.elts[0], "id", None) if isinstance(tgt, ast.Tuple) else None
+        heads = [e.elts[0] if isinstance(e, ast.Tuple) and isinstance(tgt, ast.Tuple) else e for e in loop.iter.elts]
+        found = [h.value for h in heads if isinstance(h, ast.Constant) and isinstance(h.value, str) and h.value.startswith("-")]
+        if var is None or len(found) != len(heads):
+            continue
+        for call in [n for n in ast.walk(loop) if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "add_argument"]:
+            if call.args and isinstance(call.args[0], ast.Name) and call.args[0].id == var:
+                out[id(call)] = found
+    return out
+
+
+def ranges(present: list[bool], releases: list[str]) -> list[str]:
+    """Runs of releases holding a flag, as 'first..last' (one release: its name alone)."""
+    out, start = [], None
+    for i, has in enumerate([*present, False]):
+        if has and start is None:
+            start = i
+        elif not has and start is not None:
+            out.append(releases[start] if start == i - 1 else f"{releases[start]}..{releases[i - 1]}")
+            start = None
+    return out
+
+
+def build(engine: str, releases: list[str]) -> dict:
+    sets: dict[str, set[str]] = {}
+    wheels: dict[str, str] = {}
+    unresolved: dict[str, list[str]] = {}
+    missing: dict[str, str] = {}
+    for v in releases:
+        root = fetch.src_dir(engine, v, "flags")
+        done = root / ".complete"
+        if not done.exists():
+            missing[v] = "not fetched"
+            continue
+        try:
+            sets[v], gaps = release_flags(engine, root)
+        except (StopIteration, KeyError, FileNotFoundError) as e:  # a file the extraction reads is not in the wheel
+            missing[v] = f"its flag files are not where the extraction reads them ({type(e).__name__}: {e})"
+            continue
+        wheels[v] = " ".join(w for w in done.read_text().split() if w.endswith(".whl") or w.startswith("sha256="))
+        if gaps:
+            unresolved[v] = gaps
+    done_releases = [v for v in releases if v in sets]
+    names = sorted(set().union(*sets.values())) if sets else []
+    return {
+        "releases": releases,
+        "wheels": wheels,
+        "files": FLAG_FILE_PATTERNS[engine],
+        "not_extracted": missing,
+        "unresolved": unresolved,
+        "flags": {n: ranges([n in sets[v] for v in done_releases], done_releases) for n in names},
+    }
+
+
+def main(out: str = str(OUT)) -> None:
+    todo = [(e, v) for e in ENGINES for v in RELEASES[e]]
+    with ThreadPoolExecutor(max_workers=int(os.environ.get("CONFORMANCE_JOBS", "8"))) as ex:
+        for e, v, msg in ex.map(lambda ev: fetch.fetch(*ev, patterns=FLAG_FILE_PATTERNS, kind="flags"), todo):
+            print(f"fetch {e} {v}: {msg}", flush=True)
+    data = {"generated_by": "conformance/flags_exec.py", **{e: build(e, RELEASES[e]) for e in ENGINES}}
+    Path(out).write_text(json.dumps(data, indent=1) + "\n")
+    for e in ENGINES:
+        d = data[e]
+        print(f"{out}: {e}: {len(d['wheels'])} releases, {len(d['flags'])} flag names, "
+              f"not extracted: {sorted(d['not_extracted']) or 'none'}, unresolved calls in {len(d['unresolved'])} releases")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,177 @@
+"""Which flags each release's parser accepts (data/serve_flag_releases.json, conformance/flags_exec.py), and the
+CMD003 finding a launch gets for a flag the release it names lacks, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import invoke
+
+from eagle3_doctor.engines.flag_releases import _table, absent_flags, listed_release
+from eagle3_doctor.engines.launch_args import flag_table
+
+ROOT = Path(__file__).resolve().parents[2]
+SG = (
+    "python3 -m sglang.launch_server --model-path fixtures/target --speculative-algorithm EAGLE3 "
+    "--speculative-draft-model-path fixtures/draft-sglang --speculative-num-steps 3 --speculative-eagle-topk 2 "
+    "--speculative-num-draft-tokens 6 "
+)
+
+
+def _release_set(engine: str, release: str) -> set[str]:
+    """The flag names of one release, rebuilt from the committed ranges."""
+    data = _table()[engine]
+    names = data["releases"]
+    at = names.index(release)
+    out = set()
+    for flag, ranges in data["flags"].items():
+        for r in ranges:
+            a, _, b = r.partition("..")
+            if names.index(a) <= at <= names.index(b or a):
+                out.add(flag)
+    return out
+
+
+# Each row read in the releases' own files (the wheel members conformance/flags_exec.py keeps), around the edges:
+# - sglang --speculative-draft-kv-cache-dtype: no such flag or field in 0.5.17's server_args.py; the ServerArgs
+#   field `speculative_draft_kv_cache_dtype: A[...]` at server_args.py:2187 of 0.5.18, arg_groups/fields/ from 0.5.20
+# - sglang --speculative-draft-model-revision: absent from 0.5.1.post3's server_args.py, add_argument in 0.5.2's
+# - sglang --model (alias of --model-path): first in 0.4.8.post1's add_argument("--model-path", "--model", ...)
+# - sglang --speculative-ngram-branch-length: in 0.5.3's to 0.5.9's server_args.py, in none before or after
+# - vllm --headless: first in 0.9.0's entrypoints/cli/serve.py; -asc: first in 0.9.1's serve.py (--api-server-count)
+# - vllm --disable-log-requests: arg_utils.py up to 0.16.0 (line 2088 there), gone from 0.17.0
+# - vllm --guided-decoding-backend: literal to 0.10.2, then the deprecated-flag loop of 0.11.x, gone from 0.12.0
+# - vllm --no-enforce-eager: 0.8.5 registers --enforce-eager with action='store_true' (arg_utils.py:639: no
+#   negation), 0.9.0 through get_kwargs' BooleanOptionalAction for the bool field (arg_utils.py:477)
+PINNED = [
+    ("sglang", "--speculative-draft-kv-cache-dtype", ["0.5.18..0.5.23"]),
+    ("sglang", "--speculative-draft-model-revision", ["0.5.2..0.5.23"]),
+    ("sglang", "--model", ["0.4.8.post1..0.5.23"]),
+    ("sglang", "--speculative-ngram-branch-length", ["0.5.3..0.5.9"]),
+    ("vllm", "--headless", ["0.9.0..0.33.0"]),
+    ("vllm", "-asc", ["0.9.1..0.33.0"]),
+    ("vllm", "--disable-log-requests", ["0.8.4..0.16.0"]),
+    ("vllm", "--guided-decoding-backend", ["0.8.4..0.11.2"]),
+    ("vllm", "--no-enforce-eager", ["0.9.0..0.33.0"]),
+]
+
+
+@pytest.mark.parametrize(("engine", "flag", "ranges"), PINNED)
+def test_rows_pinned_against_the_wheels(engine, flag, ranges):
+    assert _table()[engine]["flags"][flag] == ranges
+
+
+def test_store_true_flags_have_no_negation():
+    """vllm 0.33.0 registers --disable-log-stats with action="store_true" (arg_utils.py:1920): argparse refuses
+    --no-disable-log-stats, so neither the argument table nor any release's names hold it."""
+    assert "--disable-log-stats" in flag_table()["vllm"]["flags"]
+    assert "--no-disable-log-stats" not in flag_table()["vllm"]["flags"]
+    assert "--no-disable-log-stats" not in _table()["vllm"]["flags"]
+
+
+def test_every_tracked_release_extracted_and_no_call_left_unread():
+    sys.path.insert(0, str(ROOT / "conformance"))
+    from releases import RELEASES
+
+    for engine in ("sglang", "vllm"):
+        data = _table()[engine]
+        assert data["releases"] == RELEASES[engine]
+        assert set(data["wheels"]) == set(RELEASES[engine]) and data["not_extracted"] == {}
+        assert data["unresolved"] == {}
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_the_newest_release_has_every_flag_of_the_argument_table(engine):
+    """The table the command is read with is that release's: checked against itself, no flag is absent."""
+    table = flag_table()[engine]
+    assert _release_set(engine, table["version"]) == set(table["flags"])
+    assert absent_flags(engine, table["version"], sorted(table["flags"])) == []
+
+
+def test_extraction_reexecuted_on_a_release_as_shipped():
+    """conformance/flags_exec.py run now on vllm 0.11.0's flag files as released (testdata/): the openai frontend's
+    FrontendArgs fields, serve.py's own flags and the loop over deprecated flag names give the committed row."""
+    sys.path.insert(0, str(ROOT / "conformance"))
+    import flags_exec
+
+    names, unresolved = flags_exec.release_flags("vllm", ROOT / "conformance" / "testdata" / "vllm" / "0.11.0")
+    assert unresolved == []
+    assert {"--guided-decoding-backend", "--headless", "-asc", "--speculative-config", "--host"} <= names
+    assert names == _release_set("vllm", "0.11.0")
+
+
+def test_absent_flags_names_the_first_release_and_removals():
+    (a,) = absent_flags("sglang", "0.5.9", ["--model-path", "--speculative-draft-kv-cache-dtype"])
+    assert (a.flag, a.release, a.first_after, a.last_before) == ("--speculative-draft-kv-cache-dtype", "0.5.9", "0.5.18", None)
+    (gone,) = absent_flags("sglang", "0.5.10", ["--speculative-ngram-branch-length"])
+    assert (gone.first_after, gone.last_before) == (None, "0.5.9")
+    assert absent_flags("vllm", "0.33", ["--speculative-config"]) == []  # 0.33 names 0.33.0
+    assert listed_release("sglang", "0.5.24") is None and absent_flags("sglang", "0.5.24", ["--model"]) is None
+
+
+def test_cli_names_the_absent_flag_and_its_first_release(tmp_path):
+    out = tmp_path / "i.json"
+    cmd = SG + "--speculative-draft-kv-cache-dtype bfloat16"
+    r = invoke("inspect", "--serve-cmd", cmd, "--engine-version", "0.5.9", "--json", out)
+    assert r.exit_code == 1, r.output
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD003"]
+    assert f["severity"] == "error"
+    assert f["title"].startswith("--speculative-draft-kv-cache-dtype is not a flag of sglang 0.5.9")
+    assert "upgrade to sglang >= 0.5.18" in f["fix"] and "drop --speculative-draft-kv-cache-dtype" in f["fix"]
+    assert f["data"]["first_release_with_it"] == "0.5.18"
+    assert "sglang 0.5.9 (its flags read by 0.5.23's argument table, checked against 0.5.9's own flag names)" in r.output
+
+
+def test_cli_vllm_flag_of_a_later_release(tmp_path):
+    out = tmp_path / "i.json"
+    cmd = (
+        "vllm serve fixtures/target --headless --speculative-config "
+        '\'{"method": "eagle3", "model": "fixtures/draft-speculators", "num_speculative_tokens": 3}\''
+    )
+    r = invoke("inspect", "--serve-cmd", cmd, "--engine-version", "0.8.5", "--json", out)
+    assert r.exit_code == 1, r.output
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD003"]
+    assert f["data"]["flag"] == "--headless" and f["data"]["first_release_with_it"] == "0.9.0"
+
+
+def test_cli_newest_release_no_finding_and_untracked_release_said(tmp_path):
+    out = tmp_path / "i.json"
+    cmd = SG + "--speculative-draft-kv-cache-dtype bfloat16"
+    for version in (None, "0.5.23", "0.5.18"):
+        extra = ["--engine-version", version] if version else []
+        r = invoke("inspect", "--serve-cmd", cmd, *extra, "--json", out)
+        assert r.exit_code in (0, 1), r.output
+        assert "CMD003" not in [f["code"] for f in json.loads(out.read_text())["findings"]]
+    r = invoke("inspect", "--serve-cmd", cmd, "--engine-version", "0.5.24", "--json", out)
+    assert "note: flags of sglang 0.5.24 not extracted" in r.output
+    assert "CMD003" not in [f["code"] for f in json.loads(out.read_text())["findings"]]
+
+
+def test_cli_release_from_the_image_tag(tmp_path):
+    """No --engine-version: the release the image tag names is checked, as the run measures it."""
+    out = tmp_path / "i.json"
+    cmd = "docker run --gpus all lmsysorg/sglang:v0.5.4-cu126 " + SG + "--speculative-draft-kv-cache-dtype bfloat16"
+    r = invoke("inspect", "--serve-cmd", cmd, "--json", out)
+    assert r.exit_code == 1, r.output
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD003"]
+    assert f["data"]["release"] == "0.5.4" and f["data"]["first_release_with_it"] == "0.5.18"
+
+
+def test_cli_flag_an_older_release_had(tmp_path):
+    """A flag the newest table lacks but older releases register is not refused as a misspelling: the release the
+    run names decides (0.5.3..0.5.9 register --speculative-ngram-branch-length, verified in the wheels above)."""
+    cmd = SG + "--speculative-ngram-branch-length 12"
+    found = {}
+    for version in ("0.5.9", None, "0.5.2"):
+        out = tmp_path / f"i-{version}.json"
+        r = invoke("inspect", "--serve-cmd", cmd, *(["--engine-version", version] if version else []), "--json", out)
+        assert r.exit_code in (0, 1), r.output
+        found[version] = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD003"]
+    assert found["0.5.9"] == []
+    (now,) = found[None]
+    assert now["data"]["last_release_before_with_it"] == "0.5.9" and "no later sglang release has it" in now["fix"]
+    (early,) = found["0.5.2"]
+    assert "run a sglang release from 0.5.3 to 0.5.9" in early["fix"]
