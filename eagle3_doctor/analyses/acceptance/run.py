@@ -125,11 +125,10 @@ def _speculative(
         why = f"a {getattr(draft, 'kind', 'missing')} draft has no chain decoder"
     elif spec is None or setup.serving.failure is not None or len(spec) != draft.config.num_aux_states:
         why = "the serving path does not feed the draft"
-    got = (
-        None
-        if why or draft is None or spec is None
-        else speculative_continue(setup.target, draft, spec, prompts, opts, batch, progress)
-    )
+    got = None
+    if why is None:
+        assert draft is not None and spec is not None  # the two checks above set why otherwise
+        got = speculative_continue(setup.target, draft, spec, prompts, opts, batch, progress)
     if got is None:
         notes.append(f"--continuation speculative: {why or 'this target runs without the native cache'}; "
                      "the continuation was generated plainly (the same tokens)")  # fmt: skip
