@@ -119,8 +119,7 @@ def tensor_stat(name: str, canon: str, t: StoredArray) -> TensorStat:
         _matrix_from_bits(st, t)
         return st
     v = t.values()
-    if t.is_floating_point:
-        st.finite = bool(np.isfinite(v).all())
+    st.finite = is_finite(t)
     if not st.finite:
         st.verdict = "non-finite"
     elif kind == "matrix":
@@ -141,13 +140,22 @@ def tensor_stat(name: str, canon: str, t: StoredArray) -> TensorStat:
 _INF_BITS = {"bfloat16": 0x7F80, "float16": 0x7C00}
 
 
+def _magnitude_bits(t: StoredArray) -> np.ndarray:
+    """A 16-bit float tensor's bits without the sign: 0 is +-0, and every value from _INF_BITS up is Inf or NaN."""
+    return t.raw.view(np.uint16) & np.uint16(0x7FFF)
+
+
+def _finite_bits(mag: np.ndarray, dtype: str) -> bool:
+    return bool(mag.max() < _INF_BITS[dtype]) if mag.size else True
+
+
 def _matrix_from_bits(st: TensorStat, t: StoredArray) -> None:
     """:func:`_matrix_verdict` on a 16-bit float matrix read as its bits: finite, zero and identical rows
     need no decoding, and the statistics decode only their strided sample. An 8B draft's head and fc
     decoded whole are GBs of float32 written once and read once."""
     raw = t.raw.view(np.uint16)
-    mag = raw & np.uint16(0x7FFF)  # the bits without the sign: 0 is +-0
-    st.finite = bool(mag.max() < _INF_BITS[t.dtype]) if mag.size else True
+    mag = _magnitude_bits(t)
+    st.finite = _finite_bits(mag, t.dtype)
     if not st.finite:
         st.verdict = "non-finite"
         return
@@ -362,7 +370,7 @@ def is_finite(t: StoredArray) -> bool:
     if not t.is_floating_point:
         return True
     if t.dtype in _INF_BITS:
-        return bool((t.raw.view(np.uint16) & np.uint16(0x7FFF)).max() < _INF_BITS[t.dtype]) if t.size else True
+        return _finite_bits(_magnitude_bits(t), t.dtype)
     return bool(np.isfinite(t.values()).all())
 
 
