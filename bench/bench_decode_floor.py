@@ -1,5 +1,5 @@
-"""A greedy continuation's decode step against its own floor, batch by batch, with attention over the written
-slots and over the whole static cache, in one run.
+"""A greedy continuation's decode step against its own floor, batch by batch, with attention by the native
+decoder's kernel and by the masked route, in one run.
 
     PYTHONPATH=. python3 bench/bench_decode_floor.py --dir /tmp/e2e   # a pair bench_e2e.py saved (D/target)
 
@@ -7,8 +7,10 @@ For each batch B (prompts of --prompt random tokens, --new greedy tokens, no ear
 decoder as a command loads it: the continuation's wall per step, and the step's floor computed in the same
 run from two measured rates, the device-to-device copy bandwidth and a bf16 matmul's FLOP rate:
 max((weight bytes + KV bytes the written slots hold, averaged over the steps) / bandwidth,
-2 x parameters x B / FLOP rate). Two ways of attending, each over the same prompts: "window" (the written slots rounded up, what commands run)
-and "full" (every slot of the static cache, as before); the greedy tokens of the two are compared row by row.
+2 x parameters x B / FLOP rate); and the steady step alone (steps 64 to the last, timed between two synchronisations,
+against the floor of the slots those steps hold). Two ways of attending, each over the same prompts: "kernel" (each row's written
+slots, model.native.spans, what commands run on a GPU) and "masked" (SDPA over the written slots rounded up to 256,
+``EAGLE3_DOCTOR_ATTENTION=sdpa``); the greedy tokens of the two are compared row by row.
 Then one eager decode step at the largest batch under torch.profiler: the kernels that take its time.
 Prints one JSON object per measurement; peak memory is torch.cuda.max_memory_allocated over each run.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -53,7 +56,7 @@ def flop_rate() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default="/tmp/e2e")
-    ap.add_argument("--batches", default="64,256,512")
+    ap.add_argument("--batches", default="256,512,1024")
     ap.add_argument("--prompt", type=int, default=96)
     ap.add_argument("--new", type=int, default=512)
     args = ap.parse_args()
@@ -64,26 +67,43 @@ def main() -> None:
     bw, fl = hbm_bandwidth(), flop_rate()
     kvb = kv_bytes_per_token(tgt)
     say(forward=tgt.forward, weights_gb=round(wbytes / 1e9, 2), hbm_tb_s=round(bw / 1e12, 2), bf16_tflop_s=round(fl / 1e12))
-    full = StaticDecoder._window
     g = torch.Generator().manual_seed(0)
     for b in map(int, args.batches.split(",")):
         ps = torch.randint(0, 128000, (b, args.prompt), generator=g).tolist()
-        written = args.prompt + args.new / 2  # slots written on average over the steps
-        floor_ms = 1000 * max((wbytes + b * written * kvb) / bw, 2 * params * b / fl)
+        k0 = 64  # the steady steps: from the 64th on (the prefill, the first graph captures and warm-up before)
+        steady = args.new - 1 - k0
+
+        def floor(written: float, b: int = b) -> float:  # ms a step: KV bytes of ``written`` slots a row on top of the weights
+            return 1000 * max((wbytes + b * written * kvb) / bw, 2 * params * b / fl)
+
+        whole_floor = floor(args.prompt + args.new / 2)  # slots written on average over the steps
+        steady_floor = floor(args.prompt + (k0 + args.new - 1) / 2)
         tokens = {}
-        for mode in ("window", "full"):
-            StaticDecoder._window = full if mode == "window" else (lambda self, end: self.max_len)
+        for mode in ("kernel", "masked"):
+            os.environ["EAGLE3_DOCTOR_ATTENTION"] = "sdpa" if mode == "masked" else ""
             greedy_static(tgt, ps, 8)  # cuBLAS and allocator warm-up; each call captures its own graphs, as a command does
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
+            marks: dict[int, float] = {}
+
+            def mark(
+                k: int, k0: int = k0, marks: dict = marks
+            ) -> None:  # two synchronisations in a run: at the steady part's first and last step
+                if k in (k0, args.new - 1):
+                    torch.cuda.synchronize()
+                    marks[k] = time.perf_counter()
+
             t0 = time.perf_counter()
-            tokens[mode] = greedy_static(tgt, ps, args.new)
+            tokens[mode] = greedy_static(tgt, ps, args.new, progress=mark)
             torch.cuda.synchronize()
             step = 1000 * (time.perf_counter() - t0) / args.new
-            say(batch=b, attention=mode, step_ms=round(step, 2), floor_ms=round(floor_ms, 2),
-                floor_share=round(floor_ms / step, 3), peak_gb=round(torch.cuda.max_memory_allocated() / 1e9, 1))  # fmt: skip
-        say(batch=b, rows_equal=sum(x == y for x, y in zip(tokens["window"], tokens["full"])), rows=b)
-        StaticDecoder._window = full
+            one = 1000 * (marks[args.new - 1] - marks[k0]) / steady
+            say(batch=b, attention=mode, step_ms=round(step, 2), floor_ms=round(whole_floor, 2),
+                floor_share=round(whole_floor / step, 3), steady_step_ms=round(one, 2),
+                steady_floor_ms=round(steady_floor, 2), steady_floor_share=round(steady_floor / one, 3),
+                peak_gb=round(torch.cuda.max_memory_allocated() / 1e9, 1))  # fmt: skip
+        say(batch=b, rows_equal=sum(x == y for x, y in zip(tokens["kernel"], tokens["masked"])), rows=b)
+        os.environ["EAGLE3_DOCTOR_ATTENTION"] = ""
     profile(tgt, b, args.prompt)
 
 

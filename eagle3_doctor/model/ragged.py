@@ -53,6 +53,9 @@ class RaggedDecoder(StaticDecoder):
     def _positions(self, n: int) -> torch.Tensor:
         return self.at[:, None] + torch.arange(n, device=self.dev)[None, :] - self.pad[:, None]
 
+    def _first(self) -> torch.Tensor:
+        return self.at
+
     def _mask(self, n: int, window: int) -> torch.Tensor:
         """[B, 1, n, W] additive: row b's query i (slot at[b] + i) sees its slots pad[b]..at[b] + i."""
         j = torch.arange(window, device=self.dev)[None, None, :]
@@ -68,7 +71,7 @@ class RaggedDecoder(StaticDecoder):
         n = ids.shape[1]
         if self.bound + n > self.max_len:
             raise ValueError(f"the static cache holds {self.max_len} slots; {self.bound + n} asked")
-        window = self._window(self.bound + n)
+        window = None if self._spans(n) else self._window(self.bound + n)
         return self._graphs.run(("rows", n, window), lambda x: self._run(x, window), ids)
 
     def advance(self, by: torch.Tensor, most: int, cap: int) -> None:

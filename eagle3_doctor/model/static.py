@@ -11,7 +11,9 @@ What the path relies on is checked, not assumed (:func:`static_cache`): transfor
 that count their own length on the device (``cumulative_length``, 5.x), no sliding or linear-attention
 layers, and an attention implementation that takes a 4D additive mask (sdpa, eager). The mask is ours,
 built on the device from a slot counter: the model's own mask builder takes host decisions
-(``.all()`` checks) that a graph capture cannot hold. Anything else keeps transformers' ``generate``.
+(``.all()`` checks) that a graph capture cannot hold. Anything else keeps transformers' ``generate``. On a GPU the
+native cache's steps take no mask at all: each row's slots are given as bounds on the device
+(:mod:`.native.spans`), so one graph per query count serves every length of a continuation.
 """
 
 from __future__ import annotations
@@ -189,7 +191,7 @@ class StaticDecoder:
         self.cache = None
 
     def _window(self, end: int) -> int:
-        """The slots a forward ending at slot ``end`` attends over: all of them where the cache cannot read fewer
+        """The slots a masked forward ending at slot ``end`` attends over: all of them where the cache cannot read fewer
         (transformers' static layers), else ``end`` rounded up to a step of 256 slots, or an eighth of ``end``
         past 2,048, so a few graphs cover a continuation and no step reads more than ~12% of slots unwritten."""
         if not hasattr(self.cache, "set_window"):
@@ -209,17 +211,40 @@ class StaticDecoder:
         """[B, n]: the RoPE positions of the next n slots, each row counted from its first real token."""
         return (self.slot + torch.arange(n, device=self.dev))[None, :] - self.pad[:, None]
 
+    def _first(self) -> torch.Tensor:
+        """The slot of each row's first query in the next forward (0-d: every row's)."""
+        return self.slot
+
+    def _spans(self, n: int) -> bool:
+        """A forward of n queries reads each row's own slots by the native kernel (model.native.spans) rather than
+        a masked window: on a GPU, where the native cache and the kernel can (one graph per n, not per window)."""
+        spec = getattr(self.target.model.config, "spec", None)
+        if spec is None or not hasattr(self.cache, "set_window"):
+            return False
+        from .native.spans import usable
+
+        return usable(self.dev, self._dtype, spec.head_dim, spec.num_heads // spec.num_kv_heads, n)
+
     def _run(
-        self, ids: torch.Tensor, window: int, last_only: bool = False
+        self, ids: torch.Tensor, window: int | None, last_only: bool = False
     ) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
+        """One forward of the next n slots; ``window`` None: the per-row route (:meth:`_spans`)."""
         n = ids.shape[1]
-        if hasattr(self.cache, "set_window"):
-            self.cache.set_window(window)
+        mask: Any
+        if window is None:
+            from .native.spans import Spans
+
+            self.cache.set_window(self.max_len)
+            mask = Spans(self.pad, self._first())
+        else:
+            if hasattr(self.cache, "set_window"):
+                self.cache.set_window(window)
+            mask = self._mask(n, window)
         pos = self._positions(n)
         with TapRecorder(self.target.model, self.points) as rec:
             out = self._base(
                 input_ids=ids,
-                attention_mask=self._mask(n, window),
+                attention_mask=mask,
                 position_ids=pos.clamp(min=0),
                 use_cache=True,
                 **{self._kw: self.cache},
@@ -282,7 +307,7 @@ class StaticDecoder:
         n = ids.shape[1]
         if self.length + n > self.max_len:
             raise ValueError(f"the static cache holds {self.max_len} slots; {self.length + n} asked")
-        window = self._window(self.length + n)
+        window = None if self._spans(n) else self._window(self.length + n)
         out = self._graphs.run((n, window), lambda x: self._run(x, window), ids)
         self.length += n
         return out

@@ -5,8 +5,9 @@ transformers 5's static layers do), so a CUDA graph replays a step with no host 
 static decoder sets that count to crop and reset. Attention reads the first ``window`` slots only (the
 static decoder keeps it at or past the written length): a decode step over a cache sized for the
 longest row read every slot, written or not, which at large batches cost more than the weights
-(bench/RESULTS.md). ``DynamicKV``: grows by concatenation and crops by a
-negative count, as transformers' dynamic cache does for the eager decode loop.
+(bench/RESULTS.md); on a GPU the decoders' kernel reads each row's own slots instead (:mod:`.spans`).
+``DynamicKV``: grows by concatenation and crops by a negative count, as transformers' dynamic cache does for
+the eager decode loop.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ stack (its loader pulls torch's distributed tensors, sympy, dynamo and scikit-le
 process on an H200 host, bench/RESULTS.md), and the decode step it runs over a cache copied every key and
 value head once per query group. Here the same arithmetic runs with neither: RMSNorm in float32 and back,
 rotate-half RoPE from float32 tables, SiLU-gated MLP, scaled-dot-product attention; a decode step's grouped
-queries attend their key/value head in place (:func:`_attend`).
+queries attend their key/value head in place (:func:`_attend`), on a GPU by the static decoders' own kernel
+(:mod:`.spans`, whose rounding is FlashAttention's, not SDPA's).
 
 The names match transformers' (``model.layers.{i}.self_attn.q_proj``...), so a checkpoint loads by name,
 the taps hook the same modules, and every helper that reads a Hugging Face model (embeddings, head,
@@ -26,6 +27,7 @@ from torch import nn
 from ...draft.model import RMSNorm
 from ...draft.rope import rope_cos_sin, rotate
 from .cache import DynamicKV
+from .spans import Spans, attend
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ GROUPED_ROWS = 16  # query positions up to which a masked forward attends each k
 def _attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool, scale: float
 ) -> torch.Tensor:
-    """q [B, H, n, D] over k, v [B, Hkv, S, D]; mask [B|1, 1, n, S] (bool: attend; float: added) or None.
+    """q [B, H, n, D] over k, v [B, Hkv, S, D]; mask [B|1, 1, n, S] (bool: attend; float: added), Spans, or None.
 
     Grouped queries take transformers' three routes, so the features are its own to the last bit in
     float32: no mask, the kernel's own grouping; a few query positions (a decode step, a verify pass), the
@@ -92,6 +94,8 @@ def _attend(
     (a step reads each head once, where ``repeat_kv`` would copy every head g times: at batch 256 that copy
     is gigabytes per layer); else ``repeat_kv`` (a prefill, whose mask g copies would outweigh it)."""
     B, H, n, D = q.shape
+    if isinstance(mask, Spans):  # a static decoder's step on a GPU: each row's own slots (.spans)
+        return attend(q, k, v, mask, scale)
     g = H // k.shape[1]
     if g == 1:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale)
@@ -184,7 +188,7 @@ class NativeModel(nn.Module):
     def forward(
         self,
         input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | Spans | None = None,
         position_ids: torch.Tensor | None = None,
         use_cache: bool = False,
         past_key_values: Any = None,
@@ -212,10 +216,10 @@ def _drops_right_padding(am: torch.Tensor) -> bool:
     return am.is_cuda
 
 
-def _mask(am: torch.Tensor | None, B: int, n: int, past: int, dev: torch.device) -> tuple[torch.Tensor | None, bool]:
-    """(mask, causal) as transformers' sdpa path reads a padding mask: a 4D mask is the caller's own; a 2D
+def _mask(am: Any, B: int, n: int, past: int, dev: torch.device) -> tuple[Any, bool]:
+    """(mask, causal) as transformers' sdpa path reads a padding mask: a 4D mask (or Spans) is the caller's own; a 2D
     one with no padding is dropped (the kernel's causal flag does it); else bool [B, 1, n, past + n]."""
-    if am is not None and am.dim() == 4:
+    if isinstance(am, Spans) or am is not None and am.dim() == 4:
         return am, False
     if am is not None and bool(am.all()):
         am = None
