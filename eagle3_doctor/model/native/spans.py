@@ -19,6 +19,7 @@ interpreter on the CPU against scaled-dot-product attention under the equivalent
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -111,13 +112,15 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spans: Spans, scal
         acc = torch.empty(S, B, H, n, D, dtype=torch.float32, device=q.device)
         ml = torch.empty(2, S, B, H, n, dtype=torch.float32, device=q.device)
         acc_strides = (acc.stride(1), acc.stride(2), acc.stride(3), acc.stride(4))
-    _kernel()[(B, Hkv, S)](
-        q, k, v, acc, ml, start, first,
-        *q.stride(), *k.stride(), *v.stride(), *acc_strides,
-        acc.stride(0) if S > 1 else 0, start.stride(0), first_stride,
-        n, scale, chunk, B * H * n,
-        G=g, ROWS=rows, BLOCK_N=BLOCK_N, D=D, SPLIT=S > 1,
-    )  # fmt: skip
+    # Triton launches on the current device: a target on cuda:1 would hand it another device's pointers
+    with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
+        _kernel()[(B, Hkv, S)](
+            q, k, v, acc, ml, start, first,
+            *q.stride(), *k.stride(), *v.stride(), *acc_strides,
+            acc.stride(0) if S > 1 else 0, start.stride(0), first_stride,
+            n, scale, chunk, B * H * n,
+            G=g, ROWS=rows, BLOCK_N=BLOCK_N, D=D, SPLIT=S > 1,
+        )  # fmt: skip
     if S > 1:
         m, den = ml[0], ml[1]
         w = torch.exp(m - m.amax(0))  # a split with no slot for a query holds m = -inf: weight 0
