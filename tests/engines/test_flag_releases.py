@@ -151,27 +151,49 @@ def test_cli_newest_release_no_finding_and_untracked_release_said(tmp_path):
 
 
 def test_cli_release_from_the_image_tag(tmp_path):
-    """No --engine-version: the release the image tag names is checked, as the run measures it."""
+    """No --engine-version: the release the image tag names is checked, as the run measures it, and the summary
+    says so as it does for a release named with --engine-version."""
     out = tmp_path / "i.json"
     cmd = "docker run --gpus all lmsysorg/sglang:v0.5.4-cu126 " + SG + "--speculative-draft-kv-cache-dtype bfloat16"
     r = invoke("inspect", "--serve-cmd", cmd, "--json", out)
     assert r.exit_code == 1, r.output
     (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD003"]
     assert f["data"]["release"] == "0.5.4" and f["data"]["first_release_with_it"] == "0.5.18"
+    assert "sglang 0.5.4 (its flags read by 0.5.23's argument table, checked against 0.5.4's own flag names)" in r.output
 
 
-def test_cli_flag_an_older_release_had(tmp_path):
-    """A flag the newest table lacks but older releases register is not refused as a misspelling: the release the
-    run names decides (0.5.3..0.5.9 register --speculative-ngram-branch-length, verified in the wheels above)."""
-    cmd = SG + "--speculative-ngram-branch-length 12"
-    found = {}
-    for version in ("0.5.9", None, "0.5.2"):
-        out = tmp_path / f"i-{version}.json"
-        r = invoke("inspect", "--serve-cmd", cmd, *(["--engine-version", version] if version else []), "--json", out)
-        assert r.exit_code in (0, 1), r.output
-        found[version] = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD003"]
-    assert found["0.5.9"] == []
-    (now,) = found[None]
-    assert now["data"]["last_release_before_with_it"] == "0.5.9" and "no later sglang release has it" in now["fix"]
-    (early,) = found["0.5.2"]
-    assert "run a sglang release from 0.5.3 to 0.5.9" in early["fix"]
+def _lines(output: str) -> list[str]:
+    return [x.strip() for x in output.splitlines() if x.startswith(("serving config:", "  note:", "eagle3-doctor: error"))]
+
+
+def test_cli_one_release_for_the_launch(tmp_path):
+    """An image of one release and --engine-version naming another: the run's release is the one every line names,
+    the summary, the image's note, CMD003 and the run's document alike (the image's own is not checked)."""
+    out = tmp_path / "i.json"
+    cmd = "docker run lmsysorg/sglang:v0.5.4-cu126 " + SG + "--speculative-draft-kv-cache-dtype bfloat16"
+    r = invoke("inspect", "--serve-cmd", cmd, "--engine-version", "0.5.9", "--json", out)
+    assert r.exit_code == 1, r.output
+    head, note = _lines(r.output)
+    assert head.startswith("serving config: sglang 0.5.9 (its flags read by 0.5.23's argument table, checked against 0.5.9's")
+    assert note == "note: image lmsysorg/sglang:v0.5.4-cu126: the sglang 0.5.9 rules apply, as --engine-version names"
+    doc = json.loads(out.read_text())
+    (f,) = [f for f in doc["findings"] if f["code"] == "CMD003"]
+    assert f["data"]["release"] == doc["engine_release"] == "0.5.9"
+    # --engine naming another engine: the launch runs its own release (the image's), checked as such
+    r = invoke("inspect", "--serve-cmd", cmd, "--engine", "vllm", "--json", out)
+    assert r.exit_code == 1, r.output
+    assert _lines(r.output)[0].startswith("serving config: sglang 0.5.4 (its flags read by 0.5.23's argument table, checked")
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD003"]
+    assert f["data"]["release"] == "0.5.4"
+
+
+def test_cli_refusal_names_the_release_the_run_names():
+    """A measured setting's flag that no release registers is refused naming the release the launch runs, where that
+    release's flag names were extracted; else the argument table's, the newest whose names are known to lack it."""
+    cmd = SG + "--speculative-eagle-top-k 4"
+    for pin, named in ((["--engine-version", "0.5.9"], "0.5.9"), ([], "0.5.23"), (["--engine-version", "0.5.24"], "0.5.23")):
+        r = invoke("inspect", "--serve-cmd", cmd, *pin)
+        assert r.exit_code == 2, r.output
+        assert f"--speculative-eagle-top-k is not a sglang {named} flag: the server refuses to start on it" in r.output
+    r = invoke("inspect", "--serve-cmd", "vllm serve fixtures/target --speculative-model d", "--engine-version", "0.8.5")
+    assert r.exit_code == 2 and "--speculative-model is not a vllm 0.8.5 flag" in r.output, r.output
