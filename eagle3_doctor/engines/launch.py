@@ -223,6 +223,28 @@ def launch_findings(sc: ServeConfig, release: str | None = None) -> list[Any]:
     return out
 
 
+def without_absent_flags(findings: list[Any], engine: str) -> list[Any]:
+    """``findings`` less each one that reads a launch flag (its data's LAUNCH_FLAGS) which a CMD003 among them says the
+    release lacks: that server refuses to start with the flag, so what it would do with the flag's value is not said
+    beside the CMD003 that says so; the CMD003 names what it withheld. An alias counts as the flag it spells."""
+    from ..core.findings import LAUNCH_FLAGS
+
+    table = flag_table()[engine]["flags"]
+
+    def dest(flag: str) -> str:
+        return table.get(flag, {}).get("dest", flag)
+
+    absent = {dest(f.data["flag"]): f for f in findings if f.code == "CMD003"}
+    out = []
+    for f in findings:
+        lacked = [absent[d] for d in dict.fromkeys(map(dest, f.data.get(LAUNCH_FLAGS, []))) if d in absent]
+        for cmd in lacked:
+            cmd.evidence.append(f"{f.code} withheld: it reads {cmd.data['flag']} as a server started with it would")
+        if not lacked:
+            out.append(f)
+    return out
+
+
 def _absent_flag_finding(sc: ServeConfig, a: Absent) -> Any:
     from ..core.findings import SERVER_COMMAND, Finding, Fix
 
@@ -255,8 +277,11 @@ def _absent_flag_finding(sc: ServeConfig, a: Absent) -> Any:
     )
 
 
+_TOKEN_MAP_FLAGS = ["--speculative-token-map", "--speculative-algorithm"]  # what CMD001 reads
+
+
 def _token_map_finding(sc: ServeConfig) -> Any:
-    from ..core.findings import SERVER_COMMAND, Finding, Fix
+    from ..core.findings import LAUNCH_FLAGS, SERVER_COMMAND, Finding, Fix
 
     algo = (sc.algorithm or "").upper()
     fix = Fix(
@@ -272,7 +297,7 @@ def _token_map_finding(sc: ServeConfig) -> Any:
             [f"--speculative-algorithm {sc.algorithm}", f"SGLang logs 'Ignoring the specified token map' ({_SGLANG_WORKER})"],
             fix,
             severity="warning",
-            data={"token_map": sc.token_map, "algorithm": sc.algorithm, "applied": False},
+            data={"token_map": sc.token_map, "algorithm": sc.algorithm, "applied": False, LAUNCH_FLAGS: _TOKEN_MAP_FLAGS},
         )
     return Finding(
         "CMD001",
@@ -289,12 +314,12 @@ def _token_map_finding(sc: ServeConfig) -> Any:
             key="--speculative-token-map",
             op="delete",
         ),
-        data={"token_map": sc.token_map, "algorithm": sc.algorithm, "applied": True},
+        data={"token_map": sc.token_map, "algorithm": sc.algorithm, "applied": True, LAUNCH_FLAGS: _TOKEN_MAP_FLAGS},
     )
 
 
 def _spec_v2_finding(sc: ServeConfig, v2: str) -> Any:
-    from ..core.findings import SERVER_COMMAND, Finding, Fix
+    from ..core.findings import LAUNCH_FLAGS, SERVER_COMMAND, Finding, Fix
 
     steps = sc.num_steps or 1
     return Finding(
@@ -313,5 +338,10 @@ def _spec_v2_finding(sc: ServeConfig, v2: str) -> Any:
             key="--speculative-eagle-topk",
             value=1,
         ),
-        data={"SGLANG_ENABLE_SPEC_V2": v2, "topk": sc.topk, "num_steps": sc.num_steps},
+        data={
+            "SGLANG_ENABLE_SPEC_V2": v2,
+            "topk": sc.topk,
+            "num_steps": sc.num_steps,
+            LAUNCH_FLAGS: ["--speculative-eagle-topk"],
+        },
     )

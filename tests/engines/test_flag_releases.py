@@ -197,3 +197,64 @@ def test_cli_refusal_names_the_release_the_run_names():
         assert f"--speculative-eagle-top-k is not a sglang {named} flag: the server refuses to start on it" in r.output
     r = invoke("inspect", "--serve-cmd", "vllm serve fixtures/target --speculative-model d", "--engine-version", "0.8.5")
     assert r.exit_code == 2 and "--speculative-model is not a vllm 0.8.5 flag" in r.output, r.output
+
+
+# a launch with three findings besides the flag 0.5.17 lacks (--speculative-draft-kv-cache-dtype, from 0.5.18): CMD001
+# (the token map), CMD002 (spec v2 with a tree) and FWD015 (an fp8 target KV cache the draft takes)
+BESIDE = (
+    "SGLANG_ENABLE_SPEC_V2=1 " + SG + "--kv-cache-dtype fp8_e4m3 --speculative-token-map hot.pt "
+    "--speculative-draft-kv-cache-dtype auto"
+)
+
+
+def _by_code(out: Path) -> dict[str, dict]:
+    return {f["code"]: f for f in json.loads(out.read_text())["findings"]}
+
+
+def test_cli_launch_findings_on_other_flags_fire_beside_cmd003(tmp_path):
+    """CMD003 withholds only what reads the flag the release lacks: FWD015 reads --kv-cache-dtype alone on 0.5.17
+    (that release's draft runner has no draft-only setting), so it stands beside CMD003 with CMD001 and CMD002."""
+    out = tmp_path / "i.json"
+    r = invoke("inspect", "--serve-cmd", BESIDE, "--engine-version", "0.5.17", "--json", out)
+    assert r.exit_code == 1, r.output
+    found = _by_code(out)
+    assert {"CMD001", "CMD002", "CMD003", "FWD015"} <= set(found)
+    assert found["CMD003"]["data"]["flag"] == "--speculative-draft-kv-cache-dtype"
+    assert found["FWD015"]["data"]["launch_flags"] == ["--kv-cache-dtype"]
+    assert not any("withheld" in e for e in found["CMD003"]["evidence"])
+
+
+def test_cli_finding_that_reads_a_flag_the_release_lacks_is_withheld(tmp_path, monkeypatch):
+    """No tracked release lacks a flag a launch finding reads (test_served_kv_dtype pins FWD015's); the rule is the
+    general one, so it is shown on a release table where --speculative-token-map first comes in 0.5.18: under
+    0.5.17 CMD003 names it, CMD001 (which reads it) is withheld and said so, the findings on other flags stand."""
+    from eagle3_doctor.engines import flag_releases
+
+    table = json.loads(json.dumps(_table()))
+    table["sglang"]["flags"]["--speculative-token-map"] = ["0.5.18..0.5.23"]
+    monkeypatch.setattr(flag_releases, "_table", lambda: table)
+    out = tmp_path / "i.json"
+    r = invoke("inspect", "--serve-cmd", BESIDE, "--engine-version", "0.5.17", "--json", out)
+    assert r.exit_code == 1, r.output
+    found = _by_code(out)
+    assert "CMD001" not in found and {"CMD002", "FWD015"} <= set(found)
+    (cmd,) = [f for f in json.loads(out.read_text())["findings"] if f["data"].get("flag") == "--speculative-token-map"]
+    assert "CMD001 withheld: it reads --speculative-token-map as a server started with it would" in cmd["evidence"]
+    assert "warning[CMD001]" not in r.output and "error[CMD003]: --speculative-token-map" in r.output
+
+
+def test_cli_flag_an_older_release_had(tmp_path):
+    """A flag the newest table lacks but older releases register is not refused as a misspelling: the release the
+    run names decides (0.5.3..0.5.9 register --speculative-ngram-branch-length, verified in the wheels above)."""
+    cmd = SG + "--speculative-ngram-branch-length 12"
+    found = {}
+    for version in ("0.5.9", None, "0.5.2"):
+        out = tmp_path / f"i-{version}.json"
+        r = invoke("inspect", "--serve-cmd", cmd, *(["--engine-version", version] if version else []), "--json", out)
+        assert r.exit_code in (0, 1), r.output
+        found[version] = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD003"]
+    assert found["0.5.9"] == []
+    (now,) = found[None]
+    assert now["data"]["last_release_before_with_it"] == "0.5.9" and "no later sglang release has it" in now["fix"]
+    (early,) = found["0.5.2"]
+    assert "run a sglang release from 0.5.3 to 0.5.9" in early["fix"]
