@@ -23,7 +23,7 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
     the run its options parsed (``a``: the command's options by name, as given; absent ones count as not
     given; the sampling options a command does not offer take their defaults). ``need_target`` False: the run
     measures on the engine's own capture, and a target, where given, is a local directory read for single tensors."""
-    from ..engines.launch import load
+    from ..engines.launch import launch_release, load
 
     target, draft, engine, engine_version = a.target, getattr(a, "draft", None), a.engine, a.engine_version
     revision, draft_revision, dtype = (
@@ -32,21 +32,25 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
         getattr(a, "dtype", "auto"),
     )
     serve_cmd, serve_config = getattr(a, "serve_cmd", None), getattr(a, "serve_config", None)
-    sc = load(serve_cmd, serve_config, _sglang_release(engine, engine_version) if serve_cmd or serve_config else None)
+    described = getattr(a, "serving_description", None)
+    named = ("declared" if described else engine, engine_version)  # the engine and release the run names
+    sc = load(serve_cmd, serve_config, named)
     if sc is not None and not target:
         _speculators_from_hub(sc)
     from ..io.overlap import check_outputs_apart
 
     # the models the launch command names are inputs too: refused before the summary line is printed
     check_outputs_apart({**vars(a), "target": target or (sc and sc.target), "draft": draft or (sc and sc.draft)})
+    launch = None
     if sc is not None:
-        _say_launch(sc, target, draft, engine_version if (engine or sc.engine).lower() == sc.engine else None)
+        launch = launch_release(sc.engine, *named, own=sc.engine_version)  # what its summary and CMD003 are under
+        _say_launch(sc, target, draft, launch)
     target = target or (sc.target if sc else None)
     _check_target(target, need_target)
     draft = draft or (sc.draft if sc else None)
     if need_draft and not draft:
         missing_option("--draft", "the draft path")
-    eng, ver = _engine_of(engine, engine_version, getattr(a, "serving_description", None), sc)
+    eng, ver = _engine_of(engine, engine_version, described, sc)
     if dtype == "auto" and sc is not None and sc.dtype not in (None, "auto"):
         dtype = {"half": "float16", "bf16": "bfloat16", "fp16": "float16", "float": "float32"}.get(sc.dtype, sc.dtype)
     from ..engines.releases import check_engine
@@ -67,44 +71,25 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
     from ..engines.launch import launch_findings
 
     quiet = getattr(a, "quiet", False)
-    found = launch_findings(sc, release if eng == sc.engine else None) if sc else []
+    found = launch_findings(sc, launch) if sc else []
     return Run(target_dir or "", draft_dir, eng, release, dtype, sc, paths, found, _parsed(a),
                status=lambda text: status(text, quiet), progress=lambda: progress(quiet))  # fmt: skip
 
 
-def _sglang_release(engine: Optional[str], engine_version: Optional[str]) -> Optional[str]:
-    """The release --engine-version names, where it is an SGLang launch's (--engine unset or sglang): its own defaults
-    fill what the launch leaves unset. A string that names no release is refused here, as check_engine would."""
-    if not engine_version or engine and engine.lower() != "sglang":
-        return None
-    from ..engines.releases import release_string
-
-    return release_string(engine_version)
-
-
-def _say_launch(sc: Any, target: Optional[str], draft: Optional[str], release: Optional[str] = None) -> None:
+def _say_launch(sc: Any, target: Optional[str], draft: Optional[str], release: str) -> None:
     """The launch command as read, on stderr, after the models it names (where the options name none) pass; under
-    the release the run measures (``release``, from --engine-version) where it is not the argument table's."""
+    ``release``, the one the launch runs (engines/launch.launch_release)."""
+    from ..engines.launch_args import flag_table
     from .validate import preflight_named_models
 
     preflight_named_models(None if target else sc.target, None if draft else sc.draft)
     msg = f"serving config: {sc.summary(release)}"
     if sc.unknown_flags:
-        msg += f"\n  unknown flags (not in {sc.engine} {sc.engine_version}'s argument table): {', '.join(sc.unknown_flags)}"
-    for n in [*sc.notes, *_flags_unchecked(sc, release or sc.engine_version)]:
+        table = flag_table()[sc.engine]["version"]
+        msg += f"\n  unknown flags (not in {sc.engine} {table}'s argument table): {', '.join(sc.unknown_flags)}"
+    for n in [*sc.notes, *sc.flag_notes(release)]:
         msg += f"\n  note: {n}"
     print(msg, file=sys.stderr, flush=True)
-
-
-def _flags_unchecked(sc: Any, release: str) -> list[str]:
-    """A note where the release the run names is not the argument table's and its own flag names were not
-    extracted: whether that release accepts each flag of the command goes unchecked (CMD003 cannot fire)."""
-    from ..engines.flag_releases import listed_release
-    from ..engines.launch_args import flag_table
-
-    if not sc.flags or release == flag_table()[sc.engine]["version"] or listed_release(sc.engine, release):
-        return []
-    return [f"flags of {sc.engine} {release} not extracted: whether that release accepts each flag is not checked"]
 
 
 def _engine_of(

@@ -37,26 +37,40 @@ from .launch_args import (
     to_int,
 )
 from .launch_config import ServeConfig, finish_vllm, json_object, sglang_config, target_arch, vllm_config, vllm_engine_args
+from .releases import check_engine
 
 
-def parse_serve_cmd(text: str, arch: str | None = None, release: str | None = None) -> ServeConfig:
-    """Parse one launch command. arch: the target's architecture name when already known; release: the SGLang
-    release the run names (its defaults fill what the command leaves unset; None: the image's, else the table's)."""
+def launch_release(launch: str, engine: str | None = None, version: str | None = None, own: str | None = None) -> str:
+    """Which release a launch of engine ``launch`` runs, the one answer every reader of it takes: the SGLang defaults
+    that fill what the command leaves unset, the release a refused flag is named against, the summary line, and the
+    flag names CMD003 checks the command against. The release the run names (``version``, --engine-version) where
+    the run's engine (``engine``: --engine, "declared" for a serving description; None: the launch's) is the
+    launch's, else the launch's own (``own``: its image's tag; None: the newest modelled, whose argument table reads
+    the command), as check_engine reads it (and refuses it)."""
+    named = version if engine is None or engine.lower() == launch else None
+    return check_engine(launch, named or own)
+
+
+def parse_serve_cmd(text: str, arch: str | None = None, named: tuple[str | None, str | None] = (None, None)) -> ServeConfig:
+    """Parse one launch command. arch: the target's architecture name when already known; named: the engine and
+    release the run names (--engine, --engine-version), whose release this launch runs where it is its engine
+    (``launch_release``)."""
     toks = split_words(text)
     engine, start = find_entry(toks)
     image, image_release = docker_image(toks[:start])
+    release = launch_release(engine, *named, own=image_release)
     # trtllm-serve's --config is its options YAML, read with the rest of its launch below
     args = toks[start:] if engine == "trtllm" else config_args(engine, toks[start:])
     values, unknown, positional, dotted = parse_flags(engine, args)
     used = values.pop("__flags__", [])
-    refuse_measured_unknown(engine, unknown)
+    refuse_measured_unknown(engine, unknown, release)
     if engine == "trtllm":
         from .launch_trtllm import read_api_options, trtllm_config
 
         extra = values.get("extra_llm_api_options")
         sc = trtllm_config(values, unknown, positional, read_api_options(extra) if extra else {})
     elif engine == "sglang":
-        sc = sglang_config(values, unknown, positional, arch or target_arch(values.get("model_path")), release or image_release)
+        sc = sglang_config(values, unknown, positional, arch or target_arch(values.get("model_path")), release)
     else:
         sc = vllm_config(values, unknown, positional, dotted)
         speculators_verifier(sc, local_config(sc.target))
@@ -64,16 +78,14 @@ def parse_serve_cmd(text: str, arch: str | None = None, release: str | None = No
     sc.env = prefix_env(toks[:start])
     sc.image = image
     if sc.image:
-        if image_release:
-            sc.notes.append(
-                f"image {sc.image}: the {engine} {image_release} rules apply (flags read from the {flag_table()[engine]['version']} table)"
-            )
-            # the launch's own mode (TensorRT-LLM's two-model EAGLE-3) stays on the image's release
+        if image_release:  # the launch's own mode (TensorRT-LLM's two-model EAGLE-3) stays on the image's release
             sc.engine_version = image_release + ("-two-model" if sc.engine_version.endswith("-two-model") else "")
+        tag = f"image {sc.image}" + ("" if image_release else " names no release")
+        if release != launch_release(engine, own=image_release):  # the run names another
+            sc.notes.append(f"{tag}: the {engine} {release} rules apply, as --engine-version names")
         else:
-            sc.notes.append(
-                f"image {sc.image} names no release: the {engine} {sc.engine_version} rules apply (pin --engine-version)"
-            )
+            pin = "" if image_release else " (pin --engine-version)"
+            sc.notes.append(f"{tag}: the {engine} {image_release or sc.engine_version} rules apply{pin}")
     if "config" in values and engine != "trtllm":
         sc.notes.append("--config is not the word --config here (--config=FILE?): the engine does not read that file")
     return sc
@@ -119,8 +131,9 @@ def speculators_verifier(sc: ServeConfig, cfg: dict[str, Any] | None) -> None:
     sc.notes.append(f"speculators checkpoint: vLLM serves its verifier {name} as the target and the checkpoint as the draft")
 
 
-def parse_serve_config(path: str, arch: str | None = None, release: str | None = None) -> ServeConfig:
-    """A file: a launch command, or a JSON/YAML object (SGLang server args, vLLM engine args or speculative config)."""
+def parse_serve_config(path: str, arch: str | None = None, named: tuple[str | None, str | None] = (None, None)) -> ServeConfig:
+    """A file: a launch command, or a JSON/YAML object (SGLang server args, vLLM engine args or speculative config);
+    named: as parse_serve_cmd takes it."""
     from ..io.safeio import read_regular_text
 
     p = Path(path)
@@ -136,7 +149,7 @@ def parse_serve_config(path: str, arch: str | None = None, release: str | None =
         if not isinstance(obj, dict):
             raise BadInput(f"--serve-config {path} holds no mapping", "write key: value lines")
     if obj is None:
-        return parse_serve_cmd(text, arch, release)
+        return parse_serve_cmd(text, arch, named)
     if isinstance(obj.get("speculative_config"), dict) and "decoding_type" in obj["speculative_config"]:
         from .launch_trtllm import trtllm_config
 
@@ -151,6 +164,7 @@ def parse_serve_config(path: str, arch: str | None = None, release: str | None =
         table = flag_table()["sglang"]["flags"]
         dests = {v["dest"] for v in table.values()}
         unknown = [f"{k} (not a SGLang {flag_table()['sglang']['version']} server arg)" for k in obj if k not in dests]
+        release = launch_release("sglang", *named)
         return sglang_config(
             {k: v for k, v in obj.items() if k in dests}, unknown, [], arch or target_arch(obj.get("model_path")), release
         )
@@ -177,14 +191,16 @@ def parse_serve_config(path: str, arch: str | None = None, release: str | None =
     )
 
 
-def load(serve_cmd: str | None, serve_config: str | None, sglang_release: str | None = None) -> ServeConfig | None:
-    """The launch command or file as read; ``sglang_release``: the release the run names, for an SGLang launch."""
+def load(
+    serve_cmd: str | None, serve_config: str | None, named: tuple[str | None, str | None] = (None, None)
+) -> ServeConfig | None:
+    """The launch command or file as read; ``named``: the engine and release the run names (parse_serve_cmd)."""
     if serve_cmd and serve_config:
         raise BadInput("both --serve-cmd and --serve-config given", "pass one of them")
     if serve_cmd:
-        return parse_serve_cmd(serve_cmd, release=sglang_release)
+        return parse_serve_cmd(serve_cmd, named=named)
     if serve_config:
-        return parse_serve_config(serve_config, release=sglang_release)
+        return parse_serve_config(serve_config, named=named)
     return None
 
 
@@ -196,14 +212,36 @@ _SGLANG_WORKER = "sglang 0.5.23 srt/speculative/eagle_worker_v2.py:323-333 (init
 
 def launch_findings(sc: ServeConfig, release: str | None = None) -> list[Any]:
     """What the launch command itself does to the draft, before any model is read: an FR-Spec token map
-    (the draft's vocabulary), spec v2 asked for with a token tree, flags ``release`` (the one the run names,
-    where it is this command's engine) does not have."""
+    (the draft's vocabulary), spec v2 asked for with a token tree, flags ``release`` (the one the launch runs,
+    ``launch_release``) does not have."""
     out = [_absent_flag_finding(sc, a) for a in absent_flags(sc.engine, release, sc.flags) or []] if release else []
     if sc.token_map:
         out.append(_token_map_finding(sc))
     v2 = sc.env.get("SGLANG_ENABLE_SPEC_V2")
     if sc.engine == "sglang" and v2 is not None and v2.strip().lower() in _TRUE and (sc.topk or 1) > 1:
         out.append(_spec_v2_finding(sc, v2))
+    return out
+
+
+def without_absent_flags(findings: list[Any], engine: str) -> list[Any]:
+    """``findings`` less each one that reads a launch flag (its data's LAUNCH_FLAGS) which a CMD003 among them says the
+    release lacks: that server refuses to start with the flag, so what it would do with the flag's value is not said
+    beside the CMD003 that says so; the CMD003 names what it withheld. An alias counts as the flag it spells."""
+    from ..core.findings import LAUNCH_FLAGS
+
+    table = flag_table()[engine]["flags"]
+
+    def dest(flag: str) -> str:
+        return table.get(flag, {}).get("dest", flag)
+
+    absent = {dest(f.data["flag"]): f for f in findings if f.code == "CMD003"}
+    out = []
+    for f in findings:
+        lacked = [absent[d] for d in dict.fromkeys(map(dest, f.data.get(LAUNCH_FLAGS, []))) if d in absent]
+        for cmd in lacked:
+            cmd.evidence.append(f"{f.code} withheld: it reads {cmd.data['flag']} as a server started with it would")
+        if not lacked:
+            out.append(f)
     return out
 
 
@@ -239,8 +277,11 @@ def _absent_flag_finding(sc: ServeConfig, a: Absent) -> Any:
     )
 
 
+_TOKEN_MAP_FLAGS = ["--speculative-token-map", "--speculative-algorithm"]  # what CMD001 reads
+
+
 def _token_map_finding(sc: ServeConfig) -> Any:
-    from ..core.findings import SERVER_COMMAND, Finding, Fix
+    from ..core.findings import LAUNCH_FLAGS, SERVER_COMMAND, Finding, Fix
 
     algo = (sc.algorithm or "").upper()
     fix = Fix(
@@ -256,7 +297,7 @@ def _token_map_finding(sc: ServeConfig) -> Any:
             [f"--speculative-algorithm {sc.algorithm}", f"SGLang logs 'Ignoring the specified token map' ({_SGLANG_WORKER})"],
             fix,
             severity="warning",
-            data={"token_map": sc.token_map, "algorithm": sc.algorithm, "applied": False},
+            data={"token_map": sc.token_map, "algorithm": sc.algorithm, "applied": False, LAUNCH_FLAGS: _TOKEN_MAP_FLAGS},
         )
     return Finding(
         "CMD001",
@@ -273,12 +314,12 @@ def _token_map_finding(sc: ServeConfig) -> Any:
             key="--speculative-token-map",
             op="delete",
         ),
-        data={"token_map": sc.token_map, "algorithm": sc.algorithm, "applied": True},
+        data={"token_map": sc.token_map, "algorithm": sc.algorithm, "applied": True, LAUNCH_FLAGS: _TOKEN_MAP_FLAGS},
     )
 
 
 def _spec_v2_finding(sc: ServeConfig, v2: str) -> Any:
-    from ..core.findings import SERVER_COMMAND, Finding, Fix
+    from ..core.findings import LAUNCH_FLAGS, SERVER_COMMAND, Finding, Fix
 
     steps = sc.num_steps or 1
     return Finding(
@@ -297,5 +338,10 @@ def _spec_v2_finding(sc: ServeConfig, v2: str) -> Any:
             key="--speculative-eagle-topk",
             value=1,
         ),
-        data={"SGLANG_ENABLE_SPEC_V2": v2, "topk": sc.topk, "num_steps": sc.num_steps},
+        data={
+            "SGLANG_ENABLE_SPEC_V2": v2,
+            "topk": sc.topk,
+            "num_steps": sc.num_steps,
+            LAUNCH_FLAGS: ["--speculative-eagle-topk"],
+        },
     )

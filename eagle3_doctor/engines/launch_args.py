@@ -21,7 +21,7 @@ from typing import Any
 
 from ..core.errors import BadInput
 from ..io.checks import MAX_NUM_STEPS  # one ceiling for options, launch commands and draft configs
-from .flag_releases import registered_by
+from .flag_releases import listed_release, registered_by
 from .releases import TRTLLM_RELEASE
 
 MAX_SERVE_CONFIG = 4 << 20  # a launch command or server-args file is a few KB
@@ -267,17 +267,18 @@ def _refuse_underscore(name: str, table: dict[str, Any]) -> None:
 _MEASURED_WORDS = ("speculative", "draft", "eagle", "model-path", "num-steps", "topk")
 
 
-def refuse_measured_unknown(engine: str, unknown: list[str]) -> None:
+def refuse_measured_unknown(engine: str, unknown: list[str], release: str | None = None) -> None:
     """Unknown flags are listed and the run goes on (a flag of another release, a typo in --port), except
     one that names what the doctor measures under and no tracked release registers: reading past it would
     default that setting silently, and the engine itself refuses to start on it (argparse: unrecognized
-    arguments)."""
+    arguments). The refusal names ``release`` (the one the launch runs, launch.launch_release) where its flag
+    names were extracted, else the argument table's: the releases whose names are known to lack it."""
     for u in unknown:
         flag = u.split()[0]
         if registered_by(engine, flag):
             continue  # an older release's flag, not a misspelling: CMD003 says whether the release run has it
         if any(w in flag for w in _MEASURED_WORDS) and "(ambiguous" not in u:
-            ver = flag_table()[engine]["version"]
+            ver = (listed_release(engine, release) if release else None) or flag_table()[engine]["version"]
             how = {
                 "vllm": "put it in --speculative-config '{...}' (vLLM reads draft settings only there)",
                 "trtllm": "put it in the --extra_llm_api_options YAML's speculative_config (trtllm-serve has no draft flags)",

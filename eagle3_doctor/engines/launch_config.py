@@ -22,6 +22,7 @@ from typing import Any
 from ..core.errors import BadInput
 from .flag_releases import listed_release
 from .launch_args import DRAFT_TOKENS, MAX_DRAFT_TOKENS, MAX_NUM_STEPS, MAX_TOPK, STEPS, TOPK, cut_value, flag_table, to_int
+from .releases import release_key
 
 _VLLM_SRC = "vllm 0.33.0 config/speculative.py"
 
@@ -65,14 +66,29 @@ class ServeConfig:
         del out["flags"]
         return out
 
+    def flags_checked(self, release: str) -> bool | None:
+        """Whether the command's flags are checked against the names of ``release`` (the one the launch runs,
+        launch.launch_release), the one decision the summary line and its note read: True where that release's names
+        were extracted (CMD003 names a flag it lacks), False where not (whether it accepts each flag goes unchecked),
+        None where there is nothing to check against (no flags, or the argument table's own release)."""
+        if not self.flags or release_key(release) == release_key(flag_table()[self.engine]["version"]):
+            return None
+        return listed_release(self.engine, release) is not None
+
+    def flag_notes(self, release: str) -> list[str]:
+        """The summary's note where ``release``'s flag names were not extracted (CMD003 cannot fire)."""
+        if self.flags_checked(release) is False:
+            return [f"flags of {self.engine} {release} not extracted: whether that release accepts each flag is not checked"]
+        return []
+
     def summary(self, release: str | None = None) -> str:
-        """One line of what was read; ``release``: the one the run measures, where it is not the argument table's."""
-        head = f"{self.engine} {self.engine_version}"
-        if release and release != self.engine_version:
-            checked = (
-                f", checked against {release}'s own flag names" if self.flags and listed_release(self.engine, release) else ""
-            )
-            head = f"{self.engine} {release} (its flags read by {self.engine_version}'s argument table{checked})"
+        """One line of what was read; ``release``: the one the launch runs (launch.launch_release), named with the
+        argument table that read its flags where that is another release's."""
+        head = f"{self.engine} {release or self.engine_version}"
+        table = flag_table()[self.engine]["version"]
+        if release and release_key(release) != release_key(table):
+            checked = f", checked against {release}'s own flag names" if self.flags_checked(release) else ""
+            head += f" (its flags read by {table}'s argument table{checked})"
         tree = f", tree {self.token_tree}" if self.token_tree else ""
         kv = f", kv cache {self.kv_cache_dtype}" if self.kv_cache_dtype else ""
         kv += f", draft kv cache {self.draft_kv_cache_dtype}" if self.draft_kv_cache_dtype else ""

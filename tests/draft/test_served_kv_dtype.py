@@ -141,6 +141,22 @@ def test_the_launch_line_gives_both_kv_dtypes(cmd, target, draft):
     assert "kv_cache_dtype" not in sc.ignored_flags
 
 
+def test_the_flags_fwd015_reads_are_flags_of_the_release():
+    """FWD015 reads the draft-only setting only where the release's draft runner has it (the KV-dtype table, executed),
+    and every SGLang and vLLM release in that table registers the flags FWD015 then reads (the flag table, extracted
+    from each wheel): no CMD003 of a launch ever names a flag FWD015 read (were one to, the CLI withholds FWD015)."""
+    from eagle3_doctor.engines.draft_kv_dtype import DRAFT_KEY
+    from eagle3_doctor.engines.flag_releases import absent_flags
+
+    for engine in ("sglang", "vllm"):
+        for version, at in table()["release_rows"][engine].items():
+            reads = ["--kv-cache-dtype"] + ([DRAFT_KEY[engine].split()[0]] if at["key"] else [])
+            assert absent_flags(engine, version, reads) == [], (engine, version)
+    # and the other way: an SGLang release without the draft-only setting is one whose parser lacks its flag
+    no_key = [v for v, at in table()["release_rows"]["sglang"].items() if not at["key"]]
+    assert all(absent_flags("sglang", v, ["--speculative-draft-kv-cache-dtype"]) for v in no_key)
+
+
 def test_every_release_with_a_draft_model_has_a_kv_dtype_row():
     """The releases the draft table executes a draft model for are the ones the KV-dtype table covers: no release
     with a draft falls outside FWD015's rule."""

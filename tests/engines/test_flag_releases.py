@@ -151,13 +151,96 @@ def test_cli_newest_release_no_finding_and_untracked_release_said(tmp_path):
 
 
 def test_cli_release_from_the_image_tag(tmp_path):
-    """No --engine-version: the release the image tag names is checked, as the run measures it."""
+    """No --engine-version: the release the image tag names is checked, as the run measures it, and the summary
+    says so as it does for a release named with --engine-version."""
     out = tmp_path / "i.json"
     cmd = "docker run --gpus all lmsysorg/sglang:v0.5.4-cu126 " + SG + "--speculative-draft-kv-cache-dtype bfloat16"
     r = invoke("inspect", "--serve-cmd", cmd, "--json", out)
     assert r.exit_code == 1, r.output
     (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD003"]
     assert f["data"]["release"] == "0.5.4" and f["data"]["first_release_with_it"] == "0.5.18"
+    assert "sglang 0.5.4 (its flags read by 0.5.23's argument table, checked against 0.5.4's own flag names)" in r.output
+
+
+def _lines(output: str) -> list[str]:
+    return [x.strip() for x in output.splitlines() if x.startswith(("serving config:", "  note:", "eagle3-doctor: error"))]
+
+
+def test_cli_one_release_for_the_launch(tmp_path):
+    """An image of one release and --engine-version naming another: the run's release is the one every line names,
+    the summary, the image's note, CMD003 and the run's document alike (the image's own is not checked)."""
+    out = tmp_path / "i.json"
+    cmd = "docker run lmsysorg/sglang:v0.5.4-cu126 " + SG + "--speculative-draft-kv-cache-dtype bfloat16"
+    r = invoke("inspect", "--serve-cmd", cmd, "--engine-version", "0.5.9", "--json", out)
+    assert r.exit_code == 1, r.output
+    head, note = _lines(r.output)
+    assert head.startswith("serving config: sglang 0.5.9 (its flags read by 0.5.23's argument table, checked against 0.5.9's")
+    assert note == "note: image lmsysorg/sglang:v0.5.4-cu126: the sglang 0.5.9 rules apply, as --engine-version names"
+    doc = json.loads(out.read_text())
+    (f,) = [f for f in doc["findings"] if f["code"] == "CMD003"]
+    assert f["data"]["release"] == doc["engine_release"] == "0.5.9"
+    # --engine naming another engine: the launch runs its own release (the image's), checked as such
+    r = invoke("inspect", "--serve-cmd", cmd, "--engine", "vllm", "--json", out)
+    assert r.exit_code == 1, r.output
+    assert _lines(r.output)[0].startswith("serving config: sglang 0.5.4 (its flags read by 0.5.23's argument table, checked")
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD003"]
+    assert f["data"]["release"] == "0.5.4"
+
+
+def test_cli_refusal_names_the_release_the_run_names():
+    """A measured setting's flag that no release registers is refused naming the release the launch runs, where that
+    release's flag names were extracted; else the argument table's, the newest whose names are known to lack it."""
+    cmd = SG + "--speculative-eagle-top-k 4"
+    for pin, named in ((["--engine-version", "0.5.9"], "0.5.9"), ([], "0.5.23"), (["--engine-version", "0.5.24"], "0.5.23")):
+        r = invoke("inspect", "--serve-cmd", cmd, *pin)
+        assert r.exit_code == 2, r.output
+        assert f"--speculative-eagle-top-k is not a sglang {named} flag: the server refuses to start on it" in r.output
+    r = invoke("inspect", "--serve-cmd", "vllm serve fixtures/target --speculative-model d", "--engine-version", "0.8.5")
+    assert r.exit_code == 2 and "--speculative-model is not a vllm 0.8.5 flag" in r.output, r.output
+
+
+# a launch with three findings besides the flag 0.5.17 lacks (--speculative-draft-kv-cache-dtype, from 0.5.18): CMD001
+# (the token map), CMD002 (spec v2 with a tree) and FWD015 (an fp8 target KV cache the draft takes)
+BESIDE = (
+    "SGLANG_ENABLE_SPEC_V2=1 " + SG + "--kv-cache-dtype fp8_e4m3 --speculative-token-map hot.pt "
+    "--speculative-draft-kv-cache-dtype auto"
+)
+
+
+def _by_code(out: Path) -> dict[str, dict]:
+    return {f["code"]: f for f in json.loads(out.read_text())["findings"]}
+
+
+def test_cli_launch_findings_on_other_flags_fire_beside_cmd003(tmp_path):
+    """CMD003 withholds only what reads the flag the release lacks: FWD015 reads --kv-cache-dtype alone on 0.5.17
+    (that release's draft runner has no draft-only setting), so it stands beside CMD003 with CMD001 and CMD002."""
+    out = tmp_path / "i.json"
+    r = invoke("inspect", "--serve-cmd", BESIDE, "--engine-version", "0.5.17", "--json", out)
+    assert r.exit_code == 1, r.output
+    found = _by_code(out)
+    assert {"CMD001", "CMD002", "CMD003", "FWD015"} <= set(found)
+    assert found["CMD003"]["data"]["flag"] == "--speculative-draft-kv-cache-dtype"
+    assert found["FWD015"]["data"]["launch_flags"] == ["--kv-cache-dtype"]
+    assert not any("withheld" in e for e in found["CMD003"]["evidence"])
+
+
+def test_cli_finding_that_reads_a_flag_the_release_lacks_is_withheld(tmp_path, monkeypatch):
+    """No tracked release lacks a flag a launch finding reads (test_served_kv_dtype pins FWD015's); the rule is the
+    general one, so it is shown on a release table where --speculative-token-map first comes in 0.5.18: under
+    0.5.17 CMD003 names it, CMD001 (which reads it) is withheld and said so, the findings on other flags stand."""
+    from eagle3_doctor.engines import flag_releases
+
+    table = json.loads(json.dumps(_table()))
+    table["sglang"]["flags"]["--speculative-token-map"] = ["0.5.18..0.5.23"]
+    monkeypatch.setattr(flag_releases, "_table", lambda: table)
+    out = tmp_path / "i.json"
+    r = invoke("inspect", "--serve-cmd", BESIDE, "--engine-version", "0.5.17", "--json", out)
+    assert r.exit_code == 1, r.output
+    found = _by_code(out)
+    assert "CMD001" not in found and {"CMD002", "FWD015"} <= set(found)
+    (cmd,) = [f for f in json.loads(out.read_text())["findings"] if f["data"].get("flag") == "--speculative-token-map"]
+    assert "CMD001 withheld: it reads --speculative-token-map as a server started with it would" in cmd["evidence"]
+    assert "warning[CMD001]" not in r.output and "error[CMD003]: --speculative-token-map" in r.output
 
 
 def test_cli_flag_an_older_release_had(tmp_path):

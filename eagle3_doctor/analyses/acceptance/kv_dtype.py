@@ -12,7 +12,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from ...core.findings import SERVER_COMMAND, Finding, Fix, Location
+from ...core.findings import LAUNCH_FLAGS, SERVER_COMMAND, Finding, Fix, Location
 from ...core.stats import MIN_PROMPTS, Interval, acceptance_counts, mean_acceptance_length, paired
 
 NAMES = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
@@ -99,14 +99,17 @@ def _finding(engine: str, config: dict[str, Any], serve: Any, version: str, got:
         f"the launch: {launch}",
         f"{got.source}: the draft's KV cache is {got.dtype}",
     ]
+    reads = ["--kv-cache-dtype"] if serve.kv_cache_dtype is not None else []  # the launch flags the dtype was read from
     if got.key is None and serve.draft_kv_cache_dtype is not None:
         evidence.append(
             f"{label} has no {DRAFT_KEY[engine]} setting (first in {got.first_key}): its draft runner reads only the "
             "target's --kv-cache-dtype"
         )
+    elif serve.draft_kv_cache_dtype is not None:
+        reads.append(DRAFT_KEY[engine].split()[0])
     severity = "warning"
     data: dict[str, Any] = {"served": got.dtype, "target_kv_cache_dtype": serve.kv_cache_dtype,
-                            "draft_kv_cache_dtype": serve.draft_kv_cache_dtype}  # fmt: skip
+                            "draft_kv_cache_dtype": serve.draft_kv_cache_dtype, LAUNCH_FLAGS: reads}  # fmt: skip
     if isinstance(cost, str):
         evidence.append(f"cost undetermined, {cost}")
     else:

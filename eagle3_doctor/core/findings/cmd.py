@@ -50,7 +50,9 @@ RECORDS = (
             "image tag) does not register in its argument parser: one added in a later release (the newest release's "
             "argument table, which the doctor reads the command with, has it) or one an earlier release had and a "
             "later one dropped. The flag names of every tracked SGLang and vLLM release are extracted from its own "
-            "wheel (conformance/flags_exec.py), and the named release's do not include it."
+            "wheel (conformance/flags_exec.py), and the named release's do not include it. A finding of the same run "
+            "that reads that flag's value (a launch finding's data.launch_flags) is withheld beside it, and the "
+            "CMD003's evidence names it: that server never runs with the flag."
         ),
         why=(
             "argparse stops that release's server at startup with 'unrecognized arguments': nothing is served, and "
