@@ -213,8 +213,10 @@ _SGLANG_WORKER = "sglang 0.5.23 srt/speculative/eagle_worker_v2.py:323-333 (init
 def launch_findings(sc: ServeConfig, release: str | None = None) -> list[Any]:
     """What the launch command itself does to the draft, before any model is read: an FR-Spec token map
     (the draft's vocabulary), spec v2 asked for with a token tree, flags ``release`` (the one the launch runs,
-    ``launch_release``) does not have."""
+    ``launch_release``) does not have, speculative settings the release refuses at start-up."""
     out = [_absent_flag_finding(sc, a) for a in absent_flags(sc.engine, release, sc.flags) or []] if release else []
+    if sc.startup_error:
+        out.append(_startup_error_finding(sc, sc.startup_error))
     if sc.token_map:
         out.append(_token_map_finding(sc))
     v2 = sc.env.get("SGLANG_ENABLE_SPEC_V2")
@@ -278,6 +280,42 @@ def _absent_flag_finding(sc: ServeConfig, a: Absent) -> Any:
 
 
 _TOKEN_MAP_FLAGS = ["--speculative-token-map", "--speculative-algorithm"]  # what CMD001 reads
+
+
+def _startup_error_finding(sc: ServeConfig, e: dict[str, Any]) -> Any:
+    """The release's own argument handling raises on this launch (engines/sglang_tree.py, from its code executed):
+    reported as CMD003 reports a flag the release lacks, the server's own words and where they come from."""
+    from ..core.findings import LAUNCH_FLAGS, SERVER_COMMAND, Finding, Fix
+    from .sglang_tree import DFLASH_FLAG, EXEC
+
+    # the flags it reads, as the command gives them (a CMD003 for one of them withholds it: without_absent_flags)
+    tree = {
+        "num_steps": "--speculative-num-steps",
+        "topk": "--speculative-eagle-topk",
+        "num_draft_tokens": "--speculative-num-draft-tokens",
+    }
+    reads = ["--speculative-algorithm"] if sc.algorithm else []
+    reads += [flag for k, flag in tree.items() if sc.sources.get(k) == flag]
+    reads += [DFLASH_FLAG] if sc.dflash_block_size is not None else []
+    shape = ", ".join(
+        f"{flag} {'unset' if v is None else v}"
+        for flag, v in (
+            ("--speculative-num-steps", sc.num_steps),
+            ("--speculative-eagle-topk", sc.topk),
+            ("--speculative-num-draft-tokens", sc.num_draft_tokens),
+        )
+    )
+    block = f", --speculative-dflash-block-size {sc.dflash_block_size}" if sc.dflash_block_size is not None else ""
+    return Finding(
+        "CMD004",
+        f"sglang {e['release']} refuses to start on this launch: {e['error']}",
+        [
+            f"--speculative-algorithm {sc.algorithm or 'unset (EAGLE3 assumed)'}, {shape}{block}",
+            f"raised at {e['where']} of sglang {e['release']}: its own argument handling, executed on this launch ({EXEC})",
+        ],
+        Fix(e["fix"], file=SERVER_COMMAND, key=e["key"], op=e["op"], value=e["value"]),
+        data={**{k: e[k] for k in ("release", "algorithm", "error", "where", "cause")}, LAUNCH_FLAGS: reads},
+    )
 
 
 def _token_map_finding(sc: ServeConfig) -> Any:

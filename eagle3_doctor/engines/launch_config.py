@@ -1,10 +1,12 @@
 """A launch command's flags and files, per engine, in the doctor's terms (``ServeConfig``).
 
 Defaults follow the engine's own resolution when a flag is absent:
-- SGLang, per release (the one the run names): with ``--speculative-num-steps`` unset, (steps, topk, draft
-  tokens) come from the release's ``auto_choose_speculative_params`` by the target's architecture, and from
-  0.4.5.post3 topk 1 forces the draft tokens to steps + 1; each release's own code executed
-  (``conformance/spec_defaults_exec.py``, table ``data/sglang_tree_defaults.json``, read by ``sglang_tree.py``).
+- SGLang, per release (the one the run names) and per ``--speculative-algorithm``: for the EAGLE family, with
+  ``--speculative-num-steps`` unset, (steps, topk, draft tokens) come from the release's
+  ``auto_choose_speculative_params`` by the target's architecture, and from 0.4.5.post3 topk 1 forces the draft tokens
+  to steps + 1; DFLASH forces steps and topk to 1 and takes the draft tokens from ``--speculative-dflash-block-size``,
+  the command, or the draft's block size; each release's own code executed (``conformance/spec_defaults_exec.py``,
+  table ``data/sglang_tree_defaults.json``, read by ``sglang_tree.py``).
 - vLLM 0.33.0 ``config/speculative.py``: ``num_speculative_tokens`` unset takes the draft config's
   ``n_predict`` or is an error (lines 1601-1617); ``method`` unset is detected from the draft path
   name ("eagle3" in it, line 1447). vLLM 0.33 EAGLE drafts a chain (no token tree); older vLLM took
@@ -41,6 +43,7 @@ class ServeConfig:
     num_steps: int | None = None
     topk: int | None = None
     num_draft_tokens: int | None = None
+    dflash_block_size: int | None = None  # SGLang's --speculative-dflash-block-size (DFLASH's draft tokens)
     token_tree: list[list[int]] | None = None
     layer_ids: list[int] | None = None  # ids the launch configures itself (TensorRT-LLM's eagle3_layers_to_capture)
     dtype: str = "auto"
@@ -60,10 +63,13 @@ class ServeConfig:
     # the flags the command gives, as the argument table names them: checked against the release the run
     # names (engines/flag_releases.py), not part of the JSON output
     flags: list[str] = field(default_factory=list)
+    # what the release the run names raises at start-up on this launch's speculative settings (engines/sglang_tree.py):
+    # reported as CMD004 (engines/launch.py), not part of the JSON output
+    startup_error: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        del out["flags"]
+        del out["flags"], out["startup_error"]
         return out
 
     def flags_checked(self, release: str) -> bool | None:
@@ -146,6 +152,7 @@ _RELEVANT_SGLANG = {
     "speculative_num_steps",
     "speculative_eagle_topk",
     "speculative_num_draft_tokens",
+    "speculative_dflash_block_size",
     "dtype",
     "chat_template",
     "tp_size",
@@ -190,6 +197,8 @@ def sglang_config(
             bounds = {"num_steps": STEPS, "topk": TOPK, "num_draft_tokens": DRAFT_TOKENS}[k]
             setattr(sc, k, to_int(values[flag], "--" + flag.replace("_", "-"), bounds))
             src[k] = "--" + flag.replace("_", "-")
+    if values.get("speculative_dflash_block_size") is not None:
+        sc.dflash_block_size = to_int(values["speculative_dflash_block_size"], "--speculative-dflash-block-size", DRAFT_TOKENS)
     if positional:
         sc.notes.append(f"positional words ignored by SGLang's parser: {' '.join(positional)}")
     if sc.algorithm is None:
@@ -197,8 +206,8 @@ def sglang_config(
     elif (note := algorithm_note("sglang", sc.algorithm)) is not None:
         sc.notes.append(f"--speculative-algorithm {note}")
     _sglang_tree_shape(sc, arch, release or version)
-    if sc.draft is None and sc.algorithm and sc.algorithm.upper() == "EAGLE3":
-        sc.notes.append("EAGLE3 without --speculative-draft-model-path: SGLang refuses to start without a draft")
+    if sc.draft is None and sc.algorithm and sc.algorithm.upper() in ("EAGLE3", "DFLASH"):
+        sc.notes.append(f"{sc.algorithm.upper()} without --speculative-draft-model-path: SGLang refuses to start without a draft")
     sc.ignored_flags = sorted(k for k in values if k not in _RELEVANT_SGLANG)
     return sc
 

@@ -60,4 +60,21 @@ RECORDS = (
         ),
         confirm="run the launch command against that release, or `python -m sglang.launch_server --help` / `vllm serve --help` there",
     ),
+    Code(
+        "CMD004",
+        ERROR,
+        "the named SGLang release refuses this launch's speculative settings at start-up",
+        meaning=(
+            "The SGLang release the run names (--engine-version, or the image tag) stops at start-up on the launch's "
+            "speculative settings, in its own argument handling: its parser does not take the --speculative-algorithm "
+            "name (DFLASH before 0.5.11, STANDALONE before 0.5.2, EAGLE3 before 0.4.4.post2), it asserts that "
+            "--speculative-eagle-topk and --speculative-num-draft-tokens are unset when --speculative-num-steps is, "
+            "--speculative-num-steps without --speculative-eagle-topk leaves topk None and a later check compares it "
+            "(a TypeError from 0.5.2), or a DFLASH --speculative-dflash-block-size differs from "
+            "--speculative-num-draft-tokens. Each release's own code was executed on these launches "
+            "(conformance/spec_defaults_exec.py); the finding cites the file and line that raise."
+        ),
+        why="The server never starts: nothing is served, and what the doctor measures assumes a launch that never runs.",
+        confirm="run the launch command against that release: it exits with the error the finding quotes",
+    ),
 )
