@@ -153,9 +153,10 @@ def _speculators_from_hub(sc: Any) -> None:
 
     if sc.engine != "vllm" or sc.draft is not None or not sc.target or not is_hub_id(sc.target):
         return
-    from ..engines.launch import local_config, speculators_verifier
+    from ..engines.launch import speculators_verifier
+    from ..io.hub import config_if_local
 
-    speculators_verifier(sc, local_config(resolve(sc.target, sc.target_revision, "target")))
+    speculators_verifier(sc, config_if_local(resolve(sc.target, sc.target_revision, "target")))
     if sc.draft is not None:
         sc.draft_revision, sc.target_revision = sc.target_revision, None
 

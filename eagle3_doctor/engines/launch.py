@@ -15,12 +15,11 @@ are the entry points, and the findings the command alone shows.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from ..io.hub import config_if_local
 from .flag_releases import SOURCE as FLAG_SOURCE
 from .flag_releases import Absent, absent_flags
 from .launch_args import (
@@ -73,7 +72,7 @@ def parse_serve_cmd(text: str, arch: str | None = None, named: tuple[str | None,
         sc = sglang_config(values, unknown, positional, arch or target_arch(values.get("model_path")), release)
     else:
         sc = vllm_config(values, unknown, positional, dotted)
-        speculators_verifier(sc, local_config(sc.target))
+        speculators_verifier(sc, config_if_local(sc.target))
     sc.flags = used
     sc.env = prefix_env(toks[:start])
     sc.image = image
@@ -89,19 +88,6 @@ def parse_serve_cmd(text: str, arch: str | None = None, named: tuple[str | None,
     if "config" in values and engine != "trtllm":
         sc.notes.append("--config is not the word --config here (--config=FILE?): the engine does not read that file")
     return sc
-
-
-def local_config(model: str | None) -> dict[str, Any] | None:
-    if not model:
-        return None
-    p = Path(os.path.expanduser(model)) / "config.json"
-    if not p.is_file():
-        return None
-    try:
-        cfg = json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None
-    return cfg if isinstance(cfg, dict) else None
 
 
 def speculators_verifier(sc: ServeConfig, cfg: dict[str, Any] | None) -> None:

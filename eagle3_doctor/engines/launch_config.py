@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
@@ -390,13 +389,7 @@ def json_object(text: str, what: str) -> dict[str, Any]:
 
 
 def target_arch(target: str | None) -> str | None:
-    if not target:
-        return None
-    p = Path(target) / "config.json"
-    if not p.is_file():  # never open a FIFO here: the preflight says what it is
-        return None
-    try:
-        arch = json.loads(p.read_text()).get("architectures") or []
-        return arch[0] if arch else None
-    except (OSError, ValueError, AttributeError):
-        return None
+    from ..io.hub import config_if_local
+
+    arch = (config_if_local(target) or {}).get("architectures") or []
+    return arch[0] if isinstance(arch, list) and arch else None

@@ -306,7 +306,9 @@ def _fill_dflash(sc: Any, rules: DflashRules, given: Shape) -> None:
     launch, the draft's config or the fallback, in the order the release reads them."""
     src, at = rules.sources, f"SGLang {rules.release}"
     handler, parse = src["dflash"]["handler"], src["dflash"]["parse"]
-    draft_cfg = _read_config(sc.draft)
+    from ..io.hub import config_if_local
+
+    draft_cfg = config_if_local(sc.draft)
     block = dflash_block(draft_cfg)
     r = resolve_dflash(rules, given, sc.dflash_block_size, block)
     if r.error is not None:
@@ -335,20 +337,6 @@ def _fill_dflash(sc: Any, rules: DflashRules, given: Shape) -> None:
 def _block_key(cfg: dict[str, Any] | None) -> str:
     nested = (cfg or {}).get("dflash_config")
     return "dflash_config.block_size" if isinstance(nested, dict) and "block_size" in nested else "block_size"
-
-
-def _read_config(path: str | None) -> dict[str, Any] | None:
-    """A local model directory's config.json as a mapping; None where it is not one here (a hub id, a missing file)."""
-    if not path:
-        return None
-    p = Path(path).expanduser() / "config.json"
-    if not p.is_file():  # never open a FIFO here: the preflight says what it is
-        return None
-    try:
-        cfg = json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None
-    return cfg if isinstance(cfg, dict) else None
 
 
 def _set(sc: Any, rules: TreeRules, r: Resolved, arch: str | None, given: Shape) -> None:

@@ -131,6 +131,22 @@ def read_local_config(name_or_path: str) -> dict[str, Any] | None:
     return data
 
 
+def config_if_local(path: str | None) -> dict[str, Any] | None:
+    """A local model directory's config.json as a mapping, read leniently where a launch command names the model:
+    None where it is not one here (a hub id, a missing or unreadable file, not a mapping). Never opens a FIFO: the
+    preflight says what such a path is."""
+    if not path:
+        return None
+    p = Path(os.path.expanduser(path)) / "config.json"
+    if not p.is_file():
+        return None
+    try:
+        cfg = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
 def first_line(e: BaseException) -> str:
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     return (lines[0] if lines else type(e).__name__)[:200]
