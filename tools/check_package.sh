@@ -64,7 +64,7 @@ esac
 quiet "$exe" --help
 # Through a launch command, so the engine flag table (data/serve_flags.json) is read as well.
 serve="python -m sglang.launch_server --model-path $root/fixtures/target --speculative-algorithm EAGLE3
-  --speculative-draft-model-path $root/fixtures/draft-sglang --speculative-num-steps 3"
+  --speculative-draft-model-path $root/fixtures/draft-sglang --speculative-num-steps 3 --speculative-eagle-topk 1"
 quiet "$exe" inspect --serve-cmd "$serve" --json inspect.json
 "$work/venv/bin/python" -c "import json, sys; d = json.load(open(sys.argv[1])); assert d['serve']['num_steps'] == 3, d" inspect.json
 # one version everywhere: the checkout's tag-derived one, in --version and in the JSON's tool field
