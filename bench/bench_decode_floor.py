@@ -1,5 +1,5 @@
-"""A greedy continuation's decode step against its own floor, batch by batch, with attention by the native
-decoder's kernel and by the masked route, in one run.
+"""A greedy continuation's decode step against its own floor, batch by batch, with the native decoder's own
+kernels and with PyTorch's, in one run.
 
     PYTHONPATH=. python3 bench/bench_decode_floor.py --dir /tmp/e2e   # a pair bench_e2e.py saved (D/target)
 
@@ -8,9 +8,11 @@ decoder as a command loads it: the continuation's wall per step, and the step's 
 run from two measured rates, the device-to-device copy bandwidth and a bf16 matmul's FLOP rate:
 max((weight bytes + KV bytes the written slots hold, averaged over the steps) / bandwidth,
 2 x parameters x B / FLOP rate); and the steady step alone (steps 64 to the last, timed between two synchronisations,
-against the floor of the slots those steps hold). Two ways of attending, each over the same prompts: "kernel" (each row's written
-slots, model.native.spans, what commands run on a GPU) and "masked" (SDPA over the written slots rounded up to 256,
-``EAGLE3_DOCTOR_ATTENTION=sdpa``); the greedy tokens of the two are compared row by row.
+against the floor of the slots those steps hold). Each route of --routes over the same prompts, as
+``EAGLE3_DOCTOR_KERNELS`` names them (model.native.kernels): "all" (the attention over each row's written slots,
+model.native.spans, and the fused norms, RoPE and SiLU product, model.native.fused: what commands run on a GPU),
+"attention" (the attention kernel alone), "torch" (PyTorch's kernels: SDPA over the written slots rounded up to
+256); the greedy tokens of each are compared row by row with the first route's.
 Then one eager decode step at the largest batch under torch.profiler: the kernels that take its time.
 Prints one JSON object per measurement; peak memory is torch.cuda.max_memory_allocated over each run.
 """
@@ -59,7 +61,9 @@ def main() -> None:
     ap.add_argument("--batches", default="256,512,1024")
     ap.add_argument("--prompt", type=int, default=96)
     ap.add_argument("--new", type=int, default=512)
+    ap.add_argument("--routes", default="all,attention,torch")
     args = ap.parse_args()
+    routes = args.routes.split(",")
     tgt = load_target(str(Path(args.dir) / "target"), dtype="bfloat16", device="cuda")
     tgt.tokenizer = SimpleNamespace(eos_token_id=None, pad_token_id=0)  # never stop early: every step is timed
     params = sum(p.numel() for p in tgt.model.parameters())
@@ -79,8 +83,8 @@ def main() -> None:
         whole_floor = floor(args.prompt + args.new / 2)  # slots written on average over the steps
         steady_floor = floor(args.prompt + (k0 + args.new - 1) / 2)
         tokens = {}
-        for mode in ("kernel", "masked"):
-            os.environ["EAGLE3_DOCTOR_ATTENTION"] = "sdpa" if mode == "masked" else ""
+        for mode in routes:
+            os.environ["EAGLE3_DOCTOR_KERNELS"] = mode
             greedy_static(tgt, ps, 8)  # cuBLAS and allocator warm-up; each call captures its own graphs, as a command does
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -98,12 +102,14 @@ def main() -> None:
             torch.cuda.synchronize()
             step = 1000 * (time.perf_counter() - t0) / args.new
             one = 1000 * (marks[args.new - 1] - marks[k0]) / steady
-            say(batch=b, attention=mode, step_ms=round(step, 2), floor_ms=round(whole_floor, 2),
+            say(batch=b, kernels=mode, step_ms=round(step, 2), floor_ms=round(whole_floor, 2),
                 floor_share=round(whole_floor / step, 3), steady_step_ms=round(one, 2),
                 steady_floor_ms=round(steady_floor, 2), steady_floor_share=round(steady_floor / one, 3),
                 peak_gb=round(torch.cuda.max_memory_allocated() / 1e9, 1))  # fmt: skip
-        say(batch=b, rows_equal=sum(x == y for x, y in zip(tokens["kernel"], tokens["masked"])), rows=b)
-        os.environ["EAGLE3_DOCTOR_ATTENTION"] = ""
+        for mode in routes[1:]:
+            same = sum(x == y for x, y in zip(tokens[routes[0]], tokens[mode]))
+            say(batch=b, routes=[routes[0], mode], rows_equal=same, rows=b)
+        os.environ["EAGLE3_DOCTOR_KERNELS"] = ""
     profile(tgt, b, args.prompt)
 
 

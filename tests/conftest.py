@@ -184,3 +184,21 @@ def draft_with_embeddings(src: Path, dst: Path) -> Path:
     state["embed_tokens.weight"] = load_file(str(TARGET / "model.safetensors"))["model.embed_tokens.weight"]
     save_file(state, str(dst / "model.safetensors"))
     return dst
+
+
+@pytest.fixture
+def triton_interpreter(monkeypatch):
+    """Triton's interpreter, patched where it trips on NumPy 2.4. The test module sets ``TRITON_INTERPRET=1``
+    before Triton is imported (its own jit'd helpers read it then) and skips where CUDA is available."""
+    from triton.runtime import interpreter as mod
+
+    real = mod._patch_lang_tensor
+
+    def patched(tensor, scope):
+        real(tensor, scope)
+        # NumPy 2.4 refuses int() of a one-element array, which Triton 3.6's interpreter takes of a loop bound
+        # read from memory (the attention kernel's per-row range)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    monkeypatch.setattr(mod, "_patch_lang_tensor", patched)
+    return mod

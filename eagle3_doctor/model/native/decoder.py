@@ -7,7 +7,8 @@ process on an H200 host, bench/RESULTS.md), and the decode step it runs over a c
 value head once per query group. Here the same arithmetic runs with neither: RMSNorm in float32 and back,
 rotate-half RoPE from float32 tables, SiLU-gated MLP, scaled-dot-product attention; a decode step's grouped
 queries attend their key/value head in place (:func:`_attend`), on a GPU by the static decoders' own kernel
-(:mod:`.spans`, whose rounding is FlashAttention's, not SDPA's).
+(:mod:`.spans`, whose rounding is FlashAttention's, not SDPA's); in 16-bit on a GPU the norms, RoPE and the gated
+product are one fused kernel each (:mod:`.fused`), which family runs being :mod:`.kernels`' answer.
 
 The names match transformers' (``model.layers.{i}.self_attn.q_proj``...), so a checkpoint loads by name,
 the taps hook the same modules, and every helper that reads a Hugging Face model (embeddings, head,
@@ -26,6 +27,7 @@ from torch import nn
 
 from ...draft.model import RMSNorm
 from ...draft.rope import rope_cos_sin, rotate
+from . import fused
 from .cache import DynamicKV
 from .spans import Spans, attend
 
@@ -80,6 +82,22 @@ class Embedding(nn.Embedding):
         pass
 
 
+class Norm(RMSNorm):
+    """RMSNorm by one fused kernel on a GPU where it runs (:mod:`.fused`), else PyTorch's ops."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if fused.on("norm", x, self.weight):
+            return fused.rms_norm(x, self.weight, self.eps)
+        return super().forward(x)
+
+    def after_add(self, x: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(h, norm(h)) for h = x + r: one pass where the fused kernel runs."""
+        if fused.on("norm", x, r, self.weight):
+            return fused.add_rms_norm(x, r, self.weight, self.eps)
+        h = x + r
+        return h, self(h)
+
+
 GROUPED_ROWS = 16  # query positions up to which a masked forward attends each key/value head in place
 
 
@@ -120,8 +138,8 @@ class Attention(nn.Module):
         self.v_proj = Linear(s.hidden_size, s.num_kv_heads * s.head_dim, bias=s.qkv_bias, device=dev)
         self.o_proj = Linear(s.num_heads * s.head_dim, s.hidden_size, bias=s.o_bias, device=dev)
         if s.qk_norm:
-            self.q_norm = RMSNorm(s.head_dim, s.rms_norm_eps, dev)
-            self.k_norm = RMSNorm(s.head_dim, s.rms_norm_eps, dev)
+            self.q_norm = Norm(s.head_dim, s.rms_norm_eps, dev)
+            self.k_norm = Norm(s.head_dim, s.rms_norm_eps, dev)
 
     def forward(
         self, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: Any, causal: bool, layer_cache: Any
@@ -132,8 +150,10 @@ class Attention(nn.Module):
         v = self.v_proj(h).view(B, n, -1, self.head_dim).transpose(1, 2)
         if hasattr(self, "q_norm"):  # qwen3: RMSNorm over head_dim, before RoPE
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = q.transpose(1, 2), k.transpose(1, 2)
-        q, k = rotate(q, *rope), rotate(k, *rope)
+        if fused.on("rope", q, k, *rope):  # rotated in the projection's layout, one pass each
+            q, k = fused.rope(q, *rope).transpose(1, 2), fused.rope(k, *rope).transpose(1, 2)
+        else:
+            q, k = rotate(q.transpose(1, 2), *rope), rotate(k.transpose(1, 2), *rope)
         if layer_cache is not None:
             k, v = layer_cache.update(k, v)
         out = _attend(q, k, v, mask, causal, self.scaling)
@@ -148,7 +168,8 @@ class MLP(nn.Module):
         self.down_proj = Linear(s.intermediate_size, s.hidden_size, bias=s.mlp_bias, device=dev)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_proj(x), self.up_proj(x)
+        return self.down_proj(fused.silu_mul(gate, up) if fused.on("gated", gate, up) else F.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):
@@ -156,12 +177,13 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = Attention(s, dev)
         self.mlp = MLP(s, dev)
-        self.input_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps, dev)
-        self.post_attention_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps, dev)
+        self.input_layernorm = Norm(s.hidden_size, s.rms_norm_eps, dev)
+        self.post_attention_layernorm = Norm(s.hidden_size, s.rms_norm_eps, dev)
 
     def forward(self, hidden_states: torch.Tensor, rope: Any, mask: Any, causal: bool, layer_cache: Any) -> torch.Tensor:
-        h = hidden_states + self.self_attn(self.input_layernorm(hidden_states), rope, mask, causal, layer_cache)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        attn = self.self_attn(self.input_layernorm(hidden_states), rope, mask, causal, layer_cache)
+        h, normed = self.post_attention_layernorm.after_add(hidden_states, attn)
+        return h + self.mlp(normed)
 
 
 @dataclass
@@ -181,7 +203,7 @@ class NativeModel(nn.Module):
         super().__init__()
         self.embed_tokens = Embedding(s.vocab_size, s.hidden_size, device=dev)
         self.layers = nn.ModuleList(DecoderLayer(s, dev) for _ in range(s.num_layers))
-        self.norm = RMSNorm(s.hidden_size, s.rms_norm_eps, dev)
+        self.norm = Norm(s.hidden_size, s.rms_norm_eps, dev)
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
         self.rope_scale = float(rope_scale)
 

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
-import os
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from . import kernels
 
 BLOCK_N = 64  # slots a program reads per iteration
 MAX_ROWS = 128  # query rows (group members x positions) one program holds
@@ -43,13 +42,11 @@ class Spans:
 
 
 def usable(device: torch.device, dtype: torch.dtype, head_dim: int, groups: int, n: int) -> bool:
-    """The kernel takes a forward of n query positions: on a GPU with Triton, 16-bit, a power-of-two head size of
-    16-256, at most :data:`MAX_ROWS` query rows (``groups`` query heads per key/value head, times n) per program.
-    ``EAGLE3_DOCTOR_ATTENTION=sdpa`` keeps the masked route (to compare the two on one machine)."""
+    """The kernel takes a forward of n query positions: where :func:`.kernels.wanted` allows it, a power-of-two head
+    size of 16-256, at most :data:`MAX_ROWS` query rows (``groups`` query heads per key/value head, times n) per
+    program, and the shape checked against SDPA (:func:`_runs`)."""
     return (
-        device.type == "cuda"
-        and os.environ.get("EAGLE3_DOCTOR_ATTENTION", "").lower() != "sdpa"
-        and dtype in (torch.bfloat16, torch.float16)
+        kernels.wanted("attention", device, dtype)
         and 16 <= head_dim <= 256
         and head_dim & (head_dim - 1) == 0
         and groups * n <= MAX_ROWS
@@ -59,11 +56,10 @@ def usable(device: torch.device, dtype: torch.dtype, head_dim: int, groups: int,
 
 @functools.cache
 def _runs(device: torch.device, dtype: torch.dtype, head_dim: int, groups: int, n: int) -> bool:
-    """Triton is there and compiles and runs the kernel for this shape, eagerly, before a graph capture could meet
-    a failure (Triton builds its launcher with the host's C compiler at first use): else the masked route, said once."""
-    if importlib.util.find_spec("triton") is None:
-        return False
-    try:
+    """Triton compiles and runs the kernel for this shape, eagerly, before a graph capture could meet a failure
+    (Triton builds its launcher with the host's C compiler at first use), and agrees with SDPA."""
+
+    def run() -> None:
         g = torch.Generator(device=device).manual_seed(0)
         q = torch.randn(1, groups, n, head_dim, generator=g, device=device).to(dtype)
         k, v = (torch.randn(1, 1, 2 * BLOCK_N, head_dim, generator=g, device=device).to(dtype) for _ in range(2))
@@ -74,11 +70,8 @@ def _runs(device: torch.device, dtype: torch.dtype, head_dim: int, groups: int, 
         want = torch.nn.functional.scaled_dot_product_attention(q.float(), kk, vv, attn_mask=seen, scale=head_dim**-0.5)
         if not torch.allclose(out.float(), want, atol=2e-2, rtol=2e-2):
             raise RuntimeError(f"its output is off by {float((out.float() - want).abs().max()):.3g} from SDPA's")
-    except Exception as exc:  # noqa: BLE001 - any failure of a third-party compiler means the masked route
-        warnings.warn(f"the per-row attention kernel did not run ({exc!s:.200}); PyTorch's masked kernel runs instead",
-                      stacklevel=2)  # fmt: skip
-        return False
-    return True
+
+    return kernels.checked("attention", run)
 
 
 def _ceil(a: int, b: int) -> int:
