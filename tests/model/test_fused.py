@@ -157,3 +157,16 @@ def test_a_variable_naming_no_kernel_keeps_pytorchs_with_a_warning(monkeypatch):
     kernels._warn_once.cache_clear()
     with pytest.warns(UserWarning, match="names no kernel family"):
         assert kernels.chosen() == frozenset()
+
+
+def test_shapes_the_kernels_are_not_written_for_keep_pytorchs_ops(monkeypatch):
+    """A head of 80 dims or a partial rotation is not rotated by the kernel, nor a row wider than it normalises: the
+    decoder takes PyTorch's op there rather than failing."""
+    monkeypatch.setattr(kernels, "wanted", lambda *a: True)
+    monkeypatch.setattr(fused, "_runs", lambda *a: True)
+    q, cos = torch.zeros(1, 2, 4, 80), torch.zeros(1, 1, 2, 80)
+    assert not fused.on("rope", q, q, cos, cos)
+    assert not fused.on("rope", torch.zeros(1, 2, 4, 128), torch.zeros(1, 2, 4, 128), torch.zeros(1, 1, 2, 64))
+    assert fused.on("rope", torch.zeros(1, 2, 4, 128), torch.zeros(1, 2, 4, 128), torch.zeros(1, 1, 2, 128))
+    assert not fused.on("norm", torch.zeros(2, fused.MAX_WIDTH * 2), torch.zeros(fused.MAX_WIDTH * 2))
+    assert fused.on("norm", torch.zeros(2, 4096), torch.zeros(4096))

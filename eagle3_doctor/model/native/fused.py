@@ -34,10 +34,22 @@ def on(kernel: str, x: torch.Tensor, *others: torch.Tensor) -> bool:
     against PyTorch on this device (:func:`_runs`)."""
     return (
         kernels.wanted("fused", x.device, x.dtype)
+        and _fits(kernel, x, others)
         and all(t.dtype == x.dtype for t in others)
         and not (torch.is_grad_enabled() and any(t.requires_grad for t in (x, *others)))
         and _runs(x.device, x.dtype, kernel)
     )
+
+
+def _fits(kernel: str, x: torch.Tensor, others: tuple[torch.Tensor, ...]) -> bool:
+    """The shapes the kernel is written for: rows of at most :data:`MAX_WIDTH` to normalise; whole power-of-two
+    heads to rotate (a head of 80 or 96 dims, or a partial rotation, keeps PyTorch's ops)."""
+    D = x.shape[-1]
+    if kernel == "norm":
+        return D <= MAX_WIDTH
+    if kernel == "rope":
+        return D & (D - 1) == 0 and all(t.shape[-1] == D for t in others)
+    return True
 
 
 def _launch(x: torch.Tensor) -> Any:
