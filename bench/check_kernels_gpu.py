@@ -1,11 +1,13 @@
-"""The decoders' attention kernel on a GPU as commands meet it: the start-up probe per shape (compiled, checked
-against SDPA, no warning), and the fixture pair's `acceptance` (plain and speculative continuation, the estimator
-held to the reference decode loop) and `diagnose` in bf16, with the kernel and with ``EAGLE3_DOCTOR_ATTENTION=sdpa``.
+"""The native decoder's own kernels on a GPU as commands meet them: the start-up probes (compiled, checked against
+PyTorch, no warning); the fused kernels' bits against PyTorch's ops at an 8B shape in bf16 (the residual add, RoPE
+and SiLU x up compared element by element, the norm within rounding, a row's norm in a pass of 1 and of 6 tokens);
+and the fixture pair's `acceptance` (plain and speculative continuation, the estimator held to the reference decode
+loop) and `diagnose` in bf16 under ``EAGLE3_DOCTOR_KERNELS=all`` and ``=torch``.
 
     PYTHONPATH=. python3 bench/check_kernels_gpu.py
 
-Prints one JSON object per check: the probe's seconds and result; each command's exit code, wall seconds and its
-lines naming acceptance (the verdict and the per-position rates), the kernel's and the masked route's side by side.
+Prints one JSON object per check: the probes' seconds and results; each bit check; each command's exit code, wall
+seconds and its lines naming acceptance (the verdict and the per-position rates), route beside route.
 """
 
 from __future__ import annotations

@@ -186,10 +186,23 @@ def draft_with_embeddings(src: Path, dst: Path) -> Path:
     return dst
 
 
+def interpret_triton_or_skip(gpu_check: str) -> None:
+    """At a kernel test module's top: skip it where CUDA is available (``gpu_check`` runs the compiled kernels
+    there) or Triton is not installed, else set ``TRITON_INTERPRET=1``. Triton reads it once, when it is imported:
+    its own jit'd helpers (tl.max, tl.sum) are interpreted only if it is set then."""
+    import sys
+
+    if torch.cuda.is_available():
+        pytest.skip(f"the kernels run interpreted on a CPU-only machine ({gpu_check} checks them on a GPU)",
+                    allow_module_level=True)  # fmt: skip
+    assert "triton" not in sys.modules or os.environ.get("TRITON_INTERPRET") == "1", "triton imported before"
+    os.environ["TRITON_INTERPRET"] = "1"
+    pytest.importorskip("triton", reason="the test extra installs Triton (x86-64 Linux)")
+
+
 @pytest.fixture
 def triton_interpreter(monkeypatch):
-    """Triton's interpreter, patched where it trips on NumPy 2.4. The test module sets ``TRITON_INTERPRET=1``
-    before Triton is imported (its own jit'd helpers read it then) and skips where CUDA is available."""
+    """Triton's interpreter, patched where it trips on NumPy 2.4 (the module called :func:`interpret_triton_or_skip`)."""
     from triton.runtime import interpreter as mod
 
     real = mod._patch_lang_tensor

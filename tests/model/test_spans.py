@@ -5,19 +5,12 @@ the plain continuation and the speculative one alike."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import interpret_triton_or_skip
 
-if torch.cuda.is_available():  # bench/bench_decode_attention.py checks the compiled kernel on a GPU
-    pytest.skip("the kernel runs interpreted on a CPU-only machine", allow_module_level=True)
-# read once, when triton is imported: its own jit'd helpers (tl.max, tl.sum) are interpreted only if it is set then
-assert "triton" not in sys.modules or os.environ.get("TRITON_INTERPRET") == "1", "triton imported before this module"
-os.environ["TRITON_INTERPRET"] = "1"
-pytest.importorskip("triton", reason="the test extra installs Triton (x86-64 Linux)")
+interpret_triton_or_skip("bench/bench_decode_attention.py")
 
 
 @pytest.fixture

@@ -65,8 +65,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(h, rms_norm(h)) for h = x + residual rounded to x's dtype, as ``h = x + r; norm(h)`` computes them."""
-    total, out = _norm(x, residual, weight, eps)
-    return total, out
+    return _norm(x, residual, weight, eps)
 
 
 def _norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
