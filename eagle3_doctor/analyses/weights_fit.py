@@ -8,7 +8,7 @@ weights still fit the points they were trained on."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..draft.model import Eagle3Draft
     from ..model.replay import ReplayBatch
     from ..model.setup import Setup
+    from .acceptance.estimator import StepOutputs
 
 
 # step-1 accuracy by which another wiring must lead the configured one (point estimate, with its paired interval
@@ -81,14 +82,24 @@ class WeightsFit:
     def points(self) -> set[CapturePoint]:
         return {p for c in self.cands for p in c}
 
-    def add(self, rb: ReplayBatch, labels: Callable[[int], torch.Tensor], starts: Sequence[int]) -> None:
-        """Count step 1 at positions >= starts[row] of each sequence of the batch, against ``labels(0)``."""
+    def add(
+        self,
+        rb: ReplayBatch,
+        labels: Callable[[int], torch.Tensor],
+        starts: Sequence[int],
+        known: Mapping[FeatureSpec, StepOutputs] | None = None,
+    ) -> None:
+        """Count step 1 at positions >= starts[row] of each sequence of the batch, against ``labels(0)``.
+        ``known``: outcomes this draft's unroll already has for some wirings on this batch and these labels (a
+        path measured with them): their step 1 is read, not run again."""
         from .acceptance.estimator import unroll_outcomes
 
         region = torch.stack([torch.arange(rb.tokens.shape[1], device=rb.tokens.device) >= s for s in starts])
         for c in self.cands:
-            aux = torch.cat([rb.captured[p] for p in c], dim=-1)
-            out = unroll_outcomes(self.draft, aux, rb.tokens, labels, rb.batch.lengths, 1)
+            out = (known or {}).get(tuple(c))
+            if out is None:
+                aux = torch.cat([rb.captured[p] for p in c], dim=-1)
+                out = unroll_outcomes(self.draft, aux, rb.tokens, labels, rb.batch.lengths, 1)
             hits, valid = (out.match[:, 0] & region).sum(dim=1), (out.valid[:, 0] & region).sum(dim=1)
             self.hits[c].extend(zip(hits.tolist(), valid.tolist()))
 

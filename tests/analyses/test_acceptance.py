@@ -90,6 +90,41 @@ def test_scan_recovers_the_trained_capture_points():
     assert lo < run.scan[0].step1_acc < hi
 
 
+def test_the_weights_fit_reads_a_measured_paths_step_one_instead_of_running_it_again(monkeypatch):
+    """Every wiring a path was measured on with the draft as trained (the serving and the training path here) is
+    counted from that path's own step 1: the same ranking to the last count, with those unrolls not run twice."""
+    from eagle3_doctor.analyses import weights_fit
+    from eagle3_doctor.analyses.acceptance import estimator
+
+    wrong = "spec:layer_out[2],layer_out[4],layer_out[5]"
+    s = load_setup(
+        target=str(TARGET), draft=str(DRAFTS["sglang"]), engine="sglang", train_recipe=wrong, dtype="float32", device="cpu"
+    )
+    calls: list[int] = []
+    real_unroll, real_add = estimator.unroll_outcomes, weights_fit.WeightsFit.add
+
+    def counted(d, aux, *a, **k):  # the fit's own unrolls: it imports the function at each call
+        calls.append(aux.shape[-1])
+        return real_unroll(d, aux, *a, **k)
+
+    monkeypatch.setattr(estimator, "unroll_outcomes", counted)
+
+    def measure():
+        calls.clear()
+        run = acceptance(s, prompts_path=str(PROMPTS), num_steps=2, max_new_tokens=16, limit=6, scan=True, batch_size=3)
+        return run, len(calls)
+
+    reused, n_reused = measure()
+    monkeypatch.setattr(
+        weights_fit.WeightsFit, "add", lambda self, rb, labels, starts, known=None: real_add(self, rb, labels, starts)
+    )
+    rerun, n_rerun = measure()
+    assert {"serving", "training"} <= set(reused.paths)
+    assert n_rerun - n_reused == 2 * 2  # two wirings read off the paths, in each of the two batches
+    key = [(r.spec, r.step1_acc, r.n, r.step1_acc_ci, r.diff_to_configured) for r in rerun.scan]
+    assert [(r.spec, r.step1_acc, r.n, r.step1_acc_ci, r.diff_to_configured) for r in reused.scan] == key
+
+
 def test_scan_finding_decides_on_the_paired_interval():
     """A training recipe one layer late: the scan finds the trained points, and ACC004 says so with
     the paired interval of the difference; on fewer than stats.MIN_PROMPTS prompts it is not called."""

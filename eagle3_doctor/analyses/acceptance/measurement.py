@@ -81,9 +81,13 @@ class Measurement:
         greedy = opts.continuation == "greedy"
         # run_acceptance: a draft; replayed with want_logits, or (an engine's own capture, no target head) greedy
         assert draft is not None and (last is not None or greedy)
-        labels = _labels_fn(rb, target_argmax(tgt, last) if last is not None else rb.tokens, greedy)
+        # along the target's own greedy continuation the labels are its tokens: the full-vocabulary head over every
+        # position (a tenth of this phase at 512 x 512) would compute what nothing reads
+        amax = target_argmax(tgt, last) if last is not None and not greedy else rb.tokens
+        labels = _labels_fn(rb, amax, greedy)
         tl = _target_logits_fn(tgt, last) if opts.temperature > 0 and last is not None else None
         lens, st = rb.batch.lengths, [self.rep.starts[i] for i in rb.index]
+        known: dict[FeatureSpec, StepOutputs] = {}
         for name, spec in self.paths.items():
             aux, d = self._aux(rb, spec), self.drafts[name]
             out = unroll_outcomes(
@@ -102,8 +106,10 @@ class Measurement:
             if tree is not None:
                 out.tree_accepted = _tree_accepted(tree, d, aux, rb.tokens, labels, lens, opts.num_steps, out)
             self.accs[name].add(out, st, lens, walk=greedy)
+            if spec is not None and d is self.setup.draft and out.topk_hit is None:
+                known[tuple(spec)] = out  # step 1 by argmax: the weights' fit of this wiring, already run
         if self.fit is not None:
-            self.fit.add(rb, labels, st)
+            self.fit.add(rb, labels, st, known)
 
     def replay(self, batch_size: int, label: str, progress: Progress, each: Callable[[ReplayBatch], None] | None = None) -> None:
         """Every sequence through the target once, each batch added to every path (and handed to ``each``)."""
