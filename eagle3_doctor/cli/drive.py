@@ -97,7 +97,7 @@ def finish(run: Any, outcome: Any) -> int:
     json_out, fmt = run.opt("json_out"), run.opt("format")
     outcome.render(console(stderr=report_to_stderr(fmt, json_out)))  # `--json -` or --format sarif|gitlab owns stdout
     trust = run.opt("trust_remote_code", False) if outcome.trust_remote_code is None else outcome.trust_remote_code
-    write_result(json_out, outcome.document(), trust, engine_release=run.release)
+    write_result(json_out, outcome.document, trust, engine_release=run.release)
     emit(fmt, outcome.findings)
     if outcome.files is not None:
         outcome.files()

@@ -192,9 +192,10 @@ def tool() -> dict:
     return {"name": "eagle3-doctor", "version": __version__, "command": ["eagle3-doctor", *sys.argv[1:]]}
 
 
-def write_result(path: Optional[str], data: dict, trust_remote_code: bool, **stamps: Any) -> None:
-    """The document at ``path`` ('-': stdout), with the stamps every document carries and the run's own."""
+def write_result(path: Optional[str], data: Callable[[], dict], trust_remote_code: bool, **stamps: Any) -> None:
+    """The document ``data()`` builds at ``path`` ('-': stdout), with the stamps every document carries and the
+    run's own; built only where it is written (a large run's per-prompt lists take a while to convert)."""
     if path:
         from ..io.outputs import write_json
 
-        write_json(path, {**data, "tool": tool(), "trust_remote_code": trust_remote_code, **stamps})
+        write_json(path, {**data(), "tool": tool(), "trust_remote_code": trust_remote_code, **stamps})

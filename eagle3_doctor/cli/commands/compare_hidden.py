@@ -95,7 +95,7 @@ def _compare_dumps(a: SimpleNamespace) -> int:
     locate(res.findings, role_paths(draft=a.draft))
     place(res.findings)  # each config key at its line and column in the file the run read
     render_compare(console(stderr=report_to_stderr(a.format, a.json_out)), res)
-    write_result(a.json_out, res.to_dict(), False)
+    write_result(a.json_out, res.to_dict, False)
     emit(a.format, res.findings)
     return exit_code(res.findings, "warning")
 

@@ -71,7 +71,7 @@ def fingerprint_cmd(**given: Any) -> int:
             setup, prompts_path=a.prompts, num_steps=a.num_steps, max_new_tokens=a.max_new_tokens, limit=a.limit, progress=cb
         )
     render_fingerprint(console(stderr=report_to_stderr(a.format, a.json_out)), fp)
-    write_result(a.json_out, fp.to_dict(), a.trust_remote_code)
+    write_result(a.json_out, fp.to_dict, a.trust_remote_code)
     from ..gate import fingerprint_findings
 
     # FPR001 (an error) is the determined fingerprint ranking the configured capture points below the best

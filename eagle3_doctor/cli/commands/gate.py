@@ -109,6 +109,6 @@ def gate_cmd(**given: Any) -> int:
             print(line, flush=True)
     write_summary(text, a.summary)
     write_sarif(res, a.draft, a.sarif)
-    write_result(a.json_out, res.to_dict(), a.trust_remote_code)
+    write_result(a.json_out, res.to_dict, a.trust_remote_code)
     emit(a.format, res.findings)
     return exit_code(res.findings, pol.fail_on, passed=res.passed)

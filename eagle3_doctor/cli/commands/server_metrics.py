@@ -24,5 +24,5 @@ def server_metrics_cmd(**given: Any) -> int:
 
     m = load_measured(a.metrics, a.before, a.log, engine=a.engine, model=a.model)
     render_measured(console(stderr=a.json_out == "-"), m)  # stdout carries the JSON alone
-    write_result(a.json_out, m.to_dict(), False)
+    write_result(a.json_out, m.to_dict, False)
     return EXIT_OK

@@ -55,7 +55,7 @@ def speedup_cmd(**given: Any) -> int:
     with progress(a.quiet) as cb:
         res = predict_speedup(setup, opts, prompts_path=a.prompts, progress=cb)
     render_speedup(console(stderr=a.json_out == "-"), res)
-    write_result(a.json_out, res.to_dict(), a.trust_remote_code)
+    write_result(a.json_out, res.to_dict, a.trust_remote_code)
     return EXIT_OK
 
 

@@ -81,6 +81,6 @@ def template_diff_cmd(**given: Any) -> int:
                 f.location = f.fix.location
     res.findings[:] = drop_ignored(res.findings)
     render_template_diff(console(stderr=report_to_stderr(a.format, a.json_out)), res)
-    write_result(a.json_out, res.to_dict(), False)
+    write_result(a.json_out, res.to_dict, False)
     emit(a.format, res.findings)
     return exit_code(res.findings, "warning")
