@@ -1,5 +1,5 @@
 """`python -m eagle3_doctor`: the same program as the `eagle3-doctor` command."""
 
-from .cli import run
+from .cli import main
 
-run()
+main()

@@ -2,7 +2,8 @@
 every option declared once (options), the preflight that rejects bad arguments before heavy imports
 (validate, validate_files) and the CI gate (gate, gate_policy, gate_report). Nothing imports this layer.
 
-``run`` is the console script: its first instruction takes SIGINT and SIGTERM, so a signal while
+``main`` is the console script: ``run``, then the process's end at once (``signals.end``: the interpreter's
+teardown skipped). ``run``'s first instruction takes SIGINT and SIGTERM, so a signal while
 typer, rich or torch are still importing ends the process with the shell's code (130, 143) and one
 line, never a traceback. Once a command runs, its error boundary (``app.guarded``) takes them over:
 in the console's own process it removes the temporaries a write has staged and exits at once (old
@@ -10,8 +11,9 @@ reports kept); in a host process (tests, a library caller) it raises, and the co
 """
 
 import signal
+from typing import NoReturn
 
-from .signals import exit_with_signal
+from .signals import end, exit_with_signal
 
 
 def _early_exit(signum: int, _frame: object) -> None:
@@ -29,3 +31,13 @@ def run() -> None:
     from .app import run as _run
 
     _run()
+
+
+def main() -> NoReturn:
+    """The ``eagle3-doctor`` command and ``python -m eagle3_doctor``: :func:`run`, then the process ends at once
+    (:func:`signals.end`). ``run`` itself ends by raising SystemExit, for a caller that runs it in its own process."""
+    try:
+        run()
+    except SystemExit as done:
+        end(done.code)
+    end(0)

@@ -1,5 +1,5 @@
 """`python -m eagle3_doctor.cli`, as the CLI module ran before the package had layers."""
 
-from . import run
+from . import main
 
-run()
+main()
