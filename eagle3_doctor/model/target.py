@@ -176,18 +176,45 @@ def does_not_fit(name: str, dev: torch.device) -> ResourceError:
 
 
 def _native_target(plan: Any, name: str, cfg: dict[str, Any], dt: torch.dtype, dev: torch.device) -> Target:
-    """The target on the native decoder (model.native), its tokenizer by the class its config names."""
+    """The target on the native decoder (model.native), its tokenizer by the class its config names.
+
+    The tokenizer (mostly transformers' import, 1.7-1.9 s on an H200 host) and the fused kernels' first launch
+    (Triton's import, 0.9 s) run on a second thread while the weights copy to the device (bench/RESULTS.md,
+    2026-12-04): Python that holds the interpreter beside copies that release it. The copies take it back about
+    300 times; at the default switch interval each waited up to 5 ms for the other thread, which made the load
+    2 s longer than alone, so the interval is shortened while the two overlap."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .native import decoder, fused  # noqa: F401 - imported before the second thread starts: no import runs on both
     from .native.plan import load_native, load_tokenizer_class
 
+    def beside_the_copy() -> Any:
+        try:
+            tok = load_tokenizer_class(name)
+        except (OSError, ValueError) as e:  # a tokenizer.json that does not parse: the line load_tokenizer gives
+            raise BadInput(
+                f"cannot load the target tokenizer {name!r}: {_first_line(e)}", "the target directory needs tokenizer files"
+            ) from None
+        fused.prepare(dev, dt)
+        return tok or load_tokenizer(name, False)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, 2e-4))
     try:
-        model = load_native(plan, dt, dev)
-    except torch.cuda.OutOfMemoryError:
-        raise does_not_fit(name, dev) from None
-    except RuntimeError as e:  # a tensor whose shape the config contradicts
-        raise BadInput(
-            f"cannot load the target {name!r}: {_first_line(e)}", "check the checkpoint files against config.json"
-        ) from None
-    tok = load_tokenizer_class(name) or load_tokenizer(name, False)
+        with ThreadPoolExecutor(1, thread_name_prefix="beside-the-load") as pool:
+            side = pool.submit(beside_the_copy)
+            try:
+                model = load_native(plan, dt, dev)
+            except torch.cuda.OutOfMemoryError:
+                raise does_not_fit(name, dev) from None
+            except RuntimeError as e:  # a tensor whose shape the config contradicts
+                raise BadInput(
+                    f"cannot load the target {name!r}: {_first_line(e)}", "check the checkpoint files against config.json"
+                ) from None
+            tok = side.result()  # the tokenizer's own refusal (BadInput) raised here, on the main thread
+    finally:
+        sys.setswitchinterval(interval)
     DecoderParts(model)
     return Target(model=model, tokenizer=tok, config=cfg, name=name, device=dev, dtype=dt, forward="native")
 

@@ -76,6 +76,22 @@ def fused_route(kernels_defined, monkeypatch):
     return calls
 
 
+def test_prepare_checks_every_kernel_once_where_the_forward_will_ask(kernels_defined, monkeypatch):
+    """A load runs the kernels' compile-and-check beside the weights' copy (model.target): the forward's own
+    checks then find the answers made, under the key its tensors give."""
+    monkeypatch.setattr(kernels, "wanted", lambda family, device, dtype: family == "fused")
+    fused.prepare(torch.device("cpu"), torch.float32)
+    made = fused._runs.cache_info()
+    assert made.currsize == 3 and made.misses == 3
+    x, w = torch.randn(2, 3, 64), torch.ones(64)
+    assert fused.on("norm", x, w) and fused.on("rope", x, x) and fused.on("gated", x, x)
+    assert fused._runs.cache_info().misses == 3  # nothing compiled or checked twice
+    monkeypatch.setattr(kernels, "wanted", lambda *a: False)
+    fused._runs.cache_clear()
+    fused.prepare(torch.device("cpu"), torch.float32)
+    assert fused._runs.cache_info().currsize == 0  # a route that will not run its kernels prepares nothing
+
+
 def test_the_decoder_over_the_fused_kernels_gives_pytorchs_tokens_and_features(target, fused_route, monkeypatch):
     from eagle3_doctor.model.static import greedy_static
 

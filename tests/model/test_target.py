@@ -25,3 +25,38 @@ def test_a_target_on_a_cuda_device_turns_the_per_shape_attention_plans_off(monke
     assert calls == []
     Target(None, None, {}, "gpu target", torch.device("cuda", 0), torch.bfloat16)
     assert calls == [False]
+
+
+def test_the_tokenizer_and_the_kernels_are_made_beside_the_weights_copy_and_its_refusal_is_one_line(monkeypatch, tmp_path):
+    """The native load reads the tokenizer and prepares the fused kernels on a second thread while the weights copy;
+    the interpreter's switch interval comes back as it was; a tokenizer that cannot load is still one BadInput."""
+    import shutil
+    import sys
+    import threading
+
+    import pytest
+    from conftest import TARGET
+
+    from eagle3_doctor.core.errors import BadInput
+    from eagle3_doctor.model.native import fused, plan
+    from eagle3_doctor.model.target import load_target
+
+    where: dict[str, str] = {}
+    real_tok, real_prepare = plan.load_tokenizer_class, fused.prepare
+    monkeypatch.setattr(
+        plan, "load_tokenizer_class", lambda p: where.setdefault("tokenizer", threading.current_thread().name) and real_tok(p)
+    )
+    monkeypatch.setattr(
+        fused, "prepare", lambda d, t: where.setdefault("kernels", threading.current_thread().name) and real_prepare(d, t)
+    )
+    before = sys.getswitchinterval()
+    tgt = load_target(str(TARGET), dtype="float32", device="cpu")
+    assert tgt.forward == "native" and tgt.tokenizer("def")["input_ids"]
+    assert where["tokenizer"] == where["kernels"] != threading.main_thread().name
+    assert sys.getswitchinterval() == before
+    broken = tmp_path / "target"
+    shutil.copytree(TARGET, broken)
+    (broken / "tokenizer.json").write_text("{not json")
+    with pytest.raises(BadInput, match="cannot load the target tokenizer"):  # was a JSONDecodeError: exit 3, "a bug"
+        load_target(str(broken), dtype="float32", device="cpu")
+    assert sys.getswitchinterval() == before

@@ -41,6 +41,16 @@ def on(kernel: str, x: torch.Tensor, *others: torch.Tensor) -> bool:
     )
 
 
+def prepare(device: torch.device, dtype: torch.dtype) -> None:
+    """Every kernel compiled and checked (:func:`_runs`) before the first forward would: Triton's import and first
+    launch are most of a second (bench/RESULTS.md), which a load spends beside the weights' copy (model.target)."""
+    if device.type == "cuda" and device.index is None:  # the key the tensors' own device gives :func:`on`
+        device = torch.device("cuda", torch.cuda.current_device())
+    if kernels.wanted("fused", device, dtype):
+        for kernel in ("norm", "rope", "gated"):
+            _runs(device, dtype, kernel)
+
+
 def _fits(kernel: str, x: torch.Tensor, others: tuple[torch.Tensor, ...]) -> bool:
     """The shapes the kernel is written for: rows of at most :data:`MAX_WIDTH` to normalise; whole power-of-two
     heads to rotate (a head of 80 or 96 dims, or a partial rotation, keeps PyTorch's ops)."""
