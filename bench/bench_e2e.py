@@ -96,18 +96,23 @@ def timed(name: str, cmd: list[str], env: dict[str, str], log: Path) -> dict:
     import threading
 
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # unbuffered, so each line's arrival time is when it was written (the report's last line: where "exit" starts)
+    p = subprocess.Popen(cmd, env=dict(env, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[tuple[float, str]] = []
+    out: list[tuple[float, str]] = []
     reader = threading.Thread(target=lambda: lines.extend((time.perf_counter() - t0, x) for x in p.stderr))  # type: ignore[union-attr]
     reader.start()
     mem: list[tuple[float, float]] = []  # (s, GB) the process holds on the GPU, as the driver counts it
     sampler = threading.Thread(target=gpu_memory, args=(p, t0, mem), daemon=True)
     sampler.start()
-    stdout = p.stdout.read()  # type: ignore[union-attr]
+    out.extend((time.perf_counter() - t0, x) for x in p.stdout)  # type: ignore[union-attr]
+    stdout = "".join(x for _, x in out)
     rc = p.wait()
     reader.join()
     sampler.join(timeout=2)
     wall = time.perf_counter() - t0
+    # a doctor's report goes to stdout, its warnings to stderr: the last line of either ends the report
+    written = max([t for t, _ in out] + [t for t, x in lines if not x.startswith("eagle3-doctor: ")], default=wall)
     log.write_text(stdout + "\n--- stderr ---\n" + "".join(f"{t:8.2f} {x}" for t, x in lines))
     row = {"process": name, "wall_s": round(wall, 2), "rc": rc}
     if mem:
@@ -115,8 +120,8 @@ def timed(name: str, cmd: list[str], env: dict[str, str], log: Path) -> dict:
     if name.startswith("plain") and rc == 0:
         row["phases"] = json.loads(stdout.strip().splitlines()[-1])
     elif rc in (0, 1):  # 1: findings (random weights make the draft look broken), the run itself complete
-        row["phases"] = doctor_phases(lines, wall)
-        row["phase_peak_gpu_gb"] = phase_peaks(lines, wall, mem)
+        row["phases"] = doctor_phases(lines, wall, written)
+        row["phase_peak_gpu_gb"] = phase_peaks(lines, wall, mem, written)
     print(json.dumps(row), flush=True)
     return row
 
@@ -134,15 +139,16 @@ def gpu_memory(p: subprocess.Popen, t0: float, out: list[tuple[float, float]]) -
         time.sleep(0.25)
 
 
-def phase_peaks(lines: list[tuple[float, str]], wall: float, mem: list[tuple[float, float]]) -> dict[str, float]:
+def phase_peaks(lines: list[tuple[float, str]], wall: float, mem: list[tuple[float, float]], written: float) -> dict[str, float]:
     """The largest GPU memory sampled within each phase of :func:`doctor_phases`."""
-    bounds = phase_bounds(lines, wall) if mem else {}
+    bounds = phase_bounds(lines, wall, written) if mem else {}
     return {k: round(max((g for t, g in mem if a <= t <= b), default=0.0), 1) for k, (a, b) in bounds.items()}
 
 
-def phase_bounds(lines: list[tuple[float, str]], wall: float) -> dict[str, tuple[float, float]]:
-    """{"start-up and load": (0, s), <phase>: (s, s), ..., "report": (s, wall)} from the arrival times of the
-    "eagle3-doctor: LABEL: done/total, ..." lines (a label is its text before the first ": ")."""
+def phase_bounds(lines: list[tuple[float, str]], wall: float, written: float) -> dict[str, tuple[float, float]]:
+    """{"start-up and load": (0, s), <phase>: (s, s), ..., "report": (s, written), "exit": (written, wall)} from the
+    arrival times of the "eagle3-doctor: LABEL: done/total, ..." lines (a label is its text before the first ": ")
+    and of the report's last line (``written``); "exit" is the interpreter's and the driver's teardown."""
     spans: dict[str, list[float]] = {}
     for t, x in lines:
         if x.startswith("eagle3-doctor: ") and ": " in x[15:]:
@@ -152,12 +158,18 @@ def phase_bounds(lines: list[tuple[float, str]], wall: float) -> dict[str, tuple
         return {}
     first = min(a for a, _ in spans.values())
     last = max(b for _, b in spans.values())
-    return {"start-up and load": (0.0, first), **{k: (a, b) for k, (a, b) in spans.items()}, "report": (last, wall)}
+    end = min(max(written, last), wall)
+    return {
+        "start-up and load": (0.0, first),
+        **{k: (a, b) for k, (a, b) in spans.items()},
+        "report": (last, end),
+        "exit": (end, wall),
+    }
 
 
-def doctor_phases(lines: list[tuple[float, str]], wall: float) -> dict[str, float]:
-    """{"start-up and load": s, <phase>: s, ..., "report": s}: each phase's length (:func:`phase_bounds`)."""
-    return {k: round(b - a, 2) for k, (a, b) in phase_bounds(lines, wall).items()}
+def doctor_phases(lines: list[tuple[float, str]], wall: float, written: float) -> dict[str, float]:
+    """{"start-up and load": s, <phase>: s, ..., "report": s, "exit": s}: each phase's length (:func:`phase_bounds`)."""
+    return {k: round(b - a, 2) for k, (a, b) in phase_bounds(lines, wall, written).items()}
 
 
 def main() -> None:

@@ -1,0 +1,105 @@
+"""Where a command's time goes before its first progress line: the command run in this process, the functions of its
+start-up timed on entry and exit (on a GPU each exit waits for the device, so a function's time includes its kernels).
+
+    PYTHONPATH=. python3 bench/trace_startup.py acceptance --target /tmp/e2e/target --draft /tmp/e2e/draft ...
+
+Prints one line per call to stderr, ``trace <start s> <length s> <thread> <function>``, times from this script's
+first instruction (the interpreter's own start before it is not counted), then the command's report as usual.
+Only the first three calls of each function are printed (a decode step runs hundreds of times).
+"""
+
+from __future__ import annotations
+
+import time
+
+T0 = time.perf_counter()
+
+import functools  # noqa: E402
+import importlib  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+from collections import Counter  # noqa: E402
+from typing import Any  # noqa: E402
+
+WATCHED = (
+    "eagle3_doctor.cli.resolve:preflight_given",
+    "eagle3_doctor.cli.resolve:resolve_serve",
+    "eagle3_doctor.analyses.inspect.tensors:refuse_nonfinite",
+    "eagle3_doctor.model.setup:load_setup",
+    "eagle3_doctor.model.setup:_load_draft",
+    "eagle3_doctor.model.setup:_check_finite_target",
+    "eagle3_doctor.model.target:resolve_device",
+    "eagle3_doctor.model.target:_native_target",
+    "eagle3_doctor.model.native.plan:native_plan",
+    "eagle3_doctor.model.native.plan:read_tensors",
+    "eagle3_doctor.model.native.plan:load_tokenizer_class",
+    "eagle3_doctor.model.replay:load_sources",
+    "eagle3_doctor.model.static:greedy_static",
+    "eagle3_doctor.model.static:StaticDecoder.prefill",
+    "eagle3_doctor.model.static:StaticDecoder.forward",
+    "eagle3_doctor.model.native.fused:_runs",
+    "eagle3_doctor.model.native.spans:_runs",
+    "eagle3_doctor.analyses.acceptance.run:measure_acceptance",
+    "eagle3_doctor.analyses.acceptance.measurement:Measurement.replay",
+    "eagle3_doctor.cli.drive:finish",
+)
+_calls: Counter[str] = Counter()
+
+
+def _sync() -> None:
+    if threading.current_thread() is not threading.main_thread():  # a helper thread's call: its own time only
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        if not torch.cuda.is_current_stream_capturing():  # a call inside a graph's capture: no sync may run there
+            torch.cuda.synchronize()
+
+
+def _timed(name: str, fn: Any) -> Any:
+    @functools.wraps(fn)
+    def run(*a: Any, **k: Any) -> Any:
+        _calls[name] += 1
+        t = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            _sync()
+            if _calls[name] <= 3:
+                now = time.perf_counter()
+                who = threading.current_thread().name
+                print(f"trace {t - T0:8.3f} {now - t:8.3f} {who:>12} {name}", file=sys.stderr, flush=True)
+
+    return run
+
+
+def _watch() -> None:
+    for spec in WATCHED:
+        mod_name, attr = spec.split(":")
+        mod = importlib.import_module(mod_name)
+        owner, _, leaf = attr.rpartition(".")
+        holder = getattr(mod, owner) if owner else mod
+        real = getattr(holder, leaf)
+        wrapped = _timed(attr, real)
+        setattr(holder, leaf, wrapped)
+        if not owner:  # the modules that imported it by name at their own import
+            for m in list(sys.modules.values()):
+                if getattr(m, "__name__", "").startswith("eagle3_doctor") and getattr(m, leaf, None) is real:
+                    setattr(m, leaf, wrapped)
+
+
+def main() -> None:
+    from eagle3_doctor.cli import run
+
+    _watch()
+    t = time.perf_counter()
+    print(f"trace {0:8.3f} {t - T0:8.3f} {'MainThread':>12} imports (torch among them)", file=sys.stderr, flush=True)
+    sys.argv = ["eagle3-doctor", *sys.argv[1:]]
+    try:
+        run()
+    except SystemExit as done:
+        print(f"trace {time.perf_counter() - T0:8.3f} {0:8.3f} {'MainThread':>12} end (exit {done.code})", file=sys.stderr)
+        raise
+
+
+if __name__ == "__main__":
+    main()
