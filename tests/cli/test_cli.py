@@ -195,3 +195,17 @@ def test_locations_name_the_files_this_run_used(tmp_copy, tmp_path):
     f = next(x for x in json.loads(out.read_text())["findings"] if x["code"] == "CFG003")
     assert f["location"] == {"file": DRAFT_CONFIG, "key": "rope_theta", "path": cfg, "line": 1, "col": col}
     assert (f["edit"]["file"], f["edit"]["path"]) == (DRAFT_CONFIG, cfg)
+
+
+def test_a_reference_loop_that_disagrees_is_one_warning_naming_the_16_bit_cause_and_the_float32_rerun(capsys):
+    """The tail every kind's command ends in: a disagreement says why it happens in 16 bits and what decides it."""
+    from types import SimpleNamespace
+
+    from eagle3_doctor.cli.drive import finish
+    from eagle3_doctor.drafters.kind import Outcome
+
+    run = SimpleNamespace(opt=lambda name, default=None: default, locate=lambda findings: None, release=None)
+    assert finish(run, Outcome([], dict, lambda con: None, agrees=False)) == 0
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1 and "reference loop disagree" in err and "--dtype float32" in err, err
+    assert finish(run, Outcome([], dict, lambda con: None)) == 0 and "warning" not in capsys.readouterr().err
