@@ -267,10 +267,31 @@ def _load_kwargs(
             raise BadInput("--device-map needs accelerate", "pip install 'accelerate>=0.30' (the multi-gpu extra)") from None
         if max_memory:
             kwargs["max_memory"] = max_memory
-        import tempfile
-
-        kwargs["offload_folder"] = tempfile.mkdtemp(prefix="eagle3-doctor-offload-")
+        kwargs["offload_folder"] = offload_folder()
     return kwargs
+
+
+_OFFLOADS: list[str] = []
+
+
+def offload_folder() -> str:
+    """A new folder for accelerate's disk offload, removed when the process ends (the console's own end runs the
+    exit handlers too): every --device-map run left one in the temp directory, as large as what it offloaded."""
+    import atexit
+    import tempfile
+
+    if not _OFFLOADS:
+        atexit.register(remove_offload_folders)
+    _OFFLOADS.append(tempfile.mkdtemp(prefix="eagle3-doctor-offload-"))
+    return _OFFLOADS[-1]
+
+
+def remove_offload_folders() -> None:
+    """Every folder :func:`offload_folder` made (the offloaded model is gone with the process that held it)."""
+    import shutil
+
+    while _OFFLOADS:
+        shutil.rmtree(_OFFLOADS.pop(), ignore_errors=True)
 
 
 def _from_pretrained(name_or_path: str, dt: torch.dtype, dev: torch.device, kwargs: dict[str, Any]) -> Any:

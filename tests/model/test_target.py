@@ -1,6 +1,9 @@
-"""The target's greedy continuation reports its progress per token, in order."""
+"""The target: its greedy continuation reports progress per token; the native load reads the tokenizer beside the
+weights' copy; a device map's offload folder is removed at the end."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 def test_greedy_continuation_reports_per_token(target):
@@ -60,3 +63,30 @@ def test_the_tokenizer_and_the_kernels_are_made_beside_the_weights_copy_and_its_
     with pytest.raises(BadInput, match="cannot load the target tokenizer"):  # was a JSONDecodeError: exit 3, "a bug"
         load_target(str(broken), dtype="float32", device="cpu")
     assert sys.getswitchinterval() == before
+
+
+def test_a_device_maps_offload_folder_is_removed_at_the_end(tmp_path, monkeypatch):
+    """Each --device-map load makes a folder for accelerate's disk offload; the end of the process removes it."""
+    import atexit
+    import os
+
+    import pytest
+    import torch
+
+    from eagle3_doctor.model import target as mod
+
+    pytest.importorskip("accelerate")
+    registered: list[object] = []
+    monkeypatch.setattr(atexit, "register", registered.append)
+    monkeypatch.setattr(mod, "_OFFLOADS", [])
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR read afresh
+    first = mod._load_kwargs(torch.device("cpu"), "auto", None, False)["offload_folder"]
+    second = mod._load_kwargs(torch.device("cpu"), "auto", None, False)["offload_folder"]
+    assert first != second and all(os.path.isdir(p) and p.startswith(str(tmp_path)) for p in (first, second))
+    (Path(first) / "offloaded.dat").write_bytes(b"x" * 1024)
+    assert registered == [mod.remove_offload_folders]  # one handler, however many loads
+    mod.remove_offload_folders()
+    assert list(tmp_path.iterdir()) == []
