@@ -187,17 +187,12 @@ def _native_target(plan: Any, name: str, cfg: dict[str, Any], dt: torch.dtype, d
     from concurrent.futures import ThreadPoolExecutor
 
     from .native import decoder, fused  # noqa: F401 - imported before the second thread starts: no import runs on both
-    from .native.plan import load_native, load_tokenizer_class
+    from .native.plan import load_native
 
     def beside_the_copy() -> Any:
-        try:
-            tok = load_tokenizer_class(name)
-        except (OSError, ValueError) as e:  # a tokenizer.json that does not parse: the line load_tokenizer gives
-            raise BadInput(
-                f"cannot load the target tokenizer {name!r}: {_first_line(e)}", "the target directory needs tokenizer files"
-            ) from None
+        tok = load_tokenizer(name, False, by_class=True)
         fused.prepare(dev, dt)
-        return tok or load_tokenizer(name, False)
+        return tok
 
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, 2e-4))
@@ -241,12 +236,21 @@ def read_hf_config(name_or_path: str, trust_remote_code: bool) -> Any:
         ) from None
 
 
-def load_tokenizer(name_or_path: str, trust_remote_code: bool) -> Any:
-    """The target's tokenizer, every refusal one error line."""
-    from transformers import AutoTokenizer
-
+def load_tokenizer(name_or_path: str, trust_remote_code: bool, by_class: bool = False) -> Any:
+    """The target's tokenizer, every refusal one error line (a tokenizer.json that does not parse among them).
+    ``by_class``: first by the class its tokenizer_config.json names (``native.plan.load_tokenizer_class``), without
+    transformers' auto module and the modeling stack it imports; AutoTokenizer where that gives none."""
     try:
-        return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        tok = None
+        if by_class:
+            from .native.plan import load_tokenizer_class
+
+            tok = load_tokenizer_class(name_or_path)
+        if tok is None:
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        return tok
     except (OSError, ValueError) as e:
         raise _remote_code_refused(e, "target tokenizer", name_or_path, trust_remote_code) or BadInput(
             f"cannot load the target tokenizer {name_or_path!r}: {_first_line(e)}", "the target directory needs tokenizer files"
