@@ -32,7 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pair import hbm_bandwidth  # noqa: E402
+from pair import flop_rate, hbm_bandwidth  # noqa: E402
 
 from eagle3_doctor.model.static import StaticDecoder, greedy_static, kv_bytes_per_token  # noqa: E402
 from eagle3_doctor.model.target import load_target  # noqa: E402
@@ -40,19 +40,6 @@ from eagle3_doctor.model.target import load_target  # noqa: E402
 
 def say(**kw) -> None:
     print(json.dumps(kw), flush=True)
-
-
-def flop_rate() -> float:
-    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-    b = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-    for _ in range(3):
-        a @ b
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(20):
-        a @ b
-    torch.cuda.synchronize()
-    return 20 * 2 * 8192**3 / (time.perf_counter() - t0)
 
 
 def main() -> None:

@@ -17,10 +17,10 @@ times, as separate processes one after another (the page cache warm after the fi
   (`EAGLE3_DOCTOR_FORWARD=transformers`), for what the native decoder saves in the same run; and once with
   `--batch-size 64`, which runs the greedy continuation in forward-sized batches, for what sizing it by its KV
   cache saves in the same run.
-Beside each command, its floor: the plain forward script's wall (interpreter, imports, load, one bare forward
-per sequence) plus, for the commands that continue the prompts, the greedy continuation at the HBM floor
-(new tokens x one decode step reading every weight byte once, at the device-to-device copy bandwidth
-measured in this run; all prompts in one batch).
+Beside each command, its floor (bench/floor.py): a bare process's start, the weights read once to the
+device, the prefill, the continuation's decode steps and the draft's K steps, each from rates measured in
+this run (the read's bandwidth, the HBM bandwidth, the bf16 matmul rate) and the work counted from the pair
+and the prompts.
 Weights are random, so acceptance itself is meaningless here: only the time is measured. Every figure
 is a wall-clock time of a whole process measured in this run; the ratios divide two of them.
 """
@@ -38,7 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures"
 sys.path.insert(0, str(ROOT / "bench"))
-from pair import build_pair, fresh_dir, hbm_bandwidth  # noqa: E402
+from floor import floors, machine, work  # noqa: E402
+from pair import build_pair, fresh_dir  # noqa: E402
 
 PLAIN = r"""
 import json, sys, time
@@ -76,19 +77,22 @@ print(json.dumps({"imports": t1 - t0, "load": t2 - t1, "generate": t3 - t2, "for
 """
 
 
-def build(out: Path, quick: bool, dev: str, reuse: bool = False) -> tuple[Path, Path, dict]:
-    """The pair (bench/pair.py) and the floor of a decode step: the weights over the measured HBM bandwidth.
-    ``reuse``: the pair an earlier run saved in ``out`` (its weights' bytes read from the safetensors files)."""
+def build(out: Path, quick: bool, dev: str, reuse: bool = False) -> tuple[Path, Path]:
+    """The pair (bench/pair.py); ``reuse``: the pair an earlier run saved in ``out``."""
     if reuse and (out / "target").is_dir() and (out / "draft").is_dir():
-        tdir, ddir = out / "target", out / "draft"
-        nbytes = sum(f.stat().st_size for f in tdir.glob("*.safetensors"))
-    else:
-        tdir, ddir, nbytes = build_pair(fresh_dir(str(out)), quick, dev)
-    floor = {"weights_gb": nbytes / 1e9}
-    if dev != "cpu":
-        floor["hbm_tb_s"] = hbm_bandwidth(dev) / 1e12
-        floor["step_ms"] = floor["weights_gb"] / floor["hbm_tb_s"]
-    return tdir, ddir, floor
+        return out / "target", out / "draft"
+    tdir, ddir, _ = build_pair(fresh_dir(str(out)), quick, dev)
+    return tdir, ddir
+
+
+def prompt_lengths(tdir: Path, prompts: str, cap: int) -> list[int]:
+    """Each prompt's tokens as the doctor reads it: the chat template's text, at most ``cap`` tokens."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tdir))
+    msgs = [json.loads(line)["messages"] for line in Path(prompts).read_text().splitlines() if line.strip()]
+    texts = [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in msgs]
+    return [min(cap, len(tok(t, add_special_tokens=False)["input_ids"])) for t in texts]
 
 
 def timed(name: str, cmd: list[str], env: dict[str, str], log: Path) -> dict:
@@ -186,8 +190,8 @@ def main() -> None:
     dev = "cpu" if args.quick else "cuda"
     out = Path(args.dir)
     t0 = time.perf_counter()
-    tdir, ddir, floor = build(out, args.quick, dev, args.reuse)
-    print(json.dumps({"built_and_saved_s": round(time.perf_counter() - t0, 1), **floor}), flush=True)
+    tdir, ddir = build(out, args.quick, dev, args.reuse)
+    print(json.dumps({"built_and_saved_s": round(time.perf_counter() - t0, 1)}), flush=True)
     prompts = str(out / "prompts.jsonl")
     keep: list[str] = []
     if args.long:
@@ -217,8 +221,13 @@ def main() -> None:
     only = set(filter(None, args.only.split(",")))
     # the same command on transformers' model (EAGLE3_DOCTOR_FORWARD): what the native decoder saves
     envs = {"acceptance-transformers-forward": dict(env, EAGLE3_DOCTOR_FORWARD="transformers")}
+    cap = int(keep[1]) if keep else 512  # the doctor's --max-tokens
+    rates = machine(tdir, dev)
+    need = work(tdir, ddir, prompt_lengths(tdir, prompts, cap), args.new, steps=7)  # K: the doctor's default
+    fl = floors(rates, need)
+    print(json.dumps({"machine": {k: round(v, 3) for k, v in rates.items()}, "work": need, "floor_s": fl}), flush=True)
     rows = [timed(n, c, envs.get(n, env), out / f"{n}.log") for n, c in runs.items() if not only or n in only]
-    table(rows, floor, args.new)
+    table(rows, fl)
 
 
 def long_prompts(tdir: Path, n: int, tokens: int) -> str:
@@ -237,18 +246,16 @@ def long_prompts(tdir: Path, n: int, tokens: int) -> str:
     return "".join(out)
 
 
-def table(rows: list[dict], floor: dict, new: int) -> None:
-    base = next((r["wall_s"] for r in rows if r["process"] == "plain_forward"), None)
-    cont = new * floor["step_ms"] / 1000 if "step_ms" in floor else None
+def table(rows: list[dict], floor: dict[str, dict[str, float]]) -> None:
     print("\n| process | wall (s) | phases (s) | floor (s) | wall / floor |\n|---|---|---|---|---|")
     for r in rows:
         ph = ", ".join(f"{k} {v:.1f}" for k, v in (r.get("phases") or {}).items())
-        bound = None
-        if base is not None and not r["process"].startswith("plain") and r["process"] != "inspect":
-            bound = base + (cont or 0.0) * (r["process"] != "compare-hidden")
+        bound = floor.get(r["process"], {}).get("total")
         fl = f"{bound:.1f}" if bound else "-"
         ratio = f"{r['wall_s'] / bound:.2f}" if bound else "-"
         print(f"| {r['process']} (rc {r['rc']}) | {r['wall_s']:.1f} | {ph} | {fl} | {ratio} |")
+    for k, v in floor.items():
+        print(f"floor of {k}: " + ", ".join(f"{p} {s:.2f}" for p, s in v.items()))
     gen = next((r["wall_s"] for r in rows if r["process"] == "plain_generate"), None)
     acc = next((r["wall_s"] for r in rows if r["process"] == "acceptance"), None)
     if gen and acc:

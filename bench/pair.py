@@ -68,12 +68,32 @@ def hbm_bandwidth(dev: str = "cuda") -> float:
     """Bytes per second of a device-to-device copy of 2 GiB (read + write counted), after a warm-up."""
     import torch
 
-    x = torch.empty(1024**3, dtype=torch.bfloat16, device=dev)
+    x = torch.empty(1024**3 if dev != "cpu" else 64 << 20, dtype=torch.bfloat16, device=dev)
     y = torch.empty_like(x)
     y.copy_(x)
-    torch.cuda.synchronize()
+    sync = torch.cuda.synchronize if dev != "cpu" else (lambda: None)
+    sync()
     t0 = time.perf_counter()
     for _ in range(10):
         y.copy_(x)
-    torch.cuda.synchronize()
+    sync()
     return 2 * x.numel() * x.element_size() * 10 / (time.perf_counter() - t0)
+
+
+def flop_rate(dev: str = "cuda") -> float:
+    """FLOP/s of a square matmul after a warm-up: bf16 8192^3 on a GPU, float32 1024^3 on the CPU."""
+    import torch
+
+    n, dt = (8192, torch.bfloat16) if dev != "cpu" else (1024, torch.float32)
+    a = torch.randn(n, n, dtype=dt, device=dev)
+    b = torch.randn(n, n, dtype=dt, device=dev)
+    for _ in range(3):
+        a @ b
+    if dev != "cpu":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        a @ b
+    if dev != "cpu":
+        torch.cuda.synchronize()
+    return 20 * 2 * n**3 / (time.perf_counter() - t0)
