@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 # to no ACC004 at three run sizes.
 FIT_LEAD = 0.02
 
+# positions of each sequence the fit counts, from its start: its interval is over prompts, and past the first
+# hundred positions a prompt's own step-1 accuracy is already far tighter than the spread between prompts, while
+# each further position costs every candidate wiring a draft step. Runs of up to this many new tokens count them
+# all (the calibration runs among them); at 512 x 512 it is a quarter of the draft's arithmetic in acceptance.
+FIT_POSITIONS = 128
+
 
 def candidates(spec: FeatureSpec, num_layers: int, product: bool = False) -> list[FeatureSpec]:
     """The plausible wirings around ``spec``: each slot moved alone (+-1 layer; the embeddings in front, the final
@@ -89,18 +95,27 @@ class WeightsFit:
         starts: Sequence[int],
         known: Mapping[FeatureSpec, StepOutputs] | None = None,
     ) -> None:
-        """Count step 1 at positions >= starts[row] of each sequence of the batch, against ``labels(0)``.
-        ``known``: outcomes this draft's unroll already has for some wirings on this batch and these labels (a
-        path measured with them): their step 1 is read, not run again."""
+        """Count step 1 at the first FIT_POSITIONS positions >= starts[row] of each sequence, against
+        ``labels(0)``. ``known``: outcomes this draft's unroll already has for some wirings on this batch and these
+        labels (a path measured with them): their step 1 is read, not run again.
+
+        Each candidate's draft runs on the batch cut after the last counted position (plus the step's label): the
+        draft is causal, so step 1 there is what the whole batch gives."""
         from .acceptance.estimator import unroll_outcomes
 
-        region = torch.stack([torch.arange(rb.tokens.shape[1], device=rb.tokens.device) >= s for s in starts])
+        T = rb.tokens.shape[1]
+        pos = torch.arange(T, device=rb.tokens.device)
+        region = torch.stack([(pos >= s) & (pos < s + FIT_POSITIONS) for s in starts])
+        cut = min(T, max(starts, default=0) + FIT_POSITIONS + 2)  # step 1 at base t is labelled by x_{t+2}
+        lengths = [min(n, cut) for n in rb.batch.lengths]
         for c in self.cands:
             out = (known or {}).get(tuple(c))
             if out is None:
-                aux = torch.cat([rb.captured[p] for p in c], dim=-1)
-                out = unroll_outcomes(self.draft, aux, rb.tokens, labels, rb.batch.lengths, 1)
-            hits, valid = (out.match[:, 0] & region).sum(dim=1), (out.valid[:, 0] & region).sum(dim=1)
+                aux = torch.cat([rb.captured[p][:, :cut] for p in c], dim=-1)
+                out = unroll_outcomes(self.draft, aux, rb.tokens[:, :cut], lambda k: labels(k)[:, :cut], lengths, 1)
+            width = out.match.shape[-1]
+            hits = (out.match[:, 0] & region[:, :width]).sum(dim=1)
+            valid = (out.valid[:, 0] & region[:, :width]).sum(dim=1)
             self.hits[c].extend(zip(hits.tolist(), valid.tolist()))
 
     def rows(self) -> list[ScanRow]:

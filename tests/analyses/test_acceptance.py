@@ -125,6 +125,41 @@ def test_the_weights_fit_reads_a_measured_paths_step_one_instead_of_running_it_a
     assert [(r.spec, r.step1_acc, r.n, r.step1_acc_ci, r.diff_to_configured) for r in reused.scan] == key
 
 
+def test_the_weights_fit_counts_the_first_positions_of_each_sequence_exactly(monkeypatch):
+    """The fit runs each wiring's draft on the batch cut after its last counted position: the counts equal the
+    whole batch's step 1 restricted to the first FIT_POSITIONS positions from each sequence's start, on the
+    greedy continuation (starts past the prompt) and with the cap biting; known paths masked the same way."""
+    import torch
+
+    from eagle3_doctor.analyses import weights_fit
+    from eagle3_doctor.analyses.acceptance.estimator import unroll_outcomes
+
+    monkeypatch.setattr(weights_fit, "FIT_POSITIONS", 5)
+    real_add = weights_fit.WeightsFit.add
+    checked: list[int] = []
+
+    def add_and_check(self, rb, labels, starts, known=None):
+        before = {c: len(v) for c, v in self.hits.items()}
+        real_add(self, rb, labels, starts, known)
+        pos = torch.arange(rb.tokens.shape[1])
+        region = torch.stack([(pos >= s) & (pos < s + 5) for s in starts])
+        for c in self.cands:
+            aux = torch.cat([rb.captured[p] for p in c], dim=-1)
+            out = unroll_outcomes(self.draft, aux, rb.tokens, labels, rb.batch.lengths, 1)
+            want = list(zip((out.match[:, 0] & region).sum(1).tolist(), (out.valid[:, 0] & region).sum(1).tolist()))
+            assert self.hits[c][before[c] :] == want, c
+            assert max(v for _, v in want) == 5  # the cap bit: every row has more than 5 scored positions
+            checked.append(1)
+
+    monkeypatch.setattr(weights_fit.WeightsFit, "add", add_and_check)
+    s = load_setup(
+        target=str(TARGET), draft=str(DRAFTS["sglang"]), engine="sglang",
+        train_recipe="spec:layer_out[2],layer_out[4],layer_out[5]", dtype="float32", device="cpu",
+    )  # fmt: skip
+    acceptance(s, prompts_path=str(PROMPTS), num_steps=2, max_new_tokens=16, limit=6, scan=True, batch_size=3)
+    assert len(checked) >= 2 * 8
+
+
 def test_scan_finding_decides_on_the_paired_interval():
     """A training recipe one layer late: the scan finds the trained points, and ACC004 says so with
     the paired interval of the difference; on fewer than stats.MIN_PROMPTS prompts it is not called."""
