@@ -114,7 +114,8 @@ def work(tdir: Path, ddir: Path, prompt_tokens: list[int], new: int, steps: int)
     t = tensor_shapes(tdir)
     cfg = json.loads((tdir / "config.json").read_text())
     embed = _count(t, lambda k: "embed_tokens" in k)
-    head = _count(t, lambda k: k.startswith("lm_head")) or embed  # a tied head is the embedding
+    untied = any(k.startswith("lm_head") for k in t)
+    head = _count(t, lambda k: k.startswith("lm_head")) if untied else embed  # a tied head is the embedding
     per_token = _count(t, lambda k: "embed_tokens" not in k and not k.startswith("lm_head"))
     hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     d = tensor_shapes(ddir)
@@ -131,7 +132,7 @@ def work(tdir: Path, ddir: Path, prompt_tokens: list[int], new: int, steps: int)
         "prompt_tokens_mean": sum(prompt_tokens) / max(b, 1),
         "batch": b,
         "new": new,
-        "weights_bytes": 2 * (per_token + head + (embed if head != embed else 0)),
+        "weights_bytes": 2 * (per_token + head + (embed if untied else 0)),
         "step_bytes": 2 * (per_token + head),  # a decode step reads every weight but the embedding's other rows
         "step_flops": 2 * (per_token + head) * b,
         "kv_bytes_per_token": 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * hd * 2,
