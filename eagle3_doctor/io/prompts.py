@@ -65,11 +65,20 @@ def read_prompt_file(
     return [_item(obj, where) for where, obj in records_of(text, p, what, fix)]
 
 
-def render(tokenizer: Any, item: list[dict[str, Any]] | str) -> str:
+def render(tokenizer: Any, item: list[dict[str, Any]] | str, where: str) -> str:
+    """The prompt's text: a conversation through the target's chat template (a program the user supplies: bounded,
+    its failures one line), a text prompt as written."""
+    from .templating import rendered
+
     if isinstance(item, str):
         return item
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(item, tokenize=False, add_generation_prompt=item[-1]["role"] != "assistant")
+        agp = item[-1]["role"] != "assistant"
+        return rendered(
+            lambda: tokenizer.apply_chat_template(item, tokenize=False, add_generation_prompt=agp),
+            f"the target's chat template ({getattr(tokenizer, 'name_or_path', '') or 'its tokenizer'})",
+            where,
+        )
     return "\n".join(f"{m['role']}: {m['content']}" for m in item) + "\nassistant:"
 
 
@@ -95,13 +104,14 @@ def load_prompts(
     if limit:
         items = items[:limit]
     prompts = []
-    for item in items:
+    source = f"{path}" if path else "the built-in prompts"
+    for n, item in enumerate(items, 1):
         if isinstance(item, TokenizedSample):
             # already tokenized by the trainer: fed as written, as it trained the draft
             text, ids = "", item.input_ids
             _check_ids(tokenizer, item)
         else:
-            text = render(tokenizer, item)
+            text = render(tokenizer, item, f"prompt {n} of {source}")
             ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         if not ids:
             continue

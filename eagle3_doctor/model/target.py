@@ -236,10 +236,14 @@ def read_hf_config(name_or_path: str, trust_remote_code: bool) -> Any:
         ) from None
 
 
-def load_tokenizer(name_or_path: str, trust_remote_code: bool, by_class: bool = False) -> Any:
+def load_tokenizer(
+    name_or_path: str, trust_remote_code: bool, by_class: bool = False, what: str = "target tokenizer", untrusted_fix: str = ""
+) -> Any:
     """The target's tokenizer, every refusal one error line (a tokenizer.json that does not parse among them).
     ``by_class``: first by the class its tokenizer_config.json names (``native.plan.load_tokenizer_class``), without
-    transformers' auto module and the modeling stack it imports; AutoTokenizer where that gives none."""
+    transformers' auto module and the modeling stack it imports; AutoTokenizer where that gives none. ``what`` names
+    it in the refusals; ``untrusted_fix``: the fix for a tokenizer that brings its own code, where the caller has no
+    --trust-remote-code to offer."""
     try:
         tok = None
         if by_class:
@@ -250,10 +254,21 @@ def load_tokenizer(name_or_path: str, trust_remote_code: bool, by_class: bool = 
             from transformers import AutoTokenizer
 
             tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        tok("probe", add_special_tokens=False)  # a config value read only at the first call (model_max_length) fails here
         return tok
     except (OSError, ValueError) as e:
-        raise _remote_code_refused(e, "target tokenizer", name_or_path, trust_remote_code) or BadInput(
-            f"cannot load the target tokenizer {name_or_path!r}: {_first_line(e)}", "the target directory needs tokenizer files"
+        raise _remote_code_refused(e, what, name_or_path, trust_remote_code, untrusted_fix) or BadInput(
+            f"cannot load the {what} {name_or_path!r}: {_first_line(e)}", "the directory needs tokenizer files"
+        ) from None
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the files' own fault, whatever the library calls it
+        # the tokenizers library reports a tokenizer.json it cannot deserialize as a bare Exception, Jinja a chat
+        # template that does not compile as a TemplateError, huggingface_hub a config value of the wrong type as
+        # its own error: each is the files' fault, not a bug here (exit 3 said so)
+        raise BadInput(
+            f"cannot load the {what} {name_or_path!r}: {type(e).__name__}: {_first_line(e)}",
+            "restore the tokenizer files (tokenizer.json, tokenizer_config.json, the chat template) from the model's release",
         ) from None
 
 
@@ -347,13 +362,13 @@ def _from_pretrained(name_or_path: str, dt: torch.dtype, dev: torch.device, kwar
     return model
 
 
-def _remote_code_refused(e: BaseException, what: str, name: str, trusted: bool) -> BadInput | None:
+def _remote_code_refused(e: BaseException, what: str, name: str, trusted: bool, fix: str = "") -> BadInput | None:
     """transformers refusing a checkpoint's own Python (auto_map) because it was not trusted, said plainly."""
     if trusted or "trust_remote_code" not in str(e):
         return None
     return BadInput(
         f"the {what} {name} needs its own Python code (auto_map in its config), which is not run unless asked",
-        "pass --trust-remote-code if you trust that code",
+        fix or "pass --trust-remote-code if you trust that code",
     )
 
 

@@ -44,6 +44,28 @@ def test_draft_config_not_json(tmp_copy):
     assert_bad_input(cli("compare-hidden", "--target", TARGET, "--draft", d), "config.json is not valid JSON")
 
 
+def test_a_tokenizer_json_of_the_wrong_shape_is_one_line(tmp_copy):
+    """Valid JSON the tokenizers library cannot deserialize (its error is a bare Exception): exit 3 "a bug" before."""
+    import json
+
+    t = tmp_copy(TARGET)
+    tj = json.loads((t / "tokenizer.json").read_text())
+    tj["truncation"] = True
+    (t / "tokenizer.json").write_text(json.dumps(tj))
+    r = cli("compare-hidden", "--target", t, "--draft", DRAFTS["sglang"], "--device", "cpu")
+    assert_bad_input(r, "cannot load the target tokenizer", "TruncationParams", "restore the tokenizer files")
+
+
+def test_a_chat_template_that_does_not_compile_is_one_line_naming_the_prompt(tmp_copy, tmp_path):
+    """The measuring commands render every conversation through the target's template: a template cut short was a
+    Jinja TemplateSyntaxError, exit 3; it is the template-diff path's line now, naming the prompt."""
+    t = tmp_copy(TARGET)
+    (t / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}")
+    r = cli("acceptance", "--target", t, "--draft", DRAFTS["sglang"], "--prompts", ROOT / "fixtures" / "prompts.jsonl",
+            "--max-new-tokens", "4", "--device", "cpu")  # fmt: skip
+    assert_bad_input(r, "the target's chat template", "fails on prompt 1 of", "fix the template")
+
+
 def test_truncated_safetensors(tmp_copy):
     d = tmp_copy(DRAFTS["sglang"])
     f = d / "model.safetensors"

@@ -308,3 +308,81 @@ def test_output_path_checkers(tmp_path_factory, path):
         _accepts_or_refuses(vf.check_output_dir, path, "--report")
     finally:
         os.chdir(ROOT)
+
+
+TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
+
+
+def _edit_json(raw: bytes, path: list[int], value) -> bytes:
+    """``raw``'s JSON with the entry that ``path`` walks to (each int picks a key or an item, modulo) set to
+    ``value``; a container met with no entries is where it stops."""
+    obj = json.loads(raw)
+    node, key = obj, None
+    for i in path:
+        if isinstance(node, dict) and node:
+            key = sorted(node)[i % len(node)]
+        elif isinstance(node, list) and node:
+            key = i % len(node)
+        else:
+            break
+        if not isinstance(node[key], (dict, list)):
+            break
+        node, key = node[key], None
+    if key is not None:
+        node[key] = value
+    elif isinstance(node, dict):
+        node["x"] = value
+    return json.dumps(obj).encode()
+
+
+tokenizer_edits = st.lists(
+    st.tuples(
+        st.sampled_from(TOKENIZER_FILES),
+        st.sampled_from(["truncate", "value", "remove"]),
+        st.integers(0, 10**6),
+        st.lists(st.integers(0, 50), min_size=1, max_size=4),
+        json_values,
+    ),
+    min_size=1,
+    max_size=2,
+)
+
+
+@FUZZ
+@given(edits=tokenizer_edits, by_class=st.booleans())
+def test_the_tokenizer_files_load_and_render_or_are_refused(tmp_path_factory, edits, by_class):
+    """The target's tokenizer files truncated, removed or with any JSON value in any entry, on both routes a target's
+    tokenizer loads by (the class its config names, AutoTokenizer): the tokenizer loads, renders a prompt through
+    its chat template and encodes it, or one BadInput says what is wrong. The tokenizers library reports a
+    tokenizer.json it cannot read as a bare Exception, Jinja a broken template as TemplateSyntaxError, a
+    tokenizer_config.json value of the wrong type fails at the first encode: each was exit 3, "a bug"."""
+    import shutil
+
+    from eagle3_doctor.io.prompts import render
+    from eagle3_doctor.model.target import load_tokenizer
+
+    d = tmp_path_factory.mktemp("fuzztok")
+    for f in (*TOKENIZER_FILES, "config.json"):
+        shutil.copy(TARGET / f, d / f)
+    for name, how, cut, path, value in edits:
+        p = d / name
+        if not p.exists():
+            continue
+        raw = p.read_bytes()
+        if how == "truncate":
+            p.write_bytes(raw[: cut % max(len(raw), 1)])
+        elif how == "remove":
+            p.unlink()
+        elif name.endswith(".json"):
+            try:
+                p.write_bytes(_edit_json(raw, path, value))
+            except ValueError:  # an earlier edit left it unparseable: edited as bytes instead
+                p.write_bytes(raw[::-1])
+        else:
+            p.write_text(str(value))
+
+    def use():
+        tok = load_tokenizer(str(d), False, by_class=by_class)
+        return tok(render(tok, [{"role": "user", "content": "hi"}], "prompt 1"), add_special_tokens=False)
+
+    _accepts_or_refuses(use)

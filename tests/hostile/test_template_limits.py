@@ -18,9 +18,9 @@ EXPECT = {"loop": "did not finish rendering", "recursion": "recurses without end
 
 @pytest.mark.parametrize("kind", sorted(TEMPLATES))
 def test_a_runaway_template_is_one_line_and_exit_2(kind, tmp_path, monkeypatch):
-    from eagle3_doctor.analyses.templates import chat_template
+    from eagle3_doctor.io import templating
 
-    monkeypatch.setattr(chat_template, "RENDER_SECONDS", 1.0)  # the bound itself is 5 s; the path is the same
+    monkeypatch.setattr(templating, "RENDER_SECONDS", 1.0)  # the bound itself is 5 s; the path is the same
     t = tmp_path / f"{kind}.jinja"
     t.write_text(TEMPLATES[kind])
     r = invoke("template-diff", "-t", TARGET, "--serve-template", t, "--requests", REQUESTS)

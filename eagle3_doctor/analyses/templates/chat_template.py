@@ -107,53 +107,21 @@ def prompt_view(conv: Conversation) -> Conversation:
     return Conversation(msgs, conv.where, conv.tools, conv.template_kwargs, conv.add_generation_prompt)
 
 
-RENDER_SECONDS = 5.0  # per conversation: real templates render in milliseconds
-RENDER_MAX_CHARS = 10_000_000  # the rendered prompt; the longest real contexts are a few million characters
-
-
 def render(tokenizer: Any, tpl: Template, conv: Conversation) -> Rendered:
-    from jinja2 import TemplateError
+    from ...io.templating import rendered
 
     msgs = [dict(m) for m in conv.messages]
     if tpl.system_prompt is not None and msgs[0]["role"] != "system":
         msgs.insert(0, {"role": "system", "content": tpl.system_prompt})
     agp = conv.add_generation_prompt if conv.add_generation_prompt is not None else msgs[-1]["role"] != "assistant"
     kwargs = {**tpl.kwargs, **conv.template_kwargs}
-    from ...io.deadline import DeadlinePassed, deadline
-
-    # a template is a program: transformers renders it in Jinja's sandbox (no attribute escapes, range()
-    # capped), which does not bound nested loops, recursion or the output's size; these do
-    try:
-        with deadline(RENDER_SECONDS):
-            text = tokenizer.apply_chat_template(
-                msgs, chat_template=tpl.text, tools=conv.tools, tokenize=False, add_generation_prompt=agp, **kwargs
-            )
-    except TemplateError as e:
-        raise BadInput(
-            f"{tpl.source} fails on {conv.where}: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-            "fix the template or that conversation",
-        ) from None
-    except DeadlinePassed:
-        raise BadInput(
-            f"{tpl.source} did not finish rendering {conv.where} within {RENDER_SECONDS:g} s (a loop or recursion "
-            "that does not end on this conversation)",
-            "fix the template's loops, or check it is the chat template you meant",
-        ) from None
-    except RecursionError:
-        raise BadInput(
-            f"{tpl.source} recurses without end on {conv.where} (Python's recursion limit stopped it)",
-            "fix the template's recursive macro or include",
-        ) from None
-    except MemoryError:
-        raise BadInput(f"{tpl.source} ran out of memory rendering {conv.where}", "fix the template's loops") from None
-    if not isinstance(text, str):
-        raise BadInput(f"{tpl.source} did not render a string", "pass a chat template, not a processor template")
-    if len(text) > RENDER_MAX_CHARS:
-        raise BadInput(
-            f"{tpl.source} rendered {len(text):,} characters for {conv.where}, more than the {RENDER_MAX_CHARS:,} "
-            "a chat prompt plausibly holds",
-            "fix the template's loops, or check it is the chat template you meant",
-        )
+    text = rendered(
+        lambda: tokenizer.apply_chat_template(
+            msgs, chat_template=tpl.text, tools=conv.tools, tokenize=False, add_generation_prompt=agp, **kwargs
+        ),
+        tpl.source,
+        conv.where,
+    )
     enc = tokenizer(text, add_special_tokens=tpl.add_special_tokens, return_offsets_mapping=True)
     spans: list[tuple[int, int] | None] = []
     cur = 0

@@ -12,28 +12,22 @@ from ...core.findings import Finding
 
 
 def load_tokenizer(path: str, what: str = "--target") -> Any:
-    from transformers import AutoTokenizer
+    """The tokenizer of ``path`` through the one loader the measuring commands use (model.target), never its own
+    Python (auto_map): transformers would otherwise ask on stdin, and a `yes |` in a script answers for the user;
+    this command has no option to allow it."""
     from transformers.utils import logging as hf_logging
+
+    from ...model.target import load_tokenizer as load
 
     hf_logging.set_verbosity_error()
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise BadInput(f"{what} {p} is a file, not a tokenizer directory", f"point {what} at the model directory")
-    try:
-        # never the tokenizer's own Python (auto_map): transformers would otherwise ask on stdin, and a
-        # `yes |` in a script answers for the user; this command has no option to allow it
-        return AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-    except (OSError, ValueError) as e:
-        if "trust_remote_code" in str(e):
-            raise BadInput(
-                f"the tokenizer in {path} needs its own Python code (auto_map), which eagle3-doctor never runs here",
-                f"template-diff has no option to run it: point {what} at a copy whose tokenizer_config.json names a "
-                "built-in tokenizer_class (with tokenizer.json), or use the model's official tokenizer",
-            ) from None
-        raise BadInput(
-            f"cannot load a tokenizer from {path} ({str(e).splitlines()[0][:160]})",
-            f"point {what} at a directory with tokenizer.json / tokenizer_config.json",
-        ) from None
+    untrusted = (
+        f"template-diff has no option to run it: point {what} at a copy whose tokenizer_config.json names a "
+        "built-in tokenizer_class (with tokenizer.json), or use the model's official tokenizer"
+    )
+    return load(path, False, what=f"{what} tokenizer", untrusted_fix=untrusted)
 
 
 def _vocab_hash(tok: Any) -> str:
