@@ -36,7 +36,8 @@ FIT_LEAD = 0.02
 # positions of each sequence the fit counts, from its start: its interval is over prompts, and past the first
 # hundred positions a prompt's own step-1 accuracy is already far tighter than the spread between prompts, while
 # each further position costs every candidate wiring a draft step. Runs of up to this many new tokens count them
-# all (the calibration runs among them); at 512 x 512 it is a quarter of the draft's arithmetic in acceptance.
+# all (the calibration runs among them); at 512 x 512 on an H200 acceptance's own phase fell from 7.2 s to 4.5 s
+# (bench/RESULTS.md, 2026-12-04).
 FIT_POSITIONS = 128
 
 
