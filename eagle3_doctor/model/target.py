@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..core.errors import BadInput, ResourceError
+from ..core.errors import BadInput, DoctorError, ResourceError
 from ..core.taps import CapturePoint, DecoderParts, TapRecorder, final_norm
 from ..io.hub import first_line as _first_line
 from ..io.hub import hub_fix as _hub_fix
@@ -260,7 +260,7 @@ def load_tokenizer(
         raise _remote_code_refused(e, what, name_or_path, trust_remote_code, untrusted_fix) or BadInput(
             f"cannot load the {what} {name_or_path!r}: {_first_line(e)}", "the directory needs tokenizer files"
         ) from None
-    except MemoryError:
+    except (DoctorError, MemoryError):  # a refusal already said in one line (a config that is not JSON), or no memory
         raise
     except Exception as e:  # noqa: BLE001 - the files' own fault, whatever the library calls it
         # the tokenizers library reports a tokenizer.json it cannot deserialize as a bare Exception, Jinja a chat

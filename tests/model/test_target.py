@@ -62,6 +62,12 @@ def test_the_tokenizer_and_the_kernels_are_made_beside_the_weights_copy_and_its_
     (broken / "tokenizer.json").write_text("{not json")
     with pytest.raises(BadInput, match="cannot load the target tokenizer"):  # was a JSONDecodeError: exit 3, "a bug"
         load_target(str(broken), dtype="float32", device="cpu")
+    # a refusal made inside the loader keeps its own line and fix, not wrapped in a second one
+    (broken / "tokenizer_config.json").write_text("{not json")
+    with pytest.raises(BadInput) as refused:
+        load_target(str(broken), dtype="float32", device="cpu")
+    assert "tokenizer_config.json is not valid JSON" in str(refused.value)
+    assert str(refused.value).count(" -- fix: ") == 1 and "BadInput" not in str(refused.value)
     assert sys.getswitchinterval() == before
 
 
