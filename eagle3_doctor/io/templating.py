@@ -3,8 +3,7 @@ template and the conversation, for the measuring commands' prompts and template-
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from ..core.errors import BadInput
@@ -15,30 +14,14 @@ RENDER_MAX_CHARS = 10_000_000  # the rendered prompt; the longest real contexts 
 
 
 def rendered(render: Callable[[], Any], source: str, where: str) -> str:
-    """``render()`` (an ``apply_chat_template`` call) under :func:`rendering`, its output checked to be a chat
-    prompt: a string of a plausible size."""
-    with rendering(source, where):
-        text = render()
-    if not isinstance(text, str):
-        raise BadInput(f"{source} did not render a string", "pass a chat template, not a processor template")
-    if len(text) > RENDER_MAX_CHARS:
-        raise BadInput(
-            f"{source} rendered {len(text):,} characters for {where}, more than the {RENDER_MAX_CHARS:,} "
-            "a chat prompt plausibly holds",
-            "fix the template's loops, or check it is the chat template you meant",
-        )
-    return text
-
-
-@contextmanager
-def rendering(source: str, where: str) -> Iterator[None]:
-    """Bounds the rendering inside it (transformers renders in Jinja's sandbox, which bounds neither nested loops,
-    recursion nor the output's size) and turns its failures into one line: ``source`` fails on ``where``."""
+    """``render()`` (an ``apply_chat_template`` call), bounded, its output checked to be a chat prompt (a string of a
+    plausible size); each failure one line: ``source`` fails on ``where``. transformers renders in Jinja's sandbox,
+    which bounds neither nested loops, recursion nor the output's size."""
     from jinja2 import TemplateError
 
     try:
         with deadline(RENDER_SECONDS):
-            yield
+            text = render()
     except TemplateError as e:
         raise BadInput(
             f"{source} fails on {where}: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
@@ -57,3 +40,12 @@ def rendering(source: str, where: str) -> Iterator[None]:
         ) from None
     except MemoryError:
         raise BadInput(f"{source} ran out of memory rendering {where}", "fix the template's loops") from None
+    if not isinstance(text, str):
+        raise BadInput(f"{source} did not render a string", "pass a chat template, not a processor template")
+    if len(text) > RENDER_MAX_CHARS:
+        raise BadInput(
+            f"{source} rendered {len(text):,} characters for {where}, more than the {RENDER_MAX_CHARS:,} "
+            "a chat prompt plausibly holds",
+            "fix the template's loops, or check it is the chat template you meant",
+        )
+    return text
