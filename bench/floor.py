@@ -19,10 +19,11 @@ undercounts. `diagnose` is given acceptance's floor (what it adds is judged agai
 from __future__ import annotations
 
 import json
-import struct
+import math
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 MACHINE = r"""
@@ -88,25 +89,18 @@ def machine(tdir: Path, dev: str) -> dict[str, float]:
 
 
 def tensor_shapes(d: Path) -> dict[str, list[int]]:
-    """Every tensor's shape in the safetensors files of ``d``, from their headers."""
+    """Every tensor's shape in the safetensors files of ``d``, from their headers (the doctor's own reader)."""
+    from eagle3_doctor.io.safeio import check_safetensors_header
+
     out: dict[str, list[int]] = {}
     for f in sorted(d.glob("*.safetensors")):
-        with open(f, "rb") as fh:
-            (n,) = struct.unpack("<Q", fh.read(8))
-            head = json.loads(fh.read(n))
-        out.update({k: v["shape"] for k, v in head.items() if k != "__metadata__"})
+        out.update({k: v["shape"] for k, v in check_safetensors_header(f).items() if k != "__metadata__"})
     return out
 
 
-def _count(shapes: dict[str, list[int]], pick) -> int:
-    total = 0
-    for k, s in shapes.items():
-        if pick(k):
-            n = 1
-            for x in s:
-                n *= x
-            total += n
-    return total
+def _count(shapes: dict[str, list[int]], pick: Callable[[str], bool]) -> int:
+    """Elements of the tensors whose names ``pick`` takes."""
+    return sum(math.prod(s) for k, s in shapes.items() if pick(k))
 
 
 def work(tdir: Path, ddir: Path, prompt_tokens: list[int], new: int, steps: int) -> dict[str, float]:
