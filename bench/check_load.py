@@ -4,7 +4,8 @@
 
 Each way runs in a fresh process after torch is imported and CUDA initialised, so only the read is timed:
 transformers' ``from_pretrained(device_map="cuda")``, safetensors' ``load_file(device="cuda")``, and the
-native decoder's ``read_tensors`` (mapped files, copied tensor by tensor).
+native decoder's ``read_tensors`` both ways: mapped files copied tensor by tensor, and threaded preads into pinned
+buffers (the default on a GPU); then the threaded read against ``load_file``'s tensors, bit for bit.
 Prints one JSON object per way: seconds and GB/s over the checkpoint's bytes.
 """
 
@@ -35,9 +36,16 @@ elif way == "load_file":
     for f in files:
         sd.update(load_file(str(f), device="cuda"))
     n = sum(t.numel() * t.element_size() for t in sd.values())
+elif way == "equal":  # the threaded read against safetensors' own, tensor by tensor, bit for bit
+    from safetensors.torch import load_file
+    from eagle3_doctor.model.native.read import read_tensors
+    got = read_tensors(files, torch.bfloat16, torch.device("cuda"))
+    bad = [k for f in files for k, v in load_file(str(f), device="cuda").items() if not torch.equal(got.pop(k), v)]
+    print(json.dumps({"way": way, "unequal": bad[:5], "left_over": sorted(got)[:5]}))
+    sys.exit(1 if bad or got else 0)
 else:
-    from eagle3_doctor.model.native.plan import read_tensors
-    sd = read_tensors(files, torch.bfloat16, torch.device("cuda"))
+    from eagle3_doctor.model.native.read import read_tensors
+    sd = read_tensors(files, torch.bfloat16, torch.device("cuda"), threaded=way == "threaded")
     n = sum(t.numel() * t.element_size() for t in sd.values())
 torch.cuda.synchronize()
 s = time.perf_counter() - t0
@@ -50,7 +58,7 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/e2e")
     args = ap.parse_args()
     d = str(Path(args.dir) / "target")
-    for way in ("from_pretrained", "load_file", "read_tensors", "from_pretrained"):
+    for way in ("from_pretrained", "load_file", "mapped", "threaded", "threaded", "equal"):
         out = subprocess.run([sys.executable, "-c", CODE, way, d], capture_output=True, text=True)
         print(out.stdout.strip() or json.dumps({"way": way, "error": out.stderr[-400:]}), flush=True)
 

@@ -6,6 +6,9 @@ start-up timed on entry and exit (on a GPU each exit waits for the device, so a 
 Prints one line per call to stderr, ``trace <start s> <length s> <thread> <function>``, times from this script's
 first instruction (the interpreter's own start before it is not counted), then the command's report as usual.
 Only the first three calls of each function are printed (a decode step runs hundreds of times).
+``--profile FILE`` first: the whole command under cProfile as well, its statistics written to FILE at the exit
+handlers (the console process skips the interpreter's teardown, so ``python -m cProfile`` would write nothing);
+with ``CUDA_LAUNCH_BLOCKING=1`` a function's time includes its kernels.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ WATCHED = (
     "eagle3_doctor.model.target:resolve_device",
     "eagle3_doctor.model.target:_native_target",
     "eagle3_doctor.model.native.plan:native_plan",
-    "eagle3_doctor.model.native.plan:read_tensors",
+    "eagle3_doctor.model.native.read:read_tensors",
     "eagle3_doctor.model.native.plan:load_tokenizer_class",
     "eagle3_doctor.model.replay:load_sources",
     "eagle3_doctor.model.static:greedy_static",
@@ -93,7 +96,16 @@ def main() -> None:
     _watch()
     t = time.perf_counter()
     print(f"trace {0:8.3f} {t - T0:8.3f} {'MainThread':>12} imports (torch among them)", file=sys.stderr, flush=True)
-    sys.argv = ["eagle3-doctor", *sys.argv[1:]]
+    args = sys.argv[1:]
+    if args[:1] == ["--profile"]:
+        import atexit
+        import cProfile
+
+        prof, path = cProfile.Profile(), args[1]
+        args = args[2:]
+        atexit.register(lambda: (prof.disable(), prof.dump_stats(path)))
+        prof.enable()
+    sys.argv = ["eagle3-doctor", *args]
     try:
         run()
     except SystemExit as done:

@@ -140,29 +140,52 @@ def _offsets(p: Path, name: str, meta: Any) -> tuple[int, int]:
     return start, end
 
 
-def _array(p: Path, name: str, meta: Any, data: Any, base: int) -> Any:
-    """The StoredArray a header entry describes, from ``data`` holding the data section from byte ``base``."""
+def tensor_layout(path: str | os.PathLike) -> tuple[int, dict[str, tuple[int, int, tuple[int, ...], str]]]:
+    """Where each tensor of a safetensors file lies, every header entry checked as for :func:`load_arrays`:
+    (the data section's first byte in the file, {name: (start, end, shape, torch dtype name)}), the offsets
+    within the data section. For readers that move the bytes themselves (``model.native.read``)."""
+    p = Path(path)
+    header = check_safetensors_header(p)
+    with open(p, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+    return 8 + n, {name: _entry(p, name, meta, 0) for name, meta in header.items() if name != "__metadata__"}
+
+
+def _entry(p: Path, name: str, meta: Any, base: int) -> tuple[int, int, tuple[int, ...], str]:
+    """(start, end, shape, torch dtype name) of one header entry, refused unless its span is what its shape and
+    dtype need and lies at or after ``base``."""
     import numpy as np
 
-    from .arrays import SAFETENSORS_DTYPES, StoredArray
+    from .arrays import SAFETENSORS_DTYPES
 
     code = meta.get("dtype") if isinstance(meta, dict) else None
     if code not in SAFETENSORS_DTYPES:
         raise BadInput(f"{p}: tensor {name!r} has dtype {code}, which the doctor cannot read", "re-export it as bf16, f16 or f32")
     torch_name, np_name = SAFETENSORS_DTYPES[code]
-    dt = np.dtype(np_name)
+    itemsize = np.dtype(np_name).itemsize
     start, end = _offsets(p, name, meta)
     try:
         shape = tuple(int(x) for x in meta["shape"])
     except (KeyError, TypeError, ValueError):
         raise BadInput(f"{p}: tensor {name!r} has a malformed header entry", "re-export the file") from None
     count = math.prod(shape)
-    if min(shape, default=0) < 0 or start < base or end - start != count * dt.itemsize:
+    if min(shape, default=0) < 0 or start < base or end - start != count * itemsize:
         raise BadInput(
-            f"{p}: tensor {name!r} spans {end - start} bytes, its shape and dtype need {count * dt.itemsize}",
+            f"{p}: tensor {name!r} spans {end - start} bytes, its shape and dtype need {count * itemsize}",
             "re-export the file",
         )
-    arr = np.frombuffer(data, dtype=dt, count=count, offset=start - base)
+    return start, end, shape, torch_name
+
+
+def _array(p: Path, name: str, meta: Any, data: Any, base: int) -> Any:
+    """The StoredArray a header entry describes, from ``data`` holding the data section from byte ``base``."""
+    import numpy as np
+
+    from .arrays import SAFETENSORS_DTYPES, StoredArray
+
+    start, _, shape, torch_name = _entry(p, name, meta, base)
+    dt = np.dtype(SAFETENSORS_DTYPES[meta["dtype"]][1])
+    arr = np.frombuffer(data, dtype=dt, count=math.prod(shape), offset=start - base)
     if (start - base) % dt.itemsize:  # safetensors does not promise alignment, and torch refuses misaligned views
         arr = arr.copy()
     return StoredArray(arr.reshape(shape), torch_name)

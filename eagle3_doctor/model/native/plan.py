@@ -158,6 +158,8 @@ def _keys_refusal(s: NativeSpec, files: list[Path]) -> str | None:
 
 def load_native(plan: NativePlan, dtype: torch.dtype, device: torch.device) -> NativeForCausalLM:
     """The decoder with the checkpoint's tensors, read once straight to ``device`` in ``dtype``."""
+    from .read import read_tensors
+
     assert plan.spec is not None
     return _assembled(plan.spec, plan.raw, read_tensors(plan.files, dtype, device), device)
 
@@ -199,21 +201,6 @@ def _assembled(s: NativeSpec, raw: dict[str, Any], sd: dict[str, torch.Tensor], 
     model.load_state_dict(sd, assign=True, strict=True)
     model.model.inv_freq = inv_freq.to(device)
     return model.requires_grad_(False).eval()
-
-
-def read_tensors(files: list[Path], dtype: torch.dtype, device: torch.device) -> dict[str, torch.Tensor]:
-    """Every tensor of ``files`` on ``device`` in ``dtype`` (floating ones), each read once: the files are
-    mapped copy-on-write (nothing is written back) and each tensor is copied from its mapped pages. On an
-    H200 this read a 16 GB checkpoint at 6.1 GB/s, against 4.0 for safetensors' ``load_file`` to the
-    device and 4.8-5.7 for ``from_pretrained``; eight copying threads read no faster (bench/check_load.py)."""
-    from ...io.safeio import load_arrays
-
-    out: dict[str, torch.Tensor] = {}
-    for f in files:
-        for k, a in load_arrays(f).items():
-            t = a.to_torch().to(device)
-            out[k] = t.to(dtype) if t.is_floating_point() and t.dtype != dtype else t
-    return out
 
 
 def load_tokenizer_class(path: str) -> Any | None:
