@@ -199,7 +199,8 @@ _SGLANG_WORKER = "sglang 0.5.23 srt/speculative/eagle_worker_v2.py:323-333 (init
 def launch_findings(sc: ServeConfig, release: str | None = None) -> list[Any]:
     """What the launch command itself does to the draft, before any model is read: an FR-Spec token map
     (the draft's vocabulary), spec v2 asked for with a token tree, flags ``release`` (the one the launch runs,
-    ``launch_release``) does not have, speculative settings the release refuses at start-up."""
+    ``launch_release``) does not have, speculative settings the release refuses at start-up, a draft configured
+    with no algorithm to run it."""
     out = [_absent_flag_finding(sc, a) for a in absent_flags(sc.engine, release, sc.flags) or []] if release else []
     if sc.startup_error:
         out.append(_startup_error_finding(sc, sc.startup_error))
@@ -208,7 +209,23 @@ def launch_findings(sc: ServeConfig, release: str | None = None) -> list[Any]:
     v2 = sc.env.get("SGLANG_ENABLE_SPEC_V2")
     if sc.engine == "sglang" and v2 is not None and v2.strip().lower() in _TRUE and (sc.topk or 1) > 1:
         out.append(_spec_v2_finding(sc, v2))
+    if sc.engine == "sglang" and sc.algorithm is None and _speculative_flags(sc):
+        out.append(_no_algorithm_finding(sc))
     return out
+
+
+def _speculative_flags(sc: ServeConfig) -> list[str]:
+    """The SGLang settings the launch (command or server-args file) gives for a draft: its path, the tree's shape,
+    a token map, a DFlash block size; by their flags."""
+    tree = {
+        "num_steps": "--speculative-num-steps",
+        "topk": "--speculative-eagle-topk",
+        "num_draft_tokens": "--speculative-num-draft-tokens",
+    }
+    given = ["--speculative-draft-model-path"] if sc.draft else []
+    given += [flag for k, flag in tree.items() if sc.sources.get(k) == flag]
+    given += ["--speculative-token-map"] if sc.token_map else []
+    return given + (["--speculative-dflash-block-size"] if sc.dflash_block_size is not None else [])
 
 
 def without_absent_flags(findings: list[Any], engine: str) -> list[Any]:
@@ -339,6 +356,33 @@ def _token_map_finding(sc: ServeConfig) -> Any:
             op="delete",
         ),
         data={"token_map": sc.token_map, "algorithm": sc.algorithm, "applied": True, LAUNCH_FLAGS: _TOKEN_MAP_FLAGS},
+    )
+
+
+def _no_algorithm_finding(sc: ServeConfig) -> Any:
+    from ..core.findings import LAUNCH_FLAGS, SERVER_COMMAND, Finding, Fix
+
+    given = _speculative_flags(sc)
+    return Finding(
+        "CMD005",
+        f"no --speculative-algorithm beside {', '.join(given)}: SGLang serves without speculative decoding, "
+        "the draft is never run",
+        [
+            f"the command gives {', '.join(given)}"
+            + (f" (the draft {sc.draft})" if sc.draft else "")
+            + " and no --speculative-algorithm",
+            "SGLang reads a missing algorithm as SpeculativeAlgorithm.NONE (from_string(None), "
+            "srt/speculative/spec_info.py) and keeps the draft path unused: read in 0.4.6, 0.5.2, 0.5.10 and 0.5.23",
+            "the doctor's measurements assume --speculative-algorithm EAGLE3: what this server would do once it is named",
+        ],
+        Fix(
+            "add --speculative-algorithm EAGLE3 to the launch command (DFLASH for a DFlash draft, NEXTN for an MTP head)",
+            file=SERVER_COMMAND,
+            key="--speculative-algorithm",
+            op="set",
+            value="EAGLE3",
+        ),
+        data={"flags": given, "draft": sc.draft, LAUNCH_FLAGS: given},
     )
 
 

@@ -384,3 +384,47 @@ def test_algorithm_note_only_where_the_doctor_does_not_measure(cmd, note):
         assert len(said) == 1 and note in said[0] and "does not measure it" in said[0], said
     if "mtp" in cmd and "vllm" in cmd:  # vLLM drafts every *_mtp method with the target's own MTP layer
         assert sc.draft == "m"
+
+
+@pytest.mark.parametrize(
+    ("cmd", "flags"),
+    [
+        ("python -m sglang.launch_server --model-path m --speculative-draft-model-path d", ["--speculative-draft-model-path"]),
+        (
+            "python -m sglang.launch_server --model-path m --speculative-num-steps 3 --speculative-eagle-topk 1",
+            ["--speculative-num-steps", "--speculative-eagle-topk"],
+        ),
+        ("python -m sglang.launch_server --model-path m", None),
+        (SG + "--speculative-draft-model-path d", None),
+        ("python -m sglang.launch_server --model-path m --speculative-algorithm NEXTN", None),
+    ],
+)
+def test_a_draft_configured_without_an_algorithm_is_served_without_speculation(cmd, flags):
+    found = _codes(parse_serve_cmd(cmd)).get("CMD005")
+    if flags is None:
+        assert found is None
+        return
+    assert found is not None and found.severity == "error" and found.data["flags"] == flags
+    assert (found.edit.key, found.edit.op, found.edit.value) == ("--speculative-algorithm", "set", "EAGLE3")
+
+
+def test_server_args_file_without_an_algorithm(tmp_path):
+    from eagle3_doctor.engines.launch import parse_serve_config
+
+    f = tmp_path / "args.json"
+    f.write_text(json.dumps({"model_path": "m", "speculative_draft_model_path": "d", "speculative_num_steps": 3}))
+    assert _codes(parse_serve_config(str(f)))["CMD005"].data["flags"] == [
+        "--speculative-draft-model-path",
+        "--speculative-num-steps",
+    ]
+
+
+def test_cli_inspect_of_a_launch_without_an_algorithm_is_not_ok(tmp_path):
+    """The user's path: inspect on the launch that names the draft and forgets the algorithm says error[CMD005] and the
+    flag to add, exit 1, where it said OK."""
+    out = tmp_path / "i.json"
+    cmd = "python -m sglang.launch_server --model-path fixtures/target --speculative-draft-model-path fixtures/draft-sglang"
+    r = invoke("inspect", "--serve-cmd", cmd, "--json", out)
+    assert r.exit_code == 1, r.output
+    assert "error[CMD005]" in r.output and "--speculative-algorithm EAGLE3" in r.output
+    assert [f["code"] for f in json.loads(out.read_text())["findings"]][:1] == ["CMD005"]

@@ -77,4 +77,25 @@ RECORDS = (
         why="The server never starts: nothing is served, and what the doctor measures assumes a launch that never runs.",
         confirm="run the launch command against that release: it exits with the error the finding quotes",
     ),
+    Code(
+        "CMD005",
+        ERROR,
+        "the SGLang launch configures a draft but names no --speculative-algorithm: it serves without speculation",
+        meaning=(
+            "The launch command passes SGLang speculative settings (--speculative-draft-model-path, the tree's steps, "
+            "topk or draft tokens) but no --speculative-algorithm. SGLang turns a missing algorithm into "
+            "SpeculativeAlgorithm.NONE (from_string(None), srt/speculative/spec_info.py) and keeps the draft's path "
+            "without loading it: read in 0.4.6, 0.5.2, 0.5.10 (server_args.py) and 0.5.23 "
+            "(arg_groups/speculative_hook.py), where only NEXTN is rewritten (to EAGLE) and nothing sets the algorithm "
+            "from a draft path (docs/engine-sources.md). No warning is logged."
+        ),
+        why=(
+            "The draft never runs: every token is one target forward, with no acceptance to measure or lose. What the "
+            "doctor measures (with EAGLE3 assumed) is what the server would do once the algorithm is named."
+        ),
+        confirm=(
+            "the server log has no speculative worker lines and /metrics no spec_accept_length; "
+            "`eagle3-doctor server-metrics` on the running server says so"
+        ),
+    ),
 )
