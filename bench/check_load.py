@@ -43,9 +43,13 @@ elif way == "equal":  # the threaded read against safetensors' own, tensor by te
     bad = [k for f in files for k, v in load_file(str(f), device="cuda").items() if not torch.equal(got.pop(k), v)]
     print(json.dumps({"way": way, "unequal": bad[:5], "left_over": sorted(got)[:5]}))
     sys.exit(1 if bad or got else 0)
-else:
-    from eagle3_doctor.model.native.read import read_tensors
-    sd = read_tensors(files, torch.bfloat16, torch.device("cuda"), threaded=way == "threaded")
+else:  # "mapped", or "threaded[:THREADS:CHUNK_MB]"
+    from eagle3_doctor.model.native import read
+    parts = way.split(":")
+    if len(parts) == 3:
+        read.THREADS = int(parts[1])
+    chunk = int(parts[2]) << 20 if len(parts) == 3 else read.CHUNK
+    sd = read.read_tensors(files, torch.bfloat16, torch.device("cuda"), threaded=parts[0] == "threaded", chunk=chunk)
     n = sum(t.numel() * t.element_size() for t in sd.values())
 torch.cuda.synchronize()
 s = time.perf_counter() - t0
@@ -56,9 +60,11 @@ print(json.dumps({"way": way, "s": round(s, 2), "gb": round(n / 1e9, 2), "gb_per
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default="/tmp/e2e")
+    ap.add_argument("--ways", default="from_pretrained,load_file,mapped,threaded,threaded,equal",
+                    help="comma-separated; threaded:T:M reads with T threads in spans of M MB")  # fmt: skip
     args = ap.parse_args()
     d = str(Path(args.dir) / "target")
-    for way in ("from_pretrained", "load_file", "mapped", "threaded", "threaded", "equal"):
+    for way in args.ways.split(","):
         out = subprocess.run([sys.executable, "-c", CODE, way, d], capture_output=True, text=True)
         print(out.stdout.strip() or json.dumps({"way": way, "error": out.stderr[-400:]}), flush=True)
 
