@@ -178,11 +178,12 @@ def does_not_fit(name: str, dev: torch.device) -> ResourceError:
 def _native_target(plan: Any, name: str, cfg: dict[str, Any], dt: torch.dtype, dev: torch.device) -> Target:
     """The target on the native decoder (model.native), its tokenizer by the class its config names.
 
-    The tokenizer (mostly transformers' import, 1.7-1.9 s on an H200 host) and the fused kernels' first launch
-    (Triton's import, 0.9 s) run on a second thread while the weights copy to the device (bench/RESULTS.md,
-    2026-12-04): Python that holds the interpreter beside copies that release it. The copies take it back about
-    300 times; at the default switch interval each waited up to 5 ms for the other thread, which made the load
-    2 s longer than alone, so the interval is shortened while the two overlap."""
+    The tokenizer (mostly transformers' import, 2.2-2.6 s on an H200 host) runs on a second thread while the weights
+    copy to the device and then while the fused kernels compile and are checked (Triton's import and first launch,
+    1.0 s), both on this thread (bench/RESULTS.md, 2026-12-04): with the weights read by threads at 20 GB/s the copy
+    is shorter than the tokenizer, and the kernels, run after the tokenizer on its thread, made the load 3.7 s where
+    the copy took 2.2. The copies and the kernels take the interpreter back from the tokenizer's thread hundreds of
+    times; at the default switch interval each waited up to 5 ms, so the interval is shortened while they overlap."""
     import sys
     from concurrent.futures import ThreadPoolExecutor
 
@@ -190,9 +191,7 @@ def _native_target(plan: Any, name: str, cfg: dict[str, Any], dt: torch.dtype, d
     from .native.plan import load_native
 
     def beside_the_copy() -> Any:
-        tok = load_tokenizer(name, False, by_class=True)
-        fused.prepare(dev, dt)
-        return tok
+        return load_tokenizer(name, False, by_class=True)
 
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, 2e-4))
@@ -207,6 +206,7 @@ def _native_target(plan: Any, name: str, cfg: dict[str, Any], dt: torch.dtype, d
                 raise BadInput(
                     f"cannot load the target {name!r}: {_first_line(e)}", "check the checkpoint files against config.json"
                 ) from None
+            fused.prepare(dev, dt)
             tok = side.result()  # the tokenizer's own refusal (BadInput) raised here, on the main thread
     finally:
         sys.setswitchinterval(interval)

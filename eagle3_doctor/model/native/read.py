@@ -1,12 +1,12 @@
 """A checkpoint's tensors read once to the device.
 
-On a GPU the files are read by a few threads at once, each reading spans of up to 64 MB with ``preadv``
+On a GPU the files are read by several threads at once, each reading spans of up to 16 MB with ``preadv``
 into its own two pinned buffers and copying each span on its own stream while it reads the next: the
 reads release the interpreter, so they overlap one another, the copies and the Python the tokenizer's
 thread runs beside the load. Mapping the files and copying tensor by tensor from pageable memory read an
-8B-shaped checkpoint at 6 GB/s on an H200 host whose page cache gave these reads 20-31 GB/s
-(bench/floor.py, bench/check_load.py). Tensors whose dtype changes on the way, and every read to another
-device, go through the mapped files (``io.safeio.load_arrays``), converted one at a time.
+8B-shaped checkpoint at 6 GB/s on an H200 host where these reads reach 21 GB/s (bench/check_load.py).
+Tensors whose dtype changes on the way, and every read to another device, go through the mapped files
+(``io.safeio.load_arrays``), converted one at a time.
 """
 
 from __future__ import annotations
@@ -22,8 +22,11 @@ from ...core.errors import BadInput
 if TYPE_CHECKING:
     import torch
 
-CHUNK = 64 << 20
-THREADS = 4
+# 8 threads in spans of 16 MB read an 8B-shaped checkpoint from the page cache at 21 GB/s on an H200 host, 4 x 64 MB
+# at 13, 4 x 16 at 18, 16 x 16 at 18 (bench/check_load.py, bench/RESULTS.md 2026-12-04): smaller pinned buffers are
+# quicker to allocate, and more reads in flight keep the copies busy
+CHUNK = 16 << 20
+THREADS = 8
 
 
 @dataclass
