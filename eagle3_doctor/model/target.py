@@ -178,12 +178,13 @@ def does_not_fit(name: str, dev: torch.device) -> ResourceError:
 def _native_target(plan: Any, name: str, cfg: dict[str, Any], dt: torch.dtype, dev: torch.device) -> Target:
     """The target on the native decoder (model.native), its tokenizer by the class its config names.
 
-    The tokenizer (mostly transformers' import, 2.2-2.6 s on an H200 host) runs on a second thread while the weights
-    copy to the device and then while the fused kernels compile and are checked (Triton's import and first launch,
-    1.0 s), both on this thread (bench/RESULTS.md, 2026-12-04): with the weights read by threads at 20 GB/s the copy
-    is shorter than the tokenizer, and the kernels, run after the tokenizer on its thread, made the load 3.7 s where
-    the copy took 2.2. The copies and the kernels take the interpreter back from the tokenizer's thread hundreds of
-    times; at the default switch interval each waited up to 5 ms, so the interval is shortened while they overlap."""
+    The tokenizer (mostly transformers' import, 1.6-2.6 s on an H200 host) runs on a second thread while this one
+    copies the weights to the device and then compiles and checks the fused kernels (Triton's import and first
+    launch, 0.9-1.2 s; bench/RESULTS.md, 2026-12-04). Run after the tokenizer on its thread, the kernels made the
+    load 3.7 s where the copy took 2.2; now about 2.8. Both threads are mostly Python, so the load is bounded by the
+    interpreter: the threaded copy takes 0.8-1.0 s alone and 2.0 s beside the tokenizer. With the mapped copy this
+    replaced, each of its hundreds of returns to the interpreter waited up to the default 5 ms switch interval, so
+    the interval is shortened while the threads overlap."""
     import sys
     from concurrent.futures import ThreadPoolExecutor
 
