@@ -274,11 +274,42 @@ class StaticDecoder:
     ) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
         """:meth:`_run` of a left-padded prefill, run right-padded with no mask: each row's tokens at 0..n-1, as
         an unpadded batch of one computes them (the replay's forward takes the same route), stored rotated into
-        the left-padded cache (StaticKV.prefill_rotated); what it returns rotated back to the left-padded layout."""
+        the left-padded cache (StaticKV.prefill_rotated); what it returns rotated back to the left-padded layout.
+
+        Rows of unlike lengths run as groups of like ones (:func:`prefill_groups`), each at its own longest prompt's
+        width: one forward at the batch's width computes every short prompt's padding as if it were tokens."""
+        B, T = ids.shape
+        lengths = (T - pad).tolist()
+        groups = prefill_groups(lengths)
+        if len(groups) == 1:
+            amax, taps = self._rotated(ids, pad, last_only)
+        else:
+            amax = torch.zeros((B, 1) if last_only else (B, T), dtype=torch.long, device=ids.device)
+            taps = {}
+            for rows in groups:
+                r = torch.tensor(rows, device=ids.device)
+                w = max(lengths[i] for i in rows)  # the group's columns are the batch's last w
+                a, got = self._rotated(ids[r, T - w :], pad[r] - (T - w), last_only, (r, T))
+                amax[r, -a.shape[1] :] = a
+                for p, x in got.items():
+                    if p not in taps:  # a group's pad columns beyond its width: zeros, read by no consumer
+                        taps[p] = x.new_zeros(B, T, x.shape[-1])
+                    taps[p][r, T - w :] = x
+        self._set_length(T)
+        return amax, taps
+
+    def _rotated(
+        self, ids: torch.Tensor, pad: torch.Tensor, last_only: bool, rows: tuple[torch.Tensor, int] | None = None
+    ) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
+        """One right-padded forward of left-padded ``ids`` [b, w] (``pad`` each); ``rows``: the cache rows they are
+        and the width of the whole batch's layout, whose last w slots theirs are (None: the whole batch)."""
         B, T = ids.shape
         t = torch.arange(T, device=ids.device)
         back = (t[None, :] - pad[:, None]) % T  # left[b, s] = right[b, (s - pad[b]) mod T]
-        self.cache.prefill_rotated(pad)
+        if rows is None:
+            self.cache.prefill_rotated(pad)
+        else:
+            self.cache.prefill_rotated(pad + (rows[1] - T), rows[0], rows[1])
         try:
             with TapRecorder(self.target.model, self.points) as rec:
                 out = self._base(
@@ -291,7 +322,6 @@ class StaticDecoder:
                 taps = rec.take()
         finally:
             self.cache.prefill_rotated(None)
-        self.slot.add_(T)
 
         def left(x: torch.Tensor) -> torch.Tensor:
             return x.gather(1, back[..., None].expand_as(x))
@@ -322,6 +352,32 @@ class StaticDecoder:
         """Keep the first ``length`` slots: later writes overwrite the rest, which the mask already hides."""
         self._set_length(length)
         self.length = length
+
+
+# a prefill group's padded tokens may exceed its prompts' own by this fraction; a group of fewer padded tokens than
+# GROUP_TOKENS takes the next row whatever its length (a forward that small would not use the device)
+GROUP_SLACK = 0.25
+GROUP_TOKENS = 8192
+
+
+def prefill_groups(lengths: Sequence[int]) -> list[list[int]]:
+    """The rows (indices into ``lengths``) as groups of like length, longest first: a row joins the current group
+    while the group stays within GROUP_SLACK of padding over its tokens, or holds fewer than GROUP_TOKENS padded
+    tokens. One group where the lengths are alike (every fixture batch of equal prompts, a long-context batch)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    groups: list[list[int]] = []
+    real = 0
+    for i in order:
+        if groups:
+            g = groups[-1]
+            width = lengths[g[0]]
+            if width * (len(g) + 1) <= (1 + GROUP_SLACK) * (real + lengths[i]) or width * len(g) < GROUP_TOKENS:
+                g.append(i)
+                real += lengths[i]
+                continue
+        groups.append([i])
+        real = lengths[i]
+    return groups
 
 
 def cache_keyword(base: torch.nn.Module) -> str:

@@ -126,3 +126,59 @@ def test_attention_reads_the_written_slots_only_and_the_tokens_stay_generates(ta
     assert [dec._window(e) for e in (1, 256, 257, 2048, 2049, 4097, 33_000, 39_999)] == [
         256, 256, 512, 2048, 2304, 4608, 36_864, 40_000
     ]  # fmt: skip
+
+
+def test_prefill_groups_cover_every_row_once_within_the_slack():
+    from eagle3_doctor.model.static import GROUP_SLACK, GROUP_TOKENS, prefill_groups
+
+    lengths = [(i * 7919) % 3000 + 16 for i in range(400)]  # 16..3015 tokens: a ragged batch as users send it
+    groups = prefill_groups(lengths)
+    assert sorted(i for g in groups for i in g) == list(range(400))
+    for g in groups:
+        width = max(lengths[i] for i in g)
+        padded, real = width * len(g), sum(lengths[i] for i in g)
+        assert padded <= (1 + GROUP_SLACK) * real or width * (len(g) - 1) < GROUP_TOKENS
+    total = sum(max(lengths[i] for i in g) * len(g) for g in groups)
+    assert total <= 1.3 * sum(lengths) < max(lengths) * len(lengths) / 1.5  # one forward at the widest: 1.97x
+    assert prefill_groups([60] * 512) == [list(range(512))]  # alike lengths: one forward, as before
+    assert len(prefill_groups([5, 50, 500])) == 1  # fewer than GROUP_TOKENS padded tokens: one forward
+
+
+def test_a_prefill_in_groups_gives_the_whole_batchs_features_cache_and_tokens(target, hf_target, monkeypatch):
+    """Forced into groups of one or two rows, the native prefill writes every real slot of the cache, and returns
+    the taps and the first tokens, that one forward over the whole left-padded batch does; the continuation stays
+    generate's token for token."""
+    from eagle3_doctor.model import static
+    from eagle3_doctor.model.static import StaticDecoder, eos_and_pad, left_padded
+
+    prompts = _prompts(target, 10)
+    ids, pads = left_padded(prompts, eos_and_pad(target.tokenizer)[1])
+    B, T = ids.shape
+    real = torch.arange(T)[None, :] >= pads[:, None]
+
+    def prefill(group_tokens: int):
+        monkeypatch.setattr(static, "GROUP_TOKENS", group_tokens)
+        monkeypatch.setattr(static, "GROUP_SLACK", 0.0)
+        cache = static_cache(target, B, 64)
+        dec = StaticDecoder(target, cache, B, 64, (layer_out(0), final_norm()))
+        for last_only in (True, False):
+            amax, taps = dec.prefill(ids, pads, last_only=last_only)
+            yield amax, taps, [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+
+    assert len(static.prefill_groups((T - pads).tolist())) == 1
+    whole = list(prefill(1 << 30))
+    monkeypatch.setattr(static, "GROUP_TOKENS", 1)
+    monkeypatch.setattr(static, "GROUP_SLACK", 0.0)
+    assert len(static.prefill_groups((T - pads).tolist())) > 3
+    grouped = list(prefill(1))
+    for (a0, t0, kv0), (a1, t1, kv1) in zip(whole, grouped):
+        m = real if a0.shape[1] == T else torch.ones_like(a0, dtype=torch.bool)
+        assert torch.equal(a0[m], a1[m])
+        for p in t0:
+            torch.testing.assert_close(t0[p][real], t1[p][real], rtol=1e-5, atol=1e-5)
+        for (k0, v0), (k1, v1) in zip(kv0, kv1):
+            slots = real[:, None, :, None].expand_as(k0[:, :, :T])
+            torch.testing.assert_close(k0[:, :, :T][slots], k1[:, :, :T][slots], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(v0[:, :, :T][slots], v1[:, :, :T][slots], rtol=1e-5, atol=1e-5)
+    want = _generate(hf_target, prompts, 40, lambda k: None)
+    assert greedy_static(target, prompts, 40) == want

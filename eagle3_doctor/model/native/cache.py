@@ -26,14 +26,17 @@ class StaticLayer:
         self.window = max_len
         self.rows: torch.Tensor | None = None  # [B]: each row's own write slot (StaticKV.write_rows_at)
         self.rotate: torch.Tensor | None = None  # [B]: a right-padded prefill's pads (StaticKV.prefill_rotated)
+        self.rotate_rows: torch.Tensor | None = None  # the rows it writes (None: all), at
+        self.rotate_width = 0  # the left-padded layout's width (0: the prefill's own)
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.rotate is not None:
-            # row b's key t goes to slot (rotate[b] + t) mod n: its prompt ends at slot n - 1 as left padding
-            # puts it, its padding lands on its pad slots; attention reads the new keys as they came
+            # row b's key t goes to slot (rotate[b] + t) mod width: its prompt ends at slot width - 1 as left
+            # padding puts it, its padding lands on its pad slots; attention reads the new keys as they came
             n = k.shape[2]
-            at = (self.rotate[:, None] + torch.arange(n, device=k.device)) % n
-            b = torch.arange(k.shape[0], device=k.device)[:, None]
+            at = (self.rotate[:, None] + torch.arange(n, device=k.device)) % (self.rotate_width or n)
+            rows = self.rotate_rows if self.rotate_rows is not None else torch.arange(k.shape[0], device=k.device)
+            b = rows[:, None]
             self.keys[b, :, at] = k.transpose(1, 2)
             self.values[b, :, at] = v.transpose(1, 2)
             self.cumulative_length.add_(n)
@@ -71,15 +74,17 @@ class StaticKV:
         for layer in self.layers:
             layer.rows = rows
 
-    def prefill_rotated(self, pads: torch.Tensor | None) -> None:
-        """The next forward is a prefill of right-padded rows (row b's pads after its tokens, ``pads[b]`` of them)
-        into an empty cache: each row is stored rotated into the left-padded layout the decode steps read.
+    def prefill_rotated(self, pads: torch.Tensor | None, rows: torch.Tensor | None = None, width: int = 0) -> None:
+        """The next forward is a prefill of right-padded rows (row b's pads after its tokens) into an empty cache:
+        each row is stored rotated into the left-padded layout the decode steps read, ``pads[b]`` slots ahead of its
+        first token. ``rows``: the cache rows the forward's rows are (None: all, in order), in a layout ``width``
+        slots wide (0: the forward's own length), for a prefill run as several groups of rows.
 
         Why: a left-padded prefill needs a padding mask, and the masked attention kernel reads that mask per head
         and cannot skip the causal half; right-padded rows need no mask at all. At 4 prompts of 32k tokens the
         masked prefill took seconds more than the bare forward of the same tokens (bench/RESULTS.md). None ends it."""
         for layer in self.layers:
-            layer.rotate = pads
+            layer.rotate, layer.rotate_rows, layer.rotate_width = pads, rows, width
 
     def layer(self, i: int) -> StaticLayer:
         return self.layers[i]
