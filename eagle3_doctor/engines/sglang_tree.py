@@ -145,6 +145,20 @@ def covered() -> str:
     return f"{rs[0]}-{rs[-1]}"
 
 
+def _choices_parser(release: str) -> str | None:
+    """Where ``release``'s parser lists the --speculative-algorithm names it takes (``add_argument(choices=...)``,
+    which argparse matches exactly, case and all), or None: a release outside the table, or one that takes any
+    name and upper-cases it (from 0.5.12, where the table's parser is ``SpeculativeAlgorithm``)."""
+    at = table()["release_rows"].get(_release_key(release))
+    parser = at["sources"].get("parser", "") if at is not None else ""
+    return parser if parser.startswith("sglang/srt/server_args.py:") else None
+
+
+def first_upper_casing() -> str:
+    """The first release of the table that takes the algorithm's name in any case."""
+    return next(v for v in table()["release_rows"] if _choices_parser(v) is None)
+
+
 def first_accepting(algorithm: str) -> str | None:
     """The first release of the table whose parser takes ``algorithm``."""
     return next((v for v, at in table()["release_rows"].items() if "row" in at["algorithms"].get(algorithm, {})), None)
@@ -229,6 +243,14 @@ def fill_tree(sc: Any, arch: str | None, release: str) -> None:
     (also kept as ``sc.startup_error``, which launch.py reports as CMD004) or the table does not hold."""
     given: Shape = (sc.num_steps, sc.topk, sc.num_draft_tokens)
     algorithm = str(sc.algorithm or EAGLE3).upper()
+    parser = _choices_parser(release)
+    if sc.algorithm is not None and sc.algorithm != algorithm and parser is not None:
+        _refuse(
+            sc, release, sc.algorithm, f"!argparse: argument --speculative-algorithm: invalid choice: {sc.algorithm!r}",
+            parser, "refused", f"write the name in capitals, --speculative-algorithm {algorithm} (SGLang {release}'s "
+            f"parser takes its listed names only; from {first_upper_casing()} it upper-cases the name)", to=algorithm,
+        )  # fmt: skip
+        return
     rules = tree_rules(release, algorithm)
     at = f"SGLang {release}"
     if rules is None:
@@ -288,10 +310,12 @@ _FIXES = {  # what the server's refusal asks of the launch: (text, flag, op, val
 
 
 def _refuse(
-    sc: Any, release: str, algorithm: str, error: str, where: str, cause: str, fix: str | None, note: bool = True
+    sc: Any, release: str, algorithm: str, error: str, where: str, cause: str, fix: str | None, note: bool = True, to: Any = None
 ) -> None:
-    """The release does not start on this launch: say so, and keep what CMD004 reports."""
+    """The release does not start on this launch: say so, and keep what CMD004 reports (``to``: the value the fix sets
+    where the cause's own has none)."""
     text, key, op, value = _FIXES[cause]
+    value = to if value is None else value
     text = fix or text
     if note:
         sc.notes.append(f"SGLang {release} fails at start-up on this launch ({error[1:]}, {where}, executed): {text}")

@@ -334,3 +334,29 @@ def test_cmd004_when_the_release_does_not_start(tmp_path):
     r = invoke("inspect", "--serve-cmd", eagle, "--engine-version", "0.5.1", "--json", out)
     assert "CMD004" not in [f["code"] for f in json.loads(out.read_text())["findings"]]
     assert "steps 4, topk 1, draft tokens 5" in _summary(r.output)[0]
+
+
+def test_a_name_in_lower_case_is_refused_where_the_parser_lists_its_names(tmp_path):
+    """argparse matches its choices exactly: up to 0.5.11 (the table's parser a server_args.py line) `eagle3` stops the
+    server; from 0.5.12 SGLang upper-cases the name, and the tree is EAGLE3's. On the user's path: inspect of that launch
+    under 0.5.2 says CMD004 with the name to write, exit 1."""
+    from eagle3_doctor.engines.launch import launch_findings, launch_release, parse_serve_cmd
+    from eagle3_doctor.engines.sglang_tree import first_upper_casing
+
+    assert first_upper_casing() == "0.5.12"
+    cmd = _cmd(TARGET).replace("--speculative-algorithm EAGLE3", "--speculative-algorithm eagle3")
+    assert "eagle3" in cmd
+    for v in table()["release_rows"]:
+        sc = parse_serve_cmd(cmd, named=("sglang", v))
+        upper = parse_serve_cmd(cmd.replace("eagle3", "EAGLE3"), named=("sglang", v))
+        codes = {f.code: f for f in launch_findings(sc, launch_release("sglang", "sglang", v))}
+        if table()["release_rows"][v]["sources"]["parser"].startswith("sglang/srt/server_args.py:"):
+            f = codes["CMD004"]
+            assert f.data["error"] == "argparse: argument --speculative-algorithm: invalid choice: 'eagle3'", v
+            assert (f.edit.key, f.edit.value) == ("--speculative-algorithm", "EAGLE3"), v
+        else:
+            assert "CMD004" not in codes, v
+            assert (sc.num_steps, sc.topk, sc.num_draft_tokens) == (upper.num_steps, upper.topk, upper.num_draft_tokens), v
+    out = tmp_path / "i.json"
+    r = invoke("inspect", "--serve-cmd", cmd, "--engine-version", "0.5.2", "--json", out)
+    assert r.exit_code == 1 and "error[CMD004]" in r.output and "--speculative-algorithm EAGLE3" in r.output, r.output

@@ -67,7 +67,8 @@ RECORDS = (
         meaning=(
             "The SGLang release the run names (--engine-version, or the image tag) stops at start-up on the launch's "
             "speculative settings, in its own argument handling: its parser does not take the --speculative-algorithm "
-            "name (DFLASH before 0.5.11, STANDALONE before 0.5.2, EAGLE3 before 0.4.4.post2), it asserts that "
+            "name (DFLASH before 0.5.11, STANDALONE before 0.5.2, EAGLE3 before 0.4.4.post2; before 0.5.12 any name not "
+            "written in capitals, as argparse matches its choices exactly), it asserts that "
             "--speculative-eagle-topk and --speculative-num-draft-tokens are unset when --speculative-num-steps is, "
             "--speculative-num-steps without --speculative-eagle-topk leaves topk None and a later check compares it "
             "(a TypeError from 0.5.2), or a DFLASH --speculative-dflash-block-size differs from "
