@@ -217,15 +217,12 @@ def launch_findings(sc: ServeConfig, release: str | None = None) -> list[Any]:
 def _speculative_flags(sc: ServeConfig) -> list[str]:
     """The SGLang settings the launch (command or server-args file) gives for a draft: its path, the tree's shape,
     a token map, a DFlash block size; by their flags."""
-    tree = {
-        "num_steps": "--speculative-num-steps",
-        "topk": "--speculative-eagle-topk",
-        "num_draft_tokens": "--speculative-num-draft-tokens",
-    }
+    from .sglang_tree import DFLASH_FLAG, given_tree_flags
+
     given = ["--speculative-draft-model-path"] if sc.draft else []
-    given += [flag for k, flag in tree.items() if sc.sources.get(k) == flag]
+    given += given_tree_flags(sc)
     given += ["--speculative-token-map"] if sc.token_map else []
-    return given + (["--speculative-dflash-block-size"] if sc.dflash_block_size is not None else [])
+    return given + ([DFLASH_FLAG] if sc.dflash_block_size is not None else [])
 
 
 def without_absent_flags(findings: list[Any], engine: str) -> list[Any]:
@@ -289,16 +286,11 @@ def _startup_error_finding(sc: ServeConfig, e: dict[str, Any]) -> Any:
     """The release's own argument handling raises on this launch (engines/sglang_tree.py, from its code executed):
     reported as CMD003 reports a flag the release lacks, the server's own words and where they come from."""
     from ..core.findings import LAUNCH_FLAGS, SERVER_COMMAND, Finding, Fix
-    from .sglang_tree import DFLASH_FLAG, EXEC
+    from .sglang_tree import DFLASH_FLAG, EXEC, given_tree_flags
 
     # the flags it reads, as the command gives them (a CMD003 for one of them withholds it: without_absent_flags)
-    tree = {
-        "num_steps": "--speculative-num-steps",
-        "topk": "--speculative-eagle-topk",
-        "num_draft_tokens": "--speculative-num-draft-tokens",
-    }
     reads = ["--speculative-algorithm"] if sc.algorithm else []
-    reads += [flag for k, flag in tree.items() if sc.sources.get(k) == flag]
+    reads += given_tree_flags(sc)
     reads += [DFLASH_FLAG] if sc.dflash_block_size is not None else []
     shape = ", ".join(
         f"{flag} {'unset' if v is None else v}"

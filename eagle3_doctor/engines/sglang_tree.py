@@ -237,6 +237,11 @@ _FLAGS = {
 DFLASH_FLAG = "--speculative-dflash-block-size"
 
 
+def given_tree_flags(sc: Any) -> list[str]:
+    """The tree's flags (steps, topk, draft tokens) that ``sc``'s launch gives itself, not filled by a release."""
+    return [flag for k, flag in _FLAGS.items() if sc.sources.get(k) == flag]
+
+
 def fill_tree(sc: Any, arch: str | None, release: str) -> None:
     """Fill ``sc``'s (a ServeConfig's) steps/topk/draft tokens the launch left unset as SGLang ``release`` does for its
     ``--speculative-algorithm`` (none: EAGLE3's), with each value's source and a note for what the release refuses
