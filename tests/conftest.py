@@ -22,6 +22,12 @@ SERVING = FIX / "serving"  # server scrapes, logs and engine dumps: the serving 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 
+def dotted(f: Path, root: Path) -> str:
+    """The module name of file ``f`` under ``root`` (a package by its folder's name, not its ``__init__``)."""
+    parts = f.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Every module of the package imported once before any test runs. A module that binds another's function by
     name at its first import (``from ..run import load_models``) bound whatever a monkeypatch had put there when
@@ -32,8 +38,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # every file, namespace packages (drafters/) included, which pkgutil's walk does not enter
     for f in sorted((ROOT / "eagle3_doctor").rglob("*.py")):
         if f.stem != "__main__":  # running the CLI is not importing it
-            parts = f.relative_to(ROOT).with_suffix("").parts
-            importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+            importlib.import_module(dotted(f, ROOT))
 
 
 def invoke(*args, **kwargs):

@@ -12,6 +12,8 @@ import ast
 import re
 from pathlib import Path
 
+from conftest import dotted
+
 PKG = Path(__file__).resolve().parent.parent / "eagle3_doctor"
 MAX_LINES = 60
 
@@ -85,8 +87,7 @@ def _import_graph(root: Path = PKG, package: str = "eagle3_doctor") -> tuple[dic
     """
     files = {}
     for f in sorted(root.rglob("*.py")):
-        parts = list(f.relative_to(root).with_suffix("").parts)
-        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+        files[dotted(f, root)] = f
     top: dict[str, set[str]] = {m: set() for m in files}
     every: dict[str, set[str]] = {m: set() for m in files}
 
