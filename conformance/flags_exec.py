@@ -23,6 +23,7 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -75,6 +76,74 @@ def release_flags(engine: str, root: Path) -> tuple[set[str], list[str]]:
                 if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
                     unresolved.append(f"{name}:{call.lineno}")
     return names, unresolved
+
+
+STR_TYPES = ("str", "Optional[str]", "str | None", "str|None")
+
+
+def _str_list(node: ast.AST | None) -> list[str] | None:
+    """A literal list or tuple of strings, else None."""
+    if isinstance(node, (ast.List, ast.Tuple)) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
+    ):
+        return [e.value for e in node.elts]  # type: ignore[attr-defined]
+    return None
+
+
+def release_choices(root: Path) -> dict[str, tuple[list[str], str]]:
+    """{flag: (the names its parser takes, file:line)} for an SGLang release's flags whose ``choices`` are a literal list
+    of strings matched against the value as typed: ``add_argument(..., choices=[...])`` with no ``type`` or ``type=str``
+    and no ``nargs``, and ``A[str, Arg(choices=[...])]`` fields (flag ``--`` + the field's name, or its ``cli_name``,
+    and its ``aliases``). argparse checks ``value in choices`` after the type: exactly, case and all. Choices named by a
+    variable (a list other code may extend), derived from a ``Literal``, or met through another type or a
+    ``type_parser`` (which may convert the value before the check) are left out."""
+    out: dict[str, tuple[list[str], str]] = {}
+    for name in Tree(root).namelist():
+        module = ast.parse((root / name).read_bytes().decode())
+        for call, names, kw in gen_serve_flags._add_argument_calls(module):
+            typ = kw.get("type")
+            plain = typ is None or (isinstance(typ, ast.Name) and typ.id == "str")
+            found = _str_list(kw.get("choices"))
+            if found is not None and plain and "nargs" not in kw and "action" not in kw:
+                out.update({n: (found, f"{name}:{call.lineno}") for n in names})
+        for cls in [n for n in ast.walk(module) if isinstance(n, ast.ClassDef)]:
+            for st in cls.body:
+                ann = st.annotation if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) else None
+                if not (isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and ann.value.id == "A"):
+                    continue
+                elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+                meta = elts[1] if len(elts) > 1 else None
+                if not (isinstance(meta, ast.Call) and ast.unparse(elts[0]) in STR_TYPES):
+                    continue
+                kws = {k.arg: k.value for k in meta.keywords}
+                found = _str_list(kws.get("choices"))
+                if found is None or {"action", "type_parser", "nargs", "no_cli"} & set(kws):  # a parser may convert first
+                    continue
+                cli = gen_serve_flags._literal(kws["cli_name"]) if "cli_name" in kws else None
+                flags = [cli or "--" + st.target.id.replace("_", "-")] + list(gen_serve_flags._literal(kws.get("aliases")) or [])  # type: ignore[union-attr]
+                out.update({f: (found, f"{name}:{st.lineno}") for f in flags})
+    return out
+
+
+def choices_table(engine: str, releases: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """{flag: [{"choices", "releases" (ranges), "source" (the newest release's file:line)}, ...]} over the releases
+    extracted: each distinct list of names with the runs of releases that take exactly it."""
+    if engine != "sglang":
+        return {}
+    done = [v for v in releases if (fetch.src_dir(engine, v, "flags") / ".complete").exists()]
+    per = {v: release_choices(fetch.src_dir(engine, v, "flags")) for v in done}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for flag in sorted(set().union(*per.values()) if per else []):
+        kinds: dict[tuple[str, ...], str] = {}
+        for v in done:
+            if flag in per[v]:
+                kinds[tuple(per[v][flag][0])] = per[v][flag][1]
+        out[flag] = [
+            {"choices": list(c), "releases": ranges([tuple(per[v].get(flag, ([], ""))[0]) == c and flag in per[v] for v in done], done),
+             "source": src}
+            for c, src in kinds.items()
+        ]  # fmt: skip
+    return out
 
 
 def _loop_flags(module: ast.AST) -> dict[int, list[str]]:
@@ -134,6 +203,7 @@ def build(engine: str, releases: list[str]) -> dict:
         "not_extracted": missing,
         "unresolved": unresolved,
         "flags": {n: ranges([n in sets[v] for v in done_releases], done_releases) for n in names},
+        "choices": choices_table(engine, releases),
     }
 
 

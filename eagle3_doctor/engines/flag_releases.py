@@ -5,7 +5,8 @@ a flag an older release does not register stops that release's server at startup
 arguments). ``data/serve_flag_releases.json`` holds, for every release conformance/releases.py tracks, the flag
 names and aliases its parser registers, extracted from its wheel by conformance/flags_exec.py (each flag as the
 ranges of releases that have it), so a launch checked under ``--engine-version`` names the flags that release
-lacks and the first release that has each.
+lacks and the first release that has each; and, for SGLang's flags whose ``choices`` are a literal list, the names
+each release takes, so a value that release's argparse refuses is named too.
 """
 
 from __future__ import annotations
@@ -86,4 +87,54 @@ def absent_flags(engine: str, release: str, flags: list[str]) -> list[Absent] | 
         first, until = (names[after[0][0]], after[0][1]) if after else (None, len(names) - 1)
         last = names[max(before)] if before else None
         out.append(Absent(flag, listed, first, last, ranges, names[until] if until < len(names) - 1 else None))
+    return out
+
+
+@dataclass(frozen=True)
+class RefusedValue:
+    """A flag's value that ``release``'s parser refuses: its ``choices`` (a literal list, matched exactly) lack it."""
+
+    flag: str
+    value: str
+    release: str
+    choices: list[str]
+    source: str  # where the newest release with these choices lists them (file:line)
+    takes_it: list[str]  # the release ranges whose choices hold the value as given
+
+    @property
+    def spelled(self) -> str | None:
+        """The one choice that differs from the value in case alone, if there is one."""
+        hits = [c for c in self.choices if c.lower() == self.value.lower()]
+        return hits[0] if len(hits) == 1 else None
+
+
+def refused_values(engine: str, release: str, given: dict[str, str]) -> list[RefusedValue] | None:
+    """The values of ``given`` ({flag: value as the command gives it}) that ``release``'s parser refuses with argparse's
+    "invalid choice", for the flags whose choices conformance/flags_exec.py read as a literal list (the others, and
+    every flag of a release not extracted, are not checked); None where that release was not extracted."""
+    listed = listed_release(engine, release)
+    if listed is None:
+        return None
+    data = _table()[engine]
+    at = data["releases"].index(listed)
+    out = []
+    for flag, value in given.items():
+        entries = data.get("choices", {}).get(flag, [])
+        here = next((e for e in entries if any(a <= at <= b for a, b in _indices(data, e["releases"]))), None)
+        if here is not None and value not in here["choices"]:
+            takes = {
+                i for e in entries if value in e["choices"] for a, b in _indices(data, e["releases"]) for i in range(a, b + 1)
+            }
+            out.append(RefusedValue(flag, value, listed, list(here["choices"]), here["source"], _runs(data["releases"], takes)))
+    return out
+
+
+def _runs(names: list[str], held: set[int]) -> list[str]:
+    """The releases at ``held`` (indices into ``names``) as runs 'first..last' (one release: its name alone)."""
+    out: list[str] = []
+    for i in sorted(held):
+        if out and i - 1 in held:
+            out[-1] = f"{out[-1].partition('..')[0]}..{names[i]}"
+        else:
+            out.append(names[i])
     return out

@@ -21,7 +21,7 @@ from typing import Any
 from ..core.errors import BadInput
 from ..io.hub import config_if_local
 from .flag_releases import SOURCE as FLAG_SOURCE
-from .flag_releases import Absent, absent_flags
+from .flag_releases import Absent, RefusedValue, absent_flags, refused_values
 from .launch_args import (
     MAX_SERVE_CONFIG,
     STEPS,
@@ -74,6 +74,8 @@ def parse_serve_cmd(text: str, arch: str | None = None, named: tuple[str | None,
         sc = vllm_config(values, unknown, positional, dotted)
         speculators_verifier(sc, config_if_local(sc.target))
     sc.flags = used
+    table = flag_table().get(engine, {}).get("flags", {})
+    sc.flag_values = {f: values[table[f]["dest"]] for f in used if f in table and isinstance(values.get(table[f]["dest"]), str)}
     sc.env = prefix_env(toks[:start])
     sc.image = image
     if sc.image:
@@ -202,6 +204,9 @@ def launch_findings(sc: ServeConfig, release: str | None = None) -> list[Any]:
     ``launch_release``) does not have, speculative settings the release refuses at start-up, a draft configured
     with no algorithm to run it."""
     out = [_absent_flag_finding(sc, a) for a in absent_flags(sc.engine, release, sc.flags) or []] if release else []
+    # the algorithm's name is the executed tree table's to judge (engines/sglang_tree.py: CMD004), with its chooser
+    given = {f: v for f, v in sc.flag_values.items() if f != "--speculative-algorithm"}
+    out += [_refused_value_finding(sc, r) for r in refused_values(sc.engine, release, given) or []] if release else []
     if sc.startup_error:
         out.append(_startup_error_finding(sc, sc.startup_error))
     if sc.token_map:
@@ -225,10 +230,11 @@ def _speculative_flags(sc: ServeConfig) -> list[str]:
     return given + ([DFLASH_FLAG] if sc.dflash_block_size is not None else [])
 
 
-def without_absent_flags(findings: list[Any], engine: str) -> list[Any]:
+def without_refused_flags(findings: list[Any], engine: str) -> list[Any]:
     """``findings`` less each one that reads a launch flag (its data's LAUNCH_FLAGS) which a CMD003 among them says the
-    release lacks: that server refuses to start with the flag, so what it would do with the flag's value is not said
-    beside the CMD003 that says so; the CMD003 names what it withheld. An alias counts as the flag it spells."""
+    release lacks, or a CMD006 says it takes no such value: that server refuses to start with the flag as given, so
+    what it would do with the flag's value is not said beside the finding that says so, which names what it withheld.
+    An alias counts as the flag it spells."""
     from ..core.findings import LAUNCH_FLAGS
 
     table = flag_table()[engine]["flags"]
@@ -236,7 +242,7 @@ def without_absent_flags(findings: list[Any], engine: str) -> list[Any]:
     def dest(flag: str) -> str:
         return table.get(flag, {}).get("dest", flag)
 
-    absent = {dest(f.data["flag"]): f for f in findings if f.code == "CMD003"}
+    absent = {dest(f.data["flag"]): f for f in findings if f.code in ("CMD003", "CMD006")}
     out = []
     for f in findings:
         lacked = [absent[d] for d in dict.fromkeys(map(dest, f.data.get(LAUNCH_FLAGS, []))) if d in absent]
@@ -279,6 +285,30 @@ def _absent_flag_finding(sc: ServeConfig, a: Absent) -> Any:
     )
 
 
+def _refused_value_finding(sc: ServeConfig, r: RefusedValue) -> Any:
+    from ..core.findings import SERVER_COMMAND, Finding, Fix
+
+    eng = sc.engine
+    takes = f"{eng} releases whose parser takes {r.value!r}: {', '.join(r.takes_it)}" if r.takes_it else (
+        f"no tracked {eng} release takes {r.value!r}"
+    )  # fmt: skip
+    if r.spelled is not None:
+        fix = f"{r.flag} {r.spelled} (the parser matches its names exactly, case and all)"
+    elif r.takes_it:
+        fix = f"{r.flag} one of {', '.join(r.choices)}, or run a {eng} release that takes {r.value!r} ({r.takes_it[-1]})"
+    else:
+        fix = f"{r.flag} one of {', '.join(r.choices)}"
+    return Finding(
+        "CMD006",
+        f"{r.flag} {r.value} is not a value {eng} {r.release} takes: that server refuses to start (argparse: invalid choice)",
+        [f"{eng} {r.release}'s parser lists {r.flag}'s values: {', '.join(r.choices)} ({r.source})", takes,
+         f"each release's choices read from its own wheel ({FLAG_SOURCE}): literal lists only"],
+        Fix(fix, file=SERVER_COMMAND, key=r.flag, op="set", value=r.spelled),
+        data={"flag": r.flag, "value": r.value, "release": r.release, "choices": r.choices, "source": r.source,
+              "takes_it": r.takes_it},
+    )  # fmt: skip
+
+
 _TOKEN_MAP_FLAGS = ["--speculative-token-map", "--speculative-algorithm"]  # what CMD001 reads
 
 
@@ -288,7 +318,7 @@ def _startup_error_finding(sc: ServeConfig, e: dict[str, Any]) -> Any:
     from ..core.findings import LAUNCH_FLAGS, SERVER_COMMAND, Finding, Fix
     from .sglang_tree import DFLASH_FLAG, EXEC, given_tree_flags
 
-    # the flags it reads, as the command gives them (a CMD003 for one of them withholds it: without_absent_flags)
+    # the flags it reads, as the command gives them (a CMD003 for one of them withholds it: without_refused_flags)
     reads = ["--speculative-algorithm"] if sc.algorithm else []
     reads += given_tree_flags(sc)
     reads += [DFLASH_FLAG] if sc.dflash_block_size is not None else []

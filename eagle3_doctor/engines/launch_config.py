@@ -62,13 +62,16 @@ class ServeConfig:
     # the flags the command gives, as the argument table names them: checked against the release the run
     # names (engines/flag_releases.py), not part of the JSON output
     flags: list[str] = field(default_factory=list)
+    # the value each of those flags is given where it takes one string, as written: checked against the choices of
+    # that release's parser (engines/flag_releases.py), not part of the JSON output
+    flag_values: dict[str, str] = field(default_factory=dict)
     # what the release the run names raises at start-up on this launch's speculative settings (engines/sglang_tree.py):
     # reported as CMD004 (engines/launch.py), not part of the JSON output
     startup_error: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        del out["flags"], out["startup_error"]
+        del out["flags"], out["flag_values"], out["startup_error"]
         return out
 
     def flags_checked(self, release: str) -> bool | None:

@@ -258,3 +258,79 @@ def test_cli_flag_an_older_release_had(tmp_path):
     assert now["data"]["last_release_before_with_it"] == "0.5.9" and "no later sglang release has it" in now["fix"]
     (early,) = found["0.5.2"]
     assert "run a sglang release from 0.5.3 to 0.5.9" in early["fix"]
+
+
+# Values read in the releases' own files: sglang 0.5.3's server_args.py:1624 lists --kv-cache-dtype
+# ["auto", "fp8_e5m2", "fp8_e4m3"]; 0.5.4's adds "bf16" and "bfloat16" (server_args.py:1983); 0.5.23's
+# arg_groups/fields/model.py:197 has no plain "fp8"; --dtype's list is the same literal in every release.
+def test_choices_rows_pinned_against_the_wheels():
+    rows = {tuple(e["releases"]): e for e in _table()["sglang"]["choices"]["--kv-cache-dtype"]}
+    assert rows[("0.4.3.post4..0.5.3.post3",)]["choices"] == ["auto", "fp8_e5m2", "fp8_e4m3"]
+    assert rows[("0.4.3.post4..0.5.3.post3",)]["source"] == "sglang/srt/server_args.py:1624"
+    assert rows[("0.5.4..0.5.4.post2",)]["choices"] == ["auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16"]
+    assert "fp8" not in next(e for e in rows.values() if "0.5.23" in e["releases"][-1])["choices"]
+    (dtype,) = _table()["sglang"]["choices"]["--dtype"]
+    assert dtype["releases"] == ["0.4.3.post4..0.5.23"] and "bfloat16" in dtype["choices"]
+    assert "--speculative-config" not in _table()["vllm"].get("choices", {})  # vLLM's choices are not read
+
+
+def test_choices_extraction_reexecuted_on_a_release_as_shipped():
+    """conformance/flags_exec.py's choices run now on sglang 0.4.5's server_args.py as released (testdata/): the
+    committed row of every flag at 0.4.5, and nothing the table does not hold."""
+    sys.path.insert(0, str(ROOT / "conformance"))
+    import flags_exec
+
+    got = flags_exec.release_choices(ROOT / "conformance" / "testdata" / "sglang" / "0.4.5")
+    at = _table()["sglang"]["releases"].index("0.4.5")
+    want = {}
+    for flag, entries in _table()["sglang"]["choices"].items():
+        for e in entries:
+            for r in e["releases"]:
+                a, _, b = r.partition("..")
+                if _table()["sglang"]["releases"].index(a) <= at <= _table()["sglang"]["releases"].index(b or a):
+                    want[flag] = e["choices"]
+    assert {f: c for f, (c, _) in got.items()} == want and "--kv-cache-dtype" in want
+
+
+def test_refused_values_name_the_choice_and_the_releases_that_take_it():
+    from eagle3_doctor.engines.flag_releases import refused_values
+
+    (r,) = refused_values("sglang", "0.5.3", {"--kv-cache-dtype": "bf16", "--dtype": "float32", "--host": "0.0.0.0"})
+    assert (r.flag, r.value, r.takes_it, r.spelled) == ("--kv-cache-dtype", "bf16", ["0.5.4..0.5.23"], None)
+    assert refused_values("sglang", "0.5.4", {"--kv-cache-dtype": "bf16"}) == []
+    (case,) = refused_values("sglang", "0.5.23", {"--dtype": "BFloat16"})
+    assert case.spelled == "bfloat16" and case.takes_it == []
+    assert refused_values("sglang", "0.5.24", {"--dtype": "bf16"}) is None  # not extracted: nothing said
+
+
+def test_cli_a_value_the_release_refuses(tmp_path):
+    """The user's path: --kv-cache-dtype fp8 (vLLM's spelling) on SGLang is refused by every tracked release's parser;
+    bf16 only before 0.5.4; a name in the wrong case gets the exact name as its fix."""
+    out = tmp_path / "i.json"
+    r = invoke("inspect", "--serve-cmd", SG + "--kv-cache-dtype fp8", "--json", out)
+    assert r.exit_code == 1, r.output
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD006"]
+    assert f["severity"] == "error" and f["title"].startswith("--kv-cache-dtype fp8 is not a value sglang 0.5.23 takes")
+    assert "fp8_e4m3" in f["fix"] and "no tracked sglang release takes 'fp8'" in f["evidence"]
+    r = invoke("inspect", "--serve-cmd", SG + "--kv-cache-dtype bf16", "--engine-version", "0.5.3", "--json", out)
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD006"]
+    assert "0.5.4..0.5.23" in f["fix"]
+    r = invoke("inspect", "--serve-cmd", SG + "--kv-cache-dtype bf16", "--engine-version", "0.5.4", "--json", out)
+    assert "CMD006" not in [f["code"] for f in json.loads(out.read_text())["findings"]]
+    r = invoke("inspect", "--serve-cmd", SG + "--dtype Float32", "--json", out)
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD006"]
+    assert (f["edit"]["key"], f["edit"]["value"]) == ("--dtype", "float32") and "error[CMD006]" in r.output
+
+
+def test_a_refused_value_withholds_what_reads_that_flag():
+    """A finding that reads a flag (its launch_flags) describes a server started with that flag's value; where CMD006 says
+    the release refuses the value, that server never runs: the finding is withheld and CMD006 says so, as for CMD003."""
+    from eagle3_doctor.core.findings import LAUNCH_FLAGS, Finding
+    from eagle3_doctor.engines.launch import launch_findings, parse_serve_cmd, without_refused_flags
+
+    sc = parse_serve_cmd(SG + "--kv-cache-dtype fp8", named=("sglang", "0.5.17"))
+    (cmd,) = [f for f in launch_findings(sc, "0.5.17") if f.code == "CMD006"]
+    reads = Finding("FWD015", "reads the KV dtype", [], "x", data={LAUNCH_FLAGS: ["--kv-cache-dtype"]})
+    other = Finding("FWD015", "reads another flag", [], "x", data={LAUNCH_FLAGS: ["--dtype"]})
+    assert without_refused_flags([cmd, reads, other], "sglang") == [cmd, other]
+    assert "FWD015 withheld: it reads --kv-cache-dtype as a server started with it would" in cmd.evidence

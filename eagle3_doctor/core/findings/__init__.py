@@ -23,8 +23,8 @@ DRAFT_CONFIG = "draft/config.json"
 DRAFT_WEIGHTS = "draft/*.safetensors"
 SERVER_COMMAND = "server launch command"
 # the key of a finding's data that lists the launch flags (as the engine's argument table names them) whose values the
-# finding reads: where a CMD003 of the same run says the release lacks one, that server never runs with it, and the
-# finding is withheld (engines/launch.py ``without_absent_flags``)
+# finding reads: where a CMD003 of the same run says the release lacks one (or a CMD006 that it refuses its value), that
+# server never runs with it, and the finding is withheld (engines/launch.py ``without_refused_flags``)
 LAUNCH_FLAGS = "launch_flags"
 REQUEST = "each chat request"
 FIX_OPS = ("set", "delete", "rewrite")

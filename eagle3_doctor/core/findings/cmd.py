@@ -99,4 +99,22 @@ RECORDS = (
             "`eagle3-doctor server-metrics` on the running server says so"
         ),
     ),
+    Code(
+        "CMD006",
+        ERROR,
+        "the launch gives a flag a value the named release's parser does not take: that server refuses to start",
+        meaning=(
+            "The launch command gives a flag a value outside the names the engine release the run names (--engine-version, "
+            "or the image tag) lists for it: argparse's choices, matched exactly after the flag's type, case and all. "
+            "The choices of every tracked SGLang release are read from its own wheel where they are a literal list "
+            "(conformance/flags_exec.py: add_argument(choices=[...]) and Arg(choices=[...]) fields taking the value as a "
+            "string); choices held in a variable, derived from a Literal or met through a converting type are not "
+            "checked, nor any vLLM flag. --speculative-algorithm is CMD004's, from the release's own code executed."
+        ),
+        why=(
+            "argparse stops that release's server at startup with 'invalid choice': nothing is served, and what the doctor "
+            "measures assumes a launch that never runs."
+        ),
+        confirm="run the launch command against that release, or `python -m sglang.launch_server --help` there",
+    ),
 )
