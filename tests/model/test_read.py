@@ -75,3 +75,21 @@ def test_a_file_shortened_after_its_header_was_read_is_refused(tmp_path):
         fh.truncate(start + 40)
     with pytest.raises(BadInput, match="ended while it was read"):
         _copy(work, raw, torch.device("cpu"))
+
+
+def test_where_pinned_memory_is_refused_the_mapped_route_reads_everything(tmp_path, monkeypatch):
+    """A container whose locked-memory limit refuses the pinned buffers: no thread starts, and every tensor comes
+    through the mapped files instead, the same bits."""
+    from eagle3_doctor.model.native import read
+
+    def refused(*_: object) -> None:
+        raise RuntimeError("CUDA error: out of memory (pinned)")
+
+    monkeypatch.setattr(read, "_buffers", refused)
+    files = _files(tmp_path)
+    got = read_tensors(files, torch.bfloat16, torch.device("cpu"), threaded=True, chunk=7)
+    want = {k: v for f in files for k, v in load_file(str(f)).items()}
+    assert got.keys() == want.keys()
+    for k, w in want.items():
+        w = w.to(torch.bfloat16) if w.is_floating_point() else w
+        assert torch.equal(got[k].reshape(-1).view(torch.uint8), w.reshape(-1).view(torch.uint8)), k

@@ -62,65 +62,94 @@ def read_tensors(
     files: list[Path], dtype: torch.dtype, device: torch.device, *, threaded: bool | None = None, chunk: int = CHUNK
 ) -> dict[str, torch.Tensor]:
     """Every tensor of ``files`` on ``device``, floating ones in ``dtype``, each read once. ``threaded`` (default:
-    on a GPU) reads the tensors that keep their dtype by spans of ``chunk`` bytes, as the module says."""
+    on a GPU, where the platform has ``preadv``) reads the tensors that keep their dtype by spans of ``chunk`` bytes,
+    as the module says; where pinned memory is refused, they take the mapped route too."""
     import math
 
     import torch
 
-    from ...io.safeio import load_arrays, tensor_layout
+    from ...io.safeio import tensor_layout
 
-    out: dict[str, torch.Tensor] = {}
+    if threaded is None:
+        threaded = device.type == "cuda" and hasattr(os, "preadv")
     work: list[Span] = []
     kinds: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
+    mapped: dict[Path, set[str]] = {}
     for f in files:
         data_start, layout = tensor_layout(f)
         direct = []
         for name, (start, end, shape, tname) in layout.items():
             stored = getattr(torch, tname)
-            if (device.type == "cuda" if threaded is None else threaded) and (stored == dtype or not stored.is_floating_point):
+            if threaded and (stored == dtype or not stored.is_floating_point):
                 direct.append((name, start, end))
                 kinds[name] = (shape, stored)
+            else:
+                mapped.setdefault(f, set()).add(name)
         work += spans(f, data_start, direct, chunk)
-        if len(direct) < len(layout):
-            taken = {n for n, _, _ in direct}
-            for k, a in load_arrays(f).items():
-                if k not in taken:
-                    t = a.to_torch().to(device)
-                    out[k] = t.to(dtype) if t.is_floating_point() and t.dtype != dtype else t
+    out = _mapped(mapped, dtype, device)
     raw = {n: torch.empty(math.prod(s) * d.itemsize, dtype=torch.uint8, device=device) for n, (s, d) in kinds.items()}
-    if work:
-        _copy(work, raw, device)
+    if work and not _copy(work, raw, device):
+        del raw  # before the mapped copies take the device memory again
+        return {**out, **_mapped({s.path: set(kinds) for s in work}, dtype, device)}
     out.update({n: raw[n].view(d).view(s) for n, (s, d) in kinds.items()})
     return out
 
 
-def _copy(work: list[Span], raw: dict[str, torch.Tensor], device: torch.device) -> None:
-    """The spans read and copied into ``raw`` by THREADS threads, spans dealt round-robin (they are of about
-    one size); the first thread's error (a file shortened or unreadable since its header was read) raised."""
+def _mapped(names: dict[Path, set[str]], dtype: torch.dtype, device: torch.device) -> dict[str, torch.Tensor]:
+    """The tensors ``names`` lists of each file, from the mapped file one by one, floating ones converted to ``dtype``."""
+    from ...io.safeio import load_arrays
+
+    out = {}
+    for f, wanted in names.items():
+        for k, a in load_arrays(f).items():
+            if k in wanted:
+                t = a.to_torch().to(device)
+                out[k] = t.to(dtype) if t.is_floating_point() and t.dtype != dtype else t
+    return out
+
+
+def _copy(work: list[Span], raw: dict[str, torch.Tensor], device: torch.device) -> bool:
+    """The spans read and copied into ``raw`` by THREADS threads, spans dealt round-robin (they are of about one size);
+    the first thread's error (a file shortened or unreadable since its header was read) raised. False, with nothing
+    read, where the buffers cannot be had (pinned memory refused: a container's locked-memory limit)."""
+    threads = min(THREADS, len(work))
+    try:
+        bufs = _buffers(threads, max(s.end - s.begin for s in work), device.type == "cuda")
+    except RuntimeError:
+        return False
     fds = {s.path: os.open(s.path, os.O_RDONLY) for s in work}
     try:
-        threads = min(THREADS, len(work))
         with ThreadPoolExecutor(threads, thread_name_prefix="weights") as pool:
-            jobs = [pool.submit(_reader, work[i::threads], fds, raw, device) for i in range(threads)]
+            jobs = [pool.submit(_reader, work[i::threads], fds, raw, device, bufs[i]) for i in range(threads)]
             for j in jobs:
                 j.result()
     finally:
         for fd in fds.values():
             os.close(fd)
+        del bufs
         if device.type == "cuda":
             _release_pinned()
+    return True
 
 
-def _reader(work: list[Span], fds: dict[Path, int], raw: dict[str, torch.Tensor], device: torch.device) -> None:
-    """One thread's spans, read into two buffers in turn; on a GPU pinned, copied on the thread's own stream
-    while the next span is read (elsewhere the copies are synchronous)."""
+def _buffers(threads: int, size: int, pinned: bool) -> list[list[torch.Tensor]]:
+    """Two buffers of ``size`` bytes for each thread, cut from one allocation (one pinning call, not one a buffer)."""
+    import torch
+
+    pool = torch.empty(threads * 2 * size, dtype=torch.uint8, pin_memory=pinned)
+    return [[pool[(2 * i + j) * size : (2 * i + j + 1) * size] for j in range(2)] for i in range(threads)]
+
+
+def _reader(
+    work: list[Span], fds: dict[Path, int], raw: dict[str, torch.Tensor], device: torch.device, bufs: list[torch.Tensor]
+) -> None:
+    """One thread's spans, read into its two buffers in turn; on a GPU (pinned buffers) copied on the thread's own
+    stream while the next span is read (elsewhere the copies are synchronous)."""
     import contextlib
 
     import torch
 
     gpu = device.type == "cuda"
-    size = max(s.end - s.begin for s in work)
-    bufs = [torch.empty(size, dtype=torch.uint8, pin_memory=gpu) for _ in range(min(2, len(work)))]
     stream = torch.cuda.Stream(device=device) if gpu else None
     done: list[torch.cuda.Event | None] = [None] * len(bufs)
     for i, s in enumerate(work):
