@@ -201,8 +201,8 @@ _SGLANG_WORKER = "sglang 0.5.23 srt/speculative/eagle_worker_v2.py:323-333 (init
 def launch_findings(sc: ServeConfig, release: str | None = None) -> list[Any]:
     """What the launch command itself does to the draft, before any model is read: an FR-Spec token map
     (the draft's vocabulary), spec v2 asked for with a token tree, flags ``release`` (the one the launch runs,
-    ``launch_release``) does not have, speculative settings the release refuses at start-up, a draft configured
-    with no algorithm to run it."""
+    ``launch_release``) does not have or values its parser does not take, speculative settings the release refuses
+    at start-up, a draft configured with no algorithm to run it."""
     out = [_absent_flag_finding(sc, a) for a in absent_flags(sc.engine, release, sc.flags) or []] if release else []
     # the algorithm's name is the executed tree table's to judge (engines/sglang_tree.py: CMD004), with its chooser
     given = {f: v for f, v in sc.flag_values.items() if f != "--speculative-algorithm"}
