@@ -21,9 +21,15 @@ def target_quant(target: str, tcfg: dict[str, Any]) -> Quant | None:
 
 
 def quant_findings(
-    tq: Quant | None, dcfg: dict[str, Any], tensors: list[tuple[str, str]], engine: str, verifier: str | None
+    tq: Quant | None,
+    dcfg: dict[str, Any],
+    tensors: list[tuple[str, str]],
+    engine: str,
+    verifier: str | None,
+    release: str | None = None,
 ) -> tuple[list[Finding], list[tuple[str, str]]]:
-    """QNT001-QNT005 for a target scheme ``tq``, the draft's config and its stored (name, dtype) pairs."""
+    """QNT001-QNT005 for a target scheme ``tq``, the draft's config and its stored (name, dtype) pairs; ``release``: the
+    engine release the run names (None: the newest), whose flags the fix may use."""
     dq = read_quant(dcfg)
     qt = quantized_tensors(tensors)
     out = _checkpoint_findings(dq, qt)
@@ -31,7 +37,7 @@ def quant_findings(
         return out, []
     facts = [("quantization", f"target {tq.scheme if tq else 'none'}; draft {dq.scheme if dq else 'none (16-bit)'}")]
     rule = draft_rule(engine)
-    out += _engine_findings(rule, tq, dq)
+    out += _engine_findings(rule, tq, dq, release)
     if tq is not None:
         out.append(_shift_finding(tq, verifier))
     return out, facts
@@ -67,13 +73,23 @@ def _checkpoint_findings(dq: Quant | None, qt: list[str]) -> list[Finding]:
     return []
 
 
-def _engine_findings(rule: DraftQuantRule, tq: Quant | None, dq: Quant | None) -> list[Finding]:
+def _engine_findings(rule: DraftQuantRule, tq: Quant | None, dq: Quant | None, release: str | None = None) -> list[Finding]:
     ev = [f"{rule.engine}: {rule.says}", f"source: {rule.cite}"]
     draft = dq.scheme if dq else "16-bit (no quantization_config)"
     target = tq.scheme if tq else "unquantized"
+    lacks = _flag_lacked(rule, release)
     if rule.inherits == "flag" and tq is not None and dq is None:
-        return [_sglang_inherits(rule, tq, ev)]
+        return [_sglang_inherits(rule, tq, ev, lacks)]
     if rule.inherits == "flag" and dq is not None:
+        fix: str | Fix = Fix(
+            f"add `{rule.draft_flag} {dq.method}` to the launch command",
+            file=SERVER_COMMAND,
+            key=rule.draft_flag,
+            value=dq.method,
+        )
+        if lacks is not None:
+            ev.append(lacks[1])
+            fix = f"upgrade to sglang >= {lacks[0]} and add `{rule.draft_flag} {dq.method}` to the launch command"
         return [
             Finding(
                 "QNT001",
@@ -83,12 +99,7 @@ def _engine_findings(rule: DraftQuantRule, tq: Quant | None, dq: Quant | None) -
                     "whether SGLang then rejects the draft's own scheme is undetermined: read "
                     "python/sglang/srt/configs/model_config.py ModelConfig._verify_quantization"
                 ],
-                Fix(
-                    f"add `{rule.draft_flag} {dq.method}` to the launch command",
-                    file=SERVER_COMMAND,
-                    key=rule.draft_flag,
-                    value=dq.method,
-                ),
+                fix,
                 severity="warning",
             )
         ]
@@ -113,7 +124,24 @@ def _engine_findings(rule: DraftQuantRule, tq: Quant | None, dq: Quant | None) -
     ]
 
 
-def _sglang_inherits(rule: DraftQuantRule, tq: Quant, ev: list[str]) -> Finding:
+def _flag_lacked(rule: DraftQuantRule, release: str | None) -> tuple[str, str] | None:
+    """(the first release with the rule's draft flag, the evidence line) where ``release`` lacks that flag (its
+    parser's names, engines/flag_releases.py); None where it has it or nothing is known."""
+    if rule.draft_flag is None or release is None:
+        return None
+    from ..engines.flag_releases import absent_flags
+
+    absent = absent_flags(rule.engine, release, [rule.draft_flag])
+    a = absent[0] if absent else None
+    if a is None or a.first_after is None:
+        return None
+    return a.first_after, (
+        f"{rule.engine} {a.release} has no {rule.draft_flag} (from {a.first_after}): its draft takes --quantization with "
+        "no way to set it apart (ModelConfig.from_server_args passes server_args.quantization; read in 0.5.2)"
+    )
+
+
+def _sglang_inherits(rule: DraftQuantRule, tq: Quant, ev: list[str], lacks: tuple[str, str] | None = None) -> Finding:
     return Finding(
         "QNT001",
         f"SGLang builds this 16-bit draft with the server's --quantization: launched with --quantization {tq.method} "
@@ -124,12 +152,21 @@ def _sglang_inherits(rule: DraftQuantRule, tq: Quant, ev: list[str]) -> Finding:
             f"target: {tq.scheme} ({tq.source}); draft: no quantization_config",
             "without --quantization on the launch command the draft's own config decides; whether SGLang fills "
             "--quantization from the target's config.json is undetermined (read python/sglang/srt/server_args.py)",
+            *([lacks[1]] if lacks else []),
         ],
         Fix(
             f"add `{rule.draft_flag} unquant` to the launch command (the draft runs in 16-bit, as trained)",
             file=SERVER_COMMAND,
             key=rule.draft_flag,
             value="unquant",
+        )
+        if lacks is None
+        else Fix(
+            f"drop --quantization from the launch command (each model's own config then decides: the draft's has none), "
+            f"or upgrade to sglang >= {lacks[0]} and add `{rule.draft_flag} unquant`",
+            file=SERVER_COMMAND,
+            key="--quantization",
+            op="delete",
         ),
         severity="warning",
     )

@@ -117,3 +117,21 @@ def test_modelopt_export_read_from_hf_quant_config(tmp_copy):
     assert sorted(f.code for f in q) == ["QNT003", "QNT004"]
     assert any("modelopt NVFP4" in e for f in q for e in f.evidence)
     assert ("quantization", "target modelopt NVFP4; draft none (16-bit)") in res.facts
+
+
+def test_qnt001_fix_within_the_named_releases_flags(tmp_copy, tmp_path):
+    """--speculative-draft-model-quantization comes in SGLang 0.5.7: under 0.5.6 the fix that adds it would stop the
+    server (CMD003), so QNT001 drops --quantization instead (each model's own config decides) or names the upgrade;
+    under 0.5.7 it adds the flag."""
+    from conftest import invoke
+
+    t = _quant_target(tmp_copy, FP8_BLOCK)
+    out = tmp_path / "inspect.json"
+    for version, key, op in (("0.5.6", "--quantization", "delete"), ("0.5.7", "--speculative-draft-model-quantization", "set")):
+        r = invoke("inspect", "--target", t, "--draft", DRAFTS["sglang"], "--engine", "sglang", "--engine-version", version,
+                   "--json", out)  # fmt: skip
+        assert r.exit_code == 1, r.output
+        (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "QNT001"]
+        assert (f["edit"]["key"], f["edit"]["op"]) == (key, op), (version, f)
+        lacks = any("sglang 0.5.6 has no --speculative-draft-model-quantization (from 0.5.7)" in e for e in f["evidence"])
+        assert lacks == (version == "0.5.6") and ("upgrade to sglang >= 0.5.7" in f["fix"]) == (version == "0.5.6")

@@ -84,7 +84,7 @@ def inspect(
     out += served_findings
     facts += served_facts
     out += _registration_findings(info, engine)
-    q_findings, q_facts = _quant_findings(target, tcfg, info, fx, engine)
+    q_findings, q_facts = _quant_findings(target, tcfg, info, fx, engine, engine_version)
     out += q_findings
     facts += q_facts
     return InspectResult(

@@ -65,11 +65,12 @@ def _served_findings(
 
 
 def _quant_findings(
-    target: str, tcfg: dict[str, Any], info: DraftInfo, fx: Forensics, engine: str
+    target: str, tcfg: dict[str, Any], info: DraftInfo, fx: Forensics, engine: str, engine_version: str | None = None
 ) -> tuple[list[Finding], list[tuple[str, str]]]:
-    """Target and draft quantization, and the scheme the engine builds the draft with (engines/quant.py)."""
+    """Target and draft quantization, and the scheme the engine builds the draft with (engines/quant.py), its fix
+    within the flags of the release the run names."""
     sc = info.config.get("speculators_config")
     ver = sc.get("verifier") if isinstance(sc, dict) else None
     verifier = ver.get("name_or_path") if isinstance(ver, dict) else None
     tensors = [(t.name, t.dtype) for t in fx.tensors]
-    return quant_findings(target_quant(target, tcfg), info.config, tensors, engine, verifier)
+    return quant_findings(target_quant(target, tcfg), info.config, tensors, engine, verifier, engine_version)
