@@ -56,14 +56,15 @@ class Run:
     def locate(self, findings: list[Finding]) -> None:
         """The launch command's findings first in a command's list (they are read before anything is
         measured), less any that reads a flag a CMD003 or CMD006 says the release refuses (its server never runs),
-        and every finding pointed at the file this run used, at its key's line and column."""
+        each fix that sets a launch flag the run's release lacks saying so, and every finding pointed at the file this
+        run used, at its key's line and column."""
+        from ..engines.launch import fixes_within_release, without_refused_flags
         from ..io.positions import place
 
         findings[:0] = [f for f in self.findings if f not in findings]
         if self.serve is not None:
-            from ..engines.launch import without_refused_flags
-
             findings[:] = without_refused_flags(findings, self.serve.engine)
+        fixes_within_release(findings, self.engine, self.release)
         locate(findings, self.paths)
         place(findings)
 

@@ -253,6 +253,26 @@ def without_refused_flags(findings: list[Any], engine: str) -> list[Any]:
     return out
 
 
+def fixes_within_release(findings: list[Any], engine: str, release: str) -> None:
+    """Each fix that sets a launch flag ``release`` does not register (its parser's names, flag_releases) says so in
+    its text and evidence, with the first release that has it: a fix is written against the newest release's flags,
+    and followed as printed under an older one it would stop that server (as CMD003 says of a command)."""
+    from ..core.findings import SERVER_COMMAND, Fix
+
+    for f in findings:
+        fix = f.fix
+        if not (isinstance(fix, Fix) and fix.file == SERVER_COMMAND and fix.op == "set" and (fix.key or "").startswith("-")):
+            continue
+        absent = absent_flags(engine, release, [str(fix.key)])
+        if not absent:
+            continue
+        a = absent[0]
+        needs = f"upgrade to {engine} >= {a.first_after}" if a.first_after else f"no later {engine} release has it"
+        f.evidence.append(f"the fix's {fix.key} is not a flag of {engine} {a.release} ({needs}; {FLAG_SOURCE})")
+        f.fix = Fix(f"{fix} ({needs}: {engine} {a.release} has no {fix.key})", file=fix.file, key=fix.key,
+                    value=fix.value, snippet=fix.snippet, op=fix.op, path=fix.path)  # fmt: skip
+
+
 def _absent_flag_finding(sc: ServeConfig, a: Absent) -> Any:
     from ..core.findings import SERVER_COMMAND, Finding, Fix
 

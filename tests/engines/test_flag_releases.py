@@ -334,3 +334,28 @@ def test_a_refused_value_withholds_what_reads_that_flag():
     other = Finding("FWD015", "reads another flag", [], "x", data={LAUNCH_FLAGS: ["--dtype"]})
     assert without_refused_flags([cmd, reads, other], "sglang") == [cmd, other]
     assert "FWD015 withheld: it reads --kv-cache-dtype as a server started with it would" in cmd.evidence
+
+
+def test_a_fix_that_sets_a_flag_the_release_lacks_says_so():
+    """The general guard behind QNT001's release-aware fix: a fix written with the newest release's flags, followed under
+    an older one, would stop that server; every fix that sets a launch flag the run's release lacks names the upgrade
+    in its text and evidence; one under a release that has the flag, a deletion, or a config key are left as they are."""
+    from eagle3_doctor.core.findings import DRAFT_CONFIG, SERVER_COMMAND, Finding, Fix
+    from eagle3_doctor.engines.launch import fixes_within_release
+
+    def finding(key: str, op: str = "set", file: str = SERVER_COMMAND) -> Finding:
+        return Finding("FWD015", "t", [], Fix(f"add {key} bfloat16", file=file, key=key, value="bfloat16", op=op))
+
+    new, gone, kept, deleted, config = (finding("--speculative-draft-kv-cache-dtype"), finding("--speculative-ngram-branch-length"),
+                                        finding("--kv-cache-dtype"), finding("--speculative-draft-kv-cache-dtype", "delete"),
+                                        finding("--speculative-draft-kv-cache-dtype", file=DRAFT_CONFIG))  # fmt: skip
+    fixes_within_release([new, gone, kept, deleted, config], "sglang", "0.5.9")
+    assert new.fix.endswith("(upgrade to sglang >= 0.5.18: sglang 0.5.9 has no --speculative-draft-kv-cache-dtype)")
+    assert new.fix.key == "--speculative-draft-kv-cache-dtype" and new.fix.value == "bfloat16"  # the edit is kept
+    assert any("not a flag of sglang 0.5.9" in e for e in new.evidence)
+    assert gone.fix == "add --speculative-ngram-branch-length bfloat16" and not gone.evidence  # 0.5.9 has it
+    assert [f.fix for f in (kept, deleted, config)] == ["add --kv-cache-dtype bfloat16"] + [
+        "add --speculative-draft-kv-cache-dtype bfloat16"
+    ] * 2
+    fixes_within_release([gone], "sglang", "0.5.23")
+    assert "no later sglang release has it" in gone.fix
