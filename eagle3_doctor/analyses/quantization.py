@@ -81,15 +81,8 @@ def _engine_findings(rule: DraftQuantRule, tq: Quant | None, dq: Quant | None, r
     if rule.inherits == "flag" and tq is not None and dq is None:
         return [_sglang_inherits(rule, tq, ev, lacks)]
     if rule.inherits == "flag" and dq is not None:
-        fix: str | Fix = Fix(
-            f"add `{rule.draft_flag} {dq.method}` to the launch command",
-            file=SERVER_COMMAND,
-            key=rule.draft_flag,
-            value=dq.method,
-        )
-        if lacks is not None:
-            ev.append(lacks[1])
-            fix = f"upgrade to sglang >= {lacks[0]} and add `{rule.draft_flag} {dq.method}` to the launch command"
+        # under a release without the flag the fix says which release has it (engines.launch.fixes_within_release)
+        ev += [lacks[1]] if lacks else []
         return [
             Finding(
                 "QNT001",
@@ -99,7 +92,12 @@ def _engine_findings(rule: DraftQuantRule, tq: Quant | None, dq: Quant | None, r
                     "whether SGLang then rejects the draft's own scheme is undetermined: read "
                     "python/sglang/srt/configs/model_config.py ModelConfig._verify_quantization"
                 ],
-                fix,
+                Fix(
+                    f"add `{rule.draft_flag} {dq.method}` to the launch command",
+                    file=SERVER_COMMAND,
+                    key=rule.draft_flag,
+                    value=dq.method,
+                ),
                 severity="warning",
             )
         ]
