@@ -139,7 +139,7 @@ def choices_table(engine: str, releases: list[str]) -> dict[str, list[dict[str, 
             if flag in per[v]:
                 kinds[tuple(per[v][flag][0])] = per[v][flag][1]
         out[flag] = [
-            {"choices": list(c), "releases": ranges([tuple(per[v].get(flag, ([], ""))[0]) == c and flag in per[v] for v in done], done),
+            {"choices": list(c), "releases": ranges([flag in per[v] and tuple(per[v][flag][0]) == c for v in done], done),
              "source": src}
             for c, src in kinds.items()
         ]  # fmt: skip

@@ -74,23 +74,22 @@ def read_tensors(
         threaded = device.type == "cuda" and hasattr(os, "preadv")
     work: list[Span] = []
     kinds: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
-    mapped: dict[Path, set[str]] = {}
+    mapped: dict[Path, set[str]] = {}  # per file, the tensors read through the mapping
+    direct: dict[Path, set[str]] = {}  # per file, the tensors read by the threads
     for f in files:
         data_start, layout = tensor_layout(f)
-        direct = []
-        for name, (start, end, shape, tname) in layout.items():
+        for name, (_, _, shape, tname) in layout.items():
             stored = getattr(torch, tname)
-            if threaded and (stored == dtype or not stored.is_floating_point):
-                direct.append((name, start, end))
+            threads_read = threaded and (stored == dtype or not stored.is_floating_point)
+            (direct if threads_read else mapped).setdefault(f, set()).add(name)
+            if threads_read:
                 kinds[name] = (shape, stored)
-            else:
-                mapped.setdefault(f, set()).add(name)
-        work += spans(f, data_start, direct, chunk)
+        work += spans(f, data_start, [(n, *layout[n][:2]) for n in direct.get(f, ())], chunk)
     out = _mapped(mapped, dtype, device)
     raw = {n: torch.empty(math.prod(s) * d.itemsize, dtype=torch.uint8, device=device) for n, (s, d) in kinds.items()}
     if work and not _copy(work, raw, device):
         del raw  # before the mapped copies take the device memory again
-        return {**out, **_mapped({s.path: set(kinds) for s in work}, dtype, device)}
+        return {**out, **_mapped(direct, dtype, device)}
     out.update({n: raw[n].view(d).view(s) for n, (s, d) in kinds.items()})
     return out
 
