@@ -356,7 +356,10 @@ def _startup_error_finding(sc: ServeConfig, e: dict[str, Any]) -> Any:
         f"sglang {e['release']} refuses to start on this launch: {e['error']}",
         [
             f"--speculative-algorithm {sc.algorithm or 'unset (EAGLE3 assumed)'}, {shape}{block}",
-            f"raised at {e['where']} of sglang {e['release']}: its own argument handling, executed on this launch ({EXEC})",
+            f"raised at {e['where']} of sglang {e['release']}: its own argument handling, executed on this launch ({EXEC})"
+            if e["cause"] != "case"
+            else f"the parser at {e['where']} of sglang {e['release']} lists the names it takes as choices (executed on "
+            f"its own names, {EXEC}); argparse matches choices exactly, case and all",
         ],
         Fix(e["fix"], file=SERVER_COMMAND, key=e["key"], op=e["op"], value=e["value"]),
         data={**{k: e[k] for k in ("release", "algorithm", "error", "where", "cause")}, LAUNCH_FLAGS: reads},

@@ -252,7 +252,7 @@ def fill_tree(sc: Any, arch: str | None, release: str) -> None:
     if sc.algorithm is not None and sc.algorithm != algorithm and parser is not None:
         _refuse(
             sc, release, sc.algorithm, f"!argparse: argument --speculative-algorithm: invalid choice: {sc.algorithm!r}",
-            parser, "refused", f"write the name in capitals, --speculative-algorithm {algorithm} (SGLang {release}'s "
+            parser, "case", f"write the name in capitals, --speculative-algorithm {algorithm} (SGLang {release}'s "
             f"parser takes its listed names only; from {first_upper_casing()} it upper-cases the name)", to=algorithm,
         )  # fmt: skip
         return
@@ -311,6 +311,7 @@ _FIXES = {  # what the server's refusal asks of the launch: (text, flag, op, val
     "mismatch": (f"drop --speculative-num-draft-tokens: {DFLASH_FLAG} sets it for DFLASH (or give both the same value)",
                  "--speculative-num-draft-tokens", "delete", None),
     "refused": ("", "--speculative-algorithm", "set", None),
+    "case": ("", "--speculative-algorithm", "set", None),  # the parser's choices, matched exactly (not executed)
 }  # fmt: skip
 
 
