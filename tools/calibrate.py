@@ -34,6 +34,11 @@ SGLANG_TREE = (
     "--speculative-draft-model-path {draft} --speculative-num-steps 3 --speculative-eagle-topk 2 "
     "--speculative-num-draft-tokens 6"
 )
+# a DFlash draft trained on blocks of 4 served in blocks of 2: SGLang drafts the launch's block (DFL005)
+SGLANG_DFLASH_2 = (
+    "python -m sglang.launch_server --model-path {target} --speculative-algorithm DFLASH "
+    "--speculative-draft-model-path {draft} --speculative-num-draft-tokens 2"
+)
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class Case:
     commands: tuple[str, ...]
     expect: dict[str, str] = field(default_factory=dict)  # command -> the code a broken case must raise
     extra: tuple[str, ...] = ()
-    serve: bool = False  # through the README's SGLang launch line (a tree: topk 2) instead of --engine
+    serve: str = ""  # a launch line (SGLANG_TREE, SGLANG_DFLASH_2) read through --serve-cmd instead of --engine
     target: str = "target"  # a fixture directory or a built variant
     prompts: str = "prompts.jsonl"  # a file under fixtures/
 
@@ -57,7 +62,7 @@ class Case:
 E3 = ("acceptance", "compare-hidden", "diagnose")
 KINDS2 = ("acceptance", "diagnose")
 CASES: tuple[Case, ...] = (
-    Case("EAGLE-3 clean, README launch line (tree)", "eagle3", "draft-sglang", "sglang", E3, serve=True),
+    Case("EAGLE-3 clean, README launch line (tree)", "eagle3", "draft-sglang", "sglang", E3, serve=SGLANG_TREE),
     Case("EAGLE-3 clean, speculators on vLLM", "eagle3", "draft-speculators", "vllm", E3),
     Case(
         "EAGLE-3 clean draft, prompts past its training length (the conversations)",
@@ -112,6 +117,15 @@ CASES: tuple[Case, ...] = (
         "vllm",
         KINDS2,
         {"acceptance": "DFL004", "diagnose": "DFL004"},
+    ),  # fmt: skip
+    Case(
+        "DFlash served in blocks of 2, trained on 4 (SGLang --speculative-num-draft-tokens 2)",
+        "dflash",
+        "dflash-draft",
+        "sglang",
+        ("inspect", *KINDS2),
+        {"inspect": "DFL005", "acceptance": "DFL004", "diagnose": "DFL004"},
+        serve=SGLANG_DFLASH_2,
     ),  # fmt: skip
     Case(
         "DFlash no skill (weights at init)",
@@ -254,7 +268,7 @@ def _path(work: Path, name: str) -> Path:
 def argv(case: Case, command: str, size: tuple[int, int] | None, work: Path, out: Path) -> list[Any]:
     target, draft = _path(work, case.target), _path(work, case.draft)
     if case.serve:
-        args: list[Any] = [command, "--serve-cmd", SGLANG_TREE.format(target=target, draft=draft)]
+        args: list[Any] = [command, "--serve-cmd", case.serve.format(target=target, draft=draft)]
     else:
         args = [command, "-t", target, "-d", draft, "--engine", case.engine]
     if command != "inspect":

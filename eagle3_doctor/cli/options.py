@@ -244,7 +244,7 @@ NUM_DRAFT_TOKENS = opt(
     Optional[int],
     None,
     "--num-draft-tokens",
-    help="Tree node budget incl. the root (SGLang --speculative-num-draft-tokens). Default: from --serve-cmd.",
+    help="Tree node budget incl. the root (SGLang --speculative-num-draft-tokens); on a DFlash draft, the block the server drafts, anchor included. Default: from --serve-cmd.",
 )
 REFERENCE_LOOP = opt(
     bool,

@@ -166,3 +166,65 @@ def test_layer_ids_state_what_the_server_feeds_a_dflash_draft(tmp_path):
     r = invoke(*args, "--json", out)  # the draft's own ids: served as trained
     assert r.exit_code == 0 and not [f for f in json.loads(out.read_text())["findings"] if f["code"] == "DFL001"]
     assert (draft / "config.json").read_text() == before
+
+
+@pytest.mark.parametrize("block", [2, 6])
+def test_the_served_block_is_what_the_estimator_and_the_sequential_loop_draft(target, block):
+    """A launch that serves blocks of another size: the served path drafts that block (each pass proposes at most
+    block - 1 tokens), the estimator walks the sequential loop's passes at that block, and DFL005 names the block
+    the draft was trained on, fix and all, with the measured cost beside it."""
+    from eagle3_doctor.core.findings import Fix
+    from eagle3_doctor.drafters.dflash.analysis import ServedBlock
+
+    prompts = [p.ids for p in load_prompts(target.tokenizer, PROMPTS, max_tokens=None, limit=4)]
+    served = ServedBlock(block, f"--speculative-num-draft-tokens {block}", "--speculative-num-draft-tokens")
+    res = dflash_acceptance(target, str(DFLASH), "sglang", prompts, 32, lambda *a: None, reference_prompts=4, block=served)
+    assert res.reference == {"path": "served", "prompts": 4, "tokens_equal_greedy": True, "passes_equal_estimator": True}
+    assert res.served is not None and (res.served.block, res.trained.block, res.block_size) == (block, 4, 4)
+    assert res.served.spec == res.trained.spec  # the taps as trained: the block alone differs
+    assert max(a for per in res.served.accepted for a in per) <= block - 1
+    if block == 2:  # one proposal a pass: at most 2 tokens a pass, under the 3 proposals trained
+        assert max(a for per in res.served.accepted for a in per) == 1 and res.difference.hi < 0
+    codes = {f.code: f for f in res.findings}
+    f = codes["DFL005"]
+    assert f.severity == "warning" and (f.data["served"], f.data["trained"]) == (block, 4)
+    assert isinstance(f.fix, Fix) and (f.fix.key, f.fix.value) == ("--speculative-num-draft-tokens", 4)
+    assert "DFL004" in codes and codes["DFL004"].fix is f.fix  # the measured cost carries the block's fix
+
+
+def _launch(block_flag: str) -> str:
+    return (f"python -m sglang.launch_server --model-path {TARGET} --speculative-algorithm DFLASH "
+            f"--speculative-draft-model-path {DFLASH} {block_flag}")  # fmt: skip
+
+
+def test_every_dflash_command_reads_the_launchs_block(tmp_path):
+    """The user's own path: the block comes from --serve-cmd (SGLang's --speculative-num-draft-tokens, vLLM's
+    num_speculative_tokens masks after the anchor) in inspect, acceptance and diagnose alike; the trained block
+    launched is quiet; --num-draft-tokens states it without a launch; a block that drafts nothing is refused."""
+    common = ["--prompts", PROMPTS, "--max-new-tokens", "24", "--limit", "6"]
+    r = invoke("inspect", "--serve-cmd", _launch("--speculative-num-draft-tokens 2"), "--json", tmp_path / "i.json")
+    doc = json.loads((tmp_path / "i.json").read_text())
+    assert r.exit_code == 1 and [f["code"] for f in doc["findings"]] == ["DFL005"], r.output
+    r = invoke("acceptance", "--serve-cmd", _launch("--speculative-dflash-block-size 2"), *common, "--json", tmp_path / "a.json")
+    doc = json.loads((tmp_path / "a.json").read_text())
+    codes = {f["code"]: f for f in doc["findings"]}
+    assert r.exit_code == 1 and doc["served"]["block_size"] == 2 and codes["DFL004"]["severity"] == "error", r.output
+    assert (codes["DFL005"]["edit"]["key"], codes["DFL005"]["edit"]["value"]) == ("--speculative-dflash-block-size", 4)
+    r = invoke("diagnose", "--serve-cmd", _launch("--speculative-num-draft-tokens 2"), *common, "--json", tmp_path / "d.json")
+    doc = json.loads((tmp_path / "d.json").read_text())
+    assert set(doc["paths"]) == {"served", "block as trained (2 -> 4)", "trained"}, r.output
+    assert doc["verdict"].startswith("the gap lives in the pipeline") and "the block (2 served, 4 trained)" in doc["verdict"]
+    spec = json.dumps({"method": "dflash", "model": str(DFLASH), "num_speculative_tokens": 5})
+    vllm = f"vllm serve {TARGET} --speculative-config '{spec}'"
+    r = invoke("acceptance", "--serve-cmd", vllm, *common, "--json", tmp_path / "v.json")
+    doc = json.loads((tmp_path / "v.json").read_text())
+    edit = next(f["edit"] for f in doc["findings"] if f["code"] == "DFL005")
+    assert doc["served"]["block_size"] == 6 and (edit["key"], edit["value"]) == ("--speculative-config.num_speculative_tokens", 3)
+    r = invoke("acceptance", "--serve-cmd", _launch("--speculative-num-draft-tokens 4"), *common)
+    assert r.exit_code == 0 and "one path measured" in r.output, r.output
+    own = ["-t", TARGET, "-d", DFLASH, "--engine", "sglang", *common]
+    r = invoke("acceptance", *own, "--num-draft-tokens", "3", "--json", tmp_path / "n.json")
+    assert json.loads((tmp_path / "n.json").read_text())["served"]["block_size"] == 3, r.output
+    r = invoke("acceptance", *own, "--num-draft-tokens", "1")
+    assert r.exit_code == 2 and "a DFlash block of 1 (--num-draft-tokens 1) drafts nothing" in r.output, r.output
+    assert "Traceback" not in r.output

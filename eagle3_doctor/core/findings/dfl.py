@@ -55,13 +55,33 @@ RECORDS = (
     Code(
         "DFL004",
         ERROR,
-        "the taps the engine feeds the DFlash draft cost acceptance, measured",
+        "the way the engine drafts the DFlash draft (its taps, its block) costs acceptance, measured",
         meaning=(
-            "acceptance on a DFlash draft drafts every block of the target's own greedy continuation twice, once from "
-            "the taps it was trained on and once from the taps the engine reads from its config, and compares the "
-            "tokens per verify pass (the bonus token included) with an interval over prompts."
+            "acceptance on a DFlash draft drafts every block of the target's own greedy continuation twice, once as it "
+            "was trained (its taps, its block_size) and once as the engine runs it (the taps it reads from the config, "
+            "the block the launch serves), and compares the tokens per verify pass (the bonus token included) with an "
+            "interval over prompts; diagnose splits the difference into one lever per slot and one for the block."
         ),
-        why="The measured cost of DFL001 on the user's own target and prompts: a warning where the interval reaches 0.",
+        why=(
+            "The measured cost of DFL001 or DFL005 on the user's own target and prompts: a warning where the interval reaches 0."
+        ),
         confirm="rerun `eagle3-doctor acceptance` on the copy the fix describes: the served path then equals the trained one",
+    ),
+    Code(
+        "DFL005",
+        WARNING,
+        "the engine drafts blocks of another size than the DFlash draft was trained on",
+        meaning=(
+            "A DFlash draft is trained to fill a block of block_size slots (its anchor and block_size - 1 masks) in "
+            "one forward. SGLang drafts the block its launch resolves (--speculative-num-draft-tokens, or "
+            "--speculative-dflash-block-size, else the draft's config) and only logs a warning where that differs from "
+            "the config (read in 0.5.11's dflash_worker.py, 0.5.15's and 0.5.23's dflash_worker_v2.py); vLLM drafts num_speculative_tokens masks after the "
+            "anchor (v1/spec_decode/dflash.py, read in 0.20.0 and 0.33.0). The measuring commands draft the served block, so the figures are the engine's."
+        ),
+        why=(
+            "A smaller block caps every pass below what the draft can reach; a larger one fills slots the draft never "
+            "learned, each one more token to verify, and changes what every mask row attends to."
+        ),
+        confirm="rerun `eagle3-doctor acceptance` with the launch line set to the trained block: the served path then equals the trained one",
     ),
 )

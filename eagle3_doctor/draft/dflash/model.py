@@ -156,14 +156,18 @@ class DFlashDraft(nn.Module):
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
         self.rope_scale = rope_scale
 
-    def blocks(self, taps: torch.Tensor, ids: torch.Tensor, anchors: torch.Tensor, embed: nn.Module) -> torch.Tensor:
+    def blocks(
+        self, taps: torch.Tensor, ids: torch.Tensor, anchors: torch.Tensor, embed: nn.Module, block: int | None = None
+    ) -> torch.Tensor:
         """Every anchor's block drafted in one forward.
 
         taps [B, T, n*H] the target's taps along the sequence ids [B, >= T]; anchors [A] positions (the last
-        verified token of a pass; a block sees the taps before its anchor). Returns the normed hidden states [B, A, block_size - 1, H] of the mask rows:
-        row i of anchor a proposes the token at a + i + 1."""
+        verified token of a pass; a block sees the taps before its anchor); ``block`` the block drafted (None: the
+        config's block_size; an engine serves the block its launch names, whatever the draft was trained on).
+        Returns the normed hidden states [B, A, block - 1, H] of the mask rows: row i of anchor a proposes the
+        token at a + i + 1."""
         c, (B, T) = self.config, taps.shape[:2]  # T context positions; ids may run past them (the anchors)
-        bs, A, dev = c.block_size, anchors.numel(), ids.device
+        bs, A, dev = block or c.block_size, anchors.numel(), ids.device
         ctx = self.hidden_norm(self.fc(taps))
         block_ids = torch.full((B, A, bs), c.mask_token_id, dtype=torch.long, device=dev)
         block_ids[:, :, 0] = ids[:, anchors]

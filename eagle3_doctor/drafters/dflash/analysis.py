@@ -1,5 +1,5 @@
-"""inspect on a DFlash draft: its trained taps against the taps the engine feeds it, and the fc's width, without
-a forward pass (DFL001-003). The block-parallel forward is not modelled: the measuring commands refuse."""
+"""inspect on a DFlash draft: its trained taps against the taps the engine feeds it, the fc's width, and the block
+the launch serves against the block it was trained on, without a forward pass (DFL001-003, DFL005)."""
 
 from __future__ import annotations
 
@@ -104,9 +104,57 @@ def dflash_findings(trained: Taps, served: Taps, n_fc: int | None, fix: Any = No
     return out
 
 
-def inspect_dflash(target: str, draft: str, engine: str, engine_version: str | None = None) -> DFlashChecks:
-    """DFL001-003 and the mask token on the files alone, for ``engine`` in ``engine_version`` (None: the newest
-    modelled release)."""
+@dataclass(frozen=True)
+class ServedBlock:
+    """The block the engine drafts, anchor included: ``size``, where it was read (``source``), and the launch flag
+    that set it (None where no launch flag did: --num-draft-tokens)."""
+
+    size: int
+    source: str
+    flag: str | None = None
+
+
+VLLM_BLOCK_KEY = "--speculative-config.num_speculative_tokens"  # vLLM drafts that many masks after the anchor
+
+
+def block_finding(engine: str, served: ServedBlock | None, trained: int) -> Finding | None:
+    """DFL005 where the engine drafts blocks of another size than the draft's config was trained on; its fix sets the
+    launch flag that decided the served block (vLLM: num_speculative_tokens, the masks after the anchor)."""
+    from ...core.findings import SERVER_COMMAND, Fix
+    from ...engines.sglang_tree import DFLASH_FLAG
+
+    if served is None or served.size == trained:
+        return None
+    if engine == "vllm":
+        text = f'set "num_speculative_tokens": {trained - 1} in --speculative-config (blocks of {trained}: the anchor and {trained - 1} masks)'
+        fix = Fix(text, file=SERVER_COMMAND, key=VLLM_BLOCK_KEY, value=trained - 1)
+    else:
+        flag = served.flag if served.flag == DFLASH_FLAG else "--speculative-num-draft-tokens"
+        text = f"launch with {flag} {trained}" + (
+            "" if flag == DFLASH_FLAG else " (or leave it unset: SGLang then drafts the block the draft's config names)"
+        )
+        fix = Fix(text, file=SERVER_COMMAND, key=flag, value=trained)
+    return Finding(
+        "DFL005",
+        f"{engine} drafts blocks of {served.size}; the draft was trained on blocks of {trained}",
+        evidence=[
+            f"served: blocks of {served.size} ({served.source}): {_proposals(served.size)} a pass",
+            f"trained: block_size {trained} in the draft's config.json: {_proposals(trained)} a pass",
+        ],
+        fix=fix,
+        data={"served": served.size, "trained": trained, "source": served.source},
+    )
+
+
+def _proposals(block: int) -> str:
+    return f"{block - 1} proposal" + ("s" if block != 2 else "")
+
+
+def inspect_dflash(
+    target: str, draft: str, engine: str, engine_version: str | None = None, block: ServedBlock | None = None
+) -> DFlashChecks:
+    """DFL001-003, DFL005 and the mask token on the files alone, for ``engine`` in ``engine_version`` (None: the
+    newest modelled release) serving blocks of ``block`` (None: the draft's own)."""
     from ...engines.releases import rules_release
     from ...io.safeio import read_json_object
 
@@ -128,8 +176,11 @@ def inspect_dflash(target: str, draft: str, engine: str, engine_version: str | N
     from ...draft.served_files import sidecars_of
 
     mask = (cfg.get("dflash_config") or {}).get("mask_token_id")
+    own = cfg.get("block_size")
+    size = block_finding(engine, block, own) if isinstance(own, int) else None
     checks.findings = (
         dflash_findings(trained, served, n_fc, tap_fix(engine, cfg, L, release, trained))
+        + ([size] if size is not None else [])
         + mask_token_findings(target, mask if isinstance(mask, int) else None, "dflash_config.mask_token_id", "DFlash draft")
         + checkpoint_finite(draft)
         + sidecars_of(draft, engine, release)

@@ -13,6 +13,37 @@ _RELEASE = frozenset({"engine_version"})  # which taps the release feeds (draft/
 _OK = "the engine feeds the DFlash draft the taps it was trained on"
 # --layer-ids: what the user says the server feeds, read through the release as if the config held those ids
 _STATED = frozenset({"layer_ids"})
+# --num-draft-tokens: the block the server drafts, anchor included (SGLang's --speculative-num-draft-tokens)
+_BLOCK = frozenset({"num_draft_tokens"})
+
+
+def served_block(run: Run) -> Any:
+    """The block the engine drafts (an analysis.ServedBlock): --num-draft-tokens, else the launch's, resolved as the
+    release does (SGLang: --speculative-dflash-block-size, --speculative-num-draft-tokens, the draft's config;
+    vLLM: num_speculative_tokens masks after the anchor); None where neither names one (the draft's own)."""
+    from ...core.errors import BadInput
+    from .analysis import VLLM_BLOCK_KEY, ServedBlock
+
+    n = run.opt("num_draft_tokens")
+    sc = run.serve
+    if n is not None:
+        got = ServedBlock(n, f"--num-draft-tokens {n}")
+    elif sc is not None and sc.num_draft_tokens:
+        n = sc.num_draft_tokens
+        if sc.engine == "vllm":
+            got = ServedBlock(n, f"--speculative-config num_speculative_tokens {n - 1}: the anchor and {n - 1} masks",
+                              VLLM_BLOCK_KEY)  # fmt: skip
+        else:
+            src = sc.sources.get("num_draft_tokens", "the launch command")
+            got = ServedBlock(n, src if not src.startswith("--") else f"{src} {n}", src if src.startswith("--") else None)
+    else:
+        return None
+    if got.size < 2:
+        raise BadInput(
+            f"a DFlash block of {got.size} ({got.source}) drafts nothing: the block holds the anchor and the masks",
+            "serve blocks of 2 or more (the draft's config names the block it was trained on)",
+        )
+    return got
 
 
 def detect(cfg: dict[str, Any], _names: list[str]) -> Optional[str]:
@@ -45,7 +76,7 @@ def inspect(run: Run) -> Outcome:
     from .render import render_dflash_inspect
 
     assert run.draft is not None
-    checks = inspect_dflash(run.target, run.draft, run.engine, engine_version=run.release)
+    checks = inspect_dflash(run.target, run.draft, run.engine, engine_version=run.release, block=served_block(run))
     return _outcome(checks, render_dflash_inspect, _OK, "warning", trust_remote_code=False)
 
 
@@ -64,6 +95,7 @@ def acceptance(run: Run) -> Outcome:
     from .measure import dflash_acceptance
     from .render import render_dflash_acceptance
 
+    block = served_block(run)  # refused before the target loads
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
     with run.progress() as cb:
@@ -76,9 +108,10 @@ def acceptance(run: Run) -> Outcome:
             cb,
             engine_version=run.release,
             layer_ids=run.opt("layer_ids"),
+            block=block,
         )
     path = res.served or res.trained
-    served = served_figures(path.mean_acceptance_length, path.accepted, res.block_size - 1)
+    served = served_figures(path.mean_acceptance_length, path.accepted, path.block - 1)
     return _outcome(res, render_dflash_acceptance, _OK, served=served, agrees=agrees(res.reference))
 
 
@@ -86,6 +119,7 @@ def diagnose(run: Run) -> Outcome:
     from .levers import dflash_diagnose
     from .render import render_dflash_diagnosis
 
+    block = served_block(run)
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
     with run.progress() as cb:
@@ -98,6 +132,7 @@ def diagnose(run: Run) -> Outcome:
             cb,
             engine_version=run.release,
             layer_ids=run.opt("layer_ids"),
+            block=block,
         )
     return _outcome(res, render_dflash_diagnosis, _OK)
 
@@ -106,12 +141,12 @@ def fix(run: Run) -> Outcome:
     from .levers import dflash_fix
     from .render import render_dflash_fix
 
+    block = served_block(run)
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
     with run.progress() as cb:
-        res = dflash_fix(
-            tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), run.opt("out"), cb, engine_version=run.release
-        )
+        res = dflash_fix(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), run.opt("out"), cb,
+                         engine_version=run.release, block=block)  # fmt: skip
     return _outcome(
         res, render_dflash_fix, "the copy is fed the taps it was trained on", agrees=agrees(getattr(res, "reference", None))
     )
@@ -125,7 +160,7 @@ KIND = Kind(
     {
         "inspect": Command(inspect, _RELEASE),
         "compare-hidden": Command(compare_hidden, _RELEASE | _STATED),
-        "acceptance": Command(acceptance, _RELEASE | MEASURE | _STATED),
+        "acceptance": Command(acceptance, _RELEASE | MEASURE | _STATED | _BLOCK),
         "diagnose": Command(diagnose, _RELEASE | _STATED),
         "fix": Command(fix, _RELEASE),
     },

@@ -26,25 +26,39 @@ from ...core.taps import FeatureSpec, format_spec
 SCHEMA = "eagle3-doctor/dflash-acceptance/1"
 
 
+@dataclass(frozen=True)
+class Drafting:
+    """How a DFlash draft is run on one path: the taps its fc is fed and the block it drafts (anchor included)."""
+
+    spec: FeatureSpec
+    block: int
+
+    def text(self) -> str:
+        return f"{format_spec(self.spec)} in blocks of {self.block}"
+
+
 @torch.inference_mode()
-def accepts_at_every_anchor(draft: Any, taps: torch.Tensor, ids: torch.Tensor, start: int, embed: Any, head: Any) -> list[int]:
+def accepts_at_every_anchor(
+    draft: Any, taps: torch.Tensor, ids: torch.Tensor, start: int, embed: Any, head: Any, block: int | None = None
+) -> list[int]:
     """ids [T] one sequence (prompt + greedy continuation), taps [T, n*H]: the tokens accepted at each anchor
-    start..T-1 (leading proposals equal to the sequence's next tokens)."""
+    start..T-1 (leading proposals equal to the sequence's next tokens), drafting blocks of ``block`` (None: the
+    draft's own)."""
     anchors = torch.arange(start, ids.shape[0], device=ids.device)
-    h = draft.blocks(taps[None], ids[None], anchors, embed)[0]  # [A, bs-1, H]
+    h = draft.blocks(taps[None], ids[None], anchors, embed, block)[0]  # [A, bs-1, H]
     return leading_accepted(head(h.to(head.weight.dtype)).argmax(-1), ids, anchors)
 
 
-def reference_loop(target: Any, draft: Any, spec: FeatureSpec, prompt: list[int], end: int) -> tuple[list[int], list[int]]:
+def reference_loop(target: Any, draft: Any, way: Drafting, prompt: list[int], end: int) -> tuple[list[int], list[int]]:
     """(tokens, passes): the speculative loop run pass by pass, the target's verify a fresh forward each time."""
     embed, head = target.model.get_input_embeddings(), target.model.get_output_embeddings()
 
     def propose(taps: torch.Tensor, seq: list[int], a: int) -> list[int]:
         dev = target.device
-        h = draft.blocks(taps[None], torch.tensor([seq], device=dev), torch.tensor([a], device=dev), embed)
+        h = draft.blocks(taps[None], torch.tensor([seq], device=dev), torch.tensor([a], device=dev), embed, way.block)
         return head(h[0, 0].to(head.weight.dtype)).argmax(-1).tolist()
 
-    return sequential_loop(target, spec, prompt, end, draft.config.block_size - 1, propose)
+    return sequential_loop(target, way.spec, prompt, end, way.block - 1, propose)
 
 
 @dataclass
@@ -55,9 +69,10 @@ class DFlashPath:
     mean_acceptance_length: Interval
     passes: int
     accepted: list[list[int]]  # per prompt, accepted draft tokens per pass (the bonus token not counted)
+    block: int = 0  # the block drafted, anchor included
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "spec": [str(p) for p in self.spec], "source": self.source,
+        return {"name": self.name, "spec": [str(p) for p in self.spec], "block_size": self.block, "source": self.source,
                 "mean_acceptance_length": self.mean_acceptance_length.to_dict(), "passes": self.passes,
                 "accepted_per_pass": self.accepted}  # fmt: skip
 
@@ -86,32 +101,36 @@ class DFlashAcceptance:
 def measure_paths(
     target: Any,
     draft: Any,
-    specs: dict[str, FeatureSpec],
+    ways: dict[str, Drafting],
     seqs: list[list[int]],
     starts: list[int],
     progress: Callable[[int, int], None],
 ) -> dict[str, list[list[int]]]:
     """Per path, per sequence: the passes the estimator walks over its continuation."""
     embed, head = target.model.get_input_embeddings(), target.model.get_output_embeddings()
-    return replay_passes(target, specs, seqs, starts, progress,
-                         lambda _, taps, ids, start: accepts_at_every_anchor(draft, taps, ids, start, embed, head))  # fmt: skip
+
+    def accepts(name: str, taps: torch.Tensor, ids: torch.Tensor, start: int) -> list[int]:
+        return accepts_at_every_anchor(draft, taps, ids, start, embed, head, ways[name].block)
+
+    return replay_passes(target, {n: w.spec for n, w in ways.items()}, seqs, starts, progress, accepts)
 
 
-def path_figures(walked: dict[str, list[list[int]]], proposals: int) -> tuple[dict[str, Interval], Interval | None]:
-    """Each path's mean acceptance length over prompts, and served - trained paired over the same prompts."""
+def path_figures(walked: dict[str, list[list[int]]], ways: dict[str, Drafting]) -> tuple[dict[str, Interval], Interval | None]:
+    """Each path's mean acceptance length over prompts, and the second path's minus the first's (served - trained),
+    paired over the same prompts: tokens per verify pass, whatever block each path drafts."""
     names = list(walked)
-    counts = [acceptance_counts(walked[n], None, None, proposals) for n in names]
+    counts = [acceptance_counts(walked[n], None, None, ways[n].block - 1) for n in names]
     own, diff = paired(counts, mean_acceptance_length, 0)
     return dict(zip(names, own)), (diff[1] if len(names) > 1 else None)
 
 
-def cost_finding(trained: FeatureSpec, served: FeatureSpec, t: Interval, s: Interval, diff: Interval, fix: Any,
+def cost_finding(trained: Drafting, served: Drafting, t: Interval, s: Interval, diff: Interval, fix: Any,
                  evidence: list[str]) -> Finding:  # fmt: skip
     """DFL004: mean acceptance length served against trained, ``diff`` = served - trained paired over prompts;
     an error where its interval excludes 0, a warning where it reaches it."""
     return Finding(
         "DFL004",
-        f"served {format_spec(served)} accepts {s.point:.3f} tokens per pass, trained {format_spec(trained)} {t.point:.3f}",
+        f"served {served.text()} accepts {s.point:.3f} tokens per pass, trained {trained.text()} {t.point:.3f}",
         severity="error" if diff.hi < 0 else "warning",
         evidence=[*evidence, f"served - trained: {diff.text()}"],
         fix=fix,
@@ -130,21 +149,43 @@ class DraftSides:
     findings: list[Finding]
     release: str = ""  # the release whose reading ``served`` is (check_engine's string)
     fix: Any = None  # DFL001's fix for that release (analysis.tap_fix)
+    block: int = 0  # the block the engine drafts, anchor included (the draft's own where no launch names one)
+
+    @property
+    def ways(self) -> dict[str, Drafting]:
+        """The trained way, and the served one where it differs and the engine can run it (its taps fit the fc)."""
+        c = self.draft.config
+        out = {"trained": Drafting(self.trained.spec, c.block_size)}
+        s = self.served.spec
+        if s is not None and len(s) == c.num_taps and Drafting(s, self.block) != out["trained"]:
+            out["served"] = Drafting(s, self.block)
+        return out
+
+    def cost_fix(self) -> Any:
+        """DFL004's fix: the taps' where they differ (DFL001, DFL002), else the block's (DFL005)."""
+        cause = next((f for f in self.findings if f.code in ("DFL001", "DFL002", "DFL005")), None)
+        return self.fix if cause is None or cause.code != "DFL005" else cause.fix
 
 
 def read_sides(
-    target: Any, draft_path: str, engine: str, engine_version: str | None = None, layer_ids: list[int] | None = None
+    target: Any,
+    draft_path: str,
+    engine: str,
+    engine_version: str | None = None,
+    layer_ids: list[int] | None = None,
+    block: Any = None,
 ) -> DraftSides:
     """The draft on the target's device and dtype, its two tap readings (the engine's in ``engine_version``,
     None: the newest modelled release; with ``layer_ids`` as if the config held them where that release reads
-    them), refused in one line where the engine is not modelled or the config's taps do not fit the fc."""
+    them) and the block the engine drafts (``block``, an analysis.ServedBlock; None: the draft's own), refused in
+    one line where the engine is not modelled or the config's taps do not fit the fc."""
     from pathlib import Path
 
     from ...core.errors import BadInput
     from ...draft.dflash.formats import read_dflash
     from ...draft.dflash.taps import served_taps, stated_config, trained_taps
     from ...engines.releases import rules_release
-    from .analysis import dflash_findings, fc_taps, tap_fix
+    from .analysis import block_finding, dflash_findings, fc_taps, tap_fix
 
     L = target.num_layers
     release = rules_release(engine, engine_version)
@@ -169,7 +210,9 @@ def read_sides(
         )
     fix = tap_fix(engine, raw, L, release, trained)
     found = dflash_findings(trained, served, fc_taps(Path(draft_path), target.hidden_size), fix)
-    return DraftSides(draft, trained, served, found, release, fix)
+    size = block_finding(engine, block, draft.config.block_size)
+    found += [size] if size is not None else []
+    return DraftSides(draft, trained, served, found, release, fix, block.size if block else draft.config.block_size)
 
 
 def dflash_acceptance(
@@ -182,32 +225,33 @@ def dflash_acceptance(
     reference_prompts: int = 2,
     engine_version: str | None = None,
     layer_ids: list[int] | None = None,
+    block: Any = None,
 ) -> DFlashAcceptance:
     """The DFlash draft on ``target`` (a loaded Target) over ``prompts`` (token ids), both paths measured; the
     served taps those ``engine`` feeds in ``engine_version`` (None: the newest modelled release), or those
-    ``layer_ids`` state (read_sides)."""
-    side = read_sides(target, draft_path, engine, engine_version, layer_ids)
-    draft, trained, served = side.draft, side.trained, side.served
+    ``layer_ids`` state, in the block the launch serves (``block``; read_sides)."""
+    side = read_sides(target, draft_path, engine, engine_version, layer_ids, block)
+    draft, trained, served, ways = side.draft, side.trained, side.served, side.ways
     seqs = continue_prompts(target, prompts, max_new_tokens, progress)
     starts = [len(p) for p in prompts]
-    specs = {"trained": trained.spec}
-    runs_served = served.spec is not None and served.spec != trained.spec and len(served.spec) == draft.config.num_taps
-    if runs_served:
-        specs["served"] = served.spec
-    walked = measure_paths(target, draft, specs, seqs, starts, lambda i, n: progress("dflash acceptance", i, n))
-    figs, diff = path_figures(walked, draft.config.block_size - 1)
-    paths = {n: DFlashPath(n, specs[n], trained.source if n == "trained" else served.source, figs[n],
-                           sum(map(len, walked[n])), walked[n]) for n in specs}  # fmt: skip
-    ref = _reference(target, draft, specs["served" if runs_served else "trained"], prompts, seqs, walked, reference_prompts)
+    walked = measure_paths(target, draft, ways, seqs, starts, lambda i, n: progress("dflash acceptance", i, n))
+    figs, diff = path_figures(walked, ways)
+    paths = {n: DFlashPath(n, w.spec, trained.source if n == "trained" else served.source, figs[n],
+                           sum(map(len, walked[n])), walked[n], w.block) for n, w in ways.items()}  # fmt: skip
+    on = "served" if "served" in ways else "trained"
+    ref = _reference(target, draft, on, ways[on], prompts, seqs, walked[on], reference_prompts)
     res = DFlashAcceptance(engine, draft.config.block_size, len(prompts), sum(len(s) - st for s, st in zip(seqs, starts)),
                            paths["trained"], paths.get("served"), diff, ref, side.findings)  # fmt: skip
-    if runs_served and diff is not None:
+    if diff is not None:
         t, s = figs["trained"], figs["served"]
-        ev = [f"served: {s.text()} ({served.source})", f"trained: {t.text()}"]
-        res.findings.append(cost_finding(trained.spec, served.spec, t, s, diff, side.fix, ev))
+        ev = [f"served: {s.text()} ({served.source}; blocks of {side.block})", f"trained: {t.text()}"]
+        res.findings.append(cost_finding(ways["trained"], ways["served"], t, s, diff, side.cost_fix(), ev))
     elif served.spec == trained.spec:
-        res.notes.append(f"the engine feeds the taps the draft was trained on ({format_spec(trained.spec)}): one path measured")
-    res.findings += dflash_health(figs, "served" if runs_served else "trained", res.findings)
+        res.notes.append(f"served as trained ({ways['trained'].text()}): one path measured")
+    if block is None:
+        res.notes.append(f"blocks of {draft.config.block_size}, the draft's own: no launch names the served block "
+                         "(--serve-cmd or --num-draft-tokens set it)")  # fmt: skip
+    res.findings += dflash_health(figs, on, res.findings)
     return res
 
 
@@ -225,15 +269,14 @@ def _path_name(name: str, served: str) -> str:
     return f"the {name} taps" + (" (as served)" if name == served and name != "served" else "")
 
 
-def _reference(target: Any, draft: Any, spec: FeatureSpec, prompts: list[list[int]], seqs: list[list[int]],
-               walked: dict[str, list[list[int]]], n: int) -> dict[str, Any]:  # fmt: skip
-    """The sequential loop on the first ``n`` prompts, on the path the engine serves: its tokens against greedy
-    decoding, its passes against the estimator's."""
-    name = "served" if "served" in walked else "trained"
+def _reference(target: Any, draft: Any, name: str, way: Drafting, prompts: list[list[int]], seqs: list[list[int]],
+               walked: list[list[int]], n: int) -> dict[str, Any]:  # fmt: skip
+    """The sequential loop on the first ``n`` prompts, on the path the engine serves (``name``, drafted as ``way``,
+    whose estimator passes are ``walked``): its tokens against greedy decoding, its passes against the estimator's."""
     same_tokens = same_passes = True
     for i in range(min(n, len(prompts))):
-        toks, passes = reference_loop(target, draft, spec, prompts[i], len(seqs[i]))
+        toks, passes = reference_loop(target, draft, way, prompts[i], len(seqs[i]))
         same_tokens &= toks == seqs[i]
-        same_passes &= passes == walked[name][i]
+        same_passes &= passes == walked[i]
     return {"path": name, "prompts": min(n, len(prompts)), "tokens_equal_greedy": same_tokens,
             "passes_equal_estimator": same_passes}  # fmt: skip

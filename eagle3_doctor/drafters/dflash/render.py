@@ -11,7 +11,7 @@ from ...core.taps import format_spec
 
 def render_dflash_acceptance(con: Any, res: Any) -> None:
     con.print(
-        f"DFlash draft, blocks of {res.block_size} ({res.block_size - 1} proposals a pass), engine {res.engine}: "
+        f"DFlash draft trained on blocks of {res.block_size} ({res.block_size - 1} proposals a pass), engine {res.engine}: "
         f"{res.prompts} prompts, {res.tokens} new tokens of the target's greedy continuation",
         markup=False, soft_wrap=True,
     )  # fmt: skip
@@ -19,7 +19,7 @@ def render_dflash_acceptance(con: Any, res: Any) -> None:
         if p is None:
             continue
         con.print(
-            f"  {p.name:8s} {format_spec(p.spec)}: mean acceptance length {p.mean_acceptance_length.text()} "
+            f"  {p.name:8s} {format_spec(p.spec)} in blocks of {p.block}: mean acceptance length {p.mean_acceptance_length.text()} "
             f"over {p.passes} passes  ({p.source})",
             markup=False, soft_wrap=True,
         )  # fmt: skip
@@ -63,7 +63,7 @@ def render_dflash_fix(con: Any, res: Any) -> None:
     for e in res.applied:
         con.print(f"{e.code}: {e.key}: {e.before} -> {e.after} (in {res.out}/config.json)", markup=False, soft_wrap=True)
     if not res.applied:
-        con.print("nothing to fix: no DFL001", markup=False)
+        con.print("no config edit to make: no DFL001 (a launch flag's fix is printed with its finding)", markup=False)
     for name, run in (("original", res.before), ("copy", res.after)):
         if run is None:
             continue
