@@ -125,23 +125,121 @@ def release_choices(root: Path) -> dict[str, tuple[list[str], str]]:
     return out
 
 
+VLLM_METHOD = "--speculative-config.method"  # the JSON field, named as the package's fixes name it
+_VLLM_CONFIG_FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
+
+
+def _literal_names(node: ast.AST, aliases: dict[str, ast.AST]) -> list[str] | None:
+    """The strings a ``Literal[...]`` annotation admits, following module-level aliases (``X = Literal[...]``) and
+    ``Optional[...]`` / ``... | None``; None where any part is not a literal string (the field is then not checked)."""
+    if isinstance(node, ast.Name) and node.id in aliases:
+        return _literal_names(aliases[node.id], aliases)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        parts = [_literal_names(x, aliases) for x in (node.left, node.right) if not _is_none(x)]
+        return None if any(p is None for p in parts) else [n for p in parts for n in p or []]
+    if not isinstance(node, ast.Subscript) or not isinstance(node.value, ast.Name):
+        return None
+    elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if node.value.id == "Optional":
+        return _literal_names(elts[0], aliases)
+    if node.value.id != "Literal":
+        return None
+    out: list[str] = []
+    for e in elts:
+        got = [e.value] if isinstance(e, ast.Constant) and isinstance(e.value, str) else _literal_names(e, aliases)
+        if got is None:
+            return None
+        out += got
+    return out
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _applies_pydantic(module: ast.Module, name: str) -> bool:
+    """Whether the decorator ``name`` of ``module`` makes a pydantic dataclass: it is pydantic's ``dataclass`` imported
+    under that name, or a function of the module whose body calls that import."""
+    pyd = {a.asname or a.name for n in module.body if isinstance(n, ast.ImportFrom) and n.module == "pydantic.dataclasses"
+           for a in n.names if a.name == "dataclass"}  # fmt: skip
+    if name in pyd:
+        return True
+    return any(
+        isinstance(f, ast.FunctionDef) and f.name == name
+        and any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in pyd for c in ast.walk(f))
+        for f in module.body
+    )  # fmt: skip
+
+
+def vllm_method_choices(root: Path) -> dict[str, tuple[list[str], str, bool]]:
+    """{VLLM_METHOD: (the names SpeculativeConfig.method's ``Literal`` admits, file:line, validated)} for a vLLM release:
+    validated where the class is a pydantic dataclass (its own ``dataclass`` import or vllm.config.utils' ``config``
+    decorator applying it), so a name outside the Literal fails at construction, case and all; unvalidated releases
+    compare ``method`` with ``==`` and fall through to detecting one from the draft. Empty where the field is no
+    Literal of strings."""
+    for name in _VLLM_CONFIG_FILES:
+        if not (root / name).exists():
+            continue
+        module = ast.parse((root / name).read_bytes().decode())
+        cls = next((n for n in module.body if isinstance(n, ast.ClassDef) and n.name == "SpeculativeConfig"), None)
+        if cls is None:
+            continue
+        aliases = {t.id: n.value for n in module.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        field = next((st for st in cls.body if isinstance(st, ast.AnnAssign) and getattr(st.target, "id", "") == "method"), None)
+        if field is None:
+            return {}
+        names = _literal_names(field.annotation, aliases)
+        utils = root / "vllm/config/utils.py"
+        where = {n.module for n in module.body if isinstance(n, ast.ImportFrom)}
+        validated = False
+        for d in cls.decorator_list:
+            dn = d.func.id if isinstance(d, ast.Call) and isinstance(d.func, ast.Name) else getattr(d, "id", "")
+            own = _applies_pydantic(module, dn)
+            via_utils = dn == "config" and "vllm.config.utils" in where and utils.exists() and _applies_pydantic(
+                ast.parse(utils.read_bytes().decode()), "config")  # fmt: skip
+            validated |= own or via_utils
+        if not validated:  # what the release acts on is what its code compares ``self.method`` with, exactly
+            names = list(dict.fromkeys([*(names or []), *_compared_with(cls, "method")]))
+        if not names:
+            return {}
+        return {VLLM_METHOD: (names, f"{name}:{field.lineno}", validated)}
+    return {}
+
+
+def _compared_with(cls: ast.ClassDef, attr: str) -> list[str]:
+    """The strings ``self.<attr>`` is compared with (``==``, ``in``) in the class's methods, in source order."""
+    out: list[str] = []
+    for c in [n for n in ast.walk(cls) if isinstance(n, ast.Compare)]:
+        left = c.left
+        if not (isinstance(left, ast.Attribute) and left.attr == attr and getattr(left.value, "id", "") == "self"):
+            continue
+        for op, right in zip(c.ops, c.comparators):
+            if isinstance(op, ast.Eq) and isinstance(right, ast.Constant) and isinstance(right.value, str):
+                out.append(right.value)
+            elif isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+                out += [e.value for e in right.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return out
+
+
 def choices_table(engine: str, releases: list[str]) -> dict[str, list[dict[str, Any]]]:
     """{flag: [{"choices", "releases" (ranges), "source" (the newest release's file:line)}, ...]} over the releases
-    extracted: each distinct list of names with the runs of releases that take exactly it."""
-    if engine != "sglang":
-        return {}
+    extracted: each distinct list of names with the runs of releases that take exactly it. vLLM: its speculative
+    method's names (vllm_method_choices), each entry with ``validated``."""
     done = [v for v in releases if (fetch.src_dir(engine, v, "flags") / ".complete").exists()]
-    per = {v: release_choices(fetch.src_dir(engine, v, "flags")) for v in done}
+    read = release_choices if engine == "sglang" else vllm_method_choices
+    per = {v: {f: (c[0], c[1], *c[2:]) for f, c in read(fetch.src_dir(engine, v, "flags")).items()} for v in done}
     out: dict[str, list[dict[str, Any]]] = {}
     for flag in sorted(set().union(*per.values()) if per else []):
-        kinds: dict[tuple[str, ...], str] = {}
+        kinds: dict[tuple[Any, ...], str] = {}
         for v in done:
             if flag in per[v]:
-                kinds[tuple(per[v][flag][0])] = per[v][flag][1]
+                names, src, *rest = per[v][flag]
+                kinds[(tuple(names), *rest)] = src
         out[flag] = [
-            {"choices": list(c), "releases": ranges([flag in per[v] and tuple(per[v][flag][0]) == c for v in done], done),
+            {"choices": list(k[0]), **({"validated": k[1]} if len(k) > 1 else {}),
+             "releases": ranges([flag in per[v] and (tuple(per[v][flag][0]), *per[v][flag][2:]) == k for v in done], done),
              "source": src}
-            for c, src in kinds.items()
+            for k, src in kinds.items()
         ]  # fmt: skip
     return out
 

@@ -6,7 +6,9 @@ arguments). ``data/serve_flag_releases.json`` holds, for every release conforman
 names and aliases its parser registers, extracted from its wheel by conformance/flags_exec.py (each flag as the
 ranges of releases that have it), so a launch checked under ``--engine-version`` names the flags that release
 lacks and the first release that has each; and, for SGLang's flags whose ``choices`` are a literal list, the names
-each release takes, so a value that release's argparse refuses is named too.
+each release takes, so a value that release's argparse refuses is named too; and for vLLM the names its
+``SpeculativeConfig.method`` admits (a pydantic-validated ``Literal`` from 0.9.1, the names its code compares the
+field with before), as ``--speculative-config.method``.
 """
 
 from __future__ import annotations
@@ -100,6 +102,9 @@ class RefusedValue:
     choices: list[str]
     source: str  # where the newest release with these choices lists them (file:line)
     takes_it: list[str]  # the release ranges whose choices hold the value as given
+    # the release refuses it at start-up (argparse, pydantic); False: it compares the value with its names and acts on
+    # none of them (vLLM before 0.9.1's plain SpeculativeConfig dataclass)
+    refused: bool = True
 
     @property
     def spelled(self) -> str | None:
@@ -125,7 +130,8 @@ def refused_values(engine: str, release: str, given: dict[str, str]) -> list[Ref
             takes = {
                 i for e in entries if value in e["choices"] for a, b in _indices(data, e["releases"]) for i in range(a, b + 1)
             }
-            out.append(RefusedValue(flag, value, listed, list(here["choices"]), here["source"], _runs(data["releases"], takes)))
+            out.append(RefusedValue(flag, value, listed, list(here["choices"]), here["source"], _runs(data["releases"], takes),
+                                    here.get("validated", True)))  # fmt: skip
     return out
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from ..core.errors import BadInput
 from ..io.hub import config_if_local
 from .flag_releases import SOURCE as FLAG_SOURCE
-from .flag_releases import Absent, RefusedValue, absent_flags, refused_values
+from .flag_releases import Absent, absent_flags, refused_values
 from .launch_args import (
     MAX_SERVE_CONFIG,
     STEPS,
@@ -36,6 +36,7 @@ from .launch_args import (
     to_int,
 )
 from .launch_config import ServeConfig, finish_vllm, json_object, sglang_config, target_arch, vllm_config, vllm_engine_args
+from .launch_values import value_finding
 from .releases import check_engine
 
 
@@ -75,7 +76,8 @@ def parse_serve_cmd(text: str, arch: str | None = None, named: tuple[str | None,
         speculators_verifier(sc, config_if_local(sc.target))
     sc.flags = used
     table = flag_table().get(engine, {}).get("flags", {})
-    sc.flag_values = {f: values[table[f]["dest"]] for f in used if f in table and isinstance(values.get(table[f]["dest"]), str)}
+    typed = {f: values[table[f]["dest"]] for f in used if f in table and isinstance(values.get(table[f]["dest"]), str)}
+    sc.flag_values = {**typed, **sc.flag_values}  # and the values the engine's reader took from a flag's JSON
     sc.env = prefix_env(toks[:start])
     sc.image = image
     if sc.image:
@@ -206,7 +208,7 @@ def launch_findings(sc: ServeConfig, release: str | None = None) -> list[Any]:
     out = [_absent_flag_finding(sc, a) for a in absent_flags(sc.engine, release, sc.flags) or []] if release else []
     # the algorithm's name is the executed tree table's to judge (engines/sglang_tree.py: CMD004), with its chooser
     given = {f: v for f, v in sc.flag_values.items() if f != "--speculative-algorithm"}
-    out += [_refused_value_finding(sc, r) for r in refused_values(sc.engine, release, given) or []] if release else []
+    out += [value_finding(sc, r) for r in refused_values(sc.engine, release, given) or []] if release else []
     if sc.startup_error:
         out.append(_startup_error_finding(sc, sc.startup_error))
     if sc.token_map:
@@ -303,30 +305,6 @@ def _absent_flag_finding(sc: ServeConfig, a: Absent) -> Any:
             "last_release_of_that_run": a.until,
         },
     )
-
-
-def _refused_value_finding(sc: ServeConfig, r: RefusedValue) -> Any:
-    from ..core.findings import SERVER_COMMAND, Finding, Fix
-
-    eng = sc.engine
-    takes = f"{eng} releases whose parser takes {r.value!r}: {', '.join(r.takes_it)}" if r.takes_it else (
-        f"no tracked {eng} release takes {r.value!r}"
-    )  # fmt: skip
-    if r.spelled is not None:
-        fix = f"{r.flag} {r.spelled} (the parser matches its names exactly, case and all)"
-    elif r.takes_it:
-        fix = f"{r.flag} one of {', '.join(r.choices)}, or run a {eng} release that takes {r.value!r} ({r.takes_it[-1]})"
-    else:
-        fix = f"{r.flag} one of {', '.join(r.choices)}"
-    return Finding(
-        "CMD006",
-        f"{r.flag} {r.value} is not a value {eng} {r.release} takes: that server refuses to start (argparse: invalid choice)",
-        [f"{eng} {r.release}'s parser lists {r.flag}'s values: {', '.join(r.choices)} ({r.source})", takes,
-         f"each release's choices read from its own wheel ({FLAG_SOURCE}): literal lists only"],
-        Fix(fix, file=SERVER_COMMAND, key=r.flag, op="set", value=r.spelled),
-        data={"flag": r.flag, "value": r.value, "release": r.release, "choices": r.choices, "source": r.source,
-              "takes_it": r.takes_it},
-    )  # fmt: skip
 
 
 _TOKEN_MAP_FLAGS = ["--speculative-token-map", "--speculative-algorithm"]  # what CMD001 reads

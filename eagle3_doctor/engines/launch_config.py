@@ -344,10 +344,15 @@ def vllm_config(values: dict[str, Any], unknown: list[str], positional: list[str
 _MTP_METHODS = ("mtp", "deepseek_mtp")
 
 
+VLLM_METHOD = "--speculative-config.method"  # the method's name as the choices table and the fixes name it
+
+
 def finish_vllm(sc: ServeConfig, spec: dict[str, Any]) -> None:
     if not spec:
         sc.notes.append("no --speculative-config: this server runs without speculative decoding")
     _vllm_spec(spec, sc)
+    if isinstance(spec.get("method"), str):  # as typed: the release's SpeculativeConfig matches it exactly (CMD006)
+        sc.flag_values[VLLM_METHOD] = spec["method"]
     if sc.algorithm is None and sc.draft and "eagle3" in sc.draft.lower():
         sc.algorithm = "eagle3"
         sc.sources["algorithm"] = f"detected from the draft path name ({_VLLM_SRC}:1447)"

@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import invoke
+from conftest import DRAFTS, TARGET, invoke
 
 from eagle3_doctor.engines.flag_releases import _table, absent_flags, listed_release
 from eagle3_doctor.engines.launch_args import flag_table
+from eagle3_doctor.engines.releases import release_key
 
 ROOT = Path(__file__).resolve().parents[2]
 SG = (
@@ -271,7 +272,70 @@ def test_choices_rows_pinned_against_the_wheels():
     assert "fp8" not in next(e for e in rows.values() if "0.5.23" in e["releases"][-1])["choices"]
     (dtype,) = _table()["sglang"]["choices"]["--dtype"]
     assert dtype["releases"] == ["0.4.3.post4..0.5.23"] and "bfloat16" in dtype["choices"]
-    assert "--speculative-config" not in _table()["vllm"].get("choices", {})  # vLLM's choices are not read
+    assert set(_table()["vllm"]["choices"]) == {"--speculative-config.method"}  # vLLM: its speculative method alone
+
+
+# Read in the releases' own files: vLLM 0.9.0's SpeculativeConfig is a stdlib dataclass (config.py) whose method Literal
+# lacks eagle3 while its code compares `self.method in ('eagle', 'eagle3')`; 0.9.1 imports pydantic's dataclass
+# (vllm/config/__init__.py); 0.20.0 adds DFlashModelTypes = Literal["dflash"]; 0.33.0's Literal has no "peagle".
+def test_vllm_method_rows_pinned_against_the_wheels():
+    rows = {tuple(e["releases"]): e for e in _table()["vllm"]["choices"]["--speculative-config.method"]}
+    old = rows[("0.9.0..0.9.0.1",)]
+    assert old["validated"] is False and "eagle3" in old["choices"] and old["source"].startswith("vllm/config.py:")
+    assert rows[("0.8.4",)]["validated"] is False and "eagle3" not in rows[("0.8.4",)]["choices"]
+    first = next(e for e in rows.values() if e["releases"][0].startswith("0.9.1"))
+    assert first["validated"] is True and "eagle3" in first["choices"]
+    dflash = [e["releases"] for e in rows.values() if "dflash" in e["choices"]]
+    assert dflash and all(release_key(r[0].split("..")[0]) >= release_key("0.20.0") for r in dflash)
+    newest = next(e for e in rows.values() if e["releases"][-1].endswith("0.33.0"))
+    assert {"eagle3", "mtp", "dflash"} <= set(newest["choices"]) and "peagle" not in newest["choices"]
+
+
+@pytest.mark.parametrize("version", ["0.9.0", "0.18.0"])
+def test_vllm_method_extraction_reexecuted_on_a_release_as_shipped(version):
+    """conformance/flags_exec.py's reading of SpeculativeConfig.method run now on the files as released (testdata/):
+    the committed row of that release, its validation included."""
+    sys.path.insert(0, str(ROOT / "conformance"))
+    import flags_exec
+
+    ((names, source, validated),) = flags_exec.vllm_method_choices(ROOT / "conformance" / "testdata" / "vllm" / version).values()
+    data = _table()["vllm"]
+    at = data["releases"].index(version)
+    (row,) = [e for e in data["choices"]["--speculative-config.method"]
+              if any(data["releases"].index(r.partition("..")[0]) <= at <= data["releases"].index(r.partition("..")[2] or r)
+                     for r in e["releases"])]  # fmt: skip
+    assert (names, validated) == (row["choices"], row["validated"]) and validated == (version == "0.18.0")
+
+
+def test_refused_values_of_the_vllm_method():
+    from eagle3_doctor.engines.flag_releases import refused_values
+
+    m = "--speculative-config.method"
+    (r,) = refused_values("vllm", "0.33.0", {m: "EAGLE3"})
+    assert (r.refused, r.spelled, r.takes_it) == (True, "eagle3", [])
+    (r,) = refused_values("vllm", "0.9.0", {m: "EAGLE3"})
+    assert (r.refused, r.spelled) == (False, "eagle3")  # compared exactly, not validated: the server starts
+    assert refused_values("vllm", "0.9.0", {m: "eagle3"}) == []
+    (r,) = refused_values("vllm", "0.19.1", {m: "dflash"})
+    assert r.refused and r.takes_it[0].startswith("0.20.0")
+    (r,) = refused_values("vllm", "0.8.4", {m: "eagle3"})
+    assert not r.refused  # 0.8.4 handles no eagle3: it detects a method from the draft
+
+
+def test_cli_a_vllm_method_in_the_wrong_case(tmp_path):
+    """The user's path: "method": "EAGLE3" in --speculative-config. vLLM 0.9.1 on validate the field against its
+    Literal (refused at start-up, CMD006); 0.9.0 compares it exactly and detects a method from the draft (CMD007);
+    both fixes set "eagle3" by the key the edit names."""
+    spec = json.dumps({"method": "EAGLE3", "model": str(DRAFTS["speculators"]), "num_speculative_tokens": 3})
+    cmd = f"vllm serve {TARGET} --speculative-config '{spec}'"
+    out = tmp_path / "i.json"
+    for version, code in ((None, "CMD006"), ("0.9.0", "CMD007")):
+        r = invoke("inspect", "--serve-cmd", cmd, *(["--engine-version", version] if version else []), "--json", out)
+        (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] in ("CMD006", "CMD007")]
+        assert r.exit_code == 1 and f["code"] == code and f["severity"] == "error", r.output
+        assert (f["edit"]["key"], f["edit"]["value"]) == ("--speculative-config.method", "eagle3")
+    r = invoke("inspect", "--serve-cmd", cmd.replace("EAGLE3", "eagle3"), "--json", out)
+    assert not [f for f in json.loads(out.read_text())["findings"] if f["code"] in ("CMD006", "CMD007")], r.output
 
 
 def test_choices_extraction_reexecuted_on_a_release_as_shipped():

@@ -109,12 +109,32 @@ RECORDS = (
             "The choices of every tracked SGLang release are read from its own wheel where they are a literal list "
             "(conformance/flags_exec.py: add_argument(choices=[...]) and Arg(choices=[...]) fields taking the value as a "
             "string); choices held in a variable, derived from a Literal or met through a converting type are not "
-            "checked, nor any vLLM flag. --speculative-algorithm is CMD004's, from the release's own code executed."
+            "checked. --speculative-algorithm is CMD004's, from the release's own code executed. For vLLM, the "
+            "--speculative-config method: from 0.9.1 SpeculativeConfig is a pydantic dataclass whose method field is a "
+            "Literal, read from each tracked release's config module with its aliases followed (MTPModelTypes, "
+            "EagleModelTypes, ...); pydantic matches a Literal exactly, so EAGLE3 is refused where eagle3 is taken."
         ),
         why=(
-            "argparse stops that release's server at startup with 'invalid choice': nothing is served, and what the doctor "
-            "measures assumes a launch that never runs."
+            "argparse (pydantic, for vLLM's method) stops that release's server at startup: nothing is served, and what "
+            "the doctor measures assumes a launch that never runs."
         ),
         confirm="run the launch command against that release, or `python -m sglang.launch_server --help` there",
+    ),
+    Code(
+        "CMD007",
+        ERROR,
+        "the launch names a speculative method the named vLLM release does not act on: it detects another from the draft",
+        meaning=(
+            "Before 0.9.1 vLLM's SpeculativeConfig is a plain dataclass: nothing validates --speculative-config's method, "
+            "and the release compares it with == against the names it handles (read from each release's config.py: "
+            "every comparison with self.method), case and all. A name it matches none of falls through to its "
+            "detection from the draft: eagle for a path holding 'eagle-' (0.8.5 on: or 'eagle3-'), a model_type it "
+            "knows, else draft_model. 0.8.4 handles no eagle3 at all."
+        ),
+        why=(
+            "The server starts and runs an EAGLE-3 draft as EAGLE-1 (no aux hidden states) or as a plain draft model: "
+            "acceptance collapses with nothing in the log, and what the doctor measures assumes eagle3."
+        ),
+        confirm="read the method the engine logs at start-up (SpeculativeConfig's repr names it)",
     ),
 )
