@@ -256,9 +256,10 @@ def without_refused_flags(findings: list[Any], engine: str) -> list[Any]:
 
 
 def fixes_within_release(findings: list[Any], engine: str, release: str) -> None:
-    """Each fix that sets a launch flag ``release`` does not register (its parser's names, flag_releases) says so in
-    its text and evidence, with the first release that has it: a fix is written against the newest release's flags,
-    and followed as printed under an older one it would stop that server (as CMD003 says of a command)."""
+    """Each fix that sets a launch flag ``release`` does not register (its parser's names, flag_releases), or a value
+    that release does not take for it (CMD006's lists), says so in its text and evidence, with the releases that
+    have it: a fix is written against the newest release's flags, and followed as printed under an older one it
+    would stop that server (as CMD003 and CMD006 say of a command)."""
     from ..core.findings import SERVER_COMMAND, Fix
 
     for f in findings:
@@ -266,13 +267,21 @@ def fixes_within_release(findings: list[Any], engine: str, release: str) -> None
         if not (isinstance(fix, Fix) and fix.file == SERVER_COMMAND and fix.op == "set" and (fix.key or "").startswith("-")):
             continue
         absent = absent_flags(engine, release, [str(fix.key)])
-        if not absent:
+        refused = refused_values(engine, release, {str(fix.key): fix.value}) if isinstance(fix.value, str) else None
+        if absent:
+            a = absent[0]
+            needs = f"upgrade to {engine} >= {a.first_after}" if a.first_after else f"no later {engine} release has it"
+            f.evidence.append(f"the fix's {fix.key} is not a flag of {engine} {a.release} ({needs}; {FLAG_SOURCE})")
+            text = f"{fix} ({needs}: {engine} {a.release} has no {fix.key})"
+        elif refused:
+            r = refused[0]
+            needs = f"run {engine} {r.takes_it[-1]}" if r.takes_it else f"no tracked {engine} release takes it"
+            f.evidence.append(f"the fix's {fix.key} {fix.value} is not a value {engine} {r.release} takes: it takes "
+                              f"{', '.join(r.choices)} ({r.source}; {FLAG_SOURCE})")  # fmt: skip
+            text = f"{fix} ({needs}: {engine} {r.release} does not take {fix.value!r} there)"
+        else:
             continue
-        a = absent[0]
-        needs = f"upgrade to {engine} >= {a.first_after}" if a.first_after else f"no later {engine} release has it"
-        f.evidence.append(f"the fix's {fix.key} is not a flag of {engine} {a.release} ({needs}; {FLAG_SOURCE})")
-        f.fix = Fix(f"{fix} ({needs}: {engine} {a.release} has no {fix.key})", file=fix.file, key=fix.key,
-                    value=fix.value, snippet=fix.snippet, op=fix.op, path=fix.path)  # fmt: skip
+        f.fix = Fix(text, file=fix.file, key=fix.key, value=fix.value, snippet=fix.snippet, op=fix.op, path=fix.path)
 
 
 def _absent_flag_finding(sc: ServeConfig, a: Absent) -> Any:

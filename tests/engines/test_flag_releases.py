@@ -423,3 +423,24 @@ def test_a_fix_that_sets_a_flag_the_release_lacks_says_so():
     ] * 2
     fixes_within_release([gone], "sglang", "0.5.23")
     assert "no later sglang release has it" in gone.fix
+
+
+def test_a_fix_that_sets_a_value_the_release_refuses_says_so():
+    """The same guard over values, through CMD006's lists: a fix setting a value the run's release does not take (bf16
+    before SGLang 0.5.4; eagle3 as vLLM 0.8.4's method, which that release does not act on) names the releases that
+    take it; the same fix under a release that takes the value is left as it is."""
+    from eagle3_doctor.core.findings import SERVER_COMMAND, Finding, Fix
+    from eagle3_doctor.engines.launch import fixes_within_release
+
+    def finding(key: str, value: str) -> Finding:
+        return Finding("FWD015", "t", [], Fix(f"set {key} {value}", file=SERVER_COMMAND, key=key, value=value))
+
+    old, new = finding("--kv-cache-dtype", "bf16"), finding("--kv-cache-dtype", "bf16")
+    fixes_within_release([old], "sglang", "0.5.3")
+    fixes_within_release([new], "sglang", "0.5.4")
+    assert old.fix.endswith("(run sglang 0.5.4..0.5.23: sglang 0.5.3 does not take 'bf16' there)") and old.fix.value == "bf16"
+    assert any("is not a value sglang 0.5.3 takes" in e for e in old.evidence)
+    assert new.fix == "set --kv-cache-dtype bf16" and not new.evidence
+    method = finding("--speculative-config.method", "eagle3")
+    fixes_within_release([method], "vllm", "0.8.4")
+    assert "vllm 0.8.4 does not take 'eagle3' there" in method.fix
