@@ -199,12 +199,14 @@ def _launch(block_flag: str) -> str:
 
 def test_every_dflash_command_reads_the_launchs_block(tmp_path):
     """The user's own path: the block comes from --serve-cmd (SGLang's --speculative-num-draft-tokens, vLLM's
-    num_speculative_tokens masks after the anchor) in inspect, acceptance and diagnose alike; the trained block
+    num_speculative_tokens masks after the anchor) in inspect, compare-hidden, acceptance and diagnose alike; the trained block
     launched is quiet; --num-draft-tokens states it without a launch; a block that drafts nothing is refused."""
     common = ["--prompts", PROMPTS, "--max-new-tokens", "24", "--limit", "6"]
-    r = invoke("inspect", "--serve-cmd", _launch("--speculative-num-draft-tokens 2"), "--json", tmp_path / "i.json")
-    doc = json.loads((tmp_path / "i.json").read_text())
-    assert r.exit_code == 1 and [f["code"] for f in doc["findings"]] == ["DFL005"], r.output
+    for cmd in ("inspect", "compare-hidden"):
+        more = [] if cmd == "inspect" else ["--prompts", PROMPTS, "--limit", "2"]
+        r = invoke(cmd, "--serve-cmd", _launch("--speculative-num-draft-tokens 2"), *more, "--json", tmp_path / "i.json")
+        doc = json.loads((tmp_path / "i.json").read_text())
+        assert r.exit_code == 1 and [f["code"] for f in doc["findings"]] == ["DFL005"], r.output
     r = invoke("acceptance", "--serve-cmd", _launch("--speculative-dflash-block-size 2"), *common, "--json", tmp_path / "a.json")
     doc = json.loads((tmp_path / "a.json").read_text())
     codes = {f["code"]: f for f in doc["findings"]}

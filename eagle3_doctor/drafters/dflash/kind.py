@@ -84,10 +84,12 @@ def compare_hidden(run: Run) -> Outcome:
     from .levers import dflash_compare
     from .render import render_dflash_compare
 
+    block = served_block(run)
     tgt, prompts = target_and_prompts(run)
     assert run.draft is not None
     with run.progress():
-        res = dflash_compare(tgt, run.draft, run.engine, prompts, engine_version=run.release, layer_ids=run.opt("layer_ids"))
+        res = dflash_compare(tgt, run.draft, run.engine, prompts, engine_version=run.release, layer_ids=run.opt("layer_ids"),
+                             block=block)  # fmt: skip
     return _outcome(res, render_dflash_compare, _OK, "warning")
 
 

@@ -46,13 +46,15 @@ def dflash_compare(
     prompts: list[list[int]],
     engine_version: str | None = None,
     layer_ids: list[int] | None = None,
+    block: Any = None,
 ) -> DFlashCompare:
     """Each slot's served tap against its trained one over ``prompts``; served as ``engine`` feeds them in
-    ``engine_version`` (None: the newest modelled release), or as ``layer_ids`` state (read_sides)."""
+    ``engine_version`` (None: the newest modelled release), or as ``layer_ids`` state, with the launch's ``block``
+    named where it differs (DFL005, as every DFlash command names it; read_sides)."""
     from ...model.replay import iter_captures
     from ...model.runtime import auto_batch_size
 
-    side = read_sides(target, draft_path, engine, engine_version, layer_ids)
+    side = read_sides(target, draft_path, engine, engine_version, layer_ids, block)
     t_spec: FeatureSpec = side.trained.spec
     s_spec: FeatureSpec | None = side.served.spec if side.served.spec and len(side.served.spec) == len(t_spec) else None
     pairs = list(zip(t_spec, s_spec or t_spec))
