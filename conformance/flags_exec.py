@@ -221,13 +221,78 @@ def _compared_with(cls: ast.ClassDef, attr: str) -> list[str]:
     return out
 
 
+def _config_modules(root: Path) -> list[tuple[str, ast.Module]]:
+    """vLLM's config modules as fetched: ``vllm/config.py`` (to 0.10.0) or ``vllm/config/*.py``."""
+    names = ["vllm/config.py"] if (root / "vllm/config.py").exists() else []
+    names += sorted(str(p.relative_to(root)) for p in (root / "vllm/config").glob("*.py"))
+    return [(n, ast.parse((root / n).read_bytes().decode())) for n in names]
+
+
+def _union_parts(node: ast.AST) -> list[ast.AST]:
+    """The members of ``A | B``, ``Union[A, B]`` and ``Optional[A]`` (None dropped), else the node alone."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _union_parts(node.left) + _union_parts(node.right)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in ("Union", "Optional"):
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return [p for e in elts for p in _union_parts(e)]
+    return [] if _is_none(node) else [node]
+
+
+def vllm_literal_choices(root: Path) -> dict[str, tuple[list[str], str]]:
+    """{flag: (names, file:line)} for a vLLM release's flags whose parser ``choices`` come from a config field's
+    ``Literal``: ``add_argument("--x", **kw["field"])`` with ``kw = get_kwargs(Config)`` and nothing after it that
+    sets ``type``, ``choices``, ``action`` or ``nargs``, where the field's annotation is one ``Literal`` of strings
+    (aliases followed across the config modules), beside None or non-builtin types alone: ``get_kwargs`` then gives
+    ``choices`` (with ``str`` in the annotation it gives a ``metavar`` instead, and with ``bool`` a boolean action:
+    both left out). Plus the literal ``choices=[...]`` lists of the flag files (release_choices), which older releases
+    wrote by hand."""
+    out = {f: c for f, c in release_choices(root).items()}
+    au = "vllm/engine/arg_utils.py"
+    if not (root / au).exists():
+        return out
+    module = ast.parse((root / au).read_bytes().decode())
+    classes: dict[str, tuple[ast.ClassDef, str]] = {}
+    aliases: dict[str, ast.AST] = {}
+    for name, m in _config_modules(root):
+        for n in m.body:
+            if isinstance(n, ast.ClassDef):
+                classes.setdefault(n.name, (n, name))
+            elif isinstance(n, ast.Assign):
+                aliases.update({t.id: n.value for t in n.targets if isinstance(t, ast.Name) and t.id not in aliases})
+    made = {t.id: n.value.args[0].id for n in ast.walk(module) if isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Call) and getattr(n.value.func, "id", "") == "get_kwargs" and n.value.args
+            and isinstance(n.value.args[0], ast.Name) for t in n.targets if isinstance(t, ast.Name)}  # fmt: skip
+    for _call, names, kw in gen_serve_flags._add_argument_calls(module):
+        star = kw.get(None)
+        if {"type", "choices", "action", "nargs"} & {k for k in kw if k} or not isinstance(star, ast.Subscript):
+            continue
+        src, key = star.value, star.slice
+        if not (isinstance(src, ast.Name) and src.id in made and isinstance(key, ast.Constant)):
+            continue
+        cls = classes.get(made[src.id])
+        field = next((st for st in cls[0].body if isinstance(st, ast.AnnAssign) and getattr(st.target, "id", "") == key.value),
+                     None) if cls else None  # fmt: skip
+        if cls is None or field is None:
+            continue
+        parts = _union_parts(field.annotation)
+        plain = [p for p in parts if isinstance(p, ast.Name) and p.id in ("str", "bool", "int", "float", "dict", "list")]
+        lits = [n for p in parts if (n := _literal_names(p, aliases)) is not None]
+        if plain or len(lits) != 1 or not lits[0]:
+            continue
+        out.update({n: (lits[0], f"{cls[1]}:{field.lineno}") for n in names})
+    return out
+
+
 def choices_table(engine: str, releases: list[str]) -> dict[str, list[dict[str, Any]]]:
     """{flag: [{"choices", "releases" (ranges), "source" (the newest release's file:line)}, ...]} over the releases
     extracted: each distinct list of names with the runs of releases that take exactly it. vLLM: its speculative
     method's names (vllm_method_choices), each entry with ``validated``."""
     done = [v for v in releases if (fetch.src_dir(engine, v, "flags") / ".complete").exists()]
-    read = release_choices if engine == "sglang" else vllm_method_choices
-    per = {v: {f: (c[0], c[1], *c[2:]) for f, c in read(fetch.src_dir(engine, v, "flags")).items()} for v in done}
+
+    def read(root: Path) -> dict[str, tuple[Any, ...]]:
+        return release_choices(root) if engine == "sglang" else {**vllm_literal_choices(root), **vllm_method_choices(root)}
+
+    per = {v: read(fetch.src_dir(engine, v, "flags")) for v in done}
     out: dict[str, list[dict[str, Any]]] = {}
     for flag in sorted(set().union(*per.values()) if per else []):
         kinds: dict[tuple[Any, ...], str] = {}

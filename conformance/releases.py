@@ -79,6 +79,6 @@ FLAG_FILE_PATTERNS: dict[str, list[str]] = {
         r"^vllm/engine/arg_utils\.py$",
         r"^vllm/entrypoints/[a-z_]+/cli_args\.py$",
         r"^vllm/entrypoints/cli/serve\.py$",
-        r"^vllm/config(\.py|/(__init__|speculative|utils)\.py)$",  # SpeculativeConfig.method's names (flags_exec)
+        r"^vllm/config(\.py|/[a-z_]+\.py)$",  # the config dataclasses get_kwargs reads (choices, the speculative method)
     ],
 }

@@ -5,8 +5,9 @@ a flag an older release does not register stops that release's server at startup
 arguments). ``data/serve_flag_releases.json`` holds, for every release conformance/releases.py tracks, the flag
 names and aliases its parser registers, extracted from its wheel by conformance/flags_exec.py (each flag as the
 ranges of releases that have it), so a launch checked under ``--engine-version`` names the flags that release
-lacks and the first release that has each; and, for SGLang's flags whose ``choices`` are a literal list, the names
-each release takes, so a value that release's argparse refuses is named too; and for vLLM the names its
+lacks and the first release that has each; and, for the flags whose ``choices`` are a literal list (vLLM's also
+where get_kwargs makes them from a config field's ``Literal``), the names each release takes, so a value that
+release's argparse refuses is named too; and for vLLM the names its
 ``SpeculativeConfig.method`` admits (a pydantic-validated ``Literal`` from 0.9.1, the names its code compares the
 field with before), as ``--speculative-config.method``.
 """

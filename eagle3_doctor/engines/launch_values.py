@@ -1,5 +1,6 @@
-"""The launch's flag values against the release it names: CMD006, a value that release refuses at start-up (SGLang's
-argparse choices; vLLM's ``SpeculativeConfig.method``, a pydantic-validated ``Literal`` from 0.9.1), and CMD007, a
+"""The launch's flag values against the release it names: CMD006, a value that release refuses at start-up (argparse
+choices: SGLang's literal lists, vLLM's and the config Literals its get_kwargs turns into choices; vLLM's
+``SpeculativeConfig.method``, a pydantic-validated ``Literal`` from 0.9.1), and CMD007, a
 vLLM method name a release before 0.9.1 compares exactly and acts on none of (it detects a method from the draft).
 Each release's names are read from its own wheel (engines/flag_releases.py)."""
 
@@ -18,6 +19,12 @@ _DETECTED = (
     "'eagle-' (0.8.5 on: or 'eagle3-'), medusa, mlp_speculator or deepseek_mtp by the draft config's model_type, else "
     "draft_model: an EAGLE-3 draft is not run as eagle3 (read in 0.8.4, 0.8.5 and 0.9.0 config.py)"
 )
+
+
+_READ = {
+    "sglang": "literal lists only",
+    "vllm": "literal lists, and the Literal of the config field get_kwargs makes the flag from (choices, not a metavar)",
+}
 
 
 def value_finding(sc: ServeConfig, r: RefusedValue) -> Any:
@@ -47,7 +54,7 @@ def _argparse_choice(sc: ServeConfig, r: RefusedValue) -> Any:
         "CMD006",
         f"{r.flag} {r.value} is not a value {eng} {r.release} takes: that server refuses to start (argparse: invalid choice)",
         [f"{eng} {r.release}'s parser lists {r.flag}'s values: {', '.join(r.choices)} ({r.source})", _takes(eng, r, "parser"),
-         f"each release's choices read from its own wheel ({FLAG_SOURCE}): literal lists only"],
+         f"each release's choices read from its own wheel ({FLAG_SOURCE}): {_READ[eng]}"],
         Fix(fix, file=SERVER_COMMAND, key=r.flag, op="set", value=r.spelled),
         data=_data(r),
     )  # fmt: skip

@@ -272,7 +272,37 @@ def test_choices_rows_pinned_against_the_wheels():
     assert "fp8" not in next(e for e in rows.values() if "0.5.23" in e["releases"][-1])["choices"]
     (dtype,) = _table()["sglang"]["choices"]["--dtype"]
     assert dtype["releases"] == ["0.4.3.post4..0.5.23"] and "bfloat16" in dtype["choices"]
-    assert set(_table()["vllm"]["choices"]) == {"--speculative-config.method"}  # vLLM: its speculative method alone
+    vllm = _table()["vllm"]["choices"]
+    assert {"--speculative-config.method", "--dtype", "--kv-cache-dtype"} <= set(vllm)
+
+
+# Read in vLLM's own files: 0.10.0's config/cache.py:52 CacheDType has no "bfloat16", 0.11.0's (cache.py:53) adds it;
+# 0.33.0 annotates cache_dtype `CacheDType | str` (cache.py:235), so get_kwargs gives a metavar, not choices, and a
+# validator of its own checks the value; --dtype is config/model.py's ModelDType `| torch.dtype` (choices) throughout.
+def test_vllm_choices_rows_pinned_against_the_wheels():
+    rows = {tuple(e["releases"]): e for e in _table()["vllm"]["choices"]["--kv-cache-dtype"]}
+    assert "bfloat16" not in rows[("0.10.0..0.10.2",)]["choices"] and "bfloat16" in rows[("0.11.0",)]["choices"]
+    assert rows[("0.11.0",)]["source"] == "vllm/config/cache.py:53"
+    assert not any("0.33.0" in r[-1] for r in rows)  # a metavar there: not checked
+    (dtype,) = _table()["vllm"]["choices"]["--dtype"]
+    assert dtype["releases"] == ["0.8.4..0.33.0"] and "bfloat16" in dtype["choices"]
+
+
+def test_vllm_choices_extraction_reexecuted_on_a_release_as_shipped():
+    """conformance/flags_exec.py's vLLM choices run now on 0.11.0's arg_utils.py and config/cache.py as released
+    (testdata/): the committed row, at 0.11.0, of every flag it reads there (the config classes not kept are skipped)."""
+    sys.path.insert(0, str(ROOT / "conformance"))
+    import flags_exec
+
+    got = flags_exec.vllm_literal_choices(ROOT / "conformance" / "testdata" / "vllm" / "0.11.0")
+    data = _table()["vllm"]
+    at = data["releases"].index("0.11.0")
+    for flag, (names, _) in got.items():
+        (row,) = [e for e in data["choices"][flag] if any(
+            data["releases"].index(r.partition("..")[0]) <= at <= data["releases"].index(r.partition("..")[2] or r)
+            for r in e["releases"])]  # fmt: skip
+        assert names == row["choices"], flag
+    assert "--kv-cache-dtype" in got
 
 
 # Read in the releases' own files: vLLM 0.9.0's SpeculativeConfig is a stdlib dataclass (config.py) whose method Literal
@@ -320,6 +350,22 @@ def test_refused_values_of_the_vllm_method():
     assert r.refused and r.takes_it[0].startswith("0.20.0")
     (r,) = refused_values("vllm", "0.8.4", {m: "eagle3"})
     assert not r.refused  # 0.8.4 handles no eagle3: it detects a method from the draft
+
+
+def test_cli_a_vllm_value_the_release_refuses(tmp_path):
+    """The user's path on vLLM: --dtype BFloat16 is refused by every tracked release (fix: bfloat16); --kv-cache-dtype
+    bf16 (SGLang's spelling) by 0.11.0, whose choices are CacheDType's; 0.33.0 takes any string there (a metavar)."""
+    spec = json.dumps({"method": "eagle3", "model": str(DRAFTS["speculators"]), "num_speculative_tokens": 3})
+    cmd = f"vllm serve {TARGET} --speculative-config '{spec}' "
+    out = tmp_path / "i.json"
+    r = invoke("inspect", "--serve-cmd", cmd + "--dtype BFloat16", "--json", out)
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD006"]
+    assert r.exit_code == 1 and (f["edit"]["key"], f["edit"]["value"]) == ("--dtype", "bfloat16"), r.output
+    invoke("inspect", "--serve-cmd", cmd + "--kv-cache-dtype bf16", "--engine-version", "0.11.0", "--json", out)
+    (f,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "CMD006"]
+    assert "fp8_e4m3" in f["fix"] and f["data"]["source"] == "vllm/config/cache.py:53"
+    invoke("inspect", "--serve-cmd", cmd + "--kv-cache-dtype bf16", "--json", out)
+    assert "CMD006" not in [f["code"] for f in json.loads(out.read_text())["findings"]]
 
 
 def test_cli_a_vllm_method_in_the_wrong_case(tmp_path):
