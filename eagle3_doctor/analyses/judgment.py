@@ -11,6 +11,10 @@ Rules, stated once (docs/diagnose.md, "How a verdict is decided", prints them):
   run as trained) decides only when its recovery's interval clears 0 *and* its point recovers at least
   ``practical(missing)``: ``PRACTICAL_TOKENS`` tokens per pass, or ``PRACTICAL_SHARE`` of what is missing where
   that is more. A smaller recovery whose interval clears 0 is a lead, printed with its share, never the verdict.
+- **A measured serving cost** (a parallel drafter's served path against its trained one, DFL004 and PEA004) is
+  an error only where setting it back decides by that same rule, a warning where it leans (practical size, interval
+  reaching 0), and a lead (info) where its interval clears 0 under the practical size: the same rule ACC001 follows
+  for EAGLE-3's features, whichever kind prints it.
 - **Healthy is a positive finding** (HLT002), given only where the draft has skill as served, nothing the run
   measured accepts practically more, and no other finding is a warning or an error; its evidence names each
   reference used and what the command did not look at.
@@ -18,6 +22,7 @@ Rules, stated once (docs/diagnose.md, "How a verdict is decided", prints them):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +62,22 @@ def missing(served: Interval, sides: Mapping[str, Interval]) -> float:
     return max(0.0, best - served.point) if served.point == served.point else max(0.0, best - NO_SKILL)
 
 
+def cost_severity(diff: Interval) -> tuple[str, str] | None:
+    """(severity, why) of a measured serving cost ``diff`` (served - trained, paired over prompts): "error" where
+    setting it back decides (its interval clears 0 and its point is of practical size), "warning" where it leans,
+    "info" where it clears 0 under the practical size (a lead), None where it is neither."""
+    back = diff.negated()
+    gone = max(back.point, 0.0)
+    size = f"{practical(gone):.2f} tokens per pass"
+    if decides(back, gone):
+        return "error", f"setting it back recovers at least the practical {size}, its interval clear of 0"
+    if leans(back, gone):
+        return "warning", f"of practical size ({size} or more) but its interval reaches 0: more prompts decide it"
+    if back.lo > 0:
+        return "info", f"its interval clears 0 but it is under the practical {size}: a lead, not the verdict"
+    return None
+
+
 def share_text(recovery: Interval, gone: float) -> str:
     """What a recovery explains of what is missing, and the residual."""
     if gone <= 0:
@@ -68,31 +89,70 @@ def share_text(recovery: Interval, gone: float) -> str:
 DEAD = 0.01  # the share of verify passes (upper bound) under which a drafted position accepts nothing
 
 
+def wilson_upper(hits: float, n: float, z: float = 1.96) -> float:
+    """The Wilson score upper bound of a proportion, ``hits`` of ``n``: what a count of zero still allows (about
+    3.84 / n), which a bootstrap over prompts, resampling those zeros, cannot say."""
+    if n <= 0:
+        return 1.0
+    p = hits / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return min(1.0, (centre + spread) / (1 + z * z / n))
+
+
 def depth_finding(accepted: Sequence[Sequence[int]], K: int, setting: str) -> Finding | None:
     """HLT004 where the last two or more of the K positions drafted a pass are reached by under DEAD of the
-    passes (each interval's upper bound), on ``accepted`` (per prompt, draft tokens accepted in each pass)."""
+    passes, on ``accepted`` (per prompt, draft tokens accepted in each pass). A position's upper bound is the larger
+    of its bootstrap interval over prompts and the Wilson bound over all passes pooled: a position no pass reached
+    has a bootstrap interval of [0, 0] on any run, so only enough passes (about 400) make "reached by under 1%"
+    a measurement rather than a small sample's silence."""
     from ..core.stats import MIN_PROMPTS, acceptance_counts, acceptance_intervals
 
     if K < 3 or len(accepted) < MIN_PROMPTS:
         return None
-    rates = acceptance_intervals(acceptance_counts(accepted, None, None, K), K).per_position_rate
-    useful = max((k + 1 for k, r in enumerate(rates) if not r.hi < DEAD), default=0)
-    if useful == 0 or K - useful < 2:  # nothing accepted anywhere is HLT001's
+    counts = acceptance_counts(accepted, None, None, K)
+    rates = acceptance_intervals(counts, K).per_position_rate
+    total = counts.sum(axis=0)
+    upper = [max(r.hi, wilson_upper(float(total[2 + k]), float(total[0]))) for k, r in enumerate(rates)]
+    useful = max((k + 1 for k, u in enumerate(upper) if not u < DEAD), default=0)
+    seen = max((k + 1 for k, r in enumerate(rates) if not r.point < DEAD), default=0)
+    if seen == 0:  # nothing accepted anywhere is HLT001's
         return None
-    dead = rates[useful:]
+    if K - useful < 2:
+        return _depth_undecided(rates, upper, seen, K, int(total[0])) if K - seen >= 2 else None
     return Finding(
         "HLT004",
-        f"positions {useful + 1}-{K} of the {K} drafted a pass are reached by at most {max(r.hi for r in dead):.3f} "
+        f"positions {useful + 1}-{K} of the {K} drafted a pass are reached by at most {max(upper[useful:]):.3f} "
         "of verify passes: drafted for no acceptance",
         [
             "per-position rate (passes reaching position k), 95% intervals over prompts: "
             + ", ".join(f"{k + 1}: {r.text()}" for k, r in enumerate(rates)),
             f"a position whose upper bound is under {DEAD} accepts nothing: drafting it costs a draft forward and a "
-            "verify token a pass",
+            f"verify token a pass; the bound is the larger of the interval over prompts and the Wilson bound over the "
+            f"{int(total[0])} passes pooled (a count of zero bounds the rate only through the number of passes)",
         ],
         f"draft {useful} tokens a pass ({setting} {useful}); eagle3-doctor speedup measures which setting is fastest "
         "on your hardware",
         data={"useful": useful, "drafted": K},
+    )
+
+
+def _depth_undecided(rates: Sequence[Interval], upper: Sequence[float], seen: int, K: int, passes: int) -> Finding:
+    """HLT005: the last positions look unreached on this run (each rate under DEAD) but their bounds reach DEAD."""
+    need = math.ceil(3.84 / DEAD)  # the passes under which a count of zero still allows a rate of DEAD (Wilson)
+    return Finding(
+        "HLT005",
+        f"undetermined: positions {seen + 1}-{K} of the {K} drafted a pass are reached by under {DEAD} of these "
+        f"{passes} verify passes, too few to tell whether they accept anything",
+        [
+            "per-position rate (passes reaching position k) and its upper bound: "
+            + ", ".join(f"{k + 1}: {r.point:.3f} (<= {u:.3f})" for k, (r, u) in enumerate(zip(rates, upper))),
+            f"a position is decided dead where its upper bound, the larger of the interval over prompts and the Wilson "
+            f"bound over the passes pooled, is under {DEAD}: with none reaching it that takes about {need} passes",
+        ],
+        f"rerun on more prompts or longer continuations (about {need} verify passes) to decide whether drafting {K} "
+        "a pass spends draft and verify work for nothing",
+        data={"useful": seen, "drafted": K, "passes": passes, "decided": False},
     )
 
 

@@ -14,6 +14,7 @@ Seeded: the same counts and seed give the same interval, bit for bit, on every m
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -45,6 +46,10 @@ class Interval:
 
     def excludes_zero(self) -> bool:
         return self.lo > 0 or self.hi < 0
+
+    def negated(self) -> Interval:
+        """The same resamples, negated: b - a from a paired a - b."""
+        return dataclasses.replace(self, point=-self.point, lo=-self.hi, hi=-self.lo)
 
     def text(self, nd: int = 3) -> str:
         if not math.isfinite(self.point):

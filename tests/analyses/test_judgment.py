@@ -139,3 +139,21 @@ def test_inspect_says_what_it_cannot_see_and_compare_hidden_sees_the_seed_incide
         found = {f["code"]: f for f in json.loads((tmp_path / f"{command}.json").read_text())["findings"]}
         assert r.exit_code == 1 and found["ACC004"]["severity"] == "error", (command, r.output)
         assert '"eagle_aux_hidden_state_layer_ids": [1, 3, 4]' in found["ACC004"]["fix"]
+
+
+def test_a_measured_serving_cost_is_judged_by_size_and_interval():
+    """DFL004 and PEA004 take their severity from one rule, ACC001's: an error only where setting the served way back
+    decides (practical size, interval clear of 0), a warning where it leans, a lead (info) where it is real but
+    small, nothing where it is neither; never an error because an interval cleared 0."""
+    from eagle3_doctor.analyses.judgment import cost_severity
+    from eagle3_doctor.core.stats import Interval
+
+    def severity(point: float, lo: float, hi: float) -> str | None:  # of served - trained
+        judged = cost_severity(Interval(point, lo, hi, 0.95, 16, 2000, 0))
+        return judged[0] if judged is not None else None
+
+    assert severity(-0.4, -0.5, -0.3) == "error"
+    assert severity(-0.4, -0.8, 0.05) == "warning"
+    assert severity(-0.05, -0.08, -0.02) == "info"
+    assert severity(-0.05, -0.12, 0.01) is None
+    assert severity(0.2, 0.1, 0.3) is None  # the served way accepts more

@@ -60,7 +60,10 @@ def test_the_planted_mismatch_is_named_measured_and_its_fix_makes_the_run_quiet(
     doc = json.loads((tmp_path / "a.json").read_text())
     jsonschema.validate(doc, json.loads((ROOT / "schemas" / "dflash-acceptance.v1.schema.json").read_text()))
     codes = {f["code"]: f for f in doc["findings"]}
-    assert set(codes) == {"DFL001", "DFL004"} and codes["DFL004"]["severity"] == "error", r.output
+    # the copied ids cost 0.098 [0.039, 0.162] tokens per pass here: clear of 0 but under the practical 0.1, so the
+    # measured cost is a lead (info) and DFL001, the config as read, is the error that names the fault
+    assert set(codes) == {"DFL001", "DFL004"} and codes["DFL004"]["severity"] == "info", r.output
+    assert codes["DFL001"]["severity"] == "error" and "a lead, not the verdict" in codes["DFL004"]["evidence"][-1]
     assert doc["served"]["spec"] == ["layer_out[0]", "layer_out[2]", "layer_out[4]"] and doc["difference"]["hi"] < 0
     edit = codes["DFL004"]["edit"]
     (d / "config.json").write_text(json.dumps({**cfg, edit["key"]: edit["value"]}))
@@ -132,7 +135,10 @@ def test_vllm_0_20_feeds_the_fixture_one_layer_early_and_the_fix_names_the_upgra
     f = codes["DFL001"]
     assert "by vllm 0.20.0" in f.title and f.data["release"] == "vllm 0.20.0"
     assert isinstance(f.fix, Fix) and (f.fix.key, f.fix.value) == ("eagle_aux_hidden_state_layer_ids", [2, 4, 6])
-    assert "upgrade to vllm 0.22.0" in f.fix and codes["DFL004"].fix is f.fix
+    assert "upgrade to vllm 0.22.0" in f.fix
+    # on 4 prompts the one-layer-early taps cost 0.046 [0.000, 0.163] tokens per pass: neither of practical size nor
+    # clear of 0, so no measured cost is claimed beside DFL001
+    assert "DFL004" not in codes and old.difference is not None and old.difference.hi >= 0
     # the same release through every measuring function
     assert [f.code for f in inspect_dflash(str(TARGET), str(DFLASH), "vllm", "0.21.0").findings if f.code == "DFL001"] == [
         "DFL001"
@@ -172,7 +178,7 @@ def test_layer_ids_state_what_the_server_feeds_a_dflash_draft(tmp_path):
 def test_the_served_block_is_what_the_estimator_and_the_sequential_loop_draft(target, block):
     """A launch that serves blocks of another size: the served path drafts that block (each pass proposes at most
     block - 1 tokens), the estimator walks the sequential loop's passes at that block, and DFL005 names the block
-    the draft was trained on, fix and all, with the measured cost beside it."""
+    the draft was trained on, fix and all, with the measured cost beside it where there is one."""
     from eagle3_doctor.core.findings import Fix
     from eagle3_doctor.drafters.dflash.analysis import ServedBlock
 
@@ -189,7 +195,10 @@ def test_the_served_block_is_what_the_estimator_and_the_sequential_loop_draft(ta
     f = codes["DFL005"]
     assert f.severity == "warning" and (f.data["served"], f.data["trained"]) == (block, 4)
     assert isinstance(f.fix, Fix) and (f.fix.key, f.fix.value) == ("--speculative-num-draft-tokens", 4)
-    assert "DFL004" in codes and codes["DFL004"].fix is f.fix  # the measured cost carries the block's fix
+    if block == 2:  # the measured cost, decided, carries the block's fix
+        assert codes["DFL004"].severity == "error" and codes["DFL004"].fix is f.fix
+    else:  # the slots past the trained block accept nothing more here: no cost to claim, DFL005 alone
+        assert "DFL004" not in codes and res.difference is not None and res.difference.point == 0
 
 
 def _launch(block_flag: str) -> str:

@@ -83,7 +83,8 @@ def test_the_planted_mismatch_is_named_measured_and_fixed_on_a_copy(tmp_path):
     doc = json.loads((tmp_path / "a.json").read_text())
     jsonschema.validate(doc, json.loads((SCHEMAS / "peagle-acceptance.v1.schema.json").read_text()))
     codes = {f["code"]: f for f in doc["findings"]}
-    assert set(codes) == {"PEA001", "PEA004"} and codes["PEA004"]["severity"] == "error", r.output
+    # beside them, the chain's positions 3-4 are reached by under 1% of these 218 passes, too few to bound: HLT005
+    assert set(codes) == {"PEA001", "PEA004", "HLT005"} and codes["PEA004"]["severity"] == "error", r.output
     assert doc["paths"]["served"]["mode"] == "chain" and doc["difference"]["hi"] < 0
     assert codes["PEA001"]["edit"]["key"] == "speculators_model_type" and codes["PEA001"]["edit"]["value"] == "peagle"
     out = tmp_path / "fixed"
@@ -185,10 +186,11 @@ def test_a_mask_hidden_the_draft_cannot_run_with_is_one_line(tmp_path, tensor, s
     assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output, r.output
 
 
-@pytest.mark.parametrize(("k", "codes"), [(2, {"PEA004", "PEA006"}), (6, {"PEA006"})], ids=["fewer", "more"])
+@pytest.mark.parametrize(("k", "codes"), [(2, {"PEA004", "PEA006"}), (6, {"PEA006", "HLT005"})], ids=["fewer", "more"])
 def test_the_launch_lines_tokens_a_pass_are_the_served_k(tmp_path, k, codes):
     """Fewer slots than trained cap every pass (a measured cost); more add depths the draft never learned, which
-    cost no acceptance but verify work: PEA006 either way, PEA004 only where the served way accepts less."""
+    cost no acceptance but verify work: PEA006 either way, PEA004 only where the served way accepts less; the added
+    depths are reached by under 1% of these 189 passes, too few to call them dead (HLT005)."""
     r = invoke("acceptance", "-t", TARGET, "-d", PEAGLE, "--engine", "vllm", "--prompts", PROMPTS, "--limit", "8",
                "--max-new-tokens", "48", "--num-steps", str(k), "--json", tmp_path / "a.json")  # fmt: skip
     doc = json.loads((tmp_path / "a.json").read_text())

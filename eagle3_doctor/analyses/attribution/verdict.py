@@ -106,7 +106,8 @@ def _verdict(
     if data is not None:  # DGN007, decided before the last resort: a decided data verdict is not "undetermined"
         branch = place_data(branch, findings, levers, data)
     findings += (depth := depth_findings(results, setup))  # a serving setting that costs speed without acceptance
-    branch = branch or ("pipeline" if depth else "")
+    codes = {f.code for f in depth}
+    branch = branch or ("pipeline" if "HLT004" in codes else "undetermined" if "HLT005" in codes else "")
     if not branch:
         branch, last = _last_resort(
             [*leads, *_undecided(levers, gap if len(sides) == 2 else None, n, gone)], n, base_step1, plan.base, serving

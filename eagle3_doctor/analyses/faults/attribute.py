@@ -183,6 +183,8 @@ def decide(fits: list[Fit], K: int, sep: Callable[[Fit, Fit], dict[str, Any]]) -
     notes = []
     for f in fits:  # the window class explains a profile only where the modelled passes have a dead tail
         if f.candidate.fault is not None and f.candidate.fault.window:
+            # a tail the modelled passes leave unreached, decided (HLT004) or on too few passes to bound (HLT005):
+            # the class is then a candidate, and the chi-square against the server's counts ranks it
             dead = depth_finding(f.candidate.accepted, K, "K")
             f.applies = dead is not None
             f.useful = dead.data["useful"] if dead is not None else None

@@ -63,7 +63,9 @@ RECORDS = (
             "interval over prompts; diagnose splits the difference into one lever per slot and one for the block."
         ),
         why=(
-            "The measured cost of DFL001 or DFL005 on the user's own target and prompts: a warning where the interval reaches 0."
+            "The measured cost of DFL001 or DFL005 on the user's own target and prompts, judged as ACC001 is: an error "
+            "where setting it back decides (at least 0.1 tokens per pass, interval clear of 0), a warning where it is of "
+            "that size but its interval reaches 0, a lead (info) where it is real but smaller, absent otherwise."
         ),
         confirm="rerun `eagle3-doctor acceptance` on the copy the fix describes: the served path then equals the trained one",
     ),

@@ -67,4 +67,20 @@ RECORDS = (
         why="A draft trained to K steps or run past what it learned accepts nothing there; the engine's K is a serving setting.",
         confirm="the per-position rates of `eagle3-doctor acceptance`; `eagle3-doctor speedup` picks the fastest setting",
     ),
+    Code(
+        "HLT005",
+        WARNING,
+        "undetermined: the last positions drafted a pass look unreached, on too few passes to tell",
+        meaning=(
+            "The last two or more of the K positions are reached by under 1% of this run's verify passes, but their "
+            "upper bounds reach 1%: an interval over prompts cannot bound a count of zero, so each bound is also the "
+            "Wilson bound over all passes pooled (about 3.84 / passes where none reached the position). HLT004 "
+            "decides once about 384 passes bound the rate under 1%; until then the run says it cannot tell."
+        ),
+        why=(
+            "A small run that reached a position in none of 60 passes has not shown that it is reached in under 1% of "
+            "them; calling it dead there, and not on a larger run, made the verdict depend on the run's size."
+        ),
+        confirm="rerun with more prompts (--limit) or longer continuations (--max-new-tokens)",
+    ),
 )

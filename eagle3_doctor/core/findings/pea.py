@@ -60,7 +60,11 @@ RECORDS = (
             "trained (K slots in one forward) and as the engine runs it, and compares the tokens per verify pass (the "
             "bonus token included) with an interval over prompts."
         ),
-        why="The measured cost of PEA001 or PEA003 on the user's own target and prompts: a warning where the interval reaches 0.",
+        why=(
+            "The measured cost of PEA001, PEA003 or PEA006 on the user's own target and prompts, judged as ACC001 is: an "
+            "error where setting it back decides (at least 0.1 tokens per pass, interval clear of 0), a warning where it "
+            "is of that size but its interval reaches 0, a lead (info) where it is real but smaller, absent otherwise."
+        ),
         confirm=_CONFIRM,
     ),
     Code(

@@ -138,11 +138,9 @@ def dflash_diagnose(
     if "served" in ways:
         total = gain[-1]
         parts = [f"{n}: {g.text()}" for n, g in zip(ways, gain) if n not in ("served", "trained")]
-        served_minus_trained = replace(total, point=-total.point, lo=-total.hi, hi=-total.lo)  # the same resamples, negated
         ev = [f"served: {own[0].text()}", f"trained: {own[-1].text()}", f"gain of each lever over served: {'; '.join(parts)}"]
-        side.findings.append(
-            cost_finding(ways["trained"], ways["served"], own[-1], own[0], served_minus_trained, side.cost_fix(), ev)
-        )
+        cost = cost_finding(ways["trained"], ways["served"], own[-1], own[0], total.negated(), side.cost_fix(), ev)
+        side.findings += [cost] if cost is not None else []
     side.findings += dflash_health(figs, "served" if "served" in ways else "trained", side.findings)
     verdict = _verdict(figs, total, parts, ways["trained"], ways.get("served", ways["trained"]), side.findings)
     return DFlashDiagnosis(engine, len(prompts), paths, verdict, side.findings)

@@ -125,14 +125,19 @@ def path_figures(walked: dict[str, list[list[int]]], ways: dict[str, Drafting]) 
 
 
 def cost_finding(trained: Drafting, served: Drafting, t: Interval, s: Interval, diff: Interval, fix: Any,
-                 evidence: list[str]) -> Finding:  # fmt: skip
-    """DFL004: mean acceptance length served against trained, ``diff`` = served - trained paired over prompts;
-    an error where its interval excludes 0, a warning where it reaches it."""
+                 evidence: list[str]) -> Finding | None:  # fmt: skip
+    """DFL004: mean acceptance length served against trained, ``diff`` = served - trained paired over prompts, with
+    the judgment's severity for a measured cost (analyses.judgment.cost_severity); None where it is neither."""
+    from ...analyses.judgment import cost_severity
+
+    judged = cost_severity(diff)
+    if judged is None:
+        return None
     return Finding(
         "DFL004",
         f"served {served.text()} accepts {s.point:.3f} tokens per pass, trained {trained.text()} {t.point:.3f}",
-        severity="error" if diff.hi < 0 else "warning",
-        evidence=[*evidence, f"served - trained: {diff.text()}"],
+        severity=judged[0],
+        evidence=[*evidence, f"served - trained: {diff.text()}: {judged[1]}"],
         fix=fix,
         data={"served": s.to_dict(), "trained": t.to_dict(), "difference": diff.to_dict()},
     )
@@ -245,7 +250,8 @@ def dflash_acceptance(
     if diff is not None:
         t, s = figs["trained"], figs["served"]
         ev = [f"served: {s.text()} ({served.source}; blocks of {side.block})", f"trained: {t.text()}"]
-        res.findings.append(cost_finding(ways["trained"], ways["served"], t, s, diff, side.cost_fix(), ev))
+        cost = cost_finding(ways["trained"], ways["served"], t, s, diff, side.cost_fix(), ev)
+        res.findings += [cost] if cost is not None else []
     elif served.spec == trained.spec:
         res.notes.append(f"served as trained ({ways['trained'].text()}): one path measured")
     if block is None:

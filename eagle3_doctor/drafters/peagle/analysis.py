@@ -204,10 +204,14 @@ def peagle_acceptance(
     )
     res = PEagleAcceptance(engine, len(prompts), sum(len(s) - st for s, st in zip(seqs, starts)), ways, figs, walked, diff,
                            ref, side.findings)  # fmt: skip
-    if diff is not None and diff.lo < 0:
-        res.findings.append(cost_finding(ways["trained"], ways["served"], figs, diff, side.findings))
-    elif diff is not None:
+    cost = cost_finding(ways["trained"], ways["served"], figs, diff, side.findings) if diff is not None else None
+    if cost is not None:
+        res.findings.append(cost)
+    elif diff is not None and diff.lo >= 0:
         res.notes.append(f"the served way accepts no less than the trained one (served - trained {diff.text()})")
+    elif diff is not None:
+        res.notes.append(f"the served way's cost is under the practical size and its interval reaches 0 (served - "
+                         f"trained {diff.text()})")  # fmt: skip
     elif side.served is not None:
         res.notes.append(f"{engine} runs the draft as it was trained ({side.trained.mode}, K {side.trained.k}, "
                          f"taps {format_spec(side.trained.spec)}): one path measured")  # fmt: skip
@@ -243,20 +247,26 @@ def way_figures(walked: dict[str, list[list[int]]], ways: dict[str, Way]) -> tup
     return dict(zip(names, own)), (diff[1] if len(names) > 1 else None)
 
 
-def cost_finding(t: Way, s: Way, figs: dict[str, Interval], diff: Interval, found: list[Finding]) -> Finding:
-    """PEA004: served against trained, an error where the paired interval excludes 0; the fix the cause carries."""
+def cost_finding(t: Way, s: Way, figs: dict[str, Interval], diff: Interval, found: list[Finding]) -> Finding | None:
+    """PEA004: served against trained, paired over prompts, with the judgment's severity for a measured cost
+    (analyses.judgment.cost_severity; None where it is neither); the fix the cause carries."""
+    from ...analyses.judgment import cost_severity
+
+    judged = cost_severity(diff)
+    if judged is None:
+        return None
     cause = next((f for f in found if f.code in ("PEA001", "PEA003", "PEA006")), None)
     how = [f"{n}: {w.mode}, K {w.k}" + (f", mask token {w.token}" if w.mode == "parallel" else "") + f", taps {format_spec(w.spec)}"
            for n, w in (("trained", t), ("served", s))]  # fmt: skip
     return Finding(
         "PEA004",
         f"served ({s.mode}) accepts {figs['served'].point:.3f} tokens per pass, trained ({t.mode}) {figs['trained'].point:.3f}",
-        severity="error" if diff.hi < 0 else "warning",
+        severity=judged[0],
         evidence=[
             *how,
             f"served: {figs['served'].text()}",
             f"trained: {figs['trained'].text()}",
-            f"served - trained: {diff.text()}",
+            f"served - trained: {diff.text()}: {judged[1]}",
         ],
         fix=cause.fix if cause is not None else "set the taps the draft was trained on (run inspect on it as an EAGLE-3 draft)",
         data={"served": figs["served"].to_dict(), "trained": figs["trained"].to_dict(), "difference": diff.to_dict()},

@@ -70,10 +70,9 @@ def peagle_diagnose(
     found = side.findings
     figs = dict(zip(names, own))
     ti = names.index("trained")
-    if "served" in ways and gain[ti].hi > 0:  # trained - served, paired: the served way may cost something
-        back = gain[ti]
-        diff = replace(back, point=-back.point, lo=-back.hi, hi=-back.lo)
-        found.append(cost_finding(side.trained, side.served, figs, diff, found))  # type: ignore[arg-type]
+    if "served" in ways:  # trained - served, paired: what the served way costs, judged by size and interval
+        cost = cost_finding(side.trained, side.served, figs, gain[ti].negated(), found)  # type: ignore[arg-type]
+        found += [cost] if cost is not None else []
     pair = [acceptance_counts(walked[n], None, None, K) for n in ("trained", ANCHOR)]
     (t_own, a_own), (_, a_minus_t) = paired(pair, mean_acceptance_length, 0)
     paths[ANCHOR]["gain_over_trained"] = a_minus_t.to_dict()
