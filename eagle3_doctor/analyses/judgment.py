@@ -137,9 +137,27 @@ def depth_finding(accepted: Sequence[Sequence[int]], K: int, setting: str) -> Fi
     )
 
 
+def passes_to_bound(rate: float, cap: int = 1_000_000) -> int | None:
+    """The fewest passes at which a position reached at ``rate`` has a Wilson upper bound under DEAD (None: more than
+    ``cap``, or never: the rate itself is DEAD or more)."""
+    if rate >= DEAD:
+        return None
+    lo, hi = 1, 1
+    while wilson_upper(rate * hi, hi) >= DEAD:
+        if hi > cap:
+            return None
+        lo, hi = hi, hi * 2
+    while lo < hi:  # the bound falls as passes grow at a fixed rate: bisect the first n under DEAD
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if wilson_upper(rate * mid, mid) >= DEAD else (lo, mid)
+    return lo
+
+
 def _depth_undecided(rates: Sequence[Interval], upper: Sequence[float], seen: int, K: int, passes: int) -> Finding:
     """HLT005: the last positions look unreached on this run (each rate under DEAD) but their bounds reach DEAD."""
-    need = math.ceil(3.84 / DEAD)  # the passes under which a count of zero still allows a rate of DEAD (Wilson)
+    needs = [passes_to_bound(r.point) for r, u in zip(rates[seen:], upper[seen:]) if not u < DEAD]
+    need = None if any(n is None for n in needs) else max([n for n in needs if n is not None] or [passes])
+    more = f"about {need:,} verify passes at these rates" if need is not None else "far more verify passes"
     return Finding(
         "HLT005",
         f"undetermined: positions {seen + 1}-{K} of the {K} drafted a pass are reached by under {DEAD} of these "
@@ -148,10 +166,10 @@ def _depth_undecided(rates: Sequence[Interval], upper: Sequence[float], seen: in
             "per-position rate (passes reaching position k) and its upper bound: "
             + ", ".join(f"{k + 1}: {r.point:.3f} (<= {u:.3f})" for k, (r, u) in enumerate(zip(rates, upper))),
             f"a position is decided dead where its upper bound, the larger of the interval over prompts and the Wilson "
-            f"bound over the passes pooled, is under {DEAD}: with none reaching it that takes about {need} passes",
+            f"bound over the passes pooled, is under {DEAD} (with none reaching it, from {passes_to_bound(0.0)} passes)",
         ],
-        f"rerun on more prompts or longer continuations (about {need} verify passes) to decide whether drafting {K} "
-        "a pass spends draft and verify work for nothing",
+        f"rerun on more prompts or longer continuations ({more}) to decide whether drafting {K} a pass spends draft "
+        "and verify work for nothing",
         data={"useful": seen, "drafted": K, "passes": passes, "decided": False},
     )
 

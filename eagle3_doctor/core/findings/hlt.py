@@ -75,7 +75,7 @@ RECORDS = (
             "The last two or more of the K positions are reached by under 1% of this run's verify passes, but their "
             "upper bounds reach 1%: an interval over prompts cannot bound a count of zero, so each bound is also the "
             "Wilson bound over all passes pooled (about 3.84 / passes where none reached the position). HLT004 "
-            "decides once about 384 passes bound the rate under 1%; until then the run says it cannot tell."
+            "decides once enough passes bound the rate under 1% (381 where none reached it, more where some did); until then the run says it cannot tell."
         ),
         why=(
             "A small run that reached a position in none of 60 passes has not shown that it is reached in under 1% of "
