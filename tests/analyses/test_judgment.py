@@ -157,3 +157,19 @@ def test_a_measured_serving_cost_is_judged_by_size_and_interval():
     assert severity(-0.05, -0.08, -0.02) == "info"
     assert severity(-0.05, -0.12, 0.01) is None
     assert severity(0.2, 0.1, 0.3) is None  # the served way accepts more
+
+
+def test_a_position_no_pass_reached_is_dead_only_on_enough_passes():
+    """HLT004 decides a dead tail only where the passes bound it under 1% (an interval over prompts bounds a count of
+    zero at [0, 0] on any run); on fewer passes the same tail is HLT005, undetermined, naming the passes that decide."""
+    from eagle3_doctor.analyses.judgment import depth_finding, passes_to_bound, wilson_upper
+
+    assert passes_to_bound(0.0) == 381 and wilson_upper(0, 381) < 0.01 <= wilson_upper(0, 380)
+    assert passes_to_bound(0.02) is None  # a rate of 2% is never bounded under 1%
+
+    def run(passes_per_prompt: int) -> list[list[int]]:  # K 4: positions 3 and 4 never reached
+        return [[1, 2, 0, 1] * (passes_per_prompt // 4) for _ in range(5)]
+
+    small, large = depth_finding(run(40), 4, "K"), depth_finding(run(100), 4, "K")  # 200 and 500 passes
+    assert small is not None and small.code == "HLT005" and "381" in small.evidence[-1]
+    assert large is not None and large.code == "HLT004" and large.data["useful"] == 2
