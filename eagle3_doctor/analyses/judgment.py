@@ -104,7 +104,7 @@ def depth_finding(accepted: Sequence[Sequence[int]], K: int, setting: str) -> Fi
     """HLT004 where the last two or more of the K positions drafted a pass are reached by under DEAD of the
     passes, on ``accepted`` (per prompt, draft tokens accepted in each pass). A position's upper bound is the larger
     of its bootstrap interval over prompts and the Wilson bound over all passes pooled: a position no pass reached
-    has a bootstrap interval of [0, 0] on any run, so only enough passes (about 400) make "reached by under 1%"
+    has a bootstrap interval of [0, 0] on any run, so only enough passes (381 at zero) make "reached by under 1%"
     a measurement rather than a small sample's silence."""
     from ..core.stats import MIN_PROMPTS, acceptance_counts, acceptance_intervals
 

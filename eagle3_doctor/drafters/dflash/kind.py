@@ -20,7 +20,8 @@ _BLOCK = frozenset({"num_draft_tokens"})
 def served_block(run: Run) -> Any:
     """The block the engine drafts (an analysis.ServedBlock): --num-draft-tokens, else the launch's, resolved as the
     release does (SGLang: --speculative-dflash-block-size, --speculative-num-draft-tokens, the draft's config;
-    vLLM: num_speculative_tokens masks after the anchor); None where neither names one (the draft's own)."""
+    vLLM: num_speculative_tokens masks after the anchor) where it serves DFlash; None where neither names one (the
+    draft's own)."""
     from ...core.errors import BadInput
     from .analysis import VLLM_BLOCK_KEY, ServedBlock
 
@@ -28,7 +29,8 @@ def served_block(run: Run) -> Any:
     sc = run.serve
     if n is not None:
         got = ServedBlock(n, f"--num-draft-tokens {n}")
-    elif sc is not None and sc.num_draft_tokens:
+    # under another algorithm the draft tokens are that algorithm's budget, not a DFlash block
+    elif sc is not None and sc.num_draft_tokens and str(sc.algorithm).lower() == "dflash":
         n = sc.num_draft_tokens
         if sc.engine == "vllm":
             got = ServedBlock(n, f"--speculative-config num_speculative_tokens {n - 1}: the anchor and {n - 1} masks",
