@@ -233,6 +233,9 @@ def test_every_dflash_command_reads_the_launchs_block(tmp_path):
     assert doc["served"]["block_size"] == 6 and (edit["key"], edit["value"]) == ("--speculative-config.num_speculative_tokens", 3)
     r = invoke("acceptance", "--serve-cmd", _launch("--speculative-num-draft-tokens 4"), *common)
     assert r.exit_code == 0 and "one path measured" in r.output, r.output
+    eagle = _launch("--speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens 2")
+    r = invoke("inspect", "--serve-cmd", eagle.replace("DFLASH", "EAGLE3"), "--json", tmp_path / "e.json")
+    assert "DFL005" not in {f["code"] for f in json.loads((tmp_path / "e.json").read_text())["findings"]}, r.output
     own = ["-t", TARGET, "-d", DFLASH, "--engine", "sglang", *common]
     r = invoke("acceptance", *own, "--num-draft-tokens", "3", "--json", tmp_path / "n.json")
     assert json.loads((tmp_path / "n.json").read_text())["served"]["block_size"] == 3, r.output
