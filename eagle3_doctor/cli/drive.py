@@ -101,9 +101,10 @@ def finish(run: Any, outcome: Any) -> int:
     if outcome.served is not None and (min_rate is not None or min_tau is not None):
         tau, rate1 = outcome.served
         outcome.findings.extend(gate_findings(tau, rate1, min_rate, min_tau))
-        outcome.findings[:] = settle(outcome.findings)  # in place: the document and the render read this list
-    outcome.findings[:] = drop_ignored(outcome.findings)  # in place, as above
-    run.locate(outcome.findings)
+    outcome.findings[:] = drop_ignored(outcome.findings)  # in place: the document and the render read this list
+    run.locate(outcome.findings)  # the launch command's findings join here, after the kind's judgment
+    # no healthy verdict beside an error or a warning from the gate or the launch (a refused flag value): in place
+    outcome.findings[:] = settle(outcome.findings)
     json_out, fmt = run.opt("json_out"), run.opt("format")
     outcome.render(console(stderr=report_to_stderr(fmt, json_out)))  # `--json -` or --format sarif|gitlab owns stdout
     trust = run.opt("trust_remote_code", False) if outcome.trust_remote_code is None else outcome.trust_remote_code

@@ -490,3 +490,15 @@ def test_a_fix_that_sets_a_value_the_release_refuses_says_so():
     method = finding("--speculative-config.method", "eagle3")
     fixes_within_release([method], "vllm", "0.8.4")
     assert "vllm 0.8.4 does not take 'eagle3' there" in method.fix
+
+
+def test_no_healthy_verdict_beside_a_launch_that_never_starts(tmp_path):
+    """The launch's own findings join a command's list after the kind's judgment; one that stops the server (a value
+    its parser refuses) withdraws the healthy verdict there, as a failed gate does, with or without a gate."""
+    spec = json.dumps({"method": "eagle3", "model": str(DRAFTS["speculators"]), "num_speculative_tokens": 3})
+    cmd = f"vllm serve {TARGET} --speculative-config '{spec}' "
+    args = ["--prompts", ROOT / "fixtures" / "prompts.jsonl", "--limit", "6", "--max-new-tokens", "24"]
+    r = invoke("acceptance", "--serve-cmd", cmd + "--scheduling-policy FCFS", *args, "--json", tmp_path / "a.json")
+    assert [f["code"] for f in json.loads((tmp_path / "a.json").read_text())["findings"]] == ["CMD006"], r.output
+    r = invoke("acceptance", "--serve-cmd", cmd + "--scheduling-policy fcfs", *args, "--json", tmp_path / "b.json")
+    assert [f["code"] for f in json.loads((tmp_path / "b.json").read_text())["findings"]] == ["HLT002"], r.output
