@@ -129,6 +129,15 @@ CASES: tuple[Case, ...] = (
         serve=SGLANG_DFLASH_2,
     ),  # fmt: skip
     Case(
+        "DFlash draft launched with the README's EAGLE3 line",
+        "dflash",
+        "dflash-draft",
+        "sglang",
+        ("inspect", *KINDS2),
+        {"inspect": "DFL006", "acceptance": "DFL006", "diagnose": "DFL006"},
+        serve=SGLANG_TREE,
+    ),  # fmt: skip
+    Case(
         "DFlash no skill (weights at init)",
         "dflash",
         "dflash-rand",

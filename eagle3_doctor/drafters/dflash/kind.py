@@ -48,6 +48,40 @@ def served_block(run: Run) -> Any:
     return got
 
 
+def algorithm_findings(run: Run) -> list[Any]:
+    """DFL006 where the launch names another speculative algorithm than DFlash's: SGLang builds its DFlash worker for
+    DFLASH alone (srt/speculative/spec_info.py create_worker, read in 0.5.23), vLLM its DFlashProposer for method
+    "dflash" alone (v1/worker/gpu_model_runner.py, read in 0.20.0 and 0.33.0). None named is CMD005's (SGLang)."""
+    from ...core.findings import SERVER_COMMAND, Finding, Fix
+    from ...engines.launch_config import VLLM_METHOD
+
+    sc = run.serve
+    if sc is None or sc.algorithm is None or str(sc.algorithm).lower() == "dflash" or sc.engine not in ("sglang", "vllm"):
+        return []
+    if sc.engine == "sglang":
+        where = "SGLang builds its DFlash worker for --speculative-algorithm DFLASH alone (srt/speculative/spec_info.py "
+        where += "create_worker, read in 0.5.23); any other algorithm loads the draft into its own worker"
+        fix = Fix("--speculative-algorithm DFLASH", file=SERVER_COMMAND, key="--speculative-algorithm", value="DFLASH")
+    else:
+        where = 'vLLM builds its DFlashProposer for method "dflash" alone (v1/worker/gpu_model_runner.py, read in '
+        where += "0.20.0 and 0.33.0); any other method runs the draft through that method's proposer"
+        fix = Fix('set "method": "dflash" in --speculative-config', file=SERVER_COMMAND, key=VLLM_METHOD, value="dflash")
+    return [
+        Finding(
+            "DFL006",
+            f"the launch runs this DFlash draft under {sc.algorithm}: {sc.engine} drafts DFlash blocks only under its "
+            "DFlash algorithm",
+            [
+                f"the draft is a DFlash draft ({run.draft}); the launch names {sc.algorithm}",
+                where,
+                "what the doctor measures is the draft drafting DFlash blocks, as the DFlash algorithm would serve it",
+            ],
+            fix,
+            data={"algorithm": sc.algorithm, "engine": sc.engine},
+        )  # fmt: skip
+    ]
+
+
 def detect(cfg: dict[str, Any], _names: list[str]) -> Optional[str]:
     from ...draft.dflash.taps import is_dflash
 
@@ -78,7 +112,8 @@ def inspect(run: Run) -> Outcome:
     from .render import render_dflash_inspect
 
     assert run.draft is not None
-    checks = inspect_dflash(run.target, run.draft, run.engine, engine_version=run.release, block=served_block(run))
+    checks = inspect_dflash(run.target, run.draft, run.engine, engine_version=run.release, block=served_block(run),
+                            launch=algorithm_findings(run))  # fmt: skip
     return _outcome(checks, render_dflash_inspect, _OK, "warning", trust_remote_code=False)
 
 
@@ -91,7 +126,7 @@ def compare_hidden(run: Run) -> Outcome:
     assert run.draft is not None
     with run.progress():
         res = dflash_compare(tgt, run.draft, run.engine, prompts, engine_version=run.release, layer_ids=run.opt("layer_ids"),
-                             block=block)  # fmt: skip
+                             block=block, launch=algorithm_findings(run))  # fmt: skip
     return _outcome(res, render_dflash_compare, _OK, "warning")
 
 
@@ -113,6 +148,7 @@ def acceptance(run: Run) -> Outcome:
             engine_version=run.release,
             layer_ids=run.opt("layer_ids"),
             block=block,
+            launch=algorithm_findings(run),
         )
     path = res.served or res.trained
     served = served_figures(path.mean_acceptance_length, path.accepted, path.block - 1)
@@ -137,6 +173,7 @@ def diagnose(run: Run) -> Outcome:
             engine_version=run.release,
             layer_ids=run.opt("layer_ids"),
             block=block,
+            launch=algorithm_findings(run),
         )
     return _outcome(res, render_dflash_diagnosis, _OK)
 
@@ -150,7 +187,7 @@ def fix(run: Run) -> Outcome:
     assert run.draft is not None
     with run.progress() as cb:
         res = dflash_fix(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), run.opt("out"), cb,
-                         engine_version=run.release, block=block)  # fmt: skip
+                         engine_version=run.release, block=block, launch=algorithm_findings(run))  # fmt: skip
     return _outcome(
         res, render_dflash_fix, "the copy is fed the taps it was trained on", agrees=agrees(getattr(res, "reference", None))
     )
