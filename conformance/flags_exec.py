@@ -174,9 +174,9 @@ def _applies_pydantic(module: ast.Module, name: str) -> bool:
 def vllm_method_choices(root: Path) -> dict[str, tuple[list[str], str, bool]]:
     """{VLLM_METHOD: (the names SpeculativeConfig.method's ``Literal`` admits, file:line, validated)} for a vLLM release:
     validated where the class is a pydantic dataclass (its own ``dataclass`` import or vllm.config.utils' ``config``
-    decorator applying it), so a name outside the Literal fails at construction, case and all; unvalidated releases
-    compare ``method`` with ``==`` and fall through to detecting one from the draft. Empty where the field is no
-    Literal of strings."""
+    decorator applying it), so a name outside the Literal fails at construction, case and all. Unvalidated releases
+    compare ``method`` with ``==`` and fall through to detecting one from the draft: their names are the annotation's
+    (where it is a Literal) and every string the class compares ``self.method`` with. Empty where neither gives any."""
     for name in _VLLM_CONFIG_FILES:
         if not (root / name).exists():
             continue
