@@ -190,6 +190,26 @@ def verdict_line(branch: str, detail: str) -> str:
     return f"{BRANCHES[branch]} ({detail})"
 
 
+# the findings that state the runtime and undetermined branches: superseded, with them, by a launch's error
+SUPERSEDED = ("DGN004", "DGN005", "HLT002", "HLT003")
+
+
+def with_launch(branch: str, verdict: str, launch: Sequence[Finding]) -> tuple[str, str]:
+    """A diagnosis judged on the measurements, amended by the launch command's own findings (read before anything is
+    measured, joined to the report at its end): an error there (a server that refuses to start, or that never runs
+    the draft as measured) is the verdict wherever the measurements found the draft healthy offline or could not
+    decide; a verdict the measurements decided stands, with the launch's error beside it."""
+    err = next((f for f in launch if f.severity == "error"), None)
+    if err is None or branch not in ("runtime", "undetermined"):
+        return branch, verdict
+    return "pipeline", verdict_line("pipeline", f"{err.code}: {err.title}")
+
+
+def branch_of(verdict: str) -> str:
+    """The branch a verdict line opens with (BRANCHES), or "" where it opens with none."""
+    return next((b for b, words in BRANCHES.items() if verdict.startswith(words)), "")
+
+
 def lever_branch(
     served: Interval, lever: Interval | None, sides: Mapping[str, Interval], found: Sequence[Finding]
 ) -> tuple[str, Finding | None]:

@@ -53,6 +53,19 @@ class Run:
         """An option's value; ``default`` where the command does not offer it."""
         return getattr(self.options, name, default)
 
+    def amend_verdict(self, diagnosis: Any) -> None:
+        """A kind's ``diagnosis`` (its ``verdict``, and its ``branch`` where it keeps one) amended by the launch
+        command's findings, which join the report only at its end (analyses.judgment.with_launch): every kind's
+        diagnose calls it, so none says "healthy offline" beside a launch that never runs the draft."""
+        from ..analyses.judgment import SUPERSEDED, branch_of, with_launch
+
+        was = getattr(diagnosis, "branch", None) or branch_of(diagnosis.verdict)
+        branch, diagnosis.verdict = with_launch(was, diagnosis.verdict, self.findings)
+        if hasattr(diagnosis, "branch"):
+            diagnosis.branch = branch
+        if branch != was:  # the superseded branch's own statement goes with it
+            diagnosis.findings[:] = [f for f in diagnosis.findings if f.code not in SUPERSEDED]
+
     def locate(self, findings: list[Finding]) -> None:
         """The launch command's findings first in a command's list (they are read before anything is
         measured), less any that reads a flag a CMD003 or CMD006 says the release refuses (its server never runs),

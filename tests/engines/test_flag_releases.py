@@ -502,3 +502,19 @@ def test_no_healthy_verdict_beside_a_launch_that_never_starts(tmp_path):
     assert [f["code"] for f in json.loads((tmp_path / "a.json").read_text())["findings"]] == ["CMD006"], r.output
     r = invoke("acceptance", "--serve-cmd", cmd + "--scheduling-policy fcfs", *args, "--json", tmp_path / "b.json")
     assert [f["code"] for f in json.loads((tmp_path / "b.json").read_text())["findings"]] == ["HLT002"], r.output
+
+
+@pytest.mark.parametrize("draft", ["speculators", "dflash"])
+def test_no_diagnose_says_healthy_offline_beside_a_launch_that_never_starts(tmp_path, draft):
+    """The launch's error is the verdict where the measurements found the draft healthy (Run.amend_verdict, called by
+    every kind's diagnose): the branch, the verdict line and the findings say the same thing, EAGLE-3 or DFlash."""
+    path = DRAFTS["speculators"] if draft == "speculators" else ROOT / "fixtures" / "dflash-draft"
+    spec = json.dumps(
+        {"method": "eagle3" if draft == "speculators" else "dflash", "model": str(path), "num_speculative_tokens": 3}
+    )
+    cmd = f"vllm serve {TARGET} --speculative-config '{spec}' --scheduling-policy FCFS"
+    args = ["--prompts", ROOT / "fixtures" / "prompts.jsonl", "--limit", "6", "--max-new-tokens", "24"]
+    r = invoke("diagnose", "--serve-cmd", cmd, *args, "--json", tmp_path / "d.json")
+    doc = json.loads((tmp_path / "d.json").read_text())
+    assert doc["verdict"].startswith("the gap lives in the pipeline") and "(CMD006: " in doc["verdict"], r.output
+    assert [f["code"] for f in doc["findings"]] == ["CMD006"] and r.exit_code == 1, r.output

@@ -175,6 +175,7 @@ def diagnose(run: Run) -> Outcome:
             block=block,
             launch=algorithm_findings(run),
         )
+    run.amend_verdict(res)
     return _outcome(res, render_dflash_diagnosis, _OK)
 
 

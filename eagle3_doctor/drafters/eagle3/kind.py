@@ -153,6 +153,7 @@ def _diagnose_from_dump(run: Run) -> Outcome:
     assert run.draft is not None  # diagnose needs a draft (drive)
     with run.progress() as cb:
         d = diagnose_from_dump(run.draft, run.opt("engine_dump"), opts, progress=cb, **_dump_args(run))
+    run.amend_verdict(d)
     files = None
     if run.opt("report"):
         from ...report.render import write_diagnosis_report
@@ -227,6 +228,7 @@ def diagnose(run: Run) -> Outcome:
 
             d, live = diagnose_live(setup, opts, measured, prompts_path=run.opt("prompts"), train_data=run.opt("train_data"),
                                     progress=cb, serve=run.serve)  # fmt: skip
+    run.amend_verdict(d)
     files = None
     if run.opt("report"):
         from ...report.render import write_diagnosis_report

@@ -91,6 +91,7 @@ def diagnose(run: Run) -> Outcome:
     opts = acceptance_options(run, setup)
     with run.progress() as cb:
         d = mtp_diagnose(setup, checks, opts, run.opt("prompts"), cb)
+    run.amend_verdict(d)
     return Outcome(d.findings, d.to_dict, lambda con: render_mtp_diagnosis(con, d))
 
 

@@ -72,6 +72,7 @@ def diagnose(run: Run) -> Outcome:
     args = _args(run)
     with run.progress() as cb:
         res = peagle_diagnose(*args, cb, k=_served_k(run), layer_ids=run.opt("layer_ids"))  # no sequential loop
+    run.amend_verdict(res)
     return _outcome(res, render_peagle_diagnosis, _OK)
 
 
