@@ -72,6 +72,8 @@ def drive(
         )
     if check is not None:
         check(run)
+    if kind.launch_findings is not None:
+        run.findings += kind.launch_findings(run)
     run.evidence = evidence or {}
     if command != "inspect" and run.draft is not None:  # inspect names them (DRF009); the others cannot measure
         from ..analyses.inspect.tensors import refuse_nonfinite

@@ -151,12 +151,7 @@ def _proposals(block: int) -> str:
 
 
 def inspect_dflash(
-    target: str,
-    draft: str,
-    engine: str,
-    engine_version: str | None = None,
-    block: ServedBlock | None = None,
-    launch: list[Finding] | None = None,
+    target: str, draft: str, engine: str, engine_version: str | None = None, block: ServedBlock | None = None
 ) -> DFlashChecks:
     """DFL001-003, DFL005 and the mask token on the files alone, for ``engine`` in ``engine_version`` (None: the
     newest modelled release) serving blocks of ``block`` (None: the draft's own)."""
@@ -184,8 +179,7 @@ def inspect_dflash(
     own = cfg.get("block_size")
     size = block_finding(engine, block, own) if isinstance(own, int) else None
     checks.findings = (
-        list(launch or [])
-        + dflash_findings(trained, served, n_fc, tap_fix(engine, cfg, L, release, trained))
+        dflash_findings(trained, served, n_fc, tap_fix(engine, cfg, L, release, trained))
         + ([size] if size is not None else [])
         + mask_token_findings(target, mask if isinstance(mask, int) else None, "dflash_config.mask_token_id", "DFlash draft")
         + checkpoint_finite(draft)

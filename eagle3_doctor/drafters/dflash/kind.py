@@ -30,7 +30,7 @@ def served_block(run: Run) -> Any:
     if n is not None:
         got = ServedBlock(n, f"--num-draft-tokens {n}")
     # under another algorithm the draft tokens are that algorithm's budget, not a DFlash block
-    elif sc is not None and sc.num_draft_tokens and str(sc.algorithm).lower() == "dflash":
+    elif sc is not None and sc.num_draft_tokens and _serves_dflash(sc):
         n = sc.num_draft_tokens
         if sc.engine == "vllm":
             got = ServedBlock(n, f"--speculative-config num_speculative_tokens {n - 1}: the anchor and {n - 1} masks",
@@ -48,20 +48,29 @@ def served_block(run: Run) -> Any:
     return got
 
 
+def _serves_dflash(sc: Any) -> bool:
+    """The launch names DFlash's algorithm: SGLang's DFLASH, vLLM's method "dflash" (the same word, lower case)."""
+    from ...engines.sglang_tree import DFLASH
+
+    return str(sc.algorithm).upper() == DFLASH
+
+
 def algorithm_findings(run: Run) -> list[Any]:
     """DFL006 where the launch names another speculative algorithm than DFlash's: SGLang builds its DFlash worker for
     DFLASH alone (srt/speculative/spec_info.py create_worker, read in 0.5.23), vLLM its DFlashProposer for method
-    "dflash" alone (v1/worker/gpu_model_runner.py, read in 0.20.0 and 0.33.0). None named is CMD005's (SGLang)."""
+    "dflash" alone (v1/worker/gpu_model_runner.py, read in 0.20.0 and 0.33.0). None named is CMD005's (SGLang).
+    The kind's launch_findings: they join the launch command's own (Kind.launch_findings)."""
     from ...core.findings import SERVER_COMMAND, Finding, Fix
     from ...engines.launch_config import VLLM_METHOD
+    from ...engines.sglang_tree import DFLASH
 
     sc = run.serve
-    if sc is None or sc.algorithm is None or str(sc.algorithm).lower() == "dflash" or sc.engine not in ("sglang", "vllm"):
+    if sc is None or sc.algorithm is None or _serves_dflash(sc) or sc.engine not in ("sglang", "vllm"):
         return []
     if sc.engine == "sglang":
-        where = "SGLang builds its DFlash worker for --speculative-algorithm DFLASH alone (srt/speculative/spec_info.py "
+        where = f"SGLang builds its DFlash worker for --speculative-algorithm {DFLASH} alone (srt/speculative/spec_info.py "
         where += "create_worker, read in 0.5.23); any other algorithm loads the draft into its own worker"
-        fix = Fix("--speculative-algorithm DFLASH", file=SERVER_COMMAND, key="--speculative-algorithm", value="DFLASH")
+        fix = Fix(f"--speculative-algorithm {DFLASH}", file=SERVER_COMMAND, key="--speculative-algorithm", value=DFLASH)
     else:
         where = 'vLLM builds its DFlashProposer for method "dflash" alone (v1/worker/gpu_model_runner.py, read in '
         where += "0.20.0 and 0.33.0); any other method runs the draft through that method's proposer"
@@ -112,8 +121,7 @@ def inspect(run: Run) -> Outcome:
     from .render import render_dflash_inspect
 
     assert run.draft is not None
-    checks = inspect_dflash(run.target, run.draft, run.engine, engine_version=run.release, block=served_block(run),
-                            launch=algorithm_findings(run))  # fmt: skip
+    checks = inspect_dflash(run.target, run.draft, run.engine, engine_version=run.release, block=served_block(run))
     return _outcome(checks, render_dflash_inspect, _OK, "warning", trust_remote_code=False)
 
 
@@ -126,7 +134,7 @@ def compare_hidden(run: Run) -> Outcome:
     assert run.draft is not None
     with run.progress():
         res = dflash_compare(tgt, run.draft, run.engine, prompts, engine_version=run.release, layer_ids=run.opt("layer_ids"),
-                             block=block, launch=algorithm_findings(run))  # fmt: skip
+                             block=block)  # fmt: skip
     return _outcome(res, render_dflash_compare, _OK, "warning")
 
 
@@ -148,7 +156,6 @@ def acceptance(run: Run) -> Outcome:
             engine_version=run.release,
             layer_ids=run.opt("layer_ids"),
             block=block,
-            launch=algorithm_findings(run),
         )
     path = res.served or res.trained
     served = served_figures(path.mean_acceptance_length, path.accepted, path.block - 1)
@@ -173,7 +180,6 @@ def diagnose(run: Run) -> Outcome:
             engine_version=run.release,
             layer_ids=run.opt("layer_ids"),
             block=block,
-            launch=algorithm_findings(run),
         )
     run.amend_verdict(res)
     return _outcome(res, render_dflash_diagnosis, _OK)
@@ -188,7 +194,7 @@ def fix(run: Run) -> Outcome:
     assert run.draft is not None
     with run.progress() as cb:
         res = dflash_fix(tgt, run.draft, run.engine, prompts, run.opt("max_new_tokens"), run.opt("out"), cb,
-                         engine_version=run.release, block=block, launch=algorithm_findings(run))  # fmt: skip
+                         engine_version=run.release, block=block)  # fmt: skip
     return _outcome(
         res, render_dflash_fix, "the copy is fed the taps it was trained on", agrees=agrees(getattr(res, "reference", None))
     )
@@ -207,4 +213,5 @@ KIND = Kind(
         "fix": Command(fix, _RELEASE),
     },
     preflight=preflight,
+    launch_findings=algorithm_findings,
 )

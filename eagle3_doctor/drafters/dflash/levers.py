@@ -47,7 +47,6 @@ def dflash_compare(
     engine_version: str | None = None,
     layer_ids: list[int] | None = None,
     block: Any = None,
-    launch: list[Finding] | None = None,
 ) -> DFlashCompare:
     """Each slot's served tap against its trained one over ``prompts``; served as ``engine`` feeds them in
     ``engine_version`` (None: the newest modelled release), or as ``layer_ids`` state, with the launch's ``block``
@@ -55,7 +54,7 @@ def dflash_compare(
     from ...model.replay import iter_captures
     from ...model.runtime import auto_batch_size
 
-    side = read_sides(target, draft_path, engine, engine_version, layer_ids, block, launch)
+    side = read_sides(target, draft_path, engine, engine_version, layer_ids, block)
     t_spec: FeatureSpec = side.trained.spec
     s_spec: FeatureSpec | None = side.served.spec if side.served.spec and len(side.served.spec) == len(t_spec) else None
     pairs = list(zip(t_spec, s_spec or t_spec))
@@ -117,12 +116,11 @@ def dflash_diagnose(
     engine_version: str | None = None,
     layer_ids: list[int] | None = None,
     block: Any = None,
-    launch: list[Finding] | None = None,
 ) -> DFlashDiagnosis:
     """The tap and block levers measured one by one against the taps ``engine`` feeds in ``engine_version`` (None:
     the newest modelled release), or those ``layer_ids`` state, in the block the launch serves (``block``;
     read_sides)."""
-    side = read_sides(target, draft_path, engine, engine_version, layer_ids, block, launch)
+    side = read_sides(target, draft_path, engine, engine_version, layer_ids, block)
     t_spec, s_spec = side.trained.spec, side.served.spec
     if s_spec is not None and len(s_spec) != len(t_spec):
         return DFlashDiagnosis(engine, len(prompts), {}, "no tap lever: the engine cannot run this draft (DFL002)", side.findings)
@@ -176,7 +174,6 @@ FIX_SCHEMA = "eagle3-doctor/dflash-fix/1"
 def dflash_fix(
     target: Any, draft_path: str, engine: str, prompts: list[list[int]], max_new_tokens: int, out: str,
     progress: Callable[[str, int, int], None], engine_version: str | None = None, block: Any = None,
-    launch: list[Finding] | None = None,
 ) -> CopyFix:  # fmt: skip
     """acceptance on the draft; the copy at ``out`` with every tap fix its findings carry (config keys, in the
     convention ``engine`` reads in ``engine_version``, None: the newest modelled release); acceptance on the
@@ -188,7 +185,7 @@ def dflash_fix(
 
     def measure(path: str) -> Any:
         return dflash_acceptance(target, path, engine, prompts, max_new_tokens, progress, engine_version=engine_version,
-                                 block=block, launch=launch)  # fmt: skip
+                                 block=block)  # fmt: skip
 
     before = measure(draft_path)
     edits = [(f.code, f.fix) for f in before.findings if f.code == "DFL001" and isinstance(f.fix, Fix) and f.fix.key]

@@ -69,7 +69,7 @@ class DFlashPath:
     mean_acceptance_length: Interval
     passes: int
     accepted: list[list[int]]  # per prompt, accepted draft tokens per pass (the bonus token not counted)
-    block: int = 0  # the block drafted, anchor included
+    block: int  # the block drafted, anchor included
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "spec": [str(p) for p in self.spec], "block_size": self.block, "source": self.source,
@@ -179,13 +179,11 @@ def read_sides(
     engine_version: str | None = None,
     layer_ids: list[int] | None = None,
     block: Any = None,
-    launch: list[Finding] | None = None,
 ) -> DraftSides:
     """The draft on the target's device and dtype, its two tap readings (the engine's in ``engine_version``,
     None: the newest modelled release; with ``layer_ids`` as if the config held them where that release reads
-    them) and the block the engine drafts (``block``, an analysis.ServedBlock; None: the draft's own), with what the
-    launch alone shows first (``launch``: kind.algorithm_findings), refused in one line where the engine is not
-    modelled or the config's taps do not fit the fc."""
+    them) and the block the engine drafts (``block``, an analysis.ServedBlock; None: the draft's own), refused in
+    one line where the engine is not modelled or the config's taps do not fit the fc."""
     from pathlib import Path
 
     from ...core.errors import BadInput
@@ -216,7 +214,7 @@ def read_sides(
             "write the ids the draft was trained on into dflash_config.target_layer_ids",
         )
     fix = tap_fix(engine, raw, L, release, trained)
-    found = [*(launch or []), *dflash_findings(trained, served, fc_taps(Path(draft_path), target.hidden_size), fix)]
+    found = dflash_findings(trained, served, fc_taps(Path(draft_path), target.hidden_size), fix)
     size = block_finding(engine, block, draft.config.block_size)
     found += [size] if size is not None else []
     return DraftSides(draft, trained, served, found, release, fix, block.size if block else draft.config.block_size)
@@ -233,12 +231,11 @@ def dflash_acceptance(
     engine_version: str | None = None,
     layer_ids: list[int] | None = None,
     block: Any = None,
-    launch: list[Finding] | None = None,
 ) -> DFlashAcceptance:
     """The DFlash draft on ``target`` (a loaded Target) over ``prompts`` (token ids), both paths measured; the
     served taps those ``engine`` feeds in ``engine_version`` (None: the newest modelled release), or those
     ``layer_ids`` state, in the block the launch serves (``block``; read_sides)."""
-    side = read_sides(target, draft_path, engine, engine_version, layer_ids, block, launch)
+    side = read_sides(target, draft_path, engine, engine_version, layer_ids, block)
     draft, trained, served, ways = side.draft, side.trained, side.served, side.ways
     seqs = continue_prompts(target, prompts, max_new_tokens, progress)
     starts = [len(p) for p in prompts]
