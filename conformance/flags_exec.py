@@ -246,7 +246,7 @@ def vllm_literal_choices(root: Path) -> dict[str, tuple[list[str], str]]:
     ``choices`` (with ``str`` in the annotation it gives a ``metavar`` instead, and with ``bool`` a boolean action:
     both left out). Plus the literal ``choices=[...]`` lists of the flag files (release_choices), which older releases
     wrote by hand."""
-    out = {f: c for f, c in release_choices(root).items()}
+    out = dict(release_choices(root))
     au = "vllm/engine/arg_utils.py"
     if not (root / au).exists():
         return out
@@ -285,25 +285,27 @@ def vllm_literal_choices(root: Path) -> dict[str, tuple[list[str], str]]:
 
 def choices_table(engine: str, releases: list[str]) -> dict[str, list[dict[str, Any]]]:
     """{flag: [{"choices", "releases" (ranges), "source" (the newest release's file:line)}, ...]} over the releases
-    extracted: each distinct list of names with the runs of releases that take exactly it. vLLM: its speculative
-    method's names (vllm_method_choices), each entry with ``validated``."""
+    extracted: each distinct list of names with the runs of releases that take exactly it. vLLM: its flags' choices
+    (vllm_literal_choices) and its speculative method's names (vllm_method_choices, each entry with ``validated``)."""
     done = [v for v in releases if (fetch.src_dir(engine, v, "flags") / ".complete").exists()]
 
     def read(root: Path) -> dict[str, tuple[Any, ...]]:
         return release_choices(root) if engine == "sglang" else {**vllm_literal_choices(root), **vllm_method_choices(root)}
 
     per = {v: read(fetch.src_dir(engine, v, "flags")) for v in done}
+
+    def key(v: str, flag: str) -> tuple[Any, ...] | None:  # what a release takes: its names, and whether validated
+        if flag not in per[v]:
+            return None
+        names, _src, *rest = per[v][flag]
+        return (tuple(names), *rest)
+
     out: dict[str, list[dict[str, Any]]] = {}
     for flag in sorted(set().union(*per.values()) if per else []):
-        kinds: dict[tuple[Any, ...], str] = {}
-        for v in done:
-            if flag in per[v]:
-                names, src, *rest = per[v][flag]
-                kinds[(tuple(names), *rest)] = src
+        kinds = {k: per[v][flag][1] for v in done if (k := key(v, flag)) is not None}  # the newest release's source
         out[flag] = [
             {"choices": list(k[0]), **({"validated": k[1]} if len(k) > 1 else {}),
-             "releases": ranges([flag in per[v] and (tuple(per[v][flag][0]), *per[v][flag][2:]) == k for v in done], done),
-             "source": src}
+             "releases": ranges([key(v, flag) == k for v in done], done), "source": src}
             for k, src in kinds.items()
         ]  # fmt: skip
     return out
