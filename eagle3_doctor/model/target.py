@@ -263,10 +263,14 @@ def load_tokenizer(
         ) from None
     except (DoctorError, MemoryError):  # a refusal already said in one line (a config that is not JSON), or no memory
         raise
-    except Exception as e:  # noqa: BLE001 - the files' own fault, whatever the library calls it
-        # the tokenizers library reports a tokenizer.json it cannot deserialize as a bare Exception, Jinja a chat
-        # template that does not compile as a TemplateError, huggingface_hub a config value of the wrong type as
-        # its own error: each is the files' fault, not a bug here (exit 3 said so)
+    except BaseException as e:  # noqa: BLE001 - the files' own fault, whatever the library calls it
+        # the tokenizers library reports a tokenizer.json it cannot deserialize as a bare Exception, and one whose
+        # entries contradict each other (an added token's id past the vocabulary) as a Rust panic at the first
+        # encode, pyo3's PanicException, a BaseException; Jinja a chat template that does not compile as a
+        # TemplateError, huggingface_hub a config value of the wrong type as its own error: each is the files'
+        # fault, not a bug here (exit 3 said so)
+        if not isinstance(e, Exception) and type(e).__name__ != "PanicException":
+            raise  # an interrupt, an exit: not the files'
         raise BadInput(
             f"cannot load the {what} {name_or_path!r}: {type(e).__name__}: {_first_line(e)}",
             "restore the tokenizer files (tokenizer.json, tokenizer_config.json, the chat template) from the model's release",

@@ -348,6 +348,23 @@ tokenizer_edits = st.lists(
 )
 
 
+def test_a_tokenizer_that_panics_the_tokenizers_library_is_refused_in_one_line(tmp_path):
+    """A normalizer that replaces the empty string makes the tokenizers library panic at the first encode (pyo3's
+    PanicException, a BaseException that `except Exception` lets through): the user's command answers in one line,
+    exit 2, as for any other broken tokenizer file; the fuzz case above found it first."""
+    import shutil
+
+    target = tmp_path / "target"
+    shutil.copytree(TARGET, target)
+    tj = json.loads((target / "tokenizer.json").read_text())
+    tj["normalizer"] = {"type": "Replace", "pattern": {"String": ""}, "content": "x"}
+    (target / "tokenizer.json").write_text(json.dumps(tj))
+    r = invoke("acceptance", "-t", target, "-d", DRAFTS["sglang"], "--engine", "sglang", "--prompts",
+               ROOT / "fixtures" / "prompts.jsonl", "--limit", "1", "--max-new-tokens", "2")  # fmt: skip
+    assert r.exit_code == 2 and "PanicException" in r.output and "Traceback" not in r.output, r.output
+    assert len([ln for ln in r.output.splitlines() if ln.startswith("eagle3-doctor: error:")]) == 1, r.output
+
+
 @FUZZ
 @given(edits=tokenizer_edits, by_class=st.booleans())
 def test_the_tokenizer_files_load_and_render_or_are_refused(tmp_path_factory, edits, by_class):
