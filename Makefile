@@ -63,6 +63,7 @@ conformance: $(STAMP)
 	$(BIN)/python conformance/run.py
 	$(BIN)/python conformance/trainers_exec.py
 	$(BIN)/python conformance/flags_exec.py
+	$(BIN)/python conformance/method_exec.py
 
 clean:
 	rm -rf $(VENV) demo-report .tools

@@ -40,6 +40,10 @@ SGLANG_DFLASH_2 = (
     "--speculative-draft-model-path {draft} --speculative-num-draft-tokens 2"
 )
 
+# vLLM with no method: the release settles one from the draft's path (engines/vllm_method.py); a path naming none of
+# the words it looks for is draft_model on 0.33.0
+VLLM_NO_METHOD = 'vllm serve {target} --speculative-config \'{{"model": "{draft}", "num_speculative_tokens": 3}}\''
+
 
 @dataclass(frozen=True)
 class Case:
@@ -134,8 +138,26 @@ CASES: tuple[Case, ...] = (
         "dflash-draft",
         "sglang",
         ("inspect", *KINDS2),
-        {"inspect": "DFL006", "acceptance": "DFL006", "diagnose": "DFL006"},
+        {"inspect": "CMD008", "acceptance": "CMD008", "diagnose": "CMD008"},
         serve=SGLANG_TREE,
+    ),  # fmt: skip
+    Case(
+        "EAGLE-3 draft launched under SGLang's EAGLE (an EAGLE-1 line)",
+        "eagle3",
+        "draft-sglang",
+        "sglang",
+        ("inspect", *E3),
+        {"inspect": "CMD008", "acceptance": "CMD008", "compare-hidden": "CMD008", "diagnose": "CMD008"},
+        serve=SGLANG_TREE.replace("EAGLE3 ", "EAGLE "),
+    ),  # fmt: skip
+    Case(
+        "EAGLE-3 draft on vLLM with no method, its path naming none (draft_model)",
+        "eagle3",
+        "e3-plain",
+        "vllm",
+        ("inspect", *KINDS2),
+        {"inspect": "CMD008", "acceptance": "CMD008", "diagnose": "CMD008"},
+        serve=VLLM_NO_METHOD,
     ),  # fmt: skip
     Case(
         "DFlash no skill (weights at init)",
@@ -236,6 +258,7 @@ def build(work: Path) -> None:
     _rewrite(_copy("e3-rand", work, F / "draft-sglang"), _at_init(_draft_matrices))
     _rewrite(_copy("e3-attn", work, F / "draft-sglang"), _at_init(lambda k: "self_attn" in k))
     _add_target_embedding(_copy("e3-embed", work, F / "draft-sglang"))
+    _copy("e3-plain", work, F / "draft-sglang")  # under the work folder: the checkout's own path may name "eagle3"
     _rewrite(_copy("dflash-rand", work, F / "dflash-draft"), _at_init(_draft_matrices))
     ids = _copy("dflash-ids", work, F / "dflash-draft")
     cfg = json.loads((ids / "config.json").read_text())  # a copy-paste between recipes: vLLM reads this key first

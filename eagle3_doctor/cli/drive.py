@@ -72,8 +72,10 @@ def drive(
         )
     if check is not None:
         check(run)
-    if kind.launch_findings is not None:
-        run.findings += kind.launch_findings(run)
+    if run.serve is not None:  # the launch's algorithm against the draft's kind: every kind, every command
+        from ..engines.drafter_algorithms import finding as kind_finding
+
+        run.findings += kind_finding(run.serve, kind.name, kind.one, run.findings)
     run.evidence = evidence or {}
     if command != "inspect" and run.draft is not None:  # inspect names them (DRF009); the others cannot measure
         from ..analyses.inspect.tensors import refuse_nonfinite

@@ -78,9 +78,6 @@ class Kind:
     draft_config_checked: bool = False  # its config.json is an EAGLE-3 draft config (the preflight checks it as one)
     # the preflight's own checks of this kind's config (cfg, its layer's config, the weights' headers, the file)
     preflight: Optional[Callable[[dict[str, Any], dict[str, Any], dict[str, Any], str], None]] = None
-    # what the launch command shows about a draft of this kind (its algorithm): joined to the launch's own findings,
-    # so every command reports it and every judgment weighs it as it weighs those (Run.locate, Run.amend_verdict)
-    launch_findings: Optional[Callable[[Run], list[Finding]]] = None
 
     def why_not(self, command: str, option: str) -> str:
         """Why ``option`` is refused for ``command`` on this kind (one clause, for the error's fix)."""

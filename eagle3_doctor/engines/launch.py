@@ -187,11 +187,19 @@ def load(
     """The launch command or file as read; ``named``: the engine and release the run names (parse_serve_cmd)."""
     if serve_cmd and serve_config:
         raise BadInput("both --serve-cmd and --serve-config given", "pass one of them")
-    if serve_cmd:
-        return parse_serve_cmd(serve_cmd, named=named)
-    if serve_config:
-        return parse_serve_config(serve_config, named=named)
-    return None
+    sc = (
+        parse_serve_cmd(serve_cmd, named=named)
+        if serve_cmd
+        else parse_serve_config(serve_config, named=named)
+        if serve_config
+        else None
+    )
+    if sc is not None and sc.engine == "vllm":
+        from .vllm_method import settle
+
+        # the method as the release the launch runs settles it (its image's, where the command names one)
+        settle(sc, launch_release("vllm", *named, own=sc.engine_version if sc.image else None))
+    return sc
 
 
 # --------------------------------------------------------------------------- findings the command alone shows

@@ -8,8 +8,8 @@ Defaults follow the engine's own resolution when a flag is absent:
   the command, or the draft's block size; each release's own code executed (``conformance/spec_defaults_exec.py``,
   table ``data/sglang_tree_defaults.json``, read by ``sglang_tree.py``).
 - vLLM 0.33.0 ``config/speculative.py``: ``num_speculative_tokens`` unset takes the draft config's
-  ``n_predict`` or is an error (lines 1601-1617); ``method`` unset is detected from the draft path
-  name ("eagle3" in it, line 1447). vLLM 0.33 EAGLE drafts a chain (no token tree); older vLLM took
+  ``n_predict`` or is an error (lines 1601-1617); the method as each release settles it, typed or detected from the
+  draft, is engines/vllm_method.py's (executed per release). vLLM 0.33 EAGLE drafts a chain (no token tree); older vLLM took
   ``speculative_token_tree``, a list of child-rank paths, parsed here when present.
 """
 
@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.errors import BadInput
+from .algorithm_names import OTHER, canonical, judged
 from .flag_releases import listed_release
 from .launch_args import DRAFT_TOKENS, MAX_DRAFT_TOKENS, MAX_NUM_STEPS, MAX_TOPK, STEPS, TOPK, cut_value, flag_table, to_int
 from .releases import release_key
@@ -68,10 +69,13 @@ class ServeConfig:
     # what the release the run names raises at start-up on this launch's speculative settings (engines/sglang_tree.py):
     # reported as CMD004 (engines/launch.py), not part of the JSON output
     startup_error: dict[str, Any] | None = None
+    # the speculative method vLLM's SpeculativeConfig settles for this launch (engines/vllm_method.settle), not part of
+    # the JSON output (``algorithm`` and its source are)
+    method_settled: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        del out["flags"], out["flag_values"], out["startup_error"]
+        del out["flags"], out["flag_values"], out["startup_error"], out["method_settled"]
         return out
 
     def flags_checked(self, release: str) -> bool | None:
@@ -100,41 +104,31 @@ class ServeConfig:
         tree = f", tree {self.token_tree}" if self.token_tree else ""
         kv = f", kv cache {self.kv_cache_dtype}" if self.kv_cache_dtype else ""
         kv += f", draft kv cache {self.draft_kv_cache_dtype}" if self.draft_kv_cache_dtype else ""
+        m = self.method_settled
+        how = f" ({m.why})" if m is not None and m.why != "as typed" else ""
+        algo = f"algorithm {self.algorithm or 'unset'}{how}" if m is None or m.method else f"no method ({m.why}: it raises)"
         return (
-            f"{head}: target {self.target}, draft {self.draft}, steps {self.num_steps}, "
+            f"{head}: target {self.target}, draft {self.draft}, {algo}, steps {self.num_steps}, "
             f"topk {self.topk}, draft tokens {self.num_draft_tokens}{tree}, dtype {self.dtype}, tp {self.tp_size}, "
             f"pp {self.pp_size}{kv}"
         )
 
 
-# The algorithm names under which each engine serves a drafter the doctor measures (EAGLE-3, MTP heads, DFlash,
-# P-EAGLE): SGLang serves MTP heads as NEXTN and a P-EAGLE draft as EAGLE3; vLLM names MTP methods per model
-# (deepseek_mtp, qwen3_next_mtp, ...) and reads P-EAGLE from the checkpoint under eagle3.
-_MEASURED = {"sglang": ("eagle3", "nextn", "dflash"), "vllm": ("eagle3", "mtp", "dflash", "peagle")}
-# algorithms with no draft checkpoint the doctor reads, or a drafter of another design
-_NOT_MEASURED = {
-    "ngram": "n-gram lookup (no draft model)",
-    "suffix": "suffix decoding (no draft model)",
-    "lookahead": "lookahead decoding (no draft model)",
-    "medusa": "Medusa heads",
-    "mlp_speculator": "an MLP speculator",
-    "draft_model": "a plain draft model",
-    "standalone": "a plain draft model",
-    "eagle": "an EAGLE-1/2 draft (no aux hidden states)",
-}
-
-
 def algorithm_note(engine: str, algorithm: str) -> str | None:
-    """What to say about a speculative algorithm name, or None where the doctor measures the drafter it serves."""
-    a = algorithm.lower()
-    if a in _MEASURED.get(engine, ()) or (engine == "vllm" and a.endswith("_mtp")):
+    """What to say about a speculative algorithm name, or None where it serves a kind the doctor measures. A draft
+    of such a kind launched under another name is CMD008 (engines/drafter_algorithms.py)."""
+    a = canonical(engine, algorithm)
+    if a in OTHER.get(engine, {}):
+        return f"{algorithm} drafts with {OTHER[engine][a]}: eagle3-doctor does not measure that drafter"
+    if judged(engine, algorithm):
         return None
-    if a in _NOT_MEASURED:
-        return (
-            f"{algorithm} drafts with {_NOT_MEASURED[a]}: eagle3-doctor does not measure it "
-            "(it measures EAGLE-3, MTP, DFlash and P-EAGLE drafts)"
-        )
-    return f"{algorithm} is not an algorithm eagle3-doctor knows: the draft is measured as the kind its checkpoint is"
+    return (
+        f"{algorithm} is not an algorithm eagle3-doctor has read against the drafter kinds: the draft is measured as "
+        "the kind its checkpoint is, under that kind's own algorithm"
+    )
+
+
+VLLM_METHOD = "--speculative-config.method"  # the method's name as the choices table and the fixes name it
 
 
 def _abbrev_notes(values: dict[str, Any], sc: ServeConfig) -> None:
@@ -344,18 +338,12 @@ def vllm_config(values: dict[str, Any], unknown: list[str], positional: list[str
 _MTP_METHODS = ("mtp", "deepseek_mtp")
 
 
-VLLM_METHOD = "--speculative-config.method"  # the method's name as the choices table and the fixes name it
-
-
 def finish_vllm(sc: ServeConfig, spec: dict[str, Any]) -> None:
     if not spec:
         sc.notes.append("no --speculative-config: this server runs without speculative decoding")
     _vllm_spec(spec, sc)
     if isinstance(spec.get("method"), str):  # as typed: the release's SpeculativeConfig matches it exactly (CMD006)
         sc.flag_values[VLLM_METHOD] = spec["method"]
-    if sc.algorithm is None and sc.draft and "eagle3" in sc.draft.lower():
-        sc.algorithm = "eagle3"
-        sc.sources["algorithm"] = f"detected from the draft path name ({_VLLM_SRC}:1447)"
     method = str(sc.algorithm).lower()
     if sc.algorithm is not None and (method in _MTP_METHODS or method.endswith("_mtp")):
         if sc.draft is None:  # vllm config.py SpeculativeConfig: method "mtp" drafts with the target's own config

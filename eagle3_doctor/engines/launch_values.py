@@ -12,15 +12,6 @@ from .flag_releases import SOURCE as FLAG_SOURCE
 from .flag_releases import RefusedValue
 from .launch_config import VLLM_METHOD, ServeConfig
 
-# read in vLLM 0.8.4, 0.8.5 and 0.9.0 (config.py, "Automatically detect the method"): what a name that matches none
-# of the release's becomes
-_DETECTED = (
-    "a name it matches none of falls through to its detection from the draft: eagle where the draft's path holds "
-    "'eagle-' (0.8.5 on: or 'eagle3-'), medusa, mlp_speculator or deepseek_mtp by the draft config's model_type, else "
-    "draft_model: an EAGLE-3 draft is not run as eagle3 (read in 0.8.4, 0.8.5 and 0.9.0 config.py)"
-)
-
-
 _READ = {
     "sglang": "literal lists only",
     "vllm": "literal lists, and the Literal of the config field get_kwargs makes the flag from (choices, not a metavar)",
@@ -30,7 +21,7 @@ _READ = {
 def value_finding(sc: ServeConfig, r: RefusedValue) -> Any:
     """CMD006 or CMD007 for one value of the launch the release ``r.release`` does not take as given."""
     if r.flag == VLLM_METHOD:
-        return _vllm_method(r)
+        return _vllm_method(sc, r)
     return _argparse_choice(sc, r)
 
 
@@ -60,7 +51,18 @@ def _argparse_choice(sc: ServeConfig, r: RefusedValue) -> Any:
     )  # fmt: skip
 
 
-def _vllm_method(r: RefusedValue) -> Any:
+def _detected(sc: ServeConfig, r: RefusedValue) -> str:
+    """What the release does with a name it acts on none of, for this launch (engines/vllm_method.py, executed)."""
+    m = sc.method_settled
+    if m is None:
+        return f"a name it matches none of falls through to its detection from the draft ({r.release}'s method not settled here)"
+    got = f"runs this draft under {m.method}" if m.method else f"raises {m.raises}"
+    return (
+        f"a name it matches none of falls through to its detection from the draft: for this launch it {got} ({m.why}; {m.source})"
+    )
+
+
+def _vllm_method(sc: ServeConfig, r: RefusedValue) -> Any:
     from ..core.findings import SERVER_COMMAND, Finding, Fix
 
     name = f'--speculative-config method "{r.value}"'
@@ -86,7 +88,7 @@ def _vllm_method(r: RefusedValue) -> Any:
         f"{name} is not a method vLLM {r.release} acts on: it detects one from the draft instead",
         [f"vLLM {r.release}'s SpeculativeConfig is a plain dataclass (no validation); the names it handles, matched "
          f"exactly (the field's annotation, and every name its code compares self.method with): {names} ({r.source})",
-         _DETECTED, _takes("vllm", r, "SpeculativeConfig")],
+         _detected(sc, r), _takes("vllm", r, "SpeculativeConfig")],
         edit,
         data=_data(r),
     )  # fmt: skip

@@ -238,13 +238,13 @@ def test_every_dflash_command_reads_the_launchs_block(tmp_path):
     r = invoke("inspect", "--serve-cmd", eagle.replace("DFLASH", "EAGLE3"), "--json", tmp_path / "e.json")
     codes = {f["code"]: f for f in json.loads((tmp_path / "e.json").read_text())["findings"]}
     assert "DFL005" not in codes and r.exit_code == 1, r.output
-    assert (codes["DFL006"]["edit"]["key"], codes["DFL006"]["edit"]["value"]) == ("--speculative-algorithm", "DFLASH")
+    assert (codes["CMD008"]["edit"]["key"], codes["CMD008"]["edit"]["value"]) == ("--speculative-algorithm", "DFLASH")
     spec = json.dumps({"method": "eagle3", "model": str(DFLASH), "num_speculative_tokens": 3})
     r = invoke(
         "acceptance", "--serve-cmd", f"vllm serve {TARGET} --speculative-config '{spec}'", *common, "--json", tmp_path / "v3.json"
     )
     edits = {f["code"]: f.get("edit") for f in json.loads((tmp_path / "v3.json").read_text())["findings"]}
-    assert edits["DFL006"]["value"] == "dflash" and "DFL005" not in edits, r.output
+    assert edits["CMD008"]["value"] == "dflash" and "DFL005" not in edits, r.output
     own = ["-t", TARGET, "-d", DFLASH, "--engine", "sglang", *common]
     r = invoke("acceptance", *own, "--num-draft-tokens", "3", "--json", tmp_path / "n.json")
     assert json.loads((tmp_path / "n.json").read_text())["served"]["block_size"] == 3, r.output

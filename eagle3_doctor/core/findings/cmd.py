@@ -139,4 +139,27 @@ RECORDS = (
         ),
         confirm="read the method the engine logs at start-up (SpeculativeConfig's repr names it)",
     ),
+    Code(
+        "CMD008",
+        ERROR,
+        "the launch runs the draft under a speculative algorithm built for another kind of drafter",
+        meaning=(
+            "Each engine serves a drafter kind as trained under its own algorithm: SGLang EAGLE-3 and P-EAGLE drafts "
+            "under EAGLE3, MTP heads under NEXTN (its alias of EAGLE), DFlash drafts under DFLASH; vLLM under the "
+            "methods eagle3, mtp and dflash. The algorithm is the launch's as the engine settles it: SGLang's "
+            "--speculative-algorithm; vLLM's method as typed or, unset, detected per release from the draft's path "
+            "('eagle-' in it means EAGLE-1 in every release, 'eagle3-' did too in 0.8.5-0.10.1.1), its model_type or "
+            "architectures, else draft_model or a refusal (engines/vllm_method.py, executed from each release's "
+            "SpeculativeConfig, conformance/method_exec.py). What the engine does with the kind under the other "
+            "algorithm is quoted where read: an EAGLE-3 draft under SGLang's EAGLE gets no aux hidden states and the "
+            "target's lm_head; an MTP head under SGLang's EAGLE3 stops the server at start; a DFlash draft under "
+            "anything but its own algorithm is not drafted in blocks."
+        ),
+        why=(
+            "The server never drafts with the draft as it was trained: it refuses to start, or it runs the draft on "
+            "the wrong hidden states, head or loop and acceptance collapses with nothing in the log. Every figure the "
+            "doctor measures assumes the draft's own algorithm."
+        ),
+        confirm="read the worker or proposer and method the server logs at start-up",
+    ),
 )

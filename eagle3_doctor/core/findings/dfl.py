@@ -86,21 +86,4 @@ RECORDS = (
         ),
         confirm="rerun `eagle3-doctor acceptance` with the launch line set to the trained block: the served path then equals the trained one",
     ),
-    Code(
-        "DFL006",
-        ERROR,
-        "the launch runs the DFlash draft under another speculative algorithm than DFlash's",
-        meaning=(
-            "A DFlash draft drafts a block in one forward from its taps; the engines build that loop only for their "
-            "DFlash algorithm: SGLang's create_worker returns its DFlash worker for --speculative-algorithm DFLASH "
-            "alone (srt/speculative/spec_info.py, read in 0.5.23), vLLM's runner its DFlashProposer for method "
-            '"dflash" alone (v1/worker/gpu_model_runner.py, read in 0.20.0 and 0.33.0). Under EAGLE3 (a launch line '
-            "copied from an EAGLE-3 deployment) the draft is loaded into another algorithm's worker."
-        ),
-        why=(
-            "The server does not draft DFlash blocks: it fails on the draft or runs it as another kind, and nothing "
-            "the doctor measures (DFlash blocks) is what it serves."
-        ),
-        confirm="read the worker or proposer class the server logs at start-up",
-    ),
 )

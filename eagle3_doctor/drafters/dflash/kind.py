@@ -55,42 +55,6 @@ def _serves_dflash(sc: Any) -> bool:
     return str(sc.algorithm).upper() == DFLASH
 
 
-def algorithm_findings(run: Run) -> list[Any]:
-    """DFL006 where the launch names another speculative algorithm than DFlash's: SGLang builds its DFlash worker for
-    DFLASH alone (srt/speculative/spec_info.py create_worker, read in 0.5.23), vLLM its DFlashProposer for method
-    "dflash" alone (v1/worker/gpu_model_runner.py, read in 0.20.0 and 0.33.0). None named is CMD005's (SGLang).
-    The kind's launch_findings: they join the launch command's own (Kind.launch_findings)."""
-    from ...core.findings import SERVER_COMMAND, Finding, Fix
-    from ...engines.launch_config import VLLM_METHOD
-    from ...engines.sglang_tree import DFLASH
-
-    sc = run.serve
-    if sc is None or sc.algorithm is None or _serves_dflash(sc) or sc.engine not in ("sglang", "vllm"):
-        return []
-    if sc.engine == "sglang":
-        where = f"SGLang builds its DFlash worker for --speculative-algorithm {DFLASH} alone (srt/speculative/spec_info.py "
-        where += "create_worker, read in 0.5.23); any other algorithm loads the draft into its own worker"
-        fix = Fix(f"--speculative-algorithm {DFLASH}", file=SERVER_COMMAND, key="--speculative-algorithm", value=DFLASH)
-    else:
-        where = 'vLLM builds its DFlashProposer for method "dflash" alone (v1/worker/gpu_model_runner.py, read in '
-        where += "0.20.0 and 0.33.0); any other method runs the draft through that method's proposer"
-        fix = Fix('set "method": "dflash" in --speculative-config', file=SERVER_COMMAND, key=VLLM_METHOD, value="dflash")
-    return [
-        Finding(
-            "DFL006",
-            f"the launch runs this DFlash draft under {sc.algorithm}: {sc.engine} drafts DFlash blocks only under its "
-            "DFlash algorithm",
-            [
-                f"the draft is a DFlash draft ({run.draft}); the launch names {sc.algorithm}",
-                where,
-                "what the doctor measures is the draft drafting DFlash blocks, as the DFlash algorithm would serve it",
-            ],
-            fix,
-            data={"algorithm": sc.algorithm, "engine": sc.engine},
-        )  # fmt: skip
-    ]
-
-
 def detect(cfg: dict[str, Any], _names: list[str]) -> Optional[str]:
     from ...draft.dflash.taps import is_dflash
 
@@ -213,5 +177,4 @@ KIND = Kind(
         "fix": Command(fix, _RELEASE),
     },
     preflight=preflight,
-    launch_findings=algorithm_findings,
 )
