@@ -75,7 +75,7 @@ def drive(
     if run.serve is not None:  # the launch's algorithm against the draft's kind: every kind, every command
         from ..engines.drafter_algorithms import finding as kind_finding
 
-        run.findings += kind_finding(run.serve, kind.name, kind.one, run.findings)
+        run.findings += kind_finding(run.serve, kind.name, kind.one, run.draft, run.findings)
     run.evidence = evidence or {}
     if command != "inspect" and run.draft is not None:  # inspect names them (DRF009); the others cannot measure
         from ..analyses.inspect.tensors import refuse_nonfinite

@@ -16,6 +16,11 @@ from .algorithm_names import FIX_NAME, SERVES, canonical, judged, serving
 from .launch_config import VLLM_METHOD, ServeConfig
 
 _SG4 = "read in 0.4.6, 0.5.2, 0.5.10 and 0.5.23"
+_TRTLLM_EAGLE3 = (
+    "loaded as an EAGLE-3 draft: Eagle and Eagle3 run the PyTorch backend's EAGLE-3 modes (spec_dec_mode "
+    "EAGLE3_ONE_MODEL or EAGLE3) on speculative_model",
+    "tensorrt_llm/llmapi/llm_args.py EagleDecodingConfig, Eagle3DecodingConfig (the 1.2 series, the search index's copy)",
+)
 # What the engine does with a draft of one kind under an algorithm built for another, where read: (engine, algorithm,
 # kinds) -> (served or refused, what happens, where). Keys list the algorithm as the engine settles it.
 _READ: dict[tuple[str, str, tuple[str, ...]], tuple[str, str]] = {
@@ -57,6 +62,13 @@ _READ: dict[tuple[str, str, tuple[str, ...]], tuple[str, str]] = {
         "served as an independent draft model: its proposer passes the draft no hidden state of the target",
         "v1/spec_decode/draft_model.py DraftModelProposer(pass_hidden_states_to_model=False) (read in 0.33.0)",
     ),
+    ("trtllm", "mtp", ("eagle3",)): (
+        "not loaded: MTPDecodingConfig drafts with the target's own MTP layers (max_draft_len becomes "
+        "num_nextn_predict_layers); the draft checkpoint is not what it runs",
+        "tensorrt_llm/llmapi/llm_args.py MTPDecodingConfig (the 1.2 series, the search index's copy)",
+    ),
+    ("trtllm", "eagle3", ("mtp",)): _TRTLLM_EAGLE3,
+    ("trtllm", "eagle", ("mtp",)): _TRTLLM_EAGLE3,
     ("vllm", "*", ("dflash",)): (
         "not drafted as DFlash blocks: vLLM builds its DFlashProposer for method dflash alone; any other method runs "
         "the draft through that method's proposer",
@@ -121,7 +133,7 @@ def mismatch(sc: ServeConfig, kind: str) -> Optional[Mismatch]:
     engine = sc.engine
     if engine not in SERVES or kind not in SERVES[engine]:
         return None
-    settled = getattr(sc, "method_settled", None)
+    settled = sc.method_settled
     typed = sc.flag_values.get(VLLM_METHOD) if engine == "vllm" else sc.algorithm
     if settled is not None and settled.raises:
         what = f"refused at start: SpeculativeConfig raises {settled.raises}"
@@ -138,8 +150,8 @@ def mismatch(sc: ServeConfig, kind: str) -> Optional[Mismatch]:
     return Mismatch(engine, kind, str(sc.algorithm), typed, why, what, where)
 
 
-def finding(sc: ServeConfig, kind: str, noun: str, beside: list[Any]) -> list[Any]:
-    """CMD008 where the launch runs a draft of ``kind`` (``noun``: "an EAGLE-3 draft") under an algorithm built for
+def finding(sc: ServeConfig, kind: str, noun: str, draft: Optional[str], beside: list[Any]) -> list[Any]:
+    """CMD008 where the launch runs ``draft``, of ``kind`` (``noun``: "an EAGLE-3 draft"), under an algorithm built for
     another kind; none beside a CMD006 or CMD007 on the method itself (``beside``: the launch's findings), which name
     the same fix."""
     from ..core.findings import SERVER_COMMAND, Finding, Fix
@@ -151,6 +163,10 @@ def finding(sc: ServeConfig, kind: str, noun: str, beside: list[Any]) -> list[An
     if m.engine == "sglang":
         fix = Fix(f"--speculative-algorithm {name}", file=SERVER_COMMAND, key="--speculative-algorithm", value=name)
         launch = f"--speculative-algorithm {m.typed}"
+    elif m.engine == "trtllm":
+        fix = Fix(f"set decoding_type: {name} under speculative_config in the --extra_llm_api_options YAML",
+                  file=SERVER_COMMAND, key="speculative_config.decoding_type", value=name)  # fmt: skip
+        launch = f"speculative_config.decoding_type {m.typed}"
     else:
         fix = Fix(f'set "method": "{name}" in --speculative-config', file=SERVER_COMMAND, key=VLLM_METHOD, value=name)
         launch = f'"method": "{m.typed}"' if m.typed is not None else "no method in --speculative-config"
@@ -160,7 +176,7 @@ def finding(sc: ServeConfig, kind: str, noun: str, beside: list[Any]) -> list[An
         else f"the launch leaves {m.engine} no method to run {noun} under: that server refuses to start"
     )
     evidence = [
-        f"the draft is {noun} ({sc.draft}); the launch: {launch}; {m.engine} settles {m.algorithm or 'no method'} ({m.why})",
+        f"the draft is {noun} ({draft or sc.draft}); the launch: {launch}; {m.engine} settles {m.algorithm or 'no method'} ({m.why})",
         f"{m.engine} serves {noun} as trained under {' or '.join(SERVES[m.engine][kind])}",
         f"under {m.algorithm or 'this launch'}: {m.what}" + (f" ({m.where})" if m.where else ""),
         "what the doctor measures is the draft as its own algorithm would serve it",

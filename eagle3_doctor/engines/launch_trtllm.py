@@ -25,27 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from .algorithm_names import judged
 from .launch_args import DRAFT_TOKENS, MAX_SERVE_CONFIG, STEPS, TOPK, cut_value, to_int
-from .launch_config import ServeConfig, parse_token_tree
+from .launch_config import ServeConfig, algorithm_note, parse_token_tree
 from .releases import TRTLLM_RELEASE
 
 ARGS_SRC = "tensorrt_llm/llmapi/llm_args.py (1.2)"
 
-# decoding_type -> what the doctor does with it; the union's members (ARGS_SRC), older releases' spellings kept
+# decoding_type -> what the doctor does with it (engines/algorithm_names.py holds every name TensorRT-LLM reads)
 _EAGLE3 = ("eagle3", "eagle")
 _MTP = ("mtp",)
-_OTHER = {
-    "draft_target": "a plain draft model",
-    "drafttarget": "a plain draft model",
-    "lookahead": "lookahead decoding (no draft model)",
-    "medusa": "Medusa heads",
-    "ngram": "n-gram lookup (no draft model)",
-    "user_provided": "a user-provided drafter",
-    "userprovided": "a user-provided drafter",
-    "savestate": "no drafting (it saves hidden states)",
-    "pard": "PARD drafts",
-    "auto": "a draft-free algorithm TensorRT-LLM picks",
-}
 _KNOWN_KEYS = {
     "decoding_type",
     "max_draft_len",
@@ -138,7 +127,7 @@ def _speculative(sc: ServeConfig, spec: dict[str, Any]) -> None:
         if k not in _KNOWN_KEYS:
             sc.notes.append(f"speculative_config key {k!r} is not read by eagle3-doctor")
     kind = spec.get("decoding_type")
-    if not isinstance(kind, str) or kind.lower() not in (*_EAGLE3, *_MTP, *_OTHER):
+    if not isinstance(kind, str) or not judged("trtllm", kind):
         raise BadInput(
             f"--extra_llm_api_options: speculative_config.decoding_type {cut_value(kind)} is not one TensorRT-LLM reads: "
             "it refuses to start",
@@ -151,11 +140,8 @@ def _speculative(sc: ServeConfig, spec: dict[str, Any]) -> None:
     if draft is not None:
         key = "speculative_model" if "speculative_model" in spec else "speculative_model_dir"
         sc.sources["draft"] = f"{src}.{key}"
-    if low in _OTHER:
-        sc.notes.append(
-            f"decoding_type {kind} drafts with {_OTHER[low]}: eagle3-doctor does not measure it "
-            "(it measures EAGLE-3, MTP, DFlash and P-EAGLE drafts)"
-        )
+    if low not in (*_EAGLE3, *_MTP):
+        sc.notes.append(f"decoding_type {algorithm_note('trtllm', kind)}")
         return
     if low in _MTP:
         n = spec.get("num_nextn_predict_layers", 1)

@@ -146,7 +146,8 @@ RECORDS = (
         meaning=(
             "Each engine serves a drafter kind as trained under its own algorithm: SGLang EAGLE-3 and P-EAGLE drafts "
             "under EAGLE3, MTP heads under NEXTN (its alias of EAGLE), DFlash drafts under DFLASH; vLLM under the "
-            "methods eagle3, mtp and dflash. The algorithm is the launch's as the engine settles it: SGLang's "
+            "methods eagle3, mtp and dflash; TensorRT-LLM EAGLE-3 drafts under the decoding_type Eagle3 or Eagle, "
+            "MTP heads under MTP. The algorithm is the launch's as the engine settles it: SGLang's "
             "--speculative-algorithm; vLLM's method as typed or, unset, detected per release from the draft's path "
             "('eagle-' in it means EAGLE-1 in every release, 'eagle3-' did too in 0.8.5-0.10.1.1), its model_type or "
             "architectures, else draft_model or a refusal (engines/vllm_method.py, executed from each release's "

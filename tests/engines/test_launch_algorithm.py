@@ -131,3 +131,23 @@ def test_a_method_the_release_refuses_or_ignores_stands_alone(tmp_path: Path, tm
     cmd007 = next(f for f in doc["findings"] if f["code"] == "CMD007")
     assert "CMD008" not in [f["code"] for f in doc["findings"]]
     assert any("for this launch it runs this draft under draft_model" in e for e in cmd007["evidence"]), cmd007["evidence"]
+
+
+def test_tensorrt_llm_decoding_types_against_the_kind(tmp_path: Path) -> None:
+    """TensorRT-LLM's speculative_config.decoding_type: MTP runs the target's own layers whatever speculative_model
+    says, Eagle/Eagle3 run an EAGLE-3 draft; each kind under the other's is CMD008 with the YAML key as the fix."""
+
+    def launch(decoding: str, draft: Path) -> str:
+        yaml = tmp_path / f"{decoding}-{draft.name}.yaml"
+        yaml.write_text(f"speculative_config:\n  decoding_type: {decoding}\n  max_draft_len: 3\n  speculative_model: {draft}\n")
+        return f"trtllm-serve {TARGET} --extra_llm_api_options {yaml}"
+
+    mtp = FIX / "mtp-speculators"
+    for draft, decoding, fix in ((DRAFTS["sglang"], "MTP", "Eagle3"), (mtp, "Eagle3", "MTP"), (mtp, "Eagle", "MTP")):
+        code, doc = _json(tmp_path, "-d", draft, "--serve-cmd", launch(decoding, draft))
+        f = _cmd008(doc)
+        assert f is not None and (f["edit"]["key"], f["edit"]["value"]) == ("speculative_config.decoding_type", fix), doc
+        assert str(draft) in f["evidence"][0]  # the draft measured, not the target MTP would run
+    for draft, decoding in ((DRAFTS["sglang"], "Eagle3"), (DRAFTS["sglang"], "Eagle")):
+        _code, doc = _json(tmp_path, "-d", draft, "--serve-cmd", launch(decoding, draft))
+        assert _cmd008(doc) is None, doc["findings"]
