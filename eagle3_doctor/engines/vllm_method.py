@@ -153,6 +153,10 @@ def settle(sc: Any, release: str) -> None:
     typed = sc.flag_values.get(VLLM_METHOD)
     if typed is None and sc.algorithm is not None:  # a method not typed as a string: the speculators reader's
         return
+    if typed is not None and typed.lower().endswith("mtp") and sc.draft == sc.target:
+        # the target's own MTP layers: vLLM's draft config is the target's rewritten by hf_config_override into its
+        # family's MTP model_type, not the config.json read here; whether the family has one is MTP003's to say
+        return
     refused = refused_values("vllm", listed, {VLLM_METHOD: typed}) if typed is not None else []
     if refused and refused[0].refused:
         return

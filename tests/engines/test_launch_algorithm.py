@@ -151,3 +151,26 @@ def test_tensorrt_llm_decoding_types_against_the_kind(tmp_path: Path) -> None:
     for draft, decoding in ((DRAFTS["sglang"], "Eagle3"), (DRAFTS["sglang"], "Eagle")):
         _code, doc = _json(tmp_path, "-d", draft, "--serve-cmd", launch(decoding, draft))
         assert _cmd008(doc) is None, doc["findings"]
+
+
+def test_the_target_s_own_mtp_layers_are_left_to_the_family_override(tmp_path: Path) -> None:
+    """vLLM drafts "method": "mtp" without a model with the target's own layers, its config rewritten by
+    hf_config_override into the family's MTP model_type: config.json's model_type (deepseek_v3) is not what the
+    chain reads, so the method stays as typed and no CMD008 claims a refusal (MTP003 judges the family)."""
+    from eagle3_doctor.engines.drafter_algorithms import mismatch
+    from eagle3_doctor.engines.launch import load
+
+    target = tmp_path / "dsv3"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"]}))
+    sc = load(f"vllm serve {target} --speculative-config '{json.dumps({'method': 'mtp', 'num_speculative_tokens': 1})}'", None)
+    assert sc is not None and sc.draft == str(target) and sc.algorithm == "mtp" and sc.method_settled is None
+    assert mismatch(sc, "mtp") is None
+    # a head of its own beside the target: its config.json is the draft's, and the chain reads it
+    head = tmp_path / "head"
+    head.mkdir()
+    (head / "config.json").write_text(json.dumps({"model_type": "deepseek_mtp"}))
+    spec = {"method": "mtp", "model": str(head), "num_speculative_tokens": 1}
+    sc = load(f"vllm serve {target} --speculative-config '{json.dumps(spec)}'", None)
+    assert sc is not None and sc.method_settled is not None and sc.algorithm == "mtp"
+    assert sc.method_settled.why == "the draft config's model_type deepseek_mtp"
