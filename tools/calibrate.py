@@ -68,6 +68,15 @@ KINDS2 = ("acceptance", "diagnose")
 CASES: tuple[Case, ...] = (
     Case("EAGLE-3 clean, README launch line (tree)", "eagle3", "draft-sglang", "sglang", E3, serve=SGLANG_TREE),
     Case("EAGLE-3 clean, speculators on vLLM", "eagle3", "draft-speculators", "vllm", E3),
+    # vLLM detects eagle3 from the path (engines/vllm_method.py): the copy's name holds "eagle3", not "eagle-"
+    Case(
+        "EAGLE-3 clean, vLLM launch with no method, its path naming eagle3",
+        "eagle3",
+        "llama-eagle3",
+        "vllm",
+        ("inspect", *KINDS2),
+        serve=VLLM_NO_METHOD,
+    ),  # fmt: skip
     Case(
         "EAGLE-3 clean draft, prompts past its training length (the conversations)",
         "eagle3",
@@ -258,7 +267,8 @@ def build(work: Path) -> None:
     _rewrite(_copy("e3-rand", work, F / "draft-sglang"), _at_init(_draft_matrices))
     _rewrite(_copy("e3-attn", work, F / "draft-sglang"), _at_init(lambda k: "self_attn" in k))
     _add_target_embedding(_copy("e3-embed", work, F / "draft-sglang"))
-    _copy("e3-plain", work, F / "draft-sglang")  # under the work folder: the checkout's own path may name "eagle3"
+    _copy("e3-plain", work, F / "draft-sglang")
+    _copy("llama-eagle3", work, F / "draft-sglang")  # under the work folder: the checkout's own path may name "eagle3"
     _rewrite(_copy("dflash-rand", work, F / "dflash-draft"), _at_init(_draft_matrices))
     ids = _copy("dflash-ids", work, F / "dflash-draft")
     cfg = json.loads((ids / "config.json").read_text())  # a copy-paste between recipes: vLLM reads this key first
