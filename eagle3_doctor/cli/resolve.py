@@ -41,9 +41,12 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
 
     # the models the launch command names are inputs too: refused before the summary line is printed
     check_outputs_apart({**vars(a), "target": target or (sc and sc.target), "draft": draft or (sc and sc.draft)})
-    launch = None
+    launch, others = None, []
     if sc is not None:
+        from ..engines.launch_models import other_models
+
         launch = launch_release(sc.engine, *named, own=sc.engine_version)  # what its summary and CMD003 are under
+        others = other_models(sc, target, draft)  # an option naming another model than the launch serves
         _say_launch(sc, target, draft, launch)
     target = target or (sc.target if sc else None)
     _check_target(target, need_target)
@@ -71,7 +74,7 @@ def resolve_serve(a: SimpleNamespace, need_draft: bool = False, need_target: boo
     from ..engines.launch import launch_findings
 
     quiet = getattr(a, "quiet", False)
-    found = launch_findings(sc, launch) if sc else []
+    found = [*launch_findings(sc, launch), *others] if sc else []
     return Run(target_dir or "", draft_dir, eng, release, dtype, sc, paths, found, _parsed(a),
                status=lambda text: status(text, quiet), progress=lambda: progress(quiet))  # fmt: skip
 

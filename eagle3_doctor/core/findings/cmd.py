@@ -163,4 +163,21 @@ RECORDS = (
         ),
         confirm="read the worker or proposer and method the server logs at start-up",
     ),
+    Code(
+        "CMD009",
+        WARNING,
+        "the launch serves another target or draft than the one measured",
+        meaning=(
+            "--target and --draft win over the paths the launch command names: the doctor loads and measures what "
+            "the options name. Here an option and the launch name two local directories holding different "
+            "checkpoints (their config.json, or their weight files' names or sizes, differ); a copy of the same "
+            "checkpoint is the same model and says nothing. Where one side is not a local directory (a hub id) the "
+            "two are not compared and the launch's notes say so."
+        ),
+        why=(
+            "Every figure is about the model measured, not the one the server loads: a healthy verdict on one says "
+            "nothing about the other."
+        ),
+        confirm="compare the two directories' config.json and weight files; rerun with the launch's own path",
+    ),
 )
