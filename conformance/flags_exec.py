@@ -29,10 +29,14 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT))
 
 import fetch  # noqa: E402
 import gen_serve_flags  # noqa: E402
 from releases import FLAG_FILE_PATTERNS, RELEASES  # noqa: E402
+
+# the table's key for the method, as the package's fixes and CMD006/CMD007 name it
+from eagle3_doctor.engines.launch_config import VLLM_METHOD  # noqa: E402
 
 OUT = ROOT / "eagle3_doctor" / "data" / "serve_flag_releases.json"
 ENGINES = ("sglang", "vllm")
@@ -125,7 +129,6 @@ def release_choices(root: Path) -> dict[str, tuple[list[str], str]]:
     return out
 
 
-VLLM_METHOD = "--speculative-config.method"  # the JSON field, named as the package's fixes name it
 _VLLM_CONFIG_FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
 
 
