@@ -2,9 +2,9 @@
 (CMD008): one check for every kind, read off each engine's worker or proposer selection.
 
 The algorithm is the launch's as the engine settles it: SGLang's ``--speculative-algorithm`` (NEXTN its alias of
-EAGLE), vLLM's ``method`` as ``SpeculativeConfig`` keeps or detects it per release (engines/vllm_method.py, executed).
-An algorithm not ``judged`` (engines/algorithm_names.py) is one the doctor has not read against the kinds (SGLang's DSPARK, vLLM's dspark,
-custom_class, ...): no finding, the launch's note says so.
+EAGLE), vLLM's ``method`` as ``SpeculativeConfig`` keeps or detects it per release (engines/vllm_method.py, executed),
+TensorRT-LLM's ``decoding_type``. An algorithm the doctor has not read against the kinds (SGLang's DSPARK, vLLM's
+dspark or custom_class: not ``judged``, engines/algorithm_names.py) gives no finding; the launch's note says so.
 """
 
 from __future__ import annotations
