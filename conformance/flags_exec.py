@@ -36,6 +36,7 @@ import gen_serve_flags  # noqa: E402
 from releases import FLAG_FILE_PATTERNS, RELEASES  # noqa: E402
 
 # the table's key for the method, as the package's fixes and CMD006/CMD007 name it
+from eagle3_doctor.engines.flag_releases import runs  # noqa: E402
 from eagle3_doctor.engines.launch_config import VLLM_METHOD  # noqa: E402
 
 OUT = ROOT / "eagle3_doctor" / "data" / "serve_flag_releases.json"
@@ -332,15 +333,9 @@ def _loop_flags(module: ast.AST) -> dict[int, list[str]]:
 
 
 def ranges(present: list[bool], releases: list[str]) -> list[str]:
-    """Runs of releases holding a flag, as 'first..last' (one release: its name alone)."""
-    out, start = [], None
-    for i, has in enumerate([*present, False]):
-        if has and start is None:
-            start = i
-        elif not has and start is not None:
-            out.append(releases[start] if start == i - 1 else f"{releases[start]}..{releases[i - 1]}")
-            start = None
-    return out
+    """Runs of releases holding a flag, as 'first..last' (one release: its name alone), written as the package reads
+    them back (engines/flag_releases.runs)."""
+    return runs(releases, {i for i, has in enumerate(present) if has})
 
 
 def build(engine: str, releases: list[str]) -> dict:

@@ -131,13 +131,14 @@ def refused_values(engine: str, release: str, given: dict[str, str]) -> list[Ref
             takes = {
                 i for e in entries if value in e["choices"] for a, b in _indices(data, e["releases"]) for i in range(a, b + 1)
             }
-            out.append(RefusedValue(flag, value, listed, list(here["choices"]), here["source"], _runs(data["releases"], takes),
+            out.append(RefusedValue(flag, value, listed, list(here["choices"]), here["source"], runs(data["releases"], takes),
                                     here.get("validated", True)))  # fmt: skip
     return out
 
 
-def _runs(names: list[str], held: set[int]) -> list[str]:
-    """The releases at ``held`` (indices into ``names``) as runs 'first..last' (one release: its name alone)."""
+def runs(names: list[str], held: set[int]) -> list[str]:
+    """The releases at ``held`` (indices into ``names``) as runs 'first..last' (one release: its name alone): how the
+    tables conformance/flags_exec.py writes name release ranges, read back by ``_indices``."""
     out: list[str] = []
     for i in sorted(held):
         if out and i - 1 in held:
