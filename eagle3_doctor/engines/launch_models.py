@@ -1,8 +1,9 @@
 """The models the options name against the ones the launch command serves (CMD009).
 
 ``--target`` and ``--draft`` win over the launch's paths: the doctor measures what they name. Where both sides are
-local directories holding different checkpoints (config.json or the weight files' names and sizes differ), the
-server loads another model than the one measured and every figure is about the wrong one. A copy (same config,
+local directories holding different checkpoints (config.json, the weight files' names and sizes, or their bytes at
+the head, the middle and the end differ), the server loads another model than the one measured and every figure is
+about the wrong one. A copy (same config,
 same files) is the same model; a side that is not a local directory (a hub id) cannot be compared here, which the
 launch's notes say.
 """
@@ -31,27 +32,43 @@ def _config(d: Path) -> Any:
         return None
 
 
+_SAMPLE = 1 << 16  # bytes read at each of a few offsets of a weight file: trained weights differ everywhere
+
+
 def _weights(d: Path) -> dict[str, int]:
     return {p.name: p.stat().st_size for pat in _WEIGHTS for p in d.glob(pat) if p.is_file()}
 
 
+def _sample(path: Path, size: int) -> bytes:
+    """The file's head (a safetensors header: its tensors' names, shapes and offsets) and chunks at the middle and
+    the end: a few hundred KB, not the gigabytes, tell two trainings of one architecture apart."""
+    out = b""
+    with path.open("rb") as f:
+        for at in sorted({0, max(0, size // 2 - _SAMPLE // 2), max(0, size - _SAMPLE)}):
+            f.seek(at)
+            out += f.read(_SAMPLE)
+    return out
+
+
 def differences(given: Path, launched: Path) -> list[str]:
-    """How two checkpoint directories differ (config.json, the weight files' names and sizes); empty: a copy."""
+    """How two checkpoint directories differ (config.json; the weight files' names and sizes; their bytes at the
+    head, the middle and the end); empty: a copy."""
     out = []
     if _config(given) != _config(launched):
         out.append("their config.json differ")
     a, b = _weights(given), _weights(launched)
     if a != b:
-        only = sorted(set(a) ^ set(b))
-        sized = sorted(n for n in set(a) & set(b) if a[n] != b[n])
-        out.append(
-            "their weight files differ: "
-            + "; ".join(
-                x
-                for x in (f"in one only: {', '.join(only)}" if only else "", f"sizes differ: {', '.join(sized)}" if sized else "")
-                if x
-            )  # fmt: skip
-        )
+        only = ", ".join(sorted(set(a) ^ set(b)))
+        sized = ", ".join(sorted(n for n in set(a) & set(b) if a[n] != b[n]))
+        parts = [f"in one only: {only}" if only else "", f"sizes differ: {sized}" if sized else ""]
+        out.append("their weight files differ: " + "; ".join(x for x in parts if x))
+        return out
+    try:
+        changed = sorted(n for n in a if _sample(given / n, a[n]) != _sample(launched / n, b[n]))
+    except OSError:  # unreadable: the load refuses it in its own line
+        changed = []
+    if changed:
+        out.append(f"their weights differ: {', '.join(changed)} (the same names and sizes, other bytes)")
     return out
 
 

@@ -44,3 +44,18 @@ def test_a_copy_of_the_launch_s_draft_is_the_same_model_and_a_hub_id_is_not_comp
     _code, doc = _inspect(tmp_path, DRAFTS["sglang"], _launch("org/some-eagle3-draft"))
     assert "CMD009" not in [f["code"] for f in doc["findings"]]
     assert any("not compared" in n for n in doc["serve"]["notes"]), doc["serve"]["notes"]
+
+
+def test_the_same_names_and_sizes_with_other_weights_are_another_checkpoint(tmp_path: Path) -> None:
+    """Two trainings of one architecture: config.json and the files' names and sizes agree, the bytes do not."""
+    from safetensors.torch import load_file, save_file
+
+    other = tmp_path / "other"
+    shutil.copytree(DRAFTS["sglang"], other)
+    weights = load_file(other / "model.safetensors")
+    save_file({k: v + 1 if v.is_floating_point() else v for k, v in weights.items()}, other / "model.safetensors",
+              metadata={"format": "pt"})  # fmt: skip
+    assert (other / "model.safetensors").stat().st_size == (DRAFTS["sglang"] / "model.safetensors").stat().st_size
+    _code, doc = _inspect(tmp_path, other, _launch(DRAFTS["sglang"]))
+    (f,) = [f for f in doc["findings"] if f["code"] == "CMD009"]
+    assert any("their weights differ: model.safetensors" in e for e in f["evidence"]), f["evidence"]

@@ -170,7 +170,8 @@ RECORDS = (
         meaning=(
             "--target and --draft win over the paths the launch command names: the doctor loads and measures what "
             "the options name. Here an option and the launch name two local directories holding different "
-            "checkpoints (their config.json, or their weight files' names or sizes, differ); a copy of the same "
+            "checkpoints (their config.json, their weight files' names or sizes, or those files' bytes at the "
+            "head, the middle and the end differ); a copy of the same "
             "checkpoint is the same model and says nothing. Where one side is not a local directory (a hub id) the "
             "two are not compared and the launch's notes say so."
         ),
