@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from .launch_config import VLLM_METHOD, ServeConfig
+
 TABLE = Path(__file__).resolve().parent.parent / "data" / "vllm_method_detect.json"
 EXEC = "conformance/method_exec.py"
 
@@ -141,12 +143,11 @@ def draft_fields(draft: str) -> tuple[Optional[str], list[str], bool]:
     )
 
 
-def settle(sc: Any, release: str) -> None:
+def settle(sc: ServeConfig, release: str) -> None:
     """The launch's method as ``release`` settles it, into ``sc.algorithm`` (its reason in ``sc.sources``), and the
     whole answer in ``sc.method_settled``: where the typed name is unset or one the release acts on. A name a
     validating release refuses (CMD006) is left as typed: that server never starts."""
     from .flag_releases import listed_release, refused_values
-    from .launch_config import VLLM_METHOD
 
     if sc.engine != "vllm" or not sc.draft or (listed := listed_release("vllm", release)) is None:
         return
