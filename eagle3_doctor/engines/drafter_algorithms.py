@@ -34,10 +34,11 @@ _READ: dict[tuple[str, str, tuple[str, ...]], tuple[str, str]] = {
         f"set_embed_and_head: {_SG4}",
     ),
     ("sglang", "EAGLE3", ("mtp",)): (
-        "refused at start: the EAGLE3 branch calls the draft model's set_embed and reads its hot_token_id, which "
-        "SGLang's MTP classes (DeepseekV3ForCausalLMNextN, Qwen3NextForCausalLMMTP) do not define: AttributeError",
+        "refused at start: the EAGLE3 branch reads the draft model's hot_token_id, which SGLang's MTP classes "
+        "(DeepseekV3ForCausalLMNextN, Qwen3NextForCausalLMMTP) do not define: AttributeError (the DeepSeek one has "
+        "no set_embed either, which the branch calls first)",
         "srt/speculative/eagle_worker.py (0.5.23 eagle_worker_v2.py init_lm_head); srt/models/deepseek_nextn.py, "
-        "qwen3_next_mtp.py, deepseek_v2.py (read in 0.5.10 and 0.5.23)",
+        "deepseek_v2.py, qwen3_next_mtp.py, qwen3_next.py (read in 0.5.10 and 0.5.23)",
     ),
     ("sglang", "STANDALONE", ("eagle3", "peagle", "mtp", "dflash")): (
         "served as a plain draft model: STANDALONE's worker hands the draft no target hidden state and the target "
