@@ -58,6 +58,11 @@ def serving(engine: str, kind: str) -> tuple[str, ...]:
     return tuple(canonical(engine, a) for a in SERVES.get(engine, {}).get(kind, ()))
 
 
+def serves(engine: str, kind: str, algorithm: str) -> bool:
+    """``algorithm`` (as the launch names it) serves a draft of ``kind`` as trained on ``engine``."""
+    return canonical(engine, algorithm) in serving(engine, kind)
+
+
 def judged(engine: str, algorithm: str) -> bool:
     """``algorithm`` serves a measured kind, or was read against them (CMD008 names what it does with them)."""
     a = canonical(engine, algorithm)

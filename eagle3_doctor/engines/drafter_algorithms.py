@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .algorithm_names import FIX_NAME, SERVES, canonical, judged, serving
+from .algorithm_names import FIX_NAME, SERVES, canonical, judged, serves
 from .launch_config import VLLM_METHOD, ServeConfig
 
 _SG4 = "read in 0.4.6, 0.5.2, 0.5.10 and 0.5.23"
@@ -98,12 +98,14 @@ _VLLM_EAGLE_WHERE = (
 
 def _vllm_eagle(sc: ServeConfig) -> tuple[str, str]:
     """An EAGLE-3 draft under vLLM's eagle: the architectures EAGLEConfig renames it to, as this draft names them."""
-    from .vllm_method import draft_config, draft_fields
+    from ..io.hub import config_if_local
+    from .vllm_method import fields
 
-    _mt, archs, _read_ok = draft_fields(sc.draft or "")
+    cfg = config_if_local(sc.draft)
+    _mt, archs = fields(cfg)
     renamed = [a if a.startswith("Eagle") else f"Eagle{a}" for a in archs]
     capture = "only eagle3 turns on the target's aux hidden-state outputs, so the draft would get the last layer's state alone"
-    if "speculators_model_type" in (draft_config(sc.draft or "") or {}):  # EAGLEConfig leaves a speculators config be
+    if "speculators_model_type" in (cfg or {}):  # EAGLEConfig leaves a speculators config be
         what = f"not run as EAGLE-3: {capture}"
     elif any(a.endswith("Eagle3") and not a.startswith("Eagle3") for a in archs):
         what = f"refused at start: EAGLEConfig renames the draft's architectures to {', '.join(renamed)}, which no "
@@ -142,7 +144,7 @@ def mismatch(sc: ServeConfig, kind: str) -> Optional[Mismatch]:
     if sc.algorithm is None:
         return None
     algo = canonical(engine, str(sc.algorithm))
-    if not judged(engine, algo) or algo in serving(engine, kind):
+    if not judged(engine, algo) or serves(engine, kind, algo):
         return None
     why = settled.why if settled is not None else "as typed"
     what, where = _read(sc, engine, algo, kind)

@@ -10,10 +10,10 @@ launch's notes say.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
+from ..io.hub import config_if_local
 from .launch_config import ServeConfig
 
 # the launch's key that names each model, per engine (the fix's edit)
@@ -23,13 +23,6 @@ _KEYS = {
     "trtllm": {"target": "MODEL", "draft": "speculative_config.speculative_model"},
 }
 _WEIGHTS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
-
-
-def _config(d: Path) -> Any:
-    try:
-        return json.loads((d / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
 
 
 _SAMPLE = 1 << 16  # bytes read at each of a few offsets of a weight file: trained weights differ everywhere
@@ -54,7 +47,7 @@ def differences(given: Path, launched: Path) -> list[str]:
     """How two checkpoint directories differ (config.json; the weight files' names and sizes; their bytes at the
     head, the middle and the end); empty: a copy."""
     out = []
-    if _config(given) != _config(launched):
+    if config_if_local(str(given)) != config_if_local(str(launched)):
         out.append("their config.json differ")
     a, b = _weights(given), _weights(launched)
     if a != b:

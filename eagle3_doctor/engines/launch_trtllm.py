@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
-from .algorithm_names import judged
+from .algorithm_names import judged, serving
 from .launch_args import DRAFT_TOKENS, MAX_SERVE_CONFIG, STEPS, TOPK, cut_value, to_int
 from .launch_config import ServeConfig, algorithm_note, parse_token_tree
 from .releases import TRTLLM_RELEASE
@@ -33,8 +33,8 @@ from .releases import TRTLLM_RELEASE
 ARGS_SRC = "tensorrt_llm/llmapi/llm_args.py (1.2)"
 
 # decoding_type -> what the doctor does with it (engines/algorithm_names.py holds every name TensorRT-LLM reads)
-_EAGLE3 = ("eagle3", "eagle")
-_MTP = ("mtp",)
+_EAGLE3 = serving("trtllm", "eagle3")  # Eagle3, Eagle
+_MTP = serving("trtllm", "mtp")
 _KNOWN_KEYS = {
     "decoding_type",
     "max_draft_len",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from ..io.hub import config_if_local
 from .launch_config import VLLM_METHOD, ServeConfig
 
 TABLE = Path(__file__).resolve().parent.parent / "data" / "vllm_method_detect.json"
@@ -120,27 +121,13 @@ def served_method(release: str, typed: Optional[str], path: str, model_type: Opt
     return Method(m.method, m.raises, m.why, row["source"], m.after_config)
 
 
-def draft_config(draft: str) -> Optional[dict[str, Any]]:
-    """The draft's config.json where the launch names a local directory holding a readable one."""
-    p = Path(draft) / "config.json"
-    try:
-        cfg = json.loads(p.read_text()) if p.is_file() else None
-    except (OSError, ValueError):
-        cfg = None
-    return cfg if isinstance(cfg, dict) else None
-
-
-def draft_fields(draft: str) -> tuple[Optional[str], list[str], bool]:
-    """(model_type, architectures, read) of the draft's config.json, as the detection chain reads them."""
-    cfg = draft_config(draft)
+def fields(cfg: Optional[dict[str, Any]]) -> tuple[Optional[str], list[str]]:
+    """(model_type, architectures) of a draft's config.json (io.hub.config_if_local), as the detection chain reads
+    them; (None, []) where there is none."""
     if cfg is None:
-        return None, [], False
+        return None, []
     archs, mt = cfg.get("architectures"), cfg.get("model_type")
-    return (
-        (mt if isinstance(mt, str) else None),
-        [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else [],
-        True,
-    )
+    return (mt if isinstance(mt, str) else None), [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
 
 
 def settle(sc: ServeConfig, release: str) -> None:
@@ -161,7 +148,8 @@ def settle(sc: ServeConfig, release: str) -> None:
     refused = refused_values("vllm", listed, {VLLM_METHOD: typed}) if typed is not None else []
     if refused and refused[0].refused:
         return
-    model_type, archs, read = draft_fields(sc.draft)
+    cfg = config_if_local(sc.draft)
+    model_type, archs = fields(cfg)
     m = served_method(listed, typed, sc.draft, model_type, archs)
     if m is None:
         return
@@ -171,7 +159,7 @@ def settle(sc: ServeConfig, release: str) -> None:
     if m.method != typed or m.raises:
         unread = (
             ""
-            if read or not m.after_config
+            if cfg is not None or not m.after_config
             else "; the draft's config.json was not read here: its model_type and architectures tests taken as failing"
         )
         got = m.method if m.method is not None else f"none, it raises {m.raises}"

@@ -49,10 +49,10 @@ def served_block(run: Run) -> Any:
 
 
 def _serves_dflash(sc: Any) -> bool:
-    """The launch names DFlash's algorithm: SGLang's DFLASH, vLLM's method "dflash" (the same word, lower case)."""
-    from ...engines.sglang_tree import DFLASH
+    """The launch names DFlash's algorithm: SGLang's DFLASH, vLLM's method "dflash" (engines/algorithm_names.py)."""
+    from ...engines.algorithm_names import serves
 
-    return str(sc.algorithm).upper() == DFLASH
+    return sc.algorithm is not None and serves(sc.engine, "dflash", str(sc.algorithm))
 
 
 def detect(cfg: dict[str, Any], _names: list[str]) -> Optional[str]:
