@@ -130,7 +130,21 @@ def release_choices(root: Path) -> dict[str, tuple[list[str], str]]:
     return out
 
 
-_VLLM_CONFIG_FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
+VLLM_CONFIG_FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
+
+
+def speculative_config(root: Path) -> tuple[str, str, ast.Module, ast.ClassDef] | None:
+    """The config module that defines a vLLM release's SpeculativeConfig (vllm/config.py to 0.10.0, then
+    config/__init__.py, then config/speculative.py): (file, source, module, the class); None where none does."""
+    for name in VLLM_CONFIG_FILES:
+        if not (root / name).exists():
+            continue
+        source = (root / name).read_bytes().decode()
+        module = ast.parse(source)
+        cls = next((n for n in module.body if isinstance(n, ast.ClassDef) and n.name == "SpeculativeConfig"), None)
+        if cls is not None:
+            return name, source, module, cls
+    return None
 
 
 def _literal_names(node: ast.AST, aliases: dict[str, ast.AST]) -> list[str] | None:
@@ -181,33 +195,29 @@ def vllm_method_choices(root: Path) -> dict[str, tuple[list[str], str, bool]]:
     decorator applying it), so a name outside the Literal fails at construction, case and all. Unvalidated releases
     compare ``method`` with ``==`` and fall through to detecting one from the draft: their names are the annotation's
     (where it is a Literal) and every string the class compares ``self.method`` with. Empty where neither gives any."""
-    for name in _VLLM_CONFIG_FILES:
-        if not (root / name).exists():
-            continue
-        module = ast.parse((root / name).read_bytes().decode())
-        cls = next((n for n in module.body if isinstance(n, ast.ClassDef) and n.name == "SpeculativeConfig"), None)
-        if cls is None:
-            continue
-        aliases = {t.id: n.value for n in module.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-        field = next((st for st in cls.body if isinstance(st, ast.AnnAssign) and getattr(st.target, "id", "") == "method"), None)
-        if field is None:
-            return {}
-        names = _literal_names(field.annotation, aliases)
-        utils = root / "vllm/config/utils.py"
-        where = {n.module for n in module.body if isinstance(n, ast.ImportFrom)}
-        validated = False
-        for d in cls.decorator_list:
-            dn = d.func.id if isinstance(d, ast.Call) and isinstance(d.func, ast.Name) else getattr(d, "id", "")
-            own = _applies_pydantic(module, dn)
-            via_utils = dn == "config" and "vllm.config.utils" in where and utils.exists() and _applies_pydantic(
-                ast.parse(utils.read_bytes().decode()), "config")  # fmt: skip
-            validated |= own or via_utils
-        if not validated:  # what the release acts on is what its code compares ``self.method`` with, exactly
-            names = list(dict.fromkeys([*(names or []), *_compared_with(cls, "method")]))
-        if not names:
-            return {}
-        return {VLLM_METHOD: (names, f"{name}:{field.lineno}", validated)}
-    return {}
+    found = speculative_config(root)
+    if found is None:
+        return {}
+    name, _source, module, cls = found
+    aliases = {t.id: n.value for n in module.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    field = next((st for st in cls.body if isinstance(st, ast.AnnAssign) and getattr(st.target, "id", "") == "method"), None)
+    if field is None:
+        return {}
+    names = _literal_names(field.annotation, aliases)
+    utils = root / "vllm/config/utils.py"
+    where = {n.module for n in module.body if isinstance(n, ast.ImportFrom)}
+    validated = False
+    for d in cls.decorator_list:
+        dn = d.func.id if isinstance(d, ast.Call) and isinstance(d.func, ast.Name) else getattr(d, "id", "")
+        own = _applies_pydantic(module, dn)
+        via_utils = dn == "config" and "vllm.config.utils" in where and utils.exists() and _applies_pydantic(
+            ast.parse(utils.read_bytes().decode()), "config")  # fmt: skip
+        validated |= own or via_utils
+    if not validated:  # what the release acts on is what its code compares ``self.method`` with, exactly
+        names = list(dict.fromkeys([*(names or []), *_compared_with(cls, "method")]))
+    if not names:
+        return {}
+    return {VLLM_METHOD: (names, f"{name}:{field.lineno}", validated)}
 
 
 def _compared_with(cls: ast.ClassDef, attr: str) -> list[str]:

@@ -41,7 +41,6 @@ from eagle3_doctor.engines.vllm_method import resolve_rules  # noqa: E402
 
 OUT = ROOT / "eagle3_doctor" / "data" / "vllm_method_detect.json"
 MARK = "Automatically detect the method"
-FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
 
 # the grid: names a user types, draft paths as users save them, the config fields the chain reads
 TYPED = (None, "eagle", "eagle3", "dflash", "mtp", "deepseek_mtp", "qwen3_next_mtp", "draft_model", "medusa", "peagle")
@@ -89,16 +88,14 @@ class _NS:
         return _Stub()
 
 
-def _post_init(root: Path) -> tuple[str, ast.Module, ast.FunctionDef] | None:
-    for name in FILES:
-        if not (root / name).exists():
-            continue
-        module = ast.parse((root / name).read_bytes().decode())
-        cls = next((n for n in module.body if isinstance(n, ast.ClassDef) and n.name == "SpeculativeConfig"), None)
-        fn = cls and next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__post_init__"), None)
-        if fn is not None:
-            return name, module, fn
-    return None
+def _post_init(root: Path) -> tuple[str, str, ast.Module, ast.FunctionDef] | None:
+    """(file, source, module, SpeculativeConfig.__post_init__) of a release, where its class has one."""
+    found = flags_exec.speculative_config(root)
+    if found is None:
+        return None
+    name, source, module, cls = found
+    fn = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__post_init__"), None)
+    return (name, source, module, fn) if fn is not None else None
 
 
 def _chain(source: str, fn: ast.FunctionDef) -> ast.If:
@@ -129,7 +126,7 @@ def _rewrites(fn: ast.FunctionDef, chain: ast.If) -> list[ast.If]:
     return out
 
 
-def _consts(module: ast.Module, root: Path) -> dict[str, Any]:
+def _consts(module: ast.Module) -> dict[str, Any]:
     """Module-level names the statements read: string constants, and a Literal's names (``get_args`` of it)."""
     env: dict[str, Any] = {}
     aliases = {t.id: n.value for n in module.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
@@ -157,10 +154,10 @@ def executed(root: Path) -> dict[str, Any] | None:
     found = _post_init(root)
     if found is None:
         return None
-    name, module, fn = found
-    chain = _chain((root / name).read_text(), fn)
+    name, source, module, fn = found
+    chain = _chain(source, fn)
     rewrites = _rewrites(fn, chain)
-    env = {**_consts(module, root), "get_args": lambda x: x if isinstance(x, tuple) else (), "logger": _Stub(),
+    env = {**_consts(module), "get_args": lambda x: x if isinstance(x, tuple) else (), "logger": _Stub(),
            "envs": _NS(VLLM_USE_V1=True), "using_transformers_mtp": False, "__builtins__": builtins}  # fmt: skip
     stand_in = {"__name__": "<release>"}
     for n in (n for st in [*rewrites, chain] for n in ast.walk(st)):  # a name no assignment gives: a stand-in
