@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -145,6 +145,15 @@ def mean_acceptance_length(s: np.ndarray) -> np.ndarray:
     """From summed :func:`acceptance_counts` rows: 1 + accepted / passes (vLLM's mean acceptance length,
     SGLang's accept length: the bonus token included)."""
     return 1.0 + s[..., 1] / s[..., 0]
+
+
+def paired_mean_lengths(walked: Mapping[str, Sequence[Sequence[int]]]) -> tuple[dict[str, Interval], Interval | None]:
+    """Each path's mean acceptance length over prompts (``walked``: per path, per prompt, the tokens each verify pass
+    accepted), and the second path's minus the first's (served - trained), paired over the same prompts; the depth
+    each path drafts does not enter (the statistic reads the passes and the accepted tokens alone)."""
+    names = list(walked)
+    own, diff = paired([acceptance_counts(walked[n], None, None, 0) for n in names], mean_acceptance_length, 0)
+    return dict(zip(names, own)), (diff[1] if len(names) > 1 else None)
 
 
 def acceptance_counts(

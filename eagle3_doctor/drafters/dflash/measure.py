@@ -20,7 +20,7 @@ import torch
 
 from ...analyses.passes import continue_prompts, leading_accepted, replay_passes, sequential_loop
 from ...core.findings import Finding
-from ...core.stats import Interval, acceptance_counts, mean_acceptance_length, paired
+from ...core.stats import Interval, paired_mean_lengths
 from ...core.taps import FeatureSpec, format_spec
 
 SCHEMA = "eagle3-doctor/dflash-acceptance/1"
@@ -113,15 +113,6 @@ def measure_paths(
         return accepts_at_every_anchor(draft, taps, ids, start, embed, head, ways[name].block)
 
     return replay_passes(target, {n: w.spec for n, w in ways.items()}, seqs, starts, progress, accepts)
-
-
-def path_figures(walked: dict[str, list[list[int]]], ways: dict[str, Drafting]) -> tuple[dict[str, Interval], Interval | None]:
-    """Each path's mean acceptance length over prompts, and the second path's minus the first's (served - trained),
-    paired over the same prompts: tokens per verify pass, whatever block each path drafts."""
-    names = list(walked)
-    counts = [acceptance_counts(walked[n], None, None, ways[n].block - 1) for n in names]
-    own, diff = paired(counts, mean_acceptance_length, 0)
-    return dict(zip(names, own)), (diff[1] if len(names) > 1 else None)
 
 
 def cost_finding(trained: Drafting, served: Drafting, t: Interval, s: Interval, diff: Interval, fix: Any,
@@ -240,7 +231,7 @@ def dflash_acceptance(
     seqs = continue_prompts(target, prompts, max_new_tokens, progress)
     starts = [len(p) for p in prompts]
     walked = measure_paths(target, draft, ways, seqs, starts, lambda i, n: progress("dflash acceptance", i, n))
-    figs, diff = path_figures(walked, ways)
+    figs, diff = paired_mean_lengths(walked)  # tokens per verify pass, whatever block each path drafts
     paths = {n: DFlashPath(n, w.spec, trained.source if n == "trained" else served.source, figs[n],
                            sum(map(len, walked[n])), walked[n], w.block) for n, w in ways.items()}  # fmt: skip
     on = "served" if "served" in ways else "trained"

@@ -188,6 +188,7 @@ def peagle_acceptance(
     """Both ways of running the draft on ``target`` over ``prompts`` (token ids), the served one checked against a
     sequential loop on the first ``reference_prompts``."""
     from ...analyses.passes import continue_prompts
+    from ...core.stats import paired_mean_lengths
     from .measure import measure_ways
 
     side = read_sides(target, draft_path, engine, version, k, layer_ids)
@@ -197,7 +198,7 @@ def peagle_acceptance(
     seqs = continue_prompts(target, prompts, max_new_tokens, progress)
     starts = [len(p) for p in prompts]
     walked = measure_ways(target, side.pe, ways, seqs, starts, lambda i, n: progress("p-eagle acceptance", i, n))
-    figs, diff = way_figures(walked, ways)
+    figs, diff = paired_mean_lengths(walked)
     run_on = ways.get("served", side.trained)
     ref = _reference(
         target, side.pe, run_on, prompts, seqs, walked["served" if "served" in ways else "trained"], reference_prompts
@@ -235,16 +236,6 @@ def peagle_health(figs: dict[str, Interval], found: list[Finding]) -> list[Findi
         return f"the {n} way" + (" (as served)" if n == served and n != "served" else "")
 
     return health(PEagleDraft, figs[served], {name(n): iv for n, iv in figs.items()}, found, served_name=name(served))
-
-
-def way_figures(walked: dict[str, list[list[int]]], ways: dict[str, Way]) -> tuple[dict[str, Interval], Interval | None]:
-    """Each way's mean acceptance length over prompts, and served - trained paired over the same prompts."""
-    from ...core.stats import acceptance_counts, mean_acceptance_length, paired
-
-    K = max(w.k for w in ways.values())
-    names = list(walked)
-    own, diff = paired([acceptance_counts(walked[n], None, None, K) for n in names], mean_acceptance_length, 0)
-    return dict(zip(names, own)), (diff[1] if len(names) > 1 else None)
 
 
 def cost_finding(t: Way, s: Way, figs: dict[str, Interval], diff: Interval, found: list[Finding]) -> Finding | None:
