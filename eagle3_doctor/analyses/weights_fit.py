@@ -40,6 +40,11 @@ FIT_LEAD = 0.02
 # (bench/RESULTS.md, 2026-12-04).
 FIT_POSITIONS = 128
 
+# sequences the fit counts, spread evenly over the run (every n-th prompt): its paired interval is over prompts and
+# at 128 of them already far narrower than FIT_LEAD, while every further prompt costs each candidate wiring a draft
+# step over its whole prefix. Runs of up to this many prompts count them all (the calibration runs among them).
+FIT_PROMPTS = 128
+
 
 def candidates(spec: FeatureSpec, num_layers: int, product: bool = False) -> list[FeatureSpec]:
     """The plausible wirings around ``spec``: each slot moved alone (+-1 layer; the embeddings in front, the final
@@ -80,10 +85,12 @@ def candidates(spec: FeatureSpec, num_layers: int, product: bool = False) -> lis
 class WeightsFit:
     """Per replayed sequence, step-1 [hits, positions] of ``draft`` on every candidate wiring."""
 
-    def __init__(self, draft: Eagle3Draft, configured: FeatureSpec, cands: list[FeatureSpec]):
+    def __init__(self, draft: Eagle3Draft, configured: FeatureSpec, cands: list[FeatureSpec], sequences: int = 0):
+        """``sequences``: how many the replay holds; the fit counts every ``ceil(sequences / FIT_PROMPTS)``-th."""
         self.draft, self.configured = draft, configured
         self.cands = cands if configured in cands else [configured, *cands]
         self.hits: dict[FeatureSpec, list[tuple[int, int]]] = {c: [] for c in self.cands}
+        self.stride = max(1, -(-sequences // FIT_PROMPTS))
 
     @property
     def points(self) -> set[CapturePoint]:
@@ -96,28 +103,42 @@ class WeightsFit:
         starts: Sequence[int],
         known: Mapping[FeatureSpec, StepOutputs] | None = None,
     ) -> None:
-        """Count step 1 at the first FIT_POSITIONS positions >= starts[row] of each sequence, against
-        ``labels(0)``. ``known``: outcomes this draft's unroll already has for some wirings on this batch and these
-        labels (a path measured with them): their step 1 is read, not run again.
+        """Count step 1 at the first FIT_POSITIONS positions >= starts[row] of each counted sequence (every
+        ``stride``-th of the run), against ``labels(0)``. ``known``: outcomes this draft's unroll already has for some
+        wirings on this batch and these labels (a path measured with them): their step 1 is read, not run again.
 
-        Each candidate's draft runs on the batch cut after the last counted position (plus the step's label): the
-        draft is causal, so step 1 there is what the whole batch gives."""
+        Each candidate's draft runs on the counted rows, cut after the last counted position (plus the step's
+        label): the draft is causal, so step 1 there is what the whole batch gives."""
         from .acceptance.estimator import unroll_outcomes
 
+        keep = [j for j, i in enumerate(rb.index) if i % self.stride == 0]
+        if not keep:
+            return
+        dev = rb.tokens.device
+        rows = None if len(keep) == len(rb.index) else torch.tensor(keep, device=dev)
+
+        def take(x: torch.Tensor) -> torch.Tensor:
+            return x if rows is None else x.index_select(0, rows)
+
+        starts = [starts[j] for j in keep]
         T = rb.tokens.shape[1]
-        pos = torch.arange(T, device=rb.tokens.device)
+        pos = torch.arange(T, device=dev)
         region = torch.stack([(pos >= s) & (pos < s + FIT_POSITIONS) for s in starts])
         cut = min(T, max(starts, default=0) + FIT_POSITIONS + 2)  # step 1 at base t is labelled by x_{t+2}
-        lengths = [min(n, cut) for n in rb.batch.lengths]
+        lengths = [min(rb.batch.lengths[j], cut) for j in keep]
+        tokens = take(rb.tokens[:, :cut])
         for c in self.cands:
             out = (known or {}).get(tuple(c))
             if out is None:
-                aux = torch.cat([rb.captured[p][:, :cut] for p in c], dim=-1)
-                out = unroll_outcomes(self.draft, aux, rb.tokens[:, :cut], lambda k: labels(k)[:, :cut], lengths, 1)
-            width = out.match.shape[-1]
-            hits = (out.match[:, 0] & region[:, :width]).sum(dim=1)
-            valid = (out.valid[:, 0] & region[:, :width]).sum(dim=1)
-            self.hits[c].extend(zip(hits.tolist(), valid.tolist()))
+                aux = torch.cat([take(rb.captured[p][:, :cut]) for p in c], dim=-1)
+                out = unroll_outcomes(self.draft, aux, tokens, lambda k: take(labels(k)[:, :cut]), lengths, 1)
+                match, valid = out.match[:, 0], out.valid[:, 0]
+            else:
+                match, valid = take(out.match[:, 0]), take(out.valid[:, 0])
+            width = match.shape[-1]
+            hits = (match & region[:, :width]).sum(dim=1)
+            counted = (valid & region[:, :width]).sum(dim=1)
+            self.hits[c].extend(zip(hits.tolist(), counted.tolist()))
 
     def rows(self) -> list[ScanRow]:
         """Candidates by step-1 accuracy, each with its interval over prompts and, paired on the same prompts, its

@@ -125,16 +125,20 @@ def test_the_weights_fit_reads_a_measured_paths_step_one_instead_of_running_it_a
     assert [(r.spec, r.step1_acc, r.n, r.step1_acc_ci, r.diff_to_configured) for r in reused.scan] == key
 
 
-def test_the_weights_fit_counts_the_first_positions_of_each_sequence_exactly(monkeypatch):
+@pytest.mark.parametrize("fit_prompts", [128, 2])
+def test_the_weights_fit_counts_the_first_positions_of_each_sequence_exactly(monkeypatch, fit_prompts):
     """The fit runs each wiring's draft on the batch cut after its last counted position: the counts equal the
     whole batch's step 1 restricted to the first FIT_POSITIONS positions from each sequence's start, on the
-    greedy continuation (starts past the prompt) and with the cap biting; known paths masked the same way."""
+    greedy continuation (starts past the prompt) and with the cap biting; known paths masked the same way. With
+    more prompts than FIT_PROMPTS it counts every n-th prompt of the run (here 0 and 3 of 6), those rows exactly."""
     import torch
 
     from eagle3_doctor.analyses import weights_fit
     from eagle3_doctor.analyses.acceptance.estimator import unroll_outcomes
 
     monkeypatch.setattr(weights_fit, "FIT_POSITIONS", 5)
+    monkeypatch.setattr(weights_fit, "FIT_PROMPTS", fit_prompts)
+    rows_counted: list[int] = []
     real_add = weights_fit.WeightsFit.add
     checked: list[int] = []
 
@@ -143,11 +147,13 @@ def test_the_weights_fit_counts_the_first_positions_of_each_sequence_exactly(mon
         real_add(self, rb, labels, starts, known)
         pos = torch.arange(rb.tokens.shape[1])
         region = torch.stack([(pos >= s) & (pos < s + 5) for s in starts])
+        keep = [j for j, i in enumerate(rb.index) if i % self.stride == 0]
+        rows_counted.extend(rb.index[j] for j in keep)
         for c in self.cands:
             aux = torch.cat([rb.captured[p] for p in c], dim=-1)
             out = unroll_outcomes(self.draft, aux, rb.tokens, labels, rb.batch.lengths, 1)
             want = list(zip((out.match[:, 0] & region).sum(1).tolist(), (out.valid[:, 0] & region).sum(1).tolist()))
-            assert self.hits[c][before[c] :] == want, c
+            assert self.hits[c][before[c] :] == [want[j] for j in keep], c
             assert max(v for _, v in want) == 5  # the cap bit: every row has more than 5 scored positions
             checked.append(1)
 
@@ -158,6 +164,7 @@ def test_the_weights_fit_counts_the_first_positions_of_each_sequence_exactly(mon
     )  # fmt: skip
     acceptance(s, prompts_path=str(PROMPTS), num_steps=2, max_new_tokens=16, limit=6, scan=True, batch_size=3)
     assert len(checked) >= 2 * 8
+    assert sorted(rows_counted) == ([0, 3] if fit_prompts == 2 else list(range(6)))
 
 
 def test_scan_finding_decides_on_the_paired_interval():

@@ -59,7 +59,7 @@ class Measurement:
             cands = candidates(configured, setup.target.num_layers, product=True) if opts.scan else []
         self.accs = {n: PathAccumulator(n, opts.num_steps) for n in paths}
         # the weights' own fit: per replayed sequence, step-1 [hits, positions] on each candidate wiring
-        self.fit = WeightsFit(setup.draft, configured, cands) if cands and setup.draft is not None else None
+        self.fit = WeightsFit(setup.draft, configured, cands, len(rep.seqs)) if cands and setup.draft is not None else None
 
     @property
     def points(self) -> set[CapturePoint]:

@@ -40,16 +40,16 @@ def compare_hidden(
     if not train_dump and setup.train_spec is None:
         raise BadInput("no training side: nothing to compare against", "pass --train-recipe, --train-dump or --draft")
     src = load_sources(tgt, prompts_path, train_dump, max_tokens, limit, prompt_ids)
-    seqs = src.sequences
-    for s in seqs:
+    for s in (seqs := src.sequences):
         check_seq_len(tgt, len(s))
     cmp = HiddenComparison(setup.serving, setup.train_spec, src.dump, tgt.num_layers, tgt.hidden_size, matrix)
     from ...model.stream import begin_replay, replay_note
     from ..weights_fit import WeightsFit, fit_candidates, fit_outcome, text_labels
 
     # the weights' own fit beside the config's training side, on the same replay (a dump's side is its own tensors)
-    cands = fit_candidates(setup, setup.train_spec) if setup.train_spec is not None and src.dump is None else None
-    fit = WeightsFit(setup.draft, setup.train_spec, cands) if cands and setup.draft is not None and setup.train_spec else None
+    spec = setup.train_spec
+    cands = fit_candidates(setup, spec) if spec is not None and src.dump is None else None
+    fit = WeightsFit(setup.draft, spec, cands, len(seqs)) if cands and setup.draft is not None and spec else None
     points = cmp.points | (fit.points if fit is not None else set())
     begin_replay(tgt)
     for rb in iter_captures(
