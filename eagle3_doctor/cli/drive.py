@@ -77,12 +77,29 @@ def drive(
 
         run.findings += kind_finding(run.serve, kind.name, kind.one, run.draft, run.findings)
     run.evidence = evidence or {}
+    tokenize_ahead(command, run)
     if command != "inspect" and run.draft is not None:  # inspect names them (DRF009); the others cannot measure
         from ..analyses.inspect.tensors import refuse_nonfinite
 
         refuse_nonfinite(run.draft, run.target)
     outcome = kind.commands[command].run(run)
     return finish(run, outcome)
+
+
+def tokenize_ahead(command: str, run: Any) -> None:
+    """The target's tokenizer loaded, and the run's prompts tokenized, by a helper process while this one imports
+    torch and reads the weights (model.tokenizer): for the commands that read no more of it than the prompts' ids
+    and a few facts (compare-hidden prints tokens as text: it would load the tokenizer again at its end), on a local
+    target that the native decoder will read whole (no --device-map, no --stream-layers, no remote code)."""
+    if command not in ("acceptance", "diagnose", "fix") or not run.target or run.opt("device_map"):
+        return
+    if run.opt("stream_layers"):
+        return
+    if run.opt("trust_remote_code"):
+        return
+    from ..model.tokenizer import start
+
+    start(run.target, run.opt("prompts"), run.opt("limit"))
 
 
 # In bf16 the loop's cached decode and the estimator's one forward round differently, and on a near-tie the greedy

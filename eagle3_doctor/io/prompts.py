@@ -92,6 +92,25 @@ def _check_ids(tokenizer: Any, row: TokenizedSample) -> None:
         )
 
 
+def tokenized(tokenizer: Any, path: str | Path | None, limit: int | None) -> list[tuple[str, list[int]]]:
+    """Each prompt's text and ids before any cut: a conversation through the chat template, a text as written, a
+    tokenized row fed as the trainer wrote it (its ids checked against the tokenizer)."""
+    items = read_prompt_file(path) if path else list(DEFAULT_PROMPTS)
+    if limit:
+        items = items[:limit]
+    rows = []
+    source = f"{path}" if path else "the built-in prompts"
+    for n, item in enumerate(items, 1):
+        if isinstance(item, TokenizedSample):
+            # already tokenized by the trainer: fed as written, as it trained the draft
+            _check_ids(tokenizer, item)
+            rows.append(("", list(item.input_ids)))
+        else:
+            text = render(tokenizer, item, f"prompt {n} of {source}")
+            rows.append((text, list(tokenizer(text, add_special_tokens=False)["input_ids"])))
+    return rows
+
+
 def load_prompts(
     tokenizer: Any,
     path: str | Path | None,
@@ -100,19 +119,12 @@ def load_prompts(
     max_positions: int | None = None,
     limit: int | None = None,
 ) -> list[Prompt]:
-    items = read_prompt_file(path) if path else list(DEFAULT_PROMPTS)
-    if limit:
-        items = items[:limit]
+    """The prompts cut to ``max_tokens``, each within the target's positions. A tokenizer that was given them
+    tokenized ahead (``model.tokenizer.AheadTokenizer``) hands those over."""
+    ahead = getattr(tokenizer, "tokenized_ahead", None)
+    rows = ahead(path, limit) if callable(ahead) else None
     prompts = []
-    source = f"{path}" if path else "the built-in prompts"
-    for n, item in enumerate(items, 1):
-        if isinstance(item, TokenizedSample):
-            # already tokenized by the trainer: fed as written, as it trained the draft
-            text, ids = "", item.input_ids
-            _check_ids(tokenizer, item)
-        else:
-            text = render(tokenizer, item, f"prompt {n} of {source}")
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    for text, ids in rows if rows is not None else tokenized(tokenizer, path, limit):
         if not ids:
             continue
         cut = None

@@ -24,7 +24,8 @@ import torch
 
 from ..core.errors import BadInput
 from ..core.taps import DecoderParts
-from .target import Target, load_tokenizer, read_hf_config, resolve_device, resolve_dtype
+from .target import Target, read_hf_config, resolve_device, resolve_dtype
+from .tokenizer import load_tokenizer
 
 
 class WeightFiles:

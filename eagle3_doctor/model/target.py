@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ..core.errors import BadInput, DoctorError, ResourceError
+from ..core.errors import BadInput, ResourceError
 from ..core.taps import CapturePoint, DecoderParts, TapRecorder, final_norm
 from ..io.hub import first_line as _first_line
 from ..io.hub import hub_fix as _hub_fix
 from ..io.hub import read_local_config
+from .tokenizer import load_tokenizer, remote_code_refused
 
 DTYPES = {
     "bfloat16": torch.bfloat16,
@@ -178,21 +180,28 @@ def does_not_fit(name: str, dev: torch.device) -> ResourceError:
 def _native_target(plan: Any, name: str, cfg: dict[str, Any], dt: torch.dtype, dev: torch.device) -> Target:
     """The target on the native decoder (model.native), its tokenizer by the class its config names.
 
-    The tokenizer (mostly transformers' import, 1.6-2.6 s on an H200 host) runs on a second thread while this one
-    copies the weights to the device and then compiles and checks the fused kernels (Triton's import and first
-    launch, 0.9-1.2 s; bench/RESULTS.md, 2026-12-04). Run after the tokenizer on its thread, the kernels made the
-    load 3.7 s where the copy took 2.2; now about 2.8. Both threads are mostly Python, so the load is bounded by the
-    interpreter: the threaded copy takes 0.8-1.0 s alone and 2.0 s beside the tokenizer. With the mapped copy this
-    replaced, each of its hundreds of returns to the interpreter waited up to the default 5 ms switch interval, so
-    the interval is shortened while the threads overlap."""
+    Beside the weights' threaded copy to the device runs the other start-up work, on a second thread: where a helper
+    process has the tokenizer (``tokenizer.start``), the fused kernels' compile and check (Triton's import and first
+    launch, 0.9-1.2 s; bench/RESULTS.md, 2026-12-04); else the tokenizer itself (mostly transformers' import, 1.6-2.6
+    s on an H200 host), the kernels after the copy. Both threads are mostly Python, so the load is bounded by the
+    interpreter: the threaded copy took 0.8-1.0 s alone and 2.0 s beside the tokenizer. Each of the copy's returns
+    to the interpreter waits up to the switch interval for the other thread, so the interval is shortened while the
+    threads overlap."""
     import sys
     from concurrent.futures import ThreadPoolExecutor
 
+    from . import tokenizer
     from .native import decoder, fused  # noqa: F401 - imported before the second thread starts: no import runs on both
     from .native.plan import load_native
 
+    ahead = tokenizer.started(name)
+
     def beside_the_copy() -> Any:
-        return load_tokenizer(name, False, by_class=True)
+        if not ahead:
+            return load_tokenizer(name, False, by_class=True)
+        with torch.cuda.device(dev) if dev.type == "cuda" else nullcontext():
+            fused.prepare(dev, dt)
+        return None
 
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, 2e-4))
@@ -207,10 +216,13 @@ def _native_target(plan: Any, name: str, cfg: dict[str, Any], dt: torch.dtype, d
                 raise BadInput(
                     f"cannot load the target {name!r}: {_first_line(e)}", "check the checkpoint files against config.json"
                 ) from None
-            fused.prepare(dev, dt)
+            if not ahead:
+                fused.prepare(dev, dt)
             tok = side.result()  # the tokenizer's own refusal (BadInput) raised here, on the main thread
     finally:
         sys.setswitchinterval(interval)
+    if ahead:
+        tok = tokenizer.taken(name) or load_tokenizer(name, False, by_class=True)
     DecoderParts(model)
     return Target(model=model, tokenizer=tok, config=cfg, name=name, device=dev, dtype=dt, forward="native")
 
@@ -232,48 +244,8 @@ def read_hf_config(name_or_path: str, trust_remote_code: bool) -> Any:
     try:
         return AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError) as e:
-        raise _remote_code_refused(e, "target", name_or_path, trust_remote_code) or BadInput(
+        raise remote_code_refused(e, "target", name_or_path, trust_remote_code) or BadInput(
             f"cannot read the target config {name_or_path!r}: {_first_line(e)}", _hub_fix(name_or_path)
-        ) from None
-
-
-def load_tokenizer(
-    name_or_path: str, trust_remote_code: bool, by_class: bool = False, what: str = "target tokenizer", untrusted_fix: str = ""
-) -> Any:
-    """The target's tokenizer, every refusal one error line (a tokenizer.json that does not parse among them).
-    ``by_class``: first by the class its tokenizer_config.json names (``native.plan.load_tokenizer_class``), without
-    transformers' auto module and the modeling stack it imports; AutoTokenizer where that gives none. ``what`` names
-    it in the refusals; ``untrusted_fix``: the fix for a tokenizer that brings its own code, where the caller has no
-    --trust-remote-code to offer."""
-    try:
-        tok = None
-        if by_class:
-            from .native.plan import load_tokenizer_class
-
-            tok = load_tokenizer_class(name_or_path)
-        if tok is None:
-            from transformers import AutoTokenizer
-
-            tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
-        tok("probe", add_special_tokens=False)  # a config value read only at the first call (model_max_length) fails here
-        return tok
-    except (OSError, ValueError) as e:
-        raise _remote_code_refused(e, what, name_or_path, trust_remote_code, untrusted_fix) or BadInput(
-            f"cannot load the {what} {name_or_path!r}: {_first_line(e)}", "the directory needs tokenizer files"
-        ) from None
-    except (DoctorError, MemoryError):  # a refusal already said in one line (a config that is not JSON), or no memory
-        raise
-    except BaseException as e:  # noqa: BLE001 - the files' own fault, whatever the library calls it
-        # the tokenizers library reports a tokenizer.json it cannot deserialize as a bare Exception, and one whose
-        # entries contradict each other (an added token's id past the vocabulary) as a Rust panic at the first
-        # encode, pyo3's PanicException, a BaseException; Jinja a chat template that does not compile as a
-        # TemplateError, huggingface_hub a config value of the wrong type as its own error: each is the files'
-        # fault, not a bug here (exit 3 said so)
-        if not isinstance(e, Exception) and type(e).__name__ != "PanicException":
-            raise  # an interrupt, an exit: not the files'
-        raise BadInput(
-            f"cannot load the {what} {name_or_path!r}: {type(e).__name__}: {_first_line(e)}",
-            "restore the tokenizer files (tokenizer.json, tokenizer_config.json, the chat template) from the model's release",
         ) from None
 
 
@@ -365,16 +337,6 @@ def _from_pretrained(name_or_path: str, dt: torch.dtype, dev: torch.device, kwar
 
         raise missing_tensors(str(name_or_path), lost)
     return model
-
-
-def _remote_code_refused(e: BaseException, what: str, name: str, trusted: bool, fix: str = "") -> BadInput | None:
-    """transformers refusing a checkpoint's own Python (auto_map) because it was not trusted, said plainly."""
-    if trusted or "trust_remote_code" not in str(e):
-        return None
-    return BadInput(
-        f"the {what} {name} needs its own Python code (auto_map in its config), which is not run unless asked",
-        fix or "pass --trust-remote-code if you trust that code",
-    )
 
 
 def _exec_device(module: torch.nn.Module) -> torch.device:

@@ -376,7 +376,7 @@ def test_the_tokenizer_files_load_and_render_or_are_refused(tmp_path_factory, ed
     import shutil
 
     from eagle3_doctor.io.prompts import render
-    from eagle3_doctor.model.target import load_tokenizer
+    from eagle3_doctor.model.tokenizer import load_tokenizer
 
     d = tmp_path_factory.mktemp("fuzztok")
     for f in (*TOKENIZER_FILES, "config.json"):

@@ -141,7 +141,7 @@ def dump_prompts(
         )
     tok: Any = _IdsOnly(vocab)
     if target is not None and Path(target).is_dir():
-        from ...model.target import load_tokenizer
+        from ...model.tokenizer import load_tokenizer
 
         tok = load_tokenizer(target, trust_remote_code)
     return [p.ids for p in load_prompts(tok, prompts_path, max_tokens=max_tokens, limit=limit)]

@@ -17,7 +17,7 @@ def load_tokenizer(path: str, what: str = "--target") -> Any:
     this command has no option to allow it."""
     from transformers.utils import logging as hf_logging
 
-    from ...model.target import load_tokenizer as load
+    from ...model.tokenizer import load_tokenizer as load
 
     hf_logging.set_verbosity_error()
     p = Path(path)

@@ -201,31 +201,3 @@ def _assembled(s: NativeSpec, raw: dict[str, Any], sd: dict[str, torch.Tensor], 
     model.load_state_dict(sd, assign=True, strict=True)
     model.model.inv_freq = inv_freq.to(device)
     return model.requires_grad_(False).eval()
-
-
-def load_tokenizer_class(path: str) -> Any | None:
-    """The tokenizer its tokenizer_config.json names, loaded by that transformers class directly: the class
-    AutoTokenizer picks, without the auto module, which imports the whole modeling stack in transformers
-    5.17 (9 s on an H200 host). None where the config names no class, brings its own code, or the
-    installed transformers has no such tokenizer class."""
-    from ...io.safeio import read_json_object
-
-    p = Path(path) / "tokenizer_config.json"
-    if not p.is_file() or not (Path(path) / "tokenizer.json").is_file():
-        return None
-    tc = read_json_object(p, "restore tokenizer_config.json")
-    name = tc.get("tokenizer_class")
-    if not isinstance(name, str) or not name.isidentifier() or "auto_map" in tc:
-        return None
-    import transformers
-
-    base = getattr(transformers, "PreTrainedTokenizerBase", None)
-    for cand in ([name + "Fast"] if not name.endswith("Fast") else []) + [name]:
-        try:
-            cls = getattr(transformers, cand, None)  # the lazy module imports that tokenizer's file alone
-        except (ImportError, RuntimeError):  # a class whose backend (sentencepiece...) is not installed
-            cls = None
-        if isinstance(cls, type) and base is not None and issubclass(cls, base):
-            tok: Any = cls
-            return tok.from_pretrained(path, trust_remote_code=False)
-    return None
