@@ -247,13 +247,16 @@ def long_prompts(tdir: Path, n: int, tokens: int) -> str:
 
 
 def table(rows: list[dict], floor: dict[str, dict[str, float]]) -> None:
-    print("\n| process | wall (s) | phases (s) | floor (s) | wall / floor |\n|---|---|---|---|---|")
+    print("\n| process | wall (s) | phases (s) | floor (s) | wall / floor | / kernels in sequence |")
+    print("|---|---|---|---|---|---|")
+    seq = floor.get("acceptance, kernels in sequence", {}).get("total")
     for r in rows:
         ph = ", ".join(f"{k} {v:.1f}" for k, v in (r.get("phases") or {}).items())
         bound = floor.get(r["process"], {}).get("total")
         fl = f"{bound:.1f}" if bound else "-"
         ratio = f"{r['wall_s'] / bound:.2f}" if bound else "-"
-        print(f"| {r['process']} (rc {r['rc']}) | {r['wall_s']:.1f} | {ph} | {fl} | {ratio} |")
+        in_seq = f"{r['wall_s'] / seq:.2f}" if seq and r["process"] in ("acceptance", "diagnose") else "-"
+        print(f"| {r['process']} (rc {r['rc']}) | {r['wall_s']:.1f} | {ph} | {fl} | {ratio} | {in_seq} |")
     for k, v in floor.items():
         print(f"floor of {k}: " + ", ".join(f"{p} {s:.2f}" for p, s in v.items()))
     gen = next((r["wall_s"] for r in rows if r["process"] == "plain_generate"), None)
