@@ -174,7 +174,12 @@ def _stop_all() -> None:
 
 
 def helper() -> None:
-    """The helper process: the tokenizer loaded and the prompts tokenized, one JSON object on stdout."""
+    """The helper process: the tokenizer loaded and the prompts tokenized, one JSON object on stdout.
+
+    torch is made unimportable here: the ids go back as Python lists, which need none of it, while transformers
+    5.17's tokenizer module imports its GGUF loader and through it torch (3.4 s of the helper's 5 s on an H200
+    host, bench/RESULTS.md 2026-12-05); transformers without torch is one of its supported installs."""
+    sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
     from ..io.prompts import tokenized
 
     args = json.loads(sys.argv[1])
