@@ -94,3 +94,23 @@ def test_the_refusals_finiteness_is_the_full_statistics_own(tmp_path, dtype):
     for k, v in got.items():
         want = bool(torch.isfinite(tensors[k].float()).all())
         assert is_finite(v) == tensor_stat(k, k, v).finite == want, (k, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn])
+def test_the_refusal_checks_large_tensors_in_slices_and_misses_no_slice(tmp_path, monkeypatch, dtype):
+    """The refusal's check splits tensors into slices on a pool of threads: a NaN in any slice of a tensor (the
+    first, a middle one, the ragged last) names that tensor, and only it."""
+    from safetensors.torch import save_file
+
+    from eagle3_doctor.analyses.inspect import tensors as tn
+    from eagle3_doctor.io.hub import load_weights_dir
+
+    monkeypatch.setattr(tn, "_SLICE", 7)
+    for at in (0, 30, 40):  # 41 elements: slices of 7, the last one ragged
+        stored = {"a.weight": torch.randn(41).to(dtype), "b.weight": torch.randn(5, 3).to(dtype), "c.ids": torch.arange(4)}
+        stored["a.weight"][at] = float("nan")
+        save_file(stored, tmp_path / "model.safetensors")
+        assert tn.nonfinite_names(load_weights_dir(tmp_path)) == ["a.weight"], (at, dtype)
+    stored["a.weight"][40] = 0.5
+    save_file(stored, tmp_path / "model.safetensors")
+    assert tn.nonfinite_names(load_weights_dir(tmp_path)) == []

@@ -382,7 +382,30 @@ def checkpoint_finite(draft: str) -> list[Finding]:
     from ...io.hub import load_weights_dir
 
     tensors = load_weights_dir(Path(draft))
-    return nonfinite_findings([k for k, v in sorted(tensors.items()) if not is_finite(v)])
+    return nonfinite_findings(nonfinite_names(tensors))
+
+
+# elements a thread checks at once: numpy's ufuncs let go of the interpreter, so a checkpoint's slices are checked
+# side by side (an 8B-shaped EAGLE-3 draft's 1.9 GB took 0.36 s on one thread of an H200 host)
+_SLICE = 1 << 25
+
+
+def nonfinite_names(tensors: dict[str, StoredArray]) -> list[str]:
+    """The tensors holding NaN or Inf (:func:`is_finite`), sorted; large 16-bit and numpy-float tensors are checked in
+    slices on a pool of threads."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    def sliced(t: StoredArray) -> list[StoredArray]:
+        if t.dtype not in _INF_BITS and not (t.is_floating_point and t.raw.dtype.kind == "f"):
+            return [t]  # decoded whole (float8 and the like), as is_finite does
+        flat = t.raw.reshape(-1)
+        return [StoredArray(flat[i : i + _SLICE], t.dtype) for i in range(0, max(flat.size, 1), _SLICE)]
+
+    work = [(k, part) for k, t in sorted(tensors.items()) for part in sliced(t)]
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
+        ok = list(pool.map(lambda kp: is_finite(kp[1]), work))
+    return sorted({k for (k, _), fine in zip(work, ok) if not fine})
 
 
 def refuse_nonfinite(draft: str, target: str | None = None) -> None:
