@@ -42,26 +42,38 @@ def test_the_helpers_tokenizer_gives_what_the_load_here_gives(monkeypatch):
     assert ahead._real is not None and ahead.decode([5, 6]) == real.decode([5, 6])
 
 
-def test_the_helper_refuses_what_the_load_here_refuses(monkeypatch, tmp_path):
-    """Broken tokenizer files: the same BadInput line as the load in this process; a prompts file with a bad
-    record: its refusal raised where the prompts are read, not where the tokenizer is."""
+def test_what_the_helper_cannot_read_is_refused_by_the_load_here(monkeypatch, tmp_path):
+    """Broken tokenizer files or a prompts file with a bad record: the helper gives no answer (it runs without
+    torch, so a failure there may be its own) and the command's own load and prompts refuse, with the line the
+    command gives without a helper, where it gives it."""
+    from eagle3_doctor.model.target import load_target
+
     broken = tmp_path / "target"
     shutil.copytree(TARGET, broken)
     (broken / "tokenizer.json").write_text("{not json")
     with pytest.raises(BadInput) as here:
-        tk.load_tokenizer(str(broken), False, by_class=True)
+        load_target(str(broken), dtype="float32", device="cpu")
+    assert helper_for(monkeypatch, str(broken), None, None) is None
+    with monkeypatch.context() as m:
+        m.delitem(sys.modules, "transformers", raising=False)
+        tk.start(str(broken), None, None)
     with pytest.raises(BadInput) as ahead:
-        helper_for(monkeypatch, str(broken), None, None)
+        load_target(str(broken), dtype="float32", device="cpu")
     assert str(ahead.value) == str(here.value) and "cannot load the target tokenizer" in str(here.value)
+    assert not tk.started(str(broken))
 
     bad = tmp_path / "prompts.jsonl"
     bad.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n{"neither": 1}\n')
     real = tk.load_tokenizer(str(TARGET), False, by_class=True)
     with pytest.raises(BadInput) as here:
         load_prompts(real, bad, max_tokens=None)
-    tok = helper_for(monkeypatch, str(TARGET), str(bad), None)
+    assert helper_for(monkeypatch, str(TARGET), str(bad), None) is None
+    with monkeypatch.context() as m:
+        m.delitem(sys.modules, "transformers", raising=False)
+        tk.start(str(TARGET), str(bad), None)
+    tgt = load_target(str(TARGET), dtype="float32", device="cpu")
     with pytest.raises(BadInput) as ahead:
-        load_prompts(tok, bad, max_tokens=None)
+        load_prompts(tgt.tokenizer, bad, max_tokens=None)
     assert str(ahead.value) == str(here.value)
 
 
