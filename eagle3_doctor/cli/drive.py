@@ -91,11 +91,9 @@ def tokenize_ahead(command: str, run: Any) -> None:
     torch and reads the weights (model.tokenizer): for the commands that read no more of it than the prompts' ids
     and a few facts (compare-hidden prints tokens as text: it would load the tokenizer again at its end), on a local
     target that the native decoder will read whole (no --device-map, no --stream-layers, no remote code)."""
-    if command not in ("acceptance", "diagnose", "fix") or not run.target or run.opt("device_map"):
+    if command not in ("acceptance", "diagnose", "fix") or not run.target:
         return
-    if run.opt("stream_layers"):
-        return
-    if run.opt("trust_remote_code"):
+    if any(run.opt(o) for o in ("device_map", "stream_layers", "trust_remote_code")):
         return
     from ..model.tokenizer import start
 

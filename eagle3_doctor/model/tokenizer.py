@@ -138,18 +138,23 @@ def start(name: str, prompts: str | None, limit: int | None) -> None:
         import atexit
 
         atexit.register(_stop_all)
-    _HELPERS.append(_Helper(name, key, proc))
+    _HELPERS.append(_Helper(_same(name), key, proc))
+
+
+def _same(name: str) -> str:
+    """One spelling of a target directory, however the command and the loader wrote it (relative, a link)."""
+    return str(Path(name).resolve())
 
 
 def started(name: str) -> bool:
-    return any(h.name == name for h in _HELPERS)
+    return any(h.name == _same(name) for h in _HELPERS)
 
 
 def taken(name: str) -> AheadTokenizer | None:
     """The helper's tokenizer for ``name``, waiting for it; None where no helper read it or it failed: the caller
     loads it here, and a refusal is made by this process's own load, in its own words (a failure in the helper may
     be the helper's, which runs without torch)."""
-    h = next((h for h in _HELPERS if h.name == name), None)
+    h = next((h for h in _HELPERS if h.name == _same(name)), None)
     if h is None:
         return None
     _HELPERS.remove(h)

@@ -134,3 +134,15 @@ def test_the_native_load_takes_the_helpers_tokenizer_and_compiles_the_kernels_be
     assert tgt.forward == "native" and isinstance(tgt.tokenizer, tk.AheadTokenizer) and not tk.started(str(TARGET))
     assert where["kernels"] != threading.main_thread().name and sys.getswitchinterval() == before
     assert load_prompts(tgt.tokenizer, None, max_tokens=None)[0].ids and tgt.tokenizer._real is None
+
+
+def test_the_helper_is_found_however_the_target_directory_is_spelled(monkeypatch, tmp_path):
+    link = tmp_path / "linked-target"
+    link.symlink_to(TARGET)
+    rel = os.path.relpath(TARGET)
+    ahead = helper_for(monkeypatch, rel, None, None)
+    assert isinstance(ahead, tk.AheadTokenizer)
+    with monkeypatch.context() as m:
+        m.delitem(sys.modules, "transformers", raising=False)
+        tk.start(str(link), None, None)
+    assert tk.started(str(TARGET)) and isinstance(tk.taken(rel), tk.AheadTokenizer)
