@@ -21,6 +21,9 @@ Beside each command, its floor (bench/floor.py): a bare process's start, the wei
 device, the prefill, the continuation's decode steps and the draft's K steps, each from rates measured in
 this run (the read's bandwidth, the HBM bandwidth, the bf16 matmul rate) and the work counted from the pair
 and the prompts.
+A change's effect on a whole process is smaller than one host's spread between processes (its bare start varied
+3.3-5.5 s in one call, bench/RESULTS.md 2026-12-05): `--repeat N --variant NAME=VALUE` runs each selected doctor
+command with and without the variable, in turn, N rounds on the same machine, and prints each one's runs and mean.
 Weights are random, so acceptance itself is meaningless here: only the time is measured. Every figure
 is a wall-clock time of a whole process measured in this run; the ratios divide two of them.
 """
@@ -186,6 +189,12 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="the pair an earlier run saved in --dir, not a new one")
     ap.add_argument("--plain-batch", type=int, default=8, help="prompts per generate call of the plain script")
     ap.add_argument("--long", default="", help="NxT: N prompts of about T tokens each instead of the fixture prompts")
+    ap.add_argument("--repeat", type=int, default=1, help="each selected process this many times, in turn (A B A B)")
+    ap.add_argument(
+        "--variant", action="append", default=[], metavar="NAME=VALUE",
+        help="each doctor process once more per round with this environment variable set (row 'process NAME=VALUE'): "
+        "a change's effect measured in alternating pairs on one machine, whose start-up varies from one process to the next",
+    )  # fmt: skip
     args = ap.parse_args()
     dev = "cpu" if args.quick else "cuda"
     out = Path(args.dir)
@@ -226,7 +235,11 @@ def main() -> None:
     need = work(tdir, ddir, prompt_lengths(tdir, prompts, cap), args.new, steps=7)  # K: the doctor's default
     fl = floors(rates, need)
     print(json.dumps({"machine": {k: round(v, 3) for k, v in rates.items()}, "work": need, "floor_s": fl}), flush=True)
-    rows = [timed(n, c, envs.get(n, env), out / f"{n}.log") for n, c in runs.items() if not only or n in only]
+    chosen = [(n, c, envs.get(n, env)) for n, c in runs.items() if not only or n in only]
+    for v in args.variant:  # a doctor process again beside itself, with one variable set
+        key, _, value = v.partition("=")
+        chosen += [(f"{n} {v}", c, dict(e, **{key: value})) for n, c, e in chosen if c[:3] == doc and "=" not in n]
+    rows = [timed(n, c, e, out / f"{n.replace(' ', '_')}-{r}.log") for r in range(args.repeat) for n, c, e in chosen]
     table(rows, fl)
 
 
@@ -252,13 +265,19 @@ def table(rows: list[dict], floor: dict[str, dict[str, float]]) -> None:
     seq = floor.get("acceptance, kernels in sequence", {}).get("total")
     for r in rows:
         ph = ", ".join(f"{k} {v:.1f}" for k, v in (r.get("phases") or {}).items())
-        bound = floor.get(r["process"], {}).get("total")
+        bound = floor.get(r["process"].split(" ")[0], {}).get("total")
         fl = f"{bound:.1f}" if bound else "-"
         ratio = f"{r['wall_s'] / bound:.2f}" if bound else "-"
-        in_seq = f"{r['wall_s'] / seq:.2f}" if seq and r["process"] in ("acceptance", "diagnose") else "-"
+        in_seq = f"{r['wall_s'] / seq:.2f}" if seq and r["process"].split(" ")[0] in ("acceptance", "diagnose") else "-"
         print(f"| {r['process']} (rc {r['rc']}) | {r['wall_s']:.1f} | {ph} | {fl} | {ratio} | {in_seq} |")
     for k, v in floor.items():
         print(f"floor of {k}: " + ", ".join(f"{p} {s:.2f}" for p, s in v.items()))
+    walls: dict[str, list[float]] = {}
+    for r in rows:
+        walls.setdefault(r["process"], []).append(r["wall_s"])
+    for name, ws in walls.items():
+        if len(ws) > 1:  # --repeat: each process's runs, in the order they alternated
+            print(f"{name}: " + ", ".join(f"{w:.2f}" for w in ws) + f" s (mean {sum(ws) / len(ws):.2f})")
     gen = next((r["wall_s"] for r in rows if r["process"] == "plain_generate"), None)
     acc = next((r["wall_s"] for r in rows if r["process"] == "acceptance"), None)
     if gen and acc:
