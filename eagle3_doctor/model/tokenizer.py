@@ -121,8 +121,8 @@ def start(name: str, prompts: str | None, limit: int | None) -> None:
     d = Path(name)
     if "transformers" in sys.modules or os.environ.get("EAGLE3_DOCTOR_TOKENIZE_AHEAD", "1") == "0":
         return
-    if not ((d / "tokenizer.json").is_file() and (d / "tokenizer_config.json").is_file()):
-        return
+    if not ((d / "tokenizer.json").is_file() and (d / "tokenizer_config.json").is_file()) or not sys.executable:
+        return  # no local tokenizer files, or no interpreter to start (an embedded Python)
     key = (None if prompts is None else str(prompts), limit)
     root = str(Path(__file__).resolve().parents[2])  # the package's own, whatever the child's working directory
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
