@@ -335,17 +335,13 @@ def vllm_config(values: dict[str, Any], unknown: list[str], positional: list[str
     return sc
 
 
-_MTP_METHODS = ("mtp", "deepseek_mtp")
-
-
 def finish_vllm(sc: ServeConfig, spec: dict[str, Any]) -> None:
     if not spec:
         sc.notes.append("no --speculative-config: this server runs without speculative decoding")
     _vllm_spec(spec, sc)
     if isinstance(spec.get("method"), str):  # as typed: the release's SpeculativeConfig matches it exactly (CMD006)
         sc.flag_values[VLLM_METHOD] = spec["method"]
-    method = str(sc.algorithm).lower()
-    if sc.algorithm is not None and (method in _MTP_METHODS or method.endswith("_mtp")):
+    if sc.algorithm is not None and canonical("vllm", str(sc.algorithm)) == "mtp":  # mtp, or a deprecated *_mtp name
         if sc.draft is None:  # vllm config.py SpeculativeConfig: method "mtp" drafts with the target's own config
             sc.draft = sc.target
             sc.sources["draft"] = (
