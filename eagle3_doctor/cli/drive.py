@@ -77,6 +77,7 @@ def drive(
 
         run.findings += kind_finding(run.serve, kind.name, kind.one, run.draft, run.findings)
     run.evidence = evidence or {}
+    gpu_ahead(command, run)
     tokenize_ahead(command, run)
     if command != "inspect" and run.draft is not None:  # inspect names them (DRF009); the others cannot measure
         from ..analyses.inspect.tensors import refuse_nonfinite
@@ -84,6 +85,16 @@ def drive(
         refuse_nonfinite(run.draft, run.target)
     outcome = kind.commands[command].run(run)
     return finish(run, outcome)
+
+
+def gpu_ahead(command: str, run: Any) -> None:
+    """The CUDA context made, and Triton readied for the fused kernels, on a thread while torch imports
+    (model.ahead): for the commands that load the target on one device."""
+    if command == "inspect" or not run.target or run.opt("device_map"):
+        return
+    from ..model.ahead import start
+
+    start(run.opt("device"), kernels=run.opt("dtype") != "float32")
 
 
 def tokenize_ahead(command: str, run: Any) -> None:
