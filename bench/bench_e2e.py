@@ -210,6 +210,9 @@ def main() -> None:
     else:
         Path(prompts).write_text((FIX / "prompts.jsonl").read_text() * args.copies)
     env = dict(os.environ, PYTHONPATH=str(ROOT), TOKENIZERS_PARALLELISM="false")
+    # the package byte-compiled, as pip installs it: the device image sets PYTHONDONTWRITEBYTECODE=1, under which a
+    # checkout's every process compiled the package's modules from source again (what no installed copy does)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "eagle3_doctor")], check=True, env=env)
     new = str(args.new)
     doc = [sys.executable, "-m", "eagle3_doctor"]
     common = ["--target", str(tdir), "--draft", str(ddir), "--engine", "sglang"]
