@@ -9,8 +9,8 @@ run from two measured rates, the device-to-device copy bandwidth and a bf16 matm
 max((weight bytes + KV bytes the written slots hold, averaged over the steps) / bandwidth,
 2 x parameters x B / FLOP rate); and the steady step alone (steps 64 to the last, timed between two synchronisations,
 against the floor of the slots those steps hold). Each route of --routes over the same prompts, as
-``EAGLE3_DOCTOR_KERNELS`` names them (model.native.kernels): "all" (the attention over each row's written slots,
-model.native.spans, and the fused norms, RoPE and SiLU product, model.native.fused: what commands run on a GPU),
+``EAGLE3_DOCTOR_KERNELS`` names them (draft.gpu.kernels): "all" (the attention over each row's written slots,
+model.native.spans, and the fused norms, RoPE and SiLU product, draft.gpu.fused: what commands run on a GPU),
 "attention" (the attention kernel alone), "torch" (PyTorch's kernels: SDPA over the written slots rounded up to
 256); the greedy tokens of each are compared row by row with the first route's.
 Then one eager decode step at the largest batch under torch.profiler: the kernels that take its time.

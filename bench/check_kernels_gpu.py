@@ -25,7 +25,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from eagle3_doctor.model.native import fused, spans  # noqa: E402
+from eagle3_doctor.draft.gpu import fused  # noqa: E402
+from eagle3_doctor.model.native import spans  # noqa: E402
 
 F = ROOT / "fixtures"
 COMMON = ["--target", str(F / "target"), "--draft", str(F / "draft-sglang"), "--engine", "sglang", "--layer-ids=-1,1,3",

@@ -190,8 +190,9 @@ def _native_target(plan: Any, name: str, cfg: dict[str, Any], dt: torch.dtype, d
     import sys
     from concurrent.futures import ThreadPoolExecutor
 
+    from ..draft.gpu import fused
     from . import tokenizer
-    from .native import decoder, fused  # noqa: F401 - imported before the second thread starts: no import runs on both
+    from .native import decoder  # noqa: F401 - imported before the second thread starts: no import runs on both
     from .native.plan import load_native
 
     ahead = tokenizer.started(name)

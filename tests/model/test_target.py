@@ -42,8 +42,8 @@ def test_the_tokenizer_is_made_beside_the_weights_copy_and_the_kernels_and_its_r
     from conftest import TARGET
 
     from eagle3_doctor.core.errors import BadInput
+    from eagle3_doctor.draft.gpu import fused
     from eagle3_doctor.model import tokenizer as plan
-    from eagle3_doctor.model.native import fused
     from eagle3_doctor.model.target import load_target
 
     where: dict[str, str] = {}

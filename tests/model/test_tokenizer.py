@@ -118,7 +118,7 @@ def test_the_cli_measures_the_same_with_the_tokenizer_read_ahead(tmp_path):
 def test_the_native_load_takes_the_helpers_tokenizer_and_compiles_the_kernels_beside_the_copy(monkeypatch):
     import threading
 
-    from eagle3_doctor.model.native import fused
+    from eagle3_doctor.draft.gpu import fused
     from eagle3_doctor.model.target import load_target
 
     where: dict[str, str] = {}

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from . import kernels
+from ...draft.gpu import kernels
 
 BLOCK_N = 64  # slots a program reads per iteration
 MAX_ROWS = 128  # query rows (group members x positions) one program holds
