@@ -19,12 +19,15 @@ T0 = time.perf_counter()
 
 import functools  # noqa: E402
 import importlib  # noqa: E402
+import importlib.abc  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 from collections import Counter  # noqa: E402
 from typing import Any  # noqa: E402
 
 WATCHED = (
+    "eagle3_doctor.model.ahead:_context",
+    "eagle3_doctor.model.ahead:_triton",
     "eagle3_doctor.cli.resolve:preflight_given",
     "eagle3_doctor.cli.resolve:resolve_serve",
     "eagle3_doctor.analyses.inspect.tensors:refuse_nonfinite",
@@ -77,27 +80,49 @@ def _timed(name: str, fn: Any) -> Any:
     return run
 
 
-def _watch() -> None:
-    for spec in WATCHED:
-        mod_name, attr = spec.split(":")
-        mod = importlib.import_module(mod_name)
-        owner, _, leaf = attr.rpartition(".")
-        holder = getattr(mod, owner) if owner else mod
-        real = getattr(holder, leaf)
-        wrapped = _timed(attr, real)
-        setattr(holder, leaf, wrapped)
-        if not owner:  # the modules that imported it by name at their own import
-            for m in list(sys.modules.values()):
-                if getattr(m, "__name__", "").startswith("eagle3_doctor") and getattr(m, leaf, None) is real:
-                    setattr(m, leaf, wrapped)
+def _patch(mod: Any, attr: str) -> None:
+    owner, _, leaf = attr.rpartition(".")
+    holder = getattr(mod, owner) if owner else mod
+    setattr(holder, leaf, _timed(attr, getattr(holder, leaf)))
+
+
+class _OnImport(importlib.abc.MetaPathFinder):
+    """Each watched module's functions wrapped as the module is first imported, whenever the command imports it: the
+    command's own import order is kept (its tokenizer helper starts before torch's import, as it does untraced), and
+    a module that imports a watched function by name imports the wrapper."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, list[str]] = {}
+        for spec in WATCHED:
+            mod_name, attr = spec.split(":")
+            self.pending.setdefault(mod_name, []).append(attr)
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name not in self.pending:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                attrs, real = self.pending.pop(name), spec.loader.exec_module
+
+                def exec_module(module: Any, _real: Any = real, _attrs: list[str] = attrs) -> None:
+                    _real(module)
+                    for a in _attrs:
+                        _patch(module, a)
+
+                spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+                return spec
+        return None
 
 
 def main() -> None:
+    sys.meta_path.insert(0, _OnImport())
     from eagle3_doctor.cli import run
 
-    _watch()
     t = time.perf_counter()
-    print(f"trace {0:8.3f} {t - T0:8.3f} {'MainThread':>12} imports (torch among them)", file=sys.stderr, flush=True)
+    print(f"trace {0:8.3f} {t - T0:8.3f} {'MainThread':>12} imports (the CLI's)", file=sys.stderr, flush=True)
     args = sys.argv[1:]
     if args[:1] == ["--profile"]:
         import atexit
