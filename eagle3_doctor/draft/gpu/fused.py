@@ -115,23 +115,14 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     return out
 
 
-_GATED_BLOCK = 2048  # one block for every row width: the check's launch compiles the variant the forward takes
-
-
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """``silu(gate) * up``, the SiLU rounded to the dtype before the product (as the two ops PyTorch runs); a new
-    contiguous tensor. Rows are read where they lie: gate and up may be the two halves of one joined projection's
-    output (model.native.decoder), each row strided past the other's."""
-    N = gate.shape[-1]
-    g, u = gate.reshape(-1, N), up.reshape(-1, N)  # views where the rows are evenly spaced, as a projection's are
-    if g.stride(-1) != 1 or u.stride(-1) != 1:
-        g, u = g.contiguous(), u.contiguous()
-    out = torch.empty(g.shape, dtype=gate.dtype, device=gate.device)
+    """``silu(gate) * up``, the SiLU rounded to the dtype before the product (as the two ops PyTorch runs)."""
+    gate, up = gate.contiguous(), up.contiguous()
+    out = torch.empty_like(gate)
+    total = gate.numel()
     with _launch(gate):
-        _kernels()[2][(g.shape[0], -(-N // _GATED_BLOCK))](
-            g, u, out, N, g.stride(0), u.stride(0), out.stride(0), BLOCK=_GATED_BLOCK, enable_fp_fusion=False
-        )
-    return out.view(gate.shape)
+        _kernels()[2][(-(-total // 2048),)](gate, up, out, total, BLOCK=2048, enable_fp_fusion=False)
+    return out
 
 
 @functools.cache
@@ -163,8 +154,6 @@ def _runs(device: torch.device, dtype: torch.dtype, kernel: str) -> bool:
 
     def gated() -> None:
         _near("SiLU x up", silu_mul(x, r), torch.nn.functional.silu(x) * r)
-        g_u = torch.cat([x, r], -1)  # the halves of one joined projection's rows, as the decoder hands them
-        _near("SiLU x up", silu_mul(*g_u.split(96, -1)), torch.nn.functional.silu(x) * r)
 
     return kernels.checked(f"fused {kernel}", {"norm": norm, "rope": rotary, "gated": gated}[kernel])
 
@@ -221,13 +210,12 @@ def _kernels() -> tuple[Any, Any, Any]:
         tl.store(OUT + b * sob + i * son + h * soh + d * sod, y, mask=ok)
 
     @triton.jit
-    def gated(G, U, OUT, N, sg, su, so, BLOCK: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)
-        c = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        ok = c < N
-        g = tl.load(G + row * sg + c, mask=ok, other=0.0).to(tl.float32)
-        u = tl.load(U + row * su + c, mask=ok, other=0.0)
+    def gated(G, U, OUT, total, BLOCK: tl.constexpr):
+        at = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        ok = at < total
+        g = tl.load(G + at, mask=ok, other=0.0).to(tl.float32)
+        u = tl.load(U + at, mask=ok, other=0.0)
         s = (g / (1.0 + tl.exp(-g))).to(U.dtype.element_ty)
-        tl.store(OUT + row * so + c, (s.to(tl.float32) * u.to(tl.float32)).to(OUT.dtype.element_ty), mask=ok)
+        tl.store(OUT + at, (s.to(tl.float32) * u.to(tl.float32)).to(OUT.dtype.element_ty), mask=ok)
 
     return norm, rotary, gated

@@ -1,16 +1,14 @@
-"""Which of the doctor's own GPU kernels run, in the native decoder and in the draft: one answer for all of them.
+"""Which of the doctor's own Triton kernels run, in the native decoder and in the draft: one answer for all of them.
 
-There are three families, all for 16-bit forwards on a GPU: ``attention`` (:mod:`...model.native.spans`, a static
+There are two families, both for 16-bit forwards on a GPU: ``attention`` (:mod:`...model.native.spans`, a static
 decoder's step over each row's own slots) and ``fused`` (:mod:`.fused`, RMSNorm with its residual add, RoPE and the
 SiLU-gated product, each one pass over its tensors where PyTorch's ops make several; the draft's norms and gated
-product too), both Triton kernels, each compiled and checked against PyTorch once, eagerly, before a CUDA graph
-capture could meet a compiler's failure (a failure means PyTorch's own ops, said in one warning); and ``joined``
-(:mod:`...model.native.decoder`), one matrix multiply over the rows of a layer's q, k and v projections, and of gate
-and up, where a decode step's few rows leave PyTorch's separate ones short of the FLOP rate.
+product too). Each family is compiled and checked against PyTorch once, eagerly, before a CUDA graph capture could
+meet a compiler's failure; a failure means PyTorch's own ops, said in one warning.
 
 ``EAGLE3_DOCTOR_KERNELS`` chooses: unset or ``all``, every family where it applies; ``torch``, none (PyTorch's
 kernels throughout, to compare the two on one machine); or a comma-separated list of the families to keep
-(``attention,fused``).
+(``attention``).
 """
 
 from __future__ import annotations
@@ -23,8 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-FAMILIES = ("attention", "fused", "joined")
-TRITON = ("attention", "fused")  # the families written in Triton
+FAMILIES = ("attention", "fused")
 ENV = "EAGLE3_DOCTOR_KERNELS"
 
 
@@ -49,14 +46,8 @@ def _warn_once(message: str) -> None:
 
 
 def wanted(family: str, device: torch.device, dtype: torch.dtype) -> bool:
-    """The family may run here: a GPU, a 16-bit dtype, Triton installed where the family is Triton's, and :data:`ENV`
-    keeping it."""
-    return (
-        device.type == "cuda"
-        and dtype in (torch.bfloat16, torch.float16)
-        and family in chosen()
-        and (family not in TRITON or _triton())
-    )
+    """The family may run here: a GPU, a 16-bit dtype, Triton installed, and :data:`ENV` keeping it."""
+    return device.type == "cuda" and dtype in (torch.bfloat16, torch.float16) and family in chosen() and _triton()
 
 
 @functools.cache

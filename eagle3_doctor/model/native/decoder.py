@@ -25,11 +25,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...draft.gpu import fused, kernels
+from ...draft.gpu import fused
 from ...draft.model import RMSNorm
 from ...draft.rope import rope_cos_sin, rotate
 from .cache import DynamicKV
-from .read import joined_rows
 from .spans import Spans, attend
 
 
@@ -96,31 +95,6 @@ class Norm(RMSNorm):
 
 GROUPED_ROWS = 16  # query positions up to which a masked forward attends each key/value head in place
 
-# Rows of input up to which one matrix multiply over q, k and v's rows (and gate and up's) beats PyTorch's separate
-# ones: on an H200 at an 8B shape, 512 rows 1.31x (q, k, v) and 1.23x (gate, up), 1,024 rows 1.09x and 0.97x, a
-# prefill's 38,144 rows 0.94x and 0.92x (bench/check_projections.py, bench/RESULTS.md 2026-12-05); the outputs were
-# the separate ones' to the bit at every size. A decode step's batch, a verify pass's rows.
-JOINED_ROWS = 512
-
-
-def _joined(x: torch.Tensor, *mods: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-    """(weight, bias) over ``mods``' rows together, where one matrix multiply of ``x`` serves them all: at most
-    :data:`JOINED_ROWS` rows on a GPU in 16 bits (the ``joined`` family, :mod:`.kernels`), the weights read side by
-    side (:func:`.plan.joined_groups`), and no hook on any of the modules (a quantization's, which each module's own
-    call must run). None: each module multiplies on its own."""
-    if x.numel() > JOINED_ROWS * x.shape[-1] or not kernels.wanted("joined", x.device, x.dtype):
-        return None
-    if any(m._forward_hooks or m._forward_pre_hooks for m in mods):
-        return None
-    w = joined_rows([m.weight for m in mods])
-    if w is None or w.dtype != x.dtype:
-        return None
-    biases = [m.bias for m in mods]
-    if all(b is None for b in biases):
-        return w, None
-    b = joined_rows(biases) if all(b is not None for b in biases) else None
-    return (w, b) if b is not None else None
-
 
 def _attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool, scale: float
@@ -166,14 +140,9 @@ class Attention(nn.Module):
         self, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: Any, causal: bool, layer_cache: Any
     ) -> torch.Tensor:
         B, n, _ = h.shape
-        joined = _joined(h, self.q_proj, self.k_proj, self.v_proj)
-        if joined is not None:
-            sizes = [self.q_proj.out_features, self.k_proj.out_features, self.v_proj.out_features]
-            q, k, v = F.linear(h, *joined).split(sizes, dim=-1)
-        else:
-            q, k, v = self.q_proj(h), self.k_proj(h), self.v_proj(h)
-        q, k = q.view(B, n, -1, self.head_dim), k.view(B, n, -1, self.head_dim)
-        v = v.view(B, n, -1, self.head_dim).transpose(1, 2)
+        q = self.q_proj(h).view(B, n, -1, self.head_dim)
+        k = self.k_proj(h).view(B, n, -1, self.head_dim)
+        v = self.v_proj(h).view(B, n, -1, self.head_dim).transpose(1, 2)
         if hasattr(self, "q_norm"):  # qwen3: RMSNorm over head_dim, before RoPE
             q, k = self.q_norm(q), self.k_norm(k)
         if fused.on("rope", q, k, *rope):  # rotated in the projection's layout, one pass each
@@ -194,8 +163,7 @@ class MLP(nn.Module):
         self.down_proj = Linear(s.intermediate_size, s.hidden_size, bias=s.mlp_bias, device=dev)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        joined = _joined(x, self.gate_proj, self.up_proj)
-        gate, up = F.linear(x, *joined).chunk(2, dim=-1) if joined is not None else (self.gate_proj(x), self.up_proj(x))
+        gate, up = self.gate_proj(x), self.up_proj(x)
         return self.down_proj(fused.silu_mul(gate, up) if fused.on("gated", gate, up) else F.silu(gate) * up)
 
 

@@ -126,17 +126,6 @@ def expected_keys(s: NativeSpec) -> set[str]:
     return keys if s.tie_word_embeddings else keys | {"lm_head.weight"}
 
 
-def joined_groups(s: NativeSpec) -> list[tuple[str, ...]]:
-    """The tensors each layer multiplies one input by, to be read side by side (:func:`.read.read_tensors`): q, k, v
-    and gate, up, their biases likewise (:mod:`.decoder` multiplies by each group's rows at once)."""
-    out = []
-    for i in range(s.num_layers):
-        for mod, parts, bias in (("self_attn", "qkv", s.qkv_bias), ("mlp", ("gate", "up"), s.mlp_bias)):
-            for kind in ("weight", "bias") if bias else ("weight",):
-                out.append(tuple(f"model.layers.{i}.{mod}.{p}_proj.{kind}" for p in parts))
-    return out
-
-
 def missing_tensors(name: str, lost: list[str]) -> BadInput:
     """The one line for a target whose checkpoint lacks tensors its architecture needs, whichever loader found it."""
     more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
@@ -172,8 +161,7 @@ def load_native(plan: NativePlan, dtype: torch.dtype, device: torch.device) -> N
     from .read import read_tensors
 
     assert plan.spec is not None
-    sd = read_tensors(plan.files, dtype, device, groups=joined_groups(plan.spec))
-    return _assembled(plan.spec, plan.raw, sd, device)
+    return _assembled(plan.spec, plan.raw, read_tensors(plan.files, dtype, device), device)
 
 
 def native_from_model(model: Any) -> NativeForCausalLM:

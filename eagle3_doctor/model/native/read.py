@@ -12,7 +12,6 @@ Tensors whose dtype changes on the way, and every read to another device, go thr
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,20 +59,13 @@ def spans(path: Path, data_start: int, entries: list[tuple[str, int, int]], chun
 
 
 def read_tensors(
-    files: list[Path],
-    dtype: torch.dtype,
-    device: torch.device,
-    *,
-    threaded: bool | None = None,
-    chunk: int = CHUNK,
-    groups: Sequence[Sequence[str]] = (),
+    files: list[Path], dtype: torch.dtype, device: torch.device, *, threaded: bool | None = None, chunk: int = CHUNK
 ) -> dict[str, torch.Tensor]:
     """Every tensor of ``files`` on ``device``, floating ones in ``dtype``, each read once. ``threaded`` (default:
     on a GPU, where the platform has ``preadv``) reads the tensors that keep their dtype by spans of ``chunk`` bytes,
-    as the module says; where pinned memory is refused, they take the mapped route too. ``groups``: names whose
-    tensors end up one after another in one allocation, in the order given (a layer's q, k and v: the decoder then
-    multiplies by all their rows at once, :mod:`.decoder`); a group with a name the files lack, or whose tensors
-    differ in dtype or row width, is read as separate tensors."""
+    as the module says; where pinned memory is refused, they take the mapped route too."""
+    import math
+
     import torch
 
     from ...io.safeio import tensor_layout
@@ -94,69 +86,12 @@ def read_tensors(
                 kinds[name] = (shape, stored)
         work += spans(f, data_start, [(n, *layout[n][:2]) for n in direct.get(f, ())], chunk)
     out = _mapped(mapped, dtype, device)
-    raw = _laid_out(kinds, groups, device)
+    raw = {n: torch.empty(math.prod(s) * d.itemsize, dtype=torch.uint8, device=device) for n, (s, d) in kinds.items()}
     if work and not _copy(work, raw, device):
         del raw  # before the mapped copies take the device memory again
-        return _joined({**out, **_mapped(direct, dtype, device)}, groups)
+        return {**out, **_mapped(direct, dtype, device)}
     out.update({n: raw[n].view(d).view(s) for n, (s, d) in kinds.items()})
-    return _joined(out, groups)
-
-
-def _whole(kinds: dict[str, tuple[tuple[int, ...], torch.dtype]], group: Sequence[str]) -> bool:
-    """Every tensor of ``group`` is there, of one dtype and one row width."""
-    return all(n in kinds for n in group) and len({(kinds[n][1], kinds[n][0][1:]) for n in group}) == 1
-
-
-def _laid_out(
-    kinds: dict[str, tuple[tuple[int, ...], torch.dtype]], groups: Sequence[Sequence[str]], device: torch.device
-) -> dict[str, torch.Tensor]:
-    """The device bytes each threaded tensor is read into; a whole group's, consecutive slices of one allocation."""
-    import math
-
-    import torch
-
-    raw: dict[str, torch.Tensor] = {}
-    for g in groups:
-        if _whole(kinds, g):
-            sizes = [math.prod(kinds[n][0]) * kinds[n][1].itemsize for n in g]
-            raw.update(zip(g, torch.empty(sum(sizes), dtype=torch.uint8, device=device).split(sizes)))
-    for n, (s, d) in kinds.items():
-        if n not in raw:
-            raw[n] = torch.empty(math.prod(s) * d.itemsize, dtype=torch.uint8, device=device)
-    return raw
-
-
-def _joined(out: dict[str, torch.Tensor], groups: Sequence[Sequence[str]]) -> dict[str, torch.Tensor]:
-    """``out`` with each whole group's tensors made consecutive in one allocation where the read left them apart (the
-    mapped route's): one group's bytes more at a time, each tensor let go as its copy is made."""
-    import torch
-
-    for g in groups:
-        kinds = {n: (tuple(out[n].shape), out[n].dtype) for n in g if n in out}
-        if not _whole(kinds, g) or joined_rows([out[n] for n in g]) is not None:
-            continue
-        buf = torch.cat([out[n].reshape(-1) for n in g])
-        for n, part in zip(g, buf.split([out[n].numel() for n in g])):
-            out[n] = part.view(kinds[n][0])
     return out
-
-
-def joined_rows(ts: Sequence[torch.Tensor]) -> torch.Tensor | None:
-    """One view over the rows of tensors that lie one after another in one storage, each contiguous and of one
-    dtype and row shape ([their rows together, *row shape]; a 1-D tensor's elements are its rows), else None."""
-    first = ts[0]
-    at, base = first.storage_offset(), first.untyped_storage().data_ptr()
-    for t in ts:
-        if (
-            t.untyped_storage().data_ptr() != base
-            or t.storage_offset() != at
-            or not t.is_contiguous()
-            or t.dtype != first.dtype
-            or t.shape[1:] != first.shape[1:]
-        ):
-            return None
-        at += t.numel()
-    return first.as_strided((sum(t.shape[0] for t in ts), *first.shape[1:]), first.stride())
 
 
 def _mapped(names: dict[Path, set[str]], dtype: torch.dtype, device: torch.device) -> dict[str, torch.Tensor]:
