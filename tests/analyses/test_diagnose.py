@@ -349,3 +349,30 @@ def test_the_data_verdict_reads_every_training_data_layout(tmp_path):
         assert doc["branch"] == "data" and doc["findings"][0]["code"] == "DGN007", (layout, doc["branch"])
         lines[layout] = by_code(doc)["DGN007"]["evidence"][0].replace(str(train), "TRAIN")
     assert lines["sharegpt"] == lines["tokenized"] == lines["openai"], lines
+
+
+def test_the_targets_choice_along_its_continuation_runs_the_head_over_the_prompts_alone(setup_sglang, monkeypatch):
+    """diagnose's context counts read the target's next-token choice at every position: along its own greedy
+    continuation the continuation's tokens past each prompt, the full-vocabulary head over the prompts' positions
+    only; every choice equal to the head's over every position (float32, the fixture pair)."""
+    from eagle3_doctor.analyses.acceptance import measurement
+    from eagle3_doctor.model import target as target_mod
+    from eagle3_doctor.model.continuation import greedy_continue
+    from eagle3_doctor.model.replay import iter_captures
+
+    tgt = setup_sglang.target
+    prompts = [tgt.tokenizer(t)["input_ids"] for t in ("def calendar module", "import return self year fractions")]
+    seqs = greedy_continue(tgt, prompts, 12, 2)
+    starts = {i: len(p) - 1 for i, p in enumerate(prompts)}
+    rows: list[int] = []
+    real = target_mod.target_argmax
+    monkeypatch.setattr(target_mod, "target_argmax", lambda t, h, *a: (rows.append(h.reshape(-1, h.shape[-1]).shape[0]), real(t, h, *a))[1])  # fmt: skip
+    for rb in iter_captures(tgt, seqs, [], batch_size=2, want_logits=True):
+        st = [starts[i] for i in rb.index]
+        got = measurement.target_choice(tgt, rb, st, greedy=True)
+        assert rows == [sum(st)]  # the head ran over the prompts' positions before their last, nothing more
+        want = real(tgt, rb.last)
+        for j, i in enumerate(rb.index):
+            n = len(seqs[i])
+            assert torch.equal(got[j, : n - 1], want[j, : n - 1])
+        assert torch.equal(measurement.target_choice(tgt, rb, st, greedy=False), want)

@@ -32,6 +32,24 @@ def _target_logits_fn(tgt: Target, last: torch.Tensor) -> Callable[[int], Iterab
     return tl
 
 
+def target_choice(tgt: Target, rb: ReplayBatch, starts: Sequence[int], greedy: bool) -> torch.Tensor:
+    """The target's next-token choice at every position [B, T]. Along its own greedy continuation, past each prompt
+    (from base ``starts[row]``, the prompt's last token) that is the continuation's next token, which its head chose
+    there: the full-vocabulary head runs over the prompts' positions alone (about a tenth of them at 512 x 512,
+    where over every position it took 0.5 s, bench/RESULTS.md 2026-12-04). Along a given text, the head everywhere."""
+    from ...model.target import target_argmax
+
+    assert rb.last is not None  # replayed with want_logits
+    if not greedy:
+        return target_argmax(tgt, rb.last)
+    amax = torch.roll(rb.tokens, -1, dims=1)
+    pos = torch.arange(amax.shape[1], device=amax.device)
+    inside = pos[None, :] < torch.as_tensor(list(starts), device=amax.device)[:, None]
+    if bool(inside.any()):
+        amax[inside] = target_argmax(tgt, rb.last[inside])
+    return amax
+
+
 def replay_points(paths: Mapping[str, FeatureSpec | None], cands: Iterable[FeatureSpec]) -> set[CapturePoint]:
     """The capture points a replay taps: every path's and every candidate wiring's (the configured one among them)."""
     return {p for s in paths.values() if s for p in s} | {p for c in cands for p in c}

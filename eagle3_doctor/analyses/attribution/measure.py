@@ -155,16 +155,16 @@ def _replay(
     progress: Progress,
 ) -> None:
     """One pass over the prompts: every path, the context buckets and the step-1 ablations, batch by batch."""
-    from ...model.target import target_argmax
+    from ..acceptance.measurement import target_choice
 
     greedy = opts.continuation == "greedy"
 
     def each(rb: ReplayBatch) -> None:
-        assert rb.last is not None  # replayed with want_logits
-        amax = target_argmax(setup.target, rb.last)
+        starts = [rep.starts[i] for i in rb.index]
+        amax = target_choice(setup.target, rb, starts, greedy)
         aux = torch.cat([rb.captured[p] for p in plan.paths[plan.base]], dim=-1)
         ctx.add_along(rb, plan.drafts[plan.base], aux, amax)
-        starts, labels = [rep.starts[i] for i in rb.index], _labels_fn(rb, amax, greedy)
+        labels = _labels_fn(rb, amax, greedy)
         for name, counts in step1.items():
             counts.add(rb, plan.ablations.get(name, plan.drafts[plan.base]), aux, labels, starts)
 
