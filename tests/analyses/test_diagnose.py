@@ -376,3 +376,32 @@ def test_the_targets_choice_along_its_continuation_runs_the_head_over_the_prompt
             n = len(seqs[i])
             assert torch.equal(got[j, : n - 1], want[j, : n - 1])
         assert torch.equal(measurement.target_choice(tgt, rb, st, greedy=False), want)
+
+
+def test_context_counts_are_each_positions_hit_in_its_bucket(monkeypatch):
+    """The context buckets count, per prompt, step-1 hits and positions at every valid position from its start:
+    counted a bucket at a time over the batch, the same numbers a walk over each position gives."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from eagle3_doctor.analyses.acceptance.estimator import StepOutputs
+    from eagle3_doctor.analyses.attribution import context
+
+    g = torch.Generator().manual_seed(3)
+    B, T = 4, 70
+    match = torch.rand(B, 1, T, generator=g) < 0.6
+    valid = torch.rand(B, 1, T, generator=g) < 0.9
+    monkeypatch.setattr(context, "unroll_outcomes", lambda *a, **k: StepOutputs(match, valid))
+    rb = SimpleNamespace(index=[5, 0, 2, 7], tokens=torch.zeros(B, T, dtype=torch.long), batch=SimpleNamespace(lengths=[T] * B))
+    starts = [0, 9, 33, 69]
+    ctx = context.ContextCounts(16, 8)
+    ctx.add(rb, None, None, None, starts)
+    want: dict[int, np.ndarray] = {}
+    for row, i in enumerate(rb.index):
+        for t in range(starts[row], T):
+            if valid[row, 0, t]:
+                c = want.setdefault(t // 16, np.zeros((8, 2)))
+                c[i] += (float(match[row, 0, t]), 1.0)
+    assert want.keys() == ctx.counts.keys()
+    assert all(np.array_equal(want[b], ctx.counts[b]) for b in want)

@@ -40,13 +40,15 @@ class ContextCounts:
         """Count step-1 hits at positions >= starts[row] of each sequence of the batch."""
         out = unroll_outcomes(draft, aux, rb.tokens, labels, rb.batch.lengths, 1)
         match, valid = out.match[:, 0].cpu().numpy(), out.valid[:, 0].cpu().numpy()
-        for row, i in enumerate(rb.index):
-            for t in np.nonzero(valid[row])[0]:
-                if t < starts[row]:
-                    continue
-                b = int(t) // self.bucket
-                c = self.counts.setdefault(b, np.zeros((self.n, 2)))
-                c[i] += (float(match[row, t]), 1.0)
+        t = np.arange(match.shape[1])
+        keep = valid & (t[None, :] >= np.asarray(starts)[:, None])
+        bucket, rows = t // self.bucket, np.asarray(rb.index)
+        # a bucket at a time over the whole batch: a loop over each position in Python took seconds at 512 x 512
+        for b in np.unique(bucket[keep.any(0)]):
+            sel = keep & (bucket == b)[None, :]
+            c = self.counts.setdefault(int(b), np.zeros((self.n, 2)))
+            c[rows, 0] += (match & sel).sum(1)
+            c[rows, 1] += sel.sum(1)
 
     def add_along(self, rb: ReplayBatch, draft: Eagle3Draft, aux: torch.Tensor, amax: torch.Tensor) -> None:
         """Count step 1 at every position of each sequence, prompt included, against the target's own
