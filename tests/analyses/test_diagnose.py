@@ -405,3 +405,31 @@ def test_context_counts_are_each_positions_hit_in_its_bucket(monkeypatch):
                 c[i] += (float(match[row, 0, t]), 1.0)
     assert want.keys() == ctx.counts.keys()
     assert all(np.array_equal(want[b], ctx.counts[b]) for b in want)
+
+
+def test_step_one_counted_from_the_base_paths_unroll_gives_the_document_a_second_draft_pass_gives(tmp_path, monkeypatch):
+    """diagnose counts the context buckets and the unablated step 1 from the step-1 proposals the base path's unroll
+    made for the batch; run again with the draft (the proposals withheld), the document is the same, field for field,
+    on a seed-shifted draft whose context and paths differ."""
+    from eagle3_doctor.analyses.acceptance.measurement import Measurement
+    from eagle3_doctor.analyses.attribution import context
+
+    counted: list[int] = []
+    count = context.step1_outcomes
+    monkeypatch.setattr(context, "step1_outcomes", lambda *a: (counted.append(1), count(*a))[1])
+    code, reused, _ = diagnose(tmp_path, DRAFTS["sglang"], "--layer-ids=-1,1,3")
+    assert counted  # the proposals were read, not made again
+    real = Measurement.add
+    ran: list[int] = []
+
+    def withheld(self, rb):
+        real(self, rb)
+        ran.append(len(self.outcomes))
+        self.outcomes = {}
+
+    monkeypatch.setattr(Measurement, "add", withheld)
+    counted.clear()
+    code2, again, _ = diagnose(tmp_path, DRAFTS["sglang"], "--layer-ids=-1,1,3")
+    assert ran and not counted and code == code2
+    drop = {"json_out", "timing", "elapsed_s"}
+    assert {k: v for k, v in reused.items() if k not in drop} == {k: v for k, v in again.items() if k not in drop}

@@ -56,6 +56,19 @@ class StepOutputs:
     alpha: torch.Tensor | None = None  # [B, K, T] float: acceptance probability at temperature
     ranks: torch.Tensor | None = None  # [B, K, T] long: rank of the verifier's token among the draft's top-N
     tree_accepted: torch.Tensor | None = None  # [B, T] long: exact accepted depth of the engine's tree (tree.py)
+    first: torch.Tensor | None = None  # [B, T] long: step 1's proposal by argmax at every base, in target ids
+
+
+def step_valid(lengths: torch.Tensor, T: int, k: int) -> torch.Tensor:
+    """[B, T] bool: step k (1-based) at base t has a label, t + 1 + k <= len - 1 (lengths [B] on the device)."""
+    return torch.arange(T, device=lengths.device)[None, :] + 1 + k <= lengths[:, None] - 1
+
+
+def step1_outcomes(first: torch.Tensor, labels: Callable[[int], torch.Tensor], lengths: Sequence[int]) -> StepOutputs:
+    """Step 1's outcomes from its proposals ``first`` [B, T] (an unroll's :attr:`StepOutputs.first`) against other
+    labels: what a one-step unroll would return, without running the draft again."""
+    v = step_valid(torch.as_tensor(list(lengths), device=first.device), first.shape[1], 1)
+    return StepOutputs(((first == labels(1)) & v)[:, None], v[:, None], first=first)
 
 
 @torch.inference_mode()
@@ -97,15 +110,15 @@ def unroll_outcomes(
     dev = tokens.device
     ids = torch.roll(tokens, -1, dims=1)
     lens = torch.as_tensor(list(lengths), device=dev)
-    pos = torch.arange(T, device=dev)
     match = torch.zeros(B, num_steps, T, dtype=torch.bool, device=dev)
     valid = torch.zeros_like(match)
     hit = torch.zeros_like(match) if topk > 1 else None
     alpha = torch.zeros(B, num_steps, T, dtype=torch.float32, device=dev) if temperature > 0 else None
     ranks = torch.full((B, num_steps, T), rank_width, dtype=torch.long, device=dev) if rank_width else None
+    first = None
     for k0, h in enumerate(draft.unroll(aux, ids, num_steps)):
         k = k0 + 1
-        v = pos[None, :] + 1 + k <= lens[:, None] - 1
+        v = step_valid(lens, T, k)
         lab = labels(k)
         logits = draft.logits(h)
         if hit is not None:  # topk > 1
@@ -115,6 +128,8 @@ def unroll_outcomes(
         else:
             prop = draft.to_target_ids(logits.argmax(-1))
         match[:, k0] = (prop == lab) & v
+        if k0 == 0 and hit is None:  # by argmax (top-k's order among tied logits need not be argmax's)
+            first = prop
         valid[:, k0] = v
         if ranks is not None:
             # rank of the verifier's token in this step's draft distribution (rank_width = absent)
@@ -125,7 +140,7 @@ def unroll_outcomes(
             assert target_logits is not None
             a = _expected_alpha(draft, logits, prop, target_logits(k), temperature, temp_mode).view(B, T)
             alpha[:, k0] = torch.where(v, a, torch.zeros_like(a))
-    return StepOutputs(match, valid, hit, alpha, ranks)
+    return StepOutputs(match, valid, hit, alpha, ranks, first=first)
 
 
 def _expected_alpha(

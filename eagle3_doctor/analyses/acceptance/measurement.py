@@ -76,6 +76,7 @@ class Measurement:
         if cands is None:
             cands = candidates(configured, setup.target.num_layers, product=True) if opts.scan else []
         self.accs = {n: PathAccumulator(n, opts.num_steps) for n in paths}
+        self.outcomes: dict[str, StepOutputs] = {}  # the batch just added, per path (its step 1 read again by diagnose)
         # the weights' own fit: per replayed sequence, step-1 [hits, positions] on each candidate wiring
         self.fit = WeightsFit(setup.draft, configured, cands, len(rep.seqs)) if cands and setup.draft is not None else None
 
@@ -106,6 +107,7 @@ class Measurement:
         tl = _target_logits_fn(tgt, last) if opts.temperature > 0 and last is not None else None
         lens, st = rb.batch.lengths, [self.rep.starts[i] for i in rb.index]
         known: dict[FeatureSpec, StepOutputs] = {}
+        self.outcomes = {}
         for name, spec in self.paths.items():
             aux, d = self._aux(rb, spec), self.drafts[name]
             out = unroll_outcomes(
@@ -124,6 +126,7 @@ class Measurement:
             if tree is not None:
                 out.tree_accepted = _tree_accepted(tree, d, aux, rb.tokens, labels, lens, opts.num_steps, out)
             self.accs[name].add(out, st, lens, walk=greedy)
+            self.outcomes[name] = out
             if spec is not None and d is self.setup.draft and out.topk_hit is None:
                 known[tuple(spec)] = out  # step 1 by argmax: the weights' fit of this wiring, already run
         if self.fit is not None:

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ...core.stats import MIN_PROMPTS, Interval, paired
-from ..acceptance.estimator import unroll_outcomes
+from ..acceptance.estimator import step1_outcomes, unroll_outcomes
 from .result import STEP1, ContextRow
 
 if TYPE_CHECKING:
@@ -36,9 +36,21 @@ class ContextCounts:
         self.counts: dict[int, np.ndarray] = {}
         self.n = n_prompts
 
-    def add(self, rb: ReplayBatch, draft: Eagle3Draft, aux: torch.Tensor, labels: Callable, starts: list[int]) -> None:
-        """Count step-1 hits at positions >= starts[row] of each sequence of the batch."""
-        out = unroll_outcomes(draft, aux, rb.tokens, labels, rb.batch.lengths, 1)
+    def add(
+        self,
+        rb: ReplayBatch,
+        draft: Eagle3Draft,
+        aux: torch.Tensor,
+        labels: Callable,
+        starts: list[int],
+        first: torch.Tensor | None = None,
+    ) -> None:
+        """Count step-1 hits at positions >= starts[row] of each sequence of the batch; ``first``: the draft's step-1
+        proposals an unroll of this batch already made (:attr:`StepOutputs.first`), so it is not run again."""
+        lens = rb.batch.lengths
+        out = (
+            step1_outcomes(first, labels, lens) if first is not None else unroll_outcomes(draft, aux, rb.tokens, labels, lens, 1)
+        )
         match, valid = out.match[:, 0].cpu().numpy(), out.valid[:, 0].cpu().numpy()
         t = np.arange(match.shape[1])
         keep = valid & (t[None, :] >= np.asarray(starts)[:, None])
@@ -50,12 +62,14 @@ class ContextCounts:
             c[rows, 0] += (match & sel).sum(1)
             c[rows, 1] += sel.sum(1)
 
-    def add_along(self, rb: ReplayBatch, draft: Eagle3Draft, aux: torch.Tensor, amax: torch.Tensor) -> None:
+    def add_along(
+        self, rb: ReplayBatch, draft: Eagle3Draft, aux: torch.Tensor, amax: torch.Tensor, first: torch.Tensor | None = None
+    ) -> None:
         """Count step 1 at every position of each sequence, prompt included, against the target's own
         next-token choice ``amax`` there: the greedy continuation alone would leave the prompt unmeasured."""
         from ..acceptance.measurement import _labels_fn
 
-        self.add(rb, draft, aux, _labels_fn(rb, amax, False), [0] * len(rb.index))
+        self.add(rb, draft, aux, _labels_fn(rb, amax, False), [0] * len(rb.index), first)
 
     def rows(self) -> list[ContextRow]:
         out = []

@@ -163,9 +163,12 @@ def _replay(
         starts = [rep.starts[i] for i in rb.index]
         amax = target_choice(setup.target, rb, starts, greedy)
         aux = torch.cat([rb.captured[p] for p in plan.paths[plan.base]], dim=-1)
-        ctx.add_along(rb, plan.drafts[plan.base], aux, amax)
+        # the base path's unroll of this batch has proposed step 1 at every position: counted again, not run again
+        done = m.outcomes.get(plan.base)
+        first = done.first if done is not None and m.drafts[plan.base] is plan.drafts[plan.base] else None
+        ctx.add_along(rb, plan.drafts[plan.base], aux, amax, first)
         labels = _labels_fn(rb, amax, greedy)
         for name, counts in step1.items():
-            counts.add(rb, plan.ablations.get(name, plan.drafts[plan.base]), aux, labels, starts)
+            counts.add(rb, plan.ablations.get(name, plan.drafts[plan.base]), aux, labels, starts, None if name else first)
 
     m.replay(opts.batch_size, "diagnose", progress, each)
