@@ -204,8 +204,7 @@ class DraftMLP(nn.Module):
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_proj(x), self.up_proj(x)
-        return self.down_proj(fused.silu_mul(gate, up) if fused.on("gated", gate, up) else F.silu(gate) * up)
+        return self.down_proj(fused.silu_gated(self.gate_proj(x), self.up_proj(x)))
 
 
 class DraftLayer(nn.Module):

@@ -164,8 +164,8 @@ def _replay(
         amax = target_choice(setup.target, rb, starts, greedy)
         aux = torch.cat([rb.captured[p] for p in plan.paths[plan.base]], dim=-1)
         # the base path's unroll of this batch has proposed step 1 at every position: counted again, not run again
-        done = m.outcomes.get(plan.base)
-        first = done.first if done is not None and m.drafts[plan.base] is plan.drafts[plan.base] else None
+        done = m.outcomes.get(plan.base)  # m runs plan.drafts: the base path's draft is the one counted here
+        first = done.first if done is not None else None
         ctx.add_along(rb, plan.drafts[plan.base], aux, amax, first)
         labels = _labels_fn(rb, amax, greedy)
         for name, counts in step1.items():

@@ -125,6 +125,12 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def silu_gated(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` as the decoder's and the draft's MLPs compute it: the fused kernel where it takes the call
+    (:func:`on`), else PyTorch's two ops."""
+    return silu_mul(gate, up) if on("gated", gate, up) else torch.nn.functional.silu(gate) * up
+
+
 @functools.cache
 def _runs(device: torch.device, dtype: torch.dtype, kernel: str) -> bool:
     """The kernel compiles, runs and agrees with PyTorch's ops here (once per device, dtype and kernel): the

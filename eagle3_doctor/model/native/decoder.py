@@ -163,8 +163,7 @@ class MLP(nn.Module):
         self.down_proj = Linear(s.intermediate_size, s.hidden_size, bias=s.mlp_bias, device=dev)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_proj(x), self.up_proj(x)
-        return self.down_proj(fused.silu_mul(gate, up) if fused.on("gated", gate, up) else F.silu(gate) * up)
+        return self.down_proj(fused.silu_gated(self.gate_proj(x), self.up_proj(x)))
 
 
 class DecoderLayer(nn.Module):
