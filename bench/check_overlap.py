@@ -21,18 +21,7 @@ import json
 
 import torch
 import torch.nn.functional as F
-
-
-def _ms(fn, reps: int) -> float:
-    fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(reps):
-        fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / reps
+from check_projections import device_ms  # the device timer (this script's folder is on the path)
 
 
 def main() -> None:
@@ -75,9 +64,9 @@ def main() -> None:
             continue
         if setter is not None:
             setter(carve if carve else None)
-        t_mm, t_attn = _ms(mm, a.reps), _ms(attn, a.reps)
-        t_seq = _ms(lambda: (mm(), attn()), a.reps)
-        t_both = _ms(both, a.reps)
+        t_mm, t_attn = device_ms(mm, a.reps, 1), device_ms(attn, a.reps, 1)
+        t_seq = device_ms(lambda: (mm(), attn()), a.reps, 1)
+        t_both = device_ms(both, a.reps, 1)
         kv_gb = 2 * k.numel() * k.element_size() * layers / 1e9
         print(json.dumps({
             "carveout": carve, "matmuls_ms": round(t_mm, 3), "attention_ms": round(t_attn, 3),

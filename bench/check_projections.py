@@ -14,8 +14,9 @@ import torch
 import torch.nn.functional as F
 
 
-def _time(fn, reps: int = 20) -> float:
-    for _ in range(3):
+def device_ms(fn, reps: int = 20, warmup: int = 3) -> float:
+    """Milliseconds a call of ``fn`` keeps the device busy, by CUDA events over ``reps`` calls after ``warmup``."""
+    for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -24,7 +25,7 @@ def _time(fn, reps: int = 20) -> float:
         fn()
     b.record()
     torch.cuda.synchronize()
-    return a.elapsed_time(b) / reps * 1e3  # microseconds
+    return a.elapsed_time(b) / reps
 
 
 def main() -> None:
@@ -47,8 +48,8 @@ def main() -> None:
             parts = list(fused.split(outs))
             for M in map(int, a.rows.split(",")):
                 x = torch.randn(M, kin, generator=g, device=dev, dtype=dt)
-                sep = _time(lambda x=x, parts=parts: [F.linear(x, w) for w in parts])
-                one = _time(lambda x=x, fused=fused: F.linear(x, fused))
+                sep = 1e3 * device_ms(lambda x=x, parts=parts: [F.linear(x, w) for w in parts])
+                one = 1e3 * device_ms(lambda x=x, fused=fused: F.linear(x, fused))
                 got = F.linear(x, fused).split(outs, dim=-1)
                 equal = all(torch.equal(y, F.linear(x, w)) for y, w in zip(got, parts))
                 flops = 2 * M * kin * sum(outs)

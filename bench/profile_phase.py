@@ -11,7 +11,6 @@ Only the function's first call is profiled; the rest of the command runs as usua
 from __future__ import annotations
 
 import functools
-import importlib
 import sys
 import time
 from typing import Any
@@ -45,18 +44,10 @@ def _profiled(name: str, fn: Any) -> Any:
 
 
 def main() -> None:
+    from trace_startup import OnImport  # this script's folder is on the path
+
     spec, args = sys.argv[1], sys.argv[2:]
-    mod_name, attr = spec.split(":")
-    mod = importlib.import_module(mod_name)
-    owner, _, leaf = attr.rpartition(".")
-    holder = getattr(mod, owner) if owner else mod
-    real = getattr(holder, leaf)
-    wrapped = _profiled(attr, real)
-    setattr(holder, leaf, wrapped)
-    if not owner:  # the modules that imported it by name at their own import
-        for m in list(sys.modules.values()):
-            if getattr(m, "__name__", "").startswith("eagle3_doctor") and getattr(m, leaf, None) is real:
-                setattr(m, leaf, wrapped)
+    sys.meta_path.insert(0, OnImport([spec], _profiled))
     from eagle3_doctor.cli import run
 
     sys.argv = ["eagle3-doctor", *args]

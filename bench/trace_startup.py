@@ -80,22 +80,23 @@ def _timed(name: str, fn: Any) -> Any:
     return run
 
 
-def _patch(mod: Any, attr: str) -> None:
-    owner, _, leaf = attr.rpartition(".")
-    holder = getattr(mod, owner) if owner else mod
-    setattr(holder, leaf, _timed(attr, getattr(holder, leaf)))
+class OnImport(importlib.abc.MetaPathFinder):
+    """The functions ``specs`` names ("module:attr", "module:Class.method") wrapped by ``wrap(attr, fn)`` as each
+    module is first imported, whenever the command imports it: the command's own import order is kept (its tokenizer
+    helper starts before torch's import, as it does untraced), and a module that imports a watched function by name
+    imports the wrapper. bench/profile_phase.py uses it too."""
 
-
-class _OnImport(importlib.abc.MetaPathFinder):
-    """Each watched module's functions wrapped as the module is first imported, whenever the command imports it: the
-    command's own import order is kept (its tokenizer helper starts before torch's import, as it does untraced), and
-    a module that imports a watched function by name imports the wrapper."""
-
-    def __init__(self) -> None:
+    def __init__(self, specs: Any, wrap: Any) -> None:
+        self.wrap = wrap
         self.pending: dict[str, list[str]] = {}
-        for spec in WATCHED:
+        for spec in specs:
             mod_name, attr = spec.split(":")
             self.pending.setdefault(mod_name, []).append(attr)
+
+    def patch(self, module: Any, attr: str) -> None:
+        owner, _, leaf = attr.rpartition(".")
+        holder = getattr(module, owner) if owner else module
+        setattr(holder, leaf, self.wrap(attr, getattr(holder, leaf)))
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name not in self.pending:
@@ -110,7 +111,7 @@ class _OnImport(importlib.abc.MetaPathFinder):
                 def exec_module(module: Any, _real: Any = real, _attrs: list[str] = attrs) -> None:
                     _real(module)
                     for a in _attrs:
-                        _patch(module, a)
+                        self.patch(module, a)
 
                 spec.loader.exec_module = exec_module  # type: ignore[method-assign]
                 return spec
@@ -118,7 +119,7 @@ class _OnImport(importlib.abc.MetaPathFinder):
 
 
 def main() -> None:
-    sys.meta_path.insert(0, _OnImport())
+    sys.meta_path.insert(0, OnImport(WATCHED, _timed))
     from eagle3_doctor.cli import run
 
     t = time.perf_counter()
