@@ -181,7 +181,7 @@ def grid_acceptance(
         aux = torch.cat([rb.captured[p] for p in spec], dim=-1)
         lens = rb.batch.lengths
         if kmax:
-            out = unroll_outcomes(draft, aux, rb.tokens, labels, lens, kmax)
+            out = unroll_outcomes(draft, aux, rb.tokens, labels, lens, kmax, from_base=min(rep.starts[i] for i in rb.index))
             m, v = out.match.cpu().numpy(), out.valid.cpu().numpy()  # [B, K, T]
             for s in chains:
                 k = s.num_steps

@@ -30,7 +30,9 @@ class Drafter(Protocol):
     kind: str  # the registry's name for it (eagle3_doctor/drafters/registry.py)
     checkpoint_hint: str  # where a checkpoint of this kind with no skill has been broken before
 
-    def unroll(self, aux: Any, ids: Any, num_steps: int, positions: Any = None, key_mask: Any = None) -> Iterator[Any]: ...
+    def unroll(
+        self, aux: Any, ids: Any, num_steps: int, positions: Any = None, key_mask: Any = None, from_base: int = 0
+    ) -> Iterator[Any]: ...
 
     def logits(self, state: Any) -> Any: ...
 

@@ -129,51 +129,66 @@ class DraftAttention(nn.Module):
     ) -> torch.Tensor:
         """One teacher-forced step's attention without a [T, K*T] mask.
 
-        q [B,nh,T,d] attends to the step-1 keys k0/v0 [B,nkv,T,d] causally (one flash call that also
-        returns each row's log-sum-exp) and to this position's own keys of the later steps,
-        own_k/own_v: lists of [B,nkv,T,d] (key j at row t is step j+2's key at t). The two parts are
-        one softmax, merged exactly through the log-sum-exp: memory O(T), the causal part on the
-        flash kernels at any context length.
+        q [B,nh,Tq,d] holds the queries of the last Tq bases (Tq = T, or fewer where an unroll's later steps
+        start past the prompts, :func:`unroll_steps`); base t attends to the step-1 keys k0/v0 [B,nkv,T,d] of
+        positions <= t and to its own keys of the later steps, own_k/own_v: lists of [B,nkv,Tq,d] (key j at row
+        t is step j+2's key at t). The causal keys run on the flash kernels, each part returning its rows'
+        log-sum-exp: the bases' own square causally, the keys before them whole (every query sees them). The
+        parts are one softmax, merged exactly through the log-sum-exps: memory O(T) at any context length.
         """
-        B, nh, T, d = q.shape
+        B, nh, Tq, d = q.shape
+        t0 = k0.shape[2] - Tq
         scale = 1.0 / math.sqrt(d)
-        o_c, lse = _causal_attention_lse(q, k0, v0, scale, key_mask)
-        if not own_k:
-            o = o_c.transpose(1, 2).reshape(B, T, nh * d)
+        square, before = (None, None) if key_mask is None else (key_mask[:, t0:], key_mask[:, :t0])
+        parts = [_attention_lse(q, k0[:, :, t0:], v0[:, :, t0:], scale, True, square)]
+        if t0:
+            parts.append(_attention_lse(q, k0[:, :, :t0], v0[:, :, :t0], scale, False, before))
+        if not own_k and len(parts) == 1:
+            o = parts[0][0].transpose(1, 2).reshape(B, Tq, nh * d)
             return self.o_proj(o.to(q.dtype))
         rep = self.nh // self.nkv
-        # [B, T, nkv, rep, ...]: query head h uses KV head h // rep (repeat_interleave's grouping)
-        qg = q.transpose(1, 2).reshape(B, T, self.nkv, rep, d).float()
-        kx = torch.stack([kk.transpose(1, 2) for kk in own_k], dim=3).float()  # [B, T, nkv, n, d]
-        vx = torch.stack([vv.transpose(1, 2) for vv in own_v], dim=3).float()
-        s = torch.matmul(qg, kx.transpose(-1, -2)) * scale  # [B, T, nkv, rep, n]
-        lse = lse.transpose(1, 2).reshape(B, T, self.nkv, rep, 1).float()
-        m = torch.maximum(lse, s.amax(-1, keepdim=True))
-        w_c = torch.exp(lse - m)  # 0 where no causal key is visible (lse = -inf)
-        w = torch.exp(s - m)
-        o_c = o_c.transpose(1, 2).reshape(B, T, self.nkv, rep, d).float()
-        if key_mask is not None:  # a row with no visible causal key has weight 0 and an undefined o_c
-            o_c = torch.nan_to_num(o_c)
-        o = (w_c * o_c + torch.matmul(w, vx)) / (w_c + w.sum(-1, keepdim=True))
-        return self.o_proj(o.reshape(B, T, nh * d).to(q.dtype))
+
+        def grouped(x: torch.Tensor) -> torch.Tensor:  # [B, nh, Tq, ...] -> [B, Tq, nkv, rep, ...] in float32
+            return x.transpose(1, 2).reshape(B, Tq, self.nkv, rep, *x.shape[3:]).float()
+
+        # query head h uses KV head h // rep (repeat_interleave's grouping)
+        lses = [grouped(lse)[..., None] for _, lse in parts]  # [B, Tq, nkv, rep, 1]
+        outs = [grouped(o) for o, _ in parts]
+        if key_mask is not None:  # a row with no visible key in a part has weight 0 there and an undefined output
+            outs = [torch.nan_to_num(o) for o in outs]
+        m = torch.stack(lses).amax(0)
+        if own_k:
+            kx = torch.stack([kk.transpose(1, 2) for kk in own_k], dim=3).float()  # [B, Tq, nkv, n, d]
+            vx = torch.stack([vv.transpose(1, 2) for vv in own_v], dim=3).float()
+            s = torch.matmul(grouped(q), kx.transpose(-1, -2)) * scale  # [B, Tq, nkv, rep, n]
+            m = torch.maximum(m, s.amax(-1, keepdim=True))
+            w = torch.exp(s - m)
+            num, den = torch.matmul(w, vx), w.sum(-1, keepdim=True)
+        else:
+            num, den = torch.zeros_like(outs[0]), torch.zeros_like(lses[0])
+        for o_p, lse_p in zip(outs, lses):
+            w_p = torch.exp(lse_p - m)  # 0 where a part has no visible key (lse = -inf)
+            num, den = num + w_p * o_p, den + w_p
+        return self.o_proj((num / den).reshape(B, Tq, nh * d).to(q.dtype))
 
 
-def _causal_attention_lse(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, key_mask: torch.Tensor | None = None
+def _attention_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool, key_mask: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Causal attention and each row's log-sum-exp of the scaled scores (natural log, float32).
+    """Attention (causal: query i sees keys <= i) and each row's log-sum-exp of the scaled scores (natural log,
+    float32).
 
-    q [B,nh,T,d]; k, v [B,nkv,T,d]; key_mask [B,T] (True = real key) or None. Returns
-    (out [B,nh,T,d] in q's dtype, lse [B,nh,T]). The fused kernels that return the log-sum-exp are
-    reached through their aten ops (public SDPA does not return it): flash on CUDA in 16-bit,
-    memory-efficient on CUDA in float32, the CPU flash kernel on the CPU; the explicit form only
-    where a key mask is given (no caller in the package passes one).
+    q [B,nh,Tq,d]; k, v [B,nkv,Tk,d] (Tq = Tk where causal); key_mask [B,Tk] (True = real key) or None. Returns
+    (out [B,nh,Tq,d] in q's dtype, lse [B,nh,Tq]). The fused kernels that return the log-sum-exp are reached
+    through their aten ops (public SDPA does not return it): flash on CUDA in 16-bit, memory-efficient on CUDA
+    in float32, the CPU flash kernel on the CPU; the explicit form only where a key mask is given (no caller in
+    the package passes one).
     """
-    B, nh, T, d = q.shape
-    nkv = k.shape[1]
+    B, nh, Tq, d = q.shape
+    nkv, Tk = k.shape[1], k.shape[2]
     if key_mask is None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and d % 8 == 0 and d <= 256:
         try:  # FlashAttention-2 takes grouped KV heads as they are
-            out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)
+            out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
             return out[0], out[1]
         except RuntimeError:
             pass
@@ -181,12 +196,14 @@ def _causal_attention_lse(
         k = k.repeat_interleave(nh // nkv, dim=1)
         v = v.repeat_interleave(nh // nkv, dim=1)
     if key_mask is None and q.is_cuda:
-        out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, True, scale=scale)
-        return out[0], out[1][..., :T]  # its log-sum-exp rows are padded to a multiple of 32
+        out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, causal, scale=scale)
+        return out[0], out[1][..., :Tq]  # its log-sum-exp rows are padded to a multiple of 32
     if key_mask is None and q.device.type == "cpu":
-        out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True, attn_mask=None, scale=scale)
+        out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, attn_mask=None, scale=scale)
         return out[0], out[1]
-    allowed = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device)
+    if causal:
+        allowed = allowed.tril()
     if key_mask is not None:
         allowed = allowed[None, None] & key_mask[:, None, None, :].bool()
     s = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale
@@ -373,9 +390,11 @@ class Eagle3Draft(nn.Module):
         num_steps: int,
         positions: torch.Tensor | None = None,
         key_mask: torch.Tensor | None = None,
+        from_base: int = 0,
     ) -> Iterator[torch.Tensor]:
-        """Yield the state each step k = 1..num_steps feeds forward, each [B, T, H] (pre-norm
-        ``out``; ``norm(out)`` with ``norm_output``). :meth:`logits` turns it into logits.
+        """Yield the state each step k = 1..num_steps feeds forward, step 1's [B, T, H], each later one's
+        [B, T - from_base, H] (the bases from ``from_base`` on) (pre-norm ``out``; ``norm(out)`` with
+        ``norm_output``). :meth:`logits` turns it into logits.
 
         aux[:, t]  features of token x_t (the target's capture at position t)
         ids[:, t]  x_{t+1}; step k reads ids shifted left by k-1 (x_{t+k}), i.e. the true tokens
@@ -384,7 +403,7 @@ class Eagle3Draft(nn.Module):
         (the rest read a wrapped-around token and must be ignored by the caller).
         key_mask [B, T] (True = real token) keeps padding out of the step-1 keys.
         """
-        return unroll_steps(self, aux, ids, num_steps, positions, key_mask)
+        return unroll_steps(self, aux, ids, num_steps, positions, key_mask, from_base)
 
     # ------------------------------------------------------------------ KV-cache forward
     def extend(
@@ -410,9 +429,20 @@ class Eagle3Draft(nn.Module):
 
 
 def unroll_steps(
-    d: Any, aux: torch.Tensor, ids: torch.Tensor, num_steps: int, positions: torch.Tensor | None, key_mask: torch.Tensor | None
+    d: Any,
+    aux: torch.Tensor,
+    ids: torch.Tensor,
+    num_steps: int,
+    positions: torch.Tensor | None,
+    key_mask: torch.Tensor | None,
+    from_base: int = 0,
 ) -> Iterator[torch.Tensor]:
-    """The teacher-forced unroll's schedule (see :meth:`Eagle3Draft.unroll`) for drafter ``d``."""
+    """The teacher-forced unroll's schedule (see :meth:`Eagle3Draft.unroll`) for drafter ``d``.
+
+    Steps 2..K run at the bases from ``from_base`` on: a base's later steps attend to step 1's keys and their own,
+    never to another base's later steps, so those of bases before it (a prompt's, where only the continuation is
+    scored; nine tenths of a long prompt's positions) change nothing the others compute. Step 1 runs everywhere:
+    its keys are every later step's context."""
     B, T = ids.shape
     if positions is None:
         positions = torch.arange(T, device=aux.device).expand(B, T)
@@ -420,6 +450,8 @@ def unroll_steps(
     # per layer: its step-1 keys/values and its own keys/values of steps 2..k (every layer attends alike)
     kv: list[_UnrollKV] = [_UnrollKV() for _ in range(1 + len(d.later_layers()))]
     for k in range(num_steps):
+        if k == 1 and from_base:
+            h, ids, positions = h[:, from_base:], ids[:, from_base:], positions[:, from_base:]
         step_ids = ids if k == 0 else torch.roll(ids, shifts=-k, dims=1)
         h = d.through_layers(h, step_ids, _unroll_attend(kv, positions + k, d.inv_freq, key_mask))
         yield h

@@ -275,3 +275,32 @@ def test_a_continuation_shorter_than_the_chain_leaves_the_later_steps_unmeasured
         timeout=300,
     ).stdout
     assert "nan" not in text and "acc_4 (SpecForge)" in text and "| n/a" in text
+
+
+def test_later_steps_past_the_prompts_alone_give_the_figures_of_every_base(monkeypatch):
+    """The estimator runs steps 2..K from the batch's first scored base on (the prompts' bases are counted at step 1
+    alone): a whole run's figures, per prompt and per step, are those of the unroll over every base."""
+    from eagle3_doctor.analyses.acceptance import measurement
+
+    def run():
+        return acceptance(setup_for([-1, 1, 3]), prompts_path=str(PROMPTS), num_steps=5, max_new_tokens=24, limit=6, batch_size=3)
+
+    seen: list[int] = []
+    real = measurement.unroll_outcomes
+
+    def every_base(*a, from_base=0, **k):
+        seen.append(from_base)
+        return real(*a, **k)
+
+    cut = run()
+    monkeypatch.setattr(measurement, "unroll_outcomes", every_base)
+    whole = run()
+    assert min(seen) > 0, "the fixture prompts' scoring starts past their first token"
+    for name, p in whole.paths.items():
+        q = cut.paths[name]
+        assert (q.accepted_lengths, q.acc_k, q.acc_k_positions, q.step1_counts) == (
+            p.accepted_lengths,
+            p.acc_k,
+            p.acc_k_positions,
+            p.step1_counts,
+        ), name

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from eagle3_doctor.draft.config import DraftConfig
-from eagle3_doctor.draft.model import Eagle3Draft, _causal_attention_lse
+from eagle3_doctor.draft.model import Eagle3Draft, _attention_lse
 
 
 def masked_unroll(draft: Eagle3Draft, aux, ids, num_steps, key_mask=None):
@@ -72,13 +72,13 @@ def test_unroll_equals_the_masked_form(nh, nkv, padded):
 def test_causal_lse_matches_the_explicit_softmax():
     g = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(2, 4, 9, 16, generator=g) for _ in range(3))
-    out, lse = _causal_attention_lse(q, k[:, :2], v[:, :2], 0.25)
+    out, lse = _attention_lse(q, k[:, :2], v[:, :2], 0.25, True)
     kk, vv = k[:, :2].repeat_interleave(2, 1), v[:, :2].repeat_interleave(2, 1)
     s = (q @ kk.transpose(-1, -2) * 0.25).masked_fill(~torch.ones(9, 9, dtype=torch.bool).tril(), float("-inf"))
     assert torch.allclose(lse, torch.logsumexp(s, -1), atol=1e-5)
     assert torch.allclose(out, torch.softmax(s, -1) @ vv, atol=1e-5)
     # the explicit path (taken with a key mask) gives the same on an all-true mask
-    out2, lse2 = _causal_attention_lse(q, k[:, :2], v[:, :2], 0.25, torch.ones(2, 9, dtype=torch.bool))
+    out2, lse2 = _attention_lse(q, k[:, :2], v[:, :2], 0.25, True, torch.ones(2, 9, dtype=torch.bool))
     assert torch.allclose(out2, out, atol=1e-5) and torch.allclose(lse2, lse, atol=1e-5)
 
 
@@ -141,3 +141,56 @@ def test_acceptance_compile_flag_runs_the_compiled_draft_with_identical_results(
     assert docs["compiled"]["settings"]["compiled"] is True
     for name in ("cpu-skip", "compiled"):
         assert docs[name]["paths"] == docs["eager"]["paths"]
+
+
+@pytest.mark.parametrize("nh,nkv", [(4, 4), (8, 2)])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("from_base", [1, 9, 22])
+def test_later_steps_from_a_base_compute_what_the_whole_unroll_does_there(nh, nkv, padded, from_base):
+    """Steps 2..K run at the bases from ``from_base`` on (the prompts' bases are not scored past step 1): each of
+    theirs with a real input is what the unroll over every base gives there, step 1 unchanged, with and without a
+    key mask."""
+    d = make(nh, nkv, seed=1)
+    g = torch.Generator().manual_seed(7)
+    B, T, K = 3, 23, 5
+    aux, ids = torch.randn(B, T, 192, generator=g), torch.randint(0, 100, (B, T), generator=g)
+    km = None
+    if padded:
+        km = torch.ones(B, T, dtype=torch.bool)
+        km[0, 17:] = False
+        km[2, :4] = False
+    with torch.no_grad():
+        whole = list(d.unroll(aux, ids, K, key_mask=km))
+        cut = list(d.unroll(aux, ids, K, key_mask=km, from_base=from_base))
+    assert torch.equal(cut[0], whole[0])
+    for k in range(1, K):
+        assert cut[k].shape == (B, T - from_base, 64)
+        a, b = cut[k][:, : T - k - from_base], whole[k][:, from_base : T - k]  # later bases read a wrapped token
+        if padded:  # row 2's first bases see no key at step 1: zeros on both routes, compared past them
+            a, b = a[:, max(0, 4 - from_base) :], b[:, max(0, 4 - from_base) :]
+        assert torch.allclose(a, b, atol=2e-5, rtol=1e-5), (k, (a - b).abs().max())
+
+
+def test_outcomes_from_a_base_equal_the_whole_unrolls_there_and_hold_no_label_before_it():
+    from eagle3_doctor.analyses.acceptance.estimator import unroll_outcomes
+
+    d = make(4, 2, seed=2)
+    g = torch.Generator().manual_seed(11)
+    B, T, K, t0 = 2, 19, 4, 6
+    aux, tokens = torch.randn(B, T, 192, generator=g), torch.randint(0, 100, (B, T), generator=g)
+    with torch.no_grad():
+        proposals = [d.to_target_ids(d.logits(h).argmax(-1)) for h in d.unroll(aux, torch.roll(tokens, -1, 1), K)]
+
+    def labels(k: int) -> torch.Tensor:  # the draft's own proposals as labels where k is odd: matches to count
+        return proposals[k - 1] if k % 2 else torch.roll(tokens, -(1 + k), dims=1)
+
+    lens = [T, T - 3]
+    with torch.no_grad():
+        whole = unroll_outcomes(d, aux, tokens, labels, lens, K, topk=3, rank_width=4)
+        cut = unroll_outcomes(d, aux, tokens, labels, lens, K, topk=3, rank_width=4, from_base=t0)
+    assert whole.match[:, 0].any() and whole.match[:, 2, t0:].any()
+    v = whole.valid
+    for name in ("match", "valid", "topk_hit", "ranks"):  # ranks read where a label is (a tree's walk stops there)
+        a, b = (x if name != "ranks" else x.where(v, -1) for x in (getattr(cut, name), getattr(whole, name)))
+        assert torch.equal(a[:, :, t0:], b[:, :, t0:]) and torch.equal(a[:, 0], b[:, 0]), name
+    assert not cut.valid[:, 1:, :t0].any() and whole.valid[:, 1:, :t0].any()

@@ -98,6 +98,7 @@ def unroll_outcomes(
     target_logits: Callable[[int], Iterable[tuple[slice, torch.Tensor]]] | None = None,
     temp_mode: str = "sampled",
     rank_width: int = 0,
+    from_base: int = 0,
 ) -> StepOutputs:
     """aux [B,T,nH], tokens [B,T] (right-padded); labels(k) -> [B,T] verifier token for step k at base t.
 
@@ -105,8 +106,12 @@ def unroll_outcomes(
     float32 [n, V] at position t+k for those bases), as :func:`target.head_chunks` does.
 
     Step k (1-based) at base t proposes for x_{t+1+k}; it has a label when t + 1 + k <= len - 1.
+    ``from_base``: no base before it is scored past step 1 (every row's first scored base is there or later):
+    steps 2..K run from it on (:func:`.unroll_steps`) and hold ``valid`` False before it. Step 1 runs everywhere.
     """
     B, T = tokens.shape
+    if target_logits is not None:  # its chunks are slices of every base, flattened
+        from_base = 0
     dev = tokens.device
     ids = torch.roll(tokens, -1, dims=1)
     lens = torch.as_tensor(list(lengths), device=dev)
@@ -116,26 +121,27 @@ def unroll_outcomes(
     alpha = torch.zeros(B, num_steps, T, dtype=torch.float32, device=dev) if temperature > 0 else None
     ranks = torch.full((B, num_steps, T), rank_width, dtype=torch.long, device=dev) if rank_width else None
     first = None
-    for k0, h in enumerate(draft.unroll(aux, ids, num_steps)):
+    for k0, h in enumerate(draft.unroll(aux, ids, num_steps, from_base=from_base)):
         k = k0 + 1
-        v = step_valid(lens, T, k)
-        lab = labels(k)
+        t = slice(0 if k0 == 0 else from_base, T)  # the bases this step ran at
+        v = step_valid(lens, T, k)[:, t]
+        lab = labels(k)[:, t]
         logits = draft.logits(h)
         if hit is not None:  # topk > 1
             top = draft.to_target_ids(logits.topk(topk, dim=-1).indices)
-            hit[:, k0] = (top == lab[..., None]).any(-1) & v
+            hit[:, k0, t] = (top == lab[..., None]).any(-1) & v
             prop = top[..., 0]
         else:
             prop = draft.to_target_ids(logits.argmax(-1))
-        match[:, k0] = (prop == lab) & v
+        match[:, k0, t] = (prop == lab) & v
         if k0 == 0 and hit is None:  # by argmax (top-k's order among tied logits need not be argmax's)
             first = prop
-        valid[:, k0] = v
+        valid[:, k0, t] = v
         if ranks is not None:
             # rank of the verifier's token in this step's draft distribution (rank_width = absent)
             top = draft.to_target_ids(logits.topk(rank_width, dim=-1).indices)
             eq = top == lab[..., None]
-            ranks[:, k0] = torch.where(eq.any(-1), eq.long().argmax(-1), torch.full_like(lab, rank_width))
+            ranks[:, k0, t] = torch.where(eq.any(-1), eq.long().argmax(-1), torch.full_like(lab, rank_width))
         if alpha is not None:  # temperature > 0
             assert target_logits is not None
             a = _expected_alpha(draft, logits, prop, target_logits(k), temperature, temp_mode).view(B, T)

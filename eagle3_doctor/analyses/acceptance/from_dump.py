@@ -329,7 +329,8 @@ def _walk(d: Any, seqs: list[DumpSequence], opts: AcceptanceOptions, progress: P
         def labels(k: int, tokens: torch.Tensor = tokens) -> torch.Tensor:
             return torch.roll(tokens, -(1 + k), dims=1)  # x_{t+1+k}: the recorded greedy tokens stand in for the argmax
 
-        acc.add(unroll_outcomes(d, aux, tokens, labels, lens, K), [s.start for s in group], lens, walk=True)
+        starts = [s.start for s in group]
+        acc.add(unroll_outcomes(d, aux, tokens, labels, lens, K, from_base=min(starts)), starts, lens, walk=True)
         done += len(group)
         progress("acceptance from the engine dump", done, len(seqs))
     res = acc.result()

@@ -122,6 +122,7 @@ class Measurement:
                 target_logits=tl,
                 temp_mode=opts.temp_mode,
                 rank_width=(tree.width or 0) if tree is not None and tree.kind == "static" else 0,
+                from_base=min(st, default=0),  # the accumulator counts a row from its start on
             )
             if tree is not None:
                 out.tree_accepted = _tree_accepted(tree, d, aux, rb.tokens, labels, lens, opts.num_steps, out)

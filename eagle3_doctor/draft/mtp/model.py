@@ -106,11 +106,13 @@ class MTPHead(nn.Module):
         num_steps: int,
         positions: torch.Tensor | None = None,
         key_mask: torch.Tensor | None = None,
+        from_base: int = 0,
     ) -> Iterator[torch.Tensor]:
         """Teacher-forced K steps at every position at once; aux [B, T, H] is the target state of x_t,
         ids[:, t] = x_{t+1}. Exactly :meth:`Eagle3Draft.unroll`'s schedule (step k at t reads x_{t+k},
-        RoPE position t + k - 1, attends to the step-1 keys of positions <= t and its own steps 2..k at t)."""
-        return unroll_steps(self, aux, ids, num_steps, positions, key_mask)
+        RoPE position t + k - 1, attends to the step-1 keys of positions <= t and its own steps 2..k at t;
+        steps 2..K at the bases from ``from_base`` on)."""
+        return unroll_steps(self, aux, ids, num_steps, positions, key_mask, from_base)
 
     def extend(
         self, h_or_aux: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor, cache: DraftCache, *, from_aux: bool
