@@ -371,30 +371,30 @@ def sglang_tree_reference_loop(
 
 def static_tree_accepted(ranks: torch.Tensor, valid: torch.Tensor, paths: Sequence[Sequence[int]]) -> torch.Tensor:
     """ranks [B,K,T]: rank of the verifier's token in the teacher-forced draft distribution at step k
-    (>= max children when absent); valid [B,K,T]. Accepted depth = longest prefix whose rank path is a node."""
+    (>= max children when absent); valid [B,K,T]. Accepted depth = longest prefix whose rank path is a node.
+
+    Walked for every base at once through the tree's child table (node, rank) -> node: a base-by-base walk in
+    Python took seconds at hundreds of thousands of bases."""
     B, K, T = ranks.shape
-    nodes = {tuple(p) for p in paths}
-    depth = max(len(p) for p in paths)
-    acc = torch.zeros(B, T, dtype=torch.long, device=ranks.device)
+    nodes = sorted({tuple(p) for p in paths}, key=len)  # parents before children
+    depth = max(len(p) for p in nodes)
+    width = max(int(ranks.max()) + 1 if ranks.numel() else 1, max(p[-1] for p in nodes) + 1)
+    index: dict[tuple[int, ...], int] = {(): 0}
+    child = torch.full((len(nodes) + 1, width), -1, dtype=torch.long)
+    for p in nodes:
+        if p[:-1] in index:  # a node under a missing parent is never reached, as no walk passes its parent
+            index[p] = len(index)
+            child[index[p[:-1]], p[-1]] = index[p]
+    child = child.to(ranks.device)
+    at = torch.zeros(B, T, dtype=torch.long, device=ranks.device)  # the root
     alive = torch.ones(B, T, dtype=torch.bool, device=ranks.device)
-    # encode each path prefix as a tuple via a python set lookup over the (few) distinct rank rows
-    r = ranks.permute(0, 2, 1).cpu()  # [B,T,K]
-    v = valid.permute(0, 2, 1).cpu()
-    out = torch.zeros(B, T, dtype=torch.long)
-    pre: tuple[int, ...]  # the path prefix walked so far
-    for b in range(B):
-        for t in range(T):
-            n, pre = 0, ()
-            for j in range(min(K, depth)):
-                if not bool(v[b, t, j]):
-                    break
-                pre = pre + (int(r[b, t, j]),)
-                if pre not in nodes:
-                    break
-                n += 1
-            out[b, t] = n
-    del acc, alive
-    return out.to(ranks.device)
+    out = torch.zeros(B, T, dtype=torch.long, device=ranks.device)
+    for j in range(min(K, depth)):
+        nxt = child[at, ranks[:, j]]
+        alive &= valid[:, j] & (nxt >= 0)
+        out += alive
+        at = torch.where(alive, nxt, at)
+    return out
 
 
 @torch.inference_mode()

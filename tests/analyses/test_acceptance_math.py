@@ -90,7 +90,8 @@ class _TableDraft:
             self.table[key] = torch.tensor(self.rng.standard_normal(self.V), dtype=torch.float32)
         return self.table[key]
 
-    def unroll(self, aux, ids, num_steps):
+    def unroll(self, aux, ids, num_steps, from_base=0):
+        assert from_base == 0  # every base is scored here
         yield from range(num_steps)  # the "hidden state" of step k is k itself
 
     def logits(self, k0: int) -> torch.Tensor:

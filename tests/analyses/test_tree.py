@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from conftest import DRAFTS, PROMPTS, TARGET, two_layer_draft
 
 from eagle3_doctor.core.errors import BadInput
@@ -74,6 +75,38 @@ def test_vllm_static_tree_estimator_equals_tree_loop(paths):
     assert run.settings.num_steps == max(len(p) for p in paths)
     assert run.reference.tree.accepted_lengths == run.paths["serving"].tree.accepted_lengths
     assert run.reference.tree.agrees_with_estimator
+
+
+def _walked(ranks, valid, paths):
+    """Each base's accepted depth walked one base at a time: the longest prefix of its ranks that is a node."""
+    nodes, B, K, T = {tuple(p) for p in paths}, *ranks.shape
+    out = torch.zeros(B, T, dtype=torch.long)
+    for b in range(B):
+        for t in range(T):
+            pre: tuple[int, ...] = ()
+            for j in range(min(K, max(map(len, nodes)))):
+                pre += (int(ranks[b, j, t]),)
+                if not valid[b, j, t] or pre not in nodes:
+                    break
+                out[b, t] += 1
+    return out
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [
+        [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0], [0, 0, 1]],
+        [[0], [2], [0, 0], [1, 0], [2, 1], [0, 0, 0]],  # [1, 0] hangs under a missing node: never reached
+    ],
+)
+def test_the_static_trees_depths_at_every_base_equal_the_walk_of_each(paths):
+    from eagle3_doctor.analyses.tree import static_tree_accepted
+
+    g = torch.Generator().manual_seed(4)
+    ranks = torch.randint(0, 4, (3, 4, 50), generator=g)  # 3: absent (the unroll's rank width)
+    valid = torch.rand(3, 4, 50, generator=g) < 0.9
+    got = static_tree_accepted(ranks, valid, paths)
+    assert torch.equal(got, _walked(ranks, valid, paths)) and int(got.max()) == 3
 
 
 def test_a_budget_too_large_for_the_tree_is_refused():
