@@ -2,7 +2,7 @@
 
 Only the per-step pieces that are pure tensor code are compiled: the layer input (embeddings,
 norms, concat), q/k/v with RoPE, the layer output (residual, norm, MLP) and the head. The
-attention itself stays on the fused kernels of :func:`eagle3_doctor.draft.model._attention_lse`.
+attention itself stays on the fused kernels of :func:`eagle3_doctor.draft.lse.attention_lse`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from eagle3_doctor.draft.config import DraftConfig
-from eagle3_doctor.draft.model import Eagle3Draft, _attention_lse
+from eagle3_doctor.draft.lse import attention_lse
+from eagle3_doctor.draft.model import Eagle3Draft
 
 
 def masked_unroll(draft: Eagle3Draft, aux, ids, num_steps, key_mask=None):
@@ -72,13 +73,13 @@ def test_unroll_equals_the_masked_form(nh, nkv, padded):
 def test_causal_lse_matches_the_explicit_softmax():
     g = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(2, 4, 9, 16, generator=g) for _ in range(3))
-    out, lse = _attention_lse(q, k[:, :2], v[:, :2], 0.25, True)
+    out, lse = attention_lse(q, k[:, :2], v[:, :2], 0.25, True)
     kk, vv = k[:, :2].repeat_interleave(2, 1), v[:, :2].repeat_interleave(2, 1)
     s = (q @ kk.transpose(-1, -2) * 0.25).masked_fill(~torch.ones(9, 9, dtype=torch.bool).tril(), float("-inf"))
     assert torch.allclose(lse, torch.logsumexp(s, -1), atol=1e-5)
     assert torch.allclose(out, torch.softmax(s, -1) @ vv, atol=1e-5)
     # the explicit path (taken with a key mask) gives the same on an all-true mask
-    out2, lse2 = _attention_lse(q, k[:, :2], v[:, :2], 0.25, True, torch.ones(2, 9, dtype=torch.bool))
+    out2, lse2 = attention_lse(q, k[:, :2], v[:, :2], 0.25, True, torch.ones(2, 9, dtype=torch.bool))
     assert torch.allclose(out2, out, atol=1e-5) and torch.allclose(lse2, lse, atol=1e-5)
 
 

@@ -110,11 +110,8 @@ def unroll_outcomes(
     steps 2..K run from it on (:func:`.unroll_steps`) and hold ``valid`` False before it. Step 1 runs everywhere.
     """
     B, T = tokens.shape
-    if target_logits is not None:  # its chunks are slices of every base, flattened
-        from_base = 0
-    dev = tokens.device
-    ids = torch.roll(tokens, -1, dims=1)
-    lens = torch.as_tensor(list(lengths), device=dev)
+    from_base = 0 if target_logits is not None else from_base  # its chunks are slices of every base, flattened
+    dev, ids, lens = tokens.device, torch.roll(tokens, -1, dims=1), torch.as_tensor(list(lengths), device=tokens.device)
     match = torch.zeros(B, num_steps, T, dtype=torch.bool, device=dev)
     valid = torch.zeros_like(match)
     hit = torch.zeros_like(match) if topk > 1 else None
@@ -122,11 +119,8 @@ def unroll_outcomes(
     ranks = torch.full((B, num_steps, T), rank_width, dtype=torch.long, device=dev) if rank_width else None
     first = None
     for k0, h in enumerate(draft.unroll(aux, ids, num_steps, from_base=from_base)):
-        k = k0 + 1
-        t = slice(0 if k0 == 0 else from_base, T)  # the bases this step ran at
-        v = step_valid(lens, T, k)[:, t]
-        lab = labels(k)[:, t]
-        logits = draft.logits(h)
+        k, t = k0 + 1, slice(0 if k0 == 0 else from_base, T)  # t: the bases this step ran at
+        v, lab, logits = step_valid(lens, T, k)[:, t], labels(k)[:, t], draft.logits(h)
         if hit is not None:  # topk > 1
             top = draft.to_target_ids(logits.topk(topk, dim=-1).indices)
             hit[:, k0, t] = (top == lab[..., None]).any(-1) & v
