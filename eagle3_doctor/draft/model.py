@@ -101,13 +101,14 @@ class DraftAttention(nn.Module):
         k = self.k_proj(x).view(B, T, self.nkv, self.d)
         if self.cfg.qk_norm:  # per head, before RoPE (transformers Qwen3Attention.forward)
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = self.v_proj(x).view(B, T, self.nkv, self.d).transpose(1, 2)
         if self.cfg.rope_interleaved:  # q and k permuted alike: q.k and so the attention are unchanged
             rot = 2 * inv_freq.shape[0]
             q, k = neox_order(q, rot), neox_order(k, rot)
         cos, sin = rope_cos_sin(pos, inv_freq, self.rope_scale, q.dtype)
-        return rotate(q, cos, sin), rotate(k, cos, sin), v
+        if fused.on("rope", q, k, cos, sin):  # one pass each in the projection's layout, PyTorch's bits (.gpu.fused)
+            return fused.rope(q, cos, sin).transpose(1, 2), fused.rope(k, cos, sin).transpose(1, 2), v
+        return rotate(q.transpose(1, 2), cos, sin), rotate(k.transpose(1, 2), cos, sin), v
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """q: [B,nh,Tq,d]; k,v: [B,nkv,Tk,d]; mask: bool, broadcastable to [B,1,Tq,Tk] (True = attend)."""

@@ -108,6 +108,31 @@ def test_the_decoder_over_the_fused_kernels_gives_pytorchs_tokens_and_features(t
     assert greedy_static(target, prompts, 6) == got
 
 
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_the_draft_over_the_fused_kernels_gives_pytorchs_steps(fused_route, monkeypatch, interleaved):
+    """The draft's norms, RoPE (GPT-J's pairs too, permuted first) and gated product on the kernels: every step of a
+    teacher-forced unroll, its later steps from a base on included, is what PyTorch's ops give."""
+    from eagle3_doctor.draft.config import DraftConfig
+    from eagle3_doctor.draft.model import Eagle3Draft
+
+    cfg = DraftConfig(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
+                      draft_vocab_size=50, rope_interleaved=interleaved)  # fmt: skip
+    torch.manual_seed(0)
+    d = Eagle3Draft(cfg).eval()
+    for p in d.parameters():
+        torch.nn.init.normal_(p, 0, 0.3)
+    d.set_embeddings(torch.randn(100, 64), own=True)
+    g = torch.Generator().manual_seed(1)
+    aux, ids = torch.randn(2, 9, 192, generator=g), torch.randint(0, 100, (2, 9), generator=g)
+    with torch.no_grad():
+        got = [d.logits(h) for h in d.unroll(aux, ids, 3, from_base=2)]
+        assert {"rms_norm", "rope", "silu_mul"} <= set(fused_route)
+        monkeypatch.setattr(kernels, "wanted", lambda *a: False)
+        want = [d.logits(h) for h in d.unroll(aux, ids, 3, from_base=2)]
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
 def test_the_speculative_continuation_over_every_kernel_is_the_plain_one(setup_sglang, kernels_defined, monkeypatch):
     """Verify passes of 1 + K queries through the fused kernels and the attention kernel together: the tokens are
     the plain continuation's, which runs them one query at a time."""
