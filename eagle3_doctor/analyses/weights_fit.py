@@ -33,12 +33,12 @@ if TYPE_CHECKING:
 # to no ACC004 at three run sizes.
 FIT_LEAD = 0.02
 
-# positions of each sequence the fit counts, from its start: its interval is over prompts, and past the first
-# hundred positions a prompt's own step-1 accuracy is already far tighter than the spread between prompts, while
-# each further position costs every candidate wiring a draft step. Runs of up to this many new tokens count them
-# all (the calibration runs among them); at 512 x 512 on an H200 acceptance's own phase fell from 7.2 s to 4.5 s
-# (bench/RESULTS.md, 2026-12-04).
-FIT_POSITIONS = 128
+# positions of each sequence a step-1 comparison counts, from its start (the fit's wirings, diagnose's module
+# ablations): its interval is over prompts, and past the first hundred positions a prompt's own step-1 accuracy is
+# already far tighter than the spread between prompts, while each further position costs every variant a draft step.
+# Runs of up to this many new tokens count them all (the calibration runs among them); at 512 x 512 on an H200
+# acceptance's own phase fell from 7.2 s to 4.5 s with the fit's cap (bench/RESULTS.md, 2026-12-04).
+STEP1_POSITIONS = 128
 
 # sequences the fit counts, spread evenly over the run (every n-th prompt): its paired interval is over prompts, and
 # every further prompt costs each candidate wiring a draft step over its whole prefix (at 512 x 512 on an H200 the
@@ -104,7 +104,7 @@ class WeightsFit:
         starts: Sequence[int],
         known: Mapping[FeatureSpec, StepOutputs] | None = None,
     ) -> None:
-        """Count step 1 at the first FIT_POSITIONS positions >= starts[row] of each counted sequence (every
+        """Count step 1 at the first STEP1_POSITIONS positions >= starts[row] of each counted sequence (every
         ``stride``-th of the run), against ``labels(0)``. ``known``: outcomes this draft's unroll already has for some
         wirings on this batch and these labels (a path measured with them): their step 1 is read, not run again.
 
@@ -124,8 +124,8 @@ class WeightsFit:
         starts = [starts[j] for j in keep]
         T = rb.tokens.shape[1]
         pos = torch.arange(T, device=dev)
-        region = torch.stack([(pos >= s) & (pos < s + FIT_POSITIONS) for s in starts])
-        cut = min(T, max(starts, default=0) + FIT_POSITIONS + 2)  # step 1 at base t is labelled by x_{t+2}
+        region = torch.stack([(pos >= s) & (pos < s + STEP1_POSITIONS) for s in starts])
+        cut = min(T, max(starts, default=0) + STEP1_POSITIONS + 2)  # step 1 at base t is labelled by x_{t+2}
         lengths = [min(rb.batch.lengths[j], cut) for j in keep]
         tokens = take(rb.tokens[:, :cut])
         for c in self.cands:

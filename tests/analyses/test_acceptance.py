@@ -128,7 +128,7 @@ def test_the_weights_fit_reads_a_measured_paths_step_one_instead_of_running_it_a
 @pytest.mark.parametrize("fit_prompts", [128, 2])
 def test_the_weights_fit_counts_the_first_positions_of_each_sequence_exactly(monkeypatch, fit_prompts):
     """The fit runs each wiring's draft on the batch cut after its last counted position: the counts equal the
-    whole batch's step 1 restricted to the first FIT_POSITIONS positions from each sequence's start, on the
+    whole batch's step 1 restricted to the first STEP1_POSITIONS positions from each sequence's start, on the
     greedy continuation (starts past the prompt) and with the cap biting; known paths masked the same way. With
     more prompts than FIT_PROMPTS it counts every n-th prompt of the run (here 0 and 3 of 6), those rows exactly."""
     import torch
@@ -136,7 +136,7 @@ def test_the_weights_fit_counts_the_first_positions_of_each_sequence_exactly(mon
     from eagle3_doctor.analyses import weights_fit
     from eagle3_doctor.analyses.acceptance.estimator import unroll_outcomes
 
-    monkeypatch.setattr(weights_fit, "FIT_POSITIONS", 5)
+    monkeypatch.setattr(weights_fit, "STEP1_POSITIONS", 5)
     monkeypatch.setattr(weights_fit, "FIT_PROMPTS", fit_prompts)
     rows_counted: list[int] = []
     real_add = weights_fit.WeightsFit.add

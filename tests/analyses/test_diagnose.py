@@ -433,3 +433,60 @@ def test_step_one_counted_from_the_base_paths_unroll_gives_the_document_a_second
     assert ran and not counted and code == code2
     drop = {"json_out", "timing", "elapsed_s"}
     assert {k: v for k, v in reused.items() if k not in drop} == {k: v for k, v in again.items() if k not in drop}
+
+
+@pytest.mark.parametrize("window", [5, 40])
+def test_a_window_of_step_one_counts_the_first_positions_from_each_start_on_a_cut_batch(window):
+    """Module health counts step 1 at the first positions of each sequence from its start: the ablated draft runs on
+    the batch cut after the last of them, and counts what the whole batch's step 1 counts there."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from eagle3_doctor.analyses.acceptance.estimator import unroll_outcomes
+    from eagle3_doctor.analyses.attribution import context
+    from eagle3_doctor.draft.config import DraftConfig
+    from eagle3_doctor.draft.model import Eagle3Draft
+
+    cfg = DraftConfig(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
+                      draft_vocab_size=50)  # fmt: skip
+    torch.manual_seed(0)
+    d = Eagle3Draft(cfg).eval()
+    for p in d.parameters():
+        torch.nn.init.normal_(p, 0, 0.3)
+    d.set_embeddings(torch.randn(100, 64), own=True)
+    g = torch.Generator().manual_seed(2)
+    B, T = 3, 60
+    aux, tokens = torch.randn(B, T, 192, generator=g), torch.randint(0, 100, (B, T), generator=g)
+    with torch.no_grad():
+        own = d.to_target_ids(d.logits(next(d.unroll(aux, torch.roll(tokens, -1, 1), 1))).argmax(-1))
+    hits = torch.rand(B, T, generator=g) < 0.5  # labels: the draft's own proposal at about half the positions
+
+    def labels(k: int) -> torch.Tensor:
+        return torch.where(hits, own, torch.roll(tokens, -(1 + k), 1))
+
+    rb = SimpleNamespace(index=[2, 0, 1], tokens=tokens, batch=SimpleNamespace(lengths=[T, T - 7, 30]))
+    starts = [3, 11, 20]
+    whole = unroll_outcomes(d, aux, tokens, labels, rb.batch.lengths, 1)
+    cut, read = context.ContextCounts(1 << 40, 3, window), context.ContextCounts(1 << 40, 3, window)
+    with torch.no_grad():
+        cut.add(rb, d, aux, labels, starts)
+    read.add(rb, d, aux, labels, starts, whole.first)
+    want = np.zeros((3, 2))
+    for row, i in enumerate(rb.index):
+        for t in range(starts[row], starts[row] + window):
+            if whole.valid[row, 0, t]:
+                want[i] += (float(whole.match[row, 0, t]), 1.0)
+    assert np.array_equal(cut.counts[0], want) and np.array_equal(read.counts[0], want) and want[:, 0].sum() > 0
+
+
+def test_module_health_of_runs_within_the_step_one_window_is_what_every_position_gives(tmp_path, monkeypatch):
+    """Runs of up to STEP1_POSITIONS new tokens (every calibration run) count every position: the document is the one
+    an unbounded window gives."""
+    from eagle3_doctor.analyses.attribution import measure
+
+    _, windowed, _ = diagnose(tmp_path, DRAFTS["sglang"], "--layer-ids=-1,1,3")
+    monkeypatch.setattr(measure, "STEP1_POSITIONS", None)
+    _, every, _ = diagnose(tmp_path, DRAFTS["sglang"], "--layer-ids=-1,1,3")
+    drop = {"json_out", "timing", "elapsed_s"}
+    assert {k: v for k, v in windowed.items() if k not in drop} == {k: v for k, v in every.items() if k not in drop}

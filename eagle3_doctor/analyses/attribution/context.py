@@ -31,10 +31,12 @@ AFTER = 2  # buckets compared with everything before a cut
 class ContextCounts:
     """Per prompt, step-1 [hits, positions] in absolute-position buckets of the base path."""
 
-    def __init__(self, bucket: int, n_prompts: int):
+    def __init__(self, bucket: int, n_prompts: int, window: int | None = None):
+        """``window``: count only the first ``window`` positions from each sequence's start (None: every one)."""
         self.bucket = bucket
         self.counts: dict[int, np.ndarray] = {}
         self.n = n_prompts
+        self.window = window
 
     def add(
         self,
@@ -45,15 +47,22 @@ class ContextCounts:
         starts: list[int],
         first: torch.Tensor | None = None,
     ) -> None:
-        """Count step-1 hits at positions >= starts[row] of each sequence of the batch; ``first``: the draft's step-1
-        proposals an unroll of this batch already made (:attr:`StepOutputs.first`), so it is not run again."""
-        lens = rb.batch.lengths
-        out = (
-            step1_outcomes(first, labels, lens) if first is not None else unroll_outcomes(draft, aux, rb.tokens, labels, lens, 1)
-        )
+        """Count step-1 hits at positions >= starts[row] of each sequence of the batch (the first :attr:`window` of
+        them); ``first``: the draft's step-1 proposals an unroll of this batch already made
+        (:attr:`StepOutputs.first`), so it is not run again. Within a window the draft runs on the batch cut after its
+        last counted position and that position's label: the draft is causal, so step 1 there is the whole batch's."""
+        lens, T = rb.batch.lengths, rb.tokens.shape[1]
+        cut = T if self.window is None or first is not None else min(T, max(starts, default=0) + self.window + 2)
+        if first is not None:
+            out = step1_outcomes(first, labels, lens)
+        else:
+            lens = [min(n, cut) for n in lens]
+            out = unroll_outcomes(draft, aux[:, :cut], rb.tokens[:, :cut], lambda k: labels(k)[:, :cut], lens, 1)
         match, valid = out.match[:, 0].cpu().numpy(), out.valid[:, 0].cpu().numpy()
         t = np.arange(match.shape[1])
         keep = valid & (t[None, :] >= np.asarray(starts)[:, None])
+        if self.window is not None:
+            keep &= t[None, :] < np.asarray(starts)[:, None] + self.window
         bucket, rows = t // self.bucket, np.asarray(rb.index)
         # a bucket at a time over the whole batch: a loop over each position in Python took seconds at 512 x 512
         for b in np.unique(bucket[keep.any(0)]):

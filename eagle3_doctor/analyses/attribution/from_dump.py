@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..acceptance.options import AcceptanceOptions, Progress, Replay, _no_progress
+from ..weights_fit import STEP1_POSITIONS
 from .result import Diagnosis
 
 
@@ -77,7 +78,7 @@ def diagnose_from_dump(
     rep = Replay(Sources([], seqs, []), [s.tokens for s in seqs], [s.start for s in seqs], opts, [])  # type: ignore[arg-type]
     m = Measurement(setup, rep, paths, None, plan.drafts, cands=[])  # type: ignore[arg-type]  # what Measurement reads
     ctx = ContextCounts(bucket, len(seqs))
-    step1 = {name: ContextCounts(1 << 40, len(seqs)) for name in ("", *plan.ablations)}
+    step1 = {name: ContextCounts(1 << 40, len(seqs), STEP1_POSITIONS) for name in ("", *plan.ablations)}
     dev, done = next(d.parameters()).device, 0
     for rb in _batches(seqs, opts.batch_size, dev):
         m.add(rb)

@@ -14,7 +14,7 @@ from ..acceptance.kv_dtype import kv_dtype_findings
 from ..acceptance.measurement import Measurement, _labels_fn, path_results, replay_points
 from ..acceptance.options import AcceptanceOptions, _no_progress
 from ..acceptance.run import acceptance_sequences
-from ..weights_fit import candidates
+from ..weights_fit import STEP1_POSITIONS, candidates
 from ..weights_fit import leaning as weights_leaning
 from .context import ContextCounts
 from .data import data_finding, training_sample
@@ -88,7 +88,7 @@ def measure_gap(
     m = Measurement(setup, rep, plan.paths, tree, plan.drafts, cands=cands)
     ctx = ContextCounts(bucket, len(rep.seqs))
     # one bucket spanning every position: per prompt step-1 [hits, positions], the unablated draft first
-    step1 = {name: ContextCounts(1 << 40, len(rep.seqs)) for name in ("", *plan.ablations)}
+    step1 = {name: ContextCounts(1 << 40, len(rep.seqs), STEP1_POSITIONS) for name in ("", *plan.ablations)}
     _replay(setup, rep, plan, m, ctx, step1, opts, progress)
     results = path_results(m)
     for alias, real in plan.aliases.items():
