@@ -50,7 +50,8 @@ class ContextCounts:
         """Count step-1 hits at positions >= starts[row] of each sequence of the batch (the first :attr:`window` of
         them); ``first``: the draft's step-1 proposals an unroll of this batch already made
         (:attr:`StepOutputs.first`), so it is not run again. Within a window the draft runs on the batch cut after its
-        last counted position and that position's label: the draft is causal, so step 1 there is the whole batch's."""
+        last counted position and that position's label: the draft is causal, so step 1 there is the whole batch's (a
+        mean-ablated module's mean is the cut batch's)."""
         lens, T = rb.batch.lengths, rb.tokens.shape[1]
         cut = T if self.window is None or first is not None else min(T, max(starts, default=0) + self.window + 2)
         if first is not None:
