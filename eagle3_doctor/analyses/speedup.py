@@ -179,16 +179,18 @@ def grid_acceptance(
         assert rb.last is not None  # replayed with want_logits
         labels = _labels_fn(rb, target_argmax(tgt, rb.last), True)
         aux = torch.cat([rb.captured[p] for p in spec], dim=-1)
-        lens = rb.batch.lengths
+        lens, t0 = rb.batch.lengths, min(rep.starts[i] for i in rb.index)  # walks start at a row's start
         if kmax:
-            out = unroll_outcomes(draft, aux, rb.tokens, labels, lens, kmax, from_base=min(rep.starts[i] for i in rb.index))
+            out = unroll_outcomes(draft, aux, rb.tokens, labels, lens, kmax, from_base=t0)
             m, v = out.match.cpu().numpy(), out.valid.cpu().numpy()  # [B, K, T]
             for s in chains:
                 k = s.num_steps
                 _walk_all(acc, s, _leading_ones_np(m[:, :k].transpose(0, 2, 1)), v[:, :k].sum(axis=1), rb, rep)
         for s in settings:
             if s.kind == "sglang":
-                a, d = sglang_tree_accepted(draft, aux, rb.tokens, labels, lens, s.num_steps, s.topk, s.num_draft_tokens)
+                a, d = sglang_tree_accepted(
+                    draft, aux, rb.tokens, labels, lens, s.num_steps, s.topk, s.num_draft_tokens, from_base=t0
+                )
                 _walk_all(acc, s, a.cpu().numpy(), d.cpu().numpy(), rb, rep)
     return acc
 

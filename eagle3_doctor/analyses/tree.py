@@ -154,16 +154,19 @@ def sglang_tree_accepted(
     topk: int,
     num_draft_tokens: int,
     key_mask: torch.Tensor | None = None,
+    from_base: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Accepted depth at every base t of SGLang's tree, all bases at once.
 
     aux [B,T,nH], tokens [B,T]; labels(k) -> [B,T] the verifier's token for depth k at base t.
     Returns (accepted [B,T] long, drafted [B,T] long: depths with a label, min(K, len-2-t)).
+    ``from_base``: the trees of the bases from it on (accepted and drafted 0 before it): the prefix extend runs over
+    every position (its keys are every tree's context), the rounds and the walk only where a base is scored.
     """
     check_tree_settings(topk, num_steps, num_draft_tokens)
     B, T = tokens.shape
     dev = tokens.device
-    K, S = num_steps, topk
+    K, S, t0 = num_steps, topk, from_base
     ids = torch.roll(tokens, -1, dims=1)
     pos = torch.arange(T, device=dev).expand(B, T)
     causal = _causal_keys(B, T, dev, key_mask)
@@ -172,7 +175,8 @@ def sglang_tree_accepted(
     kv = [_TreeKV() for _ in range(1 + len(draft.later_layers()))]
     h1 = _tree_forward(
         draft, kv, draft.project_aux(aux), ids, pos, lambda attn, q, c: attn.attend(q, c.k1, c.v1, causal[:, None])
-    )
+    )[:, t0:]
+    T, pos, causal = T - t0, pos[:, t0:], causal[:, t0:]  # the scored bases' trees
     p, tok = _topk_probs(draft, h1, S)  # [B,T,S]
     scores = p
     score_list = [p]  # each [B,T,n_i]
@@ -202,10 +206,14 @@ def sglang_tree_accepted(
         score_list.append(expand.flatten(-2))
         token_list.append(flat_tok)
         parents_list.append(cs_idx + (S * S * i + S))
-    return _walk_selected(score_list, token_list, parents_list, labels, lengths, K, S, num_draft_tokens, B, T, dev)
+    acc, drafted = _walk_selected(
+        score_list, token_list, parents_list, lambda j: labels(j)[:, t0:], lengths, K, S, num_draft_tokens, B, T, dev, t0
+    )
+    none = torch.zeros(B, t0, dtype=torch.long, device=dev)
+    return torch.cat([none, acc], dim=1), torch.cat([none, drafted], dim=1)
 
 
-def _walk_selected(score_list, token_list, parents_list, labels, lengths, K, S, num_draft_tokens, B, T, dev):
+def _walk_selected(score_list, token_list, parents_list, labels, lengths, K, S, num_draft_tokens, B, T, dev, t0=0):
     all_scores = torch.cat(score_list, dim=-1)  # [B,T,N]
     all_tokens = torch.cat(token_list, dim=-1)
     N = all_scores.shape[-1]
@@ -217,7 +225,7 @@ def _walk_selected(score_list, token_list, parents_list, labels, lengths, K, S, 
     if parent_list is not None and N > S:
         parent[..., S:] = parent_list[..., (cand[S:] - S) // S + 1]
     lens = torch.as_tensor(list(lengths), device=dev)
-    t_idx = torch.arange(T, device=dev)
+    t_idx = torch.arange(t0, t0 + T, device=dev)
     drafted = (lens[:, None] - 2 - t_idx[None]).clamp(min=0, max=K)
     cur = torch.full((B, T), -1, dtype=torch.long, device=dev)
     alive = torch.ones(B, T, dtype=torch.bool, device=dev)

@@ -39,6 +39,30 @@ def test_sglang_tree_estimator_equals_tree_loop(steps, topk, ndt):
     assert max(a for r in tree.accepted_lengths for a in r) >= 2
 
 
+@pytest.mark.parametrize("t0", [1, 7])
+def test_sglang_trees_from_a_base_are_the_whole_runs_there(t0):
+    """The tree's rounds run at the bases from the first scored one on: there the accepted and drafted depths are the
+    whole run's, before it none."""
+    from eagle3_doctor.analyses.tree import sglang_tree_accepted
+
+    s = _setup()
+    g = torch.Generator().manual_seed(5)
+    B, T = 2, 21
+    tokens = torch.randint(0, s.draft.config.vocab_size, (B, T), generator=g)
+    aux = torch.randn(B, T, s.draft.config.fc_in_features, generator=g)
+    with torch.inference_mode():
+        first = s.draft.to_target_ids(s.draft.logits(next(s.draft.unroll(aux, torch.roll(tokens, -1, 1), 1))).argmax(-1))
+
+    def labels(k: int) -> torch.Tensor:  # the draft's own first proposal at depth 1: some trees accept
+        return first if k == 1 else torch.roll(tokens, -(1 + k), dims=1)
+
+    whole = sglang_tree_accepted(s.draft, aux, tokens, labels, [T, T - 4], 3, 2, 5)
+    cut = sglang_tree_accepted(s.draft, aux, tokens, labels, [T, T - 4], 3, 2, 5, from_base=t0)
+    assert int(whole[0][:, t0:].sum()) > 0
+    for a, b in zip(cut, whole):
+        assert torch.equal(a[:, t0:], b[:, t0:]) and not a[:, :t0].any()
+
+
 def test_sglang_tree_with_the_seed_shift_still_matches_the_loop():
     run = acceptance(
         _setup(layer_ids=[-1, 1, 3]),

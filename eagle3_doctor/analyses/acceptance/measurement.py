@@ -108,6 +108,7 @@ class Measurement:
         lens, st = rb.batch.lengths, [self.rep.starts[i] for i in rb.index]
         known: dict[FeatureSpec, StepOutputs] = {}
         self.outcomes = {}
+        t0 = min(st, default=0)  # the accumulator counts a row from its start on
         for name, spec in self.paths.items():
             aux, d = self._aux(rb, spec), self.drafts[name]
             out = unroll_outcomes(
@@ -122,10 +123,10 @@ class Measurement:
                 target_logits=tl,
                 temp_mode=opts.temp_mode,
                 rank_width=(tree.width or 0) if tree is not None and tree.kind == "static" else 0,
-                from_base=min(st, default=0),  # the accumulator counts a row from its start on
+                from_base=t0,
             )
             if tree is not None:
-                out.tree_accepted = _tree_accepted(tree, d, aux, rb.tokens, labels, lens, opts.num_steps, out)
+                out.tree_accepted = _tree_accepted(tree, d, aux, rb.tokens, labels, lens, opts.num_steps, out, t0)
             self.accs[name].add(out, st, lens, walk=greedy)
             self.outcomes[name] = out
             if spec is not None and d is self.setup.draft and out.topk_hit is None:
@@ -192,12 +193,15 @@ def _tree_accepted(
     lens: Sequence[int],
     num_steps: int,
     out: StepOutputs,
+    from_base: int,
 ) -> torch.Tensor:
     from ..tree import sglang_tree_accepted, static_tree_accepted
 
     if tree.kind == "sglang":
         assert tree.topk is not None  # an sglang plan has its topk (tree_plan)
-        acc, _ = sglang_tree_accepted(draft, aux, tokens, labels, lens, num_steps, tree.topk, tree.num_draft_tokens)
+        acc, _ = sglang_tree_accepted(
+            draft, aux, tokens, labels, lens, num_steps, tree.topk, tree.num_draft_tokens, from_base=from_base
+        )
         return acc
     assert out.ranks is not None and tree.paths is not None  # a static plan: its paths, unrolled with rank_width
     return static_tree_accepted(out.ranks, out.valid, tree.paths)

@@ -56,6 +56,8 @@ class ContextCounts:
         cut = T if self.window is None or first is not None else min(T, max(starts, default=0) + self.window + 2)
         if first is not None:
             out = step1_outcomes(first, labels, lens)
+        elif cut == T:
+            out = unroll_outcomes(draft, aux, rb.tokens, labels, lens, 1)
         else:
             lens = [min(n, cut) for n in lens]
             out = unroll_outcomes(draft, aux[:, :cut], rb.tokens[:, :cut], lambda k: labels(k)[:, :cut], lens, 1)
