@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from ..draft.lse import attention_lse
 from ..draft.model import DraftCache, Eagle3Draft
 
 
@@ -68,42 +69,54 @@ def _attend_slots(
     q: torch.Tensor,
     k1: torch.Tensor,
     v1: torch.Tensor,
-    prefix_mask: torch.Tensor,
     ek: list[torch.Tensor],
     ev: list[torch.Tensor],
+    key_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """q [B,nh,T,S,d]; k1/v1 [B,nkv,T,d] prefix (step-1) keys; prefix_mask [B,1,T,1,T] bool;
-    ek/ev: per earlier round, [B,nkv,T,S,d] keys written by each slot. Returns [B,T*S,hidden]."""
-    rep = attn.nh // attn.nkv
-    if rep > 1:
-        k1, v1 = k1.repeat_interleave(rep, 1), v1.repeat_interleave(rep, 1)
-        ek = [e.repeat_interleave(rep, 1) for e in ek]
-        ev = [e.repeat_interleave(rep, 1) for e in ev]
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    sp = torch.einsum("bhtsd,bhud->bhtsu", q, k1) * scale
-    sp = sp.masked_fill(~prefix_mask, float("-inf"))
-    ke = torch.stack(ek, dim=4)  # [B,nh,T,S,J,d]
-    ve = torch.stack(ev, dim=4)
-    se = torch.einsum("bhtsd,bhtsjd->bhtsj", q, ke) * scale
-    w = torch.softmax(torch.cat([sp, se], dim=-1).float(), dim=-1).to(q.dtype)
-    U = k1.shape[2]
-    o = torch.einsum("bhtsu,bhud->bhtsd", w[..., :U], v1) + torch.einsum("bhtsj,bhtsjd->bhtsd", w[..., U:], ve)
-    B, nh, T, S, d = o.shape
-    return attn.o_proj(o.permute(0, 2, 3, 1, 4).reshape(B, T * S, nh * d))
+    """q [B,nh,Tq,S,d]: the S slots of the last Tq bases; k1/v1 [B,nkv,T,d] prefix (step-1) keys; ek/ev: per round so
+    far, [B,nkv,Tq,S,d] keys written by each slot; key_mask [B,T] (True = real key) or None. Slot s of base t attends
+    the prefix keys <= t and the keys slot s wrote. Returns [B,Tq*S,hidden].
+
+    One softmax in three parts merged exactly through their log-sum-exps: the prefix on :func:`.attention_lse`'s
+    kernels, each slot a row of the batch (the keys before the first base whole, the bases' own square causally), the
+    slot's own few keys explicitly. An explicit [Tq, S, T] score tensor over the prefix took gigabytes a layer at a
+    few hundred positions and grew with the prompt's square."""
+    B, nh, Tq, S, d = q.shape
+    nkv, T = k1.shape[1], k1.shape[2]
+    t0, scale = T - Tq, 1.0 / math.sqrt(d)
+
+    def per_slot(x: torch.Tensor) -> torch.Tensor:  # [B, ...] -> [B * S, ...], slot-major within a row
+        return x[:, None].expand(B, S, *x.shape[1:]).reshape(B * S, *x.shape[1:])
+
+    def back(x: torch.Tensor) -> torch.Tensor:  # [B * S, nh, Tq, ...] -> [B, nh, Tq, S, ...] in float32
+        return x.reshape(B, S, nh, Tq, *x.shape[3:]).movedim(1, 3).float()
+
+    qs, ks, vs = q.movedim(3, 1).reshape(B * S, nh, Tq, d), per_slot(k1), per_slot(v1)
+    km = None if key_mask is None else per_slot(key_mask)
+    parts = [attention_lse(qs, ks[:, :, t0:], vs[:, :, t0:], scale, True, None if km is None else km[:, t0:])]
+    if t0:
+        parts.append(attention_lse(qs, ks[:, :, :t0], vs[:, :, :t0], scale, False, None if km is None else km[:, :t0]))
+    outs, lses = [back(o) for o, _ in parts], [back(lse)[..., None] for _, lse in parts]  # [B,nh,Tq,S,d|1]
+    if key_mask is not None:  # a part with no visible key has weight 0 and an undefined output
+        outs = [torch.nan_to_num(o) for o in outs]
+    rep = nh // nkv
+    ke = torch.stack(ek, dim=4).repeat_interleave(rep, 1).float()  # [B,nh,Tq,S,J,d]
+    ve = torch.stack(ev, dim=4).repeat_interleave(rep, 1).float()
+    se = torch.einsum("bhtsd,bhtsjd->bhtsj", q.float(), ke) * scale
+    m = torch.maximum(torch.stack(lses).amax(0), se.amax(-1, keepdim=True))
+    w = torch.exp(se - m)
+    num, den = torch.einsum("bhtsj,bhtsjd->bhtsd", w, ve), w.sum(-1, keepdim=True)
+    for o_p, lse_p in zip(outs, lses):
+        w_p = torch.exp(lse_p - m)  # 0 where a part has no visible key (lse = -inf)
+        num, den = num + w_p * o_p, den + w_p
+    o = (num / den).to(q.dtype)
+    return attn.o_proj(o.permute(0, 2, 3, 1, 4).reshape(B, Tq * S, nh * d))
 
 
 def _topk_probs(draft: Eagle3Draft, h: torch.Tensor, topk: int) -> tuple[torch.Tensor, torch.Tensor]:
     probs = torch.softmax(draft.logits(h), dim=-1)
     p, i = probs.topk(topk, dim=-1)
     return p, draft.to_target_ids(i)
-
-
-def _causal_keys(B: int, T: int, dev: torch.device, key_mask: torch.Tensor | None) -> torch.Tensor:
-    """[B, T, T] bool: position t sees keys <= t (and, with key_mask [B, T], only the real ones)."""
-    causal = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
-    if key_mask is not None:
-        return causal[None] & key_mask.bool()[:, None, :]
-    return causal[None].expand(B, T, T)
 
 
 @dataclass
@@ -169,14 +182,13 @@ def sglang_tree_accepted(
     K, S, t0 = num_steps, topk, from_base
     ids = torch.roll(tokens, -1, dims=1)
     pos = torch.arange(T, device=dev).expand(B, T)
-    causal = _causal_keys(B, T, dev, key_mask)
-    # round 0 input: the draft extend over the verified prefix (step 1 of the unroll), every layer
+    # round 0 input: the draft extend over the verified prefix (step 1 of the unroll, by its attention), every layer
     # keeping its own prefix keys and, per round, the keys each slot wrote
     kv = [_TreeKV() for _ in range(1 + len(draft.later_layers()))]
     h1 = _tree_forward(
-        draft, kv, draft.project_aux(aux), ids, pos, lambda attn, q, c: attn.attend(q, c.k1, c.v1, causal[:, None])
+        draft, kv, draft.project_aux(aux), ids, pos, lambda attn, q, c: attn.attend_unroll(q, c.k1, c.v1, [], [], key_mask)
     )[:, t0:]
-    T, pos, causal = T - t0, pos[:, t0:], causal[:, t0:]  # the scored bases' trees
+    T, pos = T - t0, pos[:, t0:]  # the scored bases' trees
     p, tok = _topk_probs(draft, h1, S)  # [B,T,S]
     scores = p
     score_list = [p]  # each [B,T,n_i]
@@ -184,12 +196,11 @@ def sglang_tree_accepted(
     parents_list = [torch.arange(-1, S, device=dev).expand(B, T, S + 1)]
     in_ids = tok  # [B,T,S] frontier tokens
     hidden = h1[:, :, None].expand(B, T, S, h1.shape[-1])  # state each slot's forward reads
-    prefix_mask = causal[:, None, :, None, :]  # [B,1,T,1,U]
     H = h1.shape[-1]
 
     def slots(attn: Any, q: torch.Tensor, c: _TreeKV) -> torch.Tensor:
         assert c.k1 is not None and c.v1 is not None  # the prefix forward (h1, above) set them
-        return _attend_slots(attn, q.view(B, attn.nh, T, S, q.shape[-1]), c.k1, c.v1, prefix_mask, c.ek, c.ev)
+        return _attend_slots(attn, q.view(B, attn.nh, T, S, q.shape[-1]), c.k1, c.v1, c.ek, c.ev, key_mask)
 
     for i in range(K - 1):
         step_pos = (pos + 1 + i)[:, :, None].expand(B, T, S).reshape(B, T * S)

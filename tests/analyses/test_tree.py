@@ -63,6 +63,48 @@ def test_sglang_trees_from_a_base_are_the_whole_runs_there(t0):
         assert torch.equal(a[:, t0:], b[:, t0:]) and not a[:, :t0].any()
 
 
+@pytest.mark.parametrize("t0", [0, 5])
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_slots_attention_is_one_softmax_over_the_prefix_and_the_slots_own_keys(t0, masked):
+    """A tree slot's attention, merged from kernel parts by their log-sum-exps, is the explicit softmax over the prefix
+    keys up to its base (the real ones) and the keys its slot wrote."""
+    import math
+
+    from eagle3_doctor.analyses.tree import _attend_slots
+    from eagle3_doctor.draft.config import DraftConfig
+    from eagle3_doctor.draft.model import DraftAttention
+
+    cfg = DraftConfig(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2, vocab_size=10,
+                      draft_vocab_size=10)  # fmt: skip
+    torch.manual_seed(0)
+    attn = DraftAttention(cfg).eval()
+    g = torch.Generator().manual_seed(3)
+    B, T, S, J, d = 2, 13, 3, 2, 8
+    Tq = T - t0
+    q = torch.randn(B, 4, Tq, S, d, generator=g)
+    k1, v1 = torch.randn(B, 2, T, d, generator=g), torch.randn(B, 2, T, d, generator=g)
+    ek = [torch.randn(B, 2, Tq, S, d, generator=g) for _ in range(J)]
+    ev = [torch.randn(B, 2, Tq, S, d, generator=g) for _ in range(J)]
+    km = None
+    if masked:
+        km = torch.ones(B, T, dtype=torch.bool)
+        km[1, :3] = False
+    with torch.no_grad():
+        got = _attend_slots(attn, q, k1, v1, ek, ev, km)
+        seen = torch.arange(T)[None, :] <= torch.arange(t0, T)[:, None]  # [Tq, T]
+        if km is not None:
+            seen = seen[None] & km[:, None, :]
+        kk, vv = k1.repeat_interleave(2, 1), v1.repeat_interleave(2, 1)
+        sp = torch.einsum("bhtsd,bhud->bhtsu", q, kk) / math.sqrt(d)
+        sp = sp.masked_fill(~(seen if seen.dim() == 3 else seen[None])[:, None, :, None, :], float("-inf"))
+        ke, ve = (torch.stack(x, 4).repeat_interleave(2, 1) for x in (ek, ev))
+        se = torch.einsum("bhtsd,bhtsjd->bhtsj", q, ke) / math.sqrt(d)
+        w = torch.softmax(torch.cat([sp, se], -1), -1)
+        o = torch.einsum("bhtsu,bhud->bhtsd", w[..., :T], vv) + torch.einsum("bhtsj,bhtsjd->bhtsd", w[..., T:], ve)
+        want = attn.o_proj(o.permute(0, 2, 3, 1, 4).reshape(B, Tq * S, 4 * d))
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_sglang_tree_with_the_seed_shift_still_matches_the_loop():
     run = acceptance(
         _setup(layer_ids=[-1, 1, 3]),
