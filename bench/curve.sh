@@ -9,6 +9,9 @@
 #   OUT=out bash bench/curve.sh 5   # 1024 x 1024: the plain generate script alone (batches of 256)
 #   OUT=out bash bench/curve.sh 6   # the decode step against its floor at batch 512 and 1024 (the pair of an
 #                                   # earlier call), then the speculative continuation on bench_speedup.py's pair
+#   OUT=out bash bench/curve.sh 7   # the checks that decide the next change (no pair needed): attention beside the
+#                                   # matmuls on two streams (check_overlap.py), the estimator's work from the first
+#                                   # scored base at the 8B draft's shape (check_scored_bases.py), the kernels' bits
 # Each row prints its phases and peak GPU memory, each run the floor it computes (bench/floor.py);
 # bench_e2e.py's own table closes each log.
 set -u
@@ -41,5 +44,13 @@ case "${1:-1}" in
   echo "rc=$?" >> "$OUT/decode_floor.log"
   timeout 200 python3 bench/bench_spec_continuation.py --batch-sizes 1,16,64 --ks 3,5 --prompts 64 > "$OUT/spec.log" 2>&1
   echo "rc=$?" >> "$OUT/spec.log" ;;
-*) echo "usage: OUT=out bash bench/curve.sh 1|2|3|4|5|6" >&2; exit 2 ;;
+7)
+  timeout 120 python3 bench/check_overlap.py --carveout 0,16,32 > "$OUT/overlap.log" 2>&1
+  echo "rc=$?" >> "$OUT/overlap.log"
+  timeout 240 python3 bench/check_scored_bases.py --device cuda --hidden 4096 --heads 32 --kv-heads 8 --vocab 32000 \
+      --batch 64 > "$OUT/scored_bases.log" 2>&1
+  echo "rc=$?" >> "$OUT/scored_bases.log"
+  timeout 200 python3 bench/check_kernels_gpu.py > "$OUT/kernels.log" 2>&1
+  echo "rc=$?" >> "$OUT/kernels.log" ;;
+*) echo "usage: OUT=out bash bench/curve.sh 1|2|3|4|5|6|7" >&2; exit 2 ;;
 esac
