@@ -153,6 +153,22 @@ def two_layer_draft(dst: Path, fmt: str = "speculators") -> Path:
     return dst
 
 
+def random_draft(seed: int = 0, hidden: int = 64, heads: int = 4, kv_heads: int = 2, **cfg):
+    """A small EAGLE-3 draft of random weights (normal, std 0.3: outputs far from uniform) with its own embeddings of
+    100 tokens, its draft vocabulary the first 50: for the tests of the draft's arithmetic itself."""
+    from eagle3_doctor.draft.config import DraftConfig
+    from eagle3_doctor.draft.model import Eagle3Draft
+
+    c = DraftConfig(hidden_size=hidden, intermediate_size=3 * hidden // 2, num_attention_heads=heads,
+                    num_key_value_heads=kv_heads, vocab_size=100, draft_vocab_size=50, **cfg)  # fmt: skip
+    torch.manual_seed(seed)
+    d = Eagle3Draft(c).eval()
+    for p in d.parameters():
+        torch.nn.init.normal_(p, 0, 0.3)
+    d.set_embeddings(torch.randn(100, hidden), own=True)
+    return d
+
+
 def paste_printed_fix(c: dict, fix: str) -> bool:
     """Apply a printed config fix to config dict ``c`` exactly as a user would paste it: 'set "k": {...}
     in the draft's config.json' (nested objects merged) or 'delete "k" from ...'; False when ``fix`` is not

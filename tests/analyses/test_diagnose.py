@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import DRAFTS, FIX, PROMPTS, TARGET, invoke, two_layer_draft
+from conftest import DRAFTS, FIX, PROMPTS, TARGET, invoke, random_draft, two_layer_draft
 from safetensors.torch import load_file, save_file
 
 FAST = ("--prompts", PROMPTS, "--limit", "10", "--max-new-tokens", "48", "--num-steps", "4", "--quiet")
@@ -445,16 +445,8 @@ def test_a_window_of_step_one_counts_the_first_positions_from_each_start_on_a_cu
 
     from eagle3_doctor.analyses.acceptance.estimator import unroll_outcomes
     from eagle3_doctor.analyses.attribution import context
-    from eagle3_doctor.draft.config import DraftConfig
-    from eagle3_doctor.draft.model import Eagle3Draft
 
-    cfg = DraftConfig(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
-                      draft_vocab_size=50)  # fmt: skip
-    torch.manual_seed(0)
-    d = Eagle3Draft(cfg).eval()
-    for p in d.parameters():
-        torch.nn.init.normal_(p, 0, 0.3)
-    d.set_embeddings(torch.randn(100, 64), own=True)
+    d = random_draft()
     g = torch.Generator().manual_seed(2)
     B, T = 3, 60
     aux, tokens = torch.randn(B, T, 192, generator=g), torch.randint(0, 100, (B, T), generator=g)

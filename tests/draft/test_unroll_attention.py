@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import random_draft
 
-from eagle3_doctor.draft.config import DraftConfig
 from eagle3_doctor.draft.lse import attention_lse
 from eagle3_doctor.draft.model import Eagle3Draft
 
@@ -36,15 +36,7 @@ def masked_unroll(draft: Eagle3Draft, aux, ids, num_steps, key_mask=None):
 
 
 def make(nh, nkv, seed=0):
-    cfg = DraftConfig(
-        hidden_size=64, intermediate_size=96, num_attention_heads=nh, num_key_value_heads=nkv, vocab_size=100, draft_vocab_size=50
-    )
-    torch.manual_seed(seed)
-    d = Eagle3Draft(cfg).double().float().eval()
-    for p in d.parameters():
-        torch.nn.init.normal_(p, 0, 0.3)
-    d.set_embeddings(torch.randn(100, 64), own=True)
-    return d
+    return random_draft(seed, heads=nh, kv_heads=nkv)
 
 
 @pytest.mark.parametrize("nh,nkv", [(4, 4), (4, 2), (8, 1)])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import interpret_triton_or_skip
+from conftest import interpret_triton_or_skip, random_draft
 
 interpret_triton_or_skip("bench/check_kernels_gpu.py")
 
@@ -112,16 +112,7 @@ def test_the_decoder_over_the_fused_kernels_gives_pytorchs_tokens_and_features(t
 def test_the_draft_over_the_fused_kernels_gives_pytorchs_steps(fused_route, monkeypatch, interleaved):
     """The draft's norms, RoPE (GPT-J's pairs too, permuted first) and gated product on the kernels: every step of a
     teacher-forced unroll, its later steps from a base on included, is what PyTorch's ops give."""
-    from eagle3_doctor.draft.config import DraftConfig
-    from eagle3_doctor.draft.model import Eagle3Draft
-
-    cfg = DraftConfig(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
-                      draft_vocab_size=50, rope_interleaved=interleaved)  # fmt: skip
-    torch.manual_seed(0)
-    d = Eagle3Draft(cfg).eval()
-    for p in d.parameters():
-        torch.nn.init.normal_(p, 0, 0.3)
-    d.set_embeddings(torch.randn(100, 64), own=True)
+    d = random_draft(rope_interleaved=interleaved)
     g = torch.Generator().manual_seed(1)
     aux, ids = torch.randn(2, 9, 192, generator=g), torch.randint(0, 100, (2, 9), generator=g)
     with torch.no_grad():
