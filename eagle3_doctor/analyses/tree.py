@@ -177,9 +177,7 @@ def sglang_tree_accepted(
     every position (its keys are every tree's context), the rounds and the walk only where a base is scored.
     """
     check_tree_settings(topk, num_steps, num_draft_tokens)
-    B, T = tokens.shape
-    dev = tokens.device
-    K, S, t0 = num_steps, topk, from_base
+    (B, T), dev, K, S, t0 = tokens.shape, tokens.device, num_steps, topk, from_base
     ids = torch.roll(tokens, -1, dims=1)
     pos = torch.arange(T, device=dev).expand(B, T)
     # round 0 input: the draft extend over the verified prefix (step 1 of the unroll, by its attention), every layer
@@ -190,13 +188,10 @@ def sglang_tree_accepted(
     )[:, t0:]
     T, pos = T - t0, pos[:, t0:]  # the scored bases' trees
     p, tok = _topk_probs(draft, h1, S)  # [B,T,S]
-    scores = p
-    score_list = [p]  # each [B,T,n_i]
-    token_list = [tok]
+    scores, score_list, token_list = p, [p], [tok]  # the lists: each round's [B,T,n_i]
     parents_list = [torch.arange(-1, S, device=dev).expand(B, T, S + 1)]
-    in_ids = tok  # [B,T,S] frontier tokens
-    hidden = h1[:, :, None].expand(B, T, S, h1.shape[-1])  # state each slot's forward reads
-    H = h1.shape[-1]
+    in_ids, H = tok, h1.shape[-1]  # [B,T,S] frontier tokens
+    hidden = h1[:, :, None].expand(B, T, S, H)  # state each slot's forward reads
 
     def slots(attn: Any, q: torch.Tensor, c: _TreeKV) -> torch.Tensor:
         assert c.k1 is not None and c.v1 is not None  # the prefix forward (h1, above) set them
@@ -209,11 +204,9 @@ def sglang_tree_accepted(
         ).view(B, T, S, H)
         cp, ctok = _topk_probs(draft, out, S)  # [B,T,S(parent),S(child)]
         expand = scores[..., None] * cp
-        cs_p, cs_idx = expand.flatten(-2).topk(S, dim=-1)  # [B,T,S]
+        scores, cs_idx = expand.flatten(-2).topk(S, dim=-1)  # [B,T,S]
         flat_tok = ctok.flatten(-2)
-        in_ids = flat_tok.gather(-1, cs_idx)
-        hidden = out.gather(2, (cs_idx // S)[..., None].expand(B, T, S, H))
-        scores = cs_p
+        in_ids, hidden = flat_tok.gather(-1, cs_idx), out.gather(2, (cs_idx // S)[..., None].expand(B, T, S, H))
         score_list.append(expand.flatten(-2))
         token_list.append(flat_tok)
         parents_list.append(cs_idx + (S * S * i + S))
