@@ -55,9 +55,11 @@ def accepts_at_every_anchor(pe: Any, way: Way, taps: torch.Tensor, seq: torch.Te
     if way.mode == "parallel":
         prop = _run(pe, way).parallel(taps, ids, anchors - 1, way.k, way.positions)
     else:
-        d = pe.draft
-        steps = [d.to_target_ids(d.logits(h).argmax(-1))[0] for h in d.unroll(taps[None], ids[None], way.k)]
-        prop = torch.stack(steps, 1)[anchors - 1]
+        d, t0 = pe.draft, max(start - 1, 0)  # the first base an anchor reads: steps 2..K run from it on
+        states = list(d.unroll(taps[None], ids[None], way.k, from_base=t0))
+        states[0] = states[0][:, t0:]  # step 1 ran everywhere (its keys); its proposals are read from t0 on
+        steps = [d.to_target_ids(d.logits(x).argmax(-1))[0] for x in states]
+        prop = torch.stack(steps, 1)[anchors - 1 - t0]
     return leading_accepted(prop, seq, anchors)
 
 
