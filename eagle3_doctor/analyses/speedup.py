@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from ..core.errors import BadInput
-from ..core.stats import Interval, bootstrap, scaled, weights
+from ..core.stats import Interval, bootstrap, weights
 from ..core.typed_json import JsonFields, fields_json
 from ..engines.spec_settings import Setting
 from ..model.decode import CachedTarget
@@ -37,7 +37,7 @@ from .acceptance.estimator import unroll_outcomes
 from .acceptance.measurement import _labels_fn
 from .acceptance.metrics import _leading_ones_np, walk_chain
 from .acceptance.options import AcceptanceOptions, Replay, _no_progress
-from .cost_probe import CHAIN, EXTEND, STEP, VERIFY, CostProbe, probe_costs
+from .cost_probe import CHAIN, EXTEND, STEP, VERIFY, Cost, CostProbe, probe_costs, resampled_rounds
 
 if TYPE_CHECKING:
     from ..model.setup import Setup
@@ -207,28 +207,53 @@ def _setting_acceptance(settings: Sequence[Setting], acc: dict, current: Setting
     return out
 
 
-def _speed_stat(s: Setting, costs: CostProbe, B: int) -> tuple[Callable[[np.ndarray], np.ndarray], float, Callable]:
+def _speed_stat(
+    s: Setting, costs: CostProbe, B: int, rounds: np.ndarray
+) -> tuple[Callable[[np.ndarray], np.ndarray], float, Callable]:
     """(tokens/s as a function of summed [passes, accepted] counts, verify seconds, draft seconds of L).
 
     A pass's draft work: the catch-up over the L tokens the last pass kept (interpolated between the
     widths timed at a fractional L), then a chain's K proposals, or a tree's first proposal and its
-    steps - 1 topk-wide steps."""
+    steps - 1 topk-wide steps. Each forward's seconds are its :class:`Cost`: the point for the prompts' counts, a
+    resample of the timed rounds for each bootstrap replicate (``rounds``)."""
     widths = sorted({r.tokens for r in costs.rows if r.part == EXTEND and r.batch_size == B})
-    ext = np.asarray([costs.seconds(B, EXTEND, w) for w in widths])
+    ext = [costs.cost(B, EXTEND, w, rounds) for w in widths]
+    ext_point, ext_draws = np.asarray([e.point for e in ext]), np.stack([e.draws for e in ext], axis=1)
     if s.kind == "chain":
-        propose = costs.seconds(B, CHAIN, s.num_steps)
+        propose = costs.cost(B, CHAIN, s.num_steps, rounds)
     else:
-        propose = costs.seconds(B, CHAIN, 1) + (s.num_steps - 1) * (costs.seconds(B, STEP, s.topk) if s.num_steps > 1 else 0.0)
-    verify = costs.seconds(B, VERIFY, s.verify_tokens)
+        propose = costs.cost(B, CHAIN, 1, rounds)
+        if s.num_steps > 1:
+            propose = propose + costs.cost(B, STEP, s.topk, rounds) * (s.num_steps - 1)
+    verify = costs.cost(B, VERIFY, s.verify_tokens, rounds)
 
     def draft_s(L: np.ndarray) -> np.ndarray:
-        return np.interp(L, widths, ext) + propose
+        if np.ndim(L) == 0:
+            return np.interp(L, widths, ext_point) + propose.point
+        return _interp_rows(L, widths, ext_draws) + propose.draws
 
     def tps(c: np.ndarray) -> np.ndarray:
         L = 1.0 + c[..., 1] / c[..., 0]
-        return B * L / (draft_s(L) + verify)
+        return B * L / (draft_s(L) + verify.of(c))
 
-    return tps, verify, draft_s
+    return tps, verify.point, draft_s
+
+
+def _over_plain(tps: Callable[[np.ndarray], np.ndarray], plain: Cost, B: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The speedup over plain decoding (B tokens a forward of ``plain`` seconds), each replicate with its own draw
+    of both sides' costs."""
+    return lambda c: tps(c) * plain.of(c) / B
+
+
+def _interp_rows(x: np.ndarray, xs: Sequence[int], ys: np.ndarray) -> np.ndarray:
+    """np.interp of each x[i] over its own row ys[i] (ys [n, len(xs)]), clamped at the ends as np.interp is."""
+    xa = np.asarray(xs, dtype=np.float64)
+    if len(xa) == 1:
+        return ys[:, 0]
+    i = np.clip(np.searchsorted(xa, x, side="right") - 1, 0, len(xa) - 2)
+    t = np.clip((x - xa[i]) / (xa[i + 1] - xa[i]), 0.0, 1.0)
+    rows = np.arange(len(x))
+    return ys[rows, i] * (1.0 - t) + ys[rows, i + 1] * t
 
 
 def predict(
@@ -237,14 +262,16 @@ def predict(
     """Tokens/s and speedup per setting and batch size; the best setting and those tied with it."""
     preds: list[Prediction] = []
     summaries = []
+    rounds = resampled_rounds(costs.repeats, w.shape[0])  # the same rounds for every forward and setting
     for B in batch_sizes:
-        plain = costs.seconds(B, VERIFY, 1)
+        base = costs.cost(B, VERIFY, 1, rounds)
+        plain = base.point
         here = []
         for r in rows:
             counts = np.asarray([[len(a), sum(a)] for a in r.accepted_lengths], dtype=np.float64)
-            tps, verify, draft_s = _speed_stat(r.setting, costs, B)
+            tps, verify, draft_s = _speed_stat(r.setting, costs, B, rounds)
             t_iv = bootstrap(counts, tps, w=w)
-            s_iv = bootstrap(counts, scaled(tps, plain / B), w=w)
+            s_iv = bootstrap(counts, _over_plain(tps, base, B), w=w)
             d = float(draft_s(np.asarray(r.tokens_per_pass.point)))
             here.append(Prediction(r.label, B, d, verify, t_iv, s_iv, False, False, r.current))
         best = max(here, key=lambda p: p.tokens_per_second.point)
@@ -396,7 +423,7 @@ def _notes(setup: Setup, opts: SpeedupOptions, costs: CostProbe, loop: list | No
         notes.append("a tree's topk-wide draft steps run eager over a dynamic cache: only chains are graphed")
     notes.append(
         "acceptance: greedy, along the target's own continuation of each prompt, the draft as checkpointed on the "
-        f"serving features ({setup.serving.label}); intervals: 95% percentile bootstrap over prompts, costs fixed"
+        f"serving features ({setup.serving.label}); intervals: 95% percentile bootstrap over prompts and the costs' timed rounds"
     )
     if any(s.kind == "sglang" for s in opts.settings):
         notes.append(

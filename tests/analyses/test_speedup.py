@@ -65,6 +65,35 @@ def test_the_prediction_is_its_formula_over_the_measured_costs(run):
         assert b.current == "chain K=3"
 
 
+def test_the_speedups_interval_carries_a_slow_round_of_the_timing(run):
+    """The probe times every forward round robin; a slow round (a shared machine's spell) is a sample of the costs
+    like a prompt is of the acceptance: the speedup's interval covers the figures the slow and the fast rounds give
+    alone, where the prompts' interval alone excludes one of them."""
+    from copy import deepcopy
+
+    from eagle3_doctor.analyses.speedup import predict
+    from eagle3_doctor.core.stats import weights
+
+    w = weights(len(run.acceptance[0].accepted_lengths))
+
+    def with_plain(*runs: float) -> list:
+        costs = deepcopy(run.costs)
+        for r in costs.rows:
+            r.runs = [r.seconds] * len(runs)
+            if (r.part, r.tokens) == ("target verify", 1):  # plain decoding's forward: the ratio's whole base
+                r.runs = [r.seconds * x for x in runs]
+                r.seconds = float(np.median(r.runs))
+        costs.repeats = len(runs)
+        return predict(run.acceptance, costs, [1], w)[0]
+
+    fast, slow, both = with_plain(1.0, 1.0), with_plain(1.4, 1.4), with_plain(1.4, 1.0)
+    for f, s, b in zip(fast, slow, both):  # plain decoding slower: every setting's speedup larger
+        assert b.speedup.lo <= f.speedup.point * 1.01 and b.speedup.hi >= s.speedup.point * 0.99, b.label
+        assert s.speedup.lo > f.speedup.hi  # the prompts alone cannot see it
+        assert (s.speedup.lo, s.speedup.hi) == pytest.approx((f.speedup.lo * 1.4, f.speedup.hi * 1.4))
+        assert b.tokens_per_second == f.tokens_per_second  # tokens/s: the settings' own forwards, steady here
+
+
 def test_chain_acceptance_per_setting_is_the_acceptance_commands(run, setup_sglang):
     """K = 3 read off the shared K-step unroll equals `acceptance -k 3`, pass for pass."""
     from eagle3_doctor.doctor import acceptance
