@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from ..draft.lse import attention_lse
+from ..draft.lse import causal_parts, merged
 from ..draft.model import DraftCache, Eagle3Draft
 
 
@@ -77,13 +77,11 @@ def _attend_slots(
     far, [B,nkv,Tq,S,d] keys written by each slot; key_mask [B,T] (True = real key) or None. Slot s of base t attends
     the prefix keys <= t and the keys slot s wrote. Returns [B,Tq*S,hidden].
 
-    One softmax in three parts merged exactly through their log-sum-exps: the prefix on :func:`.attention_lse`'s
-    kernels, each slot a row of the batch (the keys before the first base whole, the bases' own square causally), the
-    slot's own few keys explicitly. An explicit [Tq, S, T] score tensor over the prefix took gigabytes a layer at a
+    One softmax in three parts merged exactly through their log-sum-exps (:func:`.merged`): the prefix on the
+    kernels of :func:`.causal_parts`, each slot a row of the batch, the slot's own few keys explicitly. An explicit [Tq, S, T] score tensor over the prefix took gigabytes a layer at a
     few hundred positions and grew with the prompt's square."""
     B, nh, Tq, S, d = q.shape
-    nkv, T = k1.shape[1], k1.shape[2]
-    t0, scale = T - Tq, 1.0 / math.sqrt(d)
+    nkv, scale = k1.shape[1], 1.0 / math.sqrt(d)
 
     def per_slot(x: torch.Tensor) -> torch.Tensor:  # [B, ...] -> [B * S, ...], slot-major within a row
         return x[:, None].expand(B, S, *x.shape[1:]).reshape(B * S, *x.shape[1:])
@@ -91,25 +89,14 @@ def _attend_slots(
     def back(x: torch.Tensor) -> torch.Tensor:  # [B * S, nh, Tq, ...] -> [B, nh, Tq, S, ...] in float32
         return x.reshape(B, S, nh, Tq, *x.shape[3:]).movedim(1, 3).float()
 
-    qs, ks, vs = q.movedim(3, 1).reshape(B * S, nh, Tq, d), per_slot(k1), per_slot(v1)
-    km = None if key_mask is None else per_slot(key_mask)
-    parts = [attention_lse(qs, ks[:, :, t0:], vs[:, :, t0:], scale, True, None if km is None else km[:, t0:])]
-    if t0:
-        parts.append(attention_lse(qs, ks[:, :, :t0], vs[:, :, :t0], scale, False, None if km is None else km[:, :t0]))
-    outs, lses = [back(o) for o, _ in parts], [back(lse)[..., None] for _, lse in parts]  # [B,nh,Tq,S,d|1]
-    if key_mask is not None:  # a part with no visible key has weight 0 and an undefined output
-        outs = [torch.nan_to_num(o) for o in outs]
+    qs = q.movedim(3, 1).reshape(B * S, nh, Tq, d)
+    parts = causal_parts(qs, per_slot(k1), per_slot(v1), scale, None if key_mask is None else per_slot(key_mask))
     rep = nh // nkv
     ke = torch.stack(ek, dim=4).repeat_interleave(rep, 1).float()  # [B,nh,Tq,S,J,d]
     ve = torch.stack(ev, dim=4).repeat_interleave(rep, 1).float()
     se = torch.einsum("bhtsd,bhtsjd->bhtsj", q.float(), ke) * scale
-    m = torch.maximum(torch.stack(lses).amax(0), se.amax(-1, keepdim=True))
-    w = torch.exp(se - m)
-    num, den = torch.einsum("bhtsj,bhtsjd->bhtsd", w, ve), w.sum(-1, keepdim=True)
-    for o_p, lse_p in zip(outs, lses):
-        w_p = torch.exp(lse_p - m)  # 0 where a part has no visible key (lse = -inf)
-        num, den = num + w_p * o_p, den + w_p
-    o = (num / den).to(q.dtype)
+    parts = [(back(o), back(lse)[..., None]) for o, lse in parts]  # [B,nh,Tq,S,d|1]
+    o = merged(parts, se, lambda w: torch.einsum("bhtsj,bhtsjd->bhtsd", w, ve), masked=key_mask is not None).to(q.dtype)
     return attn.o_proj(o.permute(0, 2, 3, 1, 4).reshape(B, Tq * S, nh * d))
 
 

@@ -47,6 +47,7 @@ Two ways to run K steps, kept deliberately separate so one can check the other:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -58,7 +59,7 @@ from torch import nn
 
 from .config import DraftConfig
 from .gpu import fused
-from .lse import attention_lse
+from .lse import causal_parts, merged
 from .rope import neox_order, rope_cos_sin, rope_tables, rotate
 
 
@@ -135,16 +136,12 @@ class DraftAttention(nn.Module):
         start past the prompts, :func:`unroll_steps`); base t attends to the step-1 keys k0/v0 [B,nkv,T,d] of
         positions <= t and to its own keys of the later steps, own_k/own_v: lists of [B,nkv,Tq,d] (key j at row
         t is step j+2's key at t). The causal keys run on the flash kernels, each part returning its rows'
-        log-sum-exp: the bases' own square causally, the keys before them whole (every query sees them). The
-        parts are one softmax, merged exactly through the log-sum-exps: memory O(T) at any context length.
+        log-sum-exp (:func:`.lse.causal_parts`); with the own keys they are one softmax, merged exactly through the
+        log-sum-exps (:func:`.lse.merged`): memory O(T) at any context length.
         """
         B, nh, Tq, d = q.shape
-        t0 = k0.shape[2] - Tq
         scale = 1.0 / math.sqrt(d)
-        square, before = (None, None) if key_mask is None else (key_mask[:, t0:], key_mask[:, :t0])
-        parts = [attention_lse(q, k0[:, :, t0:], v0[:, :, t0:], scale, True, square)]
-        if t0:
-            parts.append(attention_lse(q, k0[:, :, :t0], v0[:, :, :t0], scale, False, before))
+        parts = causal_parts(q, k0, v0, scale, key_mask)
         if not own_k and len(parts) == 1:
             o = parts[0][0].transpose(1, 2).reshape(B, Tq, nh * d)
             return self.o_proj(o.to(q.dtype))
@@ -154,24 +151,15 @@ class DraftAttention(nn.Module):
             return x.transpose(1, 2).reshape(B, Tq, self.nkv, rep, *x.shape[3:]).float()
 
         # query head h uses KV head h // rep (repeat_interleave's grouping)
-        lses = [grouped(lse)[..., None] for _, lse in parts]  # [B, Tq, nkv, rep, 1]
-        outs = [grouped(o) for o, _ in parts]
-        if key_mask is not None:  # a row with no visible key in a part has weight 0 there and an undefined output
-            outs = [torch.nan_to_num(o) for o in outs]
-        m = torch.stack(lses).amax(0)
+        grouped_parts = [(grouped(o), grouped(lse)[..., None]) for o, lse in parts]  # [B, Tq, nkv, rep, d | 1]
+        scores, weigh = None, None
         if own_k:
             kx = torch.stack([kk.transpose(1, 2) for kk in own_k], dim=3).float()  # [B, Tq, nkv, n, d]
             vx = torch.stack([vv.transpose(1, 2) for vv in own_v], dim=3).float()
-            s = torch.matmul(grouped(q), kx.transpose(-1, -2)) * scale  # [B, Tq, nkv, rep, n]
-            m = torch.maximum(m, s.amax(-1, keepdim=True))
-            w = torch.exp(s - m)
-            num, den = torch.matmul(w, vx), w.sum(-1, keepdim=True)
-        else:
-            num, den = torch.zeros_like(outs[0]), torch.zeros_like(lses[0])
-        for o_p, lse_p in zip(outs, lses):
-            w_p = torch.exp(lse_p - m)  # 0 where a part has no visible key (lse = -inf)
-            num, den = num + w_p * o_p, den + w_p
-        return self.o_proj((num / den).reshape(B, Tq, nh * d).to(q.dtype))
+            scores = torch.matmul(grouped(q), kx.transpose(-1, -2)) * scale  # [B, Tq, nkv, rep, n]
+            weigh = functools.partial(torch.matmul, other=vx)
+        o = merged(grouped_parts, scores, weigh, masked=key_mask is not None)
+        return self.o_proj(o.reshape(B, Tq, nh * d).to(q.dtype))
 
 
 class DraftMLP(nn.Module):
