@@ -40,6 +40,14 @@ FIT_LEAD = 0.02
 # acceptance's own phase fell from 7.2 s to 4.5 s with the fit's cap (bench/RESULTS.md, 2026-12-04).
 STEP1_POSITIONS = 128
 
+
+def window_end(starts: Sequence[int], T: int, window: int = STEP1_POSITIONS) -> int:
+    """The positions a batch needs for step 1 at the first ``window`` bases from each row's start: through the last
+    one's label (step 1 at base t is labelled by x_{t+2}). The draft is causal, so step 1 on the batch cut there is
+    what the whole batch gives."""
+    return min(T, max(starts, default=0) + window + 2)
+
+
 # sequences the fit counts, spread evenly over the run (every n-th prompt): its paired interval is over prompts, and
 # every further prompt costs each candidate wiring a draft step over its whole prefix (at 512 x 512 on an H200 the
 # acceptance phase fell from 4.5 to 3.6 s with this cap; bench/RESULTS.md, 2026-12-05). Runs of up to this many
@@ -125,7 +133,7 @@ class WeightsFit:
         T = rb.tokens.shape[1]
         pos = torch.arange(T, device=dev)
         region = torch.stack([(pos >= s) & (pos < s + STEP1_POSITIONS) for s in starts])
-        cut = min(T, max(starts, default=0) + STEP1_POSITIONS + 2)  # step 1 at base t is labelled by x_{t+2}
+        cut = window_end(starts, T)
         lengths = [min(rb.batch.lengths[j], cut) for j in keep]
         tokens = take(rb.tokens[:, :cut])
         for c in self.cands:

@@ -10,6 +10,7 @@ import torch
 
 from ...core.stats import MIN_PROMPTS, Interval, paired
 from ..acceptance.estimator import step1_outcomes, unroll_outcomes
+from ..weights_fit import window_end
 from .result import STEP1, ContextRow
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class ContextCounts:
         last counted position and that position's label: the draft is causal, so step 1 there is the whole batch's (a
         mean-ablated module's mean is the cut batch's)."""
         lens, T = rb.batch.lengths, rb.tokens.shape[1]
-        cut = T if self.window is None or first is not None else min(T, max(starts, default=0) + self.window + 2)
+        cut = T if self.window is None or first is not None else window_end(starts, T, self.window)
         if first is not None:
             out = step1_outcomes(first, labels, lens)
         elif cut == T:
