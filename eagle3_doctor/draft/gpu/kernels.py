@@ -2,7 +2,7 @@
 
 There are two families, both for 16-bit forwards on a GPU: ``attention`` (:mod:`...model.native.spans`, a static
 decoder's step over each row's own slots) and ``fused`` (:mod:`.fused`, RMSNorm with its residual add, RoPE and the
-SiLU-gated product, each one pass over its tensors where PyTorch's ops make several; the draft's norms and gated
+SiLU-gated product, each one pass over its tensors where PyTorch's ops make several; the draft's norms, RoPE and gated
 product too). Each family is compiled and checked against PyTorch once, eagerly, before a CUDA graph capture could
 meet a compiler's failure; a failure means PyTorch's own ops, said in one warning.
 
