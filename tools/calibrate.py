@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 F = ROOT / "fixtures"
 PROMPTS = F / "prompts.jsonl"
 SIZES = ((5, 32), (8, 64), (16, 128))  # (--limit, --max-new-tokens); 16 x 128 is what the docs recommend
+# a clean case's diagnose once more, past the 128 positions of each sequence the weights' fit and the module ablations
+# count: a verdict that moves with the run's length (the module costs over every position drifted with it) shows here
+LONG = (16, 256)
 SGLANG_TREE = (
     "python -m sglang.launch_server --model-path {target} --speculative-algorithm EAGLE3 "
     "--speculative-draft-model-path {draft} --speculative-num-steps 3 --speculative-eagle-topk 2 "
@@ -362,10 +365,15 @@ def conclusion(doc: dict[str, Any], command: str) -> tuple[str, list[str]]:
     return f"{branch}: " + (" ".join(codes) or "-"), codes
 
 
+def sizes(case: Case, command: str) -> tuple[tuple[int, int], ...]:
+    """The run sizes a (case, command) runs at: :data:`SIZES`, and :data:`LONG` for a clean case's diagnose."""
+    return SIZES + ((LONG,) if case.clean and command == "diagnose" else ())
+
+
 def run_case(case: Case, work: Path) -> list[Run]:
     runs = []
     for command in case.commands:
-        for size in (None,) if command == "inspect" else SIZES:
+        for size in (None,) if command == "inspect" else sizes(case, command):
             out = work / "out.json"
             out.unlink(missing_ok=True)
             code, text = _invoke(argv(case, command, size, work, out))
@@ -421,7 +429,9 @@ class Calibration:
         broken_runs = [r for r in self.runs if r not in clean_runs]
         groups = self.by_case()
         lines = [
-            "| case | command | expected | conclusion at " + ", ".join(f"{a} x {b}" for a, b in SIZES) + " | stable |",
+            "| case | command | expected | conclusion at "
+            + ", ".join(f"{a} x {b}" for a, b in SIZES)
+            + f" (a clean diagnose also at {LONG[0]} x {LONG[1]}) | stable |",
             "|---|---|---|---|---|",
         ]
         for (case, command), rs in groups.items():
