@@ -12,8 +12,8 @@ against the floor of the slots those steps hold). Each route of --routes over th
 ``EAGLE3_DOCTOR_KERNELS`` names them (draft.gpu.kernels): "all" (the attention over each row's written slots,
 model.native.spans, and the fused norms, RoPE and SiLU product, draft.gpu.fused: what commands run on a GPU),
 "attention" (the attention kernel alone), "torch" (PyTorch's kernels: SDPA over the written slots rounded up to
-256); several families join with "+" ("attention+fused": all but the step in halves, model.native.halves); the
-greedy tokens of each are compared row by row with the first route's.
+256); several families join with "+" ("attention+fused"); the greedy tokens of each are compared row by row with
+the first route's.
 Then one eager decode step at the largest batch under torch.profiler: the kernels that take its time.
 Prints one JSON object per measurement; peak memory is torch.cuda.max_memory_allocated over each run.
 """

@@ -9,11 +9,9 @@
 #   OUT=out bash bench/curve.sh 5   # 1024 x 1024: the plain generate script alone (batches of 256)
 #   OUT=out bash bench/curve.sh 6   # the decode step against its floor at batch 512 and 1024 (the pair of an
 #                                   # earlier call), then the speculative continuation on bench_speedup.py's pair
-#   OUT=out bash bench/curve.sh 7   # the checks that decide the next change: attention beside the matmuls on two
-#                                   # streams (check_overlap.py), then acceptance at 512 x 512 and the decode step at
-#                                   # batch 512 with and without the step in halves (model/native/halves.py), in
-#                                   # alternating pairs, the estimator's work from the first scored base at the 8B
-#                                   # draft's shape (check_scored_bases.py), the kernels' bits
+#   OUT=out bash bench/curve.sh 7   # the checks that decide the next change (no pair needed): attention beside the
+#                                   # matmuls on two streams (check_overlap.py), the estimator's work from the first
+#                                   # scored base at the 8B draft's shape (check_scored_bases.py), the kernels' bits
 # Each row prints its phases and peak GPU memory, each run the floor it computes (bench/floor.py);
 # bench_e2e.py's own table closes each log.
 set -u
@@ -49,10 +47,6 @@ case "${1:-1}" in
 7)
   timeout 120 python3 bench/check_overlap.py --carveout 0,16,32 > "$OUT/overlap.log" 2>&1
   echo "rc=$?" >> "$OUT/overlap.log"
-  e2e c512halves 280 --copies 32 --new 512 --only acceptance --repeat 2 --variant EAGLE3_DOCTOR_KERNELS=all
-  timeout 200 python3 bench/bench_decode_floor.py --dir /tmp/e2e --batches 512 --new 256 --routes all,attention+fused \
-      > "$OUT/halves.log" 2>&1
-  echo "rc=$?" >> "$OUT/halves.log"
   timeout 240 python3 bench/check_scored_bases.py --device cuda --hidden 4096 --heads 32 --kv-heads 8 --vocab 32000 \
       --batch 64 > "$OUT/scored_bases.log" 2>&1
   echo "rc=$?" >> "$OUT/scored_bases.log"

@@ -1,15 +1,13 @@
 """Which of the doctor's own Triton kernels run, in the native decoder and in the draft: one answer for all of them.
 
-There are three families, each for 16-bit forwards on a GPU: ``attention`` (:mod:`...model.native.spans`, a static
-decoder's step over each row's own slots), ``fused`` (:mod:`.fused`, RMSNorm with its residual add, RoPE and the
+There are two families, both for 16-bit forwards on a GPU: ``attention`` (:mod:`...model.native.spans`, a static
+decoder's step over each row's own slots) and ``fused`` (:mod:`.fused`, RMSNorm with its residual add, RoPE and the
 SiLU-gated product, each one pass over its tensors where PyTorch's ops make several; the draft's norms, RoPE and gated
-product too) and ``overlap`` (:mod:`...model.native.halves`, no kernel of its own: a large batch's decode step in two
-halves, one's attention beside the other's matmuls). Each kernel is compiled and checked against PyTorch once,
-eagerly, before a CUDA graph capture could meet a compiler's failure; a failure means PyTorch's own ops, said in one
-warning.
+product too). Each family is compiled and checked against PyTorch once, eagerly, before a CUDA graph capture could
+meet a compiler's failure; a failure means PyTorch's own ops, said in one warning.
 
-``EAGLE3_DOCTOR_KERNELS`` chooses: unset, :data:`DEFAULT`; ``all``, every family where it applies; ``torch``, none
-(PyTorch's kernels throughout, to compare the two on one machine); or a comma-separated list of the families to keep
+``EAGLE3_DOCTOR_KERNELS`` chooses: unset or ``all``, every family where it applies; ``torch``, none (PyTorch's
+kernels throughout, to compare the two on one machine); or a comma-separated list of the families to keep
 (``attention``).
 """
 
@@ -23,18 +21,14 @@ from collections.abc import Callable
 
 import torch
 
-FAMILIES = ("attention", "fused", "overlap")
-# what runs where ENV is unset: ``overlap`` is asked for by name (or ``all``) until a GPU's whole process shows it gains
-DEFAULT = ("attention", "fused")
+FAMILIES = ("attention", "fused")
 ENV = "EAGLE3_DOCTOR_KERNELS"
 
 
 def chosen() -> frozenset[str]:
-    """The families :data:`ENV` keeps (:data:`DEFAULT` unless it says otherwise)."""
+    """The families :data:`ENV` keeps (all of them unless it says otherwise)."""
     text = os.environ.get(ENV, "").strip().lower()
-    if text == "":
-        return frozenset(DEFAULT)
-    if text == "all":
+    if text in ("", "all"):
         return frozenset(FAMILIES)
     if text == "torch":
         return frozenset()

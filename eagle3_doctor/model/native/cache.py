@@ -29,10 +29,7 @@ class StaticLayer:
         self.rotate_rows: torch.Tensor | None = None  # the rows it writes (None: all), at
         self.rotate_width = 0  # the left-padded layout's width (0: the prefill's own)
 
-    def update(self, k: torch.Tensor, v: torch.Tensor, lo: int = 0, advance: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write the new keys and values [b, Hkv, n, D] at the next n slots and return what attention reads. ``lo``:
-        the cache row k's first row is (a decode step run in halves writes each half's rows, :mod:`.halves`), the
-        slots shared with the other half, whose write advances the count (``advance``)."""
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.rotate is not None:
             # row b's key t goes to slot (rotate[b] + t) mod width: its prompt ends at slot width - 1 as left
             # padding puts it, its padding lands on its pad slots; attention reads the new keys as they came
@@ -53,13 +50,10 @@ class StaticLayer:
             self.values[b, :, at] = v.transpose(1, 2)
             return self.keys[:, :, : self.window], self.values[:, :, : self.window]
         at = torch.arange(k.shape[2], device=k.device) + self.cumulative_length
-        if advance:
-            self.cumulative_length.add_(k.shape[2])
-        whole = lo == 0 and k.shape[0] == self.keys.shape[0]
-        keys, values = (self.keys, self.values) if whole else (self.keys[lo : lo + k.shape[0]], self.values[lo : lo + k.shape[0]])
-        keys.index_copy_(2, at, k)
-        values.index_copy_(2, at, v)
-        return keys[:, :, : self.window], values[:, :, : self.window]
+        self.cumulative_length.add_(k.shape[2])
+        self.keys.index_copy_(2, at, k)
+        self.values.index_copy_(2, at, v)
+        return self.keys[:, :, : self.window], self.values[:, :, : self.window]
 
 
 class StaticKV:
@@ -101,10 +95,7 @@ class _DynamicLayer:
         self.keys: torch.Tensor | None = None
         self.values: torch.Tensor | None = None
 
-    def update(self, k: torch.Tensor, v: torch.Tensor, lo: int = 0, advance: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write the new keys and values [b, Hkv, n, D] at the next n slots and return what attention reads. ``lo``:
-        the cache row k's first row is (a decode step run in halves writes each half's rows, :mod:`.halves`), the
-        slots shared with the other half, whose write advances the count (``advance``)."""
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.keys is None or self.values is None:
             self.keys, self.values = k, v
         else:

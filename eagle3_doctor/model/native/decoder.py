@@ -19,7 +19,7 @@ transformers' in float32 for each family.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -28,8 +28,7 @@ from torch import nn
 from ...draft.gpu import fused
 from ...draft.model import RMSNorm
 from ...draft.rope import rope_cos_sin, rotate
-from . import halves
-from .cache import DynamicKV, StaticKV
+from .cache import DynamicKV
 from .spans import Spans, attend
 
 
@@ -140,14 +139,6 @@ class Attention(nn.Module):
     def forward(
         self, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: Any, causal: bool, layer_cache: Any
     ) -> torch.Tensor:
-        q, k, v = self.project(h, rope, layer_cache)
-        return self.output(_attend(q, k, v, mask, causal, self.scaling))
-
-    def project(
-        self, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], layer_cache: Any, **rows: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(q [B, H, n, D], and the keys and values attention reads): the new ones, or the cache's after writing them
-        (``rows``: which of the cache's rows h's are, :meth:`.cache.StaticLayer.update`)."""
         B, n, _ = h.shape
         q = self.q_proj(h).view(B, n, -1, self.head_dim)
         k = self.k_proj(h).view(B, n, -1, self.head_dim)
@@ -159,12 +150,8 @@ class Attention(nn.Module):
         else:
             q, k = rotate(q.transpose(1, 2), *rope), rotate(k.transpose(1, 2), *rope)
         if layer_cache is not None:
-            k, v = layer_cache.update(k, v, **rows)
-        return q, k, v
-
-    def output(self, out: torch.Tensor) -> torch.Tensor:
-        """The output projection of attention's [B, H, n, D]."""
-        B, _, n, _ = out.shape
+            k, v = layer_cache.update(k, v)
+        out = _attend(q, k, v, mask, causal, self.scaling)
         return self.o_proj(out.transpose(1, 2).reshape(B, n, -1))
 
 
@@ -187,18 +174,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = Norm(s.hidden_size, s.rms_norm_eps, dev)
         self.post_attention_layernorm = Norm(s.hidden_size, s.rms_norm_eps, dev)
 
-    def forward(
-        self, hidden_states: torch.Tensor, rope: Any, mask: Any, causal: bool, layer_cache: Any, done: Any = None
-    ) -> torch.Tensor:
-        """``done``: this layer's output, already computed by a decode step run in halves (:mod:`.halves`), which
-        calls the layer with it so that the hooks (the taps) see one forward's input and output as here."""
-        if done is not None:
-            return done
+    def forward(self, hidden_states: torch.Tensor, rope: Any, mask: Any, causal: bool, layer_cache: Any) -> torch.Tensor:
         attn = self.self_attn(self.input_layernorm(hidden_states), rope, mask, causal, layer_cache)
-        return self.after_attention(hidden_states, attn)
-
-    def after_attention(self, hidden_states: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
-        """The residual add, the second norm and the MLP, after attention's output projection ``attn``."""
         h, normed = self.post_attention_layernorm.after_add(hidden_states, attn)
         return h + self.mlp(normed)
 
@@ -215,7 +192,6 @@ class NativeModel(nn.Module):
     """The decoder stack: ``forward`` takes what transformers' base model takes from the doctor's callers."""
 
     inv_freq: torch.Tensor
-    halves_forced = False  # a decode step in halves whatever the device and batch (:mod:`.halves`; the tests)
 
     def __init__(self, s: NativeSpec, inv_freq: torch.Tensor, rope_scale: float, dev: Any = None):
         super().__init__()
@@ -243,12 +219,9 @@ class NativeModel(nn.Module):
         rope = rope_cos_sin(position_ids, self.inv_freq, self.rope_scale, h.dtype)  # once, for every layer
         mask, causal = _mask(attention_mask, B, n, past, input_ids.device)
         states = []
-        if not output_hidden_states and halves.applies(h, cache, mask, force=self.halves_forced):
-            h = halves.step(list(self.layers), h, rope, mask, cast(StaticKV, cache))
-        else:
-            for i, layer in enumerate(self.layers):
-                states.append(h)
-                h = layer(h, rope, mask, causal, None if cache is None else cache.layer(i))
+        for i, layer in enumerate(self.layers):
+            states.append(h)
+            h = layer(h, rope, mask, causal, None if cache is None else cache.layer(i))
         h = self.norm(h)
         return NativeOutput(h, cache, tuple(states + [h]) if output_hidden_states else None)
 
@@ -305,6 +278,8 @@ class NativeForCausalLM(nn.Module):
         return self.lm_head
 
     def new_static_cache(self, batch: int, max_len: int) -> Any:
+        from .cache import StaticKV
+
         s = self.config.spec
         w = self.model.embed_tokens.weight
         return StaticKV(s.num_layers, batch, s.num_kv_heads, max_len, s.head_dim, w.dtype, w.device)
