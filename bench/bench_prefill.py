@@ -7,7 +7,7 @@ longest prompt's width, timed in the same process, beside the FLOP floor of the 
 Each case ``N:LO-HI`` is N prompts of random ids whose lengths are spread evenly over LO..HI tokens (shuffled): a
 batch of prompts as users send them. Each way runs ``StaticDecoder.prefill`` on a fresh static cache of the batch,
 once untimed (the kernels' first compile), then ``--repeats`` times timed; the best is reported. "one forward"
-is the same code with the grouping turned off (``GROUP_TOKENS`` past the batch's padded tokens). The floor is 2 x
+is the same code with the grouping turned off (``GROUP_TOKENS`` and ``GROUP_MAX_TOKENS`` past the batch's padded tokens). The floor is 2 x
 the target's per-token parameters x the prompts' own tokens at the bf16 matmul rate measured here
 (``pair.flop_rate``); the first tokens of the two ways are compared.
 """
@@ -37,8 +37,9 @@ def prefill_once(tgt, ids: torch.Tensor, pads: torch.Tensor, grouped: bool) -> t
     B, T = ids.shape
     cache = static.static_cache(tgt, B, T + 8)
     dec = static.StaticDecoder(tgt, cache, B, T + 8, ())
-    old = static.GROUP_TOKENS
-    static.GROUP_TOKENS = old if grouped else B * T + 1
+    old = static.GROUP_TOKENS, static.GROUP_MAX_TOKENS
+    if not grouped:
+        static.GROUP_TOKENS = static.GROUP_MAX_TOKENS = B * T + 1
     try:
         if ids.is_cuda:
             torch.cuda.synchronize()
@@ -48,7 +49,7 @@ def prefill_once(tgt, ids: torch.Tensor, pads: torch.Tensor, grouped: bool) -> t
             torch.cuda.synchronize()
         return amax.clone(), time.perf_counter() - t0
     finally:
-        static.GROUP_TOKENS = old
+        static.GROUP_TOKENS, static.GROUP_MAX_TOKENS = old
         dec.close()
         del cache
         if ids.is_cuda:

@@ -96,7 +96,9 @@ def decode_batch_size(
 
     The prefill's transient is (12 H + 6 I) elements a token plus the recorded taps twice (``taps_per_token``
     bytes; their reordered copy): a 4 x 32k prefill on an 8B shape held 56.5 GB above its start, 431 KB a token,
-    where the layer's activations alone, (4 H + 2 I), would have counted 90 KB (bench/RESULTS.md, 2026-12-03)."""
+    where the layer's activations alone, (4 H + 2 I), would have counted 90 KB (bench/RESULTS.md, 2026-12-03). The
+    native decoder's prefill holds one group's (:func:`prefill_groups`), whatever the batch: long prompts take
+    sequences a batch by their caches alone."""
     if torch.device(target.device).type != "cuda":
         return 8
     if target.capture_device is not None:  # sharded by a device map: no one device's free memory decides
@@ -109,9 +111,16 @@ def decode_batch_size(
     inter = int(c.get("intermediate_size") or 4 * H)
     vocab = int(c.get("vocab_size") or 0)
     elt = torch.empty((), dtype=target.dtype).element_size()
-    prefill = ((12 * H + 6 * inter) * elt + 2 * taps_per_token) * max(prompt_len, 1)
-    per_seq = kv_bytes_per_token(target) * slots(max_len) + prefill + 4 * vocab
-    return max(1, min(cap, int((free * DECODE_SHARE - reserve) // per_seq)))
+    act, prompt = (12 * H + 6 * inter) * elt, max(prompt_len, 1)
+    kv = kv_bytes_per_token(target) * slots(max_len) + 4 * vocab
+    if getattr(getattr(target, "model", None), "native", False):
+        # the native prefill runs a group of at most GROUP_MAX_TOKENS tokens a forward (a longer prompt alone): its
+        # activations and the group's reordered taps are one group's; the batch's taps, each sequence's own
+        transient = (act + taps_per_token) * max(GROUP_MAX_TOKENS, prompt)
+        per_seq = kv + taps_per_token * prompt
+    else:  # transformers' static cache: one forward over every row
+        transient, per_seq = 0, kv + (act + 2 * taps_per_token) * prompt
+    return max(1, min(cap, int((free * DECODE_SHARE - reserve - transient) // per_seq)))
 
 
 def check_cache_fits(target: Target, batch: int, max_len: int) -> None:
@@ -358,12 +367,18 @@ class StaticDecoder:
 # GROUP_TOKENS takes the next row whatever its length (a forward that small would not use the device)
 GROUP_SLACK = 0.25
 GROUP_TOKENS = 8192
+# and no group passes GROUP_MAX_TOKENS padded tokens (a row longer than that is a group of its own): a forward's
+# activations grow with its tokens, 431 KB a token on an 8B shape, so 4 prompts of 32k tokens in one forward held
+# 56.5 GB above its start, where the plain script's whole peak at the long contexts was 53-61 GB (bench/RESULTS.md);
+# 32k tokens a forward already keep the matmuls at their rate
+GROUP_MAX_TOKENS = 32768
 
 
 def prefill_groups(lengths: Sequence[int]) -> list[list[int]]:
     """The rows (indices into ``lengths``) as groups of like length, longest first: a row joins the current group
     while the group stays within GROUP_SLACK of padding over its tokens, or holds fewer than GROUP_TOKENS padded
-    tokens. One group where the lengths are alike (every fixture batch of equal prompts, a long-context batch)."""
+    tokens, and within GROUP_MAX_TOKENS. One group where the lengths are alike and few (every fixture batch of equal
+    prompts); prompts of thousands of tokens a few rows a group."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     groups: list[list[int]] = []
     real = 0
@@ -371,7 +386,8 @@ def prefill_groups(lengths: Sequence[int]) -> list[list[int]]:
         if groups:
             g = groups[-1]
             width = lengths[g[0]]
-            if width * (len(g) + 1) <= (1 + GROUP_SLACK) * (real + lengths[i]) or width * len(g) < GROUP_TOKENS:
+            alike = width * (len(g) + 1) <= (1 + GROUP_SLACK) * (real + lengths[i]) or width * len(g) < GROUP_TOKENS
+            if alike and width * (len(g) + 1) <= GROUP_MAX_TOKENS:
                 g.append(i)
                 real += lengths[i]
                 continue

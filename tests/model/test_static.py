@@ -103,6 +103,13 @@ def test_a_continuation_batch_is_sized_by_its_kv_cache_not_a_forward(monkeypatch
     assert decode_batch_size(gpu, 8192, 8192 + 512) < n  # a long context: each sequence's cache is larger
     free[0] = 20 * 2**30
     assert 1 <= decode_batch_size(gpu, 128, 640) < n
+    # the native decoder's prefill runs a capped group a forward: at 8k-token prompts a batch is sized by the
+    # sequences' caches (about 1.1 GB each) beside one group's activations, not by every row's activations at once
+    free[0] = 100 * 2**30
+    native = SimpleNamespace(**vars(gpu), model=SimpleNamespace(native=True))
+    long_hf, long_native = decode_batch_size(gpu, 8192, 8192 + 512), decode_batch_size(native, 8192, 8192 + 512)
+    assert long_native > 2 * long_hf
+    assert long_native * 8192 * kv_bytes_per_token(gpu) < 0.75 * free[0]
     assert decode_batch_size(SimpleNamespace(config=cfg, device=torch.device("cpu"), dtype=torch.float32), 128, 640) == 8
 
 
@@ -142,6 +149,20 @@ def test_prefill_groups_cover_every_row_once_within_the_slack():
     assert total <= 1.3 * sum(lengths) < max(lengths) * len(lengths) / 1.5  # one forward at the widest: 1.97x
     assert prefill_groups([60] * 512) == [list(range(512))]  # alike lengths: one forward, as before
     assert len(prefill_groups([5, 50, 500])) == 1  # fewer than GROUP_TOKENS padded tokens: one forward
+
+
+def test_no_prefill_group_passes_its_token_cap():
+    """Long prompts go a few rows a forward (a forward's activations grow with its tokens); a row past the cap is a
+    group of its own; short ones still share one forward."""
+    from eagle3_doctor.model.static import GROUP_MAX_TOKENS, prefill_groups
+
+    assert prefill_groups([8192] * 16) == [list(range(i, i + 4)) for i in range(0, 16, 4)]
+    assert prefill_groups([32768] * 4) == [[0], [1], [2], [3]]
+    assert prefill_groups([40000, 100, 120]) == [[0], [2, 1]]
+    lengths = [(i * 7919) % 9000 + 16 for i in range(300)]
+    groups = prefill_groups(lengths)
+    assert sorted(i for g in groups for i in g) == list(range(300))
+    assert all(max(lengths[i] for i in g) * len(g) <= GROUP_MAX_TOKENS for g in groups)
 
 
 def test_a_prefill_in_groups_gives_the_whole_batchs_features_cache_and_tokens(target, hf_target, monkeypatch):
