@@ -7,9 +7,9 @@ longest prompt's width, timed in the same process, beside the FLOP floor of the 
 Each case ``N:LO-HI`` is N prompts of random ids whose lengths are spread evenly over LO..HI tokens (shuffled): a
 batch of prompts as users send them. Each way runs ``StaticDecoder.prefill`` on a fresh static cache of the batch,
 once untimed (the kernels' first compile), then ``--repeats`` times timed; the best is reported. "one forward"
-is the same code with the grouping turned off (``GROUP_TOKENS`` and ``GROUP_MAX_TOKENS`` past the batch's padded tokens). The floor is 2 x
-the target's per-token parameters x the prompts' own tokens at the bf16 matmul rate measured here
-(``pair.flop_rate``); the first tokens of the two ways are compared.
+is the same code with the grouping turned off (``GROUP_TOKENS`` and ``GROUP_MAX_TOKENS`` past the batch's padded
+tokens). The floor is 2 x the target's per-token parameters x the prompts' own tokens at the bf16 matmul rate
+measured here (``pair.flop_rate``); the first tokens of the two ways are compared.
 """
 
 from __future__ import annotations
