@@ -133,11 +133,6 @@ def ratio(num: int = 0, den: int = 1) -> Stat:
     return lambda s: s[..., num] / s[..., den]
 
 
-def scaled(stat: Stat, factor: float) -> Stat:
-    """``stat`` times ``factor``."""
-    return lambda s: stat(s) * factor
-
-
 # --------------------------------------------------------------------------- acceptance figures
 
 
