@@ -78,8 +78,9 @@ def _attend_slots(
     the prefix keys <= t and the keys slot s wrote. Returns [B,Tq*S,hidden].
 
     One softmax in three parts merged exactly through their log-sum-exps (:func:`.merged`): the prefix on the
-    kernels of :func:`.causal_parts`, each slot a row of the batch, the slot's own few keys explicitly. An explicit [Tq, S, T] score tensor over the prefix took gigabytes a layer at a
-    few hundred positions and grew with the prompt's square."""
+    kernels of :func:`.causal_parts`, each slot a row of the batch, the slot's own few keys explicitly. An explicit
+    [Tq, S, T] score tensor over the prefix took gigabytes a layer at a few hundred positions and grew with the
+    prompt's square."""
     B, nh, Tq, S, d = q.shape
     nkv, scale = k1.shape[1], 1.0 / math.sqrt(d)
 

@@ -368,9 +368,9 @@ class StaticDecoder:
 GROUP_SLACK = 0.25
 GROUP_TOKENS = 8192
 # and no group passes GROUP_MAX_TOKENS padded tokens (a row longer than that is a group of its own): a forward's
-# activations grow with its tokens, 431 KB a token on an 8B shape, so 4 prompts of 32k tokens in one forward held
-# 56.5 GB above its start, where the plain script's whole peak at the long contexts was 53-61 GB (bench/RESULTS.md);
-# 32k tokens a forward already keep the matmuls at their rate
+# activations grow with its tokens (:func:`decode_batch_size` counts them), and 4 prompts of 32k tokens in one forward
+# peaked at 89 GB where the plain script's whole peak was 53-61 GB (bench/RESULTS.md); 32k tokens a forward already
+# keep the matmuls at their rate
 GROUP_MAX_TOKENS = 32768
 
 
