@@ -16,7 +16,7 @@ import torch
 
 from ..core.findings import Finding
 from ..core.stats import MIN_PROMPTS, Interval, paired, ratio
-from ..core.taps import CapturePoint, FeatureSpec
+from ..core.taps import CapturePoint, FeatureSpec, TapWindow
 from .results import ScanRow, spec_label
 
 if TYPE_CHECKING:
@@ -41,11 +41,12 @@ FIT_LEAD = 0.02
 STEP1_POSITIONS = 128
 
 
-def window_end(starts: Sequence[int], T: int, window: int = STEP1_POSITIONS) -> int:
+def window_end(starts: Sequence[int], T: int, window: int | None = None) -> int:
     """The positions a batch needs for step 1 at the first ``window`` bases from each row's start: through the last
     one's label (step 1 at base t is labelled by x_{t+2}). The draft is causal, so step 1 on the batch cut there is
     what the whole batch gives."""
-    return min(T, max(starts, default=0) + window + 2)
+    # the window read when called, as fit_window reads it: the recording keeps the taps this cut reads
+    return min(T, max(starts, default=0) + (STEP1_POSITIONS if window is None else window) + 2)
 
 
 # sequences the fit counts, spread evenly over the run (every n-th prompt): its paired interval is over prompts, and
@@ -53,6 +54,14 @@ def window_end(starts: Sequence[int], T: int, window: int = STEP1_POSITIONS) -> 
 # acceptance phase fell from 4.5 to 3.6 s with this cap; bench/RESULTS.md, 2026-12-05). Runs of up to this many
 # prompts count them all, the calibration corpus's among them, so its measured false-alarm and miss rates hold.
 FIT_PROMPTS = 128
+
+
+def fit_window(sequences: int) -> TapWindow:
+    """Where the fit reads its wirings' taps in a run of ``sequences``: the sequences it counts (every
+    ``ceil(sequences / FIT_PROMPTS)``-th), at their prompt and the positions through :func:`window_end`'s."""
+    stride = max(1, -(-sequences // FIT_PROMPTS))
+    rows = None if stride == 1 else frozenset(range(0, sequences, stride))
+    return TapWindow(rows, STEP1_POSITIONS + 2)
 
 
 def candidates(spec: FeatureSpec, num_layers: int, product: bool = False) -> list[FeatureSpec]:
@@ -99,7 +108,7 @@ class WeightsFit:
         self.draft, self.configured = draft, configured
         self.cands = cands if configured in cands else [configured, *cands]
         self.hits: dict[FeatureSpec, list[tuple[int, int]]] = {c: [] for c in self.cands}
-        self.stride = max(1, -(-sequences // FIT_PROMPTS))
+        self.window = fit_window(sequences)
 
     @property
     def points(self) -> set[CapturePoint]:
@@ -112,22 +121,23 @@ class WeightsFit:
         starts: Sequence[int],
         known: Mapping[FeatureSpec, StepOutputs] | None = None,
     ) -> None:
-        """Count step 1 at the first STEP1_POSITIONS positions >= starts[row] of each counted sequence (every
-        ``stride``-th of the run), against ``labels(0)``. ``known``: outcomes this draft's unroll already has for some
+        """Count step 1 at the first STEP1_POSITIONS positions >= starts[row] of each counted sequence (those of
+        :func:`fit_window`), against ``labels(0)``. ``known``: outcomes this draft's unroll already has for some
         wirings on this batch and these labels (a path measured with them): their step 1 is read, not run again.
 
         Each candidate's draft runs on the counted rows, cut after the last counted position (plus the step's
         label): the draft is causal, so step 1 there is what the whole batch gives."""
         from .acceptance.estimator import unroll_outcomes
 
-        keep = [j for j, i in enumerate(rb.index) if i % self.stride == 0]
+        rows = self.window.sequences
+        keep = [j for j, i in enumerate(rb.index) if rows is None or i in rows]
         if not keep:
             return
         dev = rb.tokens.device
-        rows = None if len(keep) == len(rb.index) else torch.tensor(keep, device=dev)
+        picked = None if len(keep) == len(rb.index) else torch.tensor(keep, device=dev)
 
         def take(x: torch.Tensor) -> torch.Tensor:
-            return x if rows is None else x.index_select(0, rows)
+            return x if picked is None else x.index_select(0, picked)
 
         starts = [starts[j] for j in keep]
         T = rb.tokens.shape[1]

@@ -91,6 +91,43 @@ class CapturePoint:
             )
 
 
+@dataclass(frozen=True)
+class TapWindow:
+    """Where a replay reads a capture point: every position of every sequence (the default), or only the sequences
+    ``sequences`` (replay indices), at their prompt's positions and the first ``after`` positions past it.
+
+    A continuation's recording keeps each point only where some reader needs it (:mod:`model.recorded`): the
+    weights' fit reads its candidate wirings at 128 prompts' first positions, where keeping them everywhere cost
+    more memory than the run's KV cache could spare at 1,024 x 1,024, and the replay then ran a second forward."""
+
+    sequences: frozenset[int] | None = None
+    after: int | None = None
+
+    def includes(self, other: TapWindow) -> bool:
+        """Every position ``other`` reads is in this window."""
+        rows = self.sequences is None or (other.sequences is not None and other.sequences <= self.sequences)
+        cols = self.after is None or (other.after is not None and other.after <= self.after)
+        return rows and cols
+
+    def union(self, other: TapWindow) -> TapWindow:
+        """The smallest window of this form holding both."""
+        rows = None if self.sequences is None or other.sequences is None else self.sequences | other.sequences
+        cols = None if self.after is None or other.after is None else max(self.after, other.after)
+        return TapWindow(rows, cols)
+
+
+EVERYWHERE = TapWindow()
+
+
+def merge_windows(*reads: dict[CapturePoint, TapWindow]) -> dict[CapturePoint, TapWindow]:
+    """Each point's window over several readers: the union of theirs."""
+    out: dict[CapturePoint, TapWindow] = {}
+    for r in reads:
+        for p, w in r.items():
+            out[p] = out[p].union(w) if p in out else w
+    return out
+
+
 def embed() -> CapturePoint:
     return CapturePoint(EMBED)
 

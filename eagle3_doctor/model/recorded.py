@@ -12,32 +12,57 @@ to the dtype's rounding, not bit for bit (tests/model/test_recorded.py holds the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from ..core.graphs import slots
-from ..core.taps import CapturePoint, final_norm
+from ..core.taps import EVERYWHERE, CapturePoint, TapWindow, final_norm, merge_windows
 from .target import Batch, Target, split_last
 
-# the share of the device's free memory the recording may take; past it the replay runs its own forward as before
-SHARE = 0.25
+# the share of the device's free memory the recording may take; past it the replay runs its own forward as before.
+# The recording costs the decode little: at the batches it shrinks the step is bound by the arithmetic (a row more
+# reads no weight again), and the forward it saves costs as much arithmetic as the decode's matmuls did.
+SHARE = 0.5
+
+Wanted = Mapping[CapturePoint, TapWindow] | Iterable[CapturePoint]
+
+
+def as_windows(wanted: Wanted) -> dict[CapturePoint, TapWindow]:
+    """Points with their windows; bare points are read everywhere."""
+    return dict(wanted) if isinstance(wanted, Mapping) else dict.fromkeys(wanted, EVERYWHERE)
+
+
+@dataclass
+class _Kept:
+    """One point's taps in one continuation batch: the batch's rows ``rows`` (None: every row), slots [0, W)."""
+
+    taps: torch.Tensor  # [R, W, H]
+    rows: list[int] | None = None
+    picked: torch.Tensor | None = None  # ``rows`` on the device, to pick them out of a step's taps
+
+    def at(self, row: int) -> int | None:
+        """Row ``row`` of the batch in ``taps``, or None where it is not kept."""
+        if self.rows is None:
+            return row
+        return self.rows.index(row) if row in self.rows else None
 
 
 @dataclass
 class _Block:
-    """One continuation batch's taps: ``taps[p]`` [B, L, H], row b's token t at slot ``pads[b] + t``."""
+    """One continuation batch: row b's token t at slot ``pads[b] + t``, its prompt ending at slot ``prompt``."""
 
     pads: list[int]
-    taps: dict[CapturePoint, torch.Tensor]
+    prompt: int
+    kept: dict[CapturePoint, _Kept]
 
 
 @dataclass
 class Recording:
-    """Taps on ``points`` (final_norm among them, the head's input) for every sequence of one continuation."""
+    """Taps for every sequence of one continuation, each point in its window (:class:`core.taps.TapWindow`)."""
 
-    points: frozenset[CapturePoint]
+    windows: dict[CapturePoint, TapWindow]
     device: torch.device
     dtype: torch.dtype
     hidden: int
@@ -46,71 +71,113 @@ class Recording:
     complete: bool = True  # False once a batch ran without the static decoder (generate records nothing)
     nbytes: int = 0  # what the recording holds once complete, which the decode's own batch must leave
 
-    def open(self, index: Sequence[int], pads: Sequence[int], taps: dict[CapturePoint, torch.Tensor]) -> None:
-        """A continuation batch's store: sequences ``index`` in its rows, ``taps`` [B, L, H] to fill."""
-        self.blocks.append(_Block(list(pads), taps))
+    @property
+    def points(self) -> frozenset[CapturePoint]:
+        return frozenset(self.windows)
+
+    def open(self, index: Sequence[int], pads: Sequence[int], prompt: int, length: int) -> _Block:
+        """A continuation batch's store: sequences ``index`` in its rows, ``length`` slots, prompts ending at slot
+        ``prompt``; each point keeps its window's rows and slots alone."""
+        kept = {}
+        for p, w in self.windows.items():
+            rows = None if w.sequences is None else [r for r, i in enumerate(index) if i in w.sequences]
+            width = length if w.after is None else min(length, prompt + w.after)
+            n = len(index) if rows is None else len(rows)
+            taps = torch.zeros(n, width, self.hidden, dtype=self.dtype, device=self.device)
+            picked = None if rows is None else torch.tensor(rows, dtype=torch.long, device=self.device)
+            kept[p] = _Kept(taps, rows, picked)
+        self.blocks.append(_Block(list(pads), prompt, kept))
         for row, i in enumerate(index):
             self.where[i] = (len(self.blocks) - 1, row)
+        return self.blocks[-1]
 
     def into(self, index: Sequence[int]) -> Recorder:
         """The hand a continuation batch of sequences ``index`` writes through."""
         return Recorder(self, list(index))
 
-    def covers(self, points: Iterable[CapturePoint]) -> bool:
-        return self.complete and set(points) <= self.points
+    def covers(self, wanted: Wanted) -> bool:
+        """Every point of ``wanted`` is recorded wherever it is read there."""
+        have = self.windows
+        return self.complete and all(p in have and have[p].includes(w) for p, w in as_windows(wanted).items())
 
     def capture(
-        self, index: Sequence[int], batch: Batch, points: Iterable[CapturePoint], want_logits: bool
+        self, index: Sequence[int], batch: Batch, wanted: Wanted, logits: TapWindow | None = None
     ) -> tuple[dict[CapturePoint, torch.Tensor], torch.Tensor | None]:
-        """What :func:`target.capture` returns for sequences ``index`` in ``batch``, read from the recording: each
-        row moved from its left-padded slots to the right-padded batch, its padding zero."""
-        asked = set(points)
+        """What :func:`target.capture` returns for sequences ``index`` in ``batch`` (the taps ``wanted``, the final
+        norm in window ``logits`` where logits are asked for), read from the recording: each row moved from its
+        left-padded slots to the right-padded batch, its padding zero. A point read in a window comes back [B, W, H],
+        W the batch's widest window (a reader past it fails on the shape, never reads zeros as taps); rows outside
+        it read zero."""
+        asked = as_windows(wanted)
+        reads = merge_windows(asked, {final_norm(): logits} if logits is not None else {})
+        T = batch.input_ids.shape[1]
         got: dict[CapturePoint, torch.Tensor] = {}
-        for p in asked | ({final_norm()} if want_logits else set()):
-            src = self.blocks[0].taps[p]
-            out = torch.zeros(*batch.input_ids.shape, src.shape[-1], dtype=src.dtype, device=src.device)
+        for p, w in reads.items():
+            spans, width = [], 0 if w.after is not None else T  # (batch row, block, its row there, positions to copy)
             for r, (i, n) in enumerate(zip(index, batch.lengths)):
                 b, row = self.where[i]
-                at = self.blocks[b].pads[row]
-                out[r, :n] = self.blocks[b].taps[p][row, at : at + n]
+                blk = self.blocks[b]
+                if w.after is not None:  # the window's end, whether or not the row runs that far
+                    end = blk.prompt - blk.pads[row] + w.after
+                    n, width = min(n, end), max(width, min(T, end))
+                spans.append((r, blk, row, n))
+            out = torch.zeros(len(index), width, self.hidden, dtype=self.dtype, device=self.device)
+            for r, blk, row, n in spans:
+                k = blk.kept[p]
+                at = k.at(row)
+                if at is not None and n > 0:
+                    out[r, :n] = k.taps[at, blk.pads[row] : blk.pads[row] + n]
             got[p] = out
-        return split_last(got, asked, want_logits)
+        return split_last(got, asked, logits is not None)
 
 
 @dataclass
 class Recorder:
-    """What :func:`static.greedy_static` records one batch through: called with the batch's pads and slots once its
-    prefill has run, it returns the buffers [B, L, H] to fill, one per point."""
+    """What :func:`static.greedy_static` records one batch through: opened once the prefill has run with the rows'
+    pads, the cache's slots and the prompts' end, then handed each run's taps at their first slot."""
 
     recording: Recording
     index: list[int]
+    block: _Block | None = None
 
     def __post_init__(self) -> None:
         self.points = self.recording.points
 
-    def __call__(self, pads: Sequence[int], length: int) -> dict[CapturePoint, torch.Tensor]:
-        r = self.recording
-        taps = {p: torch.empty(len(pads), length, r.hidden, dtype=r.dtype, device=r.device) for p in r.points}
-        r.open(self.index, pads, taps)
-        return taps
+    def open(self, pads: Sequence[int], length: int, prompt: int) -> None:
+        self.block = self.recording.open(self.index, pads, prompt, length)
+
+    def write(self, at: int, taps: Mapping[CapturePoint, torch.Tensor]) -> None:
+        """Taps [B, n, H] of slots [at, at + n), each point's kept rows, in its window."""
+        assert self.block is not None  # opened at the prefill
+        for p, k in self.block.kept.items():
+            x = taps[p]
+            n = min(x.shape[1], k.taps.shape[1] - at)
+            if n > 0:
+                x = x[:, :n] if k.picked is None else x[:, :n].index_select(0, k.picked)
+                k.taps[:, at : at + n] = x
 
 
-def recording_bytes(target: Target, points: Iterable[CapturePoint], n_seqs: int, length: int) -> int:
-    """What recording ``points`` over ``n_seqs`` sequences of up to ``length`` slots holds."""
+def recording_bytes(target: Target, wanted: Wanted, n_seqs: int, length: int, prompt: int | None = None) -> int:
+    """What recording ``wanted`` over ``n_seqs`` sequences of up to ``length`` slots, prompts of up to ``prompt``
+    tokens (None: a windowed point held everywhere), holds."""
     elt = torch.empty((), dtype=target.dtype).element_size()
-    return len(set(points) | {final_norm()}) * n_seqs * length * target.hidden_size * elt
+    total = 0
+    for w in as_windows(wanted).values():
+        rows = n_seqs if w.sequences is None else sum(1 for i in w.sequences if 0 <= i < n_seqs)
+        width = length if w.after is None or prompt is None else min(length, prompt + w.after)
+        total += rows * width
+    return total * target.hidden_size * elt
 
 
-def plan_recording(target: Target, points: Iterable[CapturePoint], n_seqs: int, length: int) -> Recording | None:
-    """A recording of ``points`` (and final_norm) where it fits in :data:`SHARE` of the memory free now and the
-    target runs whole on one device (a device map or a layer stream replays as before); else None."""
+def plan_recording(target: Target, wanted: Wanted, n_seqs: int, length: int, prompt: int | None = None) -> Recording | None:
+    """A recording of ``wanted`` where it fits in :data:`SHARE` of the memory free now and the target runs whole on
+    one device (a device map or a layer stream replays as before); else None."""
     from .static import free_memory
     from .stream import StreamedTarget
 
     if isinstance(target, StreamedTarget) or target.capture_device is not None:
         return None
-    need = recording_bytes(target, points, n_seqs, slots(length))
+    need = recording_bytes(target, wanted, n_seqs, slots(length), prompt)
     if need > SHARE * free_memory(torch.device(target.device)):
         return None
-    pts = frozenset(set(points) | {final_norm()})
-    return Recording(pts, torch.device(target.device), target.dtype, target.hidden_size, nbytes=need)
+    return Recording(as_windows(wanted), torch.device(target.device), target.dtype, target.hidden_size, nbytes=need)

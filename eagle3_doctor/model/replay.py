@@ -8,14 +8,14 @@ into logits chunk by chunk (:func:`target.head_chunks`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
 from ..core.errors import BadInput
-from ..core.taps import CapturePoint, final_norm
+from ..core.taps import EVERYWHERE, CapturePoint, TapWindow, final_norm, merge_windows
 from ..io.prompts import Prompt, load_prompts
 from ..io.train_dumps import DumpSequence, load_dump
 from .target import Batch, Target, batches, capture, make_batch
@@ -24,10 +24,10 @@ from .target import Batch, Target, batches, capture, make_batch
 class Recorded(Protocol):
     """Taps a decode recorded over the sequences it generated (:class:`model.recorded.Recording`)."""
 
-    def covers(self, points: Iterable[CapturePoint]) -> bool: ...
+    def covers(self, wanted: Mapping[CapturePoint, TapWindow]) -> bool: ...
 
     def capture(
-        self, index: Sequence[int], batch: Batch, points: Iterable[CapturePoint], want_logits: bool
+        self, index: Sequence[int], batch: Batch, wanted: Mapping[CapturePoint, TapWindow], logits: TapWindow | None
     ) -> tuple[dict[CapturePoint, torch.Tensor], torch.Tensor | None]: ...
 
 
@@ -131,22 +131,27 @@ def iter_captures(
     want_logits: bool = False,
     progress: Callable[[int, int], None] | None = None,
     recorded: Recorded | None = None,
+    windows: Mapping[CapturePoint, TapWindow] | None = None,
 ) -> Iterator[ReplayBatch]:
     """Batches of ``seqs`` through the target with taps on ``points``; progress(done, total) after each batch.
-    Where ``recorded`` (the decode that generated ``seqs``) holds every point, the batches are read from it and the
-    target does not run again."""
+    ``windows``: where the caller reads some points, each point's :class:`core.taps.TapWindow` (every position of
+    every sequence where a point is not named; the final norm's where logits are asked for).
+    Where ``recorded`` (the decode that generated ``seqs``) holds every point in its window, the batches are read
+    from it and the target does not run again: a windowed point then comes back as wide as its window."""
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else 0
     pts = set(points)
     from .stream import replay_batch_size
 
+    wanted = {p: (windows or {}).get(p, EVERYWHERE) for p in pts}
+    logits = (windows or {}).get(final_norm(), EVERYWHERE) if want_logits else None
     batch_size = replay_batch_size(target, seqs, len(pts) + int(want_logits), batch_size)
-    if recorded is not None and not recorded.covers(pts | ({final_norm()} if want_logits else set())):
+    if recorded is not None and not recorded.covers(merge_windows(wanted, {final_norm(): logits} if logits else {})):
         recorded = None
     done = 0
     for _, idx in batches(replay_order(seqs), batch_size):
         batch = make_batch([seqs[i] for i in idx], pad, target.device)
         if recorded is not None:
-            got, last = recorded.capture(idx, batch, pts, want_logits)
+            got, last = recorded.capture(idx, batch, wanted, logits)
         else:
             got, last = capture(target, batch, pts, want_logits=want_logits)
             # padded slots read zero, as a recording leaves them: what a position there computed is no token's

@@ -31,12 +31,15 @@ if TYPE_CHECKING:
 
 
 class Recorder(Protocol):
-    """Where a continuation batch's taps go (:class:`model.recorded.Recorder`): called once the prefill has run with
-    the rows' pads and the cache's slots, it returns one buffer [B, L, H] per point to fill."""
+    """Where a continuation batch's taps go (:class:`model.recorded.Recorder`): opened once the prefill has run with
+    the rows' pads, the cache's slots and the slot the prompts end at, then handed each run's taps [B, n, H] with
+    the slot of their first position."""
 
     points: frozenset[CapturePoint]
 
-    def __call__(self, pads: Sequence[int], length: int) -> dict[CapturePoint, torch.Tensor]: ...
+    def open(self, pads: Sequence[int], length: int, prompt: int) -> None: ...
+
+    def write(self, at: int, taps: dict[CapturePoint, torch.Tensor]) -> None: ...
 
 
 MASKS_TAKEN = ("sdpa", "eager")
@@ -416,7 +419,7 @@ def greedy_static(
     The step's feedback (argmax -> next input) stays on the device, so a graphed loop runs with no host
     sync; EOS is read every 32 steps there (every step on the CPU, where reading costs nothing), to stop
     once every row has ended. With ``record``, the decoder taps its points at every slot it runs, the last
-    token's included (one step more), into ``record(pads, length)``'s buffers [B, L, H]."""
+    token's included (one step more), through ``record`` (its points' windows: :class:`model.recorded.Recorder`)."""
     B, T = len(prompts), max(len(p) for p in prompts)
     L = slots(T + max_new_tokens)
     cache = static_cache(target, B, L)
@@ -428,9 +431,9 @@ def greedy_static(
     del cache
     try:
         nxt, taps = dec.prefill(ids.to(target.device), pads.to(target.device))
-        keep = record(pads.tolist(), L) if record is not None else {}
-        for p, buf in keep.items():
-            buf[:, :T] = taps[p]
+        if record is not None:
+            record.open(pads.tolist(), L, T)
+            record.write(0, taps)
         out = torch.empty((B, max_new_tokens), dtype=torch.long, device=target.device)
         cur = nxt.clone()
         every = 32 if dec.graphed else 1
@@ -441,12 +444,12 @@ def greedy_static(
             last = k + 1 == max_new_tokens or (
                 eos is not None and (k + 1) % every == 0 and bool((out[:, : k + 1] == eos).any(-1).all())
             )
-            if last and not keep:
+            if last and record is None:
                 break
             at = dec.length
             amax, taps = dec.forward(cur)
-            for p, buf in keep.items():
-                buf[:, at : at + 1] = taps[p]
+            if record is not None:
+                record.write(at, taps)
             if last:
                 break
             cur.copy_(amax)

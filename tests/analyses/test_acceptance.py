@@ -135,6 +135,7 @@ def test_the_weights_fit_counts_the_first_positions_of_each_sequence_exactly(mon
 
     from eagle3_doctor.analyses import weights_fit
     from eagle3_doctor.analyses.acceptance.estimator import unroll_outcomes
+    from eagle3_doctor.model import recorded
 
     monkeypatch.setattr(weights_fit, "STEP1_POSITIONS", 5)
     monkeypatch.setattr(weights_fit, "FIT_PROMPTS", fit_prompts)
@@ -147,7 +148,8 @@ def test_the_weights_fit_counts_the_first_positions_of_each_sequence_exactly(mon
         real_add(self, rb, labels, starts, known)
         pos = torch.arange(rb.tokens.shape[1])
         region = torch.stack([(pos >= s) & (pos < s + 5) for s in starts])
-        keep = [j for j, i in enumerate(rb.index) if i % self.stride == 0]
+        rows = self.window.sequences
+        keep = [j for j, i in enumerate(rb.index) if rows is None or i in rows]
         rows_counted.extend(rb.index[j] for j in keep)
         for c in self.cands:
             aux = torch.cat([rb.captured[p] for p in c], dim=-1)
@@ -158,6 +160,9 @@ def test_the_weights_fit_counts_the_first_positions_of_each_sequence_exactly(mon
             checked.append(1)
 
     monkeypatch.setattr(weights_fit.WeightsFit, "add", add_and_check)
+    # the whole batch's taps for the reference: no recording, which keeps the wirings' only where the fit reads them
+    # (the recorded run's fit is the replayed one's: tests/model/test_recorded.py)
+    monkeypatch.setattr(recorded, "SHARE", 0.0)
     s = load_setup(
         target=str(TARGET), draft=str(DRAFTS["sglang"]), engine="sglang",
         train_recipe="spec:layer_out[2],layer_out[4],layer_out[5]", dtype="float32", device="cpu",

@@ -14,9 +14,10 @@ import pytest
 import torch
 from conftest import DRAFTS, PROMPTS, SERVING, TARGET, invoke
 
-from eagle3_doctor.core.taps import embed, final_norm, layer_out
+from eagle3_doctor.core.graphs import slots
+from eagle3_doctor.core.taps import EVERYWHERE, TapWindow, embed, final_norm, layer_out
 from eagle3_doctor.model.continuation import greedy_continue
-from eagle3_doctor.model.recorded import plan_recording
+from eagle3_doctor.model.recorded import plan_recording, recording_bytes
 from eagle3_doctor.model.replay import iter_captures, prompt_sequences
 
 POINTS = {embed(), layer_out(0), layer_out(1)}
@@ -46,7 +47,7 @@ def test_recorded_taps_are_the_replay_forwards(target, prompts, eos_at, monkeypa
         monkeypatch.setattr(static, "eos_and_pad", lambda tok: (eos, 0))
         want_seqs = greedy_continue(target, prompts, 24, 3)
         assert len({len(s) - len(p) for s, p in zip(want_seqs, prompts)}) > 1
-    rec = plan_recording(target, POINTS, len(prompts), max(map(len, prompts)) + 24)
+    rec = plan_recording(target, POINTS | {final_norm()}, len(prompts), max(map(len, prompts)) + 24)
     assert rec is not None
     seqs = greedy_continue(target, prompts, 24, 3, record=rec)
     assert seqs == want_seqs and rec.covers(POINTS | {final_norm()})
@@ -61,6 +62,55 @@ def test_recorded_taps_are_the_replay_forwards(target, prompts, eos_at, monkeypa
             assert not g_taps[p][n:].any() and not taps[p][n:].any()  # padding reads zero either way
         torch.testing.assert_close(g_last[:n], last[:n], rtol=1e-4, atol=1e-5)
         assert torch.equal(g_last.argmax(-1)[: n - 1], last.argmax(-1)[: n - 1])
+
+
+@pytest.mark.parametrize("eos_at", [None, 2])
+def test_a_windowed_tap_is_recorded_where_it_is_read_and_nowhere_else(target, prompts, eos_at, monkeypatch):
+    """A point read at a few sequences' first positions (the weights' fit's wirings) is kept there alone: read back it
+    equals the forward's inside its window, comes back as wide as the window, whether or not a row ran that far (a
+    reader cuts every point at one width; past it, it fails on the shape, never reads zeros as taps), and its other
+    rows read zero; a reader wanting more of it than was kept gets the forward instead."""
+    import eagle3_doctor.model.static as static
+
+    new, rows, after = 24, frozenset({0, 2, 5}), 4
+    if eos_at is not None:  # one row ends inside the window: the batch's width is still the window's
+        eos = greedy_continue(target, prompts, new, 3)[0][len(prompts[0]) + eos_at]
+        monkeypatch.setattr(static, "eos_and_pad", lambda tok: (eos, 0))
+    reads = {embed(): EVERYWHERE, layer_out(0): TapWindow(rows, after), final_norm(): TapWindow(after=0)}
+    longest = max(map(len, prompts))
+    rec = plan_recording(target, reads, len(prompts), longest + new, longest)
+    assert rec is not None
+    full = recording_bytes(target, set(reads), len(prompts), slots(longest + new))
+    assert rec.nbytes < full  # two of the three points kept in their windows
+    seqs = greedy_continue(target, prompts, new, 3, record=rec)
+    held = sum(k.taps.numel() * k.taps.element_size() for b in rec.blocks for k in b.kept.values())
+    assert held <= rec.nbytes  # what the plan counted bounds what the batches hold
+    assert rec.covers(reads) and not rec.covers({layer_out(0): TapWindow(rows, after + 1)})
+    assert not rec.covers({layer_out(0): EVERYWHERE}) and not rec.covers({layer_out(0): TapWindow(rows | {1}, after)})
+    windows = {layer_out(0): TapWindow(rows, after), final_norm(): TapWindow(after=0)}
+    kw = {"batch_size": len(seqs), "want_logits": True, "windows": windows}  # the early row beside longer ones
+    ref = {i: (rb, r) for rb in iter_captures(target, seqs, [embed(), layer_out(0)], **kw) for r, i in enumerate(rb.index)}
+    got = iter_captures(target, seqs, [embed(), layer_out(0)], recorded=rec, **kw)
+    seen = 0
+    for rb in got:
+        plen = [len(prompts[i]) for i in rb.index]
+        assert rb.captured[layer_out(0)].shape[1] == min(rb.tokens.shape[1], max(plen) + after)
+        assert rb.last is not None and rb.last.shape[1] == max(plen)
+        assert rb.captured[embed()].shape[1] == rb.tokens.shape[1]
+        for r, i in enumerate(rb.index):
+            want, wr = ref[i]
+            n = len(seqs[i])
+            torch.testing.assert_close(rb.captured[embed()][r, :n], want.captured[embed()][wr, :n])
+            torch.testing.assert_close(rb.last[r, : plen[r]], want.last[wr, : plen[r]], rtol=1e-4, atol=1e-5)
+            tap = rb.captured[layer_out(0)][r]
+            if i in rows:
+                m = plen[r] + after
+                torch.testing.assert_close(tap[:m], want.captured[layer_out(0)][wr, :m], rtol=1e-4, atol=1e-5)
+                assert not tap[m:].any()
+            else:
+                assert not tap.any()
+            seen += 1
+    assert seen == len(seqs)
 
 
 def test_a_batch_through_generate_leaves_the_recording_unused(hf_target, prompts, monkeypatch):
@@ -99,6 +149,9 @@ SGLANG_FP8 = (
 # fmt: off
 CASES = {
     "acceptance": ("acceptance", DRAFTS["sglang"], "--engine", "sglang", "--limit", "5"),
+    # every wiring's step-1 counts (the --scan table), from taps kept in the fit's window: two prompts of five, their
+    # first positions
+    "scan": ("acceptance", DRAFTS["sglang"], "--engine", "sglang", "--limit", "5", "--scan"),
     "diagnose": ("diagnose", DRAFTS["sglang"], "--engine", "sglang", "--limit", "5"),
     # the measured cost of a served fp8 draft cache simulates the draft on the continuation's rows
     "fp8-draft-cache": ("acceptance", DRAFTS["sglang"], "--serve-cmd", SGLANG_FP8, "--engine-version", "0.5.9", "--limit", "8"),
@@ -111,22 +164,29 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_cli_measures_the_same_without_a_second_forward(tmp_path, monkeypatch, case):
-    """acceptance and diagnose (its levers, the weights' own lever, the fault signatures and the served fp8 draft
-    cache's cost included) read every tap from the decode: the target's forward is never called after the
-    continuation, and the document is the replayed run's."""
+    """acceptance and diagnose (their levers, the weights' fit, the fault signatures and the served fp8 draft cache's
+    cost included) read every tap from the decode: the target's forward is never called after the continuation, and
+    the document is the replayed run's. (The weights' own lever, which fires on a draft fitting other points, replays
+    its wiring by a forward: the recording keeps the fit's wirings in the fit's window alone.)"""
     import eagle3_doctor.model.recorded as recorded
     import eagle3_doctor.model.replay as replay
+    from eagle3_doctor.analyses import weights_fit
 
     command, draft, *extra = CASES[case]
+    if case == "scan":
+        monkeypatch.setattr(weights_fit, "FIT_PROMPTS", 2)  # every third prompt counted: the rows' window bites
+        monkeypatch.setattr(weights_fit, "STEP1_POSITIONS", 5)  # and its positions' (32 new tokens a prompt)
     monkeypatch.setattr(recorded, "SHARE", 0.0)
     want = _run(tmp_path, command, "replayed", draft, *extra)
-    monkeypatch.undo()
+    monkeypatch.setattr(recorded, "SHARE", 0.5)
 
     def no_forward(*a, **k):
         raise AssertionError("the target ran a second forward")
 
     monkeypatch.setattr(replay, "capture", no_forward)
     assert _run(tmp_path, command, "recorded", draft, *extra) == want
+    if case == "scan":
+        assert len(want["scan"]) >= 8 and all(r["diff_to_configured"]["n"] == 2 for r in want["scan"]), want["scan"]
     if case == "fp8-draft-cache":
         (f,) = [f for f in want["findings"] if f["code"] == "FWD015"]
         assert "measured cost on this pair (8 prompts" in " ".join(f["evidence"])
@@ -135,14 +195,18 @@ def test_the_cli_measures_the_same_without_a_second_forward(tmp_path, monkeypatc
 
 
 def test_a_recording_beside_the_decode_leaves_its_batch_whole_where_both_fit(monkeypatch):
-    """The continuation's plan on an 8B shape with 127 GB free (one H200 after the weights): acceptance's four points
-    and diagnose's eleven (every candidate wiring the weights' fit scores) both record at 512 x 512 and both decode
-    the 512 prompts in one batch (at a flat 60% of the memory, diagnose's took two: bench/RESULTS.md); at
-    1024 x 1024 the recording does not fit and the prompts run as equal batches, not a full one and a remainder."""
+    """The continuation's plan on an 8B shape with 127 GB free (one H200 after the weights), for what acceptance and
+    diagnose read (the paths' points everywhere, the weights' fit's wirings in its window): both record at 512 x 512
+    and 1,024 x 1,024, the fit's eight other points (diagnose's final norm over the prompts among them) adding under
+    35% to what the paths' three hold. 512 x 512 decodes in one batch; at 1,024 x 1,024, where the KV cache of every
+    sequence passes the memory, the prompts run as equal batches, not a full one and a remainder. Before the windows, every wiring everywhere took 97 GB at 1,024 x
+    1,024, the recording was dropped, and the replay ran a second forward over a million tokens."""
     from types import SimpleNamespace
 
+    from eagle3_doctor.analyses.acceptance.measurement import logits_window, replay_taps
     from eagle3_doctor.analyses.acceptance.options import AcceptanceOptions
     from eagle3_doctor.analyses.acceptance.run import _plan
+    from eagle3_doctor.analyses.weights_fit import candidates
 
     cfg = {"hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
            "num_hidden_layers": 32, "vocab_size": 128256}  # fmt: skip
@@ -151,22 +215,26 @@ def test_a_recording_beside_the_decode_leaves_its_batch_whole_where_both_fit(mon
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 0)
     wirings = [layer_out(i) for i in range(1, 11)]
+    spec = (layer_out(1), layer_out(15), layer_out(28))
     for n, new in ((512, 512), (1024, 1024)):
         src = SimpleNamespace(prompts=[SimpleNamespace(ids=[1] * 81)] * n)
         opts = AcceptanceOptions(max_new_tokens=new, continuation_auto=True)
-        for points in (wirings[:3], wirings):
-            batch, recorded, label = _plan(gpu, src, opts, points)
-            if n == 512:
-                assert recorded is not None and batch >= 512 and "512 sequences in 1 batch" in label, (points, label)
-            else:
-                assert recorded is None and batch == 512 and "1024 sequences in 2 batches" in label, (points, label)
+        paths_only = recording_bytes(gpu, spec, n, slots(81 + new))
+        for prompt_choice in (False, True):  # acceptance's reads, diagnose's
+            reads = replay_taps({"serving": spec}, [spec, *candidates(spec, 32)], n, logits_window(opts, prompt_choice))
+            assert len(reads) == 11  # the final norm among the fit's wirings: diagnose's prompt choice adds none
+            batch, recorded, label = _plan(gpu, src, opts, reads)
+            assert recorded is not None and recorded.nbytes < 1.35 * paths_only, (n, label)
+            nb = -(-n // batch)
+            assert batch == -(-n // nb) and f"{n} sequences in {nb} batch" in label, (n, label)  # as equal as they divide
+            assert nb == 1 if n == 512 else nb <= 3, label
     # long prompts: each batch's cache and its prefill at the transient measured at 4 x 32k (431 KB a token, the
     # taps included) fit the free memory; at 60% and the layer's activations alone, 64 x 8k planned 2 x 32, 147 GB
     from eagle3_doctor.model.static import kv_bytes_per_token
 
     for n, length in ((4, 32768), (64, 8192)):
         src = SimpleNamespace(prompts=[SimpleNamespace(ids=[1] * length)] * n)
-        batch, recorded, _ = _plan(gpu, src, AcceptanceOptions(max_new_tokens=128, continuation_auto=True), wirings[:3])
+        batch, recorded, _ = _plan(gpu, src, AcceptanceOptions(max_new_tokens=128, continuation_auto=True), set(wirings[:3]))
         held = batch * (kv_bytes_per_token(gpu) * (length + 128) + 431_000 * length)
         assert held + (recorded.nbytes if recorded else 0) <= 127 * 10**9, (n, length, batch)
         assert batch == n if n == 4 else 8 <= batch < 32, batch

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ...core.taps import CapturePoint, FeatureSpec
+from ...core.taps import EVERYWHERE, CapturePoint, FeatureSpec, TapWindow, final_norm, merge_windows
 from ...draft.model import Eagle3Draft
 from ...model.replay import ReplayBatch, iter_captures, replay_order
 from ..results import PathResult, ScanRow, TreePlan
 from .accumulate import PathAccumulator
 from .estimator import StepOutputs, unroll_outcomes
 from .estimator import labels_fn as _labels_fn  # diagnose, context and speedup import it from here
-from .options import Progress, Replay
+from .options import AcceptanceOptions, Progress, Replay
 
 if TYPE_CHECKING:
     from ...model.setup import Setup
@@ -43,16 +43,35 @@ def target_choice(tgt: Target, rb: ReplayBatch, starts: Sequence[int], greedy: b
     if not greedy:
         return target_argmax(tgt, rb.last)
     amax = torch.roll(rb.tokens, -1, dims=1)
-    pos = torch.arange(amax.shape[1], device=amax.device)
+    w = rb.last.shape[1]  # read over the prompts alone where the recording kept it there (:func:`logits_window`)
+    pos = torch.arange(w, device=amax.device)
     inside = pos[None, :] < torch.as_tensor(list(starts), device=amax.device)[:, None]
     if bool(inside.any()):
-        amax[inside] = target_argmax(tgt, rb.last[inside])
+        amax[:, :w][inside] = target_argmax(tgt, rb.last[inside])
     return amax
 
 
-def replay_points(paths: Mapping[str, FeatureSpec | None], cands: Iterable[FeatureSpec]) -> set[CapturePoint]:
-    """The capture points a replay taps: every path's and every candidate wiring's (the configured one among them)."""
-    return {p for s in paths.values() if s for p in s} | {p for c in cands for p in c}
+def replay_taps(
+    paths: Mapping[str, FeatureSpec | None], cands: Iterable[FeatureSpec], sequences: int, logits: TapWindow | None
+) -> dict[CapturePoint, TapWindow]:
+    """What a replay of ``sequences`` reads, and where: every path's capture points at every position, the weights'
+    fit's candidate wirings (the configured one among them) in the fit's window (:func:`weights_fit.fit_window`),
+    the final norm in ``logits`` (None: no logits read). The continuation's recording keeps exactly this."""
+    from ..weights_fit import fit_window
+
+    reads = {p: EVERYWHERE for s in paths.values() if s for p in s}
+    fit = fit_window(sequences)
+    reads.update({p: fit for c in cands for p in c if p not in reads})
+    return merge_windows(reads, {final_norm(): logits}) if logits is not None else reads
+
+
+def logits_window(opts: AcceptanceOptions, prompt_choice: bool = False) -> TapWindow | None:
+    """Where a replay reads the target's final norm (its head's input): along a given text, or at a temperature,
+    everywhere; along the target's own greedy continuation nowhere (its tokens are the labels), or over the prompts
+    where ``prompt_choice`` asks for the target's choice there (:func:`target_choice`)."""
+    if opts.continuation != "greedy" or opts.temperature > 0:
+        return EVERYWHERE
+    return TapWindow(after=0) if prompt_choice else None
 
 
 class Measurement:
@@ -66,7 +85,10 @@ class Measurement:
         tree: TreePlan | None,
         drafts: dict[str, Eagle3Draft],
         cands: list[FeatureSpec] | None = None,
+        prompt_choice: bool = False,
     ):
+        """``prompt_choice``: a reader of each batch (``replay``'s ``each``) takes the target's choice over the prompts
+        (:func:`target_choice`), so the replay reads the final norm there."""
         from ..weights_fit import WeightsFit, candidates
 
         self.setup, self.rep, self.paths, self.tree = setup, rep, paths, tree
@@ -79,10 +101,11 @@ class Measurement:
         self.outcomes: dict[str, StepOutputs] = {}  # the batch just added, per path (its step 1 read again by diagnose)
         # the weights' own fit: per replayed sequence, step-1 [hits, positions] on each candidate wiring
         self.fit = WeightsFit(setup.draft, configured, cands, len(rep.seqs)) if cands and setup.draft is not None else None
+        self.logits = logits_window(opts, prompt_choice)
 
-    @property
-    def points(self) -> set[CapturePoint]:
-        return replay_points(self.paths, self.fit.cands if self.fit is not None else [])
+    def taps(self, logits: TapWindow | None = None) -> dict[CapturePoint, TapWindow]:
+        """What the replay reads and where (:func:`replay_taps`), the final norm in ``logits``."""
+        return replay_taps(self.paths, self.fit.cands if self.fit is not None else [], len(self.rep.seqs), logits)
 
     def _aux(self, rb: ReplayBatch, spec: FeatureSpec | None) -> torch.Tensor:
         if spec is not None:
@@ -143,11 +166,12 @@ class Measurement:
         for rb in iter_captures(
             self.setup.target,
             self.rep.seqs,
-            self.points,
+            self.taps(),
             batch_size=batch_size,
-            want_logits=True,
+            want_logits=self.logits is not None,
             progress=lambda d, n: progress(label, d, n),
             recorded=self.rep.recorded,
+            windows=self.taps(self.logits),
         ):
             self.add(rb)
             if each is not None:

@@ -3,19 +3,19 @@ scan) -> results in prompt order -> reference loop -> findings."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ...core.errors import BadInput, ResourceError
-from ...core.taps import CapturePoint, FeatureSpec
+from ...core.taps import CapturePoint, FeatureSpec, TapWindow
 from ...model.replay import Sources, check_seq_len, load_sources
 from ..results import AcceptanceRun, RunSettings, TreePlan
 from .findings import acceptance_findings, triage
 from .kv_dtype import kv_dtype_findings
-from .measurement import Measurement, path_results, replay_points
+from .measurement import Measurement, logits_window, path_results, replay_taps
 from .options import AcceptanceOptions, Progress, Replay, _no_progress
 from .reference import run_reference
 
@@ -26,11 +26,15 @@ if TYPE_CHECKING:
 
 
 def acceptance_sequences(
-    setup: Setup, src: Sources, opts: AcceptanceOptions, progress: Progress, record: Iterable[CapturePoint] = ()
+    setup: Setup,
+    src: Sources,
+    opts: AcceptanceOptions,
+    progress: Progress,
+    record: Mapping[CapturePoint, TapWindow] | None = None,
 ) -> Replay:
-    """Prompts plus the target's greedy continuation, or the text (or dump) as given. The taps on ``record`` are
-    kept as the plain continuation's decode runs them, where they fit (model/recorded.py): the replay then reads
-    them and runs no second target forward."""
+    """Prompts plus the target's greedy continuation, or the text (or dump) as given. The taps ``record`` names are
+    kept, each in its window, as the plain continuation's decode runs them, where they fit (model/recorded.py): the
+    replay then reads them and runs no second target forward."""
     from ...model.continuation import greedy_continue
 
     tgt = setup.target
@@ -76,7 +80,7 @@ def acceptance_sequences(
 
 
 def _plan(
-    tgt: Target, src: Sources, opts: AcceptanceOptions, record: Iterable[CapturePoint]
+    tgt: Target, src: Sources, opts: AcceptanceOptions, record: Mapping[CapturePoint, TapWindow] | None
 ) -> tuple[int, Recording | None, str]:
     """(sequences per continuation batch, the recording of ``record``'s taps or None, the plan's progress label)."""
     batch, recorded = opts.batch_size, None
@@ -86,12 +90,15 @@ def _plan(
     if record and not opts.speculative:
         from ...model.recorded import plan_recording
 
-        recorded = plan_recording(tgt, record, len(src.prompts), longest + opts.max_new_tokens)
+        recorded = plan_recording(tgt, record, len(src.prompts), longest + opts.max_new_tokens, longest)
     if opts.continuation_auto:
         from ...model.recorded import recording_bytes
         from ...model.static import decode_batch_size
 
-        reserve, taps = (recorded.nbytes, recording_bytes(tgt, recorded.points, 1, 1)) if recorded is not None else (0, 0)
+        n = max(1, len(src.prompts))  # a prompt token's taps, on average over the sequences (some points keep a few)
+        reserve, taps = (
+            (recorded.nbytes, recording_bytes(tgt, recorded.windows, n, 1, 1) // n) if recorded is not None else (0, 0)
+        )
         batch = decode_batch_size(tgt, longest, longest + opts.max_new_tokens + extra, reserve=reserve, taps_per_token=taps)
         # as many batches as the memory asks for, of equal size: 1,024 sequences where 599 fit run as 512 + 512,
         # not 599 + 425, so no batch holds a cache larger than the work needs
@@ -226,7 +233,8 @@ def measure_acceptance(
 
     configured = setup.train_spec or setup.serving.spec
     cands = fit_candidates(setup, configured, product=opts.scan)
-    rep = acceptance_sequences(setup, src, opts, progress, replay_points(paths, [configured, *cands] if cands else []))
+    reads = replay_taps(paths, [configured, *cands] if cands else [], len(src.sequences), logits_window(opts))
+    rep = acceptance_sequences(setup, src, opts, progress, reads)
     rep.notes += path_notes
     m = Measurement(setup, rep, paths, tree, drafts, cands=cands)
     from ...model.stream import begin_replay, replay_note

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..acceptance.kv_dtype import kv_dtype_findings
-from ..acceptance.measurement import Measurement, _labels_fn, path_results, replay_points
+from ..acceptance.measurement import Measurement, _labels_fn, logits_window, path_results, replay_taps
 from ..acceptance.options import AcceptanceOptions, _no_progress
 from ..acceptance.run import acceptance_sequences
 from ..weights_fit import STEP1_POSITIONS, candidates
@@ -83,9 +83,10 @@ def measure_gap(
             "run eagle3-doctor inspect for the engine and draft findings",
         )
     cands = candidates(plan.paths[plan.base], setup.target.num_layers)
-    # every replay below (the paths, the levers, the weights' own lever) reads its taps from the continuation's decode
-    rep = acceptance_sequences(setup, src, opts, progress, replay_points(plan.paths, [plan.paths[plan.base], *cands]))
-    m = Measurement(setup, rep, plan.paths, tree, plan.drafts, cands=cands)
+    # the replays read the decode's taps (True: each batch's reader takes the target's choice over the prompts)
+    reads = replay_taps(plan.paths, [plan.paths[plan.base], *cands], len(src.sequences), logits_window(opts, True))
+    rep = acceptance_sequences(setup, src, opts, progress, reads)
+    m = Measurement(setup, rep, plan.paths, tree, plan.drafts, cands=cands, prompt_choice=True)
     ctx = ContextCounts(bucket, len(rep.seqs))
     # one bucket spanning every position: per prompt step-1 [hits, positions], the unablated draft first
     step1 = {name: ContextCounts(1 << 40, len(rep.seqs), STEP1_POSITIONS) for name in ("", *plan.ablations)}
@@ -122,8 +123,9 @@ def _beside_verdict(setup: Setup, serve: Any, rep: Any, plan: Plan, prompts_path
 def _weights_lever(setup: Setup, plan: Plan, rep: Any, rows: list[Any], opts: AcceptanceOptions, tree: Any) -> LeverRow | None:
     """Where the draft's weights fit other capture points than the configured ones (weights_fit.fitted: a lead of
     practical size with its paired interval above zero on enough prompts), acceptance is measured on those points
-    as a lever of its own, in a
-    second replay: the general form of a config whose ids were edited after training."""
+    as a lever of its own, in a second replay: the general form of a config whose ids were edited after training.
+    That replay runs the target's forward again: the continuation's recording keeps the fit's wirings in the fit's
+    window alone (model/recorded.py), where every wiring everywhere passed the memory of a long run."""
     from ..compare.fixes import fix_for
     from ..weights_fit import fitted
 
