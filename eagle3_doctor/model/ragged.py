@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..core.taps import CapturePoint
-from .static import StaticDecoder
+from .static import Sink, StaticDecoder
 
 if TYPE_CHECKING:
     from .target import Target
@@ -38,13 +38,13 @@ class RaggedDecoder(StaticDecoder):
 
     @torch.inference_mode()
     def prefill(
-        self, ids: torch.Tensor, pad: torch.Tensor, *, last_only: bool = True
+        self, ids: torch.Tensor, pad: torch.Tensor, *, last_only: bool = True, sink: Sink | None = None
     ) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
         """As :meth:`StaticDecoder.prefill` (every row at slot 0, so the two ways of counting agree); then each
         row writes at its own slot, all at the prompt's end."""
         self.cache.write_rows_at(None)
         self.at.zero_()
-        out = super().prefill(ids, pad, last_only=last_only)
+        out = super().prefill(ids, pad, last_only=last_only, sink=sink)
         self.at.fill_(ids.shape[1])
         self.bound = ids.shape[1]
         self.cache.write_rows_at(self.at)

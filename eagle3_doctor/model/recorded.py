@@ -146,15 +146,22 @@ class Recorder:
     def open(self, pads: Sequence[int], length: int, prompt: int) -> None:
         self.block = self.recording.open(self.index, pads, prompt, length)
 
-    def write(self, at: int, taps: Mapping[CapturePoint, torch.Tensor]) -> None:
-        """Taps [B, n, H] of slots [at, at + n), each point's kept rows, in its window."""
-        assert self.block is not None  # opened at the prefill
+    def write(self, at: int, taps: Mapping[CapturePoint, torch.Tensor], rows: list[int] | None = None) -> None:
+        """Taps [b, n, H] of slots [at, at + n) of the batch's rows ``rows`` (None: all of them), each point's kept
+        rows, in its window (a :class:`static.Sink`)."""
+        assert self.block is not None  # opened before the prefill
         for p, k in self.block.kept.items():
             x = taps[p]
             n = min(x.shape[1], k.taps.shape[1] - at)
-            if n > 0:
-                x = x[:, :n] if k.picked is None else x[:, :n].index_select(0, k.picked)
-                k.taps[:, at : at + n] = x
+            if n <= 0:
+                continue
+            if rows is None:
+                k.taps[:, at : at + n] = x[:, :n] if k.picked is None else x[:, :n].index_select(0, k.picked)
+                continue
+            pairs = [(j, kept) for j, b in enumerate(rows) if (kept := k.at(b)) is not None]  # (in x, in k.taps)
+            if pairs:
+                src, dst = (torch.tensor(v, dtype=torch.long, device=x.device) for v in zip(*pairs))
+                k.taps[dst, at : at + n] = x[:, :n].index_select(0, src)
 
 
 def recording_bytes(target: Target, wanted: Wanted, n_seqs: int, length: int, prompt: int | None = None) -> int:

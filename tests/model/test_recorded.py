@@ -65,17 +65,21 @@ def test_recorded_taps_are_the_replay_forwards(target, prompts, eos_at, monkeypa
 
 
 @pytest.mark.parametrize("eos_at", [None, 2])
-def test_a_windowed_tap_is_recorded_where_it_is_read_and_nowhere_else(target, prompts, eos_at, monkeypatch):
+@pytest.mark.parametrize("grouped", [False, True])
+def test_a_windowed_tap_is_recorded_where_it_is_read_and_nowhere_else(target, prompts, eos_at, grouped, monkeypatch):
     """A point read at a few sequences' first positions (the weights' fit's wirings) is kept there alone: read back it
     equals the forward's inside its window, comes back as wide as the window, whether or not a row ran that far (a
     reader cuts every point at one width; past it, it fails on the shape, never reads zeros as taps), and its other
-    rows read zero; a reader wanting more of it than was kept gets the forward instead."""
+    rows read zero; a reader wanting more of it than was kept gets the forward instead. ``grouped``: the prefill
+    runs each row alone, in an order unlike the batch's, each forward's taps written straight into the recording."""
     import eagle3_doctor.model.static as static
 
     new, rows, after = 24, frozenset({0, 2, 5}), 4
     if eos_at is not None:  # one row ends inside the window: the batch's width is still the window's
         eos = greedy_continue(target, prompts, new, 3)[0][len(prompts[0]) + eos_at]
         monkeypatch.setattr(static, "eos_and_pad", lambda tok: (eos, 0))
+    if grouped:
+        monkeypatch.setattr(static, "prefill_groups", lambda lengths: [[i] for i in reversed(range(len(lengths)))])
     reads = {embed(): EVERYWHERE, layer_out(0): TapWindow(rows, after), final_norm(): TapWindow(after=0)}
     longest = max(map(len, prompts))
     rec = plan_recording(target, reads, len(prompts), longest + new, longest)
