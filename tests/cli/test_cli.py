@@ -209,3 +209,38 @@ def test_a_reference_loop_that_disagrees_is_one_warning_naming_the_16_bit_cause_
     err = capsys.readouterr().err
     assert err.count("warning:") == 1 and "reference loop disagree" in err and "--dtype float32" in err, err
     assert finish(run, Outcome([], dict, lambda con: None)) == 0 and "warning" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("environ", "platform", "want"),
+    [
+        ({}, "linux", "expandable_segments:True"),
+        ({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}, "linux", "max_split_size_mb:64"),  # the user's wins
+        ({"PYTORCH_ALLOC_CONF": "expandable_segments:False"}, "linux", None),  # torch's newer name counts as set
+        ({}, "win32", None),  # torch supports the segments on Linux alone
+    ],
+)
+def test_the_allocator_grows_its_segments_unless_the_user_configured_it(environ, platform, want):
+    from eagle3_doctor.cli.app import allocator_default
+
+    env = dict(environ)
+    allocator_default(env, platform)
+    assert env.get("PYTORCH_CUDA_ALLOC_CONF") == want
+    assert {k: v for k, v in env.items() if k != "PYTORCH_CUDA_ALLOC_CONF"} == {
+        k: v for k, v in environ.items() if k != "PYTORCH_CUDA_ALLOC_CONF"
+    }
+
+
+def test_the_console_sets_the_allocator_before_the_command_runs(monkeypatch):
+    """The console script's run() configures it before the app (and so torch) starts: its process's environment."""
+    import eagle3_doctor.cli.app as app_mod
+
+    seen = {}
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "TOKENIZERS_PARALLELISM"):
+        monkeypatch.setenv(name, "")  # restored as it was (unset or not) after the test, whatever run() writes
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(app_mod, "sys", type("S", (), {"platform": "linux"}))
+    monkeypatch.setattr(app_mod, "app", lambda prog_name: seen.update(conf=os.environ.get("PYTORCH_CUDA_ALLOC_CONF")))
+    monkeypatch.setattr(app_mod, "_owns_process", False)
+    app_mod.run()
+    assert seen == {"conf": "expandable_segments:True"}
