@@ -22,8 +22,8 @@ from ..core.taps import EVERYWHERE, CapturePoint, TapWindow, final_norm, merge_w
 from .target import Batch, Target, split_last
 
 # the share of the device's free memory the recording may take; past it the replay runs its own forward as before.
-# The recording costs the decode little: at the batches it shrinks the step is bound by the arithmetic (a row more
-# reads no weight again), and the forward it saves costs as much arithmetic as the decode's matmuls did.
+# It costs the decode less than it saves: at 1,024 x 1,024 on an H200 the continuation's smaller batches took 6 s
+# more and the acceptance phase, with no forward over the million tokens, 30 s less (bench/RESULTS.md, 2026-12-05).
 SHARE = 0.5
 
 Wanted = Mapping[CapturePoint, TapWindow] | Iterable[CapturePoint]

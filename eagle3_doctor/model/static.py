@@ -279,8 +279,8 @@ class StaticDecoder:
     ) -> tuple[torch.Tensor, dict[CapturePoint, torch.Tensor]]:
         """Left-padded prompts ids [B, T] with pad [B] leading pads each: (argmax [B, 1] at the last slot,
         or [B, T] at every slot; taps). Eager: a prompt's shape is met once. ``sink``: each forward's taps handed
-        over as it ends (rows, first slot, taps [b, w, H]; rows None: every row) and none returned, so the batch's
-        taps over its prompts never exist beside the store they go to (at 4 x 32k, 12 GB of the peak)."""
+        over as it ends (first slot, taps [b, w, H], batch rows or None for every row) and none returned, so the
+        batch's taps over its prompts never exist beside the store they go to (bench/RESULTS.md, 2026-12-05 12:41)."""
         self.pad.copy_(pad)
         self.crop(0)
         if hasattr(self.cache, "prefill_rotated"):  # unpadded rows too: the masked route read a 4D mask per head
