@@ -133,8 +133,8 @@ class Recording:
 
 @dataclass
 class Recorder:
-    """What :func:`static.greedy_static` records one batch through: opened once the prefill has run with the rows'
-    pads, the cache's slots and the prompts' end, then handed each run's taps at their first slot."""
+    """What :func:`static.greedy_static` records one batch through: opened before the prefill with the rows' pads,
+    the cache's slots and the prompts' end, then handed each forward's taps at their first slot."""
 
     recording: Recording
     index: list[int]

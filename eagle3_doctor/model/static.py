@@ -287,9 +287,9 @@ class StaticDecoder:
             amax, taps = self._run_rotated(ids, pad, last_only, sink)
         else:
             amax, taps = self._run(ids, self._window(ids.shape[1]), last_only)
-            if sink is not None:
-                sink(0, taps)
-                taps = {}
+        if sink is not None and taps:  # one forward over every row (groups hand theirs over as they end)
+            sink(0, taps)
+            taps = {}
         self.length = ids.shape[1]
         return amax, taps
 
@@ -307,9 +307,6 @@ class StaticDecoder:
         groups = prefill_groups(lengths)
         if len(groups) == 1:
             amax, taps = self._rotated(ids, pad, last_only)
-            if sink is not None:
-                sink(0, taps)
-                taps = {}
         else:
             amax = torch.zeros((B, 1) if last_only else (B, T), dtype=torch.long, device=ids.device)
             taps = {}
