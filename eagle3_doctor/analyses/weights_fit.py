@@ -64,6 +64,11 @@ def fit_window(sequences: int) -> TapWindow:
     return TapWindow(rows, STEP1_POSITIONS + 2)
 
 
+def scored_wirings(configured: FeatureSpec, cands: list[FeatureSpec]) -> list[FeatureSpec]:
+    """The wirings a fit of ``cands`` scores: the configured one among them (first where it was not)."""
+    return cands if configured in cands else [configured, *cands]
+
+
 def candidates(spec: FeatureSpec, num_layers: int, product: bool = False) -> list[FeatureSpec]:
     """The plausible wirings around ``spec``: each slot moved alone (+-1 layer; the embeddings in front, the final
     norm at the back), the seed-style shift (the embeddings pushed in front, the last slot dropped) and its inverse
@@ -106,7 +111,7 @@ class WeightsFit:
     def __init__(self, draft: Eagle3Draft, configured: FeatureSpec, cands: list[FeatureSpec], sequences: int = 0):
         """``sequences``: how many the replay holds; the fit counts every ``ceil(sequences / FIT_PROMPTS)``-th."""
         self.draft, self.configured = draft, configured
-        self.cands = cands if configured in cands else [configured, *cands]
+        self.cands = scored_wirings(configured, cands)
         self.hits: dict[FeatureSpec, list[tuple[int, int]]] = {c: [] for c in self.cands}
         self.window = fit_window(sequences)
 

@@ -220,12 +220,13 @@ def test_a_recording_beside_the_decode_leaves_its_batch_whole_where_both_fit(mon
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 0)
     wirings = [layer_out(i) for i in range(1, 11)]
     spec = (layer_out(1), layer_out(15), layer_out(28))
+    setup = SimpleNamespace(train_spec=None, serving=SimpleNamespace(spec=spec), draft=object())  # what replay_taps reads
     for n, new in ((512, 512), (1024, 1024)):
         src = SimpleNamespace(prompts=[SimpleNamespace(ids=[1] * 81)] * n)
         opts = AcceptanceOptions(max_new_tokens=new, continuation_auto=True)
         paths_only = recording_bytes(gpu, spec, n, slots(81 + new))
         for prompt_choice in (False, True):  # acceptance's reads, diagnose's
-            reads = replay_taps({"serving": spec}, [spec, *candidates(spec, 32)], n, logits_window(opts, prompt_choice))
+            reads = replay_taps(setup, {"serving": spec}, candidates(spec, 32), n, logits_window(opts, prompt_choice))
             assert len(reads) == 11  # the final norm among the fit's wirings: diagnose's prompt choice adds none
             batch, recorded, label = _plan(gpu, src, opts, reads)
             assert recorded is not None and recorded.nbytes < 1.35 * paths_only, (n, label)

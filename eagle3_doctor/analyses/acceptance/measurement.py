@@ -52,17 +52,34 @@ def target_choice(tgt: Target, rb: ReplayBatch, starts: Sequence[int], greedy: b
 
 
 def replay_taps(
-    paths: Mapping[str, FeatureSpec | None], cands: Iterable[FeatureSpec], sequences: int, logits: TapWindow | None
+    setup: Setup,
+    paths: Mapping[str, FeatureSpec | None],
+    cands: list[FeatureSpec],
+    sequences: int,
+    logits: TapWindow | None,
 ) -> dict[CapturePoint, TapWindow]:
-    """What a replay of ``sequences`` reads, and where: every path's capture points at every position, the weights'
-    fit's candidate wirings (the configured one among them) in the fit's window (:func:`weights_fit.fit_window`),
-    the final norm in ``logits`` (None: no logits read). The continuation's recording keeps exactly this."""
+    """What a :class:`Measurement` of ``paths`` and the fit's candidate wirings ``cands`` reads over ``sequences``,
+    and where: every path's capture points at every position, the wirings the fit scores (:func:`fit_wirings`) in
+    the fit's window (:func:`weights_fit.fit_window`), the final norm in ``logits`` (None: no logits read). The
+    continuation's recording keeps exactly this."""
     from ..weights_fit import fit_window
 
     reads = {p: EVERYWHERE for s in paths.values() if s for p in s}
     fit = fit_window(sequences)
-    reads.update({p: fit for c in cands for p in c if p not in reads})
+    reads.update({p: fit for c in fit_wirings(setup, cands) for p in c if p not in reads})
     return merge_windows(reads, {final_norm(): logits}) if logits is not None else reads
+
+
+def configured_spec(setup: Setup) -> FeatureSpec:
+    """The capture points the draft is configured with: the training side's where given, else the serving side's."""
+    return setup.train_spec or setup.serving.spec
+
+
+def fit_wirings(setup: Setup, cands: list[FeatureSpec]) -> list[FeatureSpec]:
+    """The wirings the weights' fit of a :class:`Measurement` scores for ``cands`` (none without a draft)."""
+    from ..weights_fit import scored_wirings
+
+    return scored_wirings(configured_spec(setup), cands) if cands and setup.draft is not None else []
 
 
 def logits_window(opts: AcceptanceOptions, prompt_choice: bool = False) -> TapWindow | None:
@@ -94,9 +111,10 @@ class Measurement:
         self.setup, self.rep, self.paths, self.tree = setup, rep, paths, tree
         self.drafts = drafts  # per path: the draft as trained, or a copy as the engine runs it (as_served)
         opts = rep.opts
-        configured = setup.train_spec or setup.serving.spec
+        configured = configured_spec(setup)
         if cands is None:
             cands = candidates(configured, setup.target.num_layers, product=True) if opts.scan else []
+        self.cands = cands
         self.accs = {n: PathAccumulator(n, opts.num_steps) for n in paths}
         self.outcomes: dict[str, StepOutputs] = {}  # the batch just added, per path (its step 1 read again by diagnose)
         # the weights' own fit: per replayed sequence, step-1 [hits, positions] on each candidate wiring
@@ -105,7 +123,7 @@ class Measurement:
 
     def taps(self, logits: TapWindow | None = None) -> dict[CapturePoint, TapWindow]:
         """What the replay reads and where (:func:`replay_taps`), the final norm in ``logits``."""
-        return replay_taps(self.paths, self.fit.cands if self.fit is not None else [], len(self.rep.seqs), logits)
+        return replay_taps(self.setup, self.paths, self.cands, len(self.rep.seqs), logits)
 
     def _aux(self, rb: ReplayBatch, spec: FeatureSpec | None) -> torch.Tensor:
         if spec is not None:

@@ -15,7 +15,7 @@ from ...model.replay import Sources, check_seq_len, load_sources
 from ..results import AcceptanceRun, RunSettings, TreePlan
 from .findings import acceptance_findings, triage
 from .kv_dtype import kv_dtype_findings
-from .measurement import Measurement, logits_window, path_results, replay_taps
+from .measurement import Measurement, configured_spec, logits_window, path_results, replay_taps
 from .options import AcceptanceOptions, Progress, Replay, _no_progress
 from .reference import run_reference
 
@@ -231,9 +231,8 @@ def measure_acceptance(
     # the weights' own fit, always: the one training side a config edited after training cannot mislead
     from ..weights_fit import fit_candidates
 
-    configured = setup.train_spec or setup.serving.spec
-    cands = fit_candidates(setup, configured, product=opts.scan)
-    reads = replay_taps(paths, [configured, *cands] if cands else [], len(src.sequences), logits_window(opts))
+    cands = fit_candidates(setup, configured_spec(setup), product=opts.scan)
+    reads = replay_taps(setup, paths, cands or [], len(src.sequences), logits_window(opts))
     rep = acceptance_sequences(setup, src, opts, progress, reads)
     rep.notes += path_notes
     m = Measurement(setup, rep, paths, tree, drafts, cands=cands)

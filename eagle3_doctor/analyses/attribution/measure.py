@@ -84,7 +84,7 @@ def measure_gap(
         )
     cands = candidates(plan.paths[plan.base], setup.target.num_layers)
     # the replays read the decode's taps (True: each batch's reader takes the target's choice over the prompts)
-    reads = replay_taps(plan.paths, [plan.paths[plan.base], *cands], len(src.sequences), logits_window(opts, True))
+    reads = replay_taps(setup, plan.paths, cands, len(src.sequences), logits_window(opts, True))
     rep = acceptance_sequences(setup, src, opts, progress, reads)
     m = Measurement(setup, rep, plan.paths, tree, plan.drafts, cands=cands, prompt_choice=True)
     ctx = ContextCounts(bucket, len(rep.seqs))
